@@ -1,0 +1,69 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers, from the wire up (see README.md "Module layout"):
+//   CDNSSD (C, dns_sd.h) -> DNSSD (async Swift over dns_sd)
+//   LanchatIdentity (long-term key, peer id)
+//   LanchatDiscovery (pure: TXT advertisement, peer table)
+//   LanchatControl (control API types + a small blocking client; no NIO)
+//   LanchatDaemon (wiring: discovery service, control server, config)
+//   lanchatd / lanchat (thin executables)
+let package = Package(
+    name: "lanchat",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "lanchatd", targets: ["lanchatd"]),
+        .executable(name: "lanchat", targets: ["lanchat"]),
+        .library(name: "DNSSD", targets: ["DNSSD"]),
+        .library(name: "LanchatDiscovery", targets: ["LanchatDiscovery"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CDNSSD",
+            pkgConfig: "avahi-compat-libdns_sd",
+            providers: [.apt(["libavahi-compat-libdnssd-dev"])]
+        ),
+        .target(name: "DNSSD", dependencies: ["CDNSSD"]),
+        .target(name: "LanchatIdentity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
+        .target(name: "LanchatControl", dependencies: ["LanchatDiscovery"]),
+        .target(
+            name: "LanchatDaemon",
+            dependencies: [
+                "DNSSD", "LanchatIdentity", "LanchatDiscovery", "LanchatControl",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "lanchatd",
+            dependencies: [
+                "LanchatDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "lanchat",
+            dependencies: [
+                "LanchatControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "DNSSDTests", dependencies: ["DNSSD"]),
+        .testTarget(name: "LanchatIdentityTests", dependencies: ["LanchatIdentity"]),
+        .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatDiscovery"]),
+        .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
+        .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatDaemon"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
