@@ -31,9 +31,9 @@ let package = Package(
             providers: [.apt(["libavahi-compat-libdnssd-dev"])]
         ),
         .target(name: "DNSSD", dependencies: ["CDNSSD"]),
-        .target(name: "LanchatIdentity", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "LanchatIdentity", dependencies: ["LanchatDiscovery", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
-        .target(name: "LanchatControl", dependencies: ["LanchatDiscovery"]),
+        .target(name: "LanchatControl"),
         .target(
             name: "LanchatDaemon",
             dependencies: [
@@ -55,7 +55,7 @@ let package = Package(
         .executableTarget(
             name: "lanchat",
             dependencies: [
-                "LanchatControl",
+                "LanchatControl", "DNSSD",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

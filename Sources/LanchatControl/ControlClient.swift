@@ -1,0 +1,139 @@
+import Foundation
+
+/// Where the control socket lives.
+public enum ControlSocketPath {
+    public static let systemPath = "/run/lanchat/lanchatd.sock"
+
+    /// The per-user path, `$XDG_RUNTIME_DIR/lanchat/lanchatd.sock`, if that variable is set.
+    public static func userPath(environment: [String: String]) -> String? {
+        guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return nil }
+        return (runtime as NSString).appendingPathComponent("lanchat/lanchatd.sock")
+    }
+
+    /// The daemon's default: the per-user path when `XDG_RUNTIME_DIR` is set, else the system path.
+    public static func daemonDefault(environment: [String: String]) -> String {
+        userPath(environment: environment) ?? systemPath
+    }
+
+    /// The client's choice: `--socket`, then `LANCHAT_SOCKET`, then the per-user socket if it exists,
+    /// then the system service's socket.
+    public static func clientDefault(explicit: String?, environment: [String: String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let fromEnv = environment["LANCHAT_SOCKET"], !fromEnv.isEmpty { return fromEnv }
+        if let user = userPath(environment: environment), FileManager.default.fileExists(atPath: user) { return user }
+        if FileManager.default.fileExists(atPath: systemPath) { return systemPath }
+        return userPath(environment: environment) ?? systemPath
+    }
+}
+
+/// A blocking client for the control socket: what the CLI and scripts' Swift helpers use.
+/// It does not link NIO.
+public final class ControlClient {
+    public static let maximumResponseLength = 16 * 1024 * 1024
+
+    public let path: String
+    private let fd: Int32
+    private var framer = LineFramer(maximumLineLength: ControlClient.maximumResponseLength)
+    private var nextID = 1
+
+    /// Connects, or throws an error that says what to do (start the daemon, fix permissions...).
+    public init(path: String, timeoutSeconds: Int = 10) throws(ControlError) {
+        self.path = path
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw ControlError(code: "bad_socket_path", message: "socket path is too long: \(path)")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            raw[pathBytes.count] = 0
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ControlError(code: "socket", message: "cannot create a socket: \(String(cString: strerror(errno)))") }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if result != 0 {
+            let code = errno
+            close(fd)
+            switch code {
+            case ENOENT:
+                throw ControlError(code: "daemon_not_running", message: "lanchatd is not running: no socket at \(path) (start it with `lanchatd` or `systemctl start lanchatd`, or pass --socket)")
+            case ECONNREFUSED:
+                throw ControlError(code: "daemon_not_running", message: "lanchatd is not running: \(path) refuses connections (a stale socket left by a daemon that died?)")
+            case EACCES, EPERM:
+                throw ControlError(code: "permission_denied", message: "permission denied on \(path): the socket belongs to the daemon's user (or its configured group)")
+            default:
+                throw ControlError(code: "connect_failed", message: "cannot connect to \(path): \(String(cString: strerror(code)))")
+            }
+        }
+        self.fd = fd
+        setTimeout(seconds: timeoutSeconds)
+    }
+
+    deinit { close(fd) }
+
+    /// Sets the receive timeout (0 = wait forever, for watches).
+    public func setTimeout(seconds: Int) {
+        var tv = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Sends a request and returns its response, turning an error response into a thrown error.
+    public func call(_ method: ControlMethod, params: [String: String]? = nil) throws(ControlError) -> ControlResponse {
+        let request = ControlRequest(id: nextID, method: method.rawValue, params: params)
+        nextID += 1
+        try send(ControlJSON.line(request))
+        let response = try readResponse()
+        if !response.ok { throw response.error ?? ControlError(code: "failed", message: "the daemon reported a failure without a reason") }
+        return response
+    }
+
+    /// Sends raw bytes (tests use this for hostile requests).
+    public func send(_ bytes: [UInt8]) throws(ControlError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+    }
+
+    /// Reads the next line from the daemon (a response or an event). Returns `nil` at end of stream.
+    public func readLine() throws(ControlError) -> [UInt8]? {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            do {
+                if let line = try framer.nextLine() { return line }
+            } catch {
+                throw ControlError(code: "bad_response", message: "the daemon sent a line longer than \(ControlClient.maximumResponseLength) bytes")
+            }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return nil }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    throw ControlError(code: "timeout", message: "lanchatd did not answer in time")
+                }
+                throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(errno)))")
+            }
+            framer.append(chunk[..<n])
+        }
+    }
+
+    /// Reads and decodes the next line.
+    public func readResponse() throws(ControlError) -> ControlResponse {
+        guard let line = try readLine() else {
+            throw ControlError(code: "connection_lost", message: "lanchatd closed the connection")
+        }
+        do {
+            return try ControlJSON.decoder().decode(ControlResponse.self, from: Data(line))
+        } catch {
+            throw ControlError(code: "bad_response", message: "the daemon sent something that is not a control API response")
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+
+/// The control API: newline-delimited JSON over a Unix stream socket (see docs/control-api.md).
+/// Keys are snake_case on the wire (`ControlJSON` sets that up for both ends).
+
+/// A request from a client. `params` is method-specific.
+public struct ControlRequest: Codable, Equatable, Sendable {
+    public var id: Int
+    public var method: String
+    public var params: [String: String]?
+
+    public init(id: Int, method: String, params: [String: String]? = nil) {
+        self.id = id
+        self.method = method
+        self.params = params
+    }
+}
+
+/// The methods this daemon answers.
+public enum ControlMethod: String, CaseIterable, Sendable {
+    /// The daemon's own identity, advertisement and counts.
+    case status
+    /// The peers discovery has found.
+    case peers
+    /// Streams `ControlEvent`s after the response, until the client closes the connection.
+    case watch
+}
+
+/// An error with a stable code (compared by scripts and tests) and a message a person can act on.
+public struct ControlError: Error, Codable, Equatable, Sendable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    public static func badRequest(_ message: String) -> ControlError { ControlError(code: "bad_request", message: message) }
+    public static func unknownMethod(_ method: String) -> ControlError {
+        ControlError(code: "unknown_method", message: "unknown method '\(method.prefix(64))'; known: \(ControlMethod.allCases.map(\.rawValue).joined(separator: ", "))")
+    }
+}
+
+/// One line from the daemon: a response to a request, or an event of a watch.
+public struct ControlResponse: Codable, Equatable, Sendable {
+    public var id: Int?
+    public var ok: Bool
+    public var error: ControlError?
+    public var status: DaemonStatus?
+    public var peers: [PeerInfo]?
+    public var event: ControlEvent?
+
+    public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil) {
+        self.id = id
+        self.ok = ok
+        self.error = error
+        self.status = status
+        self.peers = peers
+        self.event = event
+    }
+
+    public static func failure(id: Int?, _ error: ControlError) -> ControlResponse {
+        ControlResponse(id: id, ok: false, error: error)
+    }
+}
+
+/// A peer as the control API shows it.
+public struct PeerInfo: Codable, Equatable, Sendable {
+    /// Display name from the peer's TXT record (or the instance name for incompatible services).
+    public var name: String
+    /// Full peer id (52 base32 characters); `nil` for incompatible services.
+    public var id: String?
+    /// The first 12 characters of the id, as people see it.
+    public var shortId: String?
+    /// DNS-SD instance name (unique on the LAN).
+    public var instance: String
+    public var host: String
+    public var port: Int
+    public var addresses: [String]
+    public var interfaces: [String]
+    /// `discovered` (found through DNS-SD, no connection yet).
+    public var state: String
+    public var rooms: [String]
+    public var compatible: Bool
+    /// Why the service is not usable, when `compatible` is false.
+    public var problem: String?
+    public var protocolVersion: Int?
+    public var encryption: String?
+
+    public init(name: String, id: String?, shortId: String?, instance: String, host: String, port: Int, addresses: [String], interfaces: [String], state: String, rooms: [String], compatible: Bool, problem: String?, protocolVersion: Int?, encryption: String?) {
+        self.name = name
+        self.id = id
+        self.shortId = shortId
+        self.instance = instance
+        self.host = host
+        self.port = port
+        self.addresses = addresses
+        self.interfaces = interfaces
+        self.state = state
+        self.rooms = rooms
+        self.compatible = compatible
+        self.problem = problem
+        self.protocolVersion = protocolVersion
+        self.encryption = encryption
+    }
+}
+
+/// The daemon's own state.
+public struct DaemonStatus: Codable, Equatable, Sendable {
+    public var name: String
+    public var id: String
+    public var shortId: String
+    /// The instance name we are advertised under (may carry a " #2" suffix after a clash), or `nil`.
+    public var instance: String?
+    /// `registered`, `registering`, or `avahi_unavailable`.
+    public var advertising: String
+    public var port: Int
+    public var protocolVersion: Int
+    public var encryption: String
+    public var peers: Int
+    public var pid: Int
+    public var version: String
+    public var startedAt: String
+
+    public init(name: String, id: String, shortId: String, instance: String?, advertising: String, port: Int, protocolVersion: Int, encryption: String, peers: Int, pid: Int, version: String, startedAt: String) {
+        self.name = name
+        self.id = id
+        self.shortId = shortId
+        self.instance = instance
+        self.advertising = advertising
+        self.port = port
+        self.protocolVersion = protocolVersion
+        self.encryption = encryption
+        self.peers = peers
+        self.pid = pid
+        self.version = version
+        self.startedAt = startedAt
+    }
+}
+
+/// An event of the watch stream.
+public struct ControlEvent: Codable, Equatable, Sendable {
+    /// `found`, `changed`, `lost` (with `peer`), or `advertising` (with `advertising` and `instance`).
+    public var type: String
+    /// ISO 8601 time at the daemon.
+    public var time: String
+    public var peer: PeerInfo?
+    public var advertising: String?
+    public var instance: String?
+
+    public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil) {
+        self.type = type
+        self.time = time
+        self.peer = peer
+        self.advertising = advertising
+        self.instance = instance
+    }
+}
+
+/// Encoders and decoders configured for the wire format.
+public enum ControlJSON {
+    public static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+
+    public static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return decoder
+    }
+
+    /// Encodes one line (JSON followed by `\n`).
+    public static func line<T: Encodable>(_ value: T) -> [UInt8] {
+        // Our own types always encode; a failure here is a programming error.
+        var bytes = Array(try! encoder().encode(value))
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+
+    /// Decodes a request line, mapping every failure to a `bad_request` error.
+    public static func decodeRequest(_ line: [UInt8]) -> Result<ControlRequest, ControlError> {
+        guard String(validating: line, as: UTF8.self) != nil else { return .failure(.badRequest("request is not valid UTF-8")) }
+        do {
+            return .success(try decoder().decode(ControlRequest.self, from: Data(line)))
+        } catch {
+            return .failure(.badRequest("request is not a JSON object with an integer 'id' and a string 'method'"))
+        }
+    }
+}

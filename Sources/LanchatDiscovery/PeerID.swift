@@ -1,0 +1,55 @@
+/// A peer's id: the SHA-256 of its public key (SubjectPublicKeyInfo DER), in lowercase RFC 4648
+/// base32 without padding (52 characters). People see a prefix (`short`); any unique prefix names a peer.
+public struct PeerID: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+    public let rawValue: String
+
+    public static let length = 52
+    static let alphabet = Array("abcdefghijklmnopqrstuvwxyz234567".utf8)
+
+    /// Validates `text` (case-insensitive); `nil` if it is not a well-formed id.
+    public init?(_ text: String) {
+        let lower = text.lowercased()
+        let bytes = Array(lower.utf8)
+        guard bytes.count == Self.length, bytes.allSatisfy({ Self.alphabet.contains($0) }) else { return nil }
+        self.rawValue = lower
+    }
+
+    /// The id of a public key, from the SHA-256 digest of its SubjectPublicKeyInfo DER.
+    public init(digest: some Sequence<UInt8>) {
+        self.rawValue = Self.base32(Array(digest))
+    }
+
+    /// The first 12 characters: what `lanchat peers` shows.
+    public var short: String { String(rawValue.prefix(12)) }
+    public var description: String { rawValue }
+    public static func < (lhs: PeerID, rhs: PeerID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public init(from decoder: Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let id = PeerID(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a peer id"))
+        }
+        self = id
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    static func base32(_ data: [UInt8]) -> String {
+        var out: [UInt8] = []
+        var buffer: UInt32 = 0
+        var bits = 0
+        for byte in data {
+            buffer = (buffer << 8) | UInt32(byte)
+            bits += 8
+            while bits >= 5 {
+                out.append(alphabet[Int((buffer >> UInt32(bits - 5)) & 31)])
+                bits -= 5
+            }
+        }
+        if bits > 0 { out.append(alphabet[Int((buffer << UInt32(5 - bits)) & 31)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,82 @@
+import Crypto
+import Foundation
+import LanchatDiscovery
+
+/// The daemon's long-term identity: a P-256 key (which TLS 1.3 through swift-nio-ssl can present in a
+/// certificate) kept in the state directory, and the peer id derived from its public key.
+public struct Identity: Sendable {
+    public let privateKey: P256.Signing.PrivateKey
+    public let peerID: PeerID
+
+    public static let fileName = "identity.pem"
+
+    public init(privateKey: P256.Signing.PrivateKey) {
+        self.privateKey = privateKey
+        self.peerID = Self.peerID(of: privateKey.publicKey)
+    }
+
+    /// The peer id of a public key: SHA-256 of its SubjectPublicKeyInfo DER, base32.
+    public static func peerID(of publicKey: P256.Signing.PublicKey) -> PeerID {
+        PeerID(digest: SHA256.hash(data: publicKey.derRepresentation))
+    }
+
+    public struct LoadError: Error, Equatable, CustomStringConvertible {
+        public enum Code: Equatable, Sendable { case unreadable, insecurePermissions, corrupt, cannotCreate }
+        public let code: Code
+        public let path: String
+        public let detail: String
+        public var description: String {
+            switch code {
+            case .unreadable: return "cannot read identity key \(path): \(detail)"
+            case .insecurePermissions: return "identity key \(path) is readable by others (\(detail)); run: chmod 600 \(path)"
+            case .corrupt: return "identity key \(path) is not a P-256 private key in PEM (\(detail)); it was left as it is: move it away to create a new identity (peers will see a new id)"
+            case .cannotCreate: return "cannot create identity key \(path): \(detail)"
+            }
+        }
+    }
+
+    /// Loads the key from `directory`, creating it (mode 0600) on first start.
+    ///
+    /// A key that exists but cannot be used is never replaced: the id is what peers trust, so the
+    /// person must decide.
+    public static func loadOrCreate(in directory: String) throws(LoadError) -> Identity {
+        let path = (directory as NSString).appendingPathComponent(fileName)
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                throw LoadError(code: .unreadable, path: path, detail: "not a regular file")
+            }
+            guard info.st_mode & 0o077 == 0 else {
+                throw LoadError(code: .insecurePermissions, path: path, detail: String(format: "mode %03o", info.st_mode & 0o777))
+            }
+            guard info.st_size < 64 * 1024 else { throw LoadError(code: .corrupt, path: path, detail: "file too large") }
+            let text: String
+            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                throw LoadError(code: .corrupt, path: path, detail: "not UTF-8 text")
+            }
+            do { return Identity(privateKey: try P256.Signing.PrivateKey(pemRepresentation: text)) } catch {
+                throw LoadError(code: .corrupt, path: path, detail: "\(error)")
+            }
+        }
+        guard errno == ENOENT else { throw LoadError(code: .unreadable, path: path, detail: String(cString: strerror(errno))) }
+        let identity = Identity(privateKey: P256.Signing.PrivateKey())
+        try write(identity.privateKey.pemRepresentation, to: path)
+        return identity
+    }
+
+    /// Writes the key to a temporary file created with mode 0600, syncs it, and renames it into place.
+    private static func write(_ pem: String, to path: String) throws(LoadError) {
+        let temp = path + ".tmp.\(getpid())"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw LoadError(code: .cannotCreate, path: path, detail: String(cString: strerror(errno))) }
+        let bytes = Array(pem.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == bytes.count, synced, rename(temp, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temp)
+            throw LoadError(code: .cannotCreate, path: path, detail: reason)
+        }
+    }
+}
