@@ -64,6 +64,12 @@ public final class ServiceRegistration: Sendable {
         driver.cancel()
         continuation.finish()
     }
+
+    /// Withdraws the service and waits until Avahi has been told.
+    public func close() async {
+        continuation.finish()
+        await driver.close()
+    }
 }
 
 extension DNSSD {

@@ -73,16 +73,27 @@ final class ServiceRefDriver: @unchecked Sendable {
         }
         source.setCancelHandler { [weak self] in
             guard let self else { return }
-            if let ref = self.ref { DNSServiceRefDeallocate(ref) }
-            self.ref = nil
-            self.context?.release()
-            self.context = nil
+            self.releaseRef()
         }
         self.source = source
         source.resume()
     }
 
     private var sourceSuspended = false
+    private var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    private var released = false
+
+    /// On `queue`: frees the ref (Avahi withdraws what it registered) and the callback context.
+    private func releaseRef() {
+        if let ref { DNSServiceRefDeallocate(ref) }
+        ref = nil
+        context?.release()
+        context = nil
+        released = true
+        let waiters = closeWaiters
+        closeWaiters = []
+        waiters.forEach { $0.resume() }
+    }
 
     /// Runs `body` with the live ref on the driver's queue. Throws `daemonUnavailable` if cancelled.
     func withRef<T: Sendable>(
@@ -105,20 +116,34 @@ final class ServiceRefDriver: @unchecked Sendable {
     /// Stops the operation and frees the ref. Safe to call more than once, from any thread,
     /// including from inside a callback (the work is queued after it).
     func cancel() {
-        queue.async {
-            guard !self.cancelled else { return }
-            self.cancelled = true
-            if let source = self.source {
-                // A suspended source must be resumed before it can be cancelled.
-                if self.sourceSuspended { source.resume(); self.sourceSuspended = false }
-                source.cancel()
-                self.source = nil
-            } else {
-                if let ref = self.ref { DNSServiceRefDeallocate(ref) }
-                self.ref = nil
-                self.context?.release()
-                self.context = nil
+        queue.async { self.cancelOnQueue() }
+    }
+
+    /// Cancels and returns once the ref is deallocated (for a registration: once Avahi has been told
+    /// to withdraw it), so a daemon that exits right after still sends its goodbye.
+    func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                if self.released {
+                    continuation.resume()
+                } else {
+                    self.closeWaiters.append(continuation)
+                    self.cancelOnQueue()
+                }
             }
+        }
+    }
+
+    private func cancelOnQueue() {
+        guard !cancelled else { return }
+        cancelled = true
+        if let source {
+            // A suspended source must be resumed before it can be cancelled; its cancel handler frees the ref.
+            if sourceSuspended { source.resume(); sourceSuspended = false }
+            source.cancel()
+            self.source = nil
+        } else {
+            releaseRef()
         }
     }
 }

@@ -138,6 +138,11 @@ public struct PeerTable: Sendable {
         return old == peer ? [] : [.emit(.changed(peer))]
     }
 
+    /// Whether the instance is still in the table (a resolve for it is still wanted).
+    public func knows(_ instance: ServiceInstance) -> Bool {
+        entries[instance.key] != nil
+    }
+
     /// A resolve failed. The instance stays unlisted (or keeps its last known data if listed).
     public mutating func resolveFailed(_ instance: ServiceInstance) -> [Action] {
         []

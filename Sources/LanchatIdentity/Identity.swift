@@ -5,14 +5,20 @@ import LanchatDiscovery
 /// The daemon's long-term identity: a P-256 key (which TLS 1.3 through swift-nio-ssl can present in a
 /// certificate) kept in the state directory, and the peer id derived from its public key.
 public struct Identity: Sendable {
-    public let privateKey: P256.Signing.PrivateKey
+    /// The key's raw scalar (swift-crypto 3's key types are not `Sendable`; the bytes are).
+    private let rawKey: Data
     public let peerID: PeerID
 
     public static let fileName = "identity.pem"
 
     public init(privateKey: P256.Signing.PrivateKey) {
-        self.privateKey = privateKey
+        self.rawKey = privateKey.rawRepresentation
         self.peerID = Self.peerID(of: privateKey.publicKey)
+    }
+
+    public var privateKey: P256.Signing.PrivateKey {
+        // The bytes came from a valid key, so this cannot fail.
+        try! P256.Signing.PrivateKey(rawRepresentation: rawKey)
     }
 
     /// The peer id of a public key: SHA-256 of its SubjectPublicKeyInfo DER, base32.

@@ -1,0 +1,188 @@
+import Foundation
+import LanchatControl
+import LanchatDiscovery
+
+/// Everything `lanchatd` can be told, with its defaults and limits.
+///
+/// Sources, later ones winning: built-in defaults, the config file (`--config FILE`, or
+/// `LANCHATD_CONFIG`), environment variables (`LANCHATD_NAME`, `LANCHATD_STATE_DIR`, ...), flags.
+public struct DaemonConfiguration: Equatable, Sendable {
+    public enum AutoAccept: String, Sendable, CaseIterable { case never, known, all }
+    public enum LogLevel: String, Sendable, CaseIterable { case trace, debug, info, notice, warning, error, critical }
+
+    /// Display name advertised to peers (default: user@host).
+    public var name: String
+    public var stateDirectory: String
+    public var socketPath: String
+    /// A group whose members may also use the control socket (mode 0660); `nil`: owner only (0600).
+    public var socketGroup: String?
+    /// Peer port; 0 = any free port (DNS-SD tells peers which).
+    public var port: Int
+    /// Interfaces to advertise and browse on; empty = all.
+    public var interfaces: [String]
+    public var encryption: PeerAdvertisement.Encryption
+    public var autoAccept: AutoAccept
+    public var downloadDirectory: String
+    public var logLevel: LogLevel
+
+    // Limits and timings, settable in the config file only.
+    /// How often listed peers are resolved again to notice TXT and address changes (seconds).
+    public var refreshInterval: Int = 30
+    /// After avahi-daemon restarts, peers not reported again within this many seconds are dropped.
+    public var sweepDelay: Int = 5
+    /// Control connections served at once; more are refused.
+    public var maximumControlConnections: Int = 64
+    /// Longest control request line, in bytes.
+    public var maximumRequestLength: Int = 64 * 1024
+    /// Events buffered for a slow `watch` client before the oldest are dropped.
+    public var watchBufferSize: Int = 1024
+
+    public struct Error: Swift.Error, Equatable, CustomStringConvertible {
+        public let message: String
+        public init(_ message: String) { self.message = message }
+        public var description: String { message }
+    }
+
+    /// Keys accepted in the config file; flags use the same names with `--`.
+    public static let fileKeys: Set<String> = [
+        "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
+        "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
+        "max-request-length", "watch-buffer",
+    ]
+
+    /// Defaults for the current user and environment.
+    public static func defaults(environment: [String: String], uid: uid_t = getuid(), userName: String, hostName: String) -> DaemonConfiguration {
+        let home = environment["HOME"] ?? "/"
+        let stateDirectory: String
+        if let fromSystemd = environment["STATE_DIRECTORY"], !fromSystemd.isEmpty {
+            stateDirectory = fromSystemd.split(separator: ":").first.map(String.init) ?? fromSystemd
+        } else if uid == 0 {
+            stateDirectory = "/var/lib/lanchat"
+        } else if let xdg = environment["XDG_STATE_HOME"], !xdg.isEmpty {
+            stateDirectory = (xdg as NSString).appendingPathComponent("lanchat")
+        } else {
+            stateDirectory = (home as NSString).appendingPathComponent(".local/state/lanchat")
+        }
+        let downloads = uid == 0 ? (stateDirectory as NSString).appendingPathComponent("downloads") : (home as NSString).appendingPathComponent("Downloads")
+        return DaemonConfiguration(
+            name: "\(userName)@\(hostName)", stateDirectory: stateDirectory,
+            socketPath: ControlSocketPath.daemonDefault(environment: environment), socketGroup: nil, port: 0,
+            interfaces: [], encryption: .required, autoAccept: .never, downloadDirectory: downloads, logLevel: .info)
+    }
+
+    /// Applies one setting by its key (file, environment and flags share this).
+    public mutating func apply(key: String, value: String) throws(Error) {
+        func integer(_ range: ClosedRange<Int>) throws(Error) -> Int {
+            guard let number = Int(value), range.contains(number) else {
+                throw Error("\(key): expected a whole number in \(range.lowerBound)...\(range.upperBound), got '\(value.prefix(64))'")
+            }
+            return number
+        }
+        func path() throws(Error) -> String {
+            guard !value.isEmpty, !value.contains("\0") else { throw Error("\(key): expected a path") }
+            return value
+        }
+        func oneOf<T: RawRepresentable & CaseIterable>(_: T.Type) throws(Error) -> T where T.RawValue == String {
+            guard let parsed = T(rawValue: value) else {
+                throw Error("\(key): expected one of \(T.allCases.map(\.rawValue).joined(separator: ", ")), got '\(value.prefix(64))'")
+            }
+            return parsed
+        }
+        switch key {
+        case "name":
+            let clean = PeerAdvertisement.sanitize(value)
+            guard !clean.isEmpty else { throw Error("name: must contain at least one visible character") }
+            name = clean
+        case "state-dir": stateDirectory = try path()
+        case "socket": socketPath = try path()
+        case "socket-group":
+            guard !value.isEmpty, value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: ":") }) else {
+                throw Error("socket-group: expected a group name")
+            }
+            socketGroup = value
+        case "port": port = try integer(0...65535)
+        case "interface":
+            // Repeatable; a comma-separated list in the file or environment.
+            for name in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+                guard name.utf8.count < 16, !name.contains("/"), name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
+                    throw Error("interface: '\(name.prefix(64))' is not an interface name")
+                }
+                if !interfaces.contains(name) { interfaces.append(name) }
+            }
+        case "encryption": encryption = try oneOf(PeerAdvertisement.Encryption.self)
+        case "auto-accept": autoAccept = try oneOf(AutoAccept.self)
+        case "download-dir": downloadDirectory = try path()
+        case "log-level": logLevel = try oneOf(LogLevel.self)
+        case "refresh-interval": refreshInterval = try integer(1...86400)
+        case "sweep-delay": sweepDelay = try integer(1...600)
+        case "max-control-connections": maximumControlConnections = try integer(1...10000)
+        case "max-request-length": maximumRequestLength = try integer(1024...(16 * 1024 * 1024))
+        case "watch-buffer": watchBufferSize = try integer(16...1_000_000)
+        default:
+            throw Error("unknown setting '\(key.prefix(64))'; known: \(Self.fileKeys.sorted().joined(separator: ", "))")
+        }
+    }
+
+    /// Parses a config file: `key = value` lines, `#` comments, blank lines. Errors name the line.
+    public static func parseFile(_ text: String) throws(Error) -> [(key: String, value: String)] {
+        var settings: [(key: String, value: String)] = []
+        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "\r")))
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw Error("line \(number + 1): expected 'key = value'")
+            }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            guard fileKeys.contains(key) else {
+                throw Error("line \(number + 1): unknown setting '\(key.prefix(64))'")
+            }
+            guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control && $0 != "\t" }) else {
+                throw Error("line \(number + 1): control characters in the value of '\(key)'")
+            }
+            settings.append((key, value))
+        }
+        return settings
+    }
+
+    /// Loads a config file from disk (at most 1 MiB).
+    public static func loadFile(_ path: String) throws(Error) -> [(key: String, value: String)] {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
+            throw Error("cannot read config file \(path): no such file or not readable")
+        }
+        if let size = attributes[.size] as? Int, size > 1024 * 1024 { throw Error("config file \(path) is larger than 1 MiB") }
+        guard let data = FileManager.default.contents(atPath: path) else { throw Error("cannot read config file \(path)") }
+        guard let text = String(data: data, encoding: .utf8) else { throw Error("config file \(path) is not UTF-8 text") }
+        do { return try parseFile(text) } catch { throw Error("\(path): \(error.message)") }
+    }
+
+    /// The environment variable for a key: `state-dir` -> `LANCHATD_STATE_DIR`.
+    public static func environmentName(for key: String) -> String {
+        "LANCHATD_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+
+    /// Builds the configuration from every source.
+    ///
+    /// - Parameters:
+    ///   - flags: settings given on the command line, in order (repeatable keys may appear twice).
+    ///   - configPath: `--config`, if given (else `LANCHATD_CONFIG`).
+    public static func resolve(
+        flags: [(key: String, value: String)], configPath: String?, environment: [String: String],
+        userName: String, hostName: String
+    ) throws(Error) -> DaemonConfiguration {
+        var config = defaults(environment: environment, userName: userName, hostName: hostName)
+        if let path = configPath ?? environment["LANCHATD_CONFIG"] {
+            for (key, value) in try loadFile(path) { try config.apply(key: key, value: value) }
+        }
+        for key in fileKeys.sorted() {
+            if let value = environment[environmentName(for: key)] {
+                do { try config.apply(key: key, value: value) } catch { throw Error("\(environmentName(for: key)): \(error.message)") }
+            }
+        }
+        // Flags for a repeatable key replace what the file and environment said.
+        if flags.contains(where: { $0.key == "interface" }) { config.interfaces = [] }
+        for (key, value) in flags { try config.apply(key: key, value: value) }
+        return config
+    }
+}

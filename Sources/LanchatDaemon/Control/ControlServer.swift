@@ -1,0 +1,145 @@
+import Foundation
+import LanchatControl
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// Answers what the control API asks (see docs/control-api.md). Implemented by the daemon.
+public protocol ControlHandler: Sendable {
+    func status() async -> DaemonStatus
+    func peers() async -> [PeerInfo]
+    func events() -> AsyncStream<ControlEvent>
+}
+
+/// Serves the control API on a Unix socket: one JSON request per line, one JSON response per line;
+/// `watch` then streams events until the client hangs up.
+public final class ControlServer: Service {
+    private let path: String
+    private let group: gid_t?
+    private let configuration: DaemonConfiguration
+    private let handler: any ControlHandler
+    private let eventLoopGroup: MultiThreadedEventLoopGroup
+    private let logger: Logger
+    private let server: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+    private let connections = Atomic<Int>(0)
+
+    /// Binds the socket now, so that a failure stops the daemon before it advertises anything.
+    public init(configuration: DaemonConfiguration, handler: any ControlHandler, eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger) async throws {
+        self.path = configuration.socketPath
+        self.configuration = configuration
+        self.handler = handler
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        let group = try configuration.socketGroup.map { name throws(ControlSocket.SetupError) in try ControlSocket.groupID(named: name) }
+        self.group = group
+        try ControlSocket.prepare(path: path, group: group)
+        self.server = try await ServerBootstrap(group: eventLoopGroup)
+            .bind(unixDomainSocketPath: path) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        try ControlSocket.restrict(path: path, group: group)
+    }
+
+    public func run() async throws {
+        defer { unlink(path) }
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingDiscardingTaskGroup { group in
+                try await self.server.executeThenClose { inbound in
+                    for try await connection in inbound {
+                        let count = self.connections.add(1, ordering: .relaxed).newValue
+                        group.addTask {
+                            defer { self.connections.subtract(1, ordering: .relaxed) }
+                            if count > self.configuration.maximumControlConnections {
+                                try? await self.refuse(connection)
+                            } else {
+                                try? await self.serve(connection)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private func refuse(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
+        try await connection.executeThenClose { _, outbound in
+            let error = ControlError(code: "busy", message: "too many control connections (limit \(configuration.maximumControlConnections))")
+            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: nil, error))))
+        }
+    }
+
+    private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
+        try await connection.executeThenClose { inbound, outbound in
+            var framer = LineFramer(maximumLineLength: configuration.maximumRequestLength)
+            var iterator = inbound.makeAsyncIterator()
+            while let buffer = try await iterator.next() {
+                framer.append(buffer.readableBytesView)
+                while true {
+                    let line: [UInt8]
+                    do {
+                        guard let next = try framer.nextLine() else { break }
+                        line = next
+                    } catch {
+                        let error = ControlError.badRequest("request longer than \(configuration.maximumRequestLength) bytes; closing")
+                        try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: nil, error))))
+                        return
+                    }
+                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
+                    switch ControlJSON.decodeRequest(line) {
+                    case .failure(let error):
+                        try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: nil, error))))
+                    case .success(let request):
+                        guard let method = ControlMethod(rawValue: request.method) else {
+                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: request.id, .unknownMethod(request.method)))))
+                            continue
+                        }
+                        logger.debug("control request", metadata: ["control.method": "\(method.rawValue)"])
+                        switch method {
+                        case .status:
+                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id, status: await handler.status()))))
+                        case .peers:
+                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id, peers: await handler.peers()))))
+                        case .watch:
+                            // Subscribe before answering, so no event between the two is missed.
+                            let events = handler.events()
+                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id))))
+                            try await streamEvents(events, to: outbound, until: &iterator)
+                            return
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes events until the client closes its end (or sends anything: a watch takes no more requests).
+    private func streamEvents(
+        _ events: AsyncStream<ControlEvent>, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+        until inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+    ) async throws {
+        let inboundBox = UncheckedBox(inbound)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in events {
+                    try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: nil, event: event))))
+                }
+            }
+            group.addTask {
+                var iterator = inboundBox.value
+                while try await iterator.next() != nil {}
+            }
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+}
+
+/// Moves the inbound iterator into the child task that drains it; the parent no longer touches it.
+private struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,288 @@
+import DNSSD
+import Foundation
+import LanchatControl
+import LanchatDiscovery
+import Logging
+import ServiceLifecycle
+
+/// Advertises this daemon as `_chat-service._tcp`, browses for the others, and keeps the peer table.
+///
+/// Each loop (advertise, browse) survives avahi-daemon being absent or restarting: when its operation
+/// dies (Avahi reports -65537) it starts again with backoff. After a browse restart, peers the new
+/// browse does not report again within `sweepDelay` are dropped.
+public actor DiscoveryService: Service {
+    public enum AdvertisingState: String, Sendable {
+        case registering
+        case registered
+        case avahiUnavailable = "avahi_unavailable"
+    }
+
+    private let configuration: DaemonConfiguration
+    private let advertisement: PeerAdvertisement
+    private let port: UInt16
+    private let hub: EventHub
+    private let logger: Logger
+    /// 0 = all interfaces; else one entry per `--interface`.
+    private let interfaceIndices: [UInt32]
+    private var table: PeerTable
+    private var advertising: [UInt32: (state: AdvertisingState, name: String?)] = [:]
+    private let resolveRequests: AsyncStream<ServiceInstance>
+    private let resolveContinuation: AsyncStream<ServiceInstance>.Continuation
+
+    public init(configuration: DaemonConfiguration, advertisement: PeerAdvertisement, port: UInt16, interfaceIndices: [UInt32], hub: EventHub, logger: Logger) {
+        self.configuration = configuration
+        self.advertisement = advertisement
+        self.port = port
+        self.interfaceIndices = interfaceIndices.isEmpty ? [0] : interfaceIndices
+        self.hub = hub
+        self.logger = logger
+        self.table = PeerTable(ownID: advertisement.peerID)
+        (resolveRequests, resolveContinuation) = AsyncStream<ServiceInstance>.makeStream()
+        for index in self.interfaceIndices { advertising[index] = (.registering, nil) }
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                for index in self.interfaceIndices {
+                    group.addTask { await self.advertiseLoop(interfaceIndex: index) }
+                    group.addTask { await self.browseLoop(interfaceIndex: index) }
+                }
+                group.addTask { await self.resolveWorker() }
+                group.addTask { await self.refreshLoop() }
+            }
+        }
+        resolveContinuation.finish()
+    }
+
+    // MARK: Queries
+
+    public var peers: [DiscoveredPeer] { table.peers }
+
+    /// The overall advertising state and the instance name (of the first interface).
+    public var advertisingStatus: (state: AdvertisingState, instance: String?) {
+        let states = interfaceIndices.compactMap { advertising[$0] }
+        if states.contains(where: { $0.state == .avahiUnavailable }) { return (.avahiUnavailable, states.first?.name) }
+        if states.allSatisfy({ $0.state == .registered }) { return (.registered, states.first?.name) }
+        return (.registering, states.first?.name)
+    }
+
+    // MARK: Advertising
+
+    /// The instance name to try after `attempt` same-host conflicts: "name", "name (2)", ...
+    /// cut to the 63 bytes a DNS label allows.
+    static func instanceName(base: String, attempt: Int) -> String {
+        let suffix = attempt == 0 ? "" : " (\(attempt + 1))"
+        var name = ""
+        for character in base where name.utf8.count + String(character).utf8.count + suffix.utf8.count <= 63 {
+            name.append(character)
+        }
+        return name + suffix
+    }
+
+    private func setAdvertising(_ state: AdvertisingState, name: String?, interfaceIndex: UInt32) {
+        let previous = advertising[interfaceIndex]
+        advertising[interfaceIndex] = (state, name)
+        guard previous?.state != state || previous?.name != name else { return }
+        hub.publish(ControlEvent(type: "advertising", time: Self.now(), advertising: state.rawValue, instance: name))
+    }
+
+    private func advertiseLoop(interfaceIndex: UInt32) async {
+        var backoff = Backoff()
+        var conflicts = 0
+        var reportedOutage = false
+        let txt: [UInt8]
+        do { txt = try advertisement.txtRecord.encode() } catch {
+            logger.critical("cannot encode our TXT record", metadata: ["error": "\(error)"])
+            return
+        }
+        while !Task.isCancelled {
+            let name = Self.instanceName(base: advertisement.displayName, attempt: conflicts)
+            do {
+                let registration = try await DNSSD.register(
+                    name: name, type: DNSSD.chatServiceType, port: port, txt: txt, interfaceIndex: interfaceIndex)
+                setAdvertising(.registering, name: nil, interfaceIndex: interfaceIndex)
+                for await event in registration.events {
+                    switch event {
+                    case .registered(let finalName):
+                        backoff.reset()
+                        reportedOutage = false
+                        if finalName != name {
+                            logger.notice("advertised under another name: the name is taken on the network", metadata: ["dnssd.instance": "\(finalName)"])
+                        } else {
+                            logger.info("advertised", metadata: ["dnssd.instance": "\(finalName)", "peer.port": "\(port)"])
+                        }
+                        setAdvertising(.registered, name: finalName, interfaceIndex: interfaceIndex)
+                    case .failed(let error):
+                        logger.warning("advertisement lost; registering again", metadata: ["error": "\(error)"])
+                        setAdvertising(.avahiUnavailable, name: nil, interfaceIndex: interfaceIndex)
+                    }
+                }
+                // The stream ended: the registration failed, or we are shutting down. Either way, free it;
+                // on shutdown this withdraws the service (Avahi sends goodbye packets).
+                await registration.close()
+                if Task.isCancelled { logger.info("advertisement withdrawn") }
+            } catch let error where error.code == .nameConflict {
+                conflicts += 1
+                logger.notice("name taken on this host; trying another", metadata: ["dnssd.instance": "\(name)"])
+                continue
+            } catch {
+                if !reportedOutage {
+                    logger.warning("cannot advertise; retrying with backoff", metadata: ["error": "\(error)"])
+                    reportedOutage = true
+                } else {
+                    logger.debug("cannot advertise", metadata: ["error": "\(error)"])
+                }
+                setAdvertising(.avahiUnavailable, name: nil, interfaceIndex: interfaceIndex)
+            }
+            try? await Task.sleep(for: backoff.next())
+        }
+    }
+
+    // MARK: Browsing
+
+    private func browseLoop(interfaceIndex: UInt32) async {
+        var backoff = Backoff()
+        var generation = 0
+        var reportedOutage = false
+        while !Task.isCancelled {
+            do {
+                let browser = try await DNSSD.browse(type: DNSSD.chatServiceType, interfaceIndex: interfaceIndex)
+                backoff.reset()
+                reportedOutage = false
+                let restarted = generation > 0
+                generation += 1
+                if restarted {
+                    table.browseRestarted()
+                    logger.info("browsing again")
+                }
+                let sweepDelay = Duration.seconds(configuration.sweepDelay)
+                await withDiscardingTaskGroup { group in
+                    if restarted {
+                        group.addTask {
+                            try? await Task.sleep(for: sweepDelay)
+                            if !Task.isCancelled { await self.sweep() }
+                        }
+                    }
+                    for await event in browser.events {
+                        switch event {
+                        case .added(let instance):
+                            logger.trace("browse add", metadata: ["dnssd.instance": "\(instance)"])
+                            apply(table.added(instance))
+                        case .removed(let instance):
+                            logger.trace("browse remove", metadata: ["dnssd.instance": "\(instance)"])
+                            apply(table.removed(instance))
+                        case .failed(let error):
+                            logger.warning("browse lost; browsing again", metadata: ["error": "\(error)"])
+                        }
+                    }
+                    group.cancelAll()
+                }
+                browser.cancel()
+            } catch {
+                if !reportedOutage {
+                    logger.warning("cannot browse; retrying with backoff", metadata: ["error": "\(error)"])
+                    reportedOutage = true
+                }
+            }
+            try? await Task.sleep(for: backoff.next())
+        }
+    }
+
+    private func sweep() {
+        apply(table.sweep())
+    }
+
+    // MARK: Resolving
+
+    private func resolveWorker() async {
+        await withDiscardingTaskGroup { group in
+            for await instance in resolveRequests {
+                group.addTask { await self.resolve(instance) }
+            }
+        }
+    }
+
+    /// Resolves an instance and looks up its addresses, up to three attempts.
+    private nonisolated func resolve(_ instance: ServiceInstance) async {
+        for attempt in 0..<3 {
+            if attempt > 0 { try? await Task.sleep(for: .seconds(1 << (attempt - 1))) }
+            guard !Task.isCancelled, await isKnown(instance) else { return }
+            do {
+                let service = try await DNSSD.resolve(instance, timeout: .seconds(5))
+                let lookupInterface = service.interfaceIndex != 0 ? service.interfaceIndex : instance.interfaceIndex
+                let addresses = try await DNSSD.queryAddresses(
+                    hostName: service.hostName, interfaceIndex: lookupInterface, timeout: .seconds(2), settle: .milliseconds(30))
+                if addresses.isEmpty && attempt < 2 {
+                    logger.debug("no address yet", metadata: ["dnssd.host": "\(service.hostName)"])
+                    continue
+                }
+                await resolved(instance, service, addresses: addresses)
+                return
+            } catch {
+                logger.debug("resolve failed", metadata: ["dnssd.instance": "\(instance)", "error": "\(error)"])
+            }
+        }
+        logger.info("could not resolve a service; it stays unlisted", metadata: ["dnssd.instance": "\(instance.name)"])
+    }
+
+    private func isKnown(_ instance: ServiceInstance) -> Bool {
+        table.knows(instance)
+    }
+
+    private func resolved(_ instance: ServiceInstance, _ service: ResolvedService, addresses: [String]) {
+        apply(table.resolved(instance, service, addresses: addresses))
+    }
+
+    private func refreshLoop() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(configuration.refreshInterval))
+            for instance in table.instancesToRefresh {
+                resolveContinuation.yield(instance)
+            }
+        }
+    }
+
+    // MARK: Actions
+
+    private func apply(_ actions: [PeerTable.Action]) {
+        for action in actions {
+            switch action {
+            case .resolve(let instance):
+                resolveContinuation.yield(instance)
+            case .emit(let event):
+                let (type, peer): (String, DiscoveredPeer)
+                switch event {
+                case .found(let p): (type, peer) = ("found", p)
+                case .changed(let p): (type, peer) = ("changed", p)
+                case .lost(let p): (type, peer) = ("lost", p)
+                }
+                var metadata: Logger.Metadata = ["dnssd.instance": "\(peer.instanceName)"]
+                if let id = peer.advertisement?.peerID { metadata["peer.id"] = "\(id.short)" }
+                if let problem = peer.problem { metadata["problem"] = "\(problem)" }
+                logger.info("peer \(type)", metadata: metadata)
+                hub.publish(ControlEvent(type: type, time: Self.now(), peer: Self.info(peer)))
+            }
+        }
+    }
+
+    static func now() -> String {
+        Date().formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon))
+    }
+
+    /// The control API's view of a peer.
+    public static func info(_ peer: DiscoveredPeer) -> PeerInfo {
+        let interfaces = peer.interfaceIndices.sorted().map { index -> String in
+            var name = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+            guard index != 0, if_indextoname(index, &name) != nil else { return "\(index)" }
+            return name.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        }
+        return PeerInfo(
+            name: peer.advertisement?.displayName ?? peer.instanceName,
+            id: peer.advertisement?.peerID.rawValue, shortId: peer.advertisement?.peerID.short,
+            instance: peer.instanceName, host: peer.hostName, port: Int(peer.port), addresses: peer.addresses,
+            interfaces: interfaces, state: "discovered", rooms: [], compatible: peer.isCompatible,
+            problem: peer.problem?.description, protocolVersion: peer.advertisement?.version,
+            encryption: peer.advertisement?.encryption.rawValue)
+    }
+}

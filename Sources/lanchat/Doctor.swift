@@ -1,0 +1,165 @@
+import ArgumentParser
+import DNSSD
+import Foundation
+import LanchatControl
+
+struct Doctor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check dbus, avahi-daemon, multicast, the daemon's socket and port; say what is wrong and how to fix it.")
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON (an array of checks).") var json = false
+
+    struct Check: Codable {
+        var name: String
+        /// ok, warn or fail.
+        var result: String
+        var detail: String
+        var fix: String?
+    }
+
+    func run() async throws {
+        var checks: [Check] = []
+        checks.append(Self.checkDBus())
+        checks.append(await Self.checkAvahi())
+        checks.append(Self.checkMulticast())
+        let (socketCheck, status) = checkSocket()
+        checks.append(socketCheck)
+        if let status {
+            checks.append(Self.checkPort(status.port))
+            checks.append(await Self.checkAdvertisement(status))
+        }
+        if json {
+            printJSON(checks)
+        } else {
+            for check in checks {
+                let mark = check.result == "ok" ? "ok  " : check.result == "warn" ? "warn" : "FAIL"
+                print("\(mark)  \(check.name): \(check.detail)")
+                if let fix = check.fix { print("      fix: \(fix)") }
+            }
+        }
+        if checks.contains(where: { $0.result == "fail" }) { throw ExitCode(1) }
+    }
+
+    static func canConnect(unixPath path: String) -> Bool {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes); $0[bytes.count] = 0 }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
+    }
+
+    static func checkDBus() -> Check {
+        var path = "/run/dbus/system_bus_socket"
+        if let address = ProcessInfo.processInfo.environment["DBUS_SYSTEM_BUS_ADDRESS"], address.hasPrefix("unix:path=") {
+            path = String(address.dropFirst("unix:path=".count).prefix { $0 != "," })
+        }
+        if canConnect(unixPath: path) {
+            return Check(name: "dbus", result: "ok", detail: "system bus answers at \(path)")
+        }
+        return Check(name: "dbus", result: "fail", detail: "no system bus at \(path) (avahi-daemon needs it)",
+                     fix: "apt-get install dbus && systemctl start dbus (without systemd: dbus-daemon --system --fork)")
+    }
+
+    static func checkAvahi() async -> Check {
+        do {
+            let browser = try await DNSSD.browse(type: DNSSD.chatServiceType)
+            browser.cancel()
+            return Check(name: "avahi-daemon", result: "ok", detail: "answers DNS-SD requests")
+        } catch {
+            return Check(name: "avahi-daemon", result: "fail", detail: "not reachable through dns_sd (\(error.description))",
+                         fix: "apt-get install avahi-daemon && systemctl start avahi-daemon (without systemd: avahi-daemon -D)")
+        }
+    }
+
+    static func checkMulticast() -> Check {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else {
+            return Check(name: "multicast", result: "warn", detail: "cannot list interfaces")
+        }
+        defer { freeifaddrs(list) }
+        var names: Set<String> = []
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            let flags = Int32(entry.pointee.ifa_flags)
+            if flags & Int32(IFF_UP) != 0, flags & Int32(IFF_MULTICAST) != 0, flags & Int32(IFF_LOOPBACK) == 0,
+               let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) || address.pointee.sa_family == sa_family_t(AF_INET6) {
+                names.insert(String(cString: entry.pointee.ifa_name))
+            }
+            cursor = entry.pointee.ifa_next
+        }
+        if names.isEmpty {
+            return Check(name: "multicast", result: "fail", detail: "no interface is up with multicast and an address: peers cannot be found",
+                         fix: "bring up a LAN interface (ip link set IF up) and make sure it has MULTICAST (ip link set IF multicast on)")
+        }
+        return Check(name: "multicast", result: "ok", detail: "multicast interfaces up: \(names.sorted().joined(separator: ", "))")
+    }
+
+    func checkSocket() -> (Check, DaemonStatus?) {
+        let path = global.socketPath
+        do throws(ControlError) {
+            let client = try ControlClient(path: path, timeoutSeconds: 5)
+            guard let status = try client.call(.status).status else { throw ControlError(code: "bad_response", message: "no status") }
+            return (Check(name: "socket", result: "ok", detail: "lanchatd \(status.version) (pid \(status.pid)) answers at \(path)"), status)
+        } catch {
+            let fix = error.code == "permission_denied"
+                ? "run lanchat as the daemon's user, or start lanchatd with --socket-group GROUP and join that group"
+                : "start the daemon: lanchatd (or systemctl start lanchatd / systemctl --user start lanchatd)"
+            return (Check(name: "socket", result: "fail", detail: error.message, fix: fix), nil)
+        }
+    }
+
+    static func checkPort(_ port: Int) -> Check {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+        if connected { return Check(name: "port", result: "ok", detail: "peer port \(port) accepts connections") }
+        return Check(name: "port", result: "fail", detail: "peer port \(port) does not accept connections locally",
+                     fix: "check that nothing else holds the port and that lanchatd is healthy (its log)")
+    }
+
+    /// Whether our own advertisement is visible through avahi (proves publishing works end to end).
+    static func checkAdvertisement(_ status: DaemonStatus) async -> Check {
+        guard status.advertising == "registered", let instance = status.instance else {
+            return Check(name: "advertisement", result: "fail", detail: "the daemon is not advertised (\(status.advertising))",
+                         fix: "check avahi-daemon (above) and the daemon's log; it retries on its own")
+        }
+        do {
+            let browser = try await DNSSD.browse(type: DNSSD.chatServiceType)
+            defer { browser.cancel() }
+            let seen: Bool = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    for await event in browser.events {
+                        if case .added(let found) = event, found.name == instance { return true }
+                    }
+                    return false
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(3))
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                browser.cancel()
+                return first
+            }
+            if seen { return Check(name: "advertisement", result: "ok", detail: "visible on DNS-SD as \"\(printable(instance))\"") }
+            return Check(name: "advertisement", result: "warn", detail: "registered as \"\(printable(instance))\" but not seen by a browse within 3 s",
+                         fix: "check avahi-daemon's allow-interfaces / deny-interfaces in /etc/avahi/avahi-daemon.conf")
+        } catch {
+            return Check(name: "advertisement", result: "fail", detail: error.description)
+        }
+    }
+}

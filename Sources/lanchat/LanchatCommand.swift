@@ -1,0 +1,62 @@
+import ArgumentParser
+import Foundation
+import LanchatControl
+
+@main
+struct LanchatCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lanchat",
+        abstract: "Talk to lanchatd: see the lanchat peers on your network.",
+        discussion: "The daemon's socket: --socket, else $LANCHAT_SOCKET, else $XDG_RUNTIME_DIR/lanchat/lanchatd.sock, else /run/lanchat/lanchatd.sock.",
+        version: "0.1.0",
+        subcommands: [Peers.self, Watch.self, Status.self, Doctor.self])
+}
+
+/// Options every subcommand takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(help: "The daemon's control socket.") var socket: String?
+
+    var socketPath: String {
+        ControlSocketPath.clientDefault(explicit: socket, environment: ProcessInfo.processInfo.environment)
+    }
+
+    func connect(timeoutSeconds: Int = 10) throws -> ControlClient {
+        do { return try ControlClient(path: socketPath, timeoutSeconds: timeoutSeconds) } catch { fail(error.message) }
+    }
+}
+
+/// Prints `lanchat: message` on stderr and exits 1.
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("lanchat: \(message)\n".utf8))
+    Foundation.exit(1)
+}
+
+/// Runs a control call, turning errors into a one-line failure.
+func call(_ client: ControlClient, _ method: ControlMethod) -> ControlResponse {
+    do { return try client.call(method) } catch { fail(error.message) }
+}
+
+func printJSON<T: Encodable>(_ value: T) {
+    let encoder = ControlJSON.encoder()
+    encoder.outputFormatting.insert(.prettyPrinted)
+    let data = (try? encoder.encode(value)) ?? Data("null".utf8)
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+/// Makes text from the network safe to print on a terminal (no escape sequences, no newlines).
+func printable(_ text: String) -> String {
+    String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
+        scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format ? "?" : scalar
+    }))
+}
+
+/// Left-aligned columns.
+func table(_ header: [String], _ rows: [[String]]) -> String {
+    let all = [header] + rows
+    let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+    return all.map { row in
+        row.enumerated().map { index, cell in
+            index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+        }.joined(separator: "  ")
+    }.joined(separator: "\n")
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import LanchatDaemon
+import Logging
+
+@main
+struct LanchatdCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lanchatd",
+        abstract: "The lanchat daemon: advertises this host's peer on DNS-SD, finds the others, serves the local control API.",
+        discussion: """
+            Every option can also be set in the config file (same name without --, as `key = value`) or in the
+            environment (LANCHATD_NAME, LANCHATD_STATE_DIR, ...). Flags win over the environment, which wins over the file.
+            """,
+        version: Daemon.version)
+
+    @Option(help: "Display name shown to peers (default: user@host).") var name: String?
+    @Option(name: .customLong("state-dir"), help: "Directory for the identity key and state.") var stateDir: String?
+    @Option(help: "Control socket path.") var socket: String?
+    @Option(name: .customLong("socket-group"), help: "Also let this group use the control socket (mode 0660).") var socketGroup: String?
+    @Option(help: "Peer port (0 = any free port).") var port: String?
+    @Option(name: .customLong("interface"), help: "Interface to advertise and browse on (repeatable; default: all).") var interfaces: [String] = []
+    @Option(help: "Encryption preference: required, optional, none.") var encryption: String?
+    @Option(name: .customLong("auto-accept"), help: "Accept invitations: never, known, all.") var autoAccept: String?
+    @Option(name: .customLong("download-dir"), help: "Where received files go.") var downloadDir: String?
+    @Option(help: "Config file (key = value lines).") var config: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel: String?
+
+    func run() async throws {
+        var flags: [(key: String, value: String)] = []
+        let single: [(String, String?)] = [
+            ("name", name), ("state-dir", stateDir), ("socket", socket), ("socket-group", socketGroup), ("port", port),
+            ("encryption", encryption), ("auto-accept", autoAccept), ("download-dir", downloadDir), ("log-level", logLevel),
+        ]
+        for (key, value) in single { if let value { flags.append((key, value)) } }
+        for interface in interfaces { flags.append(("interface", interface)) }
+
+        let environment = ProcessInfo.processInfo.environment
+        let configuration: DaemonConfiguration
+        do {
+            configuration = try DaemonConfiguration.resolve(
+                flags: flags, configPath: config, environment: environment, userName: Self.userName(), hostName: Self.hostName())
+        } catch {
+            Self.fail(error.description)
+        }
+        let level = Logger.Level(rawValue: configuration.logLevel.rawValue) ?? .info
+        LoggingSystem.bootstrap { LogfmtLogHandler(label: $0, level: level) }
+        let logger = Logger(label: "lanchatd")
+        do {
+            try await Daemon.run(configuration: configuration, logger: logger)
+        } catch let error as Daemon.StartupError {
+            Self.fail(error.description)
+        }
+    }
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("lanchatd: \(message)\n".utf8))
+        Foundation.exit(1)
+    }
+
+    static func userName() -> String {
+        if let entry = getpwuid(getuid()) { return String(cString: entry.pointee.pw_name) }
+        return "user\(getuid())"
+    }
+
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "localhost" }
+        let name = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return String(name.split(separator: ".").first ?? "localhost")
+    }
+}
