@@ -46,6 +46,8 @@ public final class ControlServer: Service {
 
     public func run() async throws {
         defer { unlink(path) }
+        // Graceful shutdown cancels the accept loop; that is a normal end, not an error.
+        do {
         try await cancelWhenGracefulShutdown {
             try await withThrowingDiscardingTaskGroup { group in
                 try await self.server.executeThenClose { inbound in
@@ -63,6 +65,7 @@ public final class ControlServer: Service {
                 }
             }
         }
+        } catch is CancellationError {}
     }
 
     private func refuse(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {

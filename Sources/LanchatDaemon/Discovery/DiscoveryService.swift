@@ -267,7 +267,7 @@ public actor DiscoveryService: Service {
     }
 
     static func now() -> String {
-        Date().formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon))
+        Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
     /// The control API's view of a peer.

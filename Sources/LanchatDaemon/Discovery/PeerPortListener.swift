@@ -30,6 +30,8 @@ public final class PeerPortListener: Service {
     }
 
     public func run() async throws {
+        // Graceful shutdown cancels the accept loop; that is a normal end, not an error.
+        do {
         try await cancelWhenGracefulShutdown {
             try await self.server.executeThenClose { inbound in
                 for try await connection in inbound {
@@ -39,5 +41,6 @@ public final class PeerPortListener: Service {
                 }
             }
         }
+        } catch is CancellationError {}
     }
 }

@@ -32,7 +32,7 @@ public struct LogfmtLogHandler: LogHandler {
     }
 
     static func timestamp() -> String {
-        Date().formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true).timeSeparator(.colon))
+        Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
     /// Quotes a value if it has spaces, quotes, `=` or control characters (escaped, so a hostile peer
