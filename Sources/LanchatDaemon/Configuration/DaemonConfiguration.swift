@@ -126,7 +126,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
     /// Parses a config file: `key = value` lines, `#` comments, blank lines. Errors name the line.
     public static func parseFile(_ text: String) throws(Error) -> [(key: String, value: String)] {
         var settings: [(key: String, value: String)] = []
-        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (number, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "\r")))
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let equals = line.firstIndex(of: "=") else {

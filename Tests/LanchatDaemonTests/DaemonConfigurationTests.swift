@@ -1,0 +1,115 @@
+@testable import LanchatDaemon
+import Testing
+
+private func resolve(_ flags: [(key: String, value: String)] = [], environment: [String: String] = [:]) throws(DaemonConfiguration.Error) -> DaemonConfiguration {
+    try DaemonConfiguration.resolve(flags: flags, configPath: nil, environment: environment, userName: "alice", hostName: "h1")
+}
+
+@Suite struct DaemonConfigurationTests {
+    @Test func defaults() throws {
+        let config = try resolve(environment: ["HOME": "/home/alice", "XDG_RUNTIME_DIR": "/run/user/1000"])
+        #expect(config.name == "alice@h1")
+        #expect(config.port == 0)
+        #expect(config.encryption == .required)
+        #expect(config.autoAccept == .never)
+        #expect(config.socketPath == "/run/user/1000/lanchat/lanchatd.sock")
+    }
+
+    @Test func flagsBeatEnvironment() throws {
+        let config = try resolve([("name", "flag"), ("interface", "eth1")], environment: ["LANCHATD_NAME": "env", "LANCHATD_INTERFACE": "eth0,eth2", "LANCHATD_PORT": "7000"])
+        #expect(config.name == "flag")
+        #expect(config.interfaces == ["eth1"])
+        #expect(config.port == 7000)
+    }
+
+    @Test func parsesAConfigFile() throws {
+        let settings = try DaemonConfiguration.parseFile("""
+            # comment
+            name = "lab host"
+
+            port=7001\r
+            interface = lan0, lan1
+            """)
+        var config = try resolve()
+        for (key, value) in settings { try config.apply(key: key, value: value) }
+        #expect(config.name == "lab host")
+        #expect(config.port == 7001)
+        #expect(config.interfaces == ["lan0", "lan1"])
+    }
+
+    @Test(arguments: [
+        "just words", "unknown-key = 1", "= value", "name = a\u{1b}[2Jb",
+    ])
+    func hostileConfigFilesAreRefusedWithTheLine(text: String) {
+        #expect(throws: DaemonConfiguration.Error.self) { try DaemonConfiguration.parseFile("# ok\n" + text) }
+        do { _ = try DaemonConfiguration.parseFile("# ok\n" + text) } catch { #expect(error.message.hasPrefix("line 2")) }
+    }
+
+    @Test(arguments: [
+        ("port", "65536"), ("port", "-1"), ("port", "http"), ("encryption", "sometimes"), ("auto-accept", "yes"),
+        ("log-level", "loud"), ("interface", "a/b"), ("interface", String(repeating: "i", count: 20)), ("name", "\u{7}\u{7}"),
+        ("state-dir", ""), ("socket-group", "a b"), ("refresh-interval", "0"),
+    ])
+    func invalidValuesAreRefusedNamingTheKey(key: String, value: String) throws {
+        var config = try resolve()
+        do {
+            try config.apply(key: key, value: value)
+            Issue.record("accepted \(key)=\(value)")
+        } catch {
+            #expect(error.message.hasPrefix(key))
+        }
+    }
+
+    @Test func environmentErrorsNameTheVariable() {
+        do {
+            _ = try resolve(environment: ["LANCHATD_PORT": "x"])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.message.hasPrefix("LANCHATD_PORT"))
+        }
+    }
+
+    @Test func missingConfigFileIsAClearError() {
+        do {
+            _ = try DaemonConfiguration.resolve(flags: [], configPath: "/nonexistent.conf", environment: [:], userName: "a", hostName: "b")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.message.contains("/nonexistent.conf"))
+        }
+    }
+}
+
+@Suite struct DaemonSupportTests {
+    @Test func backoffDoublesToItsCapAndResets() {
+        var backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(1))
+        #expect([backoff.next(), backoff.next(), backoff.next(), backoff.next()] == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(1)])
+        backoff.reset()
+        #expect(backoff.next() == .milliseconds(250))
+    }
+
+    @Test func instanceNamesFitADNSLabel() {
+        #expect(DiscoveryService.instanceName(base: "alice", attempt: 0) == "alice")
+        #expect(DiscoveryService.instanceName(base: "alice", attempt: 1) == "alice (2)")
+        let long = DiscoveryService.instanceName(base: String(repeating: "é", count: 100), attempt: 2)
+        #expect(long.utf8.count <= 63)
+        #expect(long.hasSuffix(" (3)"))
+    }
+
+    @Test func logValuesCannotForgeLines() {
+        #expect(LogfmtLogHandler.quote("plain") == "plain")
+        #expect(LogfmtLogHandler.quote("two words") == "\"two words\"")
+        #expect(LogfmtLogHandler.quote("a\nlevel=error msg=x") == "\"a\\nlevel=error msg=x\"")
+        #expect(LogfmtLogHandler.quote("\u{1b}[2J") == "\"\\x1b[2J\"")
+    }
+
+    @Test func eventHubDropsOldestForSlowSubscribers() async {
+        let hub = EventHub(bufferSize: 2)
+        let stream = hub.subscribe()
+        for index in 0..<5 { hub.publish(.init(type: "e\(index)", time: "")) }
+        hub.finishAll()
+        var seen: [String] = []
+        for await event in stream { seen.append(event.type) }
+        #expect(seen == ["e3", "e4"])
+        #expect(hub.subscriberCount == 0)
+    }
+}

@@ -1,0 +1,114 @@
+import DNSSD
+@testable import LanchatDiscovery
+import Testing
+
+private func instance(_ name: String, interface: UInt32 = 2) -> ServiceInstance {
+    ServiceInstance(name: name, type: "_chat-service._tcp.", domain: "local.", interfaceIndex: interface)
+}
+
+private func service(id: PeerID?, name: String = "peer", host: String = "h2.local", port: UInt16 = 4000) -> ResolvedService {
+    var txt = TXTRecord(["v": "1", "name": name])
+    if let id { txt["id"] = Array(id.rawValue.utf8) }
+    return ResolvedService(hostName: host, port: port, txt: try! txt.encode(), interfaceIndex: 2)
+}
+
+private func events(_ actions: [PeerTable.Action]) -> [String] {
+    actions.map {
+        switch $0 {
+        case .resolve(let i): return "resolve \(i.name)"
+        case .emit(.found(let p)): return "found \(p.instanceName)"
+        case .emit(.changed(let p)): return "changed \(p.instanceName)"
+        case .emit(.lost(let p)): return "lost \(p.instanceName)"
+        }
+    }
+}
+
+@Suite struct PeerTableTests {
+    @Test func addResolveListsAndRemoveLoses() {
+        var table = PeerTable(ownID: idSelf)
+        #expect(events(table.added(instance("a"))) == ["resolve a"])
+        #expect(table.peers.isEmpty)
+        #expect(events(table.resolved(instance("a"), service(id: idA), addresses: ["198.18.0.12"])) == ["found a"])
+        #expect(table.peers.map(\.instanceName) == ["a"])
+        #expect(table.peers.first?.addresses == ["198.18.0.12"])
+        #expect(events(table.removed(instance("a"))) == ["lost a"])
+        #expect(table.peers.isEmpty)
+    }
+
+    @Test func repeatedReportsAreDeduplicated() {
+        var table = PeerTable(ownID: idSelf)
+        _ = table.added(instance("a", interface: 2))
+        #expect(table.added(instance("a", interface: 2)).isEmpty)
+        #expect(table.added(instance("a", interface: 3)).isEmpty)
+        _ = table.resolved(instance("a"), service(id: idA), addresses: [])
+        // Gone from one interface only: still listed.
+        #expect(table.removed(instance("a", interface: 2)).isEmpty)
+        #expect(table.peers.count == 1)
+        #expect(events(table.removed(instance("a", interface: 3))) == ["lost a"])
+    }
+
+    @Test func ourOwnAdvertisementIsNeverListed() {
+        var table = PeerTable(ownID: idSelf)
+        _ = table.added(instance("me"))
+        #expect(table.resolved(instance("me"), service(id: idSelf), addresses: []).isEmpty)
+        #expect(table.peers.isEmpty)
+        #expect(table.ownInstanceNames == ["me"])
+        #expect(table.removed(instance("me")).isEmpty)
+    }
+
+    @Test func foreignServiceIsListedAsIncompatible() {
+        var table = PeerTable(ownID: idSelf)
+        _ = table.added(instance("printer"))
+        let junk = ResolvedService(hostName: "x.local", port: 1, txt: [3, 0x01, 0x02, 0x03, 9], interfaceIndex: 2)
+        #expect(events(table.resolved(instance("printer"), junk, addresses: [])) == ["found printer"])
+        #expect(table.peers.first?.isCompatible == false)
+        #expect(table.peers.first?.problem == .missingKey("v"))
+    }
+
+    @Test func changesAreReportedOnlyWhenSomethingChanged() {
+        var table = PeerTable(ownID: idSelf)
+        _ = table.added(instance("a"))
+        _ = table.resolved(instance("a"), service(id: idA), addresses: ["198.18.0.12"])
+        #expect(table.resolved(instance("a"), service(id: idA), addresses: ["198.18.0.12"]).isEmpty)
+        #expect(events(table.resolved(instance("a"), service(id: idA, name: "renamed"), addresses: ["198.18.0.12"])) == ["changed a"])
+        #expect(table.peers.first?.advertisement?.displayName == "renamed")
+    }
+
+    @Test func resolveAfterRemovalIsIgnored() {
+        var table = PeerTable(ownID: idSelf)
+        _ = table.added(instance("a"))
+        _ = table.removed(instance("a"))
+        #expect(!table.knows(instance("a")))
+        #expect(table.resolved(instance("a"), service(id: idA), addresses: []).isEmpty)
+        #expect(table.peers.isEmpty)
+    }
+
+    @Test func sweepAfterBrowseRestartDropsOnlyUnseenPeers() {
+        var table = PeerTable(ownID: idSelf)
+        for name in ["a", "b"] {
+            _ = table.added(instance(name))
+            _ = table.resolved(instance(name), service(id: name == "a" ? idA : idB), addresses: [])
+        }
+        table.browseRestarted()
+        #expect(table.added(instance("a")).isEmpty)  // known: no new resolve, no event
+        #expect(events(table.sweep()) == ["lost b"])
+        #expect(table.peers.map(\.instanceName) == ["a"])
+    }
+
+    @Test func sameNameOnTwoHostsStaysDistinct() {
+        var table = PeerTable(ownID: idSelf)
+        _ = table.added(instance("alice"))
+        _ = table.added(instance("alice #2"))
+        _ = table.resolved(instance("alice"), service(id: idA, name: "alice"), addresses: [])
+        _ = table.resolved(instance("alice #2"), service(id: idB, name: "alice"), addresses: [])
+        #expect(table.peers.compactMap(\.advertisement?.peerID).sorted() == [idA, idB].sorted())
+    }
+
+    @Test func refreshListsOnlyListedPeers() {
+        var table = PeerTable(ownID: idSelf)
+        _ = table.added(instance("pending"))
+        _ = table.added(instance("a"))
+        _ = table.resolved(instance("a"), service(id: idA), addresses: [])
+        #expect(table.instancesToRefresh.map(\.name) == ["a"])
+    }
+}
