@@ -40,7 +40,7 @@ cmd_init() {
   mkdir -p "$dir/hosts"
   printf '%04x' $(( (RANDOM << 1 ^ $$) & 0xffff )) > "$dir/id"
   # The switch: a namespace holding only the bridge.
-  unshare --net -- sleep infinity &
+  unshare --net -- sleep infinity </dev/null >/dev/null 2>&1 &
   echo $! > "$dir/switch.pid"
   for _ in $(seq 50); do [ "$(readlink /proc/$!/ns/net)" != "$(readlink /proc/self/ns/net)" ] && break; sleep 0.05; done
   on_switch ip link add br0 type bridge
@@ -105,7 +105,7 @@ cmd_add_host() {
   on_host "$name" ip link set lan0 up
   if [ "$avahi" = yes ]; then
     write_avahi_conf "$hd" "$name"
-    on_host "$name" dbus-daemon --system --fork
+    on_host "$name" dbus-daemon --system --fork </dev/null >>"$hd/dbus.log" 2>&1
     cmd_avahi "$name" start
   fi
 }
@@ -115,7 +115,7 @@ cmd_avahi() {
   case $action in
     start)
       [ -f "$hd/avahi-daemon.conf" ] || write_avahi_conf "$hd" "$name"
-      on_host "$name" avahi-daemon -f "$hd/avahi-daemon.conf" --no-drop-root --no-chroot -D
+      on_host "$name" avahi-daemon -f "$hd/avahi-daemon.conf" --no-drop-root --no-chroot -D </dev/null >>"$hd/avahi.log" 2>&1
       # Wait until it answers on D-Bus (a lanchatd started right after finds it).
       for _ in $(seq 100); do on_host "$name" avahi-daemon -c 2>/dev/null && return 0; sleep 0.05; done
       die "avahi-daemon on $name did not come up" ;;

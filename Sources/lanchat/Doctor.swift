@@ -132,6 +132,10 @@ struct Doctor: AsyncParsableCommand {
 
     /// Whether our own advertisement is visible through avahi (proves publishing works end to end).
     static func checkAdvertisement(_ status: DaemonStatus) async -> Check {
+        if status.advertising == "registering" {
+            return Check(name: "advertisement", result: "warn", detail: "still registering (avahi checks that the name is free, which takes about 2 s)",
+                         fix: "run lanchat doctor again in a few seconds")
+        }
         guard status.advertising == "registered", let instance = status.instance else {
             return Check(name: "advertisement", result: "fail", detail: "the daemon is not advertised (\(status.advertising))",
                          fix: "check avahi-daemon (above) and the daemon's log; it retries on its own")

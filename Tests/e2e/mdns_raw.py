@@ -1,0 +1,66 @@
+"""Publishes hostile _chat-service._tcp services with hand-built mDNS responses, things avahi-publish
+refuses to send: instance names that are not UTF-8, control characters, oversized TXT records.
+Run on a simulated host without avahi (it binds UDP 5353). Usage: mdns_raw.py ADDRESS HOSTNAME"""
+import socket
+import struct
+import sys
+import time
+
+GROUP = ("224.0.0.251", 5353)
+
+
+def name(labels):
+    out = b""
+    for label in labels:
+        out += bytes([len(label)]) + label
+    return out + b"\0"
+
+
+def record(owner, rtype, rdata, cache_flush=True, ttl=120):
+    klass = 0x8001 if cache_flush else 0x0001
+    return owner + struct.pack("!HHIH", rtype, klass, ttl, len(rdata)) + rdata
+
+
+def txt(items):
+    return b"".join(bytes([len(i)]) + i for i in items) or b"\0"
+
+
+def services():
+    service = [b"_chat-service", b"_tcp", b"local"]
+    yield [b"\xff\xfe-not-utf8"] + service, [b"v=1", b"name=\xff\xfe"]
+    yield [b"ctl\x1b[31m\x07name"] + service, [b"v=1", b"id=" + b"a" * 52, b"name=\x1b]0;pwned\x07"]
+    yield [b"oversized-txt"] + service, [b"v=1"] + [b"k" + bytes([48 + i]) + b"=" + b"x" * 252 for i in range(5)]
+    yield [b"garbage-txt"] + service, [b"\x00\x01\x02", b"=", b"==", b"v"]
+
+
+def main():
+    address, host = sys.argv[1], sys.argv[2]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("0.0.0.0", 5353))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(address))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+    target = name([host.encode(), b"local"])
+    answers = []
+    port = 40000
+    for labels, items in services():
+        instance = name(labels)
+        answers.append(record(name([b"_chat-service", b"_tcp", b"local"]), 12, instance, cache_flush=False))
+        answers.append(record(instance, 33, struct.pack("!HHH", 0, 0, port) + target))
+        answers.append(record(instance, 16, txt(items)))
+        port += 1
+    answers.append(record(target, 1, socket.inet_aton(address)))
+    # One packet per service (plus the address) keeps each under the 1500-byte MTU.
+    packets = []
+    per = 3
+    for index in range(0, len(answers) - 1, per):
+        chunk = answers[index:index + per] + [answers[-1]]
+        packets.append(struct.pack("!HHHHHH", 0, 0x8400, 0, len(chunk), 0, 0) + b"".join(chunk))
+    for _ in range(3):
+        for packet in packets:
+            sock.sendto(packet, GROUP)
+        time.sleep(0.3)
+
+
+if __name__ == "__main__":
+    main()

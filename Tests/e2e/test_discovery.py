@@ -1,0 +1,197 @@
+"""Discovery end to end: real lanchatd, real avahi-daemons, on simulated hosts."""
+import json
+import os
+import queue
+import signal
+import threading
+import subprocess
+import sys
+
+from testlan import BIN, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def names(peers):
+    return sorted(p["name"] for p in peers)
+
+
+def test_three_hosts_list_each_other_with_addresses_and_ports(lan):
+    lan.up(3)
+    daemons = {h: lan.start_daemon(h, name=f"user@{h}") for h in ("h1", "h2", "h3")}
+    status = {h: d.status() for h, d in daemons.items()}
+    for host in daemons:
+        others = {h for h in daemons if h != host}
+        peers = wait_for(lambda: (lambda p: p if names(p) == sorted(f"user@{h}" for h in others)
+                                  and all(x["addresses"] for x in p) else None)(lan.peers(host)),
+                         timeout=10, what=f"{host} to list {sorted(others)}")
+        for peer in peers:
+            other = peer["name"].split("@")[1]
+            assert peer["id"] == status[other]["id"]
+            assert peer["short_id"] == status[other]["id"][:12]
+            assert peer["port"] == status[other]["port"]
+            assert peer["addresses"][0] == lan.addr(other)
+            assert peer["compatible"] is True
+            assert peer["state"] == "discovered"
+            assert peer["interfaces"] == ["lan0"]
+    # The table form prints one line per peer under a header.
+    text = lan.lanchat("h1", "peers").stdout.splitlines()
+    assert text[0].split()[:4] == ["NAME", "ID", "ADDRESSES", "PORT"]
+    assert len(text) == 3
+
+
+def test_sigterm_withdraws_the_advertisement(lan):
+    lan.up(3)
+    daemons = {h: lan.start_daemon(h, name=h) for h in ("h1", "h2", "h3")}
+    for host in ("h1", "h2"):
+        wait_for(lambda: "h3" in names(lan.peers(host)), what=f"{host} to see h3")
+    assert daemons["h3"].stop(signal.SIGTERM) == 0
+    for host in ("h1", "h2"):
+        wait_for(lambda: names(lan.peers(host)) == sorted({"h1", "h2"} - {host}), timeout=5,
+                 what=f"{host} to drop h3 after its SIGTERM")
+    assert "advertisement withdrawn" in daemons["h3"].log()
+    # The control socket is gone with it.
+    result = lan.lanchat("h3", "peers", check=False)
+    assert result.returncode != 0
+    assert "not running" in result.stderr
+
+
+def test_avahi_restart_brings_the_advertisement_back_without_restarting_lanchatd(lan):
+    lan.up(2)
+    d1, d2 = lan.start_daemon("h1", name="one"), lan.start_daemon("h2", name="two")
+    wait_for(lambda: names(lan.peers("h1")) == ["two"], what="h1 to see two")
+    pid = d2.pid()
+    lan.script("avahi", "h2", "restart")
+    wait_for(lambda: d2.status()["advertising"] == "registered" and names(lan.peers("h1")) == ["two"]
+             and names(lan.peers("h2")) == ["one"], timeout=20,
+             what="h2 advertised again and both sides listing each other")
+    assert d2.pid() == pid and d2.process.poll() is None
+    assert "browsing again" in d2.log()
+
+
+def test_daemon_started_without_avahi_waits_and_advertises_when_avahi_comes(lan):
+    lan.up(2)
+    lan.script("avahi", "h2", "stop")
+    d1 = lan.start_daemon("h1", name="one")
+    d2 = lan.start_daemon("h2", name="two")
+    assert d2.status()["advertising"] == "avahi_unavailable"
+    doctor = lan.lanchat("h2", "doctor", check=False)
+    assert doctor.returncode == 1
+    assert "FAIL  avahi-daemon" in doctor.stdout and "fix:" in doctor.stdout
+    lan.script("avahi", "h2", "start")
+    wait_for(lambda: names(lan.peers("h1")) == ["two"] and names(lan.peers("h2")) == ["one"], timeout=20,
+             what="both to find each other once avahi runs")
+    assert d2.process.poll() is None
+
+
+def test_same_display_name_on_two_hosts_both_appear_distinguishably(lan):
+    lan.up(3)
+    a, b = lan.start_daemon("h1", name="alice"), lan.start_daemon("h2", name="alice")
+    lan.start_daemon("h3", name="observer")
+    peers = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(lan.peers("h3")), timeout=15,
+                     what="h3 to list both alices")
+    assert names(peers) == ["alice", "alice"]
+    assert {p["id"] for p in peers} == {a.status()["id"], b.status()["id"]}
+    instances = sorted(p["instance"] for p in peers)
+    assert instances[0] == "alice" and instances[1] != "alice", instances
+    # Each daemon knows the name it ended up with.
+    assert sorted([a.status()["instance"], b.status()["instance"]]) == instances
+
+
+def test_same_name_twice_on_one_host(lan):
+    lan.up(2)
+    lan.start_daemon("h1", name="twin")
+    second = lan.start_daemon("h1", name="twin", socket="/run/lanchat/second.sock", tag="h1-second")
+    wait_for(lambda: second.status()["advertising"] == "registered", what="the second twin registered")
+    assert second.status()["instance"] == "twin (2)"
+    lan.start_daemon("h2", name="watcher")
+    wait_for(lambda: sorted(p["instance"] for p in lan.peers("h2")) == ["twin", "twin (2)"], what="h2 to see both twins")
+
+
+def test_independent_clients_see_and_resolve_our_service(lan):
+    lan.up(2)
+    lan.add_host("obs", avahi=False)
+    daemon = lan.start_daemon("h1", name="visible")
+    status = wait_for(lambda: (lambda s: s if s["advertising"] == "registered" else None)(daemon.status()), what="registration")
+
+    def browse():
+        out = lan.run("h2", ["timeout", "5", "avahi-browse", "-rpt", "_chat-service._tcp"], check=False).stdout
+        return [l for l in out.splitlines() if l.startswith("=") and ";IPv4;visible;" in l]
+    line = wait_for(browse, timeout=15, what="avahi-browse to resolve the service")[0].split(";")
+    assert line[6] == "h1.local" and line[7] == lan.addr("h1") and int(line[8]) == status["port"]
+    for item in ('"v=1"', f'"id={status["id"]}"', '"name=visible"', '"enc=required"'):
+        assert item in line[9], line[9]
+
+    def zeroconf():
+        out = lan.run("obs", [sys.executable, os.path.join(HERE, "zeroconf_probe.py"), lan.addr("obs"), "2"]).stdout
+        return [s for s in json.loads(out) if s["name"] == "visible._chat-service._tcp.local." and s.get("resolved")]
+    found = wait_for(zeroconf, timeout=30, what="python-zeroconf to resolve the service")[0]
+    assert found["port"] == status["port"]
+    assert lan.addr("h1") in found["addresses"]
+    assert found["txt"]["v"] == "1" and found["txt"]["id"] == status["id"] and found["txt"]["name"] == "visible"
+
+
+def test_hostile_advertisements_leave_the_daemon_running(lan):
+    lan.up(2)
+    lan.add_host("evil", avahi=False)
+    daemon = lan.start_daemon("h1", name="victim")
+    good_id = "b" * 52
+    publishers = [
+        ["junk-txt", "\x01\x02garbage", "=novalue", "==", "v"],
+        ["missing-keys", "v=1"],
+        ["wrong-version", "v=2", f"id={good_id}"],
+        ["bad-id", "v=1", "id=../../etc/passwd", "name=x"],
+        ["foreign", "path=/printer", "note=not lanchat"],
+        ["long-values", "v=1", f"id={good_id}", "name=" + "n" * 250],
+        ["bad-enc", "v=1", f"id={good_id}", "enc=" + "e" * 251],
+    ]
+    for args in publishers:
+        lan.popen("h2", ["avahi-publish", "-s", args[0], "_chat-service._tcp", "4242", *args[1:]],
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lan.run("evil", [sys.executable, os.path.join(HERE, "mdns_raw.py"), lan.addr("evil"), "evil"])
+    expected = {p[0] for p in publishers} | {"oversized-txt", "garbage-txt"}
+    everything = wait_for(lambda: (lambda p: p if expected <= {x["instance"] for x in p} else None)(lan.peers("h1", all=True)),
+                          timeout=20, what="h1 to have looked at every hostile service")
+    by_instance = {p["instance"]: p for p in everything}
+    assert by_instance["junk-txt"]["compatible"] is False and "'v' has an invalid value" in by_instance["junk-txt"]["problem"]
+    assert "'id' missing" in by_instance["missing-keys"]["problem"]
+    assert "version 2" in by_instance["wrong-version"]["problem"]
+    assert "'id' has an invalid value" in by_instance["bad-id"]["problem"]
+    assert "'v' missing" in by_instance["foreign"]["problem"]
+    assert "'enc' has an invalid value" in by_instance["bad-enc"]["problem"]
+    assert by_instance["oversized-txt"]["compatible"] is False
+    # A long but valid name is accepted, cut to 200 bytes.
+    assert by_instance["long-values"]["compatible"] is True and by_instance["long-values"]["name"] == "n" * 200
+    # The control-character name from the raw publisher is listed with its controls removed.
+    ctl = [p for p in everything if p["instance"].startswith("ctl")]
+    assert ctl and ctl[0]["compatible"] and ctl[0]["name"] == "]0;pwned"
+    # Without --all only usable peers are listed; the daemon is alive and well.
+    assert {p["instance"] for p in lan.peers("h1")} == {"long-values", ctl[0]["instance"]}
+    assert daemon.process.poll() is None and daemon.status()["advertising"] == "registered"
+    # And the terminal table shows no escape sequences from the network.
+    assert "\x1b" not in lan.lanchat("h1", "peers", "--all").stdout
+
+
+def test_watch_reports_found_and_lost_as_json(lan):
+    lan.up(2)
+    lan.start_daemon("h1", name="watcher")
+    watch = lan.popen("h1", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in watch.stdout], daemon=True).start()
+
+    def next_peer_event():
+        while True:
+            event = json.loads(lines.get(timeout=20))
+            if event["type"] in ("found", "lost"):
+                return event
+    try:
+        newcomer = lan.start_daemon("h2", name="newcomer")
+        newcomer_id = newcomer.status()["id"]
+        found = next_peer_event()
+        assert found["type"] == "found" and found["peer"]["id"] == newcomer_id and found["peer"]["addresses"]
+        assert found["time"].endswith("Z")
+        newcomer.stop(signal.SIGTERM)
+        lost = next_peer_event()
+        assert lost["type"] == "lost" and lost["peer"]["id"] == newcomer_id
+    finally:
+        watch.kill()

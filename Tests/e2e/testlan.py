@@ -1,0 +1,140 @@
+"""Test support around scripts/testlan.sh: a simulated LAN with real avahi-daemons, and lanchatd on it.
+
+Every LAN gets its own state directory, and `down()` tears it all down (also after a failing test,
+through the pytest fixture)."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "testlan.sh")
+BIN = os.environ.get("LANCHAT_BIN", os.path.join(ROOT, ".build", "debug"))
+
+
+def wait_for(predicate, timeout=10.0, interval=0.1, what="condition"):
+    """Polls until predicate() returns something truthy; returns it, or fails naming what it waited for."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except (subprocess.CalledProcessError, json.JSONDecodeError, KeyError) as error:
+            last = error
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+class Daemon:
+    def __init__(self, lan, host, name, args, log_path, socket):
+        self.lan, self.host, self.name, self.socket = lan, host, name, socket
+        self.log_path = log_path
+        self.args = args
+        self.process = None
+        self.start()
+
+    def start(self):
+        log = open(self.log_path, "ab")
+        self.process = self.lan.popen(self.host, [os.path.join(BIN, "lanchatd")] + self.args, stdout=log, stderr=log)
+        # Ready when the control socket answers.
+        wait_for(lambda: self.lan.lanchat(self.host, "status", "--json", socket=self.socket, check=False).returncode == 0
+                 or self.process.poll() is not None, timeout=20, what=f"lanchatd on {self.host}")
+        if self.process.poll() is not None:
+            raise AssertionError(f"lanchatd on {self.host} exited {self.process.returncode}: {self.log()}")
+
+    def status(self):
+        return self.lan.lanchat_json(self.host, "status", socket=self.socket)
+
+    def pid(self):
+        """The daemon's pid inside its host's PID namespace."""
+        return self.status()["pid"]
+
+    def send_signal(self, sig):
+        self.lan.run(self.host, ["kill", f"-{sig.name[3:]}", str(self.pid())])
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.process.poll() is None:
+            self.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+    def log(self):
+        with open(self.log_path, "r", errors="replace") as f:
+            return f.read()
+
+
+class TestLAN:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="lanchat-e2e-")
+        self.env = dict(os.environ, TESTLAN_DIR=os.path.join(self.dir, "lan"))
+        self.daemons = []
+        self.processes = []
+
+    def script(self, *args, check=True, capture=True):
+        return subprocess.run([SCRIPT, *args], env=self.env, check=check, capture_output=capture, text=True, timeout=60)
+
+    def up(self, count):
+        self.script("up", str(count))
+        return self
+
+    def add_host(self, name, avahi=True):
+        self.script("add-host", name, *([] if avahi else ["--no-avahi"]))
+
+    def addr(self, host):
+        return self.script("addr", host).stdout.strip()
+
+    def ns_prefix(self, host):
+        pid = self.script("pid", host).stdout.strip()
+        return ["nsenter", "-t", pid, "-n", "-m", "-u", "-p", "--"]
+
+    def run(self, host, argv, check=True, timeout=60, input=None, text=True):
+        return subprocess.run(self.ns_prefix(host) + list(argv), check=check, capture_output=True, text=text,
+                              timeout=timeout, input=input)
+
+    def popen(self, host, argv, **kwargs):
+        process = subprocess.Popen(self.ns_prefix(host) + list(argv), **kwargs)
+        self.processes.append(process)
+        return process
+
+    def lanchat(self, host, *args, socket=None, check=True, timeout=30):
+        argv = [os.path.join(BIN, "lanchat"), *args] + (["--socket", socket] if socket else [])
+        return self.run(host, argv, check=check, timeout=timeout)
+
+    def lanchat_json(self, host, *args, socket=None):
+        return json.loads(self.lanchat(host, *args, "--json", socket=socket).stdout)
+
+    def start_daemon(self, host, name=None, extra=(), socket=None, tag=None):
+        tag = tag or host
+        state = os.path.join(self.dir, tag, "state")
+        os.makedirs(state, exist_ok=True)
+        args = ["--state-dir", state, "--log-level", "debug", *extra]
+        if name:
+            args += ["--name", name]
+        if socket:
+            args += ["--socket", socket]
+        daemon = Daemon(self, host, name, args, os.path.join(self.dir, tag, "lanchatd.log"), socket)
+        self.daemons.append(daemon)
+        return daemon
+
+    def peers(self, host, socket=None, all=False):
+        return self.lanchat_json(host, "peers", *(["--all"] if all else []), socket=socket)
+
+    def down(self):
+        for daemon in self.daemons:
+            if daemon.process and daemon.process.poll() is None:
+                try:
+                    daemon.stop(timeout=5)
+                except Exception:
+                    daemon.process.kill()
+        self.script("down", check=False)
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
