@@ -92,8 +92,10 @@ def test_same_display_name_on_two_hosts_both_appear_distinguishably(lan):
                      what="h3 to list both alices")
     assert names(peers) == ["alice", "alice"]
     assert {p["id"] for p in peers} == {a.status()["id"], b.status()["id"]}
+    # Avahi renames on a clash ("alice #2"); when both probe at the same moment it may rename both,
+    # so the test asks only that the two instances differ and both carry the name.
     instances = sorted(p["instance"] for p in peers)
-    assert instances[0] == "alice" and instances[1] != "alice", instances
+    assert instances[0] != instances[1] and all(i.startswith("alice") for i in instances), instances
     # Each daemon knows the name it ended up with.
     assert sorted([a.status()["instance"], b.status()["instance"]]) == instances
 

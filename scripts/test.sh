@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets up this machine (scripts/setup.sh test) and runs every test: the Swift unit tests, then the
+# end-to-end tests on a simulated LAN of network namespaces with real avahi-daemons. Needs root.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+[ "$(id -u)" = 0 ] || { echo "test: run as root (the simulated LAN needs network namespaces): sudo $0" >&2; exit 1; }
+scripts/setup.sh test
+export AVAHI_COMPAT_NOWARN=1
+echo "== build"
+swift build --build-tests 2>&1 | grep -v "prohibited flag" | tail -n 3
+echo "== unit tests"
+log=.build/unit-tests.log
+if swift test --skip-build > "$log" 2>&1; then rc=0; else rc=$?; fi
+grep -E "✘|Test run with" "$log" || true
+[ "$rc" = 0 ] || { grep -vE "prohibited flag" "$log" | tail -n 40; echo "test: unit tests failed" >&2; exit 1; }
+echo "== end-to-end tests (simulated LAN)"
+# Leftovers of an earlier, interrupted run would only confuse the new one.
+for d in /tmp/lanchat-e2e-*/lan; do [ -d "$d" ] && TESTLAN_DIR=$d scripts/testlan.sh down || true; done
+exec .venv/bin/python -m pytest -q --timeout 300 -p no:cacheprovider Tests/e2e "$@"
