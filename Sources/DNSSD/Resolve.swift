@@ -93,16 +93,22 @@ extension DNSSD {
     ) async throws(DNSSDError) -> [String] {
         prepareEnvironment()
         let (stream, continuation) = AsyncStream<String>.makeStream()
-        var drivers: [ServiceRefDriver] = []
-        defer { drivers.forEach { $0.cancel() } }
-        for type in [kDNSServiceType_A, kDNSServiceType_AAAA] {
-            // Both queries feed one stream; an error on either ends the lookup (Avahi only fails them when
-            // the daemon is gone, and then the other query is dead too).
-            let driver = try await ServiceRefDriver.start(label: "query", context: StreamContext(continuation)) { refOut, ctx in
-                DNSServiceQueryRecord(refOut, 0, interfaceIndex, hostName, UInt16(type), UInt16(kDNSServiceClass_IN), queryReply, ctx)
-            }
-            drivers.append(driver)
+        // Both queries feed one stream; an error on either ends the lookup (Avahi only fails them when
+        // the daemon is gone, and then the other query is dead too). They are created in parallel:
+        // each create is a synchronous D-Bus round trip.
+        let context = StreamContext(continuation)
+        async let a = ServiceRefDriver.start(label: "query", context: context) { refOut, ctx in
+            DNSServiceQueryRecord(refOut, 0, interfaceIndex, hostName, UInt16(kDNSServiceType_A), UInt16(kDNSServiceClass_IN), queryReply, ctx)
         }
+        async let aaaa = ServiceRefDriver.start(label: "query", context: context) { refOut, ctx in
+            DNSServiceQueryRecord(refOut, 0, interfaceIndex, hostName, UInt16(kDNSServiceType_AAAA), UInt16(kDNSServiceClass_IN), queryReply, ctx)
+        }
+        var drivers: [ServiceRefDriver] = []
+        var failure: DNSSDError?
+        do { drivers.append(try await a) } catch { failure = error as? DNSSDError ?? DNSSDError(code: .other, operation: "query") }
+        do { drivers.append(try await aaaa) } catch { failure = failure ?? error as? DNSSDError ?? DNSSDError(code: .other, operation: "query") }
+        defer { drivers.forEach { $0.cancel() } }
+        if let failure { throw failure }
         let timer = Task {
             try? await Task.sleep(for: timeout)
             continuation.finish()
@@ -113,6 +119,8 @@ extension DNSSD {
         var addresses: [String] = []
         for await address in stream {
             if !addresses.contains(address) { addresses.append(address) }
+            // Both families in: nothing more to wait for.
+            if addresses.contains(where: { !$0.contains(":") }) && addresses.contains(where: { $0.contains(":") }) { break }
             if settleTimer == nil {
                 settleTimer = Task {
                     try? await Task.sleep(for: settle)

@@ -71,10 +71,10 @@ final class ServiceRefDriver: @unchecked Sendable {
                 self.sourceSuspended = true
             }
         }
-        source.setCancelHandler { [weak self] in
-            guard let self else { return }
-            self.releaseRef()
-        }
+        // Strong on purpose: cancel() is asynchronous, so the driver's owners may all be gone by the
+        // time this runs, and the ref (a thread and a D-Bus connection in Avahi) must still be freed.
+        // Dispatch drops the handler after running it, which ends the cycle.
+        source.setCancelHandler { self.releaseRef() }
         self.source = source
         source.resume()
     }

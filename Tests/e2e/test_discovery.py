@@ -102,7 +102,9 @@ def test_same_display_name_on_two_hosts_both_appear_distinguishably(lan):
 
 def test_same_name_twice_on_one_host(lan):
     lan.up(2)
-    lan.start_daemon("h1", name="twin")
+    first = lan.start_daemon("h1", name="twin")
+    wait_for(lambda: first.status()["advertising"] == "registered", what="the first twin registered")
+    assert first.status()["instance"] == "twin"
     second = lan.start_daemon("h1", name="twin", socket="/run/lanchat/second.sock", tag="h1-second")
     wait_for(lambda: second.status()["advertising"] == "registered", what="the second twin registered")
     assert second.status()["instance"] == "twin (2)"

@@ -209,10 +209,17 @@ public actor DiscoveryService: Service {
             if attempt > 0 { try? await Task.sleep(for: .seconds(1 << (attempt - 1))) }
             guard !Task.isCancelled, await isKnown(instance) else { return }
             do {
+                let clock = ContinuousClock()
+                let started = clock.now
                 let service = try await DNSSD.resolve(instance, timeout: .seconds(5))
+                let resolvedAt = clock.now
                 let lookupInterface = service.interfaceIndex != 0 ? service.interfaceIndex : instance.interfaceIndex
                 let addresses = try await DNSSD.queryAddresses(
                     hostName: service.hostName, interfaceIndex: lookupInterface, timeout: .seconds(2), settle: .milliseconds(30))
+                logger.debug("resolved", metadata: [
+                    "dnssd.instance": "\(instance.name)", "dnssd.resolve_ms": "\((resolvedAt - started).milliseconds)",
+                    "dnssd.address_ms": "\((clock.now - resolvedAt).milliseconds)",
+                ])
                 if addresses.isEmpty && attempt < 2 {
                     logger.debug("no address yet", metadata: ["dnssd.host": "\(service.hostName)"])
                     continue
@@ -285,4 +292,9 @@ public actor DiscoveryService: Service {
             problem: peer.problem?.description, protocolVersion: peer.advertisement?.version,
             encryption: peer.advertisement?.encryption.rawValue)
     }
+}
+
+extension Duration {
+    /// Whole milliseconds, for log metadata.
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }

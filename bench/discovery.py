@@ -1,0 +1,161 @@
+"""Discovery and idle benchmarks on the simulated LAN, each figure next to a baseline from the same run.
+
+1. Discovery latency: time from starting lanchatd on host h1 until the neighbour h2's daemon lists it
+   (the `found` event of `lanchat watch`, which is when `lanchat peers` starts listing it), next to the
+   time `avahi-browse` on h2 takes to see a plain `avahi-publish` service started the same way on h1
+   (and `avahi-browse -r`, which also resolves, as lanchat must).
+2. Idle cost: resident memory and CPU of one lanchatd with 3 peers after 60 s, next to the
+   avahi-daemon on the same host.
+
+Usage (root): python3 bench/discovery.py [--trials N] [--idle-seconds S]"""
+import argparse
+import json
+import os
+import queue
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
+from testlan import BIN, TestLAN, wait_for  # noqa: E402
+
+
+def reader(process):
+    lines = queue.Queue()
+
+    def pump():
+        for line in process.stdout:
+            lines.put((time.monotonic(), line))
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def wait_line(lines, match, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        stamp, line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        if match(line):
+            return stamp
+
+
+def summary(samples):
+    samples = sorted(samples)
+    p90 = samples[min(len(samples) - 1, int(round(0.9 * (len(samples) - 1))))]
+    return {"median_ms": round(statistics.median(samples) * 1000, 1), "p90_ms": round(p90 * 1000, 1),
+            "min_ms": round(samples[0] * 1000, 1), "n": len(samples)}
+
+
+def discovery(lan, trials):
+    lan.start_daemon("h2", name="neighbour", extra=["--log-level", "warning"])
+    watch = lan.popen("h2", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
+    browse = lan.popen("h2", ["avahi-browse", "-p", "_chat-service._tcp"], stdout=subprocess.PIPE, text=True)
+    resolve = lan.popen("h2", ["avahi-browse", "-rp", "_chat-service._tcp"], stdout=subprocess.PIPE, text=True)
+    watch_lines, browse_lines, resolve_lines = reader(watch), reader(browse), reader(resolve)
+    time.sleep(1)
+    results = {"lanchat": [], "avahi_browse": [], "avahi_browse_resolve": []}
+    for trial in range(trials):
+        # avahi-publish, the baseline.
+        name = f"plain-{trial}"
+        start = time.monotonic()
+        publisher = lan.popen("h1", ["avahi-publish", "-s", name, "_chat-service._tcp", "4242", "v=0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen = wait_line(browse_lines, lambda l: l.startswith("+;") and f";{name};" in l)
+        resolved = wait_line(resolve_lines, lambda l: l.startswith("=;") and f";{name};" in l)
+        results["avahi_browse"].append(seen - start)
+        results["avahi_browse_resolve"].append(resolved - start)
+        publisher.terminate()
+        publisher.wait()
+        time.sleep(0.5)
+        # lanchatd, started the same way.
+        name = f"bench-{trial}"
+        start = time.monotonic()
+        daemon = lan.popen("h1", [os.path.join(BIN, "lanchatd"), "--name", name, "--state-dir",
+                                  os.path.join(lan.dir, "bench-state"), "--log-level", "warning"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        found = wait_line(watch_lines, lambda l: json.loads(l).get("type") == "found"
+                          and json.loads(l)["peer"]["name"] == name)
+        results["lanchat"].append(found - start)
+        # Confirm that `lanchat peers` lists it now.
+        assert name in [p["name"] for p in lan.peers("h2")]
+        lan.run("h1", ["pkill", "-TERM", "-x", "lanchatd"])
+        daemon.wait(timeout=10)
+        wait_line(watch_lines, lambda l: json.loads(l).get("type") == "lost")
+        time.sleep(0.5)
+    for process in (watch, browse, resolve):
+        process.kill()
+    for daemon in lan.daemons:
+        daemon.stop()
+    lan.daemons.clear()
+    return {k: summary(v) for k, v in results.items()}
+
+
+def proc_stats(lan, host, pid):
+    status = lan.run(host, ["cat", f"/proc/{pid}/status"]).stdout
+    stat = lan.run(host, ["cat", f"/proc/{pid}/stat"]).stdout
+    fields = stat.rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime + stime
+    values = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
+    # Context switches of every thread: each one is a wake-up.
+    switches = lan.run(host, ["sh", "-c", f"cat /proc/{pid}/task/*/status | grep ctxt_switches"]).stdout
+    total = sum(int(line.split(":")[1]) for line in switches.splitlines())
+    return {"rss_kib": int(values["VmRSS"].split()[0]), "ticks": ticks, "switches": total,
+            "threads": int(values["Threads"])}
+
+
+def idle(lan, seconds, window):
+    daemons = {h: lan.start_daemon(h, name=f"idle-{h}", extra=["--log-level", "warning"]) for h in ("h1", "h2", "h3", "h4")}
+    wait_for(lambda: len(lan.peers("h1")) == 3, timeout=20, what="h1 to see 3 peers")
+    pid = daemons["h1"].pid()
+    avahi_pid = lan.run("h1", ["cat", "/run/avahi-daemon/pid"]).stdout.strip()
+    time.sleep(max(0, seconds - window))
+    before, avahi_before = proc_stats(lan, "h1", pid), proc_stats(lan, "h1", avahi_pid)
+    time.sleep(window)
+    after, avahi_after = proc_stats(lan, "h1", pid), proc_stats(lan, "h1", avahi_pid)
+    hz = os.sysconf("SC_CLK_TCK")
+
+    def figures(b, a):
+        return {"rss_mib": round(a["rss_kib"] / 1024, 1), "cpu_percent": round(100 * (a["ticks"] - b["ticks"]) / hz / window, 3),
+                "wakeups_per_s": round((a["switches"] - b["switches"]) / window, 1), "threads": a["threads"]}
+    result = {"lanchatd": figures(before, after), "avahi_daemon": figures(avahi_before, avahi_after),
+              "after_seconds": seconds, "window_seconds": window, "peers": len(lan.peers("h1"))}
+    for d in daemons.values():
+        d.stop()
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--idle-seconds", type=int, default=60)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    lan = TestLAN()
+    try:
+        lan.up(4)
+        print(f"discovery: {args.trials} trials on a 4-host simulated LAN (binaries: {BIN})", file=sys.stderr)
+        disc = discovery(lan, args.trials)
+        print(f"idle: one lanchatd with 3 peers, measured over the last 30 s of {args.idle_seconds} s", file=sys.stderr)
+        idl = idle(lan, args.idle_seconds, min(30, args.idle_seconds))
+    finally:
+        lan.down()
+    report = {"discovery": disc, "idle": idl}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    l, b, r = disc["lanchat"], disc["avahi_browse"], disc["avahi_browse_resolve"]
+    print("Discovery: start on h1 -> listed on h2 (ms)       median    p90    min")
+    print(f"  lanchatd -> lanchat peers                       {l['median_ms']:7.1f} {l['p90_ms']:6.1f} {l['min_ms']:6.1f}")
+    print(f"  avahi-publish -> avahi-browse     (baseline)    {b['median_ms']:7.1f} {b['p90_ms']:6.1f} {b['min_ms']:6.1f}")
+    print(f"  avahi-publish -> avahi-browse -r  (baseline)    {r['median_ms']:7.1f} {r['p90_ms']:6.1f} {r['min_ms']:6.1f}")
+    print(f"  lanchat - avahi-browse: {l['median_ms'] - b['median_ms']:+.1f} ms (median; goal: within +100 ms)")
+    i, a = idl["lanchatd"], idl["avahi_daemon"]
+    print(f"Idle after {idl['after_seconds']} s with {idl['peers']} peers     RSS MiB   CPU %   wakeups/s  threads")
+    print(f"  lanchatd                                  {i['rss_mib']:7.1f} {i['cpu_percent']:7.3f} {i['wakeups_per_s']:10.1f} {i['threads']:8d}")
+    print(f"  avahi-daemon (baseline)                   {a['rss_mib']:7.1f} {a['cpu_percent']:7.3f} {a['wakeups_per_s']:10.1f} {a['threads']:8d}")
+    print("  goals: lanchatd under 30 MiB, no busy polling")
+
+
+if __name__ == "__main__":
+    main()

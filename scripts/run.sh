@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Sets up this Debian machine and runs lanchat (as root).
+#
+#   scripts/run.sh          on a LAN host: installs packages, builds, installs lanchatd and lanchat to
+#                           /usr/local/bin, makes sure dbus and avahi-daemon run, starts lanchatd (as a
+#                           systemd service where systemd runs, else in the background) and shows
+#                           `lanchat doctor` and `lanchat peers`.
+#   scripts/run.sh --demo   on one machine, without touching its network: a simulated LAN of three hosts
+#                           (network namespaces with their own avahi-daemons), lanchatd on each, and
+#                           `lanchat peers` as seen from h1. `scripts/run.sh --demo-down` removes it.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+mode=${1:-host}
+[ "$(id -u)" = 0 ] || { echo "run: run as root (it installs packages and starts services): sudo $0 $*" >&2; exit 1; }
+export AVAHI_COMPAT_NOWARN=1
+demo_dir=/tmp/lanchat-demo
+
+if [ "$mode" = --demo-down ]; then
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh down
+  echo "demo LAN removed"
+  exit 0
+fi
+
+scripts/setup.sh run
+echo "run: building lanchat (release; the first build takes a few minutes)"
+swift build -c release 2>&1 | grep -v "prohibited flag" | tail -n 1
+bin="$root/.build/release"
+
+if [ "$mode" = --demo ]; then
+  export TESTLAN_DIR=$demo_dir
+  scripts/testlan.sh down
+  scripts/testlan.sh up 3
+  for h in h1 h2 h3; do
+    mkdir -p "$demo_dir/$h"
+    scripts/testlan.sh exec "$h" setsid "$bin/lanchatd" --state-dir "$demo_dir/$h/state" </dev/null >"$demo_dir/$h/lanchatd.log" 2>&1 &
+  done
+  for _ in $(seq 100); do
+    n=$(scripts/testlan.sh exec h1 "$bin/lanchat" peers --json 2>/dev/null | grep -c '"name"' || true)
+    [ "$n" = 2 ] && break
+    sleep 0.1
+  done
+  echo
+  echo "lanchat peers, on simulated host h1:"
+  scripts/testlan.sh exec h1 "$bin/lanchat" peers
+  cat <<MSG
+
+Three simulated hosts (h1, h2, h3) run lanchatd. Try, for example:
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h2 $bin/lanchat peers --json
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat watch     (then stop h3's daemon:)
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h3 pkill -TERM lanchatd
+Logs: $demo_dir/h*/lanchatd.log. Remove it all with: scripts/run.sh --demo-down
+MSG
+  exit 0
+fi
+
+install -m 0755 "$bin/lanchatd" "$bin/lanchat" /usr/local/bin/
+if [ "$(ps -p 1 -o comm= 2>/dev/null)" = systemd ]; then
+  install -m 0644 systemd/lanchat.sysusers.conf /usr/lib/sysusers.d/lanchat.conf
+  systemd-sysusers /usr/lib/sysusers.d/lanchat.conf
+  install -m 0644 systemd/lanchatd.service /etc/systemd/system/lanchatd.service
+  install -d -m 0755 /usr/lib/systemd/user
+  install -m 0644 systemd/lanchatd-user.service /usr/lib/systemd/user/lanchatd.service
+  systemctl daemon-reload
+  systemctl enable --now dbus avahi-daemon
+  systemctl enable --now lanchatd
+  socket=/run/lanchat/lanchatd.sock
+  echo "run: lanchatd runs as a systemd service (journalctl -u lanchatd); add people to group 'lanchat' to let them use it"
+else
+  # No systemd (a container, a minimal install): start what is missing by hand.
+  [ -S /run/dbus/system_bus_socket ] || { mkdir -p /run/dbus; dbus-daemon --system --fork; }
+  avahi-daemon -c 2>/dev/null || avahi-daemon -D
+  socket=/run/lanchat/lanchatd.sock
+  if ! lanchat --socket "$socket" status >/dev/null 2>&1; then
+    mkdir -p /var/log
+    setsid lanchatd --socket "$socket" </dev/null >>/var/log/lanchatd.log 2>&1 &
+    for _ in $(seq 50); do lanchat --socket "$socket" status >/dev/null 2>&1 && break; sleep 0.1; done
+  fi
+  echo "run: lanchatd runs in the background (log: /var/log/lanchatd.log)"
+fi
+sleep 2
+lanchat --socket "$socket" doctor || true
+echo
+lanchat --socket "$socket" peers
