@@ -1,5 +1,5 @@
 import CDNSSD
-import Foundation
+import Glibc
 
 /// What a browse reports. The same instance may be reported more than once (once per interface and
 /// address family); `ServiceBrowser` passes every report on, and callers de-duplicate by `key`.

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// Async Swift access to DNS-SD through Avahi's `dns_sd.h` compatibility library.
 ///

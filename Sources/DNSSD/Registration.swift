@@ -1,5 +1,5 @@
 import CDNSSD
-import Foundation
+import Glibc
 
 /// What happens to a registered service.
 public enum RegistrationEvent: Equatable, Sendable {

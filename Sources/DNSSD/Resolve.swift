@@ -1,5 +1,5 @@
 import CDNSSD
-import Foundation
+import Glibc
 
 final class StreamContext<Element: Sendable>: @unchecked Sendable {
     // Only yields to a continuation, which is thread-safe.

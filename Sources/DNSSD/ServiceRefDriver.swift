@@ -1,6 +1,6 @@
 import CDNSSD
 import Dispatch
-import Foundation
+import Glibc
 
 /// Owns one `DNSServiceRef` and drives it from a serial queue.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where the control socket lives.
 public enum ControlSocketPath {
@@ -7,7 +8,7 @@ public enum ControlSocketPath {
     /// The per-user path, `$XDG_RUNTIME_DIR/lanchat/lanchatd.sock`, if that variable is set.
     public static func userPath(environment: [String: String]) -> String? {
         guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return nil }
-        return (runtime as NSString).appendingPathComponent("lanchat/lanchatd.sock")
+        return joinPath(runtime, "lanchat/lanchatd.sock")
     }
 
     /// The daemon's default: the per-user path when `XDG_RUNTIME_DIR` is set, else the system path.

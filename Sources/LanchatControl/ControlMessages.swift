@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The control API: newline-delimited JSON over a Unix stream socket (see docs/control-api.md).
 /// Keys are snake_case on the wire (`ControlJSON` sets that up for both ends).

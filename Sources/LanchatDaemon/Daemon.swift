@@ -1,5 +1,6 @@
 import DNSSD
-import Foundation
+import FoundationEssentials
+import Glibc
 import LanchatControl
 import LanchatDiscovery
 import LanchatIdentity
@@ -23,7 +24,7 @@ public enum Daemon {
         do {
             try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw StartupError("cannot create the state directory \(configuration.stateDirectory): \(error.localizedDescription)")
+            throw StartupError("cannot create the state directory \(configuration.stateDirectory): \(error)")
         }
         let identity: Identity
         do { identity = try Identity.loadOrCreate(in: configuration.stateDirectory) } catch { throw StartupError(error.description) }

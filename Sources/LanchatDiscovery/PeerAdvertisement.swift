@@ -93,7 +93,8 @@ public struct PeerAdvertisement: Equatable, Sendable {
 }
 
 extension String {
-    func trimmingSpaces() -> String {
+    /// The string without leading and trailing white space (spaces, tabs, CR, LF, ...).
+    public func trimmingSpaces() -> String {
         var scalars = Substring(self).unicodeScalars
         while let first = scalars.first, first.properties.isWhitespace { scalars.removeFirst() }
         while let last = scalars.last, last.properties.isWhitespace { scalars.removeLast() }

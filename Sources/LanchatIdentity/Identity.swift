@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import LanchatDiscovery
 
 /// The daemon's long-term identity: a P-256 key (which TLS 1.3 through swift-nio-ssl can present in a
@@ -46,18 +47,20 @@ public struct Identity: Sendable {
     /// A key that exists but cannot be used is never replaced: the id is what peers trust, so the
     /// person must decide.
     public static func loadOrCreate(in directory: String) throws(LoadError) -> Identity {
-        let path = (directory as NSString).appendingPathComponent(fileName)
+        let path = directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
         var info = stat()
         if lstat(path, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFREG else {
                 throw LoadError(code: .unreadable, path: path, detail: "not a regular file")
             }
             guard info.st_mode & 0o077 == 0 else {
-                throw LoadError(code: .insecurePermissions, path: path, detail: String(format: "mode %03o", info.st_mode & 0o777))
+                throw LoadError(code: .insecurePermissions, path: path, detail: "mode " + String(info.st_mode & 0o777, radix: 8))
             }
             guard info.st_size < 64 * 1024 else { throw LoadError(code: .corrupt, path: path, detail: "file too large") }
-            let text: String
-            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw LoadError(code: .unreadable, path: path, detail: String(cString: strerror(errno)))
+            }
+            guard let text = String(validating: data, as: UTF8.self) else {
                 throw LoadError(code: .corrupt, path: path, detail: "not UTF-8 text")
             }
             do { return Identity(privateKey: try P256.Signing.PrivateKey(pemRepresentation: text)) } catch {

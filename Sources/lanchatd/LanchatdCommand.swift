@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import LanchatDaemon
 import Logging
 
@@ -54,8 +55,9 @@ struct LanchatdCommand: AsyncParsableCommand {
     }
 
     static func fail(_ message: String) -> Never {
-        FileHandle.standardError.write(Data("lanchatd: \(message)\n".utf8))
-        Foundation.exit(1)
+        let line = Array("lanchatd: \(message)\n".utf8)
+        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        Glibc.exit(1)
     }
 
     static func userName() -> String {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import LanchatControl
 import LanchatDiscovery
 
@@ -27,7 +28,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
 
     // Limits and timings, settable in the config file only.
     /// How often listed peers are resolved again to notice TXT and address changes (seconds).
-    public var refreshInterval: Int = 30
+    public var refreshInterval: Int = 120
     /// After avahi-daemon restarts, peers not reported again within this many seconds are dropped.
     public var sweepDelay: Int = 5
     /// Control connections served at once; more are refused.
@@ -59,11 +60,11 @@ public struct DaemonConfiguration: Equatable, Sendable {
         } else if uid == 0 {
             stateDirectory = "/var/lib/lanchat"
         } else if let xdg = environment["XDG_STATE_HOME"], !xdg.isEmpty {
-            stateDirectory = (xdg as NSString).appendingPathComponent("lanchat")
+            stateDirectory = joinPath(xdg, "lanchat")
         } else {
-            stateDirectory = (home as NSString).appendingPathComponent(".local/state/lanchat")
+            stateDirectory = joinPath(home, ".local/state/lanchat")
         }
-        let downloads = uid == 0 ? (stateDirectory as NSString).appendingPathComponent("downloads") : (home as NSString).appendingPathComponent("Downloads")
+        let downloads = uid == 0 ? joinPath(stateDirectory, "downloads") : joinPath(home, "Downloads")
         return DaemonConfiguration(
             name: "\(userName)@\(hostName)", stateDirectory: stateDirectory,
             socketPath: ControlSocketPath.daemonDefault(environment: environment), socketGroup: nil, port: 0,
@@ -103,7 +104,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         case "port": port = try integer(0...65535)
         case "interface":
             // Repeatable; a comma-separated list in the file or environment.
-            for name in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            for name in value.split(separator: ",").map({ String($0).trimmingSpaces() }) where !name.isEmpty {
                 guard name.utf8.count < 16, !name.contains("/"), name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
                     throw Error("interface: '\(name.prefix(64))' is not an interface name")
                 }
@@ -127,13 +128,13 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public static func parseFile(_ text: String) throws(Error) -> [(key: String, value: String)] {
         var settings: [(key: String, value: String)] = []
         for (number, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
-            let line = rawLine.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "\r")))
+            let line = String(rawLine).trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let equals = line.firstIndex(of: "=") else {
                 throw Error("line \(number + 1): expected 'key = value'")
             }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let key = String(line[..<equals]).trimmingSpaces()
+            var value = String(line[line.index(after: equals)...]).trimmingSpaces()
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
             guard fileKeys.contains(key) else {
                 throw Error("line \(number + 1): unknown setting '\(key.prefix(64))'")
@@ -148,18 +149,18 @@ public struct DaemonConfiguration: Equatable, Sendable {
 
     /// Loads a config file from disk (at most 1 MiB).
     public static func loadFile(_ path: String) throws(Error) -> [(key: String, value: String)] {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
-            throw Error("cannot read config file \(path): no such file or not readable")
-        }
-        if let size = attributes[.size] as? Int, size > 1024 * 1024 { throw Error("config file \(path) is larger than 1 MiB") }
-        guard let data = FileManager.default.contents(atPath: path) else { throw Error("cannot read config file \(path)") }
-        guard let text = String(data: data, encoding: .utf8) else { throw Error("config file \(path) is not UTF-8 text") }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw Error("cannot read config file \(path): \(errnoDescription(errno))") }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw Error("config file \(path) is not a regular file") }
+        guard info.st_size <= 1024 * 1024 else { throw Error("config file \(path) is larger than 1 MiB") }
+        guard let data = FileManager.default.contents(atPath: path) else { throw Error("cannot read config file \(path): \(errnoDescription(errno))") }
+        guard let text = String(validating: data, as: UTF8.self) else { throw Error("config file \(path) is not UTF-8 text") }
         do { return try parseFile(text) } catch { throw Error("\(path): \(error.message)") }
     }
 
     /// The environment variable for a key: `state-dir` -> `LANCHATD_STATE_DIR`.
     public static func environmentName(for key: String) -> String {
-        "LANCHATD_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+        "LANCHATD_" + String(key.uppercased().map { $0 == "-" ? "_" : $0 })
     }
 
     /// Builds the configuration from every source.

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import LanchatControl
 import Logging
 import NIOCore

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import LanchatControl
 
 /// Prepares the control socket's directory and path so that only the owner (or a configured group)
 /// can connect: the directory is 0700 (0750 with a group) and the socket 0600 (0660).
@@ -10,13 +12,13 @@ enum ControlSocket {
     /// Creates the directory if needed and removes a stale socket. Refuses to start if another daemon
     /// answers on the path.
     static func prepare(path: String, group: gid_t?) throws(SetupError) {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = parentDirectory(of: path)
         var info = stat()
         if stat(directory, &info) != 0 {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: group == nil ? 0o700 : 0o750])
             } catch {
-                throw SetupError(description: "cannot create the socket directory \(directory): \(error.localizedDescription)")
+                throw SetupError(description: "cannot create the socket directory \(directory): \(error)")
             }
             if let group { chown(directory, getuid(), group) }
         }

@@ -1,5 +1,6 @@
 import DNSSD
-import Foundation
+import FoundationEssentials
+import Glibc
 import LanchatControl
 import LanchatDiscovery
 import Logging
@@ -274,7 +275,7 @@ public actor DiscoveryService: Service {
     }
 
     static func now() -> String {
-        Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        Date.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
     /// The control API's view of a peer.

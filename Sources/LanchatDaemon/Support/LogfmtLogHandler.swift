@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 
 /// Writes one logfmt line per record to stderr: `ts=... level=info msg="..." peer.id=...`.
@@ -28,11 +29,20 @@ public struct LogfmtLogHandler: LogHandler {
             line += " \(key)=\(Self.quote("\(merged[key]!)"))"
         }
         line += "\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        // One write(2) per line, so lines from several threads never interleave.
+        var bytes = Array(line.utf8)
+        bytes.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = write(2, raw.baseAddress! + offset, raw.count - offset)
+                if written <= 0 { if errno == EINTR { continue } else { return } }
+                offset += written
+            }
+        }
     }
 
     static func timestamp() -> String {
-        Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        Date.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 
     /// Quotes a value if it has spaces, quotes, `=` or control characters (escaped, so a hostile peer
@@ -49,7 +59,8 @@ public struct LogfmtLogHandler: LogHandler {
             case "\t": out += "\\t"
             default:
                 if scalar.value < 0x20 || scalar.value == 0x7f {
-                    out += String(format: "\\x%02x", scalar.value)
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\x" + (hex.count == 1 ? "0" + hex : hex)
                 } else {
                     out.unicodeScalars.append(scalar)
                 }
