@@ -9,7 +9,10 @@
 #   testlan.sh pid HOST             a process id inside the host (for nsenter -t PID -n -m -u -p)
 #   testlan.sh addr HOST            the host's IPv4 address
 #   testlan.sh link HOST up|down    plug or unplug the host's cable
-#   testlan.sh netem HOST ARGS...   tc netem on the host's link (e.g. "loss 5% delay 20ms"; "clear")
+#   testlan.sh netem HOST ARGS...   tc netem on the host's link (e.g. "loss 5% delay 20ms"; "clear");
+#                                   needs a kernel with sch_netem
+#   testlan.sh loss HOST PERCENT    drop PERCENT% of the packets the host sends (nftables; 0 clears):
+#                                   works where netem is missing
 #   testlan.sh avahi HOST start|stop|restart|kill
 #   testlan.sh hosts                list hosts
 #   testlan.sh down                 tear everything down (safe to run after a failure, or twice)
@@ -147,6 +150,20 @@ cmd_netem() {
   on_host "$name" tc qdisc replace dev lan0 root netem "$@"
 }
 
+cmd_loss() {
+  local name=$1 percent=$2
+  [[ "$percent" =~ ^[0-9]+$ ]] && [ "$percent" -le 100 ] || die "loss HOST PERCENT (0-100)"
+  on_host "$name" nft delete table inet testlan 2>/dev/null || true
+  [ "$percent" = 0 ] && return 0
+  on_host "$name" nft add table inet testlan
+  on_host "$name" nft add chain inet testlan out '{ type filter hook output priority 0; }'
+  if [ "$percent" = 100 ]; then
+    on_host "$name" nft add rule inet testlan out oifname lan0 drop
+  else
+    on_host "$name" nft add rule inet testlan out oifname lan0 numgen random mod 100 lt "$percent" drop
+  fi
+}
+
 cmd_down() {
   [ -d "$dir" ] || return 0
   local hd
@@ -176,6 +193,7 @@ case $sub in
   addr) cat "$(host_dir "$1")/addr" ;;
   link) cmd_link "$@" ;;
   netem) cmd_netem "$@" ;;
+  loss) cmd_loss "$@" ;;
   avahi) cmd_avahi "$@" ;;
   hosts) ls "$dir/hosts" 2>/dev/null ;;
   down) cmd_down ;;

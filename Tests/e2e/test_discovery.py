@@ -18,7 +18,10 @@ def names(peers):
 
 def test_three_hosts_list_each_other_with_addresses_and_ports(lan):
     lan.up(3)
-    daemons = {h: lan.start_daemon(h, name=f"user@{h}") for h in ("h1", "h2", "h3")}
+    # h2 on a fixed port, h3 restricted to its LAN interface: both flags from the command-line contract.
+    extra = {"h1": [], "h2": ["--port", "7001"], "h3": ["--interface", "lan0"]}
+    daemons = {h: lan.start_daemon(h, name=f"user@{h}", extra=extra[h]) for h in ("h1", "h2", "h3")}
+    assert daemons["h2"].status()["port"] == 7001
     status = {h: d.status() for h, d in daemons.items()}
     for host in daemons:
         others = {h for h in daemons if h != host}
@@ -74,7 +77,7 @@ def test_daemon_started_without_avahi_waits_and_advertises_when_avahi_comes(lan)
     lan.script("avahi", "h2", "stop")
     d1 = lan.start_daemon("h1", name="one")
     d2 = lan.start_daemon("h2", name="two")
-    assert d2.status()["advertising"] == "avahi_unavailable"
+    wait_for(lambda: d2.status()["advertising"] == "avahi_unavailable", what="h2 to report avahi unavailable")
     doctor = lan.lanchat("h2", "doctor", check=False)
     assert doctor.returncode == 1
     assert "FAIL  avahi-daemon" in doctor.stdout and "fix:" in doctor.stdout
@@ -171,7 +174,8 @@ def test_hostile_advertisements_leave_the_daemon_running(lan):
     assert ctl and ctl[0]["compatible"] and ctl[0]["name"] == "]0;pwned"
     # Without --all only usable peers are listed; the daemon is alive and well.
     assert {p["instance"] for p in lan.peers("h1")} == {"long-values", ctl[0]["instance"]}
-    assert daemon.process.poll() is None and daemon.status()["advertising"] == "registered"
+    assert daemon.process.poll() is None
+    wait_for(lambda: daemon.status()["advertising"] == "registered", what="the victim's own advertisement")
     # And the terminal table shows no escape sequences from the network.
     assert "\x1b" not in lan.lanchat("h1", "peers", "--all").stdout
 
