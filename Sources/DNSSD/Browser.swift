@@ -10,19 +10,13 @@ public enum BrowseEvent: Equatable, Sendable {
     case failed(DNSSDError)
 }
 
-final class BrowseContext: @unchecked Sendable {
-    // Only yields to a continuation, which is thread-safe.
-    let continuation: AsyncStream<BrowseEvent>.Continuation
-    init(_ continuation: AsyncStream<BrowseEvent>.Continuation) { self.continuation = continuation }
-}
-
 private func browseReply(
     _ ref: DNSServiceRef?, _ flags: DNSServiceFlags, _ interfaceIndex: UInt32, _ error: DNSServiceErrorType,
     _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
     _ context: UnsafeMutableRawPointer?
 ) {
     guard let context else { return }
-    let box = Unmanaged<AnyObject>.fromOpaque(context).takeUnretainedValue() as! BrowseContext
+    let box = Unmanaged<AnyObject>.fromOpaque(context).takeUnretainedValue() as! StreamContext<BrowseEvent>
     // Avahi reports a dying daemon with an error and NULL name pointers.
     guard error == kDNSServiceErr_NoError, let name, let type, let domain else {
         let status = error == 0 ? DNSServiceErrorType(kDNSServiceErr_Unknown) : error
@@ -63,7 +57,7 @@ extension DNSSD {
     public static func browse(type: String, domain: String? = nil, interfaceIndex: UInt32 = 0) async throws(DNSSDError) -> ServiceBrowser {
         prepareEnvironment()
         let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let driver = try await ServiceRefDriver.start(label: "browse", context: BrowseContext(continuation)) { refOut, ctx in
+        let driver = try await ServiceRefDriver.start(label: "browse", context: StreamContext(continuation)) { refOut, ctx in
             DNSServiceBrowse(refOut, 0, interfaceIndex, type, domain, browseReply, ctx)
         }
         return ServiceBrowser(driver: driver, events: events, continuation: continuation)

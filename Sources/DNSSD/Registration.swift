@@ -10,19 +10,13 @@ public enum RegistrationEvent: Equatable, Sendable {
     case failed(DNSSDError)
 }
 
-final class RegistrationContext: @unchecked Sendable {
-    // Only yields to a continuation, which is thread-safe.
-    let continuation: AsyncStream<RegistrationEvent>.Continuation
-    init(_ continuation: AsyncStream<RegistrationEvent>.Continuation) { self.continuation = continuation }
-}
-
 private func registerReply(
     _ ref: DNSServiceRef?, _ flags: DNSServiceFlags, _ error: DNSServiceErrorType,
     _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
     _ context: UnsafeMutableRawPointer?
 ) {
     guard let context else { return }
-    let box = Unmanaged<AnyObject>.fromOpaque(context).takeUnretainedValue() as! RegistrationContext
+    let box = Unmanaged<AnyObject>.fromOpaque(context).takeUnretainedValue() as! StreamContext<RegistrationEvent>
     if error == kDNSServiceErr_NoError, let name {
         box.continuation.yield(.registered(name: String(cString: name)))
     } else {
@@ -90,7 +84,7 @@ extension DNSSD {
         guard txt.count <= TXTRecord.maximumRecordLength else { throw DNSSDError(code: .badParameter, operation: "register") }
         prepareEnvironment()
         let (events, continuation) = AsyncStream<RegistrationEvent>.makeStream()
-        let context = RegistrationContext(continuation)
+        let context = StreamContext(continuation)
         let txtBytes = txt
         let driver = try await ServiceRefDriver.start(label: "register", context: context) { refOut, ctx in
             txtBytes.withUnsafeBytes { raw in

@@ -1,12 +1,6 @@
 import CDNSSD
 import Glibc
 
-final class StreamContext<Element: Sendable>: @unchecked Sendable {
-    // Only yields to a continuation, which is thread-safe.
-    let continuation: AsyncStream<Element>.Continuation
-    init(_ continuation: AsyncStream<Element>.Continuation) { self.continuation = continuation }
-}
-
 private func resolveReply(
     _ ref: DNSServiceRef?, _ flags: DNSServiceFlags, _ interfaceIndex: UInt32, _ error: DNSServiceErrorType,
     _ fullName: UnsafePointer<CChar>?, _ hostTarget: UnsafePointer<CChar>?, _ port: UInt16,

@@ -153,3 +153,10 @@ struct UncheckedSendable<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
 }
+
+/// The context a C callback receives: where it sends what it reports.
+/// `@unchecked Sendable`: it only yields to a continuation, which is thread-safe.
+final class StreamContext<Element: Sendable>: @unchecked Sendable {
+    let continuation: AsyncStream<Element>.Continuation
+    init(_ continuation: AsyncStream<Element>.Continuation) { self.continuation = continuation }
+}

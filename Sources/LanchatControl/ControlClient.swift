@@ -40,25 +40,13 @@ public final class ControlClient {
     /// Connects, or throws an error that says what to do (start the daemon, fix permissions...).
     public init(path: String, timeoutSeconds: Int = 10) throws(ControlError) {
         self.path = path
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(path.utf8)
-        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            throw ControlError(code: "bad_socket_path", message: "socket path is too long: \(path)")
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: pathBytes)
-            raw[pathBytes.count] = 0
-        }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ControlError(code: "socket", message: "cannot create a socket: \(String(cString: strerror(errno)))") }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if result != 0 {
-            let code = errno
-            close(fd)
-            switch code {
+        switch connectUnixSocket(path: path) {
+        case .success(let fd):
+            self.fd = fd
+        case .failure(let error):
+            switch error.code {
+            case ENAMETOOLONG:
+                throw ControlError(code: "bad_socket_path", message: "socket path is too long: \(path)")
             case ENOENT:
                 throw ControlError(code: "daemon_not_running", message: "lanchatd is not running: no socket at \(path) (start it with `lanchatd` or `systemctl start lanchatd`, or pass --socket)")
             case ECONNREFUSED:
@@ -66,10 +54,9 @@ public final class ControlClient {
             case EACCES, EPERM:
                 throw ControlError(code: "permission_denied", message: "permission denied on \(path): the socket belongs to the daemon's user (or its configured group)")
             default:
-                throw ControlError(code: "connect_failed", message: "cannot connect to \(path): \(String(cString: strerror(code)))")
+                throw ControlError(code: "connect_failed", message: "cannot connect to \(path): \(errnoDescription(error.code))")
             }
         }
-        self.fd = fd
         setTimeout(seconds: timeoutSeconds)
     }
 

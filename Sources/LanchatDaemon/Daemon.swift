@@ -12,7 +12,7 @@ import ServiceLifecycle
 /// that stops in reverse order on SIGTERM/SIGINT (control API first, then the advertisement is
 /// withdrawn, then the peer port closes).
 public enum Daemon {
-    public static let version = "0.1.0"
+    public static let version = lanchatVersion
 
     public struct StartupError: Error, CustomStringConvertible {
         public let description: String

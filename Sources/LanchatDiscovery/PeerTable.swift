@@ -33,7 +33,7 @@ public enum PeerEvent: Equatable, Sendable {
 /// (avahi-daemon restarted) drops the peers the new browse did not report again (`sweep`).
 public struct PeerTable: Sendable {
     public enum Action: Equatable, Sendable {
-        /// Resolve this instance, then call `resolved` or `resolveFailed`.
+        /// Resolve this instance, then call `resolved` (if that fails, the entry simply stays unlisted).
         case resolve(ServiceInstance)
         case emit(PeerEvent)
     }
@@ -77,12 +77,11 @@ public struct PeerTable: Sendable {
     public mutating func added(_ instance: ServiceInstance) -> [Action] {
         let key = instance.key
         if var entry = entries[key] {
+            // Another report of a known instance (another interface or address family, or the same one
+            // again after a browse restart): note where it was seen; nothing to resolve.
             entry.seenInGeneration = true
-            let isNewInterface = entry.peer.interfaceIndices.insert(instance.interfaceIndex).inserted
+            entry.peer.interfaceIndices.insert(instance.interfaceIndex)
             entries[key] = entry
-            // A second report of a known instance: only a re-resolve after a browse restart is useful,
-            // and that is the caller's `refresh`; nothing to do here.
-            _ = isNewInterface
             return []
         }
         entries[key] = Entry(
@@ -141,11 +140,6 @@ public struct PeerTable: Sendable {
     /// Whether the instance is still in the table (a resolve for it is still wanted).
     public func knows(_ instance: ServiceInstance) -> Bool {
         entries[instance.key] != nil
-    }
-
-    /// A resolve failed. The instance stays unlisted (or keeps its last known data if listed).
-    public mutating func resolveFailed(_ instance: ServiceInstance) -> [Action] {
-        []
     }
 
     /// The browse was started again (after avahi-daemon restarted): every entry must be reported

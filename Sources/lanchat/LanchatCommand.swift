@@ -8,7 +8,7 @@ struct LanchatCommand: AsyncParsableCommand {
         commandName: "lanchat",
         abstract: "Talk to lanchatd: see the lanchat peers on your network.",
         discussion: "The daemon's socket: --socket, else $LANCHAT_SOCKET, else $XDG_RUNTIME_DIR/lanchat/lanchatd.sock, else /run/lanchat/lanchatd.sock.",
-        version: "0.1.0",
+        version: lanchatVersion,
         subcommands: [Peers.self, Watch.self, Status.self, Doctor.self])
 }
 
