@@ -10,6 +10,42 @@ struct LanchatCommand: AsyncParsableCommand {
         discussion: "The daemon's socket: --socket, else $LANCHAT_SOCKET, else $XDG_RUNTIME_DIR/lanchat/lanchatd.sock, else /run/lanchat/lanchatd.sock.",
         version: lanchatVersion,
         subcommands: [Peers.self, Watch.self, Status.self, Doctor.self])
+
+    /// `--socket` is global (`lanchat --socket PATH peers`), but ArgumentParser knows it per subcommand:
+    /// move global options given before the subcommand to just after it.
+    static func main() async {
+        let arguments = hoistGlobalOptions(Array(CommandLine.arguments.dropFirst()))
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    static func hoistGlobalOptions(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--socket", index + 1 < arguments.count {
+                leading += [argument, arguments[index + 1]]
+                index += 2
+            } else if argument.hasPrefix("--socket=") {
+                leading.append(argument)
+                index += 1
+            } else {
+                break
+            }
+        }
+        guard !leading.isEmpty, index < arguments.count else { return arguments }
+        // The subcommand, then the global options, then the rest.
+        return [arguments[index]] + leading + arguments[(index + 1)...]
+    }
 }
 
 /// Options every subcommand takes.

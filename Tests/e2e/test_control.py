@@ -31,6 +31,11 @@ def test_control_socket_is_owner_only_and_survives_hostile_requests(lan):
     lan.start_daemon("h1", name="other", socket="/run/lanchat/private/d.sock", tag="h1-other")
     assert lan.run("h1", ["stat", "-c", "%a", "/run/lanchat/private"]).stdout.strip() == "700"
     assert lan.run("h1", ["stat", "-c", "%a", "/run/lanchat/private/d.sock"]).stdout.strip() == "600"
+    # --socket is global: before or after the subcommand, and LANCHAT_SOCKET.
+    before = lan.run("h1", [os.path.join(BIN, "lanchat"), "--socket", "/run/lanchat/private/d.sock", "status", "--json"]).stdout
+    after = lan.run("h1", [os.path.join(BIN, "lanchat"), "status", "--json", "--socket=/run/lanchat/private/d.sock"]).stdout
+    env = lan.run("h1", ["env", "LANCHAT_SOCKET=/run/lanchat/private/d.sock", os.path.join(BIN, "lanchat"), "status", "--json"]).stdout
+    assert json.loads(before)["name"] == json.loads(after)["name"] == json.loads(env)["name"] == "other"
     out = json.loads(lan.run("h1", ["python3", "-c", PROBE, "/run/lanchat/lanchatd.sock"]).stdout)
     codes = [r.get("error", {}).get("code") if isinstance(r, dict) else r for r in out]
     assert codes == ["bad_request", "bad_request", "bad_request", "unknown_method", None, "bad_request", ""]
