@@ -49,7 +49,8 @@ def summary(samples):
 
 def discovery(lan, trials):
     lan.start_daemon("h2", name="neighbour", extra=["--log-level", "warning"])
-    watch = lan.popen("h2", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
+    watch = lan.popen("h2", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE,
+                      stderr=subprocess.DEVNULL, text=True)
     browse = lan.popen("h2", ["avahi-browse", "-p", "_chat-service._tcp"], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True)
     resolve = lan.popen("h2", ["avahi-browse", "-rp", "_chat-service._tcp"], stdout=subprocess.PIPE,
