@@ -6,6 +6,7 @@ import PackageDescription
 //   LanchatIdentity (long-term key, peer id)
 //   LanchatDiscovery (pure: TXT advertisement, peer table)
 //   LanchatControl (control API types + a small blocking client; no NIO)
+//   LanchatWire (pure: wire protocol v1 framing and frames; see docs/wire-protocol.md)
 //   LanchatDaemon (wiring: discovery service, control server, config)
 //   lanchatd / lanchat (thin executables)
 let package = Package(
@@ -34,6 +35,13 @@ let package = Package(
         .target(name: "LanchatIdentity", dependencies: ["LanchatDiscovery", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
         .target(name: "LanchatControl"),
+        .target(name: "LanchatWire", dependencies: [.product(name: "NIOCore", package: "swift-nio")]),
+        // The wire decoder's fuzz target: `scripts/fuzz.sh` builds it with libFuzzer; a plain build
+        // gives a binary that replays files through the same entry point.
+        .executableTarget(
+            name: "WireFuzz",
+            dependencies: ["LanchatWire", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .target(
             name: "LanchatDaemon",
             dependencies: [
@@ -64,6 +72,15 @@ let package = Package(
         .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatDiscovery"]),
         .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatDaemon"]),
+        .testTarget(
+            name: "LanchatWireTests",
+            dependencies: [
+                "LanchatWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
+            resources: [.copy("Corpus")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,60 @@
+import NIOCore
+
+/// Reads payload fields, turning every shortfall into an error that names the field.
+struct FieldReader {
+    var buffer: ByteBuffer
+
+    mutating func u8(_ field: String) throws(WireError) -> UInt8 {
+        guard let value = buffer.readInteger(as: UInt8.self) else { throw .truncated(field: field) }
+        return value
+    }
+
+    mutating func u16(_ field: String) throws(WireError) -> UInt16 {
+        guard let value = buffer.readInteger(as: UInt16.self) else { throw .truncated(field: field) }
+        return value
+    }
+
+    mutating func u32(_ field: String) throws(WireError) -> UInt32 {
+        guard let value = buffer.readInteger(as: UInt32.self) else { throw .truncated(field: field) }
+        return value
+    }
+
+    mutating func u64(_ field: String) throws(WireError) -> UInt64 {
+        guard let value = buffer.readInteger(as: UInt64.self) else { throw .truncated(field: field) }
+        return value
+    }
+
+    mutating func bytes(_ field: String, count: Int) throws(WireError) -> [UInt8] {
+        guard let value = buffer.readBytes(length: count) else { throw .truncated(field: field) }
+        return value
+    }
+
+    /// A length-prefixed byte string (`u8`, `u16` or `u32` length) of at most `limit` bytes.
+    mutating func lengthPrefixed<L: FixedWidthInteger>(_ field: String, lengthType: L.Type, limit: Int) throws(WireError) -> [UInt8] {
+        guard let length = buffer.readInteger(as: L.self) else { throw .truncated(field: field) }
+        guard Int(length) <= limit else { throw .fieldTooLong(field: field, length: Int(length), limit: limit) }
+        return try bytes(field, count: Int(length))
+    }
+
+    /// UTF-8 text without control characters (tab and newline allowed where `multiline`).
+    mutating func text<L: FixedWidthInteger>(_ field: String, lengthType: L.Type, limit: Int, multiline: Bool = false) throws(WireError) -> String {
+        let raw = try lengthPrefixed(field, lengthType: L.self, limit: limit)
+        guard let text = String(validating: raw, as: UTF8.self) else { throw .invalidText(field: field) }
+        let allowed: Set<Unicode.Scalar> = multiline ? ["\n", "\t"] : []
+        guard !text.unicodeScalars.contains(where: { ($0.value < 0x20 || $0.value == 0x7f) && !allowed.contains($0) }) else {
+            throw .invalidText(field: field)
+        }
+        return text
+    }
+
+    mutating func end(_ frame: String) throws(WireError) {
+        guard buffer.readableBytes == 0 else { throw .trailingBytes(frame: frame, count: buffer.readableBytes) }
+    }
+}
+
+extension ByteBuffer {
+    mutating func writeLengthPrefixed<L: FixedWidthInteger>(_ bytes: some Collection<UInt8>, as: L.Type) {
+        writeInteger(L(bytes.count))
+        writeBytes(bytes)
+    }
+}

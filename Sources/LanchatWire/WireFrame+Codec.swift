@@ -1,0 +1,168 @@
+import NIOCore
+
+extension WireFrame {
+    static let maximumNameBytes = 200
+    static let maximumReasonBytes = 1024
+    static let maximumCapabilities = 32
+    static let maximumAckIDs = 1024
+
+    // MARK: Decoding
+
+    /// Parses a frame's payload. Unknown types are an error unless sent with the ignorable flag.
+    public static func decode(_ frame: RawFrame) throws(WireError) -> WireFrame {
+        guard let type = FrameType(rawValue: frame.type) else {
+            if frame.flags & ignorableFlag != 0 { return .ignored(type: frame.type) }
+            throw .unknownFrameType(frame.type)
+        }
+        var reader = FieldReader(buffer: frame.payload)
+        let result: WireFrame
+        switch type {
+        case .hello:
+            guard try reader.bytes("magic", count: 4) == Hello.magic else { throw .invalidValue(field: "magic") }
+            let minimum = try reader.u16("min_version")
+            let maximum = try reader.u16("max_version")
+            guard minimum >= 1, minimum <= maximum else { throw .invalidValue(field: "min_version") }
+            let payload = try reader.u32("max_payload")
+            guard payload >= 4096 else { throw .invalidValue(field: "max_payload") }
+            let idBytes = try reader.lengthPrefixed("peer_id", lengthType: UInt8.self, limit: 52)
+            guard idBytes.count == 52, idBytes.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x32 && $0 <= 0x37) }) else {
+                throw .invalidValue(field: "peer_id")
+            }
+            let name = try reader.text("name", lengthType: UInt8.self, limit: maximumNameBytes)
+            let count = try reader.u8("capability_count")
+            guard count <= maximumCapabilities else { throw .fieldTooLong(field: "capabilities", length: Int(count), limit: maximumCapabilities) }
+            var capabilities: [String] = []
+            for _ in 0..<count {
+                let raw = try reader.lengthPrefixed("capability", lengthType: UInt8.self, limit: 32)
+                guard isToken(raw) else { throw .invalidValue(field: "capability") }
+                capabilities.append(String(decoding: raw, as: UTF8.self))
+            }
+            result = .hello(Hello(minimumVersion: minimum, maximumVersion: maximum, maximumPayload: payload,
+                                  peerID: String(decoding: idBytes, as: UTF8.self), name: name, capabilities: capabilities))
+        case .invite:
+            let id = WireID(bytes: try reader.bytes("invitation_id", count: 16))!
+            let timeout = try reader.u32("timeout_ms")
+            let room = try readRoom(&reader)
+            let context = try reader.lengthPrefixed("context", lengthType: UInt32.self, limit: Invite.maximumContext)
+            result = .invite(Invite(id: id, timeoutMilliseconds: timeout, room: room, context: context))
+        case .inviteReply:
+            let id = WireID(bytes: try reader.bytes("invitation_id", count: 16))!
+            guard let outcome = InviteReply.Outcome(rawValue: try reader.u8("outcome")) else { throw .invalidValue(field: "outcome") }
+            let reason = try reader.text("reason", lengthType: UInt16.self, limit: maximumReasonBytes)
+            result = .inviteReply(InviteReply(id: id, outcome: outcome, reason: reason))
+        case .message:
+            let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
+            let room = try readRoom(&reader)
+            let sequence = try reader.u64("sequence")
+            let timestamp = try reader.u64("timestamp_ms")
+            guard let kind = Message.Kind(rawValue: try reader.u8("kind")) else { throw .invalidValue(field: "kind") }
+            let body = try reader.text("body", lengthType: UInt32.self, limit: Message.maximumBody, multiline: true)
+            result = .message(Message(id: id, room: room, sequence: sequence, timestampMilliseconds: timestamp, kind: kind,
+                                      body: body, reliable: frame.flags & reliableFlag != 0))
+        case .ack:
+            let count = try reader.u16("count")
+            guard Int(count) <= maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: Int(count), limit: maximumAckIDs) }
+            var ids: [WireID] = []
+            for _ in 0..<count { ids.append(WireID(bytes: try reader.bytes("message_id", count: 16))!) }
+            result = .ack(ids)
+        case .ping:
+            result = .ping(try reader.u64("nonce"))
+        case .pong:
+            result = .pong(try reader.u64("nonce"))
+        case .goodbye:
+            guard let reason = Goodbye.Reason(rawValue: try reader.u8("reason")) else { throw .invalidValue(field: "reason") }
+            result = .goodbye(Goodbye(reason: reason, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
+        }
+        try reader.end("\(type)")
+        return result
+    }
+
+    private static func readRoom(_ reader: inout FieldReader) throws(WireError) -> RoomID {
+        let raw = try reader.lengthPrefixed("room", lengthType: UInt8.self, limit: 32)
+        guard let room = RoomID(String(decoding: raw, as: UTF8.self)), room.rawValue.utf8.count == raw.count else {
+            throw .invalidValue(field: "room")
+        }
+        return room
+    }
+
+    static func isToken(_ bytes: [UInt8]) -> Bool {
+        !bytes.isEmpty && bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2e || $0 == 0x2d }
+    }
+
+    // MARK: Encoding
+
+    /// Builds the frame. Refuses values the decoder would reject, so a peer never receives them.
+    public func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(WireError) -> RawFrame {
+        var payload = allocator.buffer(capacity: 64)
+        func checkText(_ text: String, _ field: String, limit: Int) throws(WireError) {
+            guard text.utf8.count <= limit else { throw .fieldTooLong(field: field, length: text.utf8.count, limit: limit) }
+        }
+        switch self {
+        case .hello(let hello):
+            guard hello.peerID.utf8.count == 52 else { throw .invalidValue(field: "peer_id") }
+            try checkText(hello.name, "name", limit: Self.maximumNameBytes)
+            guard hello.capabilities.count <= Self.maximumCapabilities,
+                  hello.capabilities.allSatisfy({ $0.utf8.count <= 32 && Self.isToken(Array($0.utf8)) }) else {
+                throw .invalidValue(field: "capability")
+            }
+            payload.writeBytes(Hello.magic)
+            payload.writeInteger(hello.minimumVersion)
+            payload.writeInteger(hello.maximumVersion)
+            payload.writeInteger(hello.maximumPayload)
+            payload.writeLengthPrefixed(Array(hello.peerID.utf8), as: UInt8.self)
+            payload.writeLengthPrefixed(Array(hello.name.utf8), as: UInt8.self)
+            payload.writeInteger(UInt8(hello.capabilities.count))
+            for capability in hello.capabilities { payload.writeLengthPrefixed(Array(capability.utf8), as: UInt8.self) }
+            return RawFrame(type: FrameType.hello.rawValue, payload: payload)
+        case .invite(let invite):
+            guard invite.context.count <= Invite.maximumContext else {
+                throw .fieldTooLong(field: "context", length: invite.context.count, limit: Invite.maximumContext)
+            }
+            payload.writeBytes(invite.id.bytes)
+            payload.writeInteger(invite.timeoutMilliseconds)
+            payload.writeLengthPrefixed(Array(invite.room.rawValue.utf8), as: UInt8.self)
+            payload.writeLengthPrefixed(invite.context, as: UInt32.self)
+            return RawFrame(type: FrameType.invite.rawValue, payload: payload)
+        case .inviteReply(let reply):
+            try checkText(reply.reason, "reason", limit: Self.maximumReasonBytes)
+            payload.writeBytes(reply.id.bytes)
+            payload.writeInteger(reply.outcome.rawValue)
+            payload.writeLengthPrefixed(Array(reply.reason.utf8), as: UInt16.self)
+            return RawFrame(type: FrameType.inviteReply.rawValue, payload: payload)
+        case .message(let message):
+            try checkText(message.body, "body", limit: Message.maximumBody)
+            payload.writeBytes(message.id.bytes)
+            payload.writeLengthPrefixed(Array(message.room.rawValue.utf8), as: UInt8.self)
+            payload.writeInteger(message.sequence)
+            payload.writeInteger(message.timestampMilliseconds)
+            payload.writeInteger(message.kind.rawValue)
+            payload.writeLengthPrefixed(Array(message.body.utf8), as: UInt32.self)
+            return RawFrame(type: FrameType.message.rawValue, flags: message.reliable ? Self.reliableFlag : 0, payload: payload)
+        case .ack(let ids):
+            guard ids.count <= Self.maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: ids.count, limit: Self.maximumAckIDs) }
+            payload.writeInteger(UInt16(ids.count))
+            for id in ids { payload.writeBytes(id.bytes) }
+            return RawFrame(type: FrameType.ack.rawValue, payload: payload)
+        case .ping(let nonce):
+            payload.writeInteger(nonce)
+            return RawFrame(type: FrameType.ping.rawValue, payload: payload)
+        case .pong(let nonce):
+            payload.writeInteger(nonce)
+            return RawFrame(type: FrameType.pong.rawValue, payload: payload)
+        case .goodbye(let goodbye):
+            try checkText(goodbye.text, "text", limit: Self.maximumReasonBytes)
+            payload.writeInteger(goodbye.reason.rawValue)
+            payload.writeLengthPrefixed(Array(goodbye.text.utf8), as: UInt16.self)
+            return RawFrame(type: FrameType.goodbye.rawValue, payload: payload)
+        case .ignored:
+            throw .invalidValue(field: "type")
+        }
+    }
+
+    /// The frame as bytes on the wire (header included): for tests, vectors and simple writers.
+    public func wireBytes() throws(WireError) -> [UInt8] {
+        var out = ByteBuffer()
+        FrameEncoder().encode(data: try encode(), out: &out)
+        return Array(out.readableBytesView)
+    }
+}

@@ -1,0 +1,145 @@
+import NIOCore
+
+/// A 16-byte identifier (invitation, message), random per RFC 4122 version 4 in practice.
+public struct WireID: Hashable, Sendable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 16 else { return nil }
+        self.bytes = bytes
+    }
+
+    public static func random() -> WireID {
+        var generator = SystemRandomNumberGenerator()
+        return WireID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })!
+    }
+
+    public var description: String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+}
+
+/// A room id: `[A-Za-z0-9-]{1,32}`.
+public struct RoomID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        guard (1...32).contains(bytes.count), bytes.allSatisfy({
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d
+        }) else { return nil }
+        rawValue = text
+    }
+
+    public var description: String { rawValue }
+}
+
+/// The frames of lanchat/1 (docs/wire-protocol.md). Each case documents its payload.
+public enum WireFrame: Equatable, Sendable {
+    /// 0x01. First frame each side sends, both at once. `magic "LCHT" | min_version u16 | max_version u16 |
+    /// max_payload u32 | peer_id (u8 len) | name (u8 len, UTF-8) | capabilities: count u8, each (u8 len, ASCII)`.
+    case hello(Hello)
+    /// 0x02. `invitation_id [16] | timeout_ms u32 | room (u8 len) | context (u32 len, at most 64 KiB)`.
+    case invite(Invite)
+    /// 0x03. `invitation_id [16] | outcome u8 | reason (u16 len, UTF-8, at most 1 KiB)`.
+    case inviteReply(InviteReply)
+    /// 0x10. Flag 0x01 = reliable. `message_id [16] | room (u8 len) | sequence u64 | timestamp_ms u64 |
+    /// kind u8 | body (u32 len, UTF-8, at most 64 KiB)`.
+    case message(Message)
+    /// 0x11. `count u16 | message_id [16] * count` (at most 1024 ids).
+    case ack([WireID])
+    /// 0x20 (ping) and 0x21 (pong). `nonce u64`.
+    case ping(UInt64)
+    case pong(UInt64)
+    /// 0x2F. `reason u8 | text (u16 len, UTF-8, at most 1 KiB)`. The sender closes after it.
+    case goodbye(Goodbye)
+    /// A frame of a type this version does not know, sent with the ignorable flag (0x80): skipped.
+    case ignored(type: UInt8)
+
+    public enum FrameType: UInt8, Sendable {
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03
+        case message = 0x10, ack = 0x11
+        case ping = 0x20, pong = 0x21, goodbye = 0x2F
+    }
+
+    public static let ignorableFlag: UInt8 = 0x80
+    public static let reliableFlag: UInt8 = 0x01
+
+    public struct Hello: Equatable, Sendable {
+        public static let magic: [UInt8] = Array("LCHT".utf8)
+        public var minimumVersion: UInt16
+        public var maximumVersion: UInt16
+        public var maximumPayload: UInt32
+        public var peerID: String
+        public var name: String
+        public var capabilities: [String]
+
+        public init(minimumVersion: UInt16 = 1, maximumVersion: UInt16 = 1, maximumPayload: UInt32 = FrameLimits.standard.maximumPayload, peerID: String, name: String, capabilities: [String]) {
+            self.minimumVersion = minimumVersion
+            self.maximumVersion = maximumVersion
+            self.maximumPayload = maximumPayload
+            self.peerID = peerID
+            self.name = name
+            self.capabilities = capabilities
+        }
+    }
+
+    public struct Invite: Equatable, Sendable {
+        public static let maximumContext = 64 * 1024
+        public var id: WireID
+        public var timeoutMilliseconds: UInt32
+        public var room: RoomID
+        public var context: [UInt8]
+
+        public init(id: WireID, timeoutMilliseconds: UInt32, room: RoomID, context: [UInt8]) {
+            self.id = id
+            self.timeoutMilliseconds = timeoutMilliseconds
+            self.room = room
+            self.context = context
+        }
+    }
+
+    public struct InviteReply: Equatable, Sendable {
+        public enum Outcome: UInt8, Sendable { case accepted = 0, declined = 1, expired = 2, refused = 3 }
+        public var id: WireID
+        public var outcome: Outcome
+        public var reason: String
+
+        public init(id: WireID, outcome: Outcome, reason: String = "") {
+            self.id = id
+            self.outcome = outcome
+            self.reason = reason
+        }
+    }
+
+    public struct Message: Equatable, Sendable {
+        public enum Kind: UInt8, Sendable { case text = 0, file = 1, system = 2 }
+        public static let maximumBody = 64 * 1024
+        public var id: WireID
+        public var room: RoomID
+        public var sequence: UInt64
+        public var timestampMilliseconds: UInt64
+        public var kind: Kind
+        public var body: String
+        public var reliable: Bool
+
+        public init(id: WireID, room: RoomID, sequence: UInt64, timestampMilliseconds: UInt64, kind: Kind, body: String, reliable: Bool) {
+            self.id = id
+            self.room = room
+            self.sequence = sequence
+            self.timestampMilliseconds = timestampMilliseconds
+            self.kind = kind
+            self.body = body
+            self.reliable = reliable
+        }
+    }
+
+    public struct Goodbye: Equatable, Sendable {
+        public enum Reason: UInt8, Sendable { case shutdown = 0, leaving = 1, protocolError = 2, timeout = 3, refused = 4 }
+        public var reason: Reason
+        public var text: String
+
+        public init(reason: Reason, text: String = "") {
+            self.reason = reason
+            self.text = text
+        }
+    }
+}

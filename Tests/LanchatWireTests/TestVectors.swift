@@ -1,0 +1,25 @@
+import Foundation
+@testable import LanchatWire
+import NIOCore
+import NIOTestUtils
+import Testing
+
+let ascending = WireID(bytes: Array(0...15))!
+let descending = WireID(bytes: Array((0...15).reversed()))!
+let lab = RoomID("lab")!
+
+/// Test vectors, computed independently (by a Python script from the byte layout in
+/// docs/wire-protocol.md). The same hex appears in the document; a test checks that it does.
+let vectors: [(name: String, frame: WireFrame, hex: String)] = [
+    ("ping", .ping(0x0102_0304_0506_0708), "0000000a20000102030405060708"),
+    ("pong", .pong(0x0102_0304_0506_0708), "0000000a21000102030405060708"),
+    ("hello", .hello(.init(peerID: "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a", name: "alice@h1", capabilities: ["chat"])),
+     "0000005201004c4348540001000100100000346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c687472326108616c696365406831010463686174"),
+    ("message", .message(.init(id: ascending, room: lab, sequence: 1, timestampMilliseconds: 1_795_000_000_000, kind: .text, body: "héllo\nworld", reliable: true)),
+     "000000371001000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64"),
+    ("invite", .invite(.init(id: descending, timeoutMilliseconds: 30000, room: lab, context: Array("join us".utf8))),
+     "0000002502000f0e0d0c0b0a0908070605040302010000007530036c6162000000076a6f696e207573"),
+    ("inviteReply", .inviteReply(.init(id: descending, outcome: .declined, reason: "busy")), "0000001903000f0e0d0c0b0a0908070605040302010001000462757379"),
+    ("ack", .ack([ascending, descending]), "0000002411000002000102030405060708090a0b0c0d0e0f0f0e0d0c0b0a09080706050403020100"),
+    ("goodbye", .goodbye(.init(reason: .shutdown, text: "bye")), "000000082f00000003627965"),
+]

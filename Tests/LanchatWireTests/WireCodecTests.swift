@@ -1,0 +1,194 @@
+import Foundation
+@testable import LanchatWire
+import NIOCore
+import NIOTestUtils
+import Testing
+
+func hex(_ bytes: [UInt8]) -> String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+
+func bytes(fromHex text: String) -> [UInt8] {
+    var out: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2)
+        out.append(UInt8(text[index..<next], radix: 16)!)
+        index = next
+    }
+    return out
+}
+
+/// Feeds `input` to a fresh decoder in chunks of the given sizes; returns the frames, or the error.
+func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = .standard) -> Result<[WireFrame], WireError> {
+    var decoder = FrameDecoder(limits: limits)
+    var buffer = ByteBuffer()
+    var frames: [WireFrame] = []
+    var offset = 0
+    let sizes = chunks ?? [input.count]
+    do {
+        for size in sizes where offset < input.count {
+            let end = min(input.count, offset + size)
+            buffer.writeBytes(input[offset..<end])
+            offset = end
+            while let raw = try decoder.decode(buffer: &buffer) { frames.append(try WireFrame.decode(raw)) }
+        }
+        if offset < input.count { buffer.writeBytes(input[offset...]) }
+        while let raw = try decoder.decodeLast(buffer: &buffer, seenEOF: true) { frames.append(try WireFrame.decode(raw)) }
+        return .success(frames)
+    } catch let error as WireError {
+        return .failure(error)
+    } catch {
+        Issue.record("unexpected error type \(error)")
+        return .success([])
+    }
+}
+
+@Suite struct WireVectorTests {
+    @Test(arguments: vectors.map(\.name))
+    func encodesAndDecodesTheVector(name: String) throws {
+        let vector = vectors.first { $0.name == name }!
+        #expect(hex(try vector.frame.wireBytes()) == vector.hex)
+        #expect(decodeStream(bytes(fromHex: vector.hex)) == .success([vector.frame]))
+    }
+
+    @Test func theSpecificationListsEveryVector() throws {
+        let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/wire-protocol.md")
+        let text = try String(contentsOf: spec, encoding: .utf8)
+        for vector in vectors { #expect(text.contains(vector.hex), "docs/wire-protocol.md lacks the \(vector.name) vector") }
+    }
+}
+
+@Suite struct FrameDecoderTests {
+    @Test func dripFedThroughNIOsVerifier() throws {
+        let pairs: [(ByteBuffer, [RawFrame])] = try vectors.map { vector in
+            let raw = try vector.frame.encode()
+            return (ByteBuffer(bytes: bytes(fromHex: vector.hex)), [raw])
+        }
+        try ByteToMessageDecoderVerifier.verifyDecoder(inputOutputPairs: pairs) {
+            FrameDecoder(limits: .standard)
+        }
+    }
+
+    @Test func refusesAnOversizedFrameFromItsLengthAlone() {
+        var decoder = FrameDecoder(limits: .beforeHello)
+        var buffer = ByteBuffer(bytes: [0x00, 0x10, 0x00, 0x00])  // 1 MiB announced, nothing sent yet
+        #expect(throws: WireError.frameTooLarge(length: 0x0010_0000, limit: 4098)) { try decoder.decode(buffer: &buffer) }
+    }
+
+    @Test func acceptsExactlyTheLimit() throws {
+        var decoder = FrameDecoder(limits: FrameLimits(maximumPayload: 4096))
+        var buffer = ByteBuffer(bytes: [0x00, 0x00, 0x10, 0x02, 0x7e, 0x80] + Array(repeating: 0, count: 4096))
+        #expect(try decoder.decode(buffer: &buffer)?.payload.readableBytes == 4096)
+        buffer = ByteBuffer(bytes: [0x00, 0x00, 0x10, 0x03, 0x7e, 0x80])
+        #expect(throws: WireError.self) { try decoder.decode(buffer: &buffer) }
+    }
+
+    @Test func neverConsumesAPartialFrame() throws {
+        let full = try WireFrame.ping(42).wireBytes()
+        for cut in 0..<full.count {
+            var decoder = FrameDecoder(limits: .standard)
+            var buffer = ByteBuffer(bytes: full[..<cut])
+            #expect(try decoder.decode(buffer: &buffer) == nil)
+            #expect(buffer.readableBytes == cut)
+            if cut > 0 {
+                #expect(throws: WireError.truncatedFrame(bufferedBytes: cut)) { try decoder.decodeLast(buffer: &buffer, seenEOF: true) }
+            }
+        }
+    }
+
+    @Test func limitsAreCappedAtTheAbsoluteMaximum() {
+        #expect(FrameLimits(maximumPayload: .max).maximumPayload == FrameLimits.absoluteMaximumPayload)
+    }
+}
+
+@Suite struct WireFrameTests {
+    static func randomFrame(_ generator: inout some RandomNumberGenerator) -> WireFrame {
+        let text = String((0..<Int.random(in: 0...40, using: &generator)).map { _ in "aé\n😀z".randomElement(using: &generator)! })
+        let rooms = ["lab", "a", "room-1", String(repeating: "Z", count: 32)]
+        switch Int.random(in: 0..<8, using: &generator) {
+        case 0: return .ping(UInt64.random(in: 0...UInt64.max, using: &generator))
+        case 1: return .pong(UInt64.random(in: 0...UInt64.max, using: &generator))
+        case 2: return .hello(.init(maximumPayload: UInt32.random(in: 4096...(1 << 24), using: &generator), peerID: String(repeating: "q", count: 52), name: text.replacingOccurrences(of: "\n", with: ""), capabilities: ["chat", "v1.x"]))
+        case 3: return .message(.init(id: .random(), room: RoomID(rooms.randomElement(using: &generator)!)!, sequence: .random(in: 0...UInt64.max, using: &generator), timestampMilliseconds: .random(in: 0...UInt64.max, using: &generator), kind: .system, body: text, reliable: Bool.random(using: &generator)))
+        case 4: return .invite(.init(id: .random(), timeoutMilliseconds: .random(in: 0...UInt32.max, using: &generator), room: lab, context: Array(text.utf8)))
+        case 5: return .inviteReply(.init(id: .random(), outcome: .expired, reason: text.replacingOccurrences(of: "\n", with: "")))
+        case 6: return .ack((0..<Int.random(in: 0...5, using: &generator)).map { _ in .random() })
+        default: return .goodbye(.init(reason: .timeout, text: text.replacingOccurrences(of: "\n", with: "")))
+        }
+    }
+
+    /// Random frames, concatenated and split at random points, decode to the same frames.
+    @Test func randomFramesSplitAtRandomPointsRoundTrip() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let frames = (0..<Int.random(in: 1...8, using: &generator)).map { _ in Self.randomFrame(&generator) }
+            let stream = try frames.flatMap { try $0.wireBytes() }
+            var chunks: [Int] = []
+            var left = stream.count
+            while left > 0 {
+                let size = Int.random(in: 1...max(1, min(left, 64)), using: &generator)
+                chunks.append(size)
+                left -= size
+            }
+            #expect(decodeStream(stream, chunks: chunks) == .success(frames))
+        }
+    }
+
+    @Test func unknownTypesAreFatalUnlessIgnorable() throws {
+        #expect(throws: WireError.unknownFrameType(0x7e)) { try WireFrame.decode(RawFrame(type: 0x7e, payload: ByteBuffer())) }
+        #expect(try WireFrame.decode(RawFrame(type: 0x7e, flags: 0x80, payload: ByteBuffer(bytes: [1, 2]))) == .ignored(type: 0x7e))
+    }
+
+    @Test(arguments: ["", "../x", "a b", "a/b", String(repeating: "r", count: 33), "ünï"])
+    func invalidRoomIDs(text: String) {
+        #expect(RoomID(text) == nil)
+    }
+
+    @Test func encodingRefusesWhatDecodingWouldReject() {
+        #expect(throws: WireError.self) { try WireFrame.hello(.init(peerID: "short", name: "x", capabilities: [])).encode() }
+        #expect(throws: WireError.self) { try WireFrame.hello(.init(peerID: String(repeating: "a", count: 52), name: "x", capabilities: ["Bad Token"])).encode() }
+        #expect(throws: WireError.self) {
+            try WireFrame.message(.init(id: ascending, room: lab, sequence: 0, timestampMilliseconds: 0, kind: .text, body: String(repeating: "x", count: 70_000), reliable: true)).encode()
+        }
+        #expect(throws: WireError.self) { try WireFrame.ack((0..<1025).map { _ in ascending }).encode() }
+    }
+
+    /// Every prefix of every vector's payload is a truncation error naming a field, never a crash.
+    @Test func everyTruncationIsNamed() throws {
+        for vector in vectors {
+            let raw = try vector.frame.encode()
+            for cut in 0..<raw.payload.readableBytes {
+                let truncated = RawFrame(type: raw.type, flags: raw.flags, payload: raw.payload.getSlice(at: raw.payload.readerIndex, length: cut)!)
+                #expect(throws: WireError.self) { try WireFrame.decode(truncated) }
+            }
+        }
+    }
+}
+
+@Suite struct HostileCorpusTests {
+    static let directory = Bundle.module.resourceURL!.appendingPathComponent("Corpus")
+    static let files = (try? FileManager.default.contentsOfDirectory(atPath: directory.path))?.sorted() ?? []
+
+    @Test func corpusIsPresent() {
+        #expect(Self.files.count >= 30)
+    }
+
+    /// `err-*` must be refused with a WireError, `ok-*` must decode, `any-*` must not crash.
+    @Test(arguments: files)
+    func replay(file: String) throws {
+        let input = Array(try Data(contentsOf: Self.directory.appendingPathComponent(file)))
+        let result = decodeStream(input, limits: file.contains("over-hello-limit") ? .beforeHello : .standard)
+        if file.hasPrefix("err-") {
+            guard case .failure = result else {
+                Issue.record("\(file) was accepted: \(result)")
+                return
+            }
+        } else if file.hasPrefix("ok-") {
+            guard case .success(let frames) = result, !frames.isEmpty else {
+                Issue.record("\(file) was refused: \(result)")
+                return
+            }
+        }
+        // Same bytes fed one at a time: the same outcome.
+        #expect(decodeStream(input, chunks: Array(repeating: 1, count: input.count), limits: file.contains("over-hello-limit") ? .beforeHello : .standard) == result)
+    }
+}
