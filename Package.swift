@@ -4,6 +4,7 @@ import PackageDescription
 // Layers, from the wire up (see README.md "Module layout"):
 //   CDNSSD (C, dns_sd.h) -> DNSSD (async Swift over dns_sd)
 //   LanchatIdentity (long-term key, peer id)
+//   LanchatSecurity (certificate, TLS 1.3 pinned to the peer id, known peers, short code)
 //   LanchatDiscovery (pure: TXT advertisement, peer table)
 //   LanchatControl (control API types + a small blocking client; no NIO)
 //   LanchatWire (pure: wire protocol v1 framing and frames; see docs/wire-protocol.md)
@@ -24,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         .systemLibrary(
@@ -36,6 +39,16 @@ let package = Package(
         .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
         .target(name: "LanchatControl"),
         .target(name: "LanchatWire", dependencies: [.product(name: "NIOCore", package: "swift-nio")]),
+        .target(
+            name: "LanchatSecurity",
+            dependencies: [
+                "LanchatIdentity", "LanchatDiscovery",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         // The wire decoder's fuzz target: `scripts/fuzz.sh` builds it with libFuzzer; a plain build
         // gives a binary that replays files through the same entry point.
         .executableTarget(
@@ -72,6 +85,16 @@ let package = Package(
         .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatDiscovery"]),
         .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatDaemon"]),
+        .testTarget(
+            name: "LanchatSecurityTests",
+            dependencies: [
+                "LanchatSecurity", "LanchatIdentity", "LanchatDiscovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         .testTarget(
             name: "LanchatWireTests",
             dependencies: [
