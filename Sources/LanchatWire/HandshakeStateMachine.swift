@@ -1,0 +1,177 @@
+/// The start of every peer connection: both sides send HELLO at once, then each checks the other's.
+///
+/// Events in, actions out; no sockets, no clock (the caller runs the timer and reports it).
+/// The caller turns actions into IO: send a frame, change the decoder's limits, close.
+public struct HandshakeStateMachine: Sendable {
+    /// What the handshake settled.
+    public struct Session: Equatable, Sendable {
+        public var version: UInt16
+        public var peerID: String
+        public var name: String
+        public var capabilities: [String]
+        /// The smaller of both sides' `max_payload`.
+        public var limits: FrameLimits
+    }
+
+    public enum Failure: Equatable, Sendable, CustomStringConvertible {
+        case noCommonVersion(ours: ClosedRange<UInt16>, theirs: ClosedRange<UInt16>)
+        /// HELLO's peer id differs from the one the TLS certificate proves.
+        case idDiffersFromCertificate(hello: String, certificate: String)
+        /// HELLO's peer id differs from the one advertised for the peer we dialed.
+        case idDiffersFromAdvertised(hello: String, advertised: String)
+        case unexpectedFrame(String)
+        case timedOut
+        case peerSaidGoodbye(WireFrame.Goodbye)
+
+        public var description: String {
+            switch self {
+            case .noCommonVersion(let ours, let theirs):
+                return "no common protocol version (we speak \(ours.lowerBound)-\(ours.upperBound), the peer \(theirs.lowerBound)-\(theirs.upperBound))"
+            case .idDiffersFromCertificate(let hello, let certificate):
+                return "the peer claims id \(hello.prefix(12))… but its certificate is \(certificate.prefix(12))…"
+            case .idDiffersFromAdvertised(let hello, let advertised):
+                return "the peer is \(hello.prefix(12))…, not the advertised \(advertised.prefix(12))…"
+            case .unexpectedFrame(let what): return "unexpected \(what) before the handshake finished"
+            case .timedOut: return "the peer did not say HELLO in time"
+            case .peerSaidGoodbye(let goodbye): return "the peer closed: \(goodbye.reason)\(goodbye.text.isEmpty ? "" : " (\(goodbye.text))")"
+            }
+        }
+    }
+
+    public enum Action: Equatable, Sendable {
+        case send(WireFrame)
+        /// Start the HELLO timer; report `timerFired()` when it expires.
+        case startTimer
+        case cancelTimer
+        case setLimits(FrameLimits)
+        case established(Session)
+        /// Close the connection (after sending what came before).
+        case close(Failure)
+    }
+
+    /// The protocol states of the handshake.
+    private enum State: Equatable, Sendable {
+        /// Nothing sent yet.
+        case idle
+        /// Our HELLO is sent; waiting for theirs.
+        case awaitingHello
+        /// Both HELLOs checked; the connection belongs to the session layer now.
+        case established(Session)
+        /// Failed or closed; every further input is ignored.
+        case closed
+    }
+
+    private var state: State = .idle
+    private let ours: WireFrame.Hello
+    private let certificateID: String?
+    private let advertisedID: String?
+
+    /// - Parameters:
+    ///   - ours: the HELLO we send.
+    ///   - certificateID: the id the peer's TLS certificate proves (nil on an unencrypted connection).
+    ///   - advertisedID: the id DNS-SD advertised for the peer we dialed (nil when we accepted).
+    public init(ours: WireFrame.Hello, certificateID: String?, advertisedID: String?) {
+        self.ours = ours
+        self.certificateID = certificateID
+        self.advertisedID = advertisedID
+    }
+
+    public var isEstablished: Bool {
+        if case .established = state { return true }
+        return false
+    }
+
+    /// The connection is up (and TLS done, where used).
+    public mutating func start() -> [Action] {
+        guard state == .idle else { return [] }
+        state = .awaitingHello
+        return [.send(.hello(ours)), .startTimer]
+    }
+
+    /// A frame arrived. After `.established`, frames belong to the session layer: do not pass them here.
+    public mutating func received(_ frame: WireFrame) -> [Action] {
+        guard state == .awaitingHello else {
+            if case .established = state, case .hello = frame { return fail(.unexpectedFrame("second HELLO")) }
+            return []
+        }
+        switch frame {
+        case .hello(let theirs):
+            let low = max(ours.minimumVersion, theirs.minimumVersion)
+            let high = min(ours.maximumVersion, theirs.maximumVersion)
+            guard low <= high else {
+                return fail(.noCommonVersion(ours: ours.minimumVersion...ours.maximumVersion, theirs: theirs.minimumVersion...theirs.maximumVersion))
+            }
+            if let certificateID, certificateID != theirs.peerID {
+                return fail(.idDiffersFromCertificate(hello: theirs.peerID, certificate: certificateID))
+            }
+            if let advertisedID, advertisedID != theirs.peerID {
+                return fail(.idDiffersFromAdvertised(hello: theirs.peerID, advertised: advertisedID))
+            }
+            let limits = FrameLimits(maximumPayload: min(ours.maximumPayload, theirs.maximumPayload))
+            let session = Session(version: high, peerID: theirs.peerID, name: theirs.name, capabilities: theirs.capabilities, limits: limits)
+            state = .established(session)
+            return [.cancelTimer, .setLimits(limits), .established(session)]
+        case .goodbye(let goodbye):
+            state = .closed
+            return [.cancelTimer, .close(.peerSaidGoodbye(goodbye))]
+        case .ignored:
+            return []
+        default:
+            return fail(.unexpectedFrame(Self.name(of: frame)))
+        }
+    }
+
+    public mutating func timerFired() -> [Action] {
+        guard state == .awaitingHello else { return [] }
+        return fail(.timedOut)
+    }
+
+    private mutating func fail(_ failure: Failure) -> [Action] {
+        state = .closed
+        let reason: WireFrame.Goodbye.Reason
+        switch failure {
+        case .timedOut: reason = .timeout
+        case .noCommonVersion, .idDiffersFromCertificate, .idDiffersFromAdvertised: reason = .refused
+        case .unexpectedFrame, .peerSaidGoodbye: reason = .protocolError
+        }
+        let text = String(failure.description.utf8.prefix(WireFrame.maximumReasonBytes)) ?? ""
+        return [.cancelTimer, .send(.goodbye(.init(reason: reason, text: text))), .close(failure)]
+    }
+
+    static func name(of frame: WireFrame) -> String {
+        switch frame {
+        case .hello: return "HELLO"
+        case .invite: return "INVITE"
+        case .inviteReply: return "INVITE_REPLY"
+        case .message: return "MESSAGE"
+        case .ack: return "ACK"
+        case .ping: return "PING"
+        case .pong: return "PONG"
+        case .goodbye: return "GOODBYE"
+        case .ignored(let type): return "frame 0x\(String(type, radix: 16))"
+        }
+    }
+}
+
+/// Encryption preferences, as in Multipeer Connectivity: `required` needs TLS, `none` refuses it,
+/// `optional` goes along with the other side (and prefers TLS).
+public enum EncryptionPreference: String, Sendable, CaseIterable {
+    case required, optional, none
+
+    public struct Mismatch: Error, Equatable, CustomStringConvertible {
+        public let ours: EncryptionPreference
+        public let theirs: EncryptionPreference
+        public var description: String {
+            "encryption preferences cannot meet: this daemon's is \(ours.rawValue), the peer's is \(theirs.rawValue) (change --encryption on one side)"
+        }
+    }
+
+    /// Whether the connection uses TLS, or why the two cannot talk.
+    public static func negotiate(ours: EncryptionPreference, theirs: EncryptionPreference) -> Result<Bool, Mismatch> {
+        switch (ours, theirs) {
+        case (.required, .none), (.none, .required): return .failure(Mismatch(ours: ours, theirs: theirs))
+        case (.none, _), (_, .none): return .success(false)
+        default: return .success(true)
+        }
+    }
+}
