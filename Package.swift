@@ -40,6 +40,17 @@ let package = Package(
         .target(name: "LanchatControl"),
         .target(name: "LanchatWire", dependencies: [.product(name: "NIOCore", package: "swift-nio")]),
         .target(
+            name: "LanchatSession",
+            dependencies: [
+                "LanchatWire", "LanchatSecurity", "LanchatDiscovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .target(
             name: "LanchatSecurity",
             dependencies: [
                 "LanchatIdentity", "LanchatDiscovery",
@@ -58,7 +69,8 @@ let package = Package(
         .target(
             name: "LanchatDaemon",
             dependencies: [
-                "DNSSD", "LanchatIdentity", "LanchatDiscovery", "LanchatControl",
+                "DNSSD", "LanchatIdentity", "LanchatDiscovery", "LanchatControl", "LanchatSecurity", "LanchatSession",
+                "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

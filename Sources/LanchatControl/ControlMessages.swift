@@ -24,6 +24,8 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case peers
     /// Streams `ControlEvent`s after the response, until the client closes the connection.
     case watch
+    /// Connects to a peer (`params.peer`: name or id prefix), PINGs it `params.count` times (default 1).
+    case ping
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -52,14 +54,16 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var status: DaemonStatus?
     public var peers: [PeerInfo]?
     public var event: ControlEvent?
+    public var ping: PingResult?
 
-    public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil) {
+    public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id
         self.ok = ok
         self.error = error
         self.status = status
         self.peers = peers
         self.event = event
+        self.ping = ping
     }
 
     public static func failure(id: Int?, _ error: ControlError) -> ControlResponse {
@@ -138,6 +142,34 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
         self.pid = pid
         self.version = version
         self.startedAt = startedAt
+    }
+}
+
+/// What `ping` found: the connection, the code to compare, the round trips.
+public struct PingResult: Codable, Equatable, Sendable {
+    public var name: String
+    public var id: String
+    public var address: String
+    public var port: Int
+    /// TLS 1.3 with the peer's key pinned to its advertised id.
+    public var encrypted: Bool
+    public var protocolVersion: Int
+    /// The code both people see for this pair of daemons ("4821-0937").
+    public var shortCode: String
+    /// TCP connect, TLS and HELLO.
+    public var handshakeMs: Double
+    public var rttMs: [Double]
+
+    public init(name: String, id: String, address: String, port: Int, encrypted: Bool, protocolVersion: Int, shortCode: String, handshakeMs: Double, rttMs: [Double]) {
+        self.name = name
+        self.id = id
+        self.address = address
+        self.port = port
+        self.encrypted = encrypted
+        self.protocolVersion = protocolVersion
+        self.shortCode = shortCode
+        self.handshakeMs = handshakeMs
+        self.rttMs = rttMs
     }
 }
 

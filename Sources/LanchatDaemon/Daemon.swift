@@ -4,7 +4,11 @@ import Glibc
 import LanchatControl
 import LanchatDiscovery
 import LanchatIdentity
+import LanchatSecurity
+import LanchatSession
+import LanchatWire
 import Logging
+import NIOCore
 import NIOPosix
 import ServiceLifecycle
 
@@ -50,9 +54,18 @@ public enum Daemon {
         configuration: DaemonConfiguration, identity: Identity, interfaceIndices: [UInt32],
         eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger
     ) async throws {
+        let connector: PeerConnector
+        do {
+            let tls = try PeerTLS(certificate: IdentityCertificate(identity: identity))
+            let hello = WireFrame.Hello(peerID: identity.peerID.rawValue, name: PeerAdvertisement.sanitize(configuration.name), capabilities: ["chat"])
+            connector = PeerConnector(
+                hello: hello, encryption: EncryptionPreference(rawValue: configuration.encryption.rawValue)!, tls: tls, group: eventLoopGroup)
+        } catch {
+            throw StartupError("cannot set up TLS: \(error)")
+        }
         let listener: PeerPortListener
         do {
-            listener = try await PeerPortListener(port: configuration.port, eventLoopGroup: eventLoopGroup, logger: logger)
+            listener = try await PeerPortListener(port: configuration.port, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
         } catch {
             throw StartupError("cannot listen on peer port \(configuration.port): \(error) (is another lanchatd using it? try --port 0)")
         }
@@ -62,7 +75,8 @@ public enum Daemon {
             configuration: configuration, advertisement: advertisement, port: UInt16(listener.port),
             interfaceIndices: interfaceIndices, hub: hub, logger: logger)
         let handler = DaemonControlHandler(
-            advertisement: advertisement, port: listener.port, discovery: discovery, hub: hub, startedAt: DiscoveryService.now())
+            advertisement: advertisement, port: listener.port, discovery: discovery, connector: connector, hub: hub,
+            startedAt: DiscoveryService.now())
         let control: ControlServer
         do {
             control = try await ControlServer(configuration: configuration, handler: handler, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -90,6 +104,7 @@ struct DaemonControlHandler: ControlHandler {
     let advertisement: PeerAdvertisement
     let port: Int
     let discovery: DiscoveryService
+    let connector: PeerConnector
     let hub: EventHub
     let startedAt: String
 
@@ -109,5 +124,73 @@ struct DaemonControlHandler: ControlHandler {
 
     func events() -> AsyncStream<ControlEvent> {
         hub.subscribe()
+    }
+
+    /// Connects to a peer (TLS pinned to its advertised id, then HELLO), sends `count` PINGs, leaves.
+    func ping(query: String, count: Int) async throws(ControlError) -> PingResult {
+        let peer: DiscoveredPeer
+        switch PeerQuery.match(query, in: await discovery.peers) {
+        case .success(let found): peer = found
+        case .failure(let failure): throw ControlError(code: "unknown_peer", message: failure.description)
+        }
+        let advertisement = peer.advertisement!
+        guard let (address, text) = Self.socketAddress(peer) else {
+            throw ControlError(code: "unreachable", message: "\(advertisement.displayName) has no usable address yet")
+        }
+        let clock = ContinuousClock()
+        let started = clock.now
+        let connection: PeerConnector.Connection
+        do {
+            connection = try await connector.dial(
+                address, expected: advertisement.peerID, theirs: EncryptionPreference(rawValue: advertisement.encryption.rawValue)!)
+        } catch {
+            throw ControlError(code: "connect_failed", message: "\(advertisement.displayName): \(error.description)")
+        }
+        let handshake = clock.now - started
+        var rtts: [Double] = []
+        for _ in 0..<count {
+            do { rtts.append(Self.milliseconds(try await connection.ping())) } catch {
+                await connection.close()
+                throw ControlError(code: "connection_lost", message: "\(advertisement.displayName): \(error)")
+            }
+        }
+        await connection.close()
+        return PingResult(
+            name: advertisement.displayName, id: advertisement.peerID.rawValue, address: text, port: Int(peer.port),
+            encrypted: connection.encrypted, protocolVersion: Int(connection.session.version),
+            shortCode: ShortCode.between(self.advertisement.peerID, advertisement.peerID),
+            handshakeMs: Self.milliseconds(handshake), rttMs: rtts)
+    }
+
+    static func milliseconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        // One millisecond is 10^15 attoseconds.
+        return (Double(seconds) * 1000 + Double(attoseconds) / 1e15).rounded(toPlaces: 3)
+    }
+
+    /// The first address we can dial: IPv4 first, then IPv6 (link-local with its scope).
+    static func socketAddress(_ peer: DiscoveredPeer) -> (SocketAddress, String)? {
+        for text in peer.addresses {
+            let parts = text.split(separator: "%", maxSplits: 1)
+            if parts.count == 1, let address = try? SocketAddress(ipAddress: text, port: Int(peer.port)) {
+                return (address, text)
+            }
+            // Link-local IPv6: the scope (interface) must go into the socket address.
+            var v6 = sockaddr_in6()
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = peer.port.bigEndian
+            guard inet_pton(AF_INET6, String(parts[0]), &v6.sin6_addr) == 1 else { continue }
+            if parts.count == 2 { v6.sin6_scope_id = if_nametoindex(String(parts[1])) }
+            return (SocketAddress(v6, host: String(parts[0])), text)
+        }
+        return nil
+    }
+}
+
+extension Double {
+    func rounded(toPlaces places: Int) -> Double {
+        var scale = 1.0
+        for _ in 0..<places { scale *= 10 }
+        return (self * scale).rounded() / scale
     }
 }

@@ -9,7 +9,7 @@ struct LanchatCommand: AsyncParsableCommand {
         abstract: "Talk to lanchatd: see the lanchat peers on your network.",
         discussion: "The daemon's socket: --socket, else $LANCHAT_SOCKET, else $XDG_RUNTIME_DIR/lanchat/lanchatd.sock, else /run/lanchat/lanchatd.sock.",
         version: lanchatVersion,
-        subcommands: [Peers.self, Watch.self, Status.self, Doctor.self])
+        subcommands: [Peers.self, Watch.self, Status.self, Ping.self, Doctor.self])
 
     /// `--socket` is global (`lanchat --socket PATH peers`), but ArgumentParser knows it per subcommand:
     /// move global options given before the subcommand to just after it.

@@ -112,3 +112,33 @@ private func events(_ actions: [PeerTable.Action]) -> [String] {
         #expect(table.instancesToRefresh.map(\.name) == ["a"])
     }
 }
+
+@Suite struct PeerQueryTests {
+    func peer(_ name: String, _ id: PeerID, instance: String? = nil) -> DiscoveredPeer {
+        DiscoveredPeer(instanceName: instance ?? name, advertisement: PeerAdvertisement(peerID: id, displayName: name), problem: nil,
+                       hostName: "h.local", port: 1, addresses: [], interfaceIndices: [2])
+    }
+
+    @Test func namesInstancesAndIDPrefixes() throws {
+        let peers = [peer("alice", idA), peer("bob", idB, instance: "bob #2")]
+        #expect(try PeerQuery.match("alice", in: peers).get().advertisement?.peerID == idA)
+        #expect(try PeerQuery.match("bob #2", in: peers).get().advertisement?.peerID == idB)
+        #expect(try PeerQuery.match(String(idB.rawValue.prefix(6)).uppercased(), in: peers).get().advertisement?.peerID == idB)
+    }
+
+    @Test func ambiguityListsTheCandidates() {
+        let peers = [peer("alice", idA), peer("alice", idB, instance: "alice #2")]
+        guard case .failure(.ambiguous(_, let candidates)) = PeerQuery.match("alice", in: peers) else {
+            Issue.record("not ambiguous")
+            return
+        }
+        #expect(candidates.count == 2 && candidates.allSatisfy { $0.hasPrefix("alice (") })
+    }
+
+    @Test func shortPrefixesUnknownNamesAndEmptyQueriesFail() {
+        let peers = [peer("alice", idA)]
+        #expect(PeerQuery.match(String(idA.rawValue.prefix(3)), in: peers) == .failure(.noMatch(String(idA.rawValue.prefix(3)))))
+        #expect(PeerQuery.match("carol", in: peers) == .failure(.noMatch("carol")))
+        #expect(PeerQuery.match("", in: peers) == .failure(.empty))
+    }
+}

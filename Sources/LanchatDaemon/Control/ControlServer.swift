@@ -11,6 +11,7 @@ public protocol ControlHandler: Sendable {
     func status() async -> DaemonStatus
     func peers() async -> [PeerInfo]
     func events() -> AsyncStream<ControlEvent>
+    func ping(query: String, count: Int) async throws(ControlError) -> PingResult
 }
 
 /// Serves the control API on a Unix socket: one JSON request per line, one JSON response per line;
@@ -106,6 +107,23 @@ public final class ControlServer: Service {
                             try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id, status: await handler.status()))))
                         case .peers:
                             try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id, peers: await handler.peers()))))
+                        case .ping:
+                            guard let query = request.params?["peer"] else {
+                                try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: request.id, .badRequest("ping needs params.peer")))))
+                                continue
+                            }
+                            let count = request.params?["count"].flatMap { Int($0) } ?? 1
+                            guard (1...100).contains(count) else {
+                                try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: request.id, .badRequest("params.count must be 1-100")))))
+                                continue
+                            }
+                            let response: ControlResponse
+                            do throws(ControlError) {
+                                response = ControlResponse(id: request.id, ping: try await handler.ping(query: query, count: count))
+                            } catch {
+                                response = .failure(id: request.id, error)
+                            }
+                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(response)))
                         case .watch:
                             // Subscribe before answering, so no event between the two is missed.
                             let events = handler.events()

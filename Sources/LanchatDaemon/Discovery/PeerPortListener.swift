@@ -1,46 +1,50 @@
+import LanchatSession
 import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
 
-/// Holds the peer port that DNS-SD advertises. Bound before advertising so the port is real and
-/// `--port 0` resolves to an actual free port.
-///
-/// Sessions (TLS, the wire protocol) are not implemented yet: an incoming connection is closed at
-/// once. The session layer replaces this accept loop.
+/// The peer port that DNS-SD advertises. Bound before advertising, so `--port 0` resolves to an actual
+/// free port. Each accepted connection gets TLS (pinned by id on the dialing side) and the HELLO
+/// handshake; after it, it answers PING until the peer leaves. Invitations, rooms and messages will
+/// use these connections (not built yet).
 public final class PeerPortListener: Service {
-    private let server: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+    private let server: Channel
     private let logger: Logger
     public let port: Int
 
-    public init(port: Int, eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger) async throws {
+    public init(port: Int, connector: PeerConnector, eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger) async throws {
         self.logger = logger
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-        let initializer: @Sendable (Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> = { channel in
-            channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
-        }
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let remote = channel.remoteAddress.map { "\($0)" } ?? "?"
+                    try connector.configureAccepted(channel) { result in
+                        switch result {
+                        case .success(let session):
+                            logger.info("peer connected", metadata: ["peer.id": "\(session.peerID.prefix(12))", "peer.address": "\(remote)"])
+                        case .failure(let error):
+                            logger.info("peer connection refused or closed", metadata: ["peer.address": "\(remote)", "error": "\(error)"])
+                        }
+                    }
+                }
+            }
         // "::" accepts IPv4 too on Linux (v4-mapped); fall back to IPv4 where IPv6 is disabled.
         do {
-            server = try await bootstrap.bind(host: "::", port: port, childChannelInitializer: initializer)
+            server = try await bootstrap.bind(host: "::", port: port).get()
         } catch {
-            server = try await bootstrap.bind(host: "0.0.0.0", port: port, childChannelInitializer: initializer)
+            server = try await bootstrap.bind(host: "0.0.0.0", port: port).get()
         }
-        self.port = server.channel.localAddress?.port ?? port
+        self.port = server.localAddress?.port ?? port
     }
 
     public func run() async throws {
-        // Graceful shutdown cancels the accept loop; that is a normal end, not an error.
-        do {
-        try await cancelWhenGracefulShutdown {
-            try await self.server.executeThenClose { inbound in
-                for try await connection in inbound {
-                    self.logger.debug("peer connection closed: sessions are not implemented yet",
-                                      metadata: ["peer.address": "\(connection.channel.remoteAddress.map { "\($0)" } ?? "?")"])
-                    try? await connection.executeThenClose { _, _ in }
-                }
-            }
+        let server = self.server
+        await withGracefulShutdownHandler {
+            try? await server.closeFuture.get()
+        } onGracefulShutdown: {
+            server.close(promise: nil)
         }
-        } catch is CancellationError {}
     }
 }

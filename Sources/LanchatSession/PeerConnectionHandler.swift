@@ -1,0 +1,224 @@
+import LanchatWire
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOTLS
+
+/// Drives one peer connection: frames in and out, the HELLO handshake, then PING/PONG.
+///
+/// It starts the handshake when the connection is ready: after the TLS handshake on an encrypted
+/// connection, at once on a plain one. The handshake's outcome completes `established`; a failure
+/// sends GOODBYE and closes. The session layer (invitations, rooms, messages) will take over the
+/// established connection; until then, frames other than PING, PONG and GOODBYE are dropped.
+public final class PeerConnectionHandler: ChannelDuplexHandler {
+    public typealias InboundIn = ByteBuffer
+    public typealias OutboundIn = Never
+    public typealias OutboundOut = ByteBuffer
+
+    public struct Configuration: Sendable {
+        public var hello: WireFrame.Hello
+        public var helloTimeout: TimeAmount
+        public var encrypted: Bool
+        /// The id DNS-SD advertised, when we dialed.
+        public var advertisedID: String?
+
+        public init(hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool, advertisedID: String?) {
+            self.hello = hello
+            self.helloTimeout = helloTimeout
+            self.encrypted = encrypted
+            self.advertisedID = advertisedID
+        }
+    }
+
+    public enum ConnectionError: Error, Equatable, CustomStringConvertible {
+        case handshake(HandshakeStateMachine.Failure)
+        case wire(WireError)
+        case closed
+
+        public var description: String {
+            switch self {
+            case .handshake(let failure): return failure.description
+            case .wire(let error): return "the peer sent an invalid frame: \(error)"
+            case .closed: return "the connection closed"
+            }
+        }
+    }
+
+    private let configuration: Configuration
+    /// The id the peer's TLS certificate proved, set by the TLS verification callback.
+    private let certificateID: NIOLockedValueBox<String?>
+    private let established: EventLoopPromise<HandshakeStateMachine.Session>
+    private var machine: HandshakeStateMachine?
+    private var decoder = FrameDecoder(limits: .beforeHello)
+    private var buffer: ByteBuffer?
+    private var timer: Scheduled<Void>?
+    private var pings: [UInt64: EventLoopPromise<Void>] = [:]
+    private var closed = false
+    private var context: ChannelHandlerContext?
+
+    public init(configuration: Configuration, certificateID: NIOLockedValueBox<String?>, established: EventLoopPromise<HandshakeStateMachine.Session>) {
+        self.configuration = configuration
+        self.certificateID = certificateID
+        self.established = established
+    }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    // MARK: Inbound
+
+    public func channelActive(context: ChannelHandlerContext) {
+        if !configuration.encrypted { start(context: context) }
+        context.fireChannelActive()
+    }
+
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event { start(context: context) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = unwrapInboundIn(data)
+        if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
+        do {
+            while !closed, var pending = buffer, let raw = try decoder.decode(buffer: &pending) {
+                buffer = pending
+                handle(try WireFrame.decode(raw), context: context)
+            }
+            if let pending = buffer, pending.readableBytes == 0 { buffer = nil } else { buffer?.discardReadBytes() }
+        } catch let error as WireError {
+            fail(.wire(error), context: context, goodbye: .init(reason: .protocolError, text: error.description))
+        } catch {
+            fail(.closed, context: context, goodbye: nil)
+        }
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        timer?.cancel()
+        established.fail(ConnectionError.closed)
+        for promise in pings.values { promise.fail(ConnectionError.closed) }
+        pings = [:]
+        context.fireChannelInactive()
+    }
+
+    public func errorCaught(context: ChannelHandlerContext, error: Error) {
+        fail(.closed, context: context, goodbye: nil)
+        context.fireErrorCaught(error)
+    }
+
+    // MARK: Handshake and frames
+
+    private func start(context: ChannelHandlerContext) {
+        guard machine == nil else { return }
+        var machine = HandshakeStateMachine(
+            ours: configuration.hello, certificateID: certificateID.withLockedValue { $0 }, advertisedID: configuration.advertisedID)
+        let actions = machine.start()
+        self.machine = machine
+        perform(actions, context: context)
+    }
+
+    private func handle(_ frame: WireFrame, context: ChannelHandlerContext) {
+        if var machine, !machine.isEstablished {
+            let actions = machine.received(frame)
+            self.machine = machine
+            perform(actions, context: context)
+            return
+        }
+        guard machine != nil else {
+            // Bytes before our own start (a peer that does not wait for TLS): not allowed.
+            fail(.handshake(.unexpectedFrame("data before the connection was ready")), context: context,
+                 goodbye: .init(reason: .protocolError, text: "data before the connection was ready"))
+            return
+        }
+        switch frame {
+        case .ping(let nonce):
+            write(.pong(nonce), context: context)
+        case .pong(let nonce):
+            pings.removeValue(forKey: nonce)?.succeed()
+        case .goodbye:
+            closed = true
+            context.close(promise: nil)
+        case .hello:
+            var machine = self.machine!
+            let actions = machine.received(frame)
+            self.machine = machine
+            perform(actions, context: context)
+        default:
+            break  // For the session layer (not built yet).
+        }
+    }
+
+    private func perform(_ actions: [HandshakeStateMachine.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            switch action {
+            case .send(let frame):
+                write(frame, context: context)
+            case .startTimer:
+                // The task runs on this channel's event loop, where handler and context live.
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                timer = context.eventLoop.scheduleTask(in: configuration.helloTimeout) {
+                    let (handler, context) = bound.value
+                    guard var machine = handler.machine else { return }
+                    let actions = machine.timerFired()
+                    handler.machine = machine
+                    handler.perform(actions, context: context)
+                }
+            case .cancelTimer:
+                timer?.cancel()
+                timer = nil
+            case .setLimits(let limits):
+                decoder.limits = limits
+            case .established(let session):
+                established.succeed(session)
+            case .close(let failure):
+                closed = true
+                established.fail(ConnectionError.handshake(failure))
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    private func write(_ frame: WireFrame, context: ChannelHandlerContext) {
+        guard let raw = try? frame.encode(allocator: context.channel.allocator) else { return }
+        var out = context.channel.allocator.buffer(capacity: raw.payload.readableBytes + RawFrame.headerLength)
+        FrameEncoder().encode(data: raw, out: &out)
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+    }
+
+    private func fail(_ error: ConnectionError, context: ChannelHandlerContext, goodbye: WireFrame.Goodbye?) {
+        guard !closed else { return }
+        closed = true
+        if let goodbye { write(.goodbye(goodbye), context: context) }
+        established.fail(error)
+        context.close(promise: nil)
+    }
+
+    /// Says GOODBYE and closes. Call on the channel's event loop.
+    func leave(reason: WireFrame.Goodbye.Reason) {
+        guard !closed, let context else { return }
+        closed = true
+        write(.goodbye(.init(reason: reason)), context: context)
+        context.close(promise: nil)
+    }
+
+    /// Sends PING and completes when the PONG comes back. Call on the channel's event loop.
+    func ping(nonce: UInt64, eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        guard !closed, machine?.isEstablished == true, let context else {
+            promise.fail(ConnectionError.closed)
+            return promise.futureResult
+        }
+        pings[nonce] = promise
+        write(.ping(nonce), context: context)
+        return promise.futureResult
+    }
+}
+
+/// `PeerConnectionHandler` is used only on its channel's event loop.
+@available(*, unavailable)
+extension PeerConnectionHandler: Sendable {}

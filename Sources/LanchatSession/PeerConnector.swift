@@ -1,0 +1,129 @@
+import LanchatDiscovery
+import LanchatSecurity
+import LanchatWire
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// Opens and accepts peer connections: TLS pinned to the peer id (unless encryption is off), then the
+/// HELLO handshake.
+public struct PeerConnector: Sendable {
+    public let hello: WireFrame.Hello
+    public let encryption: EncryptionPreference
+    private let tls: PeerTLS
+    private let group: EventLoopGroup
+
+    public init(hello: WireFrame.Hello, encryption: EncryptionPreference, tls: PeerTLS, group: EventLoopGroup) {
+        self.hello = hello
+        self.encryption = encryption
+        self.tls = tls
+        self.group = group
+    }
+
+    /// An open, handshaken connection.
+    public struct Connection: Sendable {
+        public let channel: Channel
+        public let session: HandshakeStateMachine.Session
+        public let encrypted: Bool
+
+        /// Round trip of one PING.
+        public func ping() async throws -> Duration {
+            let nonce = UInt64.random(in: 0...UInt64.max)
+            let clock = ContinuousClock()
+            let started = clock.now
+            let channel = self.channel
+            try await channel.eventLoop.flatSubmit {
+                do {
+                    return try channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).ping(nonce: nonce, eventLoop: channel.eventLoop)
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+            }.get()
+            return clock.now - started
+        }
+
+        /// Says GOODBYE (leaving) and closes.
+        public func close() async {
+            let channel = self.channel
+            try? await channel.eventLoop.submit {
+                try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).leave(reason: .leaving)
+            }.get()
+            try? await channel.closeFuture.get()
+        }
+    }
+
+    public struct DialError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Connects to a peer advertised with `expected` id and encryption preference `theirs`.
+    public func dial(_ address: SocketAddress, expected: PeerID, theirs: EncryptionPreference, timeout: TimeAmount = .seconds(5)) async throws(DialError) -> Connection {
+        let useTLS: Bool
+        switch EncryptionPreference.negotiate(ours: encryption, theirs: theirs) {
+        case .success(let value): useTLS = value
+        case .failure(let mismatch): throw DialError(description: mismatch.description)
+        }
+        let certificateID = NIOLockedValueBox<String?>(nil)
+        let pinFailure = NIOLockedValueBox<PeerPinning.Failure?>(nil)
+        let established = group.next().makePromise(of: HandshakeStateMachine.Session.self)
+        let configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected.rawValue)
+        let tls = self.tls
+        let channel: Channel
+        do {
+            channel = try await ClientBootstrap(group: group)
+                .connectTimeout(timeout)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if useTLS {
+                            try channel.pipeline.syncOperations.addHandler(try tls.clientHandler(expecting: expected) { result in
+                                switch result {
+                                case .success(let id): certificateID.withLockedValue { $0 = id.rawValue }
+                                case .failure(let failure): pinFailure.withLockedValue { $0 = failure }
+                                }
+                            })
+                        }
+                        try channel.pipeline.syncOperations.addHandler(
+                            PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established))
+                    }
+                }
+                .connect(to: address).get()
+        } catch {
+            established.fail(error)
+            throw DialError(description: "cannot connect to \(address): \(error)")
+        }
+        do {
+            let session = try await established.futureResult.get()
+            return Connection(channel: channel, session: session, encrypted: useTLS)
+        } catch {
+            try? await channel.close()
+            if let failure = pinFailure.withLockedValue({ $0 }) { throw DialError(description: failure.description) }
+            throw DialError(description: "\(error)")
+        }
+    }
+
+    /// Sets up an accepted connection. Encrypted unless this daemon's preference is `none`.
+    /// `established` is told the outcome of the handshake.
+    /// A caller that has not finished TLS and HELLO within `handshakeTimeout` is disconnected (a silent
+    /// or slow caller must not hold a connection).
+    public func configureAccepted(
+        _ channel: Channel, handshakeTimeout: TimeAmount = .seconds(10),
+        established: @escaping @Sendable (Result<HandshakeStateMachine.Session, Error>) -> Void
+    ) throws {
+        let useTLS = encryption != .none
+        let certificateID = NIOLockedValueBox<String?>(nil)
+        let promise = channel.eventLoop.makePromise(of: HandshakeStateMachine.Session.self)
+        let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
+        promise.futureResult.whenComplete { result in
+            deadline.cancel()
+            established(result)
+        }
+        if useTLS {
+            try channel.pipeline.syncOperations.addHandler(tls.serverHandler { result in
+                if case .success(let id) = result { certificateID.withLockedValue { $0 = id.rawValue } }
+            })
+        }
+        try channel.pipeline.syncOperations.addHandler(PeerConnectionHandler(
+            configuration: .init(hello: hello, encrypted: useTLS, advertisedID: nil), certificateID: certificateID, established: promise))
+    }
+}
