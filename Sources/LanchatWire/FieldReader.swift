@@ -4,25 +4,15 @@ import NIOCore
 struct FieldReader {
     var buffer: ByteBuffer
 
-    mutating func u8(_ field: String) throws(WireError) -> UInt8 {
-        guard let value = buffer.readInteger(as: UInt8.self) else { throw .truncated(field: field) }
+    mutating func integer<T: FixedWidthInteger>(_ field: String, as: T.Type = T.self) throws(WireError) -> T {
+        guard let value = buffer.readInteger(as: T.self) else { throw .truncated(field: field) }
         return value
     }
 
-    mutating func u16(_ field: String) throws(WireError) -> UInt16 {
-        guard let value = buffer.readInteger(as: UInt16.self) else { throw .truncated(field: field) }
-        return value
-    }
-
-    mutating func u32(_ field: String) throws(WireError) -> UInt32 {
-        guard let value = buffer.readInteger(as: UInt32.self) else { throw .truncated(field: field) }
-        return value
-    }
-
-    mutating func u64(_ field: String) throws(WireError) -> UInt64 {
-        guard let value = buffer.readInteger(as: UInt64.self) else { throw .truncated(field: field) }
-        return value
-    }
+    mutating func u8(_ field: String) throws(WireError) -> UInt8 { try integer(field) }
+    mutating func u16(_ field: String) throws(WireError) -> UInt16 { try integer(field) }
+    mutating func u32(_ field: String) throws(WireError) -> UInt32 { try integer(field) }
+    mutating func u64(_ field: String) throws(WireError) -> UInt64 { try integer(field) }
 
     mutating func bytes(_ field: String, count: Int) throws(WireError) -> [UInt8] {
         guard let value = buffer.readBytes(length: count) else { throw .truncated(field: field) }

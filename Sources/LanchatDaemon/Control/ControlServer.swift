@@ -69,15 +69,20 @@ public final class ControlServer: Service {
         } catch is CancellationError {}
     }
 
+    private static func send(_ response: ControlResponse, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        try await outbound.write(ByteBuffer(bytes: ControlJSON.line(response)))
+    }
+
     private func refuse(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
         try await connection.executeThenClose { _, outbound in
             let error = ControlError(code: "busy", message: "too many control connections (limit \(configuration.maximumControlConnections))")
-            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: nil, error))))
+            try await Self.send(ControlResponse.failure(id: nil, error), to: outbound)
         }
     }
 
     private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
         try await connection.executeThenClose { inbound, outbound in
+            func send(_ response: ControlResponse) async throws { try await Self.send(response, to: outbound) }
             var framer = LineFramer(maximumLineLength: configuration.maximumRequestLength)
             var iterator = inbound.makeAsyncIterator()
             while let buffer = try await iterator.next() {
@@ -89,32 +94,32 @@ public final class ControlServer: Service {
                         line = next
                     } catch {
                         let error = ControlError.badRequest("request longer than \(configuration.maximumRequestLength) bytes; closing")
-                        try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: nil, error))))
+                        try await send(ControlResponse.failure(id: nil, error))
                         return
                     }
                     if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
                     switch ControlJSON.decodeRequest(line) {
                     case .failure(let error):
-                        try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: nil, error))))
+                        try await send(ControlResponse.failure(id: nil, error))
                     case .success(let request):
                         guard let method = ControlMethod(rawValue: request.method) else {
-                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: request.id, .unknownMethod(request.method)))))
+                            try await send(ControlResponse.failure(id: request.id, .unknownMethod(request.method)))
                             continue
                         }
                         logger.debug("control request", metadata: ["control.method": "\(method.rawValue)"])
                         switch method {
                         case .status:
-                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id, status: await handler.status()))))
+                            try await send(ControlResponse(id: request.id, status: await handler.status()))
                         case .peers:
-                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id, peers: await handler.peers()))))
+                            try await send(ControlResponse(id: request.id, peers: await handler.peers()))
                         case .ping:
                             guard let query = request.params?["peer"] else {
-                                try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: request.id, .badRequest("ping needs params.peer")))))
+                                try await send(ControlResponse.failure(id: request.id, .badRequest("ping needs params.peer")))
                                 continue
                             }
                             let count = request.params?["count"].flatMap { Int($0) } ?? 1
                             guard (1...100).contains(count) else {
-                                try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse.failure(id: request.id, .badRequest("params.count must be 1-100")))))
+                                try await send(ControlResponse.failure(id: request.id, .badRequest("params.count must be 1-100")))
                                 continue
                             }
                             let response: ControlResponse
@@ -123,11 +128,11 @@ public final class ControlServer: Service {
                             } catch {
                                 response = .failure(id: request.id, error)
                             }
-                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(response)))
+                            try await send(response)
                         case .watch:
                             // Subscribe before answering, so no event between the two is missed.
                             let events = handler.events()
-                            try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: request.id))))
+                            try await send(ControlResponse(id: request.id))
                             try await streamEvents(events, to: outbound, until: &iterator)
                             return
                         }
@@ -146,7 +151,7 @@ public final class ControlServer: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in events {
-                    try await outbound.write(ByteBuffer(bytes: ControlJSON.line(ControlResponse(id: nil, event: event))))
+                    try await Self.send(ControlResponse(id: nil, event: event), to: outbound)
                 }
             }
             group.addTask {
