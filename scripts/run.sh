@@ -24,7 +24,7 @@ fi
 
 scripts/setup.sh run
 echo "run: building lanchat (release; the first build takes a few minutes)"
-swift build -c release 2>&1 | grep -v "prohibited flag" | tail -n 1
+swift build -c release --static-swift-stdlib 2>&1 | grep -v "prohibited flag" | tail -n 1
 bin="$root/.build/release"
 
 if [ "$mode" = --demo ]; then
