@@ -47,6 +47,7 @@ if [ "$mode" = --demo ]; then
 
 Three simulated hosts (h1, h2, h3) run lanchatd. Try, for example:
   TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h2 $bin/lanchat peers --json
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat ping root@h2   (TLS pinned to h2's key; short code)
   TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat watch     (then stop h3's daemon:)
   TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h3 pkill -TERM lanchatd
 Logs: $demo_dir/h*/lanchatd.log. Remove it all with: scripts/run.sh --demo-down
