@@ -17,7 +17,7 @@ def lan(request):
     if failed:
         for daemon in network.daemons:
             print(f"\n--- lanchatd log on {daemon.host} ({daemon.log_path}):\n{daemon.log()[-6000:]}")
-    network.down()
+    network.down(keep=failed)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -4,6 +4,7 @@ Every LAN gets its own state directory, and `down()` tears it all down (also aft
 through the pytest fixture)."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -123,7 +124,8 @@ class TestLAN:
     def peers(self, host, socket=None, all=False):
         return self.lanchat_json(host, "peers", *(["--all"] if all else []), socket=socket)
 
-    def down(self):
+    def down(self, keep=False):
+        """Stops everything; removes the LAN's files unless `keep` (a failed test keeps its logs)."""
         for daemon in self.daemons:
             if daemon.process and daemon.process.poll() is None:
                 try:
@@ -138,3 +140,7 @@ class TestLAN:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if keep:
+            print(f"kept for inspection: {self.dir}")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
