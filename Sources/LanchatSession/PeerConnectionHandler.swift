@@ -17,11 +17,13 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     public struct Configuration: Sendable {
         public var hello: WireFrame.Hello
         public var helloTimeout: TimeAmount
-        public var encrypted: Bool
+        /// `true`: start after the TLS handshake; `false`: start when the connection is up; `nil`: not
+        /// known yet (an `EncryptionSniffer` decides and tells the handler).
+        public var encrypted: Bool?
         /// The id DNS-SD advertised, when we dialed.
         public var advertisedID: String?
 
-        public init(hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool, advertisedID: String?) {
+        public init(hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool?, advertisedID: String?) {
             self.hello = hello
             self.helloTimeout = helloTimeout
             self.encrypted = encrypted
@@ -72,8 +74,15 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     // MARK: Inbound
 
     public func channelActive(context: ChannelHandlerContext) {
-        if !configuration.encrypted { start(context: context) }
+        if configuration.encrypted == false { start(context: context) }
         context.fireChannelActive()
+    }
+
+    /// The caller speaks plain lanchat/1 (decided by an `EncryptionSniffer`): start now, before its
+    /// first bytes arrive here.
+    func startPlain() {
+        guard let context else { return }
+        start(context: context)
     }
 
     public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -102,7 +102,8 @@ public struct PeerConnector: Sendable {
         }
     }
 
-    /// Sets up an accepted connection. Encrypted unless this daemon's preference is `none`.
+    /// Sets up an accepted connection: TLS if this daemon's preference is `required`, plain if `none`,
+    /// and whichever the caller starts with if `optional`.
     /// `established` is told the outcome of the handshake.
     /// A caller that has not finished TLS and HELLO within `handshakeTimeout` is disconnected (a silent
     /// or slow caller must not hold a connection).
@@ -110,7 +111,6 @@ public struct PeerConnector: Sendable {
         _ channel: Channel, handshakeTimeout: TimeAmount = .seconds(10),
         established: @escaping @Sendable (Result<HandshakeStateMachine.Session, Error>) -> Void
     ) throws {
-        let useTLS = encryption != .none
         let certificateID = NIOLockedValueBox<String?>(nil)
         let promise = channel.eventLoop.makePromise(of: HandshakeStateMachine.Session.self)
         let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
@@ -118,12 +118,23 @@ public struct PeerConnector: Sendable {
             deadline.cancel()
             established(result)
         }
-        if useTLS {
-            try channel.pipeline.syncOperations.addHandler(tls.serverHandler { result in
+        let tls = self.tls
+        let makeTLSHandler = {
+            tls.serverHandler { result in
                 if case .success(let id) = result { certificateID.withLockedValue { $0 = id.rawValue } }
-            })
+            }
         }
-        try channel.pipeline.syncOperations.addHandler(PeerConnectionHandler(
-            configuration: .init(hello: hello, encrypted: useTLS, advertisedID: nil), certificateID: certificateID, established: promise))
+        let encrypted: Bool? = encryption == .required ? true : encryption == .none ? false : nil
+        let connection = PeerConnectionHandler(
+            configuration: .init(hello: hello, encrypted: encrypted, advertisedID: nil), certificateID: certificateID, established: promise)
+        switch encryption {
+        case .required:
+            try channel.pipeline.syncOperations.addHandler(makeTLSHandler())
+        case .optional:
+            try channel.pipeline.syncOperations.addHandler(EncryptionSniffer(makeTLSHandler: makeTLSHandler, plain: { connection.startPlain() }))
+        case .none:
+            break
+        }
+        try channel.pipeline.syncOperations.addHandler(connection)
     }
 }

@@ -59,11 +59,13 @@ def test_encryption_preferences_as_in_multipeer_connectivity(lan):
     assert json.loads(lan.lanchat("h3", "ping", "plain", "--json").stdout)["encrypted"] is False
     assert json.loads(lan.lanchat("h3", "ping", "strict", "--json").stdout)["encrypted"] is True
     assert json.loads(lan.lanchat("h1", "ping", "easy", "--json").stdout)["encrypted"] is True
+    # An optional daemon takes whichever its caller starts with: plain from a `none` daemon too.
+    assert json.loads(lan.lanchat("h2", "ping", "easy", "--json").stdout)["encrypted"] is False
 
 
 HOSTILE = r'''
 import os, socket, ssl, struct, sys, time
-host, port = sys.argv[1], int(sys.argv[2])
+host, port, wanted = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 def closes(payload, tls=False, wait=20):
     s = socket.create_connection((host, port), timeout=wait)
     if tls:
@@ -84,13 +86,14 @@ def closes(payload, tls=False, wait=20):
     finally:
         s.close()
 hello = b"LCHT" + struct.pack("!HHI", 1, 1, 1 << 20) + bytes([52]) + b"a" * 52 + bytes([1]) + b"x" + bytes([0])
-results = {
-    "random": closes(os.urandom(4096)),
-    "huge-length": closes(b"\xff\xff\xff\xff\x01\x00"),
-    "plain-hello-on-tls-port": closes(struct.pack("!IBB", 2 + len(hello), 1, 0) + hello),
-    "tls-without-certificate": closes(b"\x00\x00\x00\x0a\x20\x00" + b"\x00" * 8, tls=True),
-    "silent": closes(b""),
+cases = {
+    "random": lambda: closes(os.urandom(4096)),
+    "huge-length": lambda: closes(b"\xff\xff\xff\xff\x01\x00"),
+    "plain-hello-on-tls-port": lambda: closes(struct.pack("!IBB", 2 + len(hello), 1, 0) + hello),
+    "tls-without-certificate": lambda: closes(b"\x00\x00\x00\x0a\x20\x00" + b"\x00" * 8, tls=True),
+    "silent": lambda: closes(b""),
 }
+results = {name: cases[name]() for name in wanted}
 print(results)
 assert set(results.values()) == {"closed"}, results
 '''
@@ -102,7 +105,8 @@ def test_hostile_bytes_on_the_peer_port_close_the_connection_and_the_daemon_keep
     target = lan.start_daemon("h2", name="target")
     lan.start_daemon("h3", name="witness")
     port = target.status()["port"]
-    out = lan.run("h1", [sys.executable, "-c", HOSTILE, lan.addr("h2"), str(port)], timeout=120)
+    out = lan.run("h1", [sys.executable, "-c", HOSTILE, lan.addr("h2"), str(port),
+                         "random,huge-length,plain-hello-on-tls-port,tls-without-certificate,silent"], timeout=120)
     assert "closed" in out.stdout
     assert target.process.poll() is None
     ready(lan, "h3", 2)
@@ -120,3 +124,16 @@ def test_ping_errors_are_one_line(lan):
                          (["ping", "alice", "--count", "0"], "count")):
         result = lan.lanchat("h1", *args, check=False)
         assert result.returncode != 0 and needle in result.stderr, (args, result.stderr)
+
+
+def test_hostile_bytes_on_an_optional_daemons_port(lan):
+    """An `optional` daemon classifies each caller by its first byte; junk either way is disconnected."""
+    lan.up(2)
+    lan.start_daemon("h1", name="client")
+    target = lan.start_daemon("h2", name="target", extra=["--encryption", "optional"])
+    out = lan.run("h1", [sys.executable, "-c", HOSTILE, lan.addr("h2"), str(target.status()["port"]),
+                         "random,huge-length,tls-without-certificate,silent"], timeout=120)
+    assert "closed" in out.stdout
+    assert target.process.poll() is None
+    ready(lan, "h1", 1)
+    assert json.loads(lan.lanchat("h1", "ping", "target", "--json").stdout)["encrypted"] is True
