@@ -35,6 +35,8 @@ let package = Package(
             providers: [.apt(["libavahi-compat-libdnssd-dev"])]
         ),
         .target(name: "DNSSD", dependencies: ["CDNSSD"]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "LanchatStore", dependencies: ["CSQLite"]),
         .target(name: "LanchatIdentity", dependencies: ["LanchatDiscovery", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
         .target(name: "LanchatControl"),
@@ -42,7 +44,8 @@ let package = Package(
         .target(
             name: "LanchatSession",
             dependencies: [
-                "LanchatWire", "LanchatSecurity", "LanchatDiscovery",
+                "LanchatWire", "LanchatSecurity", "LanchatDiscovery", "LanchatStore",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -70,7 +73,7 @@ let package = Package(
             name: "LanchatDaemon",
             dependencies: [
                 "DNSSD", "LanchatIdentity", "LanchatDiscovery", "LanchatControl", "LanchatSecurity", "LanchatSession",
-                "LanchatWire",
+                "LanchatWire", "LanchatStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -97,6 +100,16 @@ let package = Package(
         .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatDiscovery"]),
         .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatDaemon"]),
+        .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatStore"]),
+        .testTarget(
+            name: "LanchatSessionTests",
+            dependencies: [
+                "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire", "LanchatDiscovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "LanchatSecurityTests",
             dependencies: [

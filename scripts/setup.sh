@@ -11,7 +11,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "setup: run as root (it installs packages)" >&2; exit 1; }
 command -v swift >/dev/null || { echo "setup: no 'swift' on PATH: install the Swift 6 toolchain (swift.org) first" >&2; exit 1; }
 
-packages=(pkg-config libavahi-compat-libdnssd-dev libavahi-compat-libdnssd1 avahi-daemon avahi-utils dbus iproute2 procps)
+packages=(pkg-config libsqlite3-dev libavahi-compat-libdnssd-dev libavahi-compat-libdnssd1 avahi-daemon avahi-utils dbus iproute2 procps)
 if [ "$mode" = test ]; then
   packages+=(util-linux iputils-ping nftables python3 python3-venv systemd)
 fi

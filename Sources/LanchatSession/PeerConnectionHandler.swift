@@ -3,12 +3,48 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOTLS
 
-/// Drives one peer connection: frames in and out, the HELLO handshake, then PING/PONG.
+/// Why a peer connection ended, as the session layer reports it ("h2 left: timed out").
+public enum PeerCloseReason: Equatable, Sendable, CustomStringConvertible {
+    /// The peer said GOODBYE.
+    case goodbye(WireFrame.Goodbye.Reason, String)
+    /// No frame from the peer for the heartbeat timeout.
+    case timedOut
+    /// The peer sent something invalid.
+    case protocolError(String)
+    /// The connection closed without a GOODBYE (the peer crashed, or the network failed).
+    case lost
+    /// We closed it.
+    case local
+
+    public var description: String {
+        switch self {
+        case .goodbye(.shutdown, _): return "shut down"
+        case .goodbye(.leaving, _): return "left"
+        case .goodbye(.timeout, _): return "timed out"
+        case .goodbye(_, let text): return text.isEmpty ? "closed the connection" : text
+        case .timedOut: return "timed out"
+        case .protocolError(let text): return "protocol error: \(text)"
+        case .lost: return "connection lost"
+        case .local: return "disconnected"
+        }
+    }
+}
+
+/// What an established connection delivers to the session layer, in order.
+public enum PeerLinkEvent: Sendable {
+    /// Frames other than HELLO, PING, PONG and GOODBYE, as one batch per read.
+    case frames([WireFrame])
+    /// The connection ended; nothing follows.
+    case closed(PeerCloseReason)
+}
+
+/// Drives one peer connection: frames in and out, the HELLO handshake, heartbeats, then hands every
+/// other frame to the session layer through `inbound`.
 ///
 /// It starts the handshake when the connection is ready: after the TLS handshake on an encrypted
 /// connection, at once on a plain one. The handshake's outcome completes `established`; a failure
-/// sends GOODBYE and closes. The session layer (invitations, rooms, messages) will take over the
-/// established connection; until then, frames other than PING, PONG and GOODBYE are dropped.
+/// sends GOODBYE and closes. Once established it sends PING every `heartbeatInterval` and closes the
+/// connection (GOODBYE timeout) when nothing has arrived for `heartbeatTimeout`.
 public final class PeerConnectionHandler: ChannelDuplexHandler {
     public typealias InboundIn = ByteBuffer
     public typealias OutboundIn = Never
@@ -22,12 +58,17 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         public var encrypted: Bool?
         /// The id DNS-SD advertised, when we dialed.
         public var advertisedID: String?
+        public var heartbeatInterval: TimeAmount
+        public var heartbeatTimeout: TimeAmount
 
-        public init(hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool?, advertisedID: String?) {
+        public init(hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool?, advertisedID: String?,
+                    heartbeatInterval: TimeAmount = .seconds(2), heartbeatTimeout: TimeAmount = .seconds(8)) {
             self.hello = hello
             self.helloTimeout = helloTimeout
             self.encrypted = encrypted
             self.advertisedID = advertisedID
+            self.heartbeatInterval = heartbeatInterval
+            self.heartbeatTimeout = heartbeatTimeout
         }
     }
 
@@ -56,11 +97,19 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     private var pings: [UInt64: EventLoopPromise<Void>] = [:]
     private var closed = false
     private var context: ChannelHandlerContext?
+    private let inbound: AsyncStream<PeerLinkEvent>.Continuation
+    private var pendingFrames: [WireFrame] = []
+    private var closeReason: PeerCloseReason?
+    private var heartbeat: RepeatedTask?
+    private var lastReceived = NIODeadline.now()
+    private var finished = false
 
-    public init(configuration: Configuration, certificateID: NIOLockedValueBox<String?>, established: EventLoopPromise<HandshakeStateMachine.Session>) {
+    public init(configuration: Configuration, certificateID: NIOLockedValueBox<String?>, established: EventLoopPromise<HandshakeStateMachine.Session>,
+                inbound: AsyncStream<PeerLinkEvent>.Continuation) {
         self.configuration = configuration
         self.certificateID = certificateID
         self.established = established
+        self.inbound = inbound
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
@@ -91,6 +140,7 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastReceived = .now()
         var incoming = unwrapInboundIn(data)
         if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
         do {
@@ -100,14 +150,37 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             }
             if let pending = buffer, pending.readableBytes == 0 { buffer = nil } else { buffer?.discardReadBytes() }
         } catch let error as WireError {
+            closeReason = closeReason ?? .protocolError(error.description)
             fail(.wire(error), context: context, goodbye: .init(reason: .protocolError, text: error.description))
         } catch {
             fail(.closed, context: context, goodbye: nil)
         }
     }
 
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        deliverPending()
+        context.fireChannelReadComplete()
+    }
+
+    private func deliverPending() {
+        guard !pendingFrames.isEmpty else { return }
+        let frames = pendingFrames
+        pendingFrames = []
+        inbound.yield(.frames(frames))
+    }
+
+    private func finish() {
+        guard !finished else { return }
+        finished = true
+        deliverPending()
+        inbound.yield(.closed(closeReason ?? .lost))
+        inbound.finish()
+    }
+
     public func channelInactive(context: ChannelHandlerContext) {
         closed = true
+        heartbeat?.cancel()
+        finish()
         timer?.cancel()
         established.fail(ConnectionError.closed)
         for promise in pings.values { promise.fail(ConnectionError.closed) }
@@ -149,7 +222,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             write(.pong(nonce), context: context)
         case .pong(let nonce):
             pings.removeValue(forKey: nonce)?.succeed()
-        case .goodbye:
+        case .goodbye(let goodbye):
+            closeReason = closeReason ?? .goodbye(goodbye.reason, goodbye.text)
             closed = true
             context.close(promise: nil)
         case .hello:
@@ -157,8 +231,10 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             let actions = machine.received(frame)
             self.machine = machine
             perform(actions, context: context)
+        case .ignored:
+            break
         default:
-            break  // For the session layer (not built yet).
+            pendingFrames.append(frame)
         }
     }
 
@@ -183,13 +259,45 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             case .setLimits(let limits):
                 decoder.limits = limits
             case .established(let session):
+                startHeartbeat(context: context)
                 established.succeed(session)
             case .close(let failure):
+                closeReason = closeReason ?? .protocolError(failure.description)
                 closed = true
                 established.fail(ConnectionError.handshake(failure))
                 context.close(promise: nil)
             }
         }
+    }
+
+    private func startHeartbeat(context: ChannelHandlerContext) {
+        lastReceived = .now()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let interval = configuration.heartbeatInterval
+        heartbeat = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
+            let (handler, context) = bound.value
+            guard !handler.closed else { task.cancel(); return }
+            if NIODeadline.now() - handler.lastReceived > handler.configuration.heartbeatTimeout {
+                handler.closeReason = handler.closeReason ?? .timedOut
+                handler.fail(.closed, context: context, goodbye: .init(reason: .timeout, text: "no heartbeat"))
+                task.cancel()
+                return
+            }
+            handler.write(.ping(UInt64.random(in: 0...UInt64.max)), context: context)
+        }
+    }
+
+    /// Writes frames and flushes once. Call on the channel's event loop. Frames that do not encode
+    /// (a programming error upstream) are skipped.
+    func send(_ frames: [WireFrame]) {
+        guard !closed, let context else { return }
+        for frame in frames {
+            guard let raw = try? frame.encode(allocator: context.channel.allocator) else { continue }
+            var out = context.channel.allocator.buffer(capacity: raw.payload.readableBytes + RawFrame.headerLength)
+            FrameEncoder().encode(data: raw, out: &out)
+            context.write(wrapOutboundOut(out), promise: nil)
+        }
+        context.flush()
     }
 
     private func write(_ frame: WireFrame, context: ChannelHandlerContext) {
@@ -208,10 +316,11 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Says GOODBYE and closes. Call on the channel's event loop.
-    func leave(reason: WireFrame.Goodbye.Reason) {
+    func leave(reason: WireFrame.Goodbye.Reason, text: String = "") {
         guard !closed, let context else { return }
         closed = true
-        write(.goodbye(.init(reason: reason)), context: context)
+        closeReason = closeReason ?? .local
+        write(.goodbye(.init(reason: reason, text: text)), context: context)
         context.close(promise: nil)
     }
 

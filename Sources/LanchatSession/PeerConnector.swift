@@ -13,6 +13,9 @@ public struct PeerConnector: Sendable {
     public let encryption: EncryptionPreference
     private let tls: PeerTLS
     private let group: EventLoopGroup
+    /// PING every `heartbeatInterval`; a connection silent for `heartbeatTimeout` is closed.
+    public var heartbeatInterval: TimeAmount = .seconds(2)
+    public var heartbeatTimeout: TimeAmount = .seconds(8)
 
     public init(hello: WireFrame.Hello, encryption: EncryptionPreference, tls: PeerTLS, group: EventLoopGroup) {
         self.hello = hello
@@ -26,6 +29,29 @@ public struct PeerConnector: Sendable {
         public let channel: Channel
         public let session: HandshakeStateMachine.Session
         public let encrypted: Bool
+        /// Whether we dialed it (the other side accepted).
+        public let dialed: Bool
+        /// Frames from the peer and, last, why the connection ended. Iterate it exactly once.
+        public let events: AsyncStream<PeerLinkEvent>
+
+        /// Queues frames for the peer (one flush for the batch). Does not wait.
+        public func send(_ frames: [WireFrame]) {
+            let channel = self.channel
+            channel.eventLoop.execute {
+                try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).send(frames)
+            }
+        }
+
+        /// Whether the connection takes more data without queueing it in memory (for unreliable sends).
+        public var isWritable: Bool { channel.isWritable }
+
+        /// Says GOODBYE with `reason` and closes, without waiting.
+        public func leave(_ reason: WireFrame.Goodbye.Reason, text: String = "") {
+            let channel = self.channel
+            channel.eventLoop.execute {
+                try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).leave(reason: reason, text: text)
+            }
+        }
 
         /// Round trip of one PING.
         public func ping() async throws -> Duration {
@@ -67,7 +93,10 @@ public struct PeerConnector: Sendable {
         let certificateID = NIOLockedValueBox<String?>(nil)
         let pinFailure = NIOLockedValueBox<PeerPinning.Failure?>(nil)
         let established = group.next().makePromise(of: HandshakeStateMachine.Session.self)
-        let configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected.rawValue)
+        var configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected.rawValue)
+        configuration.heartbeatInterval = heartbeatInterval
+        configuration.heartbeatTimeout = heartbeatTimeout
+        let (events, inbound) = AsyncStream<PeerLinkEvent>.makeStream()
         let tls = self.tls
         let channel: Channel
         do {
@@ -84,7 +113,7 @@ public struct PeerConnector: Sendable {
                             })
                         }
                         try channel.pipeline.syncOperations.addHandler(
-                            PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established))
+                            PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established, inbound: inbound))
                     }
                 }
                 .connect(to: address).get()
@@ -94,7 +123,7 @@ public struct PeerConnector: Sendable {
         }
         do {
             let session = try await established.futureResult.get()
-            return Connection(channel: channel, session: session, encrypted: useTLS)
+            return Connection(channel: channel, session: session, encrypted: useTLS, dialed: true, events: events)
         } catch {
             try? await channel.close()
             if let failure = pinFailure.withLockedValue({ $0 }) { throw DialError(description: failure.description) }
@@ -109,14 +138,19 @@ public struct PeerConnector: Sendable {
     /// or slow caller must not hold a connection).
     public func configureAccepted(
         _ channel: Channel, handshakeTimeout: TimeAmount = .seconds(10),
-        established: @escaping @Sendable (Result<HandshakeStateMachine.Session, Error>) -> Void
+        established: @escaping @Sendable (Result<Connection, Error>) -> Void
     ) throws {
         let certificateID = NIOLockedValueBox<String?>(nil)
         let promise = channel.eventLoop.makePromise(of: HandshakeStateMachine.Session.self)
         let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
+        let (events, inbound) = AsyncStream<PeerLinkEvent>.makeStream()
+        let encryption = self.encryption
         promise.futureResult.whenComplete { result in
             deadline.cancel()
-            established(result)
+            // With `optional`, the TLS handler is in the pipeline only if the caller chose TLS.
+            let encrypted = encryption == .required
+                || (encryption == .optional && (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)) != nil)
+            established(result.map { Connection(channel: channel, session: $0, encrypted: encrypted, dialed: false, events: events) })
         }
         let tls = self.tls
         let makeTLSHandler = {
@@ -126,7 +160,8 @@ public struct PeerConnector: Sendable {
         }
         let encrypted: Bool? = encryption == .required ? true : encryption == .none ? false : nil
         let connection = PeerConnectionHandler(
-            configuration: .init(hello: hello, encrypted: encrypted, advertisedID: nil), certificateID: certificateID, established: promise)
+            configuration: .init(hello: hello, encrypted: encrypted, advertisedID: nil, heartbeatInterval: heartbeatInterval, heartbeatTimeout: heartbeatTimeout),
+            certificateID: certificateID, established: promise, inbound: inbound)
         switch encryption {
         case .required:
             try channel.pipeline.syncOperations.addHandler(makeTLSHandler())

@@ -143,6 +143,8 @@ public struct HandshakeStateMachine: Sendable {
         case .hello: return "HELLO"
         case .invite: return "INVITE"
         case .inviteReply: return "INVITE_REPLY"
+        case .roomMembers: return "ROOM_MEMBERS"
+        case .roomLeave: return "ROOM_LEAVE"
         case .message: return "MESSAGE"
         case .ack: return "ACK"
         case .ping: return "PING"

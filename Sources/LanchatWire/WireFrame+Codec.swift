@@ -24,10 +24,7 @@ extension WireFrame {
             guard minimum >= 1, minimum <= maximum else { throw .invalidValue(field: "min_version") }
             let payload = try reader.u32("max_payload")
             guard payload >= 4096 else { throw .invalidValue(field: "max_payload") }
-            let idBytes = try reader.lengthPrefixed("peer_id", lengthType: UInt8.self, limit: 52)
-            guard idBytes.count == 52, idBytes.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x32 && $0 <= 0x37) }) else {
-                throw .invalidValue(field: "peer_id")
-            }
+            let idBytes = try readPeerID(&reader)
             let name = try reader.text("name", lengthType: UInt8.self, limit: maximumNameBytes)
             let count = try reader.u8("capability_count")
             guard count <= maximumCapabilities else { throw .fieldTooLong(field: "capabilities", length: Int(count), limit: maximumCapabilities) }
@@ -50,6 +47,33 @@ extension WireFrame {
             guard let outcome = InviteReply.Outcome(rawValue: try reader.u8("outcome")) else { throw .invalidValue(field: "outcome") }
             let reason = try reader.text("reason", lengthType: UInt16.self, limit: maximumReasonBytes)
             result = .inviteReply(InviteReply(id: id, outcome: outcome, reason: reason))
+        case .roomMembers:
+            let room = try readRoom(&reader)
+            let count = try reader.u16("count")
+            guard Int(count) <= RoomMembers.maximumMembers else {
+                throw .fieldTooLong(field: "members", length: Int(count), limit: RoomMembers.maximumMembers)
+            }
+            var members: [Member] = []
+            for _ in 0..<count {
+                let id = String(decoding: try readPeerID(&reader), as: UTF8.self)
+                let name = try reader.text("name", lengthType: UInt8.self, limit: maximumNameBytes)
+                let port = try reader.u16("port")
+                let addressCount = try reader.u8("address_count")
+                guard Int(addressCount) <= RoomMembers.maximumAddresses else {
+                    throw .fieldTooLong(field: "addresses", length: Int(addressCount), limit: RoomMembers.maximumAddresses)
+                }
+                var addresses: [String] = []
+                for _ in 0..<addressCount {
+                    let raw = try reader.lengthPrefixed("address", lengthType: UInt8.self, limit: 64)
+                    guard isAddress(raw) else { throw .invalidValue(field: "address") }
+                    addresses.append(String(decoding: raw, as: UTF8.self))
+                }
+                members.append(Member(peerID: id, name: name, port: port, addresses: addresses))
+            }
+            result = .roomMembers(RoomMembers(room: room, members: members))
+        case .roomLeave:
+            let room = try readRoom(&reader)
+            result = .roomLeave(RoomLeave(room: room, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
         case .message:
             let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
             let room = try readRoom(&reader)
@@ -83,6 +107,24 @@ extension WireFrame {
             throw .invalidValue(field: "room")
         }
         return room
+    }
+
+    private static func readPeerID(_ reader: inout FieldReader) throws(WireError) -> [UInt8] {
+        let idBytes = try reader.lengthPrefixed("peer_id", lengthType: UInt8.self, limit: 52)
+        guard isPeerID(idBytes) else { throw .invalidValue(field: "peer_id") }
+        return idBytes
+    }
+
+    static func isPeerID(_ bytes: [UInt8]) -> Bool {
+        bytes.count == 52 && bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x32 && $0 <= 0x37) }
+    }
+
+    /// An IPv4 or IPv6 address in text, with an optional `%scope`: hex digits, letters, digits, `.:%-_`.
+    static func isAddress(_ bytes: [UInt8]) -> Bool {
+        !bytes.isEmpty && bytes.allSatisfy {
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a)
+                || $0 == 0x2e || $0 == 0x3a || $0 == 0x25 || $0 == 0x2d || $0 == 0x5f
+        }
     }
 
     static func isToken(_ bytes: [UInt8]) -> Bool {
@@ -129,6 +171,31 @@ extension WireFrame {
             payload.writeInteger(reply.outcome.rawValue)
             payload.writeLengthPrefixed(Array(reply.reason.utf8), as: UInt16.self)
             return RawFrame(type: FrameType.inviteReply.rawValue, payload: payload)
+        case .roomMembers(let update):
+            guard update.members.count <= RoomMembers.maximumMembers else {
+                throw .fieldTooLong(field: "members", length: update.members.count, limit: RoomMembers.maximumMembers)
+            }
+            payload.writeLengthPrefixed(Array(update.room.rawValue.utf8), as: UInt8.self)
+            payload.writeInteger(UInt16(update.members.count))
+            for member in update.members {
+                guard Self.isPeerID(Array(member.peerID.utf8)) else { throw .invalidValue(field: "peer_id") }
+                try checkText(member.name, "name", limit: Self.maximumNameBytes)
+                guard member.addresses.count <= RoomMembers.maximumAddresses,
+                      member.addresses.allSatisfy({ $0.utf8.count <= 64 && Self.isAddress(Array($0.utf8)) }) else {
+                    throw .invalidValue(field: "address")
+                }
+                payload.writeLengthPrefixed(Array(member.peerID.utf8), as: UInt8.self)
+                payload.writeLengthPrefixed(Array(member.name.utf8), as: UInt8.self)
+                payload.writeInteger(member.port)
+                payload.writeInteger(UInt8(member.addresses.count))
+                for address in member.addresses { payload.writeLengthPrefixed(Array(address.utf8), as: UInt8.self) }
+            }
+            return RawFrame(type: FrameType.roomMembers.rawValue, payload: payload)
+        case .roomLeave(let leave):
+            try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
+            payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)
+            payload.writeLengthPrefixed(Array(leave.text.utf8), as: UInt16.self)
+            return RawFrame(type: FrameType.roomLeave.rawValue, payload: payload)
         case .message(let message):
             try checkText(message.body, "body", limit: Message.maximumBody)
             payload.writeBytes(message.id.bytes)

@@ -41,6 +41,12 @@ public enum WireFrame: Equatable, Sendable {
     case invite(Invite)
     /// 0x03. `invitation_id [16] | outcome u8 | reason (u16 len, UTF-8, at most 1 KiB)`.
     case inviteReply(InviteReply)
+    /// 0x04. "I am in `room`, and these are its members as I know them" (introductions and resync).
+    /// `room (u8 len) | count u16 (<= 1024) | members, each: peer_id (u8 len) | name (u8 len) | port u16 |
+    /// address_count u8 (<= 8) | addresses, each (u8 len, <= 64 ASCII)`.
+    case roomMembers(RoomMembers)
+    /// 0x05. "I leave `room`". `room (u8 len) | text (u16 len, UTF-8, at most 1 KiB)`.
+    case roomLeave(RoomLeave)
     /// 0x10. Flag 0x01 = reliable. `message_id [16] | room (u8 len) | sequence u64 | timestamp_ms u64 |
     /// kind u8 | body (u32 len, UTF-8, at most 64 KiB)`.
     case message(Message)
@@ -55,7 +61,7 @@ public enum WireFrame: Equatable, Sendable {
     case ignored(type: UInt8)
 
     public enum FrameType: UInt8, Sendable {
-        case hello = 0x01, invite = 0x02, inviteReply = 0x03
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
     }
@@ -107,6 +113,43 @@ public enum WireFrame: Equatable, Sendable {
             self.id = id
             self.outcome = outcome
             self.reason = reason
+        }
+    }
+
+    /// A room member as another member knows it: enough to dial it without waiting for DNS-SD.
+    public struct Member: Equatable, Sendable {
+        public var peerID: String
+        public var name: String
+        public var port: UInt16
+        public var addresses: [String]
+
+        public init(peerID: String, name: String, port: UInt16 = 0, addresses: [String] = []) {
+            self.peerID = peerID
+            self.name = name
+            self.port = port
+            self.addresses = addresses
+        }
+    }
+
+    public struct RoomMembers: Equatable, Sendable {
+        public static let maximumMembers = 1024
+        public static let maximumAddresses = 8
+        public var room: RoomID
+        public var members: [Member]
+
+        public init(room: RoomID, members: [Member]) {
+            self.room = room
+            self.members = members
+        }
+    }
+
+    public struct RoomLeave: Equatable, Sendable {
+        public var room: RoomID
+        public var text: String
+
+        public init(room: RoomID, text: String = "") {
+            self.room = room
+            self.text = text
         }
     }
 

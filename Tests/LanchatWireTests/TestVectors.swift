@@ -21,5 +21,8 @@ let vectors: [(name: String, frame: WireFrame, hex: String)] = [
      "0000002502000f0e0d0c0b0a0908070605040302010000007530036c6162000000076a6f696e207573"),
     ("inviteReply", .inviteReply(.init(id: descending, outcome: .declined, reason: "busy")), "0000001903000f0e0d0c0b0a0908070605040302010001000462757379"),
     ("ack", .ack([ascending, descending]), "0000002411000002000102030405060708090a0b0c0d0e0f0f0e0d0c0b0a09080706050403020100"),
+    ("roomMembers", .roomMembers(.init(room: lab, members: [.init(peerID: "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a", name: "bob@h2", port: 7000, addresses: ["198.18.0.12", "fe80::1%lan0"])])),
+     "000000600400036c61620001346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c687472326106626f624068321b58020b3139382e31382e302e31320c666538303a3a31256c616e30"),
+    ("roomLeave", .roomLeave(.init(room: lab, text: "bye")), "0000000b0500036c61620003627965"),
     ("goodbye", .goodbye(.init(reason: .shutdown, text: "bye")), "000000082f00000003627965"),
 ]

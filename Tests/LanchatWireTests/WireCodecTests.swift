@@ -104,7 +104,7 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
     static func randomFrame(_ generator: inout some RandomNumberGenerator) -> WireFrame {
         let text = String((0..<Int.random(in: 0...40, using: &generator)).map { _ in "aé\n😀z".randomElement(using: &generator)! })
         let rooms = ["lab", "a", "room-1", String(repeating: "Z", count: 32)]
-        switch Int.random(in: 0..<8, using: &generator) {
+        switch Int.random(in: 0..<10, using: &generator) {
         case 0: return .ping(UInt64.random(in: 0...UInt64.max, using: &generator))
         case 1: return .pong(UInt64.random(in: 0...UInt64.max, using: &generator))
         case 2: return .hello(.init(maximumPayload: UInt32.random(in: 4096...(1 << 24), using: &generator), peerID: String(repeating: "q", count: 52), name: text.replacingOccurrences(of: "\n", with: ""), capabilities: ["chat", "v1.x"]))
@@ -112,6 +112,11 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         case 4: return .invite(.init(id: .random(), timeoutMilliseconds: .random(in: 0...UInt32.max, using: &generator), room: lab, context: Array(text.utf8)))
         case 5: return .inviteReply(.init(id: .random(), outcome: .expired, reason: text.replacingOccurrences(of: "\n", with: "")))
         case 6: return .ack((0..<Int.random(in: 0...5, using: &generator)).map { _ in .random() })
+        case 7: return .roomMembers(.init(room: lab, members: (0..<Int.random(in: 0...4, using: &generator)).map { index in
+            .init(peerID: String(repeating: "b", count: 52), name: text.replacingOccurrences(of: "\n", with: "") + "\(index)",
+                  port: .random(in: 0...UInt16.max, using: &generator), addresses: Array(["198.18.0.1", "fe80::1%lan0", "::1"].prefix(index)))
+        }))
+        case 8: return .roomLeave(.init(room: RoomID(rooms.randomElement(using: &generator)!)!, text: text.replacingOccurrences(of: "\n", with: "")))
         default: return .goodbye(.init(reason: .timeout, text: text.replacingOccurrences(of: "\n", with: "")))
         }
     }

@@ -3,18 +3,25 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 
 /// The peer port that DNS-SD advertises. Bound before advertising, so `--port 0` resolves to an actual
 /// free port. Each accepted connection gets TLS (pinned by id on the dialing side) and the HELLO
-/// handshake; after it, it answers PING until the peer leaves. Invitations, rooms and messages will
-/// use these connections (not built yet).
+/// handshake; then it goes to whoever `onConnection` names (the session node).
 public final class PeerPortListener: Service {
     private let server: Channel
     private let logger: Logger
     public let port: Int
+    private let sink = ConnectionSink()
+
+    /// Where established connections go. Until it is set, they are closed.
+    public func onConnection(_ handler: @escaping @Sendable (PeerConnector.Connection) -> Void) {
+        sink.handler.withLock { $0 = handler }
+    }
 
     public init(port: Int, connector: PeerConnector, eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger) async throws {
         self.logger = logger
+        let sink = self.sink
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -22,8 +29,9 @@ public final class PeerPortListener: Service {
                     let remote = channel.remoteAddress.map { "\($0)" } ?? "?"
                     try connector.configureAccepted(channel) { result in
                         switch result {
-                        case .success(let session):
-                            logger.info("peer connected", metadata: ["peer.id": "\(session.peerID.prefix(12))", "peer.address": "\(remote)"])
+                        case .success(let connection):
+                            logger.info("peer connected", metadata: ["peer.id": "\(connection.session.peerID.prefix(12))", "peer.address": "\(remote)"])
+                            if let handler = sink.handler.withLock({ $0 }) { handler(connection) } else { connection.leave(.shutdown) }
                         case .failure(let error):
                             logger.info("peer connection refused or closed", metadata: ["peer.address": "\(remote)", "error": "\(error)"])
                         }
@@ -47,4 +55,8 @@ public final class PeerPortListener: Service {
             server.close(promise: nil)
         }
     }
+}
+
+private final class ConnectionSink: Sendable {
+    let handler = Mutex<(@Sendable (PeerConnector.Connection) -> Void)?>(nil)
 }

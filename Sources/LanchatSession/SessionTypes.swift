@@ -1,0 +1,190 @@
+import LanchatDiscovery
+import LanchatStore
+import LanchatWire
+import Synchronization
+
+/// A peer as a session sees it (Multipeer Connectivity's `MCPeerID`): its id (key fingerprint) and
+/// the display name it announced.
+public struct SessionPeer: Hashable, Sendable, CustomStringConvertible {
+    public let id: PeerID
+    public let name: String
+
+    public init(id: PeerID, name: String) {
+        self.id = id
+        self.name = name
+    }
+
+    public var description: String { name }
+}
+
+/// A member's connection state (`MCSessionState`).
+public enum SessionPeerState: String, Sendable {
+    case notConnected = "not_connected"
+    case connecting
+    case connected
+}
+
+/// Who may join a room without asking the person.
+public enum AutoAcceptPolicy: String, Sendable, CaseIterable {
+    /// Every invitation waits for `accept` or `decline` (or expires).
+    case never
+    /// Peers already in the known-peers record (met in a room before, same key) are accepted.
+    case known
+    /// Everything is accepted.
+    case all
+}
+
+/// An invitation this node received and has not answered yet (the advertiser's side).
+public struct IncomingInvitation: Sendable, Equatable {
+    /// 32 hex characters; people may type any unique prefix.
+    public let id: String
+    public let from: SessionPeer
+    public let room: String
+    /// The inviter's context payload (`lanchat invite --message` puts UTF-8 text there).
+    public let context: [UInt8]
+    /// The code both people can compare ("4821-0937").
+    public let shortCode: String
+    /// Milliseconds since the epoch.
+    public let receivedAt: Int64
+    public let expiresAt: Int64
+
+    /// The context as text, if it is valid UTF-8 without control characters other than newline/tab.
+    public var message: String? {
+        guard !context.isEmpty, let text = String(validating: context, as: UTF8.self),
+              !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f }) else { return nil }
+        return text
+    }
+}
+
+/// How an invitation we sent ended (the browser's side).
+public enum InviteOutcome: Sendable, Equatable, CustomStringConvertible {
+    case accepted
+    case declined(String)
+    case expired
+    /// The peer could not be reached (no address, connection failed, encryption preferences differ).
+    case unreachable(String)
+    /// The peer refused us (for example: our key changed since it last saw us).
+    case refused(String)
+    /// The peer is already a member of the room and connected.
+    case alreadyMember
+
+    /// A stable word for scripts: accepted, declined, expired, unreachable, refused, already_member.
+    public var code: String {
+        switch self {
+        case .accepted: "accepted"
+        case .declined: "declined"
+        case .expired: "expired"
+        case .unreachable: "unreachable"
+        case .refused: "refused"
+        case .alreadyMember: "already_member"
+        }
+    }
+
+    public var reason: String? {
+        switch self {
+        case .declined(let text), .unreachable(let text), .refused(let text): text.isEmpty ? nil : text
+        default: nil
+        }
+    }
+
+    public var description: String { reason.map { "\(code): \($0)" } ?? code }
+}
+
+/// A message of a room, received, sent, or a system notice ("h2 joined").
+public struct ChatMessage: Sendable, Equatable {
+    public var stored: StoredMessage
+    public var reliable: Bool
+    /// We sent it.
+    public var outgoing: Bool
+}
+
+/// What a node reports (`MCSessionDelegate` and the advertiser/browser delegates, as one stream).
+public enum SessionEvent: Sendable {
+    case invitation(IncomingInvitation)
+    /// An incoming invitation ended: accepted, declined, expired, withdrawn.
+    case invitationClosed(IncomingInvitation, outcome: String)
+    /// An invitation we sent ended.
+    case inviteOutcome(id: String, peer: SessionPeer, room: String, outcome: InviteOutcome)
+    case memberState(room: String, peer: SessionPeer, state: SessionPeerState)
+    case message(ChatMessage)
+    /// A peer was refused for security reasons (a known name with another key).
+    case security(peer: SessionPeer, text: String)
+}
+
+/// Where a peer can be reached, as discovery (or another member) last saw it.
+public struct PeerAddressHint: Sendable, Equatable {
+    public var name: String
+    public var port: Int
+    public var addresses: [String]
+    public var encryption: EncryptionPreference?
+
+    public init(name: String, port: Int, addresses: [String], encryption: EncryptionPreference?) {
+        self.name = name
+        self.port = port
+        self.addresses = addresses
+        self.encryption = encryption
+    }
+}
+
+/// Discovery's current view of the peers, shared with the session layer without an actor hop.
+/// `generation` changes when a peer (re)appears, so that reconnection can try again at once.
+public final class PeerDirectory: Sendable {
+    private struct Entry {
+        var hint: PeerAddressHint
+        var generation: Int
+    }
+
+    private let entries = Mutex<[PeerID: Entry]>([:])
+    private let counter = Atomic<Int>(0)
+
+    public init() {}
+
+    public func update(_ id: PeerID, _ hint: PeerAddressHint) {
+        let generation = counter.add(1, ordering: .relaxed).newValue
+        entries.withLock { entries in
+            let changedAddress = entries[id].map { $0.hint.addresses != hint.addresses || $0.hint.port != hint.port } ?? true
+            entries[id] = Entry(hint: hint, generation: changedAddress ? generation : entries[id]!.generation)
+        }
+    }
+
+    public func remove(_ id: PeerID) {
+        _ = entries.withLock { $0.removeValue(forKey: id) }
+    }
+
+    public func lookup(_ id: PeerID) -> (hint: PeerAddressHint, generation: Int)? {
+        entries.withLock { $0[id].map { ($0.hint, $0.generation) } }
+    }
+
+    /// Every peer currently known with `name`.
+    public func peers(named name: String) -> [PeerID] {
+        entries.withLock { $0.filter { $0.value.hint.name == name }.map(\.key) }
+    }
+}
+
+/// Errors the node's API reports to its caller, with a stable code.
+public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let code: String
+    public let message: String
+
+    public init(_ code: String, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension WireID {
+    public init?(hex: String) {
+        guard hex.utf8.count == 32 else { return nil }
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        self.init(bytes: bytes)
+    }
+}

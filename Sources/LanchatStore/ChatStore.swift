@@ -1,0 +1,209 @@
+import Glibc
+
+/// A chat message as history keeps it.
+public struct StoredMessage: Equatable, Sendable {
+    public enum Kind: Int64, Sendable { case text = 0, file = 1, system = 2 }
+    /// 32 hex characters (the wire's 16-byte id).
+    public var id: String
+    public var room: String
+    public var senderID: String
+    public var senderName: String
+    public var sequence: Int64
+    /// Milliseconds since the Unix epoch, at the sender.
+    public var timestamp: Int64
+    public var kind: Kind
+    public var body: String
+
+    public init(id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String) {
+        self.id = id
+        self.room = room
+        self.senderID = senderID
+        self.senderName = senderName
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.kind = kind
+        self.body = body
+    }
+}
+
+/// A room member as this daemon remembers it (to reconnect after a restart).
+public struct StoredMember: Equatable, Sendable {
+    public var peerID: String
+    public var name: String
+    public var port: Int
+    public var addresses: [String]
+
+    public init(peerID: String, name: String, port: Int, addresses: [String]) {
+        self.peerID = peerID
+        self.name = name
+        self.port = port
+        self.addresses = addresses
+    }
+}
+
+/// History, rooms and the outbox of unacknowledged reliable messages, in one SQLite file
+/// (`history.sqlite3` in the state directory). WAL mode: a committed write survives a crash of the
+/// daemon. Writes happen inside `transaction`, so that a batch costs one commit.
+public final class ChatStore {
+    public static let fileName = "history.sqlite3"
+    public static let schemaVersion: Int64 = 1
+    private let db: SQLiteDatabase
+    private var depth = 0
+
+    public typealias Error = SQLiteDatabase.Error
+
+    public init(path: String) throws(Error) {
+        db = try SQLiteDatabase(path: path)
+        chmod(path, 0o600)
+        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;")
+        let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
+        if version > Self.schemaVersion {
+            throw Error(description: "\(path) was written by a newer lanchatd (schema \(version)); this one knows \(Self.schemaVersion)")
+        }
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS messages (
+                id TEXT PRIMARY KEY, room TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
+                sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL,
+                stored_at INTEGER NOT NULL);
+            CREATE INDEX IF NOT EXISTS messages_by_room ON messages (room, timestamp, sender_id, sequence);
+            CREATE INDEX IF NOT EXISTS messages_by_time ON messages (timestamp, sender_id, sequence);
+            CREATE TABLE IF NOT EXISTS outbox (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT, peer_id TEXT NOT NULL, message_id TEXT NOT NULL,
+                UNIQUE (peer_id, message_id));
+            CREATE TABLE IF NOT EXISTS rooms (room TEXT PRIMARY KEY, joined_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS members (
+                room TEXT NOT NULL, peer_id TEXT NOT NULL, name TEXT NOT NULL, port INTEGER NOT NULL,
+                addresses TEXT NOT NULL, PRIMARY KEY (room, peer_id));
+            PRAGMA user_version = 1;
+            """)
+    }
+
+    /// Runs `body` in one transaction (nested calls join the outer one). Rolls back on error.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        if depth > 0 {
+            depth += 1
+            defer { depth -= 1 }
+            return try body()
+        }
+        try db.execute("BEGIN IMMEDIATE")
+        depth = 1
+        do {
+            let result = try body()
+            depth = 0
+            try db.execute("COMMIT")
+            return result
+        } catch {
+            depth = 0
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: Messages
+
+    /// Stores a message unless one with its id is already there. Returns whether it was new.
+    @discardableResult
+    public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
+        try db.query(
+            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            [.text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
+             .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now)])
+        return db.changes == 1
+    }
+
+    public func contains(messageID: String) throws(Error) -> Bool {
+        !(try db.query("SELECT 1 FROM messages WHERE id = ?", [.text(messageID)])).isEmpty
+    }
+
+    /// The last `limit` messages (of `room`, or all), oldest first.
+    public func history(room: String?, limit: Int) throws(Error) -> [StoredMessage] {
+        let columns = "id, room, sender_id, sender_name, sequence, timestamp, kind, body"
+        let rows: [SQLiteDatabase.Row]
+        if let room {
+            rows = try db.query(
+                "SELECT \(columns) FROM messages WHERE room = ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?",
+                [.text(room), .integer(Int64(limit))])
+        } else {
+            rows = try db.query(
+                "SELECT \(columns) FROM messages ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?", [.integer(Int64(limit))])
+        }
+        return rows.reversed().map(Self.message)
+    }
+
+    private static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
+        StoredMessage(id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
+                      timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string)
+    }
+
+    public func messageCount() throws(Error) -> Int {
+        Int(try db.query("SELECT count(*) FROM messages").first?.first?.int ?? 0)
+    }
+
+    /// The highest sequence `sender` used in `room` (0 if none): a restarted daemon continues after it.
+    public func lastSequence(room: String, sender: String) throws(Error) -> Int64 {
+        try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ?", [.text(room), .text(sender)]).first?.first?.int ?? 0
+    }
+
+    // MARK: Outbox
+
+    public func enqueue(peerID: String, messageID: String) throws(Error) {
+        try db.query("INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)", [.text(peerID), .text(messageID)])
+    }
+
+    public func acknowledge(peerID: String, messageID: String) throws(Error) {
+        try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id = ?", [.text(peerID), .text(messageID)])
+    }
+
+    /// Unacknowledged messages for `peerID`, in the order they were sent.
+    public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
+        try db.query("""
+            SELECT m.id, m.room, m.sender_id, m.sender_name, m.sequence, m.timestamp, m.kind, m.body
+            FROM outbox o JOIN messages m ON m.id = o.message_id WHERE o.peer_id = ? ORDER BY o.seq
+            """, [.text(peerID)]).map(Self.message)
+    }
+
+    public func outboxCounts() throws(Error) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for row in try db.query("SELECT peer_id, count(*) FROM outbox GROUP BY peer_id") { counts[row[0].string] = Int(row[1].int) }
+        return counts
+    }
+
+    /// Drops what is queued for `peerID` in `room` (it left the room, or we did).
+    public func dropOutbox(peerID: String?, room: String) throws(Error) {
+        if let peerID {
+            try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id IN (SELECT id FROM messages WHERE room = ?)", [.text(peerID), .text(room)])
+        } else {
+            try db.query("DELETE FROM outbox WHERE message_id IN (SELECT id FROM messages WHERE room = ?)", [.text(room)])
+        }
+    }
+
+    // MARK: Rooms
+
+    public func rooms() throws(Error) -> [(room: String, members: [StoredMember])] {
+        var result: [(String, [StoredMember])] = []
+        for row in try db.query("SELECT room FROM rooms ORDER BY joined_at, room") {
+            let room = row[0].string
+            let members = try db.query("SELECT peer_id, name, port, addresses FROM members WHERE room = ? ORDER BY name", [.text(room)]).map {
+                StoredMember(peerID: $0[0].string, name: $0[1].string, port: Int($0[2].int),
+                             addresses: $0[3].string.split(separator: " ").map(String.init))
+            }
+            result.append((room, members))
+        }
+        return result
+    }
+
+    public func saveRoom(_ room: String, members: [StoredMember], now: Int64) throws(Error) {
+        try db.query("INSERT OR IGNORE INTO rooms (room, joined_at) VALUES (?, ?)", [.text(room), .integer(now)])
+        try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
+        for member in members {
+            try db.query("INSERT INTO members (room, peer_id, name, port, addresses) VALUES (?,?,?,?,?)",
+                         [.text(room), .text(member.peerID), .text(member.name), .integer(Int64(member.port)),
+                          .text(member.addresses.joined(separator: " "))])
+        }
+    }
+
+    public func deleteRoom(_ room: String) throws(Error) {
+        try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
+        try db.query("DELETE FROM rooms WHERE room = ?", [.text(room)])
+    }
+}

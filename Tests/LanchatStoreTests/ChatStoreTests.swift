@@ -1,0 +1,97 @@
+import Glibc
+import LanchatStore
+import Testing
+
+func temporaryDirectory() -> String {
+    var template = Array("/tmp/lanchat-store-XXXXXX".utf8CString)
+    return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+}
+
+func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: Int64? = nil, body: String = "hi") -> StoredMessage {
+    StoredMessage(id: String(repeating: "0", count: 32 - String(id, radix: 16).count) + String(id, radix: 16), room: room, senderID: sender,
+                  senderName: "alice", sequence: Int64(id), timestamp: timestamp ?? Int64(1000 + id), kind: .text, body: body)
+}
+
+@Suite struct ChatStoreTests {
+    @Test func insertIsIdempotentByID() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        #expect(try store.insert(message(1), now: 0))
+        #expect(try !store.insert(message(1, body: "changed"), now: 0))
+        #expect(try store.history(room: "lab", limit: 10).map(\.body) == ["hi"])
+    }
+
+    @Test func historyIsOrderedAndLimitedToTheLatest() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        try store.transaction {
+            for id in (1...50).reversed() { try store.insert(message(id), now: 0) }
+            try store.insert(message(99, room: "other"), now: 0)
+        }
+        let last = try store.history(room: "lab", limit: 5)
+        #expect(last.map(\.sequence) == [46, 47, 48, 49, 50])
+        #expect(try store.history(room: nil, limit: 100).count == 51)
+        #expect(try store.lastSequence(room: "lab", sender: "s") == 50)
+    }
+
+    @Test func survivesReopenAndKeepsOutboxOrder() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let store = try ChatStore(path: path)
+            try store.transaction {
+                for id in 1...3 {
+                    try store.insert(message(id), now: 0)
+                    try store.enqueue(peerID: "bob", messageID: message(id).id)
+                }
+            }
+            try store.acknowledge(peerID: "bob", messageID: message(2).id)
+            try store.saveRoom("lab", members: [StoredMember(peerID: "bob", name: "bob@h2", port: 7000, addresses: ["198.18.0.12", "fe80::1%lan0"])], now: 1)
+        }
+        let store = try ChatStore(path: path)
+        #expect(try store.outbox(peerID: "bob").map(\.sequence) == [1, 3])
+        #expect(try store.outboxCounts() == ["bob": 2])
+        let rooms = try store.rooms()
+        #expect(rooms.count == 1 && rooms[0].members[0].addresses == ["198.18.0.12", "fe80::1%lan0"])
+        try store.dropOutbox(peerID: "bob", room: "lab")
+        #expect(try store.outbox(peerID: "bob").isEmpty)
+        try store.deleteRoom("lab")
+        #expect(try store.rooms().isEmpty)
+    }
+
+    @Test func failedTransactionRollsBack() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        struct Boom: Error {}
+        #expect(throws: Boom.self) {
+            try store.transaction {
+                try store.insert(message(1), now: 0)
+                throw Boom()
+            }
+        }
+        #expect(try store.messageCount() == 0)
+    }
+
+    @Test func hostileTextIsStoredVerbatim() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        let nasty = "'); DROP TABLE messages; --\n\u{1F600}\t\"quoted\""
+        try store.insert(message(1, body: nasty), now: 0)
+        #expect(try store.history(room: "lab", limit: 1).first?.body == nasty)
+    }
+
+    @Test func aFileThatIsNotADatabaseIsAClearError() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+        _ = "this is not sqlite, just text that is long enough to be read as a header......".withCString { write(fd, $0, 80) }
+        close(fd)
+        #expect(throws: ChatStore.Error.self) { try ChatStore(path: path) }
+        // Nothing was overwritten.
+        var info = stat()
+        stat(path, &info)
+        #expect(info.st_size == 80)
+    }
+
+    @Test func fileIsPrivate() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        _ = try ChatStore(path: path)
+        var info = stat()
+        stat(path, &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+    }
+}
