@@ -26,6 +26,24 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case watch
     /// Connects to a peer (`params.peer`: name or id prefix), PINGs it `params.count` times (default 1).
     case ping
+    /// Invites `params.peer` into `params.room` (`message`, `timeout` seconds, `wait` = "true").
+    case invite
+    /// Pending invitations to this daemon.
+    case invitations
+    /// Accepts / declines the invitation `params.id` (or a unique prefix).
+    case accept, decline
+    /// Rooms this daemon is in, with members.
+    case rooms
+    /// One room's members (`params.room`, default: the only room).
+    case members
+    /// Leaves `params.room`.
+    case leave
+    /// Sends `params.text` to `params.room` or to `params.to` (comma-separated peers); `reliable` = "false" for unreliable.
+    case send
+    /// The last `params.limit` messages (default 50) of `params.room` or of all rooms.
+    case history
+    /// Forgets the recorded key of `params.peer` (a display name), after a legitimate key change.
+    case forget
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -55,6 +73,14 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var peers: [PeerInfo]?
     public var event: ControlEvent?
     public var ping: PingResult?
+    public var invite: InviteResult?
+    public var invitation: InvitationInfo?
+    public var invitations: [InvitationInfo]?
+    public var rooms: [RoomInfo]?
+    public var room: RoomInfo?
+    public var sent: SendResult?
+    public var history: [MessageInfo]?
+    public var forgotten: String?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id
@@ -175,20 +201,33 @@ public struct PingResult: Codable, Equatable, Sendable {
 
 /// An event of the watch stream.
 public struct ControlEvent: Codable, Equatable, Sendable {
-    /// `found`, `changed`, `lost` (with `peer`), or `advertising` (with `advertising` and `instance`).
+    /// `found`, `changed`, `lost` (with `peer`), `advertising` (with `advertising` and `instance`),
+    /// `invitation` and `invitation_closed` (with `invitation`), `invite_outcome` (with `invite`),
+    /// `member` (with `member`), `message` (with `message`), `security` (with `text` and `name`).
     public var type: String
     /// ISO 8601 time at the daemon.
     public var time: String
     public var peer: PeerInfo?
     public var advertising: String?
     public var instance: String?
+    public var invitation: InvitationInfo?
+    public var invite: InviteResult?
+    public var member: MemberEvent?
+    public var message: MessageInfo?
+    public var text: String?
+    public var name: String?
 
-    public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil) {
+    public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil,
+                invitation: InvitationInfo? = nil, invite: InviteResult? = nil, member: MemberEvent? = nil, message: MessageInfo? = nil) {
         self.type = type
         self.time = time
         self.peer = peer
         self.advertising = advertising
         self.instance = instance
+        self.invitation = invitation
+        self.invite = invite
+        self.member = member
+        self.message = message
     }
 }
 

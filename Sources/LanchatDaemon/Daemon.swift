@@ -6,6 +6,7 @@ import LanchatDiscovery
 import LanchatIdentity
 import LanchatSecurity
 import LanchatSession
+import LanchatStore
 import LanchatWire
 import Logging
 import NIOCore
@@ -71,12 +72,33 @@ public enum Daemon {
         }
         let advertisement = PeerAdvertisement(peerID: identity.peerID, displayName: configuration.name, encryption: configuration.encryption)
         let hub = EventHub(bufferSize: configuration.watchBufferSize)
+        let directory = PeerDirectory()
         let discovery = DiscoveryService(
             configuration: configuration, advertisement: advertisement, port: UInt16(listener.port),
-            interfaceIndices: interfaceIndices, hub: hub, logger: logger)
+            interfaceIndices: interfaceIndices, hub: hub, directory: directory, logger: logger)
+        let node: SessionNode
+        do {
+            let storePath = joinPath(configuration.stateDirectory, ChatStore.fileName)
+            let store: ChatStore
+            do { store = try ChatStore(path: storePath) } catch { throw StartupError("cannot open the history database: \(error.description) (move it away to start a new one)") }
+            let knownPeers: KnownPeers
+            do { knownPeers = try KnownPeers(directory: configuration.stateDirectory) } catch { throw StartupError(error.description) }
+            node = try SessionNode(
+                configuration: .init(
+                    ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
+                    autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption),
+                connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)
+        } catch let error as StartupError {
+            throw error
+        } catch {
+            throw StartupError("cannot load rooms from the history database: \(error)")
+        }
+        listener.onConnection { connection in
+            Task { await node.accepted(connection) }
+        }
         let handler = DaemonControlHandler(
             advertisement: advertisement, port: listener.port, discovery: discovery, connector: connector, hub: hub,
-            startedAt: DiscoveryService.now())
+            startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(node: node, discovery: discovery))
         let control: ControlServer
         do {
             control = try await ControlServer(configuration: configuration, handler: handler, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -90,7 +112,7 @@ public enum Daemon {
             "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
         ])
         let group = ServiceGroup(
-            services: [listener, discovery, control],
+            services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, control],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         try await group.run()
@@ -107,6 +129,12 @@ struct DaemonControlHandler: ControlHandler {
     let connector: PeerConnector
     let hub: EventHub
     let startedAt: String
+    let node: SessionNode
+    let sessions: SessionControl
+
+    func session(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse {
+        await sessions.respond(to: request, method: method)
+    }
 
     func status() async -> DaemonStatus {
         let advertising = await discovery.advertisingStatus
@@ -118,8 +146,19 @@ struct DaemonControlHandler: ControlHandler {
             peers: peers.filter(\.isCompatible).count, pid: Int(getpid()), version: Daemon.version, startedAt: startedAt)
     }
 
+    /// Discovered peers, with their session state and the rooms we share with them.
     func peers() async -> [PeerInfo] {
-        await discovery.peers.map(DiscoveryService.info)
+        let connections = await node.connections
+        var connected = Set<String>()
+        for id in connections.keys where await node.isConnected(id) { connected.insert(id.rawValue) }
+        return await discovery.peers.map { peer in
+            var info = DiscoveryService.info(peer)
+            if let id = peer.advertisement?.peerID {
+                info.rooms = connections[id] ?? []
+                if connected.contains(id.rawValue) { info.state = "connected" } else if !info.rooms.isEmpty { info.state = "not_connected" }
+            }
+            return info
+        }
     }
 
     func events() -> AsyncStream<ControlEvent> {

@@ -6,10 +6,14 @@ import LanchatControl
 struct LanchatCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lanchat",
-        abstract: "Talk to lanchatd: see the lanchat peers on your network.",
+        abstract: "Chat with lanchat peers on your network (through lanchatd). Without a subcommand: interactive mode.",
         discussion: "The daemon's socket: --socket, else $LANCHAT_SOCKET, else $XDG_RUNTIME_DIR/lanchat/lanchatd.sock, else /run/lanchat/lanchatd.sock.",
         version: lanchatVersion,
-        subcommands: [Peers.self, Watch.self, Status.self, Ping.self, Doctor.self])
+        subcommands: [
+            Interactive.self, Peers.self, Invite.self, Invitations.self, Accept.self, Decline.self, Rooms.self, Members.self,
+            Leave.self, Send.self, History.self, Watch.self, Status.self, Ping.self, Forget.self, Doctor.self,
+        ],
+        defaultSubcommand: Interactive.self)
 
     /// `--socket` is global (`lanchat --socket PATH peers`), but ArgumentParser knows it per subcommand:
     /// move global options given before the subcommand to just after it.

@@ -3,7 +3,8 @@ import Foundation
 import LanchatControl
 
 struct Watch: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print events as they happen (peers found, changed, lost).")
+    static let configuration = CommandConfiguration(
+        abstract: "Print events as they happen: peers found and lost, invitations, members, messages.")
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print one JSON object per line.") var json = false
@@ -32,9 +33,31 @@ struct Watch: ParsableCommand {
             let note = peer.compatible ? "" : " [incompatible: \(printable(peer.problem ?? "?"))]"
             return "\(event.time) \(event.type) \(printable(peer.name))\(id)\(address)\(note)"
         }
+        if let text = describeSession(event) { return "\(event.time) \(text)" }
         if event.type == "advertising" {
             return "\(event.time) advertising \(event.advertising ?? "?")\(event.instance.map { " as \"\(printable($0))\"" } ?? "")"
         }
         return "\(event.time) \(event.type)"
     }
+}
+
+/// One line for a session event (shared by `watch` and the interactive mode), or `nil`.
+func describeSession(_ event: ControlEvent) -> String? {
+    if let message = event.message { return describe(message) }
+    if let invitation = event.invitation {
+        let from = "\(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), code \(invitation.shortCode))"
+        if event.type == "invitation" {
+            let note = invitation.message.map { ": \"\(printable($0))\"" } ?? ""
+            return "invitation \(invitation.id.prefix(8)) from \(from) to room '\(invitation.room)'\(note)"
+        }
+        return "invitation \(invitation.id.prefix(8)) from \(printable(invitation.from)) to '\(invitation.room)': \(invitation.outcome ?? "closed")"
+    }
+    if let invite = event.invite {
+        return "invitation to \(printable(invite.peer)) (\(invite.room)): \(invite.outcome)\(invite.reason.map { " (\(printable($0)))" } ?? "")"
+    }
+    if let member = event.member {
+        return "[\(member.room)] \(printable(member.name)) is \(member.state.replacingOccurrences(of: "_", with: " "))"
+    }
+    if event.type == "security" { return "SECURITY: \(printable(event.text ?? ""))" }
+    return nil
 }

@@ -12,6 +12,8 @@ public protocol ControlHandler: Sendable {
     func peers() async -> [PeerInfo]
     func events() -> AsyncStream<ControlEvent>
     func ping(query: String, count: Int) async throws(ControlError) -> PingResult
+    /// The session methods (invite, send, history, ...).
+    func session(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse
 }
 
 /// Serves the control API on a Unix socket: one JSON request per line, one JSON response per line;
@@ -129,6 +131,8 @@ public final class ControlServer: Service {
                                 response = .failure(id: request.id, error)
                             }
                             try await send(response)
+                        case .invite, .invitations, .accept, .decline, .rooms, .members, .leave, .send, .history, .forget:
+                            try await send(await handler.session(request, method: method))
                         case .watch:
                             // Subscribe before answering, so no event between the two is missed.
                             let events = handler.events()

@@ -3,6 +3,8 @@ import FoundationEssentials
 import Glibc
 import LanchatControl
 import LanchatDiscovery
+import LanchatSession
+import LanchatWire
 import Logging
 import ServiceLifecycle
 
@@ -22,6 +24,7 @@ public actor DiscoveryService: Service {
     private let advertisement: PeerAdvertisement
     private let port: UInt16
     private let hub: EventHub
+    private let directory: PeerDirectory
     private let logger: Logger
     /// 0 = all interfaces; else one entry per `--interface`.
     private let interfaceIndices: [UInt32]
@@ -30,7 +33,8 @@ public actor DiscoveryService: Service {
     private let resolveRequests: AsyncStream<ServiceInstance>
     private let resolveContinuation: AsyncStream<ServiceInstance>.Continuation
 
-    public init(configuration: DaemonConfiguration, advertisement: PeerAdvertisement, port: UInt16, interfaceIndices: [UInt32], hub: EventHub, logger: Logger) {
+    public init(configuration: DaemonConfiguration, advertisement: PeerAdvertisement, port: UInt16, interfaceIndices: [UInt32], hub: EventHub, directory: PeerDirectory = PeerDirectory(), logger: Logger) {
+        self.directory = directory
         self.configuration = configuration
         self.advertisement = advertisement
         self.port = port
@@ -269,6 +273,15 @@ public actor DiscoveryService: Service {
                 if let id = peer.advertisement?.peerID { metadata["peer.id"] = "\(id.short)" }
                 if let problem = peer.problem { metadata["problem"] = "\(problem)" }
                 logger.info("peer \(type)", metadata: metadata)
+                if let advertisement = peer.advertisement {
+                    if type == "lost" {
+                        directory.remove(advertisement.peerID)
+                    } else {
+                        directory.update(advertisement.peerID, PeerAddressHint(
+                            name: advertisement.displayName, port: Int(peer.port), addresses: peer.addresses,
+                            encryption: EncryptionPreference(rawValue: advertisement.encryption.rawValue)))
+                    }
+                }
                 hub.publish(ControlEvent(type: type, time: Self.now(), peer: Self.info(peer)))
             }
         }

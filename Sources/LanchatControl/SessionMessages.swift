@@ -1,0 +1,148 @@
+/// Control API types for sessions: invitations, rooms, members, messages (see docs/control-api.md).
+
+/// An invitation this daemon received.
+public struct InvitationInfo: Codable, Equatable, Sendable {
+    /// 32 hex characters; any unique prefix works for `accept` and `decline`.
+    public var id: String
+    public var from: String
+    public var fromId: String
+    public var room: String
+    /// The inviter's message, when its context is text.
+    public var message: String?
+    /// The code both people can compare (also shown by `lanchat ping`).
+    public var shortCode: String
+    public var receivedAt: String
+    public var expiresAt: String
+    /// In `invitation_closed` events: accepted, declined, expired, withdrawn, or "accepted automatically".
+    public var outcome: String?
+
+    public init(id: String, from: String, fromId: String, room: String, message: String?, shortCode: String, receivedAt: String, expiresAt: String, outcome: String? = nil) {
+        self.id = id
+        self.from = from
+        self.fromId = fromId
+        self.room = room
+        self.message = message
+        self.shortCode = shortCode
+        self.receivedAt = receivedAt
+        self.expiresAt = expiresAt
+        self.outcome = outcome
+    }
+}
+
+/// What became of an invitation we sent.
+public struct InviteResult: Codable, Equatable, Sendable {
+    public var id: String?
+    public var peer: String
+    public var peerId: String
+    public var room: String
+    /// `sent` (without `wait`), `accepted`, `declined`, `expired`, `unreachable`, `refused`, `already_member`.
+    public var outcome: String
+    public var reason: String?
+    /// From the request to the outcome.
+    public var elapsedMs: Double?
+
+    public init(id: String?, peer: String, peerId: String, room: String, outcome: String, reason: String?, elapsedMs: Double? = nil) {
+        self.id = id
+        self.peer = peer
+        self.peerId = peerId
+        self.room = room
+        self.outcome = outcome
+        self.reason = reason
+        self.elapsedMs = elapsedMs
+    }
+}
+
+public struct MemberInfo: Codable, Equatable, Sendable {
+    public var name: String
+    public var id: String
+    public var shortId: String
+    /// `connected`, `connecting`, `not_connected`.
+    public var state: String
+
+    public init(name: String, id: String, shortId: String, state: String) {
+        self.name = name
+        self.id = id
+        self.shortId = shortId
+        self.state = state
+    }
+}
+
+public struct RoomInfo: Codable, Equatable, Sendable {
+    public var room: String
+    /// The other members (this daemon is always a member of its rooms).
+    public var members: [MemberInfo]
+
+    public init(room: String, members: [MemberInfo]) {
+        self.room = room
+        self.members = members
+    }
+}
+
+/// A message as history and `watch` show it.
+public struct MessageInfo: Codable, Equatable, Sendable {
+    public var id: String
+    public var room: String
+    /// Display name of the sender; `*` for system notices.
+    public var sender: String
+    public var senderId: String
+    public var sequence: Int
+    /// Milliseconds since the epoch, at the sender.
+    public var timestampMs: Int
+    public var time: String
+    /// `text`, `file` or `system`.
+    public var kind: String
+    public var text: String
+    /// Only in events: we sent it.
+    public var outgoing: Bool?
+    /// Only in events: sent reliably.
+    public var reliable: Bool?
+
+    public init(id: String, room: String, sender: String, senderId: String, sequence: Int, timestampMs: Int, time: String, kind: String, text: String, outgoing: Bool? = nil, reliable: Bool? = nil) {
+        self.id = id
+        self.room = room
+        self.sender = sender
+        self.senderId = senderId
+        self.sequence = sequence
+        self.timestampMs = timestampMs
+        self.time = time
+        self.kind = kind
+        self.text = text
+        self.outgoing = outgoing
+        self.reliable = reliable
+    }
+}
+
+public struct SendResult: Codable, Equatable, Sendable {
+    public var id: String
+    public var room: String
+    public var recipients: Int
+    /// Written to a live connection now; reliable messages reach the others when they are back.
+    public var sentNow: Int
+    /// Unreliable messages not sent (recipient not connected or its connection full).
+    public var dropped: Int
+    public var reliable: Bool
+
+    public init(id: String, room: String, recipients: Int, sentNow: Int, dropped: Int, reliable: Bool) {
+        self.id = id
+        self.room = room
+        self.recipients = recipients
+        self.sentNow = sentNow
+        self.dropped = dropped
+        self.reliable = reliable
+    }
+}
+
+/// A member's state change, in `member` events.
+public struct MemberEvent: Codable, Equatable, Sendable {
+    public var room: String
+    public var name: String
+    public var id: String
+    public var state: String
+
+    public init(room: String, name: String, id: String, state: String) {
+        self.room = room
+        self.name = name
+        self.id = id
+        self.state = state
+    }
+}

@@ -1,0 +1,80 @@
+import FoundationEssentials
+import LanchatControl
+import LanchatDiscovery
+import LanchatSession
+import LanchatStore
+import LanchatWire
+import Logging
+import ServiceLifecycle
+
+/// Runs the session node (redials, retransmits) and turns its events into watch events and logs.
+/// On graceful shutdown it says GOODBYE to every connected peer.
+public struct SessionService: Service {
+    let node: SessionNode
+    let hub: EventHub
+    let logger: Logger
+
+    public func run() async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await event in node.events { publish(event) }
+            }
+            await cancelWhenGracefulShutdown { await node.run() }
+        }
+    }
+
+    private func publish(_ event: SessionEvent) {
+        let now = DiscoveryService.now()
+        switch event {
+        case .invitation(let invitation):
+            logger.info("invitation received", metadata: ["peer.name": "\(invitation.from.name)", "room": "\(invitation.room)"])
+            hub.publish(ControlEvent(type: "invitation", time: now, invitation: Self.info(invitation)))
+        case .invitationClosed(let invitation, let outcome):
+            var info = Self.info(invitation)
+            info.outcome = outcome
+            hub.publish(ControlEvent(type: "invitation_closed", time: now, invitation: info))
+        case .inviteOutcome(let id, let peer, let room, let outcome):
+            logger.info("invitation answered", metadata: ["peer.name": "\(peer.name)", "room": "\(room)", "outcome": "\(outcome.code)"])
+            hub.publish(ControlEvent(type: "invite_outcome", time: now, invite: InviteResult(
+                id: id, peer: peer.name, peerId: peer.id.rawValue, room: room, outcome: outcome.code, reason: outcome.reason)))
+        case .memberState(let room, let peer, let state):
+            logger.info("member state", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "state": "\(state.rawValue)"])
+            hub.publish(ControlEvent(type: "member", time: now, member: MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: state.rawValue)))
+        case .message(let message):
+            var info = Self.info(message.stored)
+            info.outgoing = message.outgoing
+            info.reliable = message.reliable
+            hub.publish(ControlEvent(type: "message", time: now, message: info))
+        case .security(let peer, let text):
+            logger.warning("security", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(peer.id.short)", "text": "\(text)"])
+            var event = ControlEvent(type: "security", time: now)
+            event.text = text
+            event.name = peer.name
+            hub.publish(event)
+        }
+    }
+
+    static func time(milliseconds: Int64) -> String {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    static func info(_ invitation: IncomingInvitation) -> InvitationInfo {
+        InvitationInfo(
+            id: invitation.id, from: invitation.from.name, fromId: invitation.from.id.rawValue, room: invitation.room,
+            message: invitation.message, shortCode: invitation.shortCode, receivedAt: time(milliseconds: invitation.receivedAt),
+            expiresAt: time(milliseconds: invitation.expiresAt))
+    }
+
+    static func info(_ message: StoredMessage) -> MessageInfo {
+        let kind = switch message.kind { case .text: "text"; case .file: "file"; case .system: "system" }
+        return MessageInfo(
+            id: message.id, room: message.room, sender: message.senderName, senderId: message.senderID, sequence: Int(message.sequence),
+            timestampMs: Int(message.timestamp), time: time(milliseconds: message.timestamp), kind: kind, text: message.body)
+    }
+
+    static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {
+        RoomInfo(room: summary.room, members: summary.members.map {
+            MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
+        })
+    }
+}

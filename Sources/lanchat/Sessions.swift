@@ -1,0 +1,209 @@
+import ArgumentParser
+import Foundation
+import LanchatControl
+
+/// Calls the daemon; a failure becomes `lanchat: message` and exit 1.
+func request(_ global: GlobalOptions, _ method: ControlMethod, _ params: [String: String], timeoutSeconds: Int = 30) -> ControlResponse {
+    let client = try! global.connect(timeoutSeconds: timeoutSeconds)
+    do { return try client.call(method, params: params) } catch { fail(error.message) }
+}
+
+struct Invite: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Invite a peer into a room (created if you are not in it).")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "A display name, instance name, or id prefix.") var peer: String
+    @Option(help: "The room (default: the room you are in, or 'lobby').") var room: String?
+    @Option(help: "A message shown with the invitation.") var message: String?
+    @Option(help: "Seconds the peer has to answer (1-3600).") var timeout: Double = 60
+    @Flag(help: "Wait for the answer; exit 1 unless accepted.") var wait = false
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        var params = ["peer": peer, "timeout": String(timeout), "wait": wait ? "true" : "false"]
+        params["room"] = room
+        params["message"] = message
+        let response = request(global, .invite, params, timeoutSeconds: wait ? Int(timeout) + 30 : 30)
+        guard let result = response.invite else { fail("the daemon sent no invitation result") }
+        if json { printJSON(result) }
+        let who = "\(printable(result.peer)) (\(result.peerId.prefix(12)))"
+        switch result.outcome {
+        case "sent":
+            if !json { print("invited \(who) to \(result.room); waiting for an answer (see `lanchat watch`)") }
+        case "accepted", "already_member":
+            if !json { print("\(who) \(result.outcome == "accepted" ? "accepted" : "is already in") \(result.room) (\(result.elapsedMs ?? 0) ms)") }
+        default:
+            fail("invitation to \(who) \(result.outcome)\(result.reason.map { ": \(printable($0))" } ?? "")")
+        }
+    }
+}
+
+struct Invitations: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Invitations waiting for your answer.")
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let list = request(global, .invitations, [:]).invitations ?? []
+        if json { return printJSON(list) }
+        if list.isEmpty { return print("no pending invitations") }
+        print(table(["ID", "FROM", "CODE", "ROOM", "EXPIRES", "MESSAGE"], list.map {
+            [String($0.id.prefix(8)), "\(printable($0.from)) (\($0.fromId.prefix(12)))", $0.shortCode, $0.room, $0.expiresAt, printable($0.message ?? "")]
+        }))
+    }
+}
+
+struct Accept: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Accept an invitation (by id or a unique prefix) and join its room.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The invitation id (see `lanchat invitations`).") var id: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        guard let invitation = request(global, .accept, ["id": id]).invitation else { fail("the daemon sent no invitation") }
+        if json { return printJSON(invitation) }
+        print("joined \(invitation.room) (invited by \(printable(invitation.from)))")
+    }
+}
+
+struct Decline: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Decline an invitation.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The invitation id (see `lanchat invitations`).") var id: String
+    @Option(help: "A reason the inviter sees.") var reason: String?
+
+    func run() throws {
+        var params = ["id": id]
+        params["reason"] = reason
+        guard let invitation = request(global, .decline, params).invitation else { fail("the daemon sent no invitation") }
+        print("declined \(printable(invitation.from))'s invitation to \(invitation.room)")
+    }
+}
+
+struct Rooms: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The rooms you are in.")
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let rooms = request(global, .rooms, [:]).rooms ?? []
+        if json { return printJSON(rooms) }
+        if rooms.isEmpty { return print("you are in no room; `lanchat invite PEER` creates one") }
+        print(table(["ROOM", "MEMBERS", "CONNECTED"], rooms.map { room in
+            [room.room, room.members.map { printable($0.name) }.joined(separator: ", "),
+             "\(room.members.filter { $0.state == "connected" }.count)/\(room.members.count)"]
+        }))
+    }
+}
+
+struct Members: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The members of a room and their connection state.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The room (default: the only room you are in).") var room: String?
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        var params: [String: String] = [:]
+        params["room"] = room
+        guard let info = request(global, .members, params).room else { fail("the daemon sent no room") }
+        if json { return printJSON(info) }
+        print(table(["NAME", "ID", "STATE"], info.members.map { [printable($0.name), $0.shortId, $0.state.replacingOccurrences(of: "_", with: " ")] }))
+    }
+}
+
+struct Leave: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Leave a room (its history stays).")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The room.") var room: String
+
+    func run() throws {
+        _ = request(global, .leave, ["room": room])
+        print("left \(room)")
+    }
+}
+
+struct Send: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Send a message to a room, or to chosen members of it.")
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "The room (default: the only room you are in).") var room: String?
+    @Option(name: .customLong("to"), help: "A member to send to (repeatable; default: the whole room).") var to: [String] = []
+    @Flag(help: "Send unreliably: no acknowledgement, dropped if a member is not connected.") var unreliable = false
+    @Flag(help: "Print JSON.") var json = false
+    @Argument(help: "The text ('-' reads it from standard input).") var text: [String]
+
+    func validate() throws {
+        guard !text.isEmpty else { throw ValidationError("give the text to send") }
+        guard to.allSatisfy({ !$0.contains(",") }) else { throw ValidationError("--to takes one peer each; repeat it") }
+    }
+
+    func run() throws {
+        var body = text.joined(separator: " ")
+        if body == "-" {
+            body = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            if body.hasSuffix("\n") { body.removeLast() }
+        }
+        var params = ["text": body, "reliable": unreliable ? "false" : "true"]
+        params["room"] = room
+        if !to.isEmpty { params["to"] = to.joined(separator: ",") }
+        guard let sent = request(global, .send, params).sent else { fail("the daemon sent no receipt") }
+        if json { return printJSON(sent) }
+        let pending = sent.recipients - sent.sentNow
+        var line = "sent to \(sent.sentNow) of \(sent.recipients) in \(sent.room)"
+        if sent.reliable, pending > 0 { line += "; \(pending) will get it when they are back" }
+        if !sent.reliable, sent.dropped > 0 { line += "; dropped for \(sent.dropped)" }
+        print(line)
+    }
+}
+
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Messages kept in this daemon's history.")
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "Only this room.") var room: String?
+    @Option(help: "The last N messages.") var limit = 50
+    @Flag(help: "Print JSON.") var json = false
+
+    func validate() throws {
+        guard (1...1_000_000).contains(limit) else { throw ValidationError("--limit must be 1-1000000") }
+    }
+
+    func run() throws {
+        var params = ["limit": String(limit)]
+        params["room"] = room
+        let messages = request(global, .history, params, timeoutSeconds: 120).history ?? []
+        if json { return printJSON(messages) }
+        for message in messages { print(describe(message, showRoom: room == nil)) }
+    }
+}
+
+struct Forget: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Forget the key recorded for a peer name, so its new key is accepted (after a reinstall).")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The peer's display name.") var peer: String
+
+    func run() throws {
+        let id = request(global, .forget, ["peer": peer]).forgotten ?? "?"
+        print("forgot the key of \(printable(peer)) (\(id.prefix(12))); its next key will be trusted on first use")
+    }
+}
+
+/// "12:01:02 [lab] alice: hello", with continuation lines indented; system notices as "* ...".
+func describe(_ message: MessageInfo, showRoom: Bool = true) -> String {
+    let date = Date(timeIntervalSince1970: Double(message.timestampMs) / 1000)
+    let formatter = DateFormatter()
+    formatter.dateFormat = "HH:mm:ss"
+    let prefix = "\(formatter.string(from: date))\(showRoom ? " [\(message.room)]" : "")"
+    let lines = message.text.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }
+    if message.kind == "system" { return "\(prefix) * \(lines.joined(separator: " "))" }
+    let head = "\(prefix) \(printable(message.sender)): "
+    return head + lines.joined(separator: "\n" + String(repeating: " ", count: head.count))
+}
