@@ -1,0 +1,221 @@
+"""Sessions end to end on the simulated LAN: invitations (accepted through the interactive prompt and
+through `lanchat accept`, declined, expired), rooms as a mesh, reliable messages, history in SQLite,
+members that vanish and come back, and a known name presenting another key."""
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+
+from testlan import BIN, wait_for
+
+
+def ready(lan, host, count):
+    wait_for(lambda: len([p for p in lan.peers(host) if p["addresses"]]) >= count, timeout=20, what=f"{host} to see {count} peers")
+
+
+def history(lan, host, room="lab", limit=1000):
+    return lan.lanchat_json(host, "history", "--room", room, "--limit", str(limit))
+
+
+def texts(lan, host, room="lab"):
+    return [m["text"] for m in history(lan, host, room) if m["kind"] == "text"]
+
+
+def members(lan, host, room="lab"):
+    return {m["name"]: m["state"] for m in lan.lanchat_json(host, "members", room)["members"]}
+
+
+def pending(lan, host):
+    return lan.lanchat_json(host, "invitations")
+
+
+class Terminal:
+    """`lanchat` (interactive) on a pseudo-terminal inside a simulated host, driven as a person would."""
+
+    def __init__(self, lan, host):
+        self.master, slave = pty.openpty()
+        self.process = lan.popen(host, [os.path.join(BIN, "lanchat")], stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        self.output = ""
+
+    def read(self, timeout=0.2):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            ready, _, _ = select.select([self.master], [], [], max(0, end - time.monotonic()))
+            if not ready:
+                break
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.output += chunk.decode("utf-8", "replace")
+        return self.output
+
+    def expect(self, text, timeout=15):
+        wait_for(lambda: text in self.read(), timeout=timeout, what=f"'{text}' on the terminal")
+
+    def type(self, line):
+        os.write(self.master, (line + "\n").encode())
+
+    def close(self):
+        self.type("/quit")
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        os.close(self.master)
+
+
+def three_in_a_room(lan):
+    """A invites B (accepted at B's interactive prompt), then C (accepted with `lanchat accept`)."""
+    lan.up(3)
+    a, b, c = (lan.start_daemon(h, name=n) for h, n in (("h1", "alice"), ("h2", "bob"), ("h3", "carol")))
+    for host in ("h1", "h2", "h3"):
+        ready(lan, host, 2)
+    term = Terminal(lan, "h2")
+    term.expect("Type /help")
+    invite = lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--message", "join us")
+    assert invite["outcome"] == "sent"
+    term.expect("accept invitation from alice")
+    assert "code " in term.output and "'lab'" in term.output and "join us" in term.output
+    term.type("y")
+    term.expect("joined lab")
+    wait_for(lambda: members(lan, "h1").get("bob") == "connected", what="bob connected at alice")
+
+    lan.lanchat("h1", "invite", "carol", "--room", "lab")
+    wait_for(lambda: len(pending(lan, "h3")) == 1, what="carol's pending invitation")
+    invitation = pending(lan, "h3")[0]
+    assert invitation["from"] == "alice" and invitation["room"] == "lab"
+    lan.lanchat("h3", "accept", invitation["id"][:8])
+    for host, others in (("h1", {"bob", "carol"}), ("h2", {"alice", "carol"}), ("h3", {"alice", "bob"})):
+        wait_for(lambda: members(lan, host) == {n: "connected" for n in others}, timeout=15, what=f"full mesh at {host}")
+    return (a, b, c), term
+
+
+def test_three_hosts_invite_accept_and_chat_in_a_mesh(lan):
+    (a, b, c), term = three_in_a_room(lan)
+    # B and C are connected directly (introduced by A), not through A.
+    assert "connected" == members(lan, "h2")["carol"]
+    assert lan.lanchat_json("h2", "peers") and any(p["name"] == "carol" and p["state"] == "connected" for p in lan.peers("h2"))
+    lan.lanchat("h1", "send", "--room", "lab", "hello from alice")
+    term.type("hello from bob")
+    lan.lanchat("h3", "send", "hello from carol")
+    expected = {"hello from alice", "hello from bob", "hello from carol"}
+    for host in ("h1", "h2", "h3"):
+        wait_for(lambda: set(texts(lan, host)) == expected, what=f"all three messages at {host}")
+    term.expect("alice: hello from alice")
+    term.expect("carol: hello from carol")
+    # Carol's message reached bob over the bob-carol connection: alice's log has no relay.
+    assert all(len(texts(lan, h)) == 3 for h in ("h1", "h2", "h3"))
+    term.close()
+
+
+def test_decline_and_expiry_reach_the_inviter_and_nothing_is_joined(lan):
+    lan.up(2)
+    lan.start_daemon("h1", name="alice")
+    lan.start_daemon("h2", name="bob")
+    ready(lan, "h1", 1)
+    watch = lan.popen("h1", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    lan.lanchat("h1", "invite", "bob", "--room", "lab")
+    wait_for(lambda: len(pending(lan, "h2")) == 1, what="bob's invitation")
+    lan.lanchat("h2", "decline", pending(lan, "h2")[0]["id"], "--reason", "busy")
+    # --wait reports expiry with exit 1 and the outcome.
+    expired = lan.lanchat("h1", "invite", "bob", "--room", "lab2", "--timeout", "2", "--wait", check=False)
+    assert expired.returncode == 1 and "expired" in expired.stderr and expired.stderr.count("\n") == 1, expired.stderr
+    outcomes = []
+    end = time.monotonic() + 10
+    while time.monotonic() < end and len(outcomes) < 2:
+        event = json.loads(watch.stdout.readline())
+        if event["type"] == "invite_outcome":
+            outcomes.append((event["invite"]["room"], event["invite"]["outcome"], event["invite"].get("reason")))
+    watch.kill()
+    assert outcomes == [("lab", "declined", "busy"), ("lab2", "expired", None)]
+    assert lan.lanchat_json("h2", "rooms") == []
+    assert pending(lan, "h2") == []
+    assert {r["room"]: r["members"] for r in lan.lanchat_json("h1", "rooms")} == {"lab": [], "lab2": []}
+    # Accepting an expired invitation is a clear error.
+    late = lan.lanchat("h2", "accept", "00", check=False)
+    assert late.returncode == 1 and "no pending invitation" in late.stderr
+
+
+def test_a_killed_member_leaves_comes_back_and_gets_what_it_missed_once(lan):
+    (a, b, c), term = three_in_a_room(lan)
+    term.close()
+    lan.lanchat("h1", "send", "before")
+    wait_for(lambda: "before" in texts(lan, "h2"), what="bob got 'before'")
+    killed_at = time.monotonic()
+    b.stop(signal.SIGKILL)
+    for host in ("h1", "h3"):
+        wait_for(lambda: members(lan, host)["bob"] == "not_connected", timeout=10, what=f"bob not connected at {host}")
+    assert time.monotonic() - killed_at < 10
+    for host in ("h1", "h3"):
+        notices = [m["text"] for m in history(lan, host) if m["kind"] == "system"]
+        assert any(n.startswith("bob left") for n in notices), notices
+    sent = lan.lanchat_json("h1", "send", "while you were away")
+    assert sent["recipients"] == 2 and sent["sent_now"] == 1
+    b.start()
+    wait_for(lambda: "while you were away" in texts(lan, "h2"), timeout=20, what="the queued message at bob")
+    wait_for(lambda: members(lan, "h2") == {"alice": "connected", "carol": "connected"}, timeout=15, what="bob back in the mesh")
+    time.sleep(6)  # a retransmission round: still exactly once
+    got = texts(lan, "h2")
+    assert got.count("while you were away") == 1 and got.count("before") == 1, got
+    assert any("bob rejoined" in m["text"] for m in history(lan, "h1") if m["kind"] == "system")
+
+
+def test_history_survives_sigterm_and_sigkill(lan):
+    lan.up(2)
+    a = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    b = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    ready(lan, "h1", 1)
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    for i in range(20):
+        lan.lanchat("h1" if i % 2 else "h2", "send", "--room", "lab", f"m{i}")
+    wait_for(lambda: len(texts(lan, "h2")) == 20 and len(texts(lan, "h1")) == 20, what="20 messages on both")
+    before = texts(lan, "h2")
+    b.stop(signal.SIGTERM)
+    b.start()
+    assert texts(lan, "h2") == before
+    lan.lanchat("h2", "send", "--room", "lab", "after restart")
+    b.stop(signal.SIGKILL)
+    b.start()
+    assert texts(lan, "h2") == before + ["after restart"]
+    # The room itself survived too: bob reconnects to alice without a new invitation.
+    wait_for(lambda: members(lan, "h2") == {"alice": "connected"}, timeout=15, what="bob reconnected to alice")
+    assert [r["room"] for r in lan.lanchat_json("h2", "rooms")] == ["lab"]
+
+
+def test_a_known_name_with_another_key_is_refused_loudly(lan):
+    lan.up(2)
+    lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    bob = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    ready(lan, "h1", 1)
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    # "bob" comes back with a new key (another state dir): same name, different id.
+    old_id = bob.status()["id"]
+    bob.stop()
+    wait_for(lambda: "bob" not in [p["name"] for p in lan.peers("h1")], timeout=15, what="old bob gone")
+    watch = lan.popen("h1", [os.path.join(BIN, "lanchat"), "watch"], stdout=subprocess.PIPE, text=True)
+    impostor = lan.start_daemon("h2", name="bob", tag="h2-new", extra=["--auto-accept", "all"])
+    assert impostor.status()["id"] != old_id
+    wait_for(lambda: any(p["name"] == "bob" and p["id"] == impostor.status()["id"] for p in lan.peers("h1")), timeout=20, what="new bob listed")
+    # The impostor invites alice: refused, and alice's person is told.
+    result = lan.lanchat("h2", "invite", "alice", "--room", "lab", "--wait", check=False)
+    assert result.returncode == 1 and "refused" in result.stderr, result.stderr
+    line = ""
+    end = time.monotonic() + 10
+    while "SECURITY" not in line and time.monotonic() < end:
+        line = watch.stdout.readline()
+    watch.kill()
+    assert "SECURITY" in line and "different key" in line and "lanchat forget bob" in line
+    # Alice dialing "bob" is refused the same way.
+    again = lan.lanchat("h1", "invite", "bob", "--room", "lab2", "--wait", check=False)
+    assert again.returncode == 1 and "refused" in again.stderr and "different key" in again.stderr
+    # After `forget`, the new key is trusted.
+    lan.lanchat("h1", "forget", "bob")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab3", "--wait")["outcome"] == "accepted"
