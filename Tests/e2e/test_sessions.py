@@ -219,3 +219,43 @@ def test_a_known_name_with_another_key_is_refused_loudly(lan):
     # After `forget`, the new key is trusted.
     lan.lanchat("h1", "forget", "bob")
     assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab3", "--wait")["outcome"] == "accepted"
+
+
+def test_eight_hosts_in_one_room_exchange_messages(lan):
+    hosts = [f"h{i}" for i in range(1, 9)]
+    lan.up(8)
+    for host in hosts:
+        lan.start_daemon(host, name=f"n{host[1:]}", extra=["--auto-accept", "all"])
+    for host in hosts:
+        ready(lan, host, 7)
+    # The creator invites three; a member who did not create the room invites the rest.
+    for inviter, guest in [("h1", "n2"), ("h1", "n3"), ("h1", "n4"), ("h2", "n5"), ("h2", "n6"), ("h2", "n7"), ("h2", "n8")]:
+        assert lan.lanchat_json(inviter, "invite", guest, "--room", "big", "--wait")["outcome"] == "accepted"
+    for host in hosts:
+        wait_for(lambda: list(members(lan, host, "big").values()) == ["connected"] * 7, timeout=30, what=f"full mesh at {host}")
+    for host in hosts:
+        lan.lanchat(host, "send", "--room", "big", f"hi from {host}")
+    expected = {f"hi from {h}" for h in hosts}
+    for host in hosts:
+        wait_for(lambda: set(texts(lan, host, "big")) == expected, timeout=20, what=f"8 messages at {host}")
+        assert len(texts(lan, host, "big")) == 8
+
+
+def test_frames_in_the_wrong_state_from_an_authenticated_peer(lan):
+    lan.up(2)
+    daemon = lan.start_daemon("h1", name="alice")
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    ready(lan, "h1", 1)
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire_client.py")
+    port = str(daemon.status()["port"])
+    out = json.loads(lan.run("h2", ["python3", client, lan.addr("h1"), port, "wrong-state"]).stdout)
+    assert out == {"id": out["id"], "hello": True, "ack_for_non_member": False, "leave_answer": True,
+                   "pong_after_junk": True, "goodbye_reason": 2, "closed": True}, out
+    assert history(lan, "h1") == []
+    # The binary invitation context was listed without a message (nothing printed raw).
+    listed = [i for i in pending(lan, "h1") if i["room"] == "wire"]
+    assert listed == [] or all("message" not in i for i in listed)
+    out = json.loads(lan.run("h2", ["python3", client, lan.addr("h1"), port, "unknown-type"]).stdout)
+    assert out["goodbye_reason"] == 2
+    # The daemon still serves people and peers.
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"

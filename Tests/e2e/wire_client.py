@@ -1,0 +1,138 @@
+"""A second, independent implementation of the lanchat/1 client side (docs/wire-protocol.md), for tests
+that must act as a peer the daemon does not control: hostile frames, frames in the wrong state.
+
+    python3 wire_client.py HOST PORT SCENARIO   (run inside a simulated host)
+prints one JSON line of observations."""
+import base64
+import hashlib
+import json
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import tempfile
+
+
+def identity(directory):
+    """A P-256 key and self-signed certificate made with openssl; the id is base32(sha256(SPKI DER))."""
+    key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-subj", "/CN=wire-client", "-days", "1"],
+                   check=True, capture_output=True)
+    spki = subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-outform", "DER"], check=True, capture_output=True).stdout
+    peer_id = base64.b32encode(hashlib.sha256(spki).digest()).decode().lower().rstrip("=")
+    return key, cert, peer_id
+
+
+def lp(data, width=1):
+    return struct.pack({1: ">B", 2: ">H", 4: ">I"}[width], len(data)) + data
+
+
+def frame(kind, payload=b"", flags=0):
+    return struct.pack(">IBB", len(payload) + 2, kind, flags) + payload
+
+
+def hello(peer_id, name="wire-client"):
+    return frame(0x01, b"LCHT" + struct.pack(">HHI", 1, 1, 1 << 20) + lp(peer_id.encode()) + lp(name.encode()) + b"\x01" + lp(b"chat"))
+
+
+def message(room, body, reliable=True, message_id=None):
+    message_id = message_id or os.urandom(16)
+    payload = message_id + lp(room.encode()) + struct.pack(">QQB", 1, 1795000000000, 0) + lp(body.encode(), 4)
+    return frame(0x10, payload, 0x01 if reliable else 0)
+
+
+def invite(room, context=b"", timeout_ms=30000, invitation_id=None):
+    return frame(0x02, (invitation_id or os.urandom(16)) + struct.pack(">I", timeout_ms) + lp(room.encode()) + lp(context, 4))
+
+
+def members(room, entries):
+    payload = lp(room.encode()) + struct.pack(">H", len(entries))
+    for peer_id, name in entries:
+        payload += lp(peer_id.encode()) + lp(name.encode()) + struct.pack(">HB", 0, 0)
+    return frame(0x04, payload)
+
+
+class Connection:
+    def __init__(self, host, port, key, cert):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        context.load_cert_chain(cert, key)
+        self.sock = context.wrap_socket(socket.create_connection((host, port), timeout=10))
+        self.buffer = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def read_frame(self, timeout=5):
+        """(type, flags, payload), or None when the connection closes or nothing arrives in time."""
+        self.sock.settimeout(timeout)
+        while True:
+            if len(self.buffer) >= 4:
+                length = struct.unpack(">I", self.buffer[:4])[0]
+                if len(self.buffer) >= 4 + length:
+                    data, self.buffer = self.buffer[4:4 + length], self.buffer[4 + length:]
+                    return data[0], data[1], data[2:]
+            try:
+                chunk = self.sock.recv(65536)
+            except (socket.timeout, TimeoutError):
+                return None
+            except (ssl.SSLError, OSError):
+                return ("closed",)
+            if not chunk:
+                return ("closed",)
+            self.buffer += chunk
+
+    def frames_until(self, wanted, timeout=5):
+        """Reads frames (skipping PING/PONG) until one of type `wanted`; returns it or what ended the wait."""
+        while True:
+            got = self.read_frame(timeout)
+            if got is None or got[0] == "closed" or got[0] == wanted:
+                return got
+            if got[0] == 0x20:  # answer heartbeats like a live peer
+                self.send(frame(0x21, got[2]))
+
+
+def main():
+    host, port, scenario = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    key, cert, peer_id = identity(tempfile.mkdtemp())
+    out = {"id": peer_id}
+    c = Connection(host, port, key, cert)
+    c.send(hello(peer_id))
+    got = c.frames_until(0x01)
+    out["hello"] = got is not None and got[0] == 0x01
+    if scenario == "wrong-state":
+        # A message for a room we are not in: not stored, not acknowledged.
+        c.send(message("lab", "sneaky"))
+        got = c.frames_until(0x11, timeout=1.5)
+        out["ack_for_non_member"] = got is not None and got[0] == 0x11
+        # Membership of a room the daemon is not in: it answers ROOM_LEAVE.
+        c.send(members("lab", [(peer_id, "wire-client")]))
+        got = c.frames_until(0x05)
+        out["leave_answer"] = got is not None and got[0] == 0x05
+        # Replies and acks for things that do not exist are ignored; the connection stays up.
+        c.send(frame(0x03, os.urandom(16) + b"\x00" + lp(b"", 2)))
+        c.send(frame(0x11, struct.pack(">H", 2) + os.urandom(32)))
+        c.send(frame(0x20, struct.pack(">Q", 42)))
+        got = c.frames_until(0x21)
+        out["pong_after_junk"] = got is not None and got[0] == 0x21 and got[2] == struct.pack(">Q", 42)
+        # An invitation with a context that is not text: listed, without a message.
+        c.send(invite("wire", context=b"\xff\xfe\x1b[2J", timeout_ms=60000))
+        # A second HELLO is a protocol error: GOODBYE (reason 2), then the connection closes.
+        c.send(hello(peer_id))
+        got = c.frames_until(0x2F)
+        out["goodbye_reason"] = got[2][0] if got and got[0] == 0x2F else None
+        out["closed"] = c.frames_until(0x99, timeout=3) == ("closed",)
+    elif scenario == "unknown-type":
+        c.send(frame(0x7E, b"xx"))
+        got = c.frames_until(0x2F)
+        out["goodbye_reason"] = got[2][0] if got and got[0] == 0x2F else None
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
