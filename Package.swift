@@ -95,6 +95,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Session-layer benchmark (scripts/bench.sh): the library between simulated hosts, and a raw TCP baseline.
+        .executableTarget(
+            name: "lanchat-bench",
+            dependencies: [
+                "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire", "LanchatDiscovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "DNSSDTests", dependencies: ["DNSSD"]),
         .testTarget(name: "LanchatIdentityTests", dependencies: ["LanchatIdentity"]),
         .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatDiscovery"]),

@@ -102,6 +102,7 @@ public struct PeerConnector: Sendable {
         do {
             channel = try await ClientBootstrap(group: group)
                 .connectTimeout(timeout)
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if useTLS {
@@ -128,6 +129,34 @@ public struct PeerConnector: Sendable {
             try? await channel.close()
             if let failure = pinFailure.withLockedValue({ $0 }) { throw DialError(description: failure.description) }
             throw DialError(description: "\(error)")
+        }
+    }
+
+    /// Listens for peers on `port` (0 = any free port; IPv6 and IPv4 where the host has IPv6, else IPv4).
+    /// Each connection that completes TLS and HELLO goes to `established`; failures go to `failed`.
+    public func listen(
+        port: Int, established: @escaping @Sendable (Connection) -> Void,
+        failed: @escaping @Sendable (_ remote: String, Error) -> Void = { _, _ in }
+    ) async throws -> Channel {
+        let connector = self
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let remote = channel.remoteAddress.map { "\($0)" } ?? "?"
+                    try connector.configureAccepted(channel) { result in
+                        switch result {
+                        case .success(let connection): established(connection)
+                        case .failure(let error): failed(remote, error)
+                        }
+                    }
+                }
+            }
+        do {
+            return try await bootstrap.bind(host: "::", port: port).get()
+        } catch {
+            return try await bootstrap.bind(host: "0.0.0.0", port: port).get()
         }
     }
 

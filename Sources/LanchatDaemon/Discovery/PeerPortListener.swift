@@ -22,27 +22,11 @@ public final class PeerPortListener: Service {
     public init(port: Int, connector: PeerConnector, eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger) async throws {
         self.logger = logger
         let sink = self.sink
-        let bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let remote = channel.remoteAddress.map { "\($0)" } ?? "?"
-                    try connector.configureAccepted(channel) { result in
-                        switch result {
-                        case .success(let connection):
-                            logger.info("peer connected", metadata: ["peer.id": "\(connection.session.peerID.prefix(12))", "peer.address": "\(remote)"])
-                            if let handler = sink.handler.withLock({ $0 }) { handler(connection) } else { connection.leave(.shutdown) }
-                        case .failure(let error):
-                            logger.info("peer connection refused or closed", metadata: ["peer.address": "\(remote)", "error": "\(error)"])
-                        }
-                    }
-                }
-            }
-        // "::" accepts IPv4 too on Linux (v4-mapped); fall back to IPv4 where IPv6 is disabled.
-        do {
-            server = try await bootstrap.bind(host: "::", port: port).get()
-        } catch {
-            server = try await bootstrap.bind(host: "0.0.0.0", port: port).get()
+        server = try await connector.listen(port: port) { connection in
+            logger.info("peer connected", metadata: ["peer.id": "\(connection.session.peerID.prefix(12))", "peer.address": "\(connection.channel.remoteAddress.map { "\($0)" } ?? "?")"])
+            if let handler = sink.handler.withLock({ $0 }) { handler(connection) } else { connection.leave(.shutdown) }
+        } failed: { remote, error in
+            logger.info("peer connection refused or closed", metadata: ["peer.address": "\(remote)", "error": "\(error)"])
         }
         self.port = server.localAddress?.port ?? port
     }

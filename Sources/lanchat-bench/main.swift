@@ -1,0 +1,297 @@
+// lanchat-bench: session-layer figures between simulated hosts, using the library directly (the way a
+// Swift program would), next to a raw TCP baseline. Run by scripts/bench.sh; see README "Benchmarks".
+//
+//   lanchat-bench tcp-echo PORT                      raw TCP echo server (baseline)
+//   lanchat-bench tcp-ping HOST PORT COUNT           raw TCP ping-pong of 64-byte messages; JSON result
+//   lanchat-bench node DIR NAME ADDR RDV N [leader]  a session node; N nodes meet in directory RDV
+import FoundationEssentials
+import Glibc
+import LanchatDiscovery
+import LanchatIdentity
+import LanchatSecurity
+import LanchatSession
+import LanchatStore
+import LanchatWire
+import Logging
+import NIOCore
+import NIOPosix
+
+func now() -> Double {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+}
+
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return .nan }
+    return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]
+}
+
+func emit(_ object: [String: Double]) {
+    let text = object.keys.sorted().map { "\"\($0)\": \(($0.hasSuffix("_count") ? String(Int(object[$0]!)) : String(format3(object[$0]!))))" }
+    print("{" + text.joined(separator: ", ") + "}")
+    fflush(nil)
+}
+
+func format3(_ value: Double) -> String {
+    let scaled = (value * 1000).rounded() / 1000
+    return "\(scaled)"
+}
+
+func die(_ message: String) -> Never {
+    _ = "lanchat-bench: \(message)\n".withCString { write(2, $0, strlen($0)) }
+    exit(1)
+}
+
+// MARK: Raw TCP baseline
+
+func tcpSocket() -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var one: Int32 = 1
+    setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    return fd
+}
+
+func readFully(_ fd: Int32, _ buffer: inout [UInt8]) -> Bool {
+    var done = 0
+    while done < buffer.count {
+        let n = buffer[done...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { return false }
+        done += n
+    }
+    return true
+}
+
+func tcpEcho(port: UInt16) -> Never {
+    let server = tcpSocket()
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    listen(server, 4)
+    print("ready")
+    fflush(nil)
+    while true {
+        let client = accept(server, nil, nil)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while readFully(client, &buffer) { _ = send(client, buffer, 64, 0) }
+        close(client)
+    }
+}
+
+func tcpPing(host: String, port: UInt16, count: Int) {
+    let fd = tcpSocket()
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    inet_pton(AF_INET, host, &address.sin_addr)
+    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard connected == 0 else { die("cannot connect to \(host):\(port)") }
+    var buffer = [UInt8](repeating: 7, count: 64)
+    var rtts: [Double] = []
+    for index in 0..<(count + 100) {
+        let start = now()
+        _ = send(fd, buffer, 64, 0)
+        guard readFully(fd, &buffer) else { die("echo closed") }
+        if index >= 100 { rtts.append((now() - start) * 1e6) }  // 100 warm-up rounds
+    }
+    emit(["tcp_rtt_p50_us": percentile(rtts, 0.5), "tcp_rtt_p99_us": percentile(rtts, 0.99), "tcp_rtt_count": Double(rtts.count)])
+}
+
+// MARK: Session nodes
+
+/// What each node publishes in the rendezvous directory.
+struct Card: Codable {
+    var name: String
+    var id: String
+    var address: String
+    var port: Int
+}
+
+func writeFile(_ path: String, _ text: String) {
+    let temp = path + ".tmp"
+    guard let file = fopen(temp, "w") else { die("cannot write \(path)") }
+    fputs(text, file)
+    fclose(file)
+    rename(temp, path)
+}
+
+func readFile(_ path: String) -> String? {
+    guard let data = FileManager.default.contents(atPath: path) else { return nil }
+    return String(decoding: data, as: UTF8.self)
+}
+
+@MainActor
+func runNode(directory: String, name: String, address: String, rendezvous: String, total: Int, leader: Bool) async throws {
+    var logger = Logger(label: "bench")
+    logger.logLevel = .warning
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let identity = try Identity.loadOrCreate(in: directory)
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let hello = WireFrame.Hello(peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
+    let connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
+    let store = try ChatStore(path: directory + "/" + ChatStore.fileName)
+    let directoryOfPeers = PeerDirectory()
+    let nodeBox = NodeBox()
+    let listener = try await connector.listen(port: 0) { connection in
+        Task { await nodeBox.node?.accepted(connection) }
+    }
+    let port = listener.localAddress!.port!
+    let node = try SessionNode(
+        configuration: .init(ownID: identity.peerID, ownName: name, port: port, autoAccept: .all, encryption: .required),
+        connector: connector, store: store, knownPeers: try KnownPeers(directory: directory), directory: directoryOfPeers, logger: logger)
+    await nodeBox.set(node)
+    let maintenance = Task { await node.run() }
+
+    // Meet the others.
+    let card = Card(name: name, id: identity.peerID.rawValue, address: address, port: port)
+    writeFile("\(rendezvous)/\(name).card", String(decoding: try JSONEncoder().encode(card), as: UTF8.self))
+    var cards: [Card] = []
+    while cards.count < total {
+        cards = (try FileManager.default.contentsOfDirectory(atPath: rendezvous)).filter { $0.hasSuffix(".card") }.compactMap {
+            readFile("\(rendezvous)/\($0)").flatMap { try? JSONDecoder().decode(Card.self, from: Data($0.utf8)) }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    var peers: [SessionPeer] = []
+    for other in cards where other.name != name {
+        let id = PeerID(other.id)!
+        directoryOfPeers.update(id, PeerAddressHint(name: other.name, port: other.port, addresses: [other.address], encryption: .required))
+        peers.append(SessionPeer(id: id, name: other.name))
+    }
+    peers.sort { $0.name < $1.name }
+    let room = RoomID("bench")!
+    let events = node.events
+
+    if !leader {
+        // Members: answer pings, count the throughput run, record fan-out arrivals.
+        var arrivals: [String: Double] = [:]
+        var counted = 0
+        for await event in events {
+            guard case .message(let message) = event, !message.outgoing, message.stored.kind == .text else { continue }
+            let body = message.stored.body
+            if body.hasPrefix("ping:") {
+                _ = try? await node.send("pong:" + body.dropFirst(5), room: room, to: [PeerID(message.stored.senderID)!])
+            } else if body.hasPrefix("t:") {
+                counted += 1
+                if body == "t:last" {
+                    _ = try? await node.send("tdone:\(counted)", room: room, to: [PeerID(message.stored.senderID)!])
+                    counted = 0
+                }
+            } else if body.hasPrefix("fan:") {
+                arrivals[String(body.dropFirst(4))] = now()
+            } else if body == "done" {
+                let lines = arrivals.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
+                writeFile("\(rendezvous)/\(name).arrivals", lines + "\n")
+                break
+            }
+        }
+        maintenance.cancel()
+        try? await Task.sleep(for: .milliseconds(200))
+        return
+    }
+
+    // The leader: invitations, then the pair figures with the first member, then fan-out to all.
+    var invites: [Double] = []
+    for peer in peers {
+        let start = now()
+        let outcome = await node.invite(peer, room: room, context: [], timeout: .seconds(10))
+        guard outcome == .accepted else { die("invitation to \(peer.name): \(outcome)") }
+        invites.append((now() - start) * 1000)
+    }
+    let first = peers[0]
+    var iterator = events.makeAsyncIterator()
+    func next(prefix: String) async -> String {
+        while let event = await iterator.next(isolation: MainActor.shared) {
+            if case .message(let message) = event, !message.outgoing, message.stored.body.hasPrefix(prefix) { return message.stored.body }
+        }
+        die("event stream ended")
+    }
+    // Wait for the mesh, so that introductions do not run during the measurements.
+    while true {
+        let summary = await node.room(room)!
+        if summary.members.allSatisfy({ $0.state == .connected }) { break }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    try await Task.sleep(for: .milliseconds(500))
+
+    // Round trip of a small reliable message.
+    var rtts: [Double] = []
+    for index in 0..<2100 {
+        let start = now()
+        _ = try await node.send("ping:\(index)", room: room, to: [first.id])
+        _ = await next(prefix: "pong:")
+        if index >= 100 { rtts.append((now() - start) * 1e6) }
+    }
+    // One-way throughput: N small reliable messages, until the member has counted them all.
+    let count = 100_000
+    let start = now()
+    for index in 0..<(count - 1) { _ = try await node.send("t:\(index)", room: room, to: [first.id]) }
+    _ = try await node.send("t:last", room: room, to: [first.id])
+    let sendDone = now()
+    let done = await next(prefix: "tdone:")
+    let elapsed = now() - start
+    guard done == "tdone:\(count)" else { die("throughput run: member counted \(done)") }
+
+    // Fan-out to the whole room.
+    var sent: [String: Double] = [:]
+    for index in 0..<300 {
+        sent["\(index)"] = now()
+        _ = try await node.send("fan:\(index)", room: room)
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    try await Task.sleep(for: .milliseconds(500))
+    _ = try await node.send("done", room: room)
+    var latest: [String: Double] = [:]
+    for peer in peers {
+        var text: String?
+        for _ in 0..<200 {
+            text = readFile("\(rendezvous)/\(peer.name).arrivals")
+            if text != nil { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        guard let text else { die("\(peer.name) wrote no arrivals") }
+        var seen = 0
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let time = Double(parts[1]) else { continue }
+            latest[String(parts[0])] = max(latest[String(parts[0])] ?? 0, time)
+            seen += 1
+        }
+        guard seen == sent.count else { die("\(peer.name) got \(seen) of \(sent.count) fan-out messages") }
+    }
+    let fanout = sent.map { (latest[$0.key]! - $0.value) * 1000 }
+    emit([
+        "members_count": Double(peers.count),
+        "invite_first_ms": invites[0], "invite_p50_ms": percentile(invites, 0.5), "invite_max_ms": invites.max()!,
+        "rtt_p50_us": percentile(rtts, 0.5), "rtt_p99_us": percentile(rtts, 0.99),
+        "throughput_msgs_per_s": Double(count) / elapsed, "throughput_send_call_s": sendDone - start,
+        "fanout_p50_ms": percentile(fanout, 0.5), "fanout_p99_ms": percentile(fanout, 0.99), "fanout_max_ms": fanout.max()!,
+    ])
+    maintenance.cancel()
+    try? await Task.sleep(for: .milliseconds(300))
+}
+
+actor NodeBox {
+    var node: SessionNode?
+    func set(_ node: SessionNode) { self.node = node }
+}
+
+let arguments = CommandLine.arguments
+switch arguments.count > 1 ? arguments[1] : "" {
+case "tcp-echo" where arguments.count == 3:
+    tcpEcho(port: UInt16(arguments[2])!)
+case "tcp-ping" where arguments.count == 5:
+    tcpPing(host: arguments[2], port: UInt16(arguments[3])!, count: Int(arguments[4])!)
+case "node" where arguments.count >= 7:
+    do {
+        try await runNode(directory: arguments[2], name: arguments[3], address: arguments[4], rendezvous: arguments[5],
+                          total: Int(arguments[6])!, leader: arguments.count > 7 && arguments[7] == "leader")
+    } catch {
+        die("\(error)")
+    }
+default:
+    die("usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | node DIR NAME ADDR RDV N [leader]")
+}

@@ -1,0 +1,99 @@
+"""Session benchmarks on the simulated LAN (TLS 1.3 between peers, SQLite history on each), each figure
+next to a baseline or goal from the same run.
+
+1. Round trip of a small reliable message between two hosts (p50, p99), next to a raw TCP ping-pong of
+   64-byte messages between the same two hosts (`lanchat-bench tcp-ping`).
+2. One-way reliable throughput: 100,000 small messages, until the receiver has stored them all.
+3. Invitation to connected with auto-accept: through the library (dial, TLS, HELLO, INVITE, accept),
+   and through the daemons (`lanchat invite --wait`, control API included).
+4. Fan-out in a room of N hosts: p50/p99 from sending until every member has the message.
+
+Figures 1, 2 and 4 use the session library directly (`lanchat-bench node`, one process per host), as a
+Swift program would. Usage (root): python3 bench/sessions.py [--hosts 8] [--json]"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
+from testlan import BIN, TestLAN, wait_for  # noqa: E402
+
+BENCH = os.path.join(BIN, "lanchat-bench")
+
+
+def library(lan, hosts):
+    rdv = tempfile.mkdtemp(prefix="lanchat-bench-rdv-")
+    members = []
+    for index in range(2, hosts + 1):
+        host = f"h{index}"
+        members.append(lan.popen(host, [BENCH, "node", os.path.join(lan.dir, f"m{index}"), f"m{index}", lan.addr(host), rdv, str(hosts)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    result = lan.run("h1", [BENCH, "node", os.path.join(lan.dir, "lead"), "lead", lan.addr("h1"), rdv, str(hosts), "leader"], timeout=600)
+    for member in members:
+        member.wait(timeout=30)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def tcp_baseline(lan):
+    echo = lan.popen("h2", [BENCH, "tcp-echo", "7999"], stdout=subprocess.PIPE, text=True)
+    echo.stdout.readline()
+    out = json.loads(lan.run("h1", [BENCH, "tcp-ping", lan.addr("h2"), "7999", "2000"]).stdout)
+    echo.kill()
+    return out
+
+
+def daemon_invites(lan, rounds=10):
+    lan.start_daemon("h1", name="inviter", extra=["--log-level", "warning"])
+    lan.start_daemon("h2", name="invitee", extra=["--log-level", "warning", "--auto-accept", "all"])
+    wait_for(lambda: any(p["name"] == "invitee" and p["addresses"] for p in lan.peers("h1")), timeout=20, what="discovery")
+    times = []
+    for index in range(rounds):
+        result = lan.lanchat_json("h1", "invite", "invitee", "--room", f"r{index}", "--wait")
+        assert result["outcome"] == "accepted", result
+        times.append(result["elapsed_ms"])
+    return {"first_ms": times[0], "median_ms": statistics.median(times[1:])}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hosts", type=int, default=8)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    lan = TestLAN()
+    try:
+        lan.up(args.hosts)
+        tcp = tcp_baseline(lan)
+        lib = library(lan, args.hosts)
+        daemon = daemon_invites(lan)
+    finally:
+        lan.down()
+    figures = {"tcp": tcp, "library": lib, "daemon_invite": daemon}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    rows = [
+        ("reliable message RTT p50", f"{lib['rtt_p50_us']:.0f} us", f"raw TCP {tcp['tcp_rtt_p50_us']:.0f} us",
+         f"{lib['rtt_p50_us'] / tcp['tcp_rtt_p50_us']:.2f}x (goal <= 2x)"),
+        ("reliable message RTT p99", f"{lib['rtt_p99_us']:.0f} us", f"raw TCP {tcp['tcp_rtt_p99_us']:.0f} us",
+         f"{lib['rtt_p99_us'] / tcp['tcp_rtt_p99_us']:.2f}x (goal <= 2x)"),
+        ("one-way reliable throughput", f"{lib['throughput_msgs_per_s']:.0f} msg/s", "goal 100000 msg/s",
+         f"{lib['throughput_msgs_per_s'] / 100000:.2f}x of goal"),
+        ("invite -> connected (library, 1st)", f"{lib['invite_first_ms']:.1f} ms", "goal < 100 ms",
+         f"median of {int(lib['members_count'])}: {lib['invite_p50_ms']:.1f} ms"),
+        ("invite -> connected (lanchat invite --wait)", f"{daemon['first_ms']:.1f} ms", "goal < 100 ms",
+         f"again (connection up): {daemon['median_ms']:.1f} ms"),
+        (f"fan-out, room of {args.hosts} hosts, p99", f"{lib['fanout_p99_ms']:.2f} ms", f"p50 {lib['fanout_p50_ms']:.2f} ms",
+         f"max {lib['fanout_max_ms']:.2f} ms"),
+    ]
+    print(f"session benchmarks ({args.hosts} simulated hosts over veth; TLS 1.3; SQLite history on each host)")
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)))
+
+
+if __name__ == "__main__":
+    main()
