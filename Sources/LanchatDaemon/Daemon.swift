@@ -87,7 +87,7 @@ public enum Daemon {
                 configuration: .init(
                     ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
                     autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption),
-                connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)
+                eventLoop: eventLoopGroup.next(), connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)
         } catch let error as StartupError {
             throw error
         } catch {

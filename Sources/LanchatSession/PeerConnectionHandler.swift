@@ -39,7 +39,8 @@ public enum PeerLinkEvent: Sendable {
 }
 
 /// Drives one peer connection: frames in and out, the HELLO handshake, heartbeats, then hands every
-/// other frame to the session layer through `inbound`.
+/// other frame to the session layer (the consumer attached with `attach`, called on the event loop;
+/// until one is attached, events wait in order).
 ///
 /// It starts the handshake when the connection is ready: after the TLS handshake on an encrypted
 /// connection, at once on a plain one. The handshake's outcome completes `established`; a failure
@@ -97,19 +98,30 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     private var pings: [UInt64: EventLoopPromise<Void>] = [:]
     private var closed = false
     private var context: ChannelHandlerContext?
-    private let inbound: AsyncStream<PeerLinkEvent>.Continuation
+    private var consumer: ((PeerLinkEvent) -> Void)?
+    private var waiting: [PeerLinkEvent] = []
     private var pendingFrames: [WireFrame] = []
     private var closeReason: PeerCloseReason?
     private var heartbeat: RepeatedTask?
     private var lastReceived = NIODeadline.now()
     private var finished = false
 
-    public init(configuration: Configuration, certificateID: NIOLockedValueBox<String?>, established: EventLoopPromise<HandshakeStateMachine.Session>,
-                inbound: AsyncStream<PeerLinkEvent>.Continuation) {
+    public init(configuration: Configuration, certificateID: NIOLockedValueBox<String?>, established: EventLoopPromise<HandshakeStateMachine.Session>) {
         self.configuration = configuration
         self.certificateID = certificateID
         self.established = established
-        self.inbound = inbound
+    }
+
+    /// Sets the consumer of this connection's events and hands it what waited. Call on the event loop.
+    func attach(_ consumer: @escaping (PeerLinkEvent) -> Void) {
+        self.consumer = consumer
+        let waiting = self.waiting
+        self.waiting = []
+        for event in waiting { consumer(event) }
+    }
+
+    private func deliver(_ event: PeerLinkEvent) {
+        if let consumer { consumer(event) } else { waiting.append(event) }
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
@@ -166,15 +178,14 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         guard !pendingFrames.isEmpty else { return }
         let frames = pendingFrames
         pendingFrames = []
-        inbound.yield(.frames(frames))
+        deliver(.frames(frames))
     }
 
     private func finish() {
         guard !finished else { return }
         finished = true
         deliverPending()
-        inbound.yield(.closed(closeReason ?? .lost))
-        inbound.finish()
+        deliver(.closed(closeReason ?? .lost))
     }
 
     public func channelInactive(context: ChannelHandlerContext) {

@@ -17,6 +17,8 @@ public struct PeerConnector: Sendable {
     public var heartbeatInterval: TimeAmount = .seconds(2)
     public var heartbeatTimeout: TimeAmount = .seconds(8)
 
+    /// All connections run on `group`; a `SessionNode` wants a group of one loop, which it also uses as its
+    /// executor, so that frames reach it without a thread hop.
     public init(hello: WireFrame.Hello, encryption: EncryptionPreference, tls: PeerTLS, group: EventLoopGroup) {
         self.hello = hello
         self.encryption = encryption
@@ -31,14 +33,28 @@ public struct PeerConnector: Sendable {
         public let encrypted: Bool
         /// Whether we dialed it (the other side accepted).
         public let dialed: Bool
-        /// Frames from the peer and, last, why the connection ended. Iterate it exactly once.
-        public let events: AsyncStream<PeerLinkEvent>
+        /// Sets who gets the frames from the peer and, last, why the connection ended: `consumer` is
+        /// called on the connection's event loop, in order. Events before this call wait for it.
+        public func attach(_ consumer: @escaping @Sendable (PeerLinkEvent) -> Void) {
+            let channel = self.channel
+            if channel.eventLoop.inEventLoop {
+                try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).attach(consumer)
+            } else {
+                channel.eventLoop.execute {
+                    try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).attach(consumer)
+                }
+            }
+        }
 
-        /// Queues frames for the peer (one flush for the batch). Does not wait.
+        /// Writes frames for the peer (one flush for the batch). Does not wait.
         public func send(_ frames: [WireFrame]) {
             let channel = self.channel
-            channel.eventLoop.execute {
+            if channel.eventLoop.inEventLoop {
                 try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).send(frames)
+            } else {
+                channel.eventLoop.execute {
+                    try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).send(frames)
+                }
             }
         }
 
@@ -96,7 +112,6 @@ public struct PeerConnector: Sendable {
         var configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected.rawValue)
         configuration.heartbeatInterval = heartbeatInterval
         configuration.heartbeatTimeout = heartbeatTimeout
-        let (events, inbound) = AsyncStream<PeerLinkEvent>.makeStream()
         let tls = self.tls
         let channel: Channel
         do {
@@ -114,7 +129,7 @@ public struct PeerConnector: Sendable {
                             })
                         }
                         try channel.pipeline.syncOperations.addHandler(
-                            PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established, inbound: inbound))
+                            PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established))
                     }
                 }
                 .connect(to: address).get()
@@ -124,7 +139,7 @@ public struct PeerConnector: Sendable {
         }
         do {
             let session = try await established.futureResult.get()
-            return Connection(channel: channel, session: session, encrypted: useTLS, dialed: true, events: events)
+            return Connection(channel: channel, session: session, encrypted: useTLS, dialed: true)
         } catch {
             try? await channel.close()
             if let failure = pinFailure.withLockedValue({ $0 }) { throw DialError(description: failure.description) }
@@ -172,14 +187,13 @@ public struct PeerConnector: Sendable {
         let certificateID = NIOLockedValueBox<String?>(nil)
         let promise = channel.eventLoop.makePromise(of: HandshakeStateMachine.Session.self)
         let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
-        let (events, inbound) = AsyncStream<PeerLinkEvent>.makeStream()
         let encryption = self.encryption
         promise.futureResult.whenComplete { result in
             deadline.cancel()
             // With `optional`, the TLS handler is in the pipeline only if the caller chose TLS.
             let encrypted = encryption == .required
                 || (encryption == .optional && (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)) != nil)
-            established(result.map { Connection(channel: channel, session: $0, encrypted: encrypted, dialed: false, events: events) })
+            established(result.map { Connection(channel: channel, session: $0, encrypted: encrypted, dialed: false) })
         }
         let tls = self.tls
         let makeTLSHandler = {
@@ -190,7 +204,7 @@ public struct PeerConnector: Sendable {
         let encrypted: Bool? = encryption == .required ? true : encryption == .none ? false : nil
         let connection = PeerConnectionHandler(
             configuration: .init(hello: hello, encrypted: encrypted, advertisedID: nil, heartbeatInterval: heartbeatInterval, heartbeatTimeout: heartbeatTimeout),
-            certificateID: certificateID, established: promise, inbound: inbound)
+            certificateID: certificateID, established: promise)
         switch encryption {
         case .required:
             try channel.pipeline.syncOperations.addHandler(makeTLSHandler())

@@ -44,8 +44,8 @@ public actor SessionNode {
         }
     }
 
-    /// A live connection to a peer.
-    final class Link {
+    /// A live connection to a peer. Used only on the node's executor (its event loop).
+    final class Link: @unchecked Sendable {
         let connection: PeerConnector.Connection
         let peer: SessionPeer
         /// The peer whose side dialed.
@@ -91,6 +91,9 @@ public actor SessionNode {
     }
 
     public let configuration: Configuration
+    /// The node runs on this event loop (its connections' loop): frames arrive without a thread hop.
+    public nonisolated let eventLoop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { eventLoop.executor.asUnownedSerialExecutor() }
     public nonisolated let events: AsyncStream<SessionEvent>
     private let eventSink: AsyncStream<SessionEvent>.Continuation
     private let connector: PeerConnector
@@ -111,8 +114,12 @@ public actor SessionNode {
     /// (room, peer) pairs for which a "left" notice was shown, so a reconnection says "rejoined".
     private var departed: Set<String> = []
 
-    public init(configuration: Configuration, connector: PeerConnector, store: ChatStore, knownPeers: KnownPeers, directory: PeerDirectory, logger: Logger) throws {
+    public init(
+        configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: ChatStore, knownPeers: KnownPeers,
+        directory: PeerDirectory, logger: Logger
+    ) throws {
         self.configuration = configuration
+        self.eventLoop = eventLoop
         self.connector = connector
         self.store = store
         self.knownPeers = knownPeers
@@ -145,8 +152,14 @@ public actor SessionNode {
         eventSink.finish()
     }
 
+    private var lastCheckpoint = ContinuousClock.now
+
     private func maintain() {
         let now = ContinuousClock.now
+        if now - lastCheckpoint > .seconds(2) {
+            lastCheckpoint = now
+            store.checkpoint()
+        }
         // Redial members we should be connected to.
         var wanted = Set<PeerID>()
         for room in rooms.values { wanted.formUnion(room.members.keys) }
@@ -266,11 +279,15 @@ public actor SessionNode {
             links[id] = link
         }
         redials[id] = nil
-        let events = connection.events
-        Task {
-            for await event in events { await self.handle(event, from: link) }
-        }
         connected(link)
+        connection.attach { [weak self] event in
+            guard let self else { return }
+            if self.eventLoop.inEventLoop {
+                self.assumeIsolated { $0.handle(event, from: link) }
+            } else {
+                Task { await self.handle(event, from: link) }
+            }
+        }
         return link
     }
 
@@ -708,12 +725,20 @@ public actor SessionNode {
     /// Sends text to the room's members (or `to`, a subset of them). Reliable messages are stored
     /// and queued per recipient before this returns.
     public func send(_ text: String, room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> SendReceipt {
-        guard text.utf8.count <= WireFrame.Message.maximumBody else {
-            throw SessionError("too_long", "message is \(text.utf8.count) bytes; the limit is \(WireFrame.Message.maximumBody)")
-        }
-        guard !text.isEmpty else { throw SessionError("bad_request", "empty message") }
-        guard !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f }) else {
-            throw SessionError("bad_request", "message contains control characters (only newline and tab are allowed)")
+        try send([text], room: room, to: to, reliable: reliable)[0]
+    }
+
+    /// Sends several messages at once: each is its own message (id, sequence, acknowledgement), but
+    /// they share one database commit and one write per recipient.
+    public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> [SendReceipt] {
+        for text in texts {
+            guard text.utf8.count <= WireFrame.Message.maximumBody else {
+                throw SessionError("too_long", "message is \(text.utf8.count) bytes; the limit is \(WireFrame.Message.maximumBody)")
+            }
+            guard !text.isEmpty else { throw SessionError("bad_request", "empty message") }
+            guard !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f }) else {
+                throw SessionError("bad_request", "message contains control characters (only newline and tab are allowed)")
+            }
         }
         guard let state = rooms[room] else {
             throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)")
@@ -727,30 +752,38 @@ public actor SessionNode {
         } else {
             recipients = Array(state.members.keys)
         }
-        let sequence = (sequences[room] ?? 0) + 1
-        sequences[room] = sequence
-        let stored = StoredMessage(
-            id: WireID.random().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
-            sequence: Int64(sequence), timestamp: Self.nowMilliseconds(), kind: .text, body: text)
+        var messages: [StoredMessage] = []
+        let timestamp = Self.nowMilliseconds()
+        for text in texts {
+            let sequence = (sequences[room] ?? 0) + 1
+            sequences[room] = sequence
+            messages.append(StoredMessage(
+                id: WireID.random().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
+                sequence: Int64(sequence), timestamp: timestamp, kind: .text, body: text))
+        }
         do {
             try store.transaction {
-                try store.insert(stored, now: stored.timestamp)
-                if reliable { for id in recipients { try store.enqueue(peerID: id.rawValue, messageID: stored.id) } }
+                for stored in messages {
+                    try store.insert(stored, now: timestamp)
+                    if reliable { for id in recipients { try store.enqueue(peerID: id.rawValue, messageID: stored.id) } }
+                }
             }
         } catch {
             throw SessionError("storage", "cannot store the message: \(error)")
         }
-        let frame = Self.frame(stored, reliable: reliable)!
+        let frames = messages.compactMap { Self.frame($0, reliable: reliable) }
         var sentNow = 0
         var dropped = 0
         for id in recipients {
             guard let link = links[id], reliable || link.connection.isWritable else { dropped += 1; continue }
             if reliable { link.lastReliableSend = .now }
-            link.connection.send([frame])
+            link.connection.send(frames)
             sentNow += 1
         }
-        eventSink.yield(.message(ChatMessage(stored: stored, reliable: reliable, outgoing: true)))
-        return SendReceipt(message: stored, recipients: recipients.count, sentNow: sentNow, dropped: reliable ? 0 : dropped)
+        return messages.map { stored in
+            eventSink.yield(.message(ChatMessage(stored: stored, reliable: reliable, outgoing: true)))
+            return SendReceipt(message: stored, recipients: recipients.count, sentNow: sentNow, dropped: reliable ? 0 : dropped)
+        }
     }
 
     /// Leaves a room: tells the connected members, forgets the room (its history stays).
