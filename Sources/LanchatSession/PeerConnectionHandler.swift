@@ -298,17 +298,27 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Writes frames and flushes once. Call on the channel's event loop. Frames that do not encode
-    /// (a programming error upstream) are skipped.
+    private var flushScheduled = false
+
+    /// Writes frames; they are flushed at the end of this event loop tick, together with whatever else
+    /// is written in it (one TLS record and one syscall for many small frames). Call on the channel's
+    /// event loop. Frames that do not encode (a programming error upstream) are skipped.
     func send(_ frames: [WireFrame]) {
         guard !closed, let context else { return }
+        var out = context.channel.allocator.buffer(capacity: 256 * frames.count)
         for frame in frames {
             guard let raw = try? frame.encode(allocator: context.channel.allocator) else { continue }
-            var out = context.channel.allocator.buffer(capacity: raw.payload.readableBytes + RawFrame.headerLength)
             FrameEncoder().encode(data: raw, out: &out)
-            context.write(wrapOutboundOut(out), promise: nil)
         }
-        context.flush()
+        context.write(wrapOutboundOut(out), promise: nil)
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            handler.flushScheduled = false
+            if !handler.closed { context.flush() }
+        }
     }
 
     private func write(_ frame: WireFrame, context: ChannelHandlerContext) {

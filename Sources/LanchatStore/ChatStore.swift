@@ -57,7 +57,9 @@ public final class ChatStore {
         chmod(path, 0o600)
         // WAL: a commit is one append (no fsync); checkpoints run from `checkpoint()` between messages,
         // not inside a commit (unless the log grows past 16k pages).
-        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384;")
+        // Exclusive locking: only this daemon opens the file, so no lock syscalls per transaction (and a
+        // second daemon on the same state directory gets "database is locked" instead of sharing it).
+        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384;")
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {
             throw Error(description: "\(path) was written by a newer lanchatd (schema \(version)); this one knows \(Self.schemaVersion)")

@@ -164,37 +164,46 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     }
     peers.sort { $0.name < $1.name }
     let room = RoomID("bench")!
-    let events = node.events
 
-    if !leader {
-        // Members: answer pings, count the throughput run, record fan-out arrivals.
-        var arrivals: [String: Double] = [:]
-        var counted = 0
-        for await event in events {
-            guard case .message(let message) = event, !message.outgoing, message.stored.kind == .text else { continue }
-            let body = message.stored.body
-            if body.hasPrefix("ping:") {
-                _ = try? await node.send("pong:" + body.dropFirst(5), room: room, to: [PeerID(message.stored.senderID)!])
-            } else if body.hasPrefix("t:") {
-                counted += 1
-                if body == "t:last" {
-                    _ = try? await node.send("tdone:\(counted)", room: room, to: [PeerID(message.stored.senderID)!])
-                    counted = 0
-                }
-            } else if body.hasPrefix("fan:") {
-                arrivals[String(body.dropFirst(4))] = now()
-            } else if body == "done" {
-                let lines = arrivals.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
-                writeFile("\(rendezvous)/\(name).arrivals", lines + "\n")
-                break
-            }
-        }
-        maintenance.cancel()
-        try? await Task.sleep(for: .milliseconds(200))
-        return
+    // The workload runs on the node's own executor (its event loop), as a program that embeds the
+    // library would: events arrive and sends go out without thread hops.
+    if leader {
+        let figures = try await lead(node: node, peers: peers, room: room, rendezvous: rendezvous)
+        emit(figures)
+    } else {
+        await member(node: node, room: room, rendezvous: rendezvous, name: name)
     }
+    maintenance.cancel()
+    try? await Task.sleep(for: .milliseconds(300))
+}
 
-    // The leader: invitations, then the pair figures with the first member, then fan-out to all.
+/// Members answer pings, count the throughput run, and record fan-out arrivals.
+func member(node: isolated SessionNode, room: RoomID, rendezvous: String, name: String) async {
+    var arrivals: [String: Double] = [:]
+    var counted = 0
+    for await event in node.events {
+        guard case .message(let message) = event, !message.outgoing, message.stored.kind == .text else { continue }
+        let body = message.stored.body
+        if body.hasPrefix("ping:") {
+            _ = try? node.send("pong:" + body.dropFirst(5), room: room, to: [PeerID(message.stored.senderID)!])
+        } else if body.hasPrefix("t:") {
+            counted += 1
+            if body == "t:last" {
+                _ = try? node.send("tdone:\(counted)", room: room, to: [PeerID(message.stored.senderID)!])
+                counted = 0
+            }
+        } else if body.hasPrefix("fan:") {
+            arrivals[String(body.dropFirst(4))] = now()
+        } else if body == "done" {
+            let lines = arrivals.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
+            writeFile("\(rendezvous)/\(name).arrivals", lines + "\n")
+            return
+        }
+    }
+}
+
+/// The leader: invitations, then the pair figures with the first member, then fan-out to all.
+func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendezvous: String) async throws -> [String: Double] {
     var invites: [Double] = []
     for peer in peers {
         let start = now()
@@ -203,17 +212,15 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
         invites.append((now() - start) * 1000)
     }
     let first = peers[0]
-    var iterator = events.makeAsyncIterator()
+    var iterator = node.events.makeAsyncIterator()
     func next(prefix: String) async -> String {
-        while let event = await iterator.next(isolation: MainActor.shared) {
+        while let event = await iterator.next(isolation: node) {
             if case .message(let message) = event, !message.outgoing, message.stored.body.hasPrefix(prefix) { return message.stored.body }
         }
         die("event stream ended")
     }
     // Wait for the mesh, so that introductions do not run during the measurements.
-    while true {
-        let summary = await node.room(room)!
-        if summary.members.allSatisfy({ $0.state == .connected }) { break }
+    while !node.room(room)!.members.allSatisfy({ $0.state == .connected }) {
         try await Task.sleep(for: .milliseconds(50))
     }
     try await Task.sleep(for: .milliseconds(500))
@@ -222,22 +229,24 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     var rtts: [Double] = []
     for index in 0..<2100 {
         let start = now()
-        _ = try await node.send("ping:\(index)", room: room, to: [first.id])
+        _ = try node.send("ping:\(index)", room: room, to: [first.id])
         _ = await next(prefix: "pong:")
         if index >= 100 { rtts.append((now() - start) * 1e6) }
     }
     // One-way throughput: N small reliable messages, until the member has counted them all; first
-    // one call per message, then in batches of 100 (each still its own message, id and ack).
+    // one call per message, then in batches of 100 (each still its own message, id and ack). The
+    // sender yields between calls so that the connection's I/O runs (it shares the thread).
     func throughput(count: Int, batch: Int) async throws -> Double {
         let start = now()
         var index = 0
         while index < count - 1 {
             let end = min(index + batch, count - 1)
             let texts = (index..<end).map { "t:\($0)" }
-            if batch == 1 { _ = try await node.send(texts[0], room: room, to: [first.id]) } else { _ = try await node.send(texts, room: room, to: [first.id]) }
+            if batch == 1 { _ = try node.send(texts[0], room: room, to: [first.id]) } else { _ = try node.send(texts, room: room, to: [first.id]) }
             index = end
+            await Task.yield()
         }
-        _ = try await node.send("t:last", room: room, to: [first.id])
+        _ = try node.send("t:last", room: room, to: [first.id])
         let done = await next(prefix: "tdone:")
         guard done == "tdone:\(count)" else { die("throughput run: member counted \(done)") }
         return Double(count) / (now() - start)
@@ -251,11 +260,11 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     var sent: [String: Double] = [:]
     for index in 0..<300 {
         sent["\(index)"] = now()
-        _ = try await node.send("fan:\(index)", room: room)
+        _ = try node.send("fan:\(index)", room: room)
         try await Task.sleep(for: .milliseconds(5))
     }
     try await Task.sleep(for: .milliseconds(500))
-    _ = try await node.send("done", room: room)
+    _ = try node.send("done", room: room)
     var latest: [String: Double] = [:]
     for peer in peers {
         var text: String?
@@ -275,15 +284,13 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
         guard seen == sent.count else { die("\(peer.name) got \(seen) of \(sent.count) fan-out messages") }
     }
     let fanout = sent.map { (latest[$0.key]! - $0.value) * 1000 }
-    emit([
+    return [
         "members_count": Double(peers.count),
         "invite_first_ms": invites[0], "invite_p50_ms": percentile(invites, 0.5), "invite_max_ms": invites.max()!,
         "rtt_p50_us": percentile(rtts, 0.5), "rtt_p99_us": percentile(rtts, 0.99),
         "throughput_msgs_per_s": batched, "throughput_single_msgs_per_s": single,
         "fanout_p50_ms": percentile(fanout, 0.5), "fanout_p99_ms": percentile(fanout, 0.99), "fanout_max_ms": fanout.max()!,
-    ])
-    maintenance.cancel()
-    try? await Task.sleep(for: .milliseconds(300))
+    ]
 }
 
 actor NodeBox {
