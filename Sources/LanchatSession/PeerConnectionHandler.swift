@@ -334,6 +334,9 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         if let goodbye { write(.goodbye(goodbye), context: context) }
         established.fail(error)
         context.close(promise: nil)
+        // The session layer hears of it now, not when TLS has finished closing (which can wait for a
+        // peer that is gone).
+        finish()
     }
 
     /// Says GOODBYE and closes. Call on the channel's event loop.

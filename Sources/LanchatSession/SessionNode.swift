@@ -529,6 +529,13 @@ public actor SessionNode {
         rooms[room]!.members[peer.id] = member
         departed.remove("\(room)|\(peer.id)")
         saveRoom(room)
+        // An invitation from that peer to this room, still waiting here, is settled by joining.
+        for (wireID, entry) in pending where entry.peer == peer.id && entry.invitation.room == room.rawValue {
+            entry.timer.cancel()
+            pending[wireID] = nil
+            links[peer.id]?.connection.send([.inviteReply(.init(id: wireID, outcome: .accepted, reason: "already in the room"))])
+            eventSink.yield(.invitationClosed(entry.invitation, outcome: "accepted (already in the room)"))
+        }
         notice(room, "\(peer.name) joined")
         eventSink.yield(.memberState(room: room.rawValue, peer: peer, state: links[peer.id] != nil ? .connected : .connecting))
     }
@@ -616,6 +623,11 @@ public actor SessionNode {
             notice(room, "you created \(room)")
         }
         if rooms[room]?.members[peer.id] != nil, links[peer.id] != nil { return .alreadyMember }
+        // They invited us to this room first: inviting back means yes.
+        if let waiting = pending.first(where: { $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue }),
+           (try? accept(waiting.key.description)) != nil {
+            return .accepted
+        }
         let link: Link
         dialing.insert(peer.id)
         switch await dial(peer.id) {
@@ -695,7 +707,10 @@ public actor SessionNode {
 
     private func summary(_ room: RoomID) -> RoomSummary {
         let members = rooms[room]!.members.map { id, member -> (SessionPeer, SessionPeerState) in
-            let state: SessionPeerState = links[id] != nil ? .connected : dialing.contains(id) ? .connecting : .notConnected
+            // "connecting" while joining; a member that was connected and dropped is "not connected"
+            // while we try to reach it again.
+            let state: SessionPeerState = links[id] != nil ? .connected
+                : dialing.contains(id) && !departed.contains("\(room)|\(id)") ? .connecting : .notConnected
             return (SessionPeer(id: id, name: member.name), state)
         }.sorted { $0.0.name < $1.0.name }
         return RoomSummary(room: room.rawValue, members: members)

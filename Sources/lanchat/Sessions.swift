@@ -149,6 +149,7 @@ struct Send: ParsableCommand {
             body = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
             if body.hasSuffix("\n") { body.removeLast() }
         }
+        guard body.utf8.count <= 65536 else { fail("message is \(body.utf8.count) bytes; the limit is 65536") }
         var params = ["text": body, "reliable": unreliable ? "false" : "true"]
         params["room"] = room
         if !to.isEmpty { params["to"] = to.joined(separator: ",") }

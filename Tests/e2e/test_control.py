@@ -15,7 +15,7 @@ for payload in [b"not json\n", b"{\"id\":1}\n", b"\xff\xfe\n", b"{\"id\":2,\"met
     s.sendall(payload)
     if payload.strip():
         out.append(json.loads(f.readline()))
-s.sendall(b"x" * 70000 + b"\n")
+s.sendall(b"x" * 1100000 + b"\n")
 out.append(json.loads(f.readline()))
 out.append(f.readline().decode())   # closed after an overlong line
 print(json.dumps(out))

@@ -259,3 +259,92 @@ def test_frames_in_the_wrong_state_from_an_authenticated_peer(lan):
     assert out["goodbye_reason"] == 2
     # The daemon still serves people and peers.
     assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+
+
+def test_several_invitations_at_once_mutual_invitations_and_a_member_invited_again(lan):
+    lan.up(3)
+    for host, name in (("h1", "alice"), ("h2", "bob"), ("h3", "carol")):
+        lan.start_daemon(host, name=name)
+    for host in ("h1", "h2", "h3"):
+        ready(lan, host, 2)
+    # Two people invite bob at the same moment, to different rooms: two pending invitations.
+    both = [lan.popen(h, [os.path.join(BIN, "lanchat"), "invite", "bob", "--room", r], stdout=subprocess.DEVNULL)
+            for h, r in (("h1", "r1"), ("h3", "r2"))]
+    assert [p.wait(timeout=20) for p in both] == [0, 0]
+    wait_for(lambda: len(pending(lan, "h2")) == 2, what="two pending invitations at bob")
+    for invitation in pending(lan, "h2"):
+        lan.lanchat("h2", "accept", invitation["id"])
+    assert sorted(r["room"] for r in lan.lanchat_json("h2", "rooms")) == ["r1", "r2"]
+    wait_for(lambda: members(lan, "h1", "r1") == {"bob": "connected"}, what="bob in r1")
+    wait_for(lambda: members(lan, "h3", "r2") == {"bob": "connected"}, what="bob in r2")
+    # Inviting a member again: already_member, at once.
+    again = lan.lanchat_json("h1", "invite", "bob", "--room", "r1", "--wait")
+    assert again["outcome"] == "already_member"
+    # alice and carol invite each other to the same room at the same moment: both end up in it, once.
+    mutual = [lan.popen(h, [os.path.join(BIN, "lanchat"), "invite", p, "--room", "m", "--wait", "--timeout", "10", "--json"],
+                        stdout=subprocess.PIPE, text=True) for h, p in (("h1", "carol"), ("h3", "alice"))]
+    outcomes = [json.loads(p.communicate(timeout=30)[0])["outcome"] for p in mutual]
+    assert outcomes == ["accepted", "accepted"], outcomes
+    assert members(lan, "h1", "m") == {"carol": "connected"} and members(lan, "h3", "m") == {"alice": "connected"}
+    assert pending(lan, "h1") == [] and pending(lan, "h3") == []
+
+
+def test_a_member_behind_a_dead_link_times_out_and_the_room_outlives_its_creator(lan):
+    lan.up(3)
+    for host, name in (("h1", "alice"), ("h2", "bob"), ("h3", "carol")):
+        lan.start_daemon(host, name=name, extra=["--auto-accept", "all"])
+    for host in ("h1", "h2", "h3"):
+        ready(lan, host, 2)
+    for guest in ("bob", "carol"):
+        assert lan.lanchat_json("h1", "invite", guest, "--room", "lab", "--wait")["outcome"] == "accepted"
+    for host in ("h1", "h2", "h3"):
+        wait_for(lambda: set(members(lan, host).values()) == {"connected"}, timeout=15, what=f"mesh at {host}")
+    # bob's cable is pulled: no FIN, no RST; only the heartbeats notice.
+    lan.script("link", "h2", "down")
+    cut = time.monotonic()
+    for host in ("h1", "h3"):
+        wait_for(lambda: members(lan, host)["bob"] == "not_connected", timeout=12, what=f"bob timed out at {host}")
+    assert time.monotonic() - cut <= 11
+    assert any(m["text"] == "bob left: timed out" for m in history(lan, "h1") if m["kind"] == "system")
+    lan.script("link", "h2", "up")
+    for host in ("h1", "h3"):
+        wait_for(lambda: members(lan, host)["bob"] == "connected", timeout=30, what=f"bob back at {host}")
+    # The creator leaves; the room goes on without it.
+    lan.lanchat("h1", "leave", "lab")
+    assert lan.lanchat_json("h1", "rooms") == []
+    for host in ("h2", "h3"):
+        wait_for(lambda: "alice" not in members(lan, host), what=f"alice gone at {host}")
+        assert any(m["text"] == "alice left" for m in history(lan, host) if m["kind"] == "system")
+    lan.lanchat("h2", "send", "--room", "lab", "still here")
+    wait_for(lambda: "still here" in texts(lan, "h3"), what="carol got bob's message")
+    assert "still here" not in texts(lan, "h1")
+
+
+def test_message_limits_and_unreliable_messages(lan):
+    lan.up(2)
+    lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    bob = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    ready(lan, "h1", 1)
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    long = lan.run("h1", [os.path.join(BIN, "lanchat"), "send", "-"], check=False, input="x" * 70000)
+    assert long.returncode == 1 and "limit is 65536" in long.stderr and long.stderr.count("\n") == 1
+    escape = lan.lanchat("h1", "send", "hi \x1b[2J there", check=False)
+    assert escape.returncode == 1 and "control characters" in escape.stderr
+    nowhere = lan.lanchat("h1", "send", "--room", "nope", "hi", check=False)
+    assert nowhere.returncode == 1 and "not in room 'nope'" in nowhere.stderr
+    bad_room = lan.lanchat("h1", "send", "--room", "../etc", "hi", check=False)
+    assert bad_room.returncode == 1 and "not valid" in bad_room.stderr
+    multi = "line one\n\ttabbed line two"
+    lan.lanchat("h1", "send", multi)
+    lan.lanchat("h1", "send", "--unreliable", "fast and loose")
+    wait_for(lambda: texts(lan, "h2") == [multi, "fast and loose"], what="both messages at bob")
+    bob.stop()
+    wait_for(lambda: members(lan, "h1")["bob"] == "not_connected", what="bob gone")
+    dropped = lan.lanchat_json("h1", "send", "--unreliable", "into the void")
+    assert dropped["dropped"] == 1 and dropped["sent_now"] == 0
+    assert "dropped for 1" in lan.lanchat("h1", "send", "--unreliable", "again").stdout
+    queued = lan.lanchat("h1", "send", "kept for later").stdout
+    assert "1 will get it when they are back" in queued
+    bob.start()
+    wait_for(lambda: "kept for later" in texts(lan, "h2"), timeout=20, what="the reliable one after restart")
+    assert "into the void" not in texts(lan, "h2")

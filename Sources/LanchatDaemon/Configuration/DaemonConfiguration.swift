@@ -34,7 +34,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
     /// Control connections served at once; more are refused.
     public var maximumControlConnections: Int = 64
     /// Longest control request line, in bytes.
-    public var maximumRequestLength: Int = 64 * 1024
+    public var maximumRequestLength: Int = 1024 * 1024
     /// Events buffered for a slow `watch` client before the oldest are dropped.
     public var watchBufferSize: Int = 1024
 
