@@ -150,6 +150,7 @@ public actor SessionNode {
         for link in links.values { link.connection.leave(.shutdown) }
         links = [:]
         eventSink.finish()
+        store.close()
     }
 
     private var lastCheckpoint = ContinuousClock.now
@@ -826,4 +827,11 @@ public actor SessionNode {
     }
 
     public var roomNames: [String] { rooms.keys.map(\.rawValue).sorted() }
+
+    /// Reliable messages not yet acknowledged, per recipient.
+    public func unacknowledged() -> [PeerID: Int] {
+        var result: [PeerID: Int] = [:]
+        for (text, count) in (try? store.outboxCounts()) ?? [:] { if let id = PeerID(text) { result[id] = count } }
+        return result
+    }
 }

@@ -103,6 +103,12 @@ public final class ChatStore {
         }
     }
 
+    /// Checkpoints and closes the file; the store is unusable afterwards.
+    public func close() {
+        checkpoint()
+        db.close()
+    }
+
     /// Copies the write-ahead log into the database without waiting for readers (call when idle-ish).
     public func checkpoint() {
         try? db.execute("PRAGMA wal_checkpoint(PASSIVE)")

@@ -25,16 +25,25 @@ public final class SQLiteDatabase {
     }
 
     deinit {
+        close()
+    }
+
+    /// Closes the file (and releases its lock). Later calls fail with "closed".
+    public func close() {
         for statement in statements.values { sqlite3_finalize(statement) }
-        sqlite3_close(handle)
+        statements = [:]
+        if let handle { sqlite3_close(handle) }
+        handle = nil
     }
 
     private func error(_ what: String) -> Error {
-        Error(description: "\(what): \(String(cString: sqlite3_errmsg(handle)))")
+        guard let handle else { return Error(description: "\(what): the database is closed") }
+        return Error(description: "\(what): \(String(cString: sqlite3_errmsg(handle)))")
     }
 
     /// Runs SQL without results (several statements allowed).
     public func execute(_ sql: String) throws(Error) {
+        guard handle != nil else { throw error("SQL failed") }
         guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw error("SQL failed (\(sql.prefix(40))...)") }
     }
 
@@ -49,6 +58,7 @@ public final class SQLiteDatabase {
     /// Runs one statement with bound values; returns its rows. Statements are prepared once and cached.
     @discardableResult
     public func query(_ sql: String, _ binds: [Value] = []) throws(Error) -> [Row] {
+        guard handle != nil else { throw error("query failed") }
         let statement: OpaquePointer
         if let cached = statements[sql] {
             statement = cached

@@ -1,1 +1,193 @@
+import Glibc
+import LanchatDiscovery
+import LanchatIdentity
+import LanchatSecurity
+@testable import LanchatSession
+import LanchatStore
+import LanchatWire
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
 import Testing
+
+/// A node on loopback with real TLS, a real SQLite file and its own event loop.
+final class TestNode: @unchecked Sendable {
+    let directory: String
+    let name: String
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let node: SessionNode
+    let listener: Channel
+    let identity: Identity
+    let peers = PeerDirectory()
+    var maintenance: Task<Void, Never>?
+    private let collected = EventLog()
+
+    init(_ name: String, directory: String? = nil, autoAccept: AutoAcceptPolicy = .all) async throws {
+        var template = Array("/tmp/lanchat-node-XXXXXX".utf8CString)
+        self.directory = directory ?? template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        self.name = name
+        identity = try Identity.loadOrCreate(in: self.directory)
+        let connector = PeerConnector(
+            hello: .init(peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"]), encryption: .required,
+            tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
+        let box = NodeReference()
+        listener = try await connector.listen(port: 0) { connection in Task { await box.node?.accepted(connection) } }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        node = try SessionNode(
+            configuration: .init(ownID: identity.peerID, ownName: name, port: listener.localAddress!.port!, autoAccept: autoAccept, encryption: .required),
+            eventLoop: group.next(), connector: connector, store: try ChatStore(path: self.directory + "/" + ChatStore.fileName),
+            knownPeers: try KnownPeers(directory: self.directory), directory: peers, logger: logger)
+        box.node = node
+        let node = self.node
+        let collected = self.collected
+        maintenance = Task { await node.run() }
+        Task { for await event in node.events { collected.append(event) } }
+    }
+
+    var peer: SessionPeer { SessionPeer(id: identity.peerID, name: name) }
+
+    func knows(_ other: TestNode) {
+        peers.update(other.identity.peerID, PeerAddressHint(name: other.name, port: other.listener.localAddress!.port!, addresses: ["127.0.0.1"], encryption: .required))
+    }
+
+    var events: [SessionEvent] { collected.all }
+
+    func texts(_ room: String = "lab") async throws -> [String] {
+        try await node.history(room: room, limit: 1000).filter { $0.kind == .text }.map(\.body)
+    }
+
+    func stop() async {
+        maintenance?.cancel()
+        await maintenance?.value
+        try? await listener.close()
+        try? await group.shutdownGracefully()
+    }
+}
+
+final class NodeReference: @unchecked Sendable {
+    var node: SessionNode?
+}
+
+final class EventLog: Sendable {
+    private let events = Mutex<[SessionEvent]>([])
+    func append(_ event: SessionEvent) { events.withLock { $0.append(event) } }
+    var all: [SessionEvent] { events.withLock { $0 } }
+}
+
+func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("timed out waiting for \(what)")
+    throw CancellationError()
+}
+
+let lab = RoomID("lab")!
+
+@Suite(.serialized) struct SessionNodeTests {
+    @Test func inviteAcceptSendAcknowledge() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: Array("hi".utf8), timeout: .seconds(5)) == .accepted)
+        #expect(await alice.node.room(lab)?.members.map(\.peer.name) == ["bob"])
+        #expect(await bob.node.room(lab)?.members.map(\.peer.name) == ["alice"])
+        let receipt = try await alice.node.send("hello bob", room: lab)
+        #expect(receipt.recipients == 1 && receipt.sentNow == 1)
+        try await eventually("bob has it") { try await bob.texts() == ["hello bob"] }
+        try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
+        // Inviting a member again.
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .alreadyMember)
+        await alice.stop()
+        await bob.stop()
+    }
+
+    @Test func declineAndExpiry() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob", autoAccept: .never)
+        alice.knows(bob)
+        async let declined = alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5))
+        try await eventually("bob is asked") { await !bob.node.invitations.isEmpty }
+        let invitation = await bob.node.invitations[0]
+        #expect(invitation.from.name == "alice" && invitation.room == "lab" && invitation.shortCode.count == 9)
+        _ = try await bob.node.decline(String(invitation.id.prefix(6)), reason: "busy")
+        #expect(await declined == .declined("busy"))
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(1)) == .expired)
+        #expect(await bob.node.invitations.isEmpty)
+        #expect(await bob.node.roomNames.isEmpty)
+        await #expect(throws: SessionError.self) { try await bob.node.accept(invitation.id) }
+        await alice.stop()
+        await bob.stop()
+    }
+
+    @Test func unreachablePeer() async throws {
+        let alice = try await TestNode("alice")
+        let ghost = SessionPeer(id: PeerID(String(repeating: "a", count: 52))!, name: "ghost")
+        guard case .unreachable = await alice.node.invite(ghost, room: lab, context: [], timeout: .seconds(1)) else {
+            Issue.record("expected unreachable")
+            return
+        }
+        await alice.stop()
+    }
+
+    @Test func outboxDeliversOnceAfterTheMemberRestarts() async throws {
+        let alice = try await TestNode("alice")
+        var bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let bobDirectory = bob.directory
+        await bob.stop()
+        try await eventually("bob disconnected") { await !alice.node.isConnected(bob.identity.peerID) }
+        let receipt = try await alice.node.send("while you were away", room: lab)
+        #expect(receipt.sentNow == 0 && receipt.recipients == 1)
+        #expect(await alice.node.unacknowledged()[bob.identity.peerID] == 1)
+        bob = try await TestNode("bob", directory: bobDirectory)
+        alice.knows(bob)
+        bob.knows(alice)
+        try await eventually("delivered after the restart") { try await bob.texts() == ["while you were away"] }
+        try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
+        // Retransmission rounds do not duplicate it.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await bob.texts() == ["while you were away"])
+        await alice.stop()
+        await bob.stop()
+    }
+
+    @Test func aKnownNameWithAnotherKeyIsRefused() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let impostor = try await TestNode("bob")
+        impostor.knows(alice)
+        guard case .refused(let reason) = await impostor.node.invite(alice.peer, room: lab, context: [], timeout: .seconds(5)) else {
+            Issue.record("expected refused")
+            return
+        }
+        #expect(reason.contains("another key"))
+        #expect(alice.events.contains { if case .security(let peer, let text) = $0 { peer.name == "bob" && text.contains("lanchat forget bob") } else { false } })
+        #expect(await alice.node.room(lab)?.members.map(\.peer.id) == [bob.identity.peerID])
+        await alice.stop()
+        await bob.stop()
+        await impostor.stop()
+    }
+
+    @Test func sendRefusesBadInput() async throws {
+        let alice = try await TestNode("alice")
+        await #expect(throws: SessionError.self) { try await alice.node.send("x", room: lab) }
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        _ = await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5))
+        for bad in [String(repeating: "x", count: 65537), "", "bell \u{7}", "esc \u{1b}[2J"] {
+            await #expect(throws: SessionError.self) { try await alice.node.send(bad, room: lab) }
+        }
+        let stranger = PeerID(String(repeating: "b", count: 52))!
+        await #expect(throws: SessionError.self) { try await alice.node.send("hi", room: lab, to: [stranger]) }
+        await alice.stop()
+        await bob.stop()
+    }
+}
