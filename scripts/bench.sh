@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds release binaries and runs the benchmarks on a simulated LAN (root). Figures print next to
-# baselines measured in the same run. Extra arguments go to bench/discovery.py (e.g. --trials 20, --json).
+# baselines measured in the same run.
+#   scripts/bench.sh                  discovery and idle (bench/discovery.py), then sessions (bench/sessions.py)
+#   scripts/bench.sh discovery ARGS   only discovery (--trials N, --idle-seconds S, --json)
+#   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --json)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -8,4 +11,9 @@ cd "$root"
 scripts/setup.sh test
 swift build -c release --static-swift-stdlib 2>&1 | grep -v "prohibited flag" | tail -n 1
 export AVAHI_COMPAT_NOWARN=1 LANCHAT_BIN="$root/.build/release"
-exec .venv/bin/python bench/discovery.py "$@"
+case "${1:-all}" in
+  discovery) shift; exec .venv/bin/python bench/discovery.py "$@" ;;
+  sessions) shift; exec .venv/bin/python bench/sessions.py "$@" ;;
+  all) .venv/bin/python bench/discovery.py; echo; exec .venv/bin/python bench/sessions.py ;;
+  *) echo "bench: unknown benchmark '$1' (discovery, sessions, or nothing for both)" >&2; exit 1 ;;
+esac
