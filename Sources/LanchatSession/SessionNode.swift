@@ -144,8 +144,17 @@ public actor SessionNode {
     /// every peer.
     public func run() async {
         while !Task.isCancelled {
-            maintain()
-            try? await Task.sleep(for: .milliseconds(250))
+            if maintain() {
+                try? await Task.sleep(for: .milliseconds(250))
+            } else {
+                // Nothing to redial, retransmit or checkpoint: sleep until something changes (an idle
+                // daemon makes no wake-ups of its own).
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { wakeup = $0 }
+                } onCancel: {
+                    Task { await self.nudge() }
+                }
+            }
         }
         for link in links.values { link.connection.leave(.shutdown) }
         links = [:]
@@ -155,15 +164,29 @@ public actor SessionNode {
 
     private var lastCheckpoint = ContinuousClock.now
 
-    private func maintain() {
+    private var wakeup: CheckedContinuation<Void, Never>?
+    /// Something was written since the last checkpoint.
+    private var dirty = false
+
+    /// Wakes the maintenance loop (state changed: a member to reach, a message queued, a write).
+    private func nudge() {
+        wakeup?.resume()
+        wakeup = nil
+    }
+
+    /// One round of maintenance; returns whether another round is needed soon.
+    private func maintain() -> Bool {
         let now = ContinuousClock.now
-        if now - lastCheckpoint > .seconds(2) {
+        if dirty, now - lastCheckpoint > .seconds(2) {
             lastCheckpoint = now
+            dirty = false
             store.checkpoint()
         }
+        var busy = dirty
         // Redial members we should be connected to.
         var wanted = Set<PeerID>()
         for room in rooms.values { wanted.formUnion(room.members.keys) }
+        if wanted.contains(where: { links[$0] == nil }) { busy = true }
         for peer in wanted where links[peer] == nil && !dialing.contains(peer) {
             var redial = redials[peer] ?? Redial(notBefore: now + (configuration.ownID < peer ? .zero : .milliseconds(1500)))
             if let generation = directory.lookup(peer)?.generation, generation != redial.generation {
@@ -181,7 +204,8 @@ public actor SessionNode {
             Task { _ = await self.dial(peer) }
         }
         // Retransmit what is still unacknowledged.
-        guard let counts = try? store.outboxCounts() else { return }
+        guard let counts = try? store.outboxCounts() else { return true }
+        if !counts.isEmpty { busy = true }
         for (peerText, _) in counts {
             guard let peer = PeerID(peerText), let link = links[peer], now - link.lastReliableSend >= configuration.retransmitInterval else { continue }
             flushOutbox(to: link)
@@ -191,6 +215,7 @@ public actor SessionNode {
             let kept = byPeer.filter { now - $0.value.at < .seconds(30) }
             claims[room] = kept.isEmpty ? nil : kept
         }
+        return busy || !claims.isEmpty
     }
 
     // MARK: Connections
@@ -323,6 +348,10 @@ public actor SessionNode {
     }
 
     private func handle(_ event: PeerLinkEvent, from link: Link) {
+        defer {
+            dirty = true
+            nudge()
+        }
         switch event {
         case .frames(let frames):
             var acks: [WireID] = []
@@ -551,6 +580,8 @@ public actor SessionNode {
     }
 
     private func saveRoom(_ room: RoomID) {
+        dirty = true
+        nudge()
         guard let state = rooms[room] else { return }
         let members = state.members.map { StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses) }
         do { try store.saveRoom(room.rawValue, members: members, now: Self.nowMilliseconds()) } catch {
@@ -787,6 +818,8 @@ public actor SessionNode {
         } catch {
             throw SessionError("storage", "cannot store the message: \(error)")
         }
+        dirty = true
+        nudge()
         let frames = messages.compactMap { Self.frame($0, reliable: reliable) }
         var sentNow = 0
         var dropped = 0

@@ -59,7 +59,7 @@ public final class ChatStore {
         // not inside a commit (unless the log grows past 16k pages).
         // Exclusive locking: only this daemon opens the file, so no lock syscalls per transaction (and a
         // second daemon on the same state directory gets "database is locked" instead of sharing it).
-        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384;")
+        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-1024;")
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {
             throw Error(description: "\(path) was written by a newer lanchatd (schema \(version)); this one knows \(Self.schemaVersion)")
@@ -70,7 +70,6 @@ public final class ChatStore {
                 sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL,
                 stored_at INTEGER NOT NULL);
             CREATE INDEX IF NOT EXISTS messages_by_room ON messages (room, timestamp, sender_id, sequence);
-            CREATE INDEX IF NOT EXISTS messages_by_time ON messages (timestamp, sender_id, sequence);
             CREATE TABLE IF NOT EXISTS outbox (
                 seq INTEGER PRIMARY KEY AUTOINCREMENT, peer_id TEXT NOT NULL, message_id TEXT NOT NULL,
                 UNIQUE (peer_id, message_id));
