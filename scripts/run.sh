@@ -33,7 +33,9 @@ if [ "$mode" = --demo ]; then
   scripts/testlan.sh up 3
   for h in h1 h2 h3; do
     mkdir -p "$demo_dir/$h"
-    scripts/testlan.sh exec "$h" setsid "$bin/lanchatd" --state-dir "$demo_dir/$h/state" </dev/null >"$demo_dir/$h/lanchatd.log" 2>&1 &
+    # h2 and h3 accept invitations by themselves; h1 asks (its person is you).
+    accept=all; [ "$h" = h1 ] && accept=never
+    scripts/testlan.sh exec "$h" setsid "$bin/lanchatd" --state-dir "$demo_dir/$h/state" --auto-accept "$accept" </dev/null >"$demo_dir/$h/lanchatd.log" 2>&1 &
   done
   for _ in $(seq 100); do
     n=$(scripts/testlan.sh exec h1 "$bin/lanchat" peers --json 2>/dev/null | grep -c '"name"' || true)
@@ -45,8 +47,12 @@ if [ "$mode" = --demo ]; then
   scripts/testlan.sh exec h1 "$bin/lanchat" peers
   cat <<MSG
 
-Three simulated hosts (h1, h2, h3) run lanchatd. Try, for example:
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h2 $bin/lanchat peers --json
+Three simulated hosts (h1, h2, h3) run lanchatd; h2 and h3 accept invitations by themselves. Try:
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat invite root@h2 --room lab --wait
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat invite root@h3 --room lab --wait
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat          (interactive: type to chat, /help)
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h2 $bin/lanchat send "hi from h2"
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h3 $bin/lanchat history
   TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat ping root@h2   (TLS pinned to h2's key; short code)
   TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat watch     (then stop h3's daemon:)
   TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h3 pkill -TERM lanchatd

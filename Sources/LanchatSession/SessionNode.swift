@@ -113,6 +113,8 @@ public actor SessionNode {
     private var redials: [PeerID: Redial] = [:]
     /// (room, peer) pairs for which a "left" notice was shown, so a reconnection says "rejoined".
     private var departed: Set<String> = []
+    /// Why the last connection to each peer ended (an invitation racing a refusal reports it).
+    private var lastCloseReason: [PeerID: PeerCloseReason] = [:]
 
     public init(
         configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: ChatStore, knownPeers: KnownPeers,
@@ -379,6 +381,7 @@ public actor SessionNode {
         let id = link.peer.id
         guard links[id] === link else { return }  // replaced by another connection
         links[id] = nil
+        lastCloseReason[id] = reason
         if case .goodbye(.leaving, "duplicate connection") = reason { return }
         // Invitations over this connection end with it.
         for (wireID, entry) in outgoing where entry.peer.id == id {
@@ -665,6 +668,11 @@ public actor SessionNode {
         switch await dial(peer.id) {
         case .success(let value): link = value
         case .failure(let error): return error.code == "key_changed" ? .refused(error.message) : .unreachable(error.message)
+        }
+        guard links[peer.id] === link else {
+            // The connection closed while we dialed (for example: the peer refused us).
+            if case .goodbye(.refused, let text)? = lastCloseReason[peer.id] { return .refused(text) }
+            return .unreachable("the connection closed: \(lastCloseReason[peer.id].map { "\($0)" } ?? "unknown reason")")
         }
         let id = WireID.random()
         let milliseconds = UInt32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)

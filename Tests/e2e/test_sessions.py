@@ -110,6 +110,11 @@ def test_three_hosts_invite_accept_and_chat_in_a_mesh(lan):
         wait_for(lambda: set(texts(lan, host)) == expected, what=f"all three messages at {host}")
     term.expect("alice: hello from alice")
     term.expect("carol: hello from carol")
+    term.type("/members")
+    term.expect(") connected")
+    assert "alice (" in term.output and "carol (" in term.output
+    term.type("/nonsense")
+    term.expect("unknown command /nonsense")
     # Carol's message reached bob over the bob-carol connection: alice's log has no relay.
     assert all(len(texts(lan, h)) == 3 for h in ("h1", "h2", "h3"))
     term.close()
