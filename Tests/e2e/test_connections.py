@@ -117,7 +117,9 @@ def test_hostile_bytes_on_the_peer_port_close_the_connection_and_the_daemon_keep
 def test_ping_errors_are_one_line(lan):
     lan.up(3)
     lan.start_daemon("h1", name="client")
-    lan.start_daemon("h2", name="alice")
+    first = lan.start_daemon("h2", name="alice")
+    # One after the other: two hosts probing one name at the same instant can keep Avahi renaming both.
+    wait_for(lambda: first.status()["advertising"] == "registered", timeout=15, what="the first alice registered")
     lan.start_daemon("h3", name="alice")
     ready(lan, "h1", 2)
     for args, needle in ((["ping", "alice"], "matches several peers"), (["ping", "nobody"], "no peer matches"),
