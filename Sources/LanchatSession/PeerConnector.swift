@@ -26,6 +26,14 @@ public struct PeerConnector: Sendable {
         self.group = group
     }
 
+    /// The connection's handler, kept by reference so that it can be reached after the channel has
+    /// closed and its pipeline was torn down (events that waited are still delivered). Used only on the
+    /// channel's event loop.
+    final class HandlerReference: @unchecked Sendable {
+        let handler: PeerConnectionHandler
+        init(_ handler: PeerConnectionHandler) { self.handler = handler }
+    }
+
     /// An open, handshaken connection.
     public struct Connection: Sendable {
         public let channel: Channel
@@ -33,29 +41,30 @@ public struct PeerConnector: Sendable {
         public let encrypted: Bool
         /// Whether we dialed it (the other side accepted).
         public let dialed: Bool
+        let reference: HandlerReference
+
+        init(channel: Channel, session: HandshakeStateMachine.Session, encrypted: Bool, dialed: Bool, reference: HandlerReference) {
+            self.channel = channel
+            self.session = session
+            self.encrypted = encrypted
+            self.dialed = dialed
+            self.reference = reference
+        }
+
+        /// Runs `body` with the handler on the event loop (now, if we are on it).
+        private func onLoop(_ body: @escaping @Sendable (PeerConnectionHandler) -> Void) {
+            let reference = self.reference
+            if channel.eventLoop.inEventLoop { body(reference.handler) } else { channel.eventLoop.execute { body(reference.handler) } }
+        }
         /// Sets who gets the frames from the peer and, last, why the connection ended: `consumer` is
         /// called on the connection's event loop, in order. Events before this call wait for it.
         public func attach(_ consumer: @escaping @Sendable (PeerLinkEvent) -> Void) {
-            let channel = self.channel
-            if channel.eventLoop.inEventLoop {
-                try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).attach(consumer)
-            } else {
-                channel.eventLoop.execute {
-                    try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).attach(consumer)
-                }
-            }
+            onLoop { $0.attach(consumer) }
         }
 
         /// Writes frames for the peer (one flush for the batch). Does not wait.
         public func send(_ frames: [WireFrame]) {
-            let channel = self.channel
-            if channel.eventLoop.inEventLoop {
-                try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).send(frames)
-            } else {
-                channel.eventLoop.execute {
-                    try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).send(frames)
-                }
-            }
+            onLoop { $0.send(frames) }
         }
 
         /// Whether the connection takes more data without queueing it in memory (for unreliable sends).
@@ -63,10 +72,7 @@ public struct PeerConnector: Sendable {
 
         /// Says GOODBYE with `reason` and closes, without waiting.
         public func leave(_ reason: WireFrame.Goodbye.Reason, text: String = "") {
-            let channel = self.channel
-            channel.eventLoop.execute {
-                try? channel.pipeline.syncOperations.handler(type: PeerConnectionHandler.self).leave(reason: reason, text: text)
-            }
+            onLoop { $0.leave(reason: reason, text: text) }
         }
 
         /// Round trip of one PING.
@@ -113,6 +119,7 @@ public struct PeerConnector: Sendable {
         configuration.heartbeatInterval = heartbeatInterval
         configuration.heartbeatTimeout = heartbeatTimeout
         let tls = self.tls
+        let reference = NIOLockedValueBox<HandlerReference?>(nil)
         let channel: Channel
         do {
             channel = try await ClientBootstrap(group: group)
@@ -128,8 +135,9 @@ public struct PeerConnector: Sendable {
                                 }
                             })
                         }
-                        try channel.pipeline.syncOperations.addHandler(
-                            PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established))
+                        let handler = PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established)
+                        reference.withLockedValue { $0 = HandlerReference(handler) }
+                        try channel.pipeline.syncOperations.addHandler(handler)
                     }
                 }
                 .connect(to: address).get()
@@ -139,7 +147,7 @@ public struct PeerConnector: Sendable {
         }
         do {
             let session = try await established.futureResult.get()
-            return Connection(channel: channel, session: session, encrypted: useTLS, dialed: true)
+            return Connection(channel: channel, session: session, encrypted: useTLS, dialed: true, reference: reference.withLockedValue { $0! })
         } catch {
             try? await channel.close()
             if let failure = pinFailure.withLockedValue({ $0 }) { throw DialError(description: failure.description) }
@@ -188,13 +196,6 @@ public struct PeerConnector: Sendable {
         let promise = channel.eventLoop.makePromise(of: HandshakeStateMachine.Session.self)
         let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
         let encryption = self.encryption
-        promise.futureResult.whenComplete { result in
-            deadline.cancel()
-            // With `optional`, the TLS handler is in the pipeline only if the caller chose TLS.
-            let encrypted = encryption == .required
-                || (encryption == .optional && (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)) != nil)
-            established(result.map { Connection(channel: channel, session: $0, encrypted: encrypted, dialed: false) })
-        }
         let tls = self.tls
         let makeTLSHandler = {
             tls.serverHandler { result in
@@ -205,6 +206,14 @@ public struct PeerConnector: Sendable {
         let connection = PeerConnectionHandler(
             configuration: .init(hello: hello, encrypted: encrypted, advertisedID: nil, heartbeatInterval: heartbeatInterval, heartbeatTimeout: heartbeatTimeout),
             certificateID: certificateID, established: promise)
+        let reference = HandlerReference(connection)
+        promise.futureResult.whenComplete { result in
+            deadline.cancel()
+            // With `optional`, the TLS handler is in the pipeline only if the caller chose TLS.
+            let encrypted = encryption == .required
+                || (encryption == .optional && (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)) != nil)
+            established(result.map { Connection(channel: channel, session: $0, encrypted: encrypted, dialed: false, reference: reference) })
+        }
         switch encryption {
         case .required:
             try channel.pipeline.syncOperations.addHandler(makeTLSHandler())
