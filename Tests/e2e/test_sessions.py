@@ -71,6 +71,16 @@ class Terminal:
         os.close(self.master)
 
 
+def two_in_a_room(lan):
+    """alice on h1 and bob on h2, both auto-accepting, in room lab."""
+    lan.up(2)
+    a = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    b = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    ready(lan, "h1", 1)
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    return a, b
+
+
 def three_in_a_room(lan):
     """A invites B (accepted at B's interactive prompt), then C (accepted with `lanchat accept`)."""
     lan.up(3)
@@ -174,11 +184,7 @@ def test_a_killed_member_leaves_comes_back_and_gets_what_it_missed_once(lan):
 
 
 def test_history_survives_sigterm_and_sigkill(lan):
-    lan.up(2)
-    a = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
-    b = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
-    ready(lan, "h1", 1)
-    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    a, b = two_in_a_room(lan)
     for i in range(20):
         lan.lanchat("h1" if i % 2 else "h2", "send", "--room", "lab", f"m{i}")
     wait_for(lambda: len(texts(lan, "h2")) == 20 and len(texts(lan, "h1")) == 20, what="20 messages on both")
@@ -196,11 +202,7 @@ def test_history_survives_sigterm_and_sigkill(lan):
 
 
 def test_a_known_name_with_another_key_is_refused_loudly(lan):
-    lan.up(2)
-    lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
-    bob = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
-    ready(lan, "h1", 1)
-    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    _, bob = two_in_a_room(lan)
     # "bob" comes back with a new key (another state dir): same name, different id.
     old_id = bob.status()["id"]
     bob.stop()
@@ -326,11 +328,7 @@ def test_a_member_behind_a_dead_link_times_out_and_the_room_outlives_its_creator
 
 
 def test_message_limits_and_unreliable_messages(lan):
-    lan.up(2)
-    lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
-    bob = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
-    ready(lan, "h1", 1)
-    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    _, bob = two_in_a_room(lan)
     long = lan.run("h1", [os.path.join(BIN, "lanchat"), "send", "-"], check=False, input="x" * 70000)
     assert long.returncode == 1 and "limit is 65536" in long.stderr and long.stderr.count("\n") == 1
     escape = lan.lanchat("h1", "send", "hi \x1b[2J there", check=False)
