@@ -37,6 +37,8 @@ let package = Package(
         .target(name: "DNSSD", dependencies: ["CDNSSD"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "LanchatStore", dependencies: ["CSQLite"]),
+        // Pure transfer logic (issue 4, started): safe names for files offered by peers.
+        .target(name: "LanchatTransfer"),
         .target(name: "LanchatIdentity", dependencies: ["LanchatDiscovery", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
         .target(name: "LanchatControl"),
@@ -111,6 +113,7 @@ let package = Package(
         .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatDaemon"]),
         .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatStore"]),
+        .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
         .testTarget(
             name: "LanchatSessionTests",
             dependencies: [

@@ -89,6 +89,38 @@ extension WireFrame {
             var ids: [WireID] = []
             for _ in 0..<count { ids.append(WireID(bytes: try reader.bytes("message_id", count: 16))!) }
             result = .ack(ids)
+        case .resourceOffer:
+            let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
+            let roomBytes = try reader.lengthPrefixed("room", lengthType: UInt8.self, limit: 32)
+            var room: RoomID?
+            if !roomBytes.isEmpty {
+                guard let parsed = RoomID(String(decoding: roomBytes, as: UTF8.self)), parsed.rawValue.utf8.count == roomBytes.count else {
+                    throw .invalidValue(field: "room")
+                }
+                room = parsed
+            }
+            guard let kind = ResourceOffer.Kind(rawValue: try reader.u8("kind")) else { throw .invalidValue(field: "kind") }
+            let name = try reader.lengthPrefixed("name", lengthType: UInt16.self, limit: ResourceOffer.maximumName)
+            let size = try reader.u64("size")
+            let digest = try reader.bytes("sha256", count: 32)
+            let modified = try reader.u64("mtime_ms")
+            result = .resourceOffer(ResourceOffer(id: id, room: room, kind: kind, name: name, size: size, sha256: digest, modifiedMilliseconds: modified))
+        case .resourceAccept:
+            let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
+            result = .resourceAccept(ResourceAccept(id: id, offset: try reader.u64("offset")))
+        case .resourceChunk:
+            let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
+            let offset = try reader.u64("offset")
+            let length = try reader.u32("data")
+            guard Int(length) <= ResourceChunk.maximumData else {
+                throw .fieldTooLong(field: "data", length: Int(length), limit: ResourceChunk.maximumData)
+            }
+            guard let data = reader.buffer.readSlice(length: Int(length)) else { throw .truncated(field: "data") }
+            result = .resourceChunk(ResourceChunk(id: id, offset: offset, data: data))
+        case .resourceEnd:
+            let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
+            guard let status = ResourceEnd.Status(rawValue: try reader.u8("status")) else { throw .invalidValue(field: "status") }
+            result = .resourceEnd(ResourceEnd(id: id, status: status, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
         case .ping:
             result = .ping(try reader.u64("nonce"))
         case .pong:
@@ -210,6 +242,38 @@ extension WireFrame {
             payload.writeInteger(UInt16(ids.count))
             for id in ids { payload.writeBytes(id.bytes) }
             return RawFrame(type: FrameType.ack.rawValue, payload: payload)
+        case .resourceOffer(let offer):
+            guard offer.name.count <= ResourceOffer.maximumName else {
+                throw .fieldTooLong(field: "name", length: offer.name.count, limit: ResourceOffer.maximumName)
+            }
+            guard offer.sha256.count == 32 else { throw .invalidValue(field: "sha256") }
+            payload.writeBytes(offer.id.bytes)
+            payload.writeLengthPrefixed(Array((offer.room?.rawValue ?? "").utf8), as: UInt8.self)
+            payload.writeInteger(offer.kind.rawValue)
+            payload.writeLengthPrefixed(offer.name, as: UInt16.self)
+            payload.writeInteger(offer.size)
+            payload.writeBytes(offer.sha256)
+            payload.writeInteger(offer.modifiedMilliseconds)
+            return RawFrame(type: FrameType.resourceOffer.rawValue, payload: payload)
+        case .resourceAccept(let accept):
+            payload.writeBytes(accept.id.bytes)
+            payload.writeInteger(accept.offset)
+            return RawFrame(type: FrameType.resourceAccept.rawValue, payload: payload)
+        case .resourceChunk(let chunk):
+            guard chunk.data.readableBytes <= ResourceChunk.maximumData else {
+                throw .fieldTooLong(field: "data", length: chunk.data.readableBytes, limit: ResourceChunk.maximumData)
+            }
+            payload.writeBytes(chunk.id.bytes)
+            payload.writeInteger(chunk.offset)
+            payload.writeInteger(UInt32(chunk.data.readableBytes))
+            payload.writeImmutableBuffer(chunk.data)
+            return RawFrame(type: FrameType.resourceChunk.rawValue, payload: payload)
+        case .resourceEnd(let end):
+            try checkText(end.text, "text", limit: Self.maximumReasonBytes)
+            payload.writeBytes(end.id.bytes)
+            payload.writeInteger(end.status.rawValue)
+            payload.writeLengthPrefixed(Array(end.text.utf8), as: UInt16.self)
+            return RawFrame(type: FrameType.resourceEnd.rawValue, payload: payload)
         case .ping(let nonce):
             payload.writeInteger(nonce)
             return RawFrame(type: FrameType.ping.rawValue, payload: payload)

@@ -52,6 +52,19 @@ public enum WireFrame: Equatable, Sendable {
     case message(Message)
     /// 0x11. `count u16 | message_id [16] * count` (at most 1024 ids).
     case ack([WireID])
+    /// 0x40. A file (or a room's history) offered to the receiver. `resource_id [16] | room (u8 len, empty:
+    /// none) | kind u8 (0 file, 1 history) | name (u16 len, bytes as the sender has them: the receiver
+    /// makes them safe) | size u64 | sha256 [32] | mtime_ms u64`.
+    case resourceOffer(ResourceOffer)
+    /// 0x41. The receiver takes the resource from `offset` (what it already holds, verified): sent once
+    /// to accept, then again as progress (flow control: the sender keeps at most a window past it).
+    /// `resource_id [16] | offset u64`.
+    case resourceAccept(ResourceAccept)
+    /// 0x42. `resource_id [16] | offset u64 | data (u32 len, at most 256 KiB)`.
+    case resourceChunk(ResourceChunk)
+    /// 0x43. The end of a resource, from either side: `resource_id [16] | status u8 (0 complete and
+    /// verified, 1 refused, 2 cancelled, 3 failed) | text (u16 len, UTF-8, at most 1 KiB)`.
+    case resourceEnd(ResourceEnd)
     /// 0x20 (ping) and 0x21 (pong). `nonce u64`.
     case ping(UInt64)
     case pong(UInt64)
@@ -64,6 +77,7 @@ public enum WireFrame: Equatable, Sendable {
         case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
+        case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43
     }
 
     public static let ignorableFlag: UInt8 = 0x80
@@ -172,6 +186,66 @@ public enum WireFrame: Equatable, Sendable {
             self.kind = kind
             self.body = body
             self.reliable = reliable
+        }
+    }
+
+    public struct ResourceOffer: Equatable, Sendable {
+        public enum Kind: UInt8, Sendable { case file = 0, history = 1 }
+        public static let maximumName = 16 * 1024
+        public var id: WireID
+        /// `nil`: sent to the peer, not to a room.
+        public var room: RoomID?
+        public var kind: Kind
+        /// The name as the sender has it, unchecked: receivers make it safe (`SafeFileName`).
+        public var name: [UInt8]
+        public var size: UInt64
+        public var sha256: [UInt8]
+        public var modifiedMilliseconds: UInt64
+
+        public init(id: WireID, room: RoomID?, kind: Kind, name: [UInt8], size: UInt64, sha256: [UInt8], modifiedMilliseconds: UInt64) {
+            self.id = id
+            self.room = room
+            self.kind = kind
+            self.name = name
+            self.size = size
+            self.sha256 = sha256
+            self.modifiedMilliseconds = modifiedMilliseconds
+        }
+    }
+
+    public struct ResourceAccept: Equatable, Sendable {
+        public var id: WireID
+        public var offset: UInt64
+
+        public init(id: WireID, offset: UInt64) {
+            self.id = id
+            self.offset = offset
+        }
+    }
+
+    public struct ResourceChunk: Equatable, Sendable {
+        public static let maximumData = 256 * 1024
+        public var id: WireID
+        public var offset: UInt64
+        public var data: ByteBuffer
+
+        public init(id: WireID, offset: UInt64, data: ByteBuffer) {
+            self.id = id
+            self.offset = offset
+            self.data = data
+        }
+    }
+
+    public struct ResourceEnd: Equatable, Sendable {
+        public enum Status: UInt8, Sendable { case complete = 0, refused = 1, cancelled = 2, failed = 3 }
+        public var id: WireID
+        public var status: Status
+        public var text: String
+
+        public init(id: WireID, status: Status, text: String = "") {
+            self.id = id
+            self.status = status
+            self.text = text
         }
     }
 

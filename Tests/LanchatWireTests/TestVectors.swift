@@ -8,6 +8,17 @@ let ascending = WireID(bytes: Array(0...15))!
 let descending = WireID(bytes: Array((0...15).reversed()))!
 let lab = RoomID("lab")!
 
+func hexBytes(_ hex: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var index = hex.startIndex
+    while index < hex.endIndex {
+        let next = hex.index(index, offsetBy: 2)
+        bytes.append(UInt8(hex[index..<next], radix: 16)!)
+        index = next
+    }
+    return bytes
+}
+
 /// Test vectors, computed independently (by a Python script from the byte layout in
 /// docs/wire-protocol.md). The same hex appears in the document; a test checks that it does.
 let vectors: [(name: String, frame: WireFrame, hex: String)] = [
@@ -24,5 +35,14 @@ let vectors: [(name: String, frame: WireFrame, hex: String)] = [
     ("roomMembers", .roomMembers(.init(room: lab, members: [.init(peerID: "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a", name: "bob@h2", port: 7000, addresses: ["198.18.0.12", "fe80::1%lan0"])])),
      "000000600400036c61620001346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c687472326106626f624068321b58020b3139382e31382e302e31320c666538303a3a31256c616e30"),
     ("roomLeave", .roomLeave(.init(room: lab, text: "bye")), "0000000b0500036c61620003627965"),
+    ("resourceOffer", .resourceOffer(.init(id: ascending, room: lab, kind: .file, name: Array("notes.txt".utf8), size: 6,
+                                           sha256: hexBytes("5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"),
+                                           modifiedMilliseconds: 1_795_000_000_000)),
+     "000000524000000102030405060708090a0b0c0d0e0f036c61620000096e6f7465732e74787400000000000000065891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03000001a1ee565e00"),
+    ("resourceAccept", .resourceAccept(.init(id: ascending, offset: 4096)), "0000001a4100000102030405060708090a0b0c0d0e0f0000000000001000"),
+    ("resourceChunk", .resourceChunk(.init(id: ascending, offset: 0, data: ByteBuffer(string: "hello\n"))),
+     "000000244200000102030405060708090a0b0c0d0e0f00000000000000000000000668656c6c6f0a"),
+    ("resourceEnd", .resourceEnd(.init(id: descending, status: .refused, text: "disk full")),
+     "0000001e43000f0e0d0c0b0a090807060504030201000100096469736b2066756c6c"),
     ("goodbye", .goodbye(.init(reason: .shutdown, text: "bye")), "000000082f00000003627965"),
 ]

@@ -104,7 +104,7 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
     static func randomFrame(_ generator: inout some RandomNumberGenerator) -> WireFrame {
         let text = String((0..<Int.random(in: 0...40, using: &generator)).map { _ in "aé\n😀z".randomElement(using: &generator)! })
         let rooms = ["lab", "a", "room-1", String(repeating: "Z", count: 32)]
-        switch Int.random(in: 0..<10, using: &generator) {
+        switch Int.random(in: 0..<14, using: &generator) {
         case 0: return .ping(UInt64.random(in: 0...UInt64.max, using: &generator))
         case 1: return .pong(UInt64.random(in: 0...UInt64.max, using: &generator))
         case 2: return .hello(.init(maximumPayload: UInt32.random(in: 4096...(1 << 24), using: &generator), peerID: String(repeating: "q", count: 52), name: text.replacingOccurrences(of: "\n", with: ""), capabilities: ["chat", "v1.x"]))
@@ -116,6 +116,13 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
             .init(peerID: String(repeating: "b", count: 52), name: text.replacingOccurrences(of: "\n", with: "") + "\(index)",
                   port: .random(in: 0...UInt16.max, using: &generator), addresses: Array(["198.18.0.1", "fe80::1%lan0", "::1"].prefix(index)))
         }))
+        case 9: return .resourceOffer(.init(id: .random(), room: Bool.random(using: &generator) ? nil : lab, kind: .file,
+                                            name: Array(text.utf8) + [0xff, 0x2f, 0x00], size: .random(in: 0...UInt64.max, using: &generator),
+                                            sha256: (0..<32).map { _ in .random(in: 0...255, using: &generator) }, modifiedMilliseconds: 7))
+        case 10: return .resourceAccept(.init(id: .random(), offset: .random(in: 0...UInt64.max, using: &generator)))
+        case 11: return .resourceChunk(.init(id: .random(), offset: .random(in: 0...UInt64.max, using: &generator),
+                                            data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })))
+        case 12: return .resourceEnd(.init(id: .random(), status: .cancelled, text: text.replacingOccurrences(of: "\n", with: "")))
         case 8: return .roomLeave(.init(room: RoomID(rooms.randomElement(using: &generator)!)!, text: text.replacingOccurrences(of: "\n", with: "")))
         default: return .goodbye(.init(reason: .timeout, text: text.replacingOccurrences(of: "\n", with: "")))
         }

@@ -1,0 +1,76 @@
+/// Makes a file name offered by a peer safe to create in the download directory (pure; no file system).
+///
+/// The result is one path component: no `/` or `\`, not `.` or `..`, no leading dot (no hidden-file
+/// surprises), no control or bidirectional-format characters (each becomes `_`), at most
+/// `maximumBytes` of UTF-8 with the extension kept. Invalid UTF-8 becomes `_` too. A name with nothing
+/// left is refused with a reason a person can read.
+public enum SafeFileName {
+    public static let maximumBytes = 255
+
+    public struct Refusal: Error, Equatable, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    public static func make(from raw: [UInt8]) -> Result<String, Refusal> {
+        // Invalid UTF-8 decodes to U+FFFD, which is replaced below like any other unsafe character.
+        let decoded = String(decoding: raw, as: UTF8.self)
+        // The last path component, whichever separator the sender's system uses.
+        let components = decoded.split(whereSeparator: { $0 == "/" || $0 == "\\" })
+        guard let last = components.last else { return .failure(Refusal(description: "the offered name is empty")) }
+        var scalars = String.UnicodeScalarView()
+        for scalar in last.unicodeScalars {
+            scalars.append(isUnsafe(scalar) ? "_" : scalar)
+        }
+        var name = String(scalars)
+        // No hidden files, no "." or "..", no trailing dots or spaces.
+        while name.hasPrefix(".") || name.hasPrefix(" ") { name.removeFirst() }
+        while name.hasSuffix(".") || name.hasSuffix(" ") { name.removeLast() }
+        guard !name.isEmpty else {
+            return .failure(Refusal(description: "the offered name '\(printable(decoded))' has no usable characters"))
+        }
+        return .success(truncate(name))
+    }
+
+    static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned: return true
+        default: return scalar == "\u{FFFD}"
+        }
+    }
+
+    /// Cuts a name to `maximumBytes` of UTF-8 on a character boundary, keeping an extension of up to 16 bytes.
+    static func truncate(_ name: String) -> String {
+        guard name.utf8.count > maximumBytes else { return name }
+        let (stem, suffix) = split(name)
+        let keep = suffix.utf8.count <= 16 ? suffix : ""
+        var result = ""
+        for character in stem {
+            if result.utf8.count + String(character).utf8.count + keep.utf8.count > maximumBytes { break }
+            result.append(character)
+        }
+        return result + keep
+    }
+
+    /// "report.tar.gz" -> ("report.tar", ".gz"); "README" -> ("README", "").
+    static func split(_ name: String) -> (stem: String, suffix: String) {
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return (name, "") }
+        return (String(name[..<dot]), String(name[dot...]))
+    }
+
+    /// The first of `name`, `name (1).ext`, `name (2).ext`, ... for which `exists` is false.
+    public static func unique(_ name: String, exists: (String) -> Bool) -> String {
+        guard exists(name) else { return name }
+        let (stem, suffix) = split(name)
+        var counter = 1
+        while true {
+            let candidate = truncate("\(stem) (\(counter))\(suffix)")
+            if !exists(candidate) { return candidate }
+            counter += 1
+        }
+    }
+
+    /// For messages: the name with control characters shown as `?` and cut to 80 characters.
+    static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.prefix(80).map { isUnsafe($0) ? "?" : $0 }))
+    }
+}
