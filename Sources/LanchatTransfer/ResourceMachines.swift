@@ -1,0 +1,181 @@
+/// The two ends of one resource transfer (a file, or a room's history), as pure state machines: the
+/// caller does the file I/O and the network, these decide what comes next. Offsets are bytes of the
+/// resource; `RESOURCE_ACCEPT(offset)` is both "start from here" and, later, "I hold this much"
+/// (flow control and the resume point). Rule that keeps both ends from waiting on each other: the
+/// receiver reports progress at least every `Limits.progressEvery` bytes (1 MiB), and a sender's window
+/// is at least twice that (`OutgoingResource` defaults to 4 MiB).
+
+/// The receiving end.
+public struct IncomingResource: Sendable {
+    public struct Limits: Sendable {
+        /// Largest resource accepted (`--max-file-size`).
+        public var maximumSize: UInt64
+        /// Bytes free where the file will be written (statvfs), after what other transfers reserved.
+        public var freeBytes: UInt64
+        /// Send progress (RESOURCE_ACCEPT) after this many new bytes.
+        public var progressEvery: UInt64
+
+        public init(maximumSize: UInt64, freeBytes: UInt64, progressEvery: UInt64 = 1 << 20) {
+            self.maximumSize = maximumSize
+            self.freeBytes = freeBytes
+            self.progressEvery = progressEvery
+        }
+    }
+
+    public enum Action: Equatable, Sendable {
+        /// Tell the sender to start (or resume) at this offset, or report progress.
+        case sendAccept(UInt64)
+        /// Append the chunk's bytes to the `.part` file (they start at `offset`).
+        case write(offset: UInt64, count: Int)
+        /// All bytes are in: hash the `.part` file and call `verified(_:)`.
+        case verify
+        /// Move the `.part` file into place under `name` (made unique by the caller) and keep the mtime.
+        case place(name: String)
+        /// End the transfer: tell the sender (status, text); `removePart` when the partial file must go.
+        case end(status: Status, text: String, removePart: Bool)
+    }
+
+    public enum Status: UInt8, Equatable, Sendable { case complete = 0, refused = 1, cancelled = 2, failed = 3 }
+
+    public enum State: Equatable, Sendable { case receiving, verifying, done(Status) }
+
+    public let size: UInt64
+    public let name: String?
+    public private(set) var received: UInt64
+    public private(set) var state: State = .receiving
+    private var lastProgress: UInt64
+    private let progressEvery: UInt64
+
+    /// Decides on an offer. `partialBytes`: what a `.part` file from an earlier attempt holds (its bytes
+    /// are trusted only because the final SHA-256 check covers them). Returns the first actions.
+    public static func offer(rawName: [UInt8], size: UInt64, limits: Limits, partialBytes: UInt64) -> (IncomingResource, [Action]) {
+        let name: String
+        switch SafeFileName.make(from: rawName) {
+        case .success(let safe): name = safe
+        case .failure(let refusal):
+            return refused(size: size, "refused: \(refusal.description)")
+        }
+        guard size <= limits.maximumSize else {
+            return refused(size: size, "refused: \(size) bytes is over this peer's limit of \(limits.maximumSize) bytes")
+        }
+        let resume = partialBytes <= size ? partialBytes : 0
+        guard size - resume <= limits.freeBytes else {
+            return refused(size: size, "refused: not enough free space (\(size - resume) bytes needed, \(limits.freeBytes) free)")
+        }
+        var machine = IncomingResource(size: size, name: name, received: resume, progressEvery: limits.progressEvery)
+        var actions: [Action] = [.sendAccept(resume)]
+        if resume == size {
+            machine.state = .verifying
+            actions.append(.verify)
+        }
+        return (machine, actions)
+    }
+
+    private init(size: UInt64, name: String?, received: UInt64, progressEvery: UInt64) {
+        self.size = size
+        self.name = name
+        self.received = received
+        self.lastProgress = received
+        self.progressEvery = max(1, progressEvery)
+    }
+
+    private static func refused(size: UInt64, _ text: String) -> (IncomingResource, [Action]) {
+        var machine = IncomingResource(size: size, name: nil, received: 0, progressEvery: 1)
+        machine.state = .done(.refused)
+        return (machine, [.end(status: .refused, text: text, removePart: false)])
+    }
+
+    /// A chunk arrived. Chunks must come in order, without overlap, and not past `size`.
+    public mutating func chunk(offset: UInt64, count: Int) -> [Action] {
+        guard state == .receiving else { return [] }
+        guard offset == received else {
+            return fail("chunk at \(offset), expected \(received)", removePart: false)
+        }
+        guard UInt64(count) <= size - received else {
+            return fail("the sender sent more than the \(size) bytes it offered", removePart: true)
+        }
+        received += UInt64(count)
+        var actions: [Action] = [.write(offset: offset, count: count)]
+        if received == size {
+            state = .verifying
+            actions.append(.verify)
+        } else if received - lastProgress >= progressEvery {
+            lastProgress = received
+            actions.append(.sendAccept(received))
+        }
+        return actions
+    }
+
+    /// The hash of the `.part` file was computed.
+    public mutating func verified(_ matches: Bool) -> [Action] {
+        guard state == .verifying, let name else { return [] }
+        guard matches else {
+            return fail("the file's SHA-256 does not match the offer; the partial file was removed", removePart: true)
+        }
+        state = .done(.complete)
+        return [.place(name: name), .end(status: .complete, text: "", removePart: false)]
+    }
+
+    /// The person (or the sender, with RESOURCE_END cancelled) cancelled.
+    public mutating func cancel(byPeer: Bool) -> [Action] {
+        if case .done = state { return [] }
+        state = .done(.cancelled)
+        return [.end(status: .cancelled, text: byPeer ? "cancelled by the sender" : "cancelled by the receiver", removePart: true)]
+    }
+
+    /// Writing failed (for example: the disk filled up).
+    public mutating func writeFailed(_ reason: String) -> [Action] {
+        fail(reason, removePart: true)
+    }
+
+    private mutating func fail(_ text: String, removePart: Bool) -> [Action] {
+        state = .done(.failed)
+        return [.end(status: .failed, text: text, removePart: removePart)]
+    }
+}
+
+/// The sending end: which chunk to send next, within a window past what the receiver holds.
+public struct OutgoingResource: Sendable {
+    public let size: UInt64
+    public let chunkSize: Int
+    /// Bytes sent but not yet reported held by the receiver, at most.
+    public let window: UInt64
+    public private(set) var acknowledged: UInt64 = 0
+    public private(set) var sent: UInt64 = 0
+    public private(set) var started = false
+
+    public init(size: UInt64, chunkSize: Int = 128 * 1024, window: UInt64 = 4 << 20) {
+        self.size = size
+        self.chunkSize = max(1, chunkSize)
+        self.window = max(UInt64(chunkSize), window)
+    }
+
+    public enum Failure: Error, Equatable, Sendable {
+        /// The receiver claims more than exists, or goes backwards after the start.
+        case badOffset(UInt64)
+    }
+
+    /// RESOURCE_ACCEPT: the first one sets where to (re)start; later ones report progress.
+    public mutating func accepted(_ offset: UInt64) throws(Failure) {
+        guard offset <= size else { throw .badOffset(offset) }
+        if !started {
+            started = true
+            acknowledged = offset
+            sent = offset
+            return
+        }
+        guard offset >= acknowledged, offset <= sent else { throw .badOffset(offset) }
+        acknowledged = offset
+    }
+
+    /// The next chunk to read and send, or `nil` when the window is full or everything is sent.
+    public mutating func nextChunk() -> (offset: UInt64, count: Int)? {
+        guard started, sent < size, sent - acknowledged < window else { return nil }
+        let count = Int(min(UInt64(chunkSize), size - sent, window - (sent - acknowledged)))
+        defer { sent += UInt64(count) }
+        return (sent, count)
+    }
+
+    /// Everything has been sent (the receiver's RESOURCE_END says whether it arrived intact).
+    public var isFinishedSending: Bool { started && sent == size }
+}

@@ -1,0 +1,130 @@
+@testable import LanchatTransfer
+import Testing
+
+@Suite struct IncomingResourceTests {
+    let limits = IncomingResource.Limits(maximumSize: 1 << 30, freeBytes: 1 << 30, progressEvery: 100)
+
+    @Test func acceptsReceivesInOrderVerifiesAndPlaces() {
+        var (machine, actions) = IncomingResource.offer(rawName: Array("../a.txt".utf8), size: 250, limits: limits, partialBytes: 0)
+        #expect(actions == [.sendAccept(0)])
+        #expect(machine.name == "a.txt")
+        #expect(machine.chunk(offset: 0, count: 60) == [.write(offset: 0, count: 60)])
+        #expect(machine.chunk(offset: 60, count: 60) == [.write(offset: 60, count: 60), .sendAccept(120)])
+        #expect(machine.chunk(offset: 120, count: 130) == [.write(offset: 120, count: 130), .verify])
+        #expect(machine.verified(true) == [.place(name: "a.txt"), .end(status: .complete, text: "", removePart: false)])
+        #expect(machine.state == .done(.complete))
+        #expect(machine.chunk(offset: 250, count: 1).isEmpty)
+    }
+
+    @Test func resumesFromAPartialFile() {
+        var (machine, actions) = IncomingResource.offer(rawName: Array("big.iso".utf8), size: 1000, limits: limits, partialBytes: 700)
+        #expect(actions == [.sendAccept(700)])
+        #expect(machine.chunk(offset: 700, count: 300) == [.write(offset: 700, count: 300), .verify])
+        // A partial file longer than the offer is not trusted: start over.
+        let (_, over) = IncomingResource.offer(rawName: Array("big.iso".utf8), size: 10, limits: limits, partialBytes: 700)
+        #expect(over == [.sendAccept(0)])
+        // Complete already: straight to verification.
+        let (_, whole) = IncomingResource.offer(rawName: Array("big.iso".utf8), size: 700, limits: limits, partialBytes: 700)
+        #expect(whole == [.sendAccept(700), .verify])
+    }
+
+    @Test func refusesWithReasons() {
+        func reason(_ actions: [IncomingResource.Action]) -> String? {
+            if case .end(.refused, let text, false)? = actions.first { return text }
+            return nil
+        }
+        let tooBig = IncomingResource.offer(rawName: Array("x".utf8), size: 2 << 30, limits: limits, partialBytes: 0).1
+        #expect(reason(tooBig)?.contains("over this peer's limit") == true)
+        let small = IncomingResource.Limits(maximumSize: 1 << 30, freeBytes: 500)
+        #expect(reason(IncomingResource.offer(rawName: Array("x".utf8), size: 1000, limits: small, partialBytes: 0).1)?.contains("free space") == true)
+        // What a partial file already holds does not need space again.
+        #expect(IncomingResource.offer(rawName: Array("x".utf8), size: 1000, limits: small, partialBytes: 600).1 == [.sendAccept(600)])
+        #expect(reason(IncomingResource.offer(rawName: [], size: 1, limits: limits, partialBytes: 0).1)?.contains("empty") == true)
+        #expect(reason(IncomingResource.offer(rawName: Array("..".utf8), size: 1, limits: limits, partialBytes: 0).1) != nil)
+    }
+
+    @Test func hostileSendersFailTheTransfer() {
+        var (gap, _) = IncomingResource.offer(rawName: Array("a".utf8), size: 100, limits: limits, partialBytes: 0)
+        #expect(gap.chunk(offset: 10, count: 5) == [.end(status: .failed, text: "chunk at 10, expected 0", removePart: false)])
+        var (over, _) = IncomingResource.offer(rawName: Array("a".utf8), size: 100, limits: limits, partialBytes: 0)
+        _ = over.chunk(offset: 0, count: 90)
+        guard case .end(.failed, _, true)? = over.chunk(offset: 90, count: 20).first else {
+            Issue.record("more than offered must fail and remove the partial file")
+            return
+        }
+        var (corrupt, _) = IncomingResource.offer(rawName: Array("a".utf8), size: 1, limits: limits, partialBytes: 0)
+        _ = corrupt.chunk(offset: 0, count: 1)
+        guard case .end(.failed, let text, true)? = corrupt.verified(false).first else {
+            Issue.record("a hash mismatch must fail and remove the partial file")
+            return
+        }
+        #expect(text.contains("SHA-256"))
+    }
+
+    @Test func cancelAndDiskFull() {
+        var (machine, _) = IncomingResource.offer(rawName: Array("a".utf8), size: 100, limits: limits, partialBytes: 0)
+        _ = machine.chunk(offset: 0, count: 10)
+        #expect(machine.cancel(byPeer: true) == [.end(status: .cancelled, text: "cancelled by the sender", removePart: true)])
+        #expect(machine.cancel(byPeer: false).isEmpty)
+        var (full, _) = IncomingResource.offer(rawName: Array("a".utf8), size: 100, limits: limits, partialBytes: 0)
+        #expect(full.writeFailed("No space left on device") == [.end(status: .failed, text: "No space left on device", removePart: true)])
+    }
+}
+
+@Suite struct OutgoingResourceTests {
+    @Test func sendsWithinTheWindowAndResumes() throws {
+        var machine = OutgoingResource(size: 1000, chunkSize: 300, window: 600)
+        #expect(machine.nextChunk() == nil)  // not accepted yet
+        try machine.accepted(100)  // the receiver already holds 100 bytes
+        #expect(machine.nextChunk()! == (100, 300))
+        #expect(machine.nextChunk()! == (400, 300))
+        #expect(machine.nextChunk() == nil)  // 600 in flight: window full
+        try machine.accepted(400)
+        #expect(machine.nextChunk()! == (700, 300))
+        #expect(machine.isFinishedSending)
+        #expect(machine.nextChunk() == nil)
+        #expect(throws: OutgoingResource.Failure.self) { try machine.accepted(2000) }
+        #expect(throws: OutgoingResource.Failure.self) { try machine.accepted(50) }  // backwards
+    }
+
+    @Test func emptyAndExactSizes() throws {
+        var empty = OutgoingResource(size: 0)
+        try empty.accepted(0)
+        #expect(empty.nextChunk() == nil && empty.isFinishedSending)
+        var exact = OutgoingResource(size: 256, chunkSize: 128, window: 1024)
+        try exact.accepted(0)
+        #expect(exact.nextChunk()! == (0, 128) && exact.nextChunk()! == (128, 128) && exact.nextChunk() == nil)
+    }
+
+    @Test func bothEndsTogetherMoveEveryByteOnce() throws {
+        // Random sizes, chunk sizes, windows and a resume point: every byte is written exactly once.
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let size = UInt64.random(in: 0...5000, using: &generator)
+            let partial = UInt64.random(in: 0...size, using: &generator)
+            // The protocol's rule: a receiver reports progress at least every `progressEvery` bytes, and a
+            // sender's window is at least twice that (else both would wait for each other).
+            let progressEvery = UInt64.random(in: 1...900, using: &generator)
+            var sender = OutgoingResource(size: size, chunkSize: .random(in: 1...700, using: &generator),
+                                          window: .random(in: (2 * progressEvery)...(2 * progressEvery + 3000), using: &generator))
+            var (receiver, actions) = IncomingResource.offer(
+                rawName: Array("f".utf8), size: size, limits: .init(maximumSize: 10_000, freeBytes: 10_000, progressEvery: progressEvery),
+                partialBytes: partial)
+            var written = partial
+            var pending = actions
+            var verified = false
+            while !pending.isEmpty || sender.nextChunk().map({ chunk -> Bool in pending = receiver.chunk(offset: chunk.offset, count: chunk.count); return true }) == true {
+                let action = pending.removeFirst()
+                switch action {
+                case .sendAccept(let offset): try sender.accepted(offset)
+                case .write(let offset, let count):
+                    #expect(offset == written)
+                    written += UInt64(count)
+                case .verify: pending += receiver.verified(true); verified = true
+                case .place, .end: break
+                }
+            }
+            #expect(written == size && verified && receiver.state == .done(.complete))
+        }
+    }
+}
