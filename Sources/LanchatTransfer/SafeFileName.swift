@@ -14,21 +14,30 @@ public enum SafeFileName {
     public static func make(from raw: [UInt8]) -> Result<String, Refusal> {
         // Invalid UTF-8 decodes to U+FFFD, which is replaced below like any other unsafe character.
         let decoded = String(decoding: raw, as: UTF8.self)
-        // The last path component, whichever separator the sender's system uses.
-        let components = decoded.split(whereSeparator: { $0 == "/" || $0 == "\\" })
-        guard let last = components.last else { return .failure(Refusal(description: "the offered name is empty")) }
-        var scalars = String.UnicodeScalarView()
-        for scalar in last.unicodeScalars {
-            scalars.append(isUnsafe(scalar) ? "_" : scalar)
+        // Work on Unicode scalars, not characters: "/" followed by a combining mark is one Character
+        // but still a path separator on disk.
+        var components: [[Unicode.Scalar]] = [[]]
+        for scalar in decoded.unicodeScalars {
+            if scalar == "/" || scalar == "\\" { components.append([]) } else { components[components.count - 1].append(scalar) }
         }
-        var name = String(scalars)
-        // No hidden files, no "." or "..", no trailing dots or spaces.
-        while name.hasPrefix(".") || name.hasPrefix(" ") { name.removeFirst() }
-        while name.hasSuffix(".") || name.hasSuffix(" ") { name.removeLast() }
-        guard !name.isEmpty else {
+        guard let last = components.last(where: { !$0.isEmpty }) else {
+            return .failure(Refusal(description: "the offered name is empty"))
+        }
+        var scalars = last.map { isUnsafe($0) ? "_" : $0 }
+        // No hidden files, no "." or "..", nothing that starts with a mark or ends with a dot or space.
+        while let first = scalars.first, first == "." || first == " " || isMark(first) { scalars.removeFirst() }
+        while let final = scalars.last, final == "." || final == " " { scalars.removeLast() }
+        guard !scalars.isEmpty else {
             return .failure(Refusal(description: "the offered name '\(printable(decoded))' has no usable characters"))
         }
-        return .success(truncate(name))
+        return .success(truncate(String(String.UnicodeScalarView(scalars))))
+    }
+
+    static func isMark(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .nonspacingMark, .spacingMark, .enclosingMark: return true
+        default: return false
+        }
     }
 
     static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {

@@ -14,6 +14,8 @@ import Testing
         ("NUL inside", [0x61, 0x00, 0x62], "a_b"),
         ("invalid UTF-8", [0xff, 0x41], "_A"),
         ("bidi override", Array("\u{202E}gpj.exe".utf8), "_gpj.exe"),
+        ("slash with a combining mark", Array("../\u{301}etc/\u{301}passwd".utf8), "passwd"),
+        ("dot with a combining mark", Array(".\u{301}bashrc".utf8), "bashrc"),
         ("hidden file", Array(".bashrc".utf8), "bashrc"),
         ("dots only", Array("...".utf8), nil),
         ("dot dot", Array("..".utf8), nil),
@@ -52,13 +54,16 @@ import Testing
 
     @Test func randomBytesNeverEscape() {
         var generator = SystemRandomNumberGenerator()
-        for _ in 0..<2000 {
-            let raw = (0..<Int.random(in: 0...64, using: &generator)).map { _ in
-                ["/", ".", "\\", "a", "\n", "\u{0}"].randomElement(using: &generator)!.utf8.first! &+ (Bool.random(using: &generator) ? 0 : UInt8.random(in: 0...255, using: &generator))
+        let pieces: [[UInt8]] = ["/", ".", "\\", "a", "\n", "\u{0}", " ", "\u{301}", "\u{202E}", "é", "\u{FEFF}"].map { Array($0.utf8) }
+        for _ in 0..<5000 {
+            var raw: [UInt8] = []
+            for _ in 0..<Int.random(in: 0...40, using: &generator) {
+                raw += Bool.random(using: &generator) ? pieces.randomElement(using: &generator)! : [UInt8.random(in: 0...255, using: &generator)]
             }
             if case .success(let name) = SafeFileName.make(from: raw) {
-                #expect(!name.isEmpty && !name.contains("/") && !name.contains("\\") && !name.hasPrefix(".") && name != "..")
-                #expect(!name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f })
+                let bytes = Array(name.utf8)
+                #expect(!bytes.isEmpty && !bytes.contains(0x2F) && !bytes.contains(0x5C) && bytes.first != 0x2E, "\(raw) -> \(bytes)")
+                #expect(!bytes.contains { $0 < 0x20 || $0 == 0x7f } && bytes.count <= 255)
             }
         }
     }
