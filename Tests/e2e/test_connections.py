@@ -43,7 +43,8 @@ def test_an_impostor_under_anothers_id_is_refused(lan):
     result = lan.lanchat("h1", "ping", "bob-too", check=False)
     assert result.returncode == 1
     assert "not the advertised" in result.stderr and result.stderr.count("\n") == 1, result.stderr
-    # The real bob still answers.
+    # The real bob still answers (once h1 has it listed: its advertisement may still be probing).
+    wait_for(lambda: "bob" in [p["name"] for p in lan.peers("h1")], timeout=15, what="h1 to see bob")
     assert lan.lanchat("h1", "ping", "bob", "--json").returncode == 0
 
 
