@@ -46,7 +46,8 @@ let package = Package(
         .target(
             name: "LanchatSession",
             dependencies: [
-                "LanchatWire", "LanchatSecurity", "LanchatDiscovery", "LanchatStore",
+                "LanchatWire", "LanchatSecurity", "LanchatDiscovery", "LanchatStore", "LanchatTransfer",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

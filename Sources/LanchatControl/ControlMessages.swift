@@ -44,6 +44,12 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case history
     /// Forgets the recorded key of `params.peer` (a display name), after a legitimate key change.
     case forget
+    /// Sends the file at `params.path` (read by the daemon) to `params.peer`.
+    case sendFile = "send-file"
+    /// File transfers: active ones and the last 100 that ended.
+    case transfers
+    /// Cancels the transfer `params.id` (or a unique prefix), either direction.
+    case cancel
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -81,6 +87,8 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var sent: SendResult?
     public var history: [MessageInfo]?
     public var forgotten: String?
+    public var transfer: TransferEntry?
+    public var transfers: [TransferEntry]?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id
@@ -216,6 +224,7 @@ public struct ControlEvent: Codable, Equatable, Sendable {
     public var message: MessageInfo?
     public var text: String?
     public var name: String?
+    public var transfer: TransferEntry?
 
     public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil,
                 invitation: InvitationInfo? = nil, invite: InviteResult? = nil, member: MemberEvent? = nil, message: MessageInfo? = nil) {

@@ -146,3 +146,35 @@ public struct MemberEvent: Codable, Equatable, Sendable {
         self.state = state
     }
 }
+
+/// A file transfer, in `transfers` and in `transfer` events.
+public struct TransferEntry: Codable, Equatable, Sendable {
+    public var id: String
+    /// `outgoing` or `incoming`.
+    public var direction: String
+    public var peer: String
+    public var peerId: String
+    public var name: String
+    public var size: Int
+    public var done: Int
+    /// Bytes per second since it started.
+    public var rate: Double
+    /// `hashing`, `offered`, `active`, `complete`, `refused`, `failed`, `cancelled`.
+    public var state: String
+    public var path: String?
+    public var error: String?
+
+    public init(id: String, direction: String, peer: String, peerId: String, name: String, size: Int, done: Int, rate: Double, state: String, path: String?, error: String?) {
+        self.id = id
+        self.direction = direction
+        self.peer = peer
+        self.peerId = peerId
+        self.name = name
+        self.size = size
+        self.done = done
+        self.rate = rate
+        self.state = state
+        self.path = path
+        self.error = error
+    }
+}

@@ -83,10 +83,12 @@ public enum Daemon {
             do { store = try ChatStore(path: storePath) } catch { throw StartupError("cannot open the history database: \(error.description) (move it away to start a new one)") }
             let knownPeers: KnownPeers
             do { knownPeers = try KnownPeers(directory: configuration.stateDirectory) } catch { throw StartupError(error.description) }
+            var sessionConfiguration = SessionNode.Configuration(
+                ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
+                autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption)
+            sessionConfiguration.downloadDirectory = configuration.downloadDirectory
             node = try SessionNode(
-                configuration: .init(
-                    ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
-                    autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption),
+                configuration: sessionConfiguration,
                 eventLoop: eventLoopGroup.next(), connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)
         } catch let error as StartupError {
             throw error

@@ -5,6 +5,7 @@ import LanchatStore
 import LanchatWire
 import Logging
 import NIOCore
+import NIOPosix
 
 /// One peer's side of lanchat sessions: Multipeer Connectivity's advertiser, browser and session in
 /// one actor, over TLS connections (`PeerConnector`) and a SQLite store (`ChatStore`).
@@ -34,6 +35,10 @@ public actor SessionNode {
         public var maximumPendingInvitations = 64
         public var retransmitInterval: Duration = .seconds(5)
         public var maximumReconnectDelay: Duration = .seconds(10)
+        /// Where received files go (created if missing).
+        public var downloadDirectory: String = "/tmp"
+        /// The largest file accepted from a peer.
+        public var maximumFileSize: UInt64 = 1 << 40
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy, encryption: EncryptionPreference) {
             self.ownID = ownID
@@ -102,7 +107,7 @@ public actor SessionNode {
     private let directory: PeerDirectory
     private let logger: Logger
 
-    private var links: [PeerID: Link] = [:]
+    var links: [PeerID: Link] = [:]
     private var dialing: Set<PeerID> = []
     private var rooms: [RoomID: Room] = [:]
     private var sequences: [RoomID: UInt64] = [:]
@@ -115,6 +120,11 @@ public actor SessionNode {
     private var departed: Set<String> = []
     /// Why the last connection to each peer ended (an invitation racing a refusal reports it).
     private var lastCloseReason: [PeerID: PeerCloseReason] = [:]
+    /// File transfers (Transfers.swift).
+    var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
+    var incomingTransfers: [WireID: IncomingTransfer] = [:]
+    var finishedTransfers: [TransferInfo] = []
+    let fileIO: NIOThreadPool
 
     public init(
         configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: ChatStore, knownPeers: KnownPeers,
@@ -122,6 +132,8 @@ public actor SessionNode {
     ) throws {
         self.configuration = configuration
         self.eventLoop = eventLoop
+        fileIO = NIOThreadPool(numberOfThreads: 1)
+        fileIO.start()
         self.connector = connector
         self.store = store
         self.knownPeers = knownPeers
@@ -160,8 +172,10 @@ public actor SessionNode {
         }
         for link in links.values { link.connection.leave(.shutdown) }
         links = [:]
+        closeTransfers()
         eventSink.finish()
         store.close()
+        try? await fileIO.shutdownGracefully()
     }
 
     private var lastCheckpoint = ContinuousClock.now
@@ -223,7 +237,7 @@ public actor SessionNode {
     // MARK: Connections
 
     /// Dials a peer unless connected; returns the link or why not.
-    private func dial(_ peer: PeerID) async -> Result<Link, SessionError> {
+    func dial(_ peer: PeerID) async -> Result<Link, SessionError> {
         defer { dialing.remove(peer) }
         if let link = links[peer] { return .success(link) }
         var candidates: [(String, Int)] = []
@@ -389,6 +403,7 @@ public actor SessionNode {
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
             finishOutgoing(wireID, outcome)
         }
+        transfersLost(peer: id, reason: "connection \(reason)")
         for (wireID, entry) in pending where entry.peer == id {
             entry.timer.cancel()
             pending[wireID] = nil
@@ -445,6 +460,8 @@ public actor SessionNode {
         case .roomLeave(let leave):
             guard rooms[leave.room]?.members[link.peer.id] != nil else { return }
             removeMember(leave.room, link.peer, reason: leave.text)
+        case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd:
+            transferFrame(frame, from: link)
         default:
             break
         }
@@ -612,6 +629,14 @@ public actor SessionNode {
     private func membersFrame(_ room: RoomID) -> WireFrame.RoomMembers {
         let others = (rooms[room]?.members.keys).map(Array.init) ?? []
         return WireFrame.RoomMembers(room: room, members: [selfEntry()] + others.sorted().map(memberEntry))
+    }
+
+    func sharesRoom(with peer: PeerID) -> Bool {
+        rooms.values.contains { $0.members[peer] != nil }
+    }
+
+    func emitTransfer(_ info: TransferInfo) {
+        eventSink.yield(.transfer(info))
     }
 
     /// A system message, kept in history and reported.

@@ -109,6 +109,27 @@ public enum SessionEvent: Sendable {
     case message(ChatMessage)
     /// A peer was refused for security reasons (a known name with another key).
     case security(peer: SessionPeer, text: String)
+    /// A file transfer started, progressed, or ended.
+    case transfer(TransferInfo)
+}
+
+/// A file transfer as people and programs see it.
+public struct TransferInfo: Sendable, Equatable {
+    public enum Direction: String, Sendable { case outgoing, incoming }
+    /// `hashing` (sender computes SHA-256), `offered`, `active`, `complete`, `refused`, `failed`, `cancelled`.
+    public var state: String
+    public var id: String
+    public var direction: Direction
+    public var peer: SessionPeer
+    /// The name offered (outgoing: the file's name; incoming: the safe name it will get).
+    public var name: String
+    public var size: UInt64
+    public var done: UInt64
+    /// Bytes per second since the transfer started.
+    public var rate: Double
+    /// Incoming: where the file was placed; outgoing: the file sent.
+    public var path: String?
+    public var error: String?
 }
 
 /// Where a peer can be reached, as discovery (or another member) last saw it.

@@ -11,7 +11,8 @@ struct LanchatCommand: AsyncParsableCommand {
         version: lanchatVersion,
         subcommands: [
             Interactive.self, Peers.self, Invite.self, Invitations.self, Accept.self, Decline.self, Rooms.self, Members.self,
-            Leave.self, Send.self, History.self, Watch.self, Status.self, Ping.self, Forget.self, Doctor.self,
+            Leave.self, Send.self, History.self, SendFile.self, Transfers.self, Cancel.self, Watch.self, Status.self, Ping.self,
+            Forget.self, Doctor.self,
         ],
         defaultSubcommand: Interactive.self)
 

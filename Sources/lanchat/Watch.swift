@@ -59,5 +59,6 @@ func describeSession(_ event: ControlEvent) -> String? {
         return "[\(member.room)] \(printable(member.name)) is \(member.state.replacingOccurrences(of: "_", with: " "))"
     }
     if event.type == "security" { return "SECURITY: \(printable(event.text ?? ""))" }
+    if let transfer = event.transfer { return "transfer " + progressLine(transfer) }
     return nil
 }

@@ -48,6 +48,16 @@ def invite(room, context=b"", timeout_ms=30000, invitation_id=None):
     return frame(0x02, (invitation_id or os.urandom(16)) + struct.pack(">I", timeout_ms) + lp(room.encode()) + lp(context, 4))
 
 
+def offer(resource_id, name, content, room=b""):
+    digest = hashlib.sha256(content).digest()
+    payload = resource_id + lp(room) + b"\x00" + lp(name, 2) + struct.pack(">Q", len(content)) + digest + struct.pack(">Q", 1795000000000)
+    return frame(0x40, payload)
+
+
+def chunk(resource_id, offset, data):
+    return frame(0x42, resource_id + struct.pack(">Q", offset) + lp(data, 4))
+
+
 def members(room, entries):
     payload = lp(room.encode()) + struct.pack(">H", len(entries))
     for peer_id, name in entries:
@@ -91,7 +101,7 @@ class Connection:
         """Reads frames (skipping PING/PONG) until one of type `wanted`; returns it or what ended the wait."""
         while True:
             got = self.read_frame(timeout)
-            if got is None or got[0] == "closed" or got[0] == wanted:
+            if got is None or got[0] == "closed" or got[0] == wanted or (isinstance(wanted, tuple) and got[0] in wanted):
                 return got
             if got[0] == 0x20:  # answer heartbeats like a live peer
                 self.send(frame(0x21, got[2]))
@@ -127,6 +137,32 @@ def main():
         got = c.frames_until(0x2F)
         out["goodbye_reason"] = got[2][0] if got and got[0] == 0x2F else None
         out["closed"] = c.frames_until(0x99, timeout=3) == ("closed",)
+    elif scenario == "hostile-names":
+        # Files from a peer that shares no room are refused.
+        rid = os.urandom(16)
+        c.send(offer(rid, b"early.txt", b"x"))
+        got = c.frames_until(0x43)
+        out["no_room"] = got[2][16] if got and got[0] == 0x43 else None
+        # Join a room (the daemon auto-accepts), then offer hostile names.
+        c.send(invite("drop"))
+        got = c.frames_until(0x03)
+        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        results = []
+        names = [b"../../etc/passwd", b"/abs/path", b"new\nline.txt", b"\x1b[2Jescape.txt", b"", b"a" * 10000,
+                 b".hidden", b"..", b"dir/../../x", b"same.txt", b"same.txt", b"\xff\xfe.bin"]
+        for name in names:
+            rid = os.urandom(16)
+            content = os.urandom(64)
+            c.send(offer(rid, name, content))
+            got = c.frames_until((0x41, 0x43))
+            # Either ACCEPT (then send the bytes and wait for END) or END (refused).
+            if got and got[0] == 0x41:
+                c.send(chunk(rid, 0, content))
+                got = c.frames_until(0x43)
+            status = got[2][16] if got and got[0] == 0x43 else None
+            text = got[2][19:].decode("utf-8", "replace") if got and got[0] == 0x43 else None
+            results.append([name[:40].decode("utf-8", "replace"), status, text])
+        out["results"] = results
     elif scenario == "unknown-type":
         c.send(frame(0x7E, b"xx"))
         got = c.frames_until(0x2F)

@@ -131,7 +131,7 @@ public final class ControlServer: Service {
                                 response = .failure(id: request.id, error)
                             }
                             try await send(response)
-                        case .invite, .invitations, .accept, .decline, .rooms, .members, .leave, .send, .history, .forget:
+                        case .invite, .invitations, .accept, .decline, .rooms, .members, .leave, .send, .history, .forget, .sendFile, .transfers, .cancel:
                             try await send(await handler.session(request, method: method))
                         case .watch:
                             // Subscribe before answering, so no event between the two is missed.

@@ -165,6 +165,25 @@ struct SessionControl: Sendable {
                 throw ControlError(code: "unknown_peer", message: "no key is recorded for '\(name)' (known: \(known))")
             }
             response.forgotten = id.rawValue
+        case .sendFile:
+            guard let query = param(request, "peer") else { throw .badRequest("send-file needs params.peer") }
+            guard let path = param(request, "path"), path.hasPrefix("/") else { throw .badRequest("send-file needs params.path, an absolute path") }
+            let target = try await peer(query)
+            do throws(SessionError) {
+                let id = try await node.sendFile(path, to: target)
+                response.transfer = await node.transfers.first { $0.id == id }.map(SessionService.entry)
+            } catch {
+                throw ControlError(code: error.code, message: error.message)
+            }
+        case .transfers:
+            response.transfers = await node.transfers.map(SessionService.entry)
+        case .cancel:
+            guard let id = param(request, "id") else { throw .badRequest("cancel needs params.id") }
+            do throws(SessionError) {
+                response.transfer = SessionService.entry(try await node.cancelTransfer(id))
+            } catch {
+                throw ControlError(code: error.code, message: error.message)
+            }
         case .status, .peers, .watch, .ping:
             throw .badRequest("not a session method")
         }

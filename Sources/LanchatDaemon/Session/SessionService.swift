@@ -45,6 +45,14 @@ public struct SessionService: Service {
             info.outgoing = message.outgoing
             info.reliable = message.reliable
             hub.publish(ControlEvent(type: "message", time: now, message: info))
+        case .transfer(let info):
+            if info.state != "active" {
+                logger.info("transfer", metadata: ["transfer.id": "\(info.id.prefix(8))", "peer.name": "\(info.peer.name)", "state": "\(info.state)",
+                                                   "size": "\(info.size)", "error": "\(info.error ?? "")"])
+            }
+            var event = ControlEvent(type: "transfer", time: now)
+            event.transfer = Self.entry(info)
+            hub.publish(event)
         case .security(let peer, let text):
             logger.warning("security", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(peer.id.short)", "text": "\(text)"])
             var event = ControlEvent(type: "security", time: now)
@@ -70,6 +78,12 @@ public struct SessionService: Service {
         return MessageInfo(
             id: message.id, room: message.room, sender: message.senderName, senderId: message.senderID, sequence: Int(message.sequence),
             timestampMs: Int(message.timestamp), time: time(milliseconds: message.timestamp), kind: kind, text: message.body)
+    }
+
+    static func entry(_ info: TransferInfo) -> TransferEntry {
+        TransferEntry(
+            id: info.id, direction: info.direction.rawValue, peer: info.peer.name, peerId: info.peer.id.rawValue, name: info.name,
+            size: Int(clamping: info.size), done: Int(clamping: info.done), rate: info.rate, state: info.state, path: info.path, error: info.error)
     }
 
     static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {

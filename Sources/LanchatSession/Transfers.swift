@@ -1,0 +1,429 @@
+import Crypto
+import Glibc
+import LanchatDiscovery
+import LanchatTransfer
+import LanchatWire
+import NIOCore
+import NIOPosix
+
+/// An outgoing file: read in chunks on `fileIO`, sent within the window the receiver allows.
+struct OutgoingTransfer {
+    var id: WireID
+    var peer: SessionPeer
+    var path: String
+    var name: String
+    var fd: Int32
+    var size: UInt64
+    var machine: OutgoingResource
+    var reading = false
+    var started = ContinuousClock.now
+    var state = "offered"
+}
+
+/// An incoming file: chunks written in order to a hidden `.part` file, hashed as they come, verified,
+/// then renamed into place.
+struct IncomingTransfer {
+    var id: WireID
+    var peer: SessionPeer
+    var offer: WireFrame.ResourceOffer
+    var machine: IncomingResource
+    var fd: Int32
+    var partPath: String
+    var hasher = SHA256()
+    var queue: [(offset: UInt64, data: ByteBuffer)] = []
+    var writing = false
+    var verifyWhenWritten = false
+    var started = ContinuousClock.now
+    var lastReport: UInt64 = 0
+}
+
+/// A value moved to the file thread and back; only one side touches it at a time.
+private struct Handoff<Value>: @unchecked Sendable {
+    var value: Value
+}
+
+extension SessionNode {
+    // MARK: Sending
+
+    /// Offers a file to a peer; progress and the outcome arrive as `.transfer` events. Returns the
+    /// transfer id once the file is hashed and the offer is sent.
+    public func sendFile(_ path: String, to peer: SessionPeer) async throws(SessionError) -> String {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw SessionError("bad_file", "\(path) is not a regular file") }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SessionError("bad_file", "cannot open \(path): \(String(cString: strerror(errno)))") }
+        let size = UInt64(info.st_size)
+        let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        let id = WireID.random()
+        report(TransferInfo(state: "hashing", id: id.description, direction: .outgoing, peer: peer, name: name, size: size, done: 0, rate: 0, path: path))
+        let digest: [UInt8]
+        do {
+            digest = try await fileIO.runIfActive { () throws -> [UInt8] in
+                var hasher = SHA256()
+                var buffer = [UInt8](repeating: 0, count: 1 << 20)
+                var offset: off_t = 0
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+                    if n < 0 { throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))") }
+                    if n == 0 { break }
+                    hasher.update(data: buffer[0..<n])
+                    offset += off_t(n)
+                }
+                return Array(hasher.finalize())
+            }
+        } catch let error as SessionError {
+            close(fd)
+            throw error
+        } catch {
+            close(fd)
+            throw SessionError("bad_file", "cannot read \(path): \(error)")
+        }
+        let link: Link
+        switch await dial(peer.id) {
+        case .success(let value): link = value
+        case .failure(let error):
+            close(fd)
+            throw SessionError("unreachable", "\(peer.name): \(error.message)")
+        }
+        outgoingTransfers[id] = OutgoingTransfer(id: id, peer: link.peer, path: path, name: name, fd: fd, size: size, machine: OutgoingResource(size: size))
+        link.connection.send([.resourceOffer(.init(
+            id: id, room: nil, kind: .file, name: Array(name.utf8), size: size, sha256: digest, modifiedMilliseconds: modified))])
+        report(outgoingInfo(outgoingTransfers[id]!))
+        return id.description
+    }
+
+    private func outgoingInfo(_ transfer: OutgoingTransfer, error: String? = nil) -> TransferInfo {
+        TransferInfo(
+            state: transfer.state, id: transfer.id.description, direction: .outgoing, peer: transfer.peer, name: transfer.name,
+            size: transfer.size, done: transfer.machine.acknowledged, rate: Self.rate(transfer.machine.acknowledged, since: transfer.started),
+            path: transfer.path, error: error)
+    }
+
+    static func rate(_ bytes: UInt64, since start: ContinuousClock.Instant) -> Double {
+        let elapsed = ContinuousClock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return seconds > 0 ? (Double(bytes) / seconds).rounded() : 0
+    }
+
+    /// Reads and sends the next chunk, if the window allows and no read is under way.
+    private func pump(_ id: WireID) {
+        guard var transfer = outgoingTransfers[id], !transfer.reading, let link = links[transfer.peer.id],
+              let (offset, count) = transfer.machine.nextChunk() else { return }
+        transfer.reading = true
+        outgoingTransfers[id] = transfer
+        let fd = transfer.fd
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<ByteBuffer> in
+            var buffer = ByteBufferAllocator().buffer(capacity: count)
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
+                max(0, pread(fd, pointer.baseAddress, count, off_t(offset)))
+            }
+            guard n == count else { throw SessionError("bad_file", "the file changed while being sent (short read at \(offset))") }
+            return Handoff(value: buffer)
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard var transfer = node.outgoingTransfers[id] else { return }
+                transfer.reading = false
+                switch result {
+                case .success(let data):
+                    node.outgoingTransfers[id] = transfer
+                    link.connection.send([.resourceChunk(.init(id: id, offset: offset, data: data.value))])
+                    node.pump(id)
+                case .failure(let error):
+                    link.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "\(error)"))])
+                    node.finishOutgoing(transfer: id, state: "failed", error: "\(error)")
+                }
+            }
+        }
+    }
+
+    private func finishOutgoing(transfer id: WireID, state: String, error: String?) {
+        guard var transfer = outgoingTransfers.removeValue(forKey: id) else { return }
+        close(transfer.fd)
+        transfer.state = state
+        if state == "complete" { _ = try? transfer.machine.accepted(transfer.size) }
+        let info = outgoingInfo(transfer, error: error)
+        remember(info)
+        report(info)
+    }
+
+    // MARK: Receiving
+
+    func transferFrame(_ frame: WireFrame, from link: Link) {
+        switch frame {
+        case .resourceOffer(let offer):
+            received(offer, from: link)
+        case .resourceAccept(let accept):
+            guard var transfer = outgoingTransfers[accept.id], transfer.peer.id == link.peer.id else { return }
+            do { try transfer.machine.accepted(accept.offset) } catch {
+                link.connection.send([.resourceEnd(.init(id: accept.id, status: .failed, text: "bad offset \(accept.offset)"))])
+                finishOutgoing(transfer: accept.id, state: "failed", error: "the receiver sent a bad offset")
+                return
+            }
+            let wasOffered = transfer.state == "offered"
+            transfer.state = "active"
+            outgoingTransfers[accept.id] = transfer
+            if wasOffered || accept.offset - transfer.machine.acknowledged >= 0 { report(outgoingInfo(transfer)) }
+            pump(accept.id)
+        case .resourceChunk(let chunk):
+            guard var transfer = incomingTransfers[chunk.id], transfer.peer.id == link.peer.id else { return }
+            let actions = transfer.machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
+            if actions.contains(where: { if case .write = $0 { true } else { false } }) {
+                chunk.data.withUnsafeReadableBytes { transfer.hasher.update(bufferPointer: $0) }
+                transfer.queue.append((chunk.offset, chunk.data))
+            }
+            incomingTransfers[chunk.id] = transfer
+            perform(actions, for: chunk.id, link: link)
+            write(chunk.id)
+        case .resourceEnd(let end):
+            if outgoingTransfers[end.id]?.peer.id == link.peer.id {
+                let state = switch end.status { case .complete: "complete"; case .refused: "refused"; case .cancelled: "cancelled"; case .failed: "failed" }
+                finishOutgoing(transfer: end.id, state: state, error: end.text.isEmpty ? nil : end.text)
+            } else if var transfer = incomingTransfers[end.id], transfer.peer.id == link.peer.id {
+                let actions = transfer.machine.cancel(byPeer: true)
+                incomingTransfers[end.id] = transfer
+                perform(actions, for: end.id, link: nil)
+            }
+        default:
+            break
+        }
+    }
+
+    private func received(_ offer: WireFrame.ResourceOffer, from link: Link) {
+        guard incomingTransfers[offer.id] == nil else { return }
+        // Files come only from people we share a room with (they were invited, or invited us).
+        guard sharesRoom(with: link.peer.id) else {
+            link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "refused: you share no room with \(configuration.ownName)"))])
+            report(TransferInfo(state: "refused", id: offer.id.description, direction: .incoming, peer: link.peer,
+                                name: SafeFileNamePrintable.text(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))
+            return
+        }
+        let directory = configuration.downloadDirectory
+        mkdir(directory, 0o700)
+        var space = statvfs()
+        let free = statvfs(directory, &space) == 0 ? UInt64(space.f_bavail) * UInt64(space.f_frsize) : 0
+        let reserved = incomingTransfers.values.reduce(UInt64(0)) { $0 + ($1.machine.size - $1.machine.received) }
+        let limits = IncomingResource.Limits(maximumSize: configuration.maximumFileSize, freeBytes: free > reserved ? free - reserved : 0)
+        let (machine, actions) = IncomingResource.offer(rawName: offer.name, size: offer.size, limits: limits, partialBytes: 0)
+        let partPath = directory + "/.lanchat-" + offer.id.description + ".part"
+        var fd: Int32 = -1
+        if machine.name != nil {
+            fd = open(partPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if fd < 0 {
+                let text = "cannot write in the download directory: \(String(cString: strerror(errno)))"
+                link.connection.send([.resourceEnd(.init(id: offer.id, status: .failed, text: text))])
+                report(TransferInfo(state: "failed", id: offer.id.description, direction: .incoming, peer: link.peer,
+                                    name: machine.name ?? "?", size: offer.size, done: 0, rate: 0, error: text))
+                return
+            }
+        }
+        incomingTransfers[offer.id] = IncomingTransfer(id: offer.id, peer: link.peer, offer: offer, machine: machine, fd: fd, partPath: partPath)
+        perform(actions, for: offer.id, link: link)
+        if let transfer = incomingTransfers[offer.id] { report(incomingInfo(transfer, state: "active")) }
+    }
+
+    private func incomingInfo(_ transfer: IncomingTransfer, state: String, path: String? = nil, error: String? = nil) -> TransferInfo {
+        TransferInfo(
+            state: state, id: transfer.id.description, direction: .incoming, peer: transfer.peer,
+            name: transfer.machine.name ?? SafeFileNamePrintable.text(transfer.offer.name), size: transfer.machine.size,
+            done: transfer.machine.received, rate: Self.rate(transfer.machine.received, since: transfer.started), path: path, error: error)
+    }
+
+    private func perform(_ actions: [IncomingResource.Action], for id: WireID, link: Link?) {
+        for action in actions {
+            guard var transfer = incomingTransfers[id] else { return }
+            switch action {
+            case .sendAccept(let offset):
+                link?.connection.send([.resourceAccept(.init(id: id, offset: offset))])
+                if offset - transfer.lastReport >= 8 << 20 {
+                    transfer.lastReport = offset
+                    incomingTransfers[id] = transfer
+                    report(incomingInfo(transfer, state: "active"))
+                }
+            case .write:
+                break  // queued by the caller, written by `write(_:)`
+            case .verify:
+                transfer.verifyWhenWritten = true
+                incomingTransfers[id] = transfer
+            case .place(let name):
+                place(id, as: name)
+            case .end(let status, let text, let removePart):
+                // "complete" is said by `place` once the file is in place, not before.
+                guard status != .complete else { continue }
+                links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: WireFrame.ResourceEnd.Status(rawValue: status.rawValue)!, text: text))])
+                do {
+                    incomingTransfers[id] = nil
+                    if transfer.fd >= 0 { close(transfer.fd) }
+                    if removePart || transfer.fd >= 0 { unlink(transfer.partPath) }
+                    let state = switch status { case .refused: "refused"; case .cancelled: "cancelled"; default: "failed" }
+                    let info = incomingInfo(transfer, state: state, error: text)
+                    remember(info)
+                    report(info)
+                }
+            }
+        }
+    }
+
+    /// Writes queued chunks in order, one at a time, on the file thread; then verifies when all are in.
+    private func write(_ id: WireID) {
+        guard var transfer = incomingTransfers[id], !transfer.writing else { return }
+        if transfer.queue.isEmpty {
+            if transfer.verifyWhenWritten {
+                transfer.verifyWhenWritten = false
+                let matches = Array(transfer.hasher.finalize()) == transfer.offer.sha256
+                let actions = transfer.machine.verified(matches)
+                incomingTransfers[id] = transfer
+                perform(actions, for: id, link: links[transfer.peer.id])
+            }
+            return
+        }
+        let batch = transfer.queue
+        transfer.queue = []
+        transfer.writing = true
+        incomingTransfers[id] = transfer
+        let fd = transfer.fd
+        let handoff = Handoff(value: batch)
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Void in
+            for (offset, data) in handoff.value {
+                var written = 0
+                let total = data.readableBytes
+                while written < total {
+                    let n = data.withUnsafeReadableBytes { pointer in
+                        pwrite(fd, pointer.baseAddress! + written, total - written, off_t(offset) + off_t(written))
+                    }
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw SessionError("write_failed", String(cString: strerror(errno)))
+                    }
+                    written += n
+                }
+            }
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard var transfer = node.incomingTransfers[id] else { return }
+                transfer.writing = false
+                node.incomingTransfers[id] = transfer
+                if case .failure(let error) = result {
+                    let actions = transfer.machine.writeFailed("the receiver cannot write the file: \(error)")
+                    node.incomingTransfers[id] = transfer
+                    node.perform(actions, for: id, link: node.links[transfer.peer.id])
+                    return
+                }
+                node.write(id)
+            }
+        }
+    }
+
+    /// fsync, then rename the `.part` file to a free name in the download directory, keeping the mtime.
+    private func place(_ id: WireID, as name: String) {
+        guard let transfer = incomingTransfers[id] else { return }
+        let directory = configuration.downloadDirectory
+        let fd = transfer.fd
+        let part = transfer.partPath
+        let modified = transfer.offer.modifiedMilliseconds
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> String in
+            guard fsync(fd) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            var times = [timespec](repeating: timespec(), count: 2)
+            times[0].tv_nsec = (1 << 30) - 2  // UTIME_OMIT: leave the access time
+            times[1].tv_sec = Int(modified / 1000)
+            times[1].tv_nsec = Int(modified % 1000) * 1_000_000
+            futimens(fd, times)
+            close(fd)
+            while true {
+                let final = SafeFileName.unique(name) { candidate in access(directory + "/" + candidate, F_OK) == 0 }
+                let target = directory + "/" + final
+                // link() fails if the name was taken meanwhile: no file is ever overwritten.
+                if link(part, target) == 0 {
+                    unlink(part)
+                    return target
+                }
+                guard errno == EEXIST else { throw SessionError("write_failed", "cannot place \(final): \(String(cString: strerror(errno)))") }
+            }
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard var transfer = node.incomingTransfers.removeValue(forKey: id) else { return }
+                transfer.fd = -1
+                let info: TransferInfo
+                switch result {
+                case .success(let path):
+                    node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .complete))])
+                    info = node.incomingInfo(transfer, state: "complete", path: path)
+                case .failure(let error):
+                    unlink(transfer.partPath)
+                    node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "\(error)"))])
+                    info = node.incomingInfo(transfer, state: "failed", error: "\(error)")
+                }
+                node.remember(info)
+                node.report(info)
+            }
+        }
+    }
+
+    // MARK: Both
+
+    public var transfers: [TransferInfo] {
+        outgoingTransfers.values.map { outgoingInfo($0) } + incomingTransfers.values.map { incomingInfo($0, state: "active") } + finishedTransfers
+    }
+
+    /// Cancels a transfer in either direction (by id or unique prefix).
+    public func cancelTransfer(_ prefix: String) throws(SessionError) -> TransferInfo {
+        let lower = prefix.lowercased()
+        if let id = outgoingTransfers.keys.first(where: { $0.description.hasPrefix(lower) }), !lower.isEmpty {
+            let peer = outgoingTransfers[id]!.peer.id
+            links[peer]?.connection.send([.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))])
+            finishOutgoing(transfer: id, state: "cancelled", error: "cancelled here")
+            return finishedTransfers.last!
+        }
+        if let id = incomingTransfers.keys.first(where: { $0.description.hasPrefix(lower) }), !lower.isEmpty, var transfer = incomingTransfers[id] {
+            let actions = transfer.machine.cancel(byPeer: false)
+            incomingTransfers[id] = transfer
+            perform(actions, for: id, link: links[transfer.peer.id])
+            return finishedTransfers.last!
+        }
+        throw SessionError("unknown_transfer", "no active transfer '\(prefix)' (see `lanchat transfers`)")
+    }
+
+    func transfersLost(peer: PeerID, reason: String) {
+        for (id, transfer) in outgoingTransfers where transfer.peer.id == peer {
+            finishOutgoing(transfer: id, state: "failed", error: reason)
+        }
+        for (id, var transfer) in incomingTransfers where transfer.peer.id == peer {
+            let actions = transfer.machine.writeFailed(reason)
+            incomingTransfers[id] = transfer
+            perform(actions, for: id, link: nil)
+        }
+    }
+
+    func closeTransfers() {
+        for transfer in outgoingTransfers.values { close(transfer.fd) }
+        for transfer in incomingTransfers.values where transfer.fd >= 0 { close(transfer.fd) }
+        outgoingTransfers = [:]
+        incomingTransfers = [:]
+    }
+
+    private func remember(_ info: TransferInfo) {
+        finishedTransfers.append(info)
+        if finishedTransfers.count > 100 { finishedTransfers.removeFirst(finishedTransfers.count - 100) }
+    }
+
+    private func report(_ info: TransferInfo) {
+        emitTransfer(info)
+    }
+}
+
+/// For names that were refused: something printable to show.
+enum SafeFileNamePrintable {
+    static func text(_ raw: [UInt8]) -> String {
+        let decoded = String(decoding: raw.prefix(200), as: UTF8.self)
+        return String(String.UnicodeScalarView(decoded.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? "?" : $0 }))
+    }
+}

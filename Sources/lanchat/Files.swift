@@ -1,0 +1,103 @@
+import ArgumentParser
+import Foundation
+import LanchatControl
+
+struct SendFile: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send-file", abstract: "Send files to peers: a progress bar on a terminal, JSON progress lines otherwise.")
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "Send to every member of this room.") var room: String?
+    @Option(name: .customLong("to"), help: "A peer to send to (repeatable).") var to: [String] = []
+    @Flag(help: "Print JSON progress lines even on a terminal.") var json = false
+    @Argument(help: "The files.") var paths: [String]
+
+    func validate() throws {
+        guard !paths.isEmpty else { throw ValidationError("give at least one file") }
+        guard room != nil || !to.isEmpty else { throw ValidationError("say who gets the files: --to PEER or --room ROOM") }
+    }
+
+    func run() throws {
+        var peers = to
+        if let room {
+            guard let info = request(global, .members, ["room": room]).room else { fail("the daemon sent no room") }
+            peers += info.members.map(\.id)
+        }
+        let watcher = try global.connect()
+        do { _ = try watcher.call(.watch) } catch { fail(error.message) }
+        watcher.setTimeout(seconds: 0)
+        var waiting: [String: TransferEntry] = [:]
+        for path in paths {
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            for peer in peers {
+                guard let entry = request(global, .sendFile, ["peer": peer, "path": absolute], timeoutSeconds: 600).transfer else {
+                    fail("the daemon sent no transfer")
+                }
+                waiting[entry.id] = entry
+            }
+        }
+        let terminal = isatty(1) == 1 && !json
+        var failed = 0
+        while !waiting.isEmpty {
+            let line: [UInt8]?
+            do { line = try watcher.readLine() } catch { fail(error.message) }
+            guard let line else { fail("lanchatd closed the connection (it stopped?)") }
+            guard let event = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)).event,
+                  let entry = event.transfer, waiting[entry.id] != nil else { continue }
+            waiting[entry.id] = entry
+            let ended = ["complete", "refused", "failed", "cancelled"].contains(entry.state)
+            if terminal {
+                FileHandle.standardOutput.write(Data(("\r\u{1b}[K" + progressLine(entry) + (ended ? "\n" : "")).utf8))
+            } else {
+                FileHandle.standardOutput.write(Data(ControlJSON.line(entry)))
+            }
+            if ended {
+                waiting[entry.id] = nil
+                if entry.state != "complete" { failed += 1 }
+            }
+        }
+        if failed > 0 { fail("\(failed) of the transfers did not complete") }
+    }
+}
+
+/// "notes.txt -> bob  [#####.....]  52%  12.3 MB/s  ETA 4s"
+func progressLine(_ entry: TransferEntry) -> String {
+    let fraction = entry.size > 0 ? Double(entry.done) / Double(entry.size) : (entry.state == "complete" ? 1 : 0)
+    let filled = Int((fraction * 20).rounded(.down))
+    let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled)
+    let rate = entry.rate / 1_000_000
+    var text = "\(printable(entry.name)) \(entry.direction == "outgoing" ? "->" : "<-") \(printable(entry.peer))  [\(bar)] \(Int(fraction * 100))%"
+    text += "  \(String(format: "%.1f", rate)) MB/s"
+    if entry.state == "active", entry.rate > 0 {
+        text += "  ETA \(Int(Double(entry.size - entry.done) / entry.rate))s"
+    } else if entry.state != "active" {
+        text += "  \(entry.state)\(entry.error.map { ": \(printable($0))" } ?? "")\(entry.path.map { " \(printable($0))" } ?? "")"
+    }
+    return text
+}
+
+struct Transfers: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "File transfers: active ones and the last ones that ended.")
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let list = request(global, .transfers, [:]).transfers ?? []
+        if json { return printJSON(list) }
+        if list.isEmpty { return print("no transfers") }
+        for entry in list { print("\(entry.id.prefix(8))  \(progressLine(entry))") }
+    }
+}
+
+struct Cancel: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Cancel a file transfer (either direction).")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The transfer id (see `lanchat transfers`).") var id: String
+
+    func run() throws {
+        guard let entry = request(global, .cancel, ["id": id]).transfer else { fail("the daemon sent no transfer") }
+        print("cancelled \(printable(entry.name)) (\(entry.direction) \(entry.peer))")
+    }
+}

@@ -1,0 +1,90 @@
+"""Files end to end (the first part of issue 4): a file arrives byte-identical with its mtime, names
+offered by a hostile peer land inside the download directory under safe names or are refused, and a
+full download directory refuses with a clear error on both sides and leaves nothing behind."""
+import hashlib
+import json
+import os
+
+from testlan import wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def pair(lan, downloads, extra_b=()):
+    lan.up(2)
+    a = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    b = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all", "--download-dir", downloads, *extra_b])
+    wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h1")), timeout=20, what="discovery")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    return a, b
+
+
+def test_a_file_arrives_identical_with_progress_and_mtime(lan):
+    downloads = os.path.join(lan.dir, "downloads")
+    pair(lan, downloads)
+    source = os.path.join(lan.dir, "photo archive.bin")
+    with open(source, "wb") as f:
+        f.write(os.urandom(40 << 20))
+    os.utime(source, (1_700_000_000, 1_700_000_000))
+    result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=120)
+    lines = [json.loads(line) for line in result.stdout.splitlines()]   # not a terminal: JSON progress lines
+    assert lines[-1]["state"] == "complete" and lines[-1]["done"] == 40 << 20
+    assert any(0 < line["done"] < (40 << 20) for line in lines), "no progress reported"
+    target = os.path.join(downloads, "photo archive.bin")
+    wait_for(lambda: os.path.exists(target), what="the file in place")
+    assert sha(target) == sha(source)
+    assert int(os.stat(target).st_mtime) == 1_700_000_000
+    assert [n for n in os.listdir(downloads) if n.endswith(".part")] == []
+    # Sent again: a collision gets a counter, never an overwrite.
+    lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=120)
+    wait_for(lambda: os.path.exists(os.path.join(downloads, "photo archive (1).bin")), what="the second copy")
+    received = lan.lanchat_json("h2", "transfers")
+    assert [t["state"] for t in received if t["direction"] == "incoming"] == ["complete", "complete"]
+
+
+def test_hostile_names_land_inside_the_download_directory_or_are_refused(lan):
+    downloads = os.path.join(lan.dir, "downloads")
+    a, b = pair(lan, downloads)
+    port = str(b.status()["port"])
+    out = json.loads(lan.run("h1", ["python3", os.path.join(HERE, "wire_client.py"), lan.addr("h2"), port, "hostile-names"]).stdout)
+    assert out["no_room"] == 1, out           # refused: shares no room
+    assert out["joined"] is True
+    statuses = {name: (status, text) for name, status, text in out["results"]}
+    refused = {name for name, (status, _) in statuses.items() if status == 1}
+    assert refused == {"", ".."}, statuses
+    assert all("refused:" in statuses[name][1] for name in refused)
+    landed = sorted(os.listdir(downloads))
+    assert all(status == 0 for name, (status, _) in statuses.items() if name not in refused), statuses
+    assert "passwd" in landed and "path" in landed and "new_line.txt" in landed and "_[2Jescape.txt" in landed
+    assert "hidden" in landed and "x" in landed and "same.txt" in landed and "same (1).txt" in landed
+    assert any(len(n.encode()) == 255 and set(n) == {"a"} for n in landed)
+    for name in landed:
+        assert "/" not in name and not name.startswith(".") and "\n" not in name and "\x1b" not in name
+    # Nothing was written outside: the parent of the download directory holds only what the test put there.
+    assert not os.path.exists(os.path.join(lan.dir, "etc"))
+    assert b.process.poll() is None
+
+
+def test_a_full_download_directory_refuses_clearly_and_leaves_nothing(lan):
+    downloads = os.path.join(lan.dir, "small")
+    os.makedirs(downloads)
+    pair(lan, downloads)
+    lan.run("h2", ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", downloads])
+    source = os.path.join(lan.dir, "too-big.bin")
+    with open(source, "wb") as f:
+        f.write(os.urandom(8 << 20))
+    result = lan.lanchat("h1", "send-file", "--to", "bob", source, check=False, timeout=60)
+    assert result.returncode == 1 and "did not complete" in result.stderr
+    last = json.loads(result.stdout.splitlines()[-1])
+    assert last["state"] == "refused" and "not enough free space" in last["error"]
+    incoming = [t for t in lan.lanchat_json("h2", "transfers") if t["direction"] == "incoming"]
+    assert incoming[-1]["state"] == "refused" and "free space" in incoming[-1]["error"]
+    assert lan.run("h2", ["ls", "-A", downloads]).stdout.strip() == ""
