@@ -23,7 +23,7 @@ final class TestNode: @unchecked Sendable {
     var maintenance: Task<Void, Never>?
     private let collected = EventLog()
 
-    init(_ name: String, directory: String? = nil, autoAccept: AutoAcceptPolicy = .all) async throws {
+    init(_ name: String, directory: String? = nil, autoAccept: AutoAcceptPolicy = .all, downloads: String? = nil) async throws {
         var template = Array("/tmp/lanchat-node-XXXXXX".utf8CString)
         self.directory = directory ?? template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         self.name = name
@@ -35,8 +35,11 @@ final class TestNode: @unchecked Sendable {
         listener = try await connector.listen(port: 0) { connection in Task { await box.node?.accepted(connection) } }
         var logger = Logger(label: "test")
         logger.logLevel = .critical
+        var configuration = SessionNode.Configuration(
+            ownID: identity.peerID, ownName: name, port: listener.localAddress!.port!, autoAccept: autoAccept, encryption: .required)
+        configuration.downloadDirectory = downloads ?? self.directory + "/downloads"
         node = try SessionNode(
-            configuration: .init(ownID: identity.peerID, ownName: name, port: listener.localAddress!.port!, autoAccept: autoAccept, encryption: .required),
+            configuration: configuration,
             eventLoop: group.next(), connector: connector, store: try ChatStore(path: self.directory + "/" + ChatStore.fileName),
             knownPeers: try KnownPeers(directory: self.directory), directory: peers, logger: logger)
         box.node = node
@@ -187,6 +190,43 @@ let lab = RoomID("lab")!
         }
         let stranger = PeerID(String(repeating: "b", count: 52))!
         await #expect(throws: SessionError.self) { try await alice.node.send("hi", room: lab, to: [stranger]) }
+        await alice.stop()
+        await bob.stop()
+    }
+}
+
+@Suite(.serialized) struct TransferTests {
+    @Test func aFileArrivesIdenticalOnlyFromRoomMembers() async throws {
+        let alice = try await TestNode("alice")
+        var template = Array("/tmp/lanchat-dl-XXXXXX".utf8CString)
+        let downloads = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        let bob = try await TestNode("bob", downloads: downloads)
+        alice.knows(bob)
+        let source = alice.directory + "/data.bin"
+        var bytes = [UInt8](repeating: 0, count: 3 << 20)
+        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 31 &+ index >> 9) }
+        let fd = open(source, O_WRONLY | O_CREAT, 0o600)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        // Not in a room together yet: refused.
+        _ = try await alice.node.sendFile(source, to: bob.peer)
+        try await eventually("refused") { await alice.node.transfers.contains { $0.state == "refused" } }
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        _ = try await alice.node.sendFile(source, to: bob.peer)
+        try await eventually("complete at both ends") {
+            let sent = await alice.node.transfers.contains { $0.state == "complete" }
+            let received = await bob.node.transfers.contains { $0.state == "complete" }
+            return sent && received
+        }
+        let placed = await bob.node.transfers.first { $0.state == "complete" }!.path!
+        #expect(placed == downloads + "/data.bin")
+        let readBack = open(placed, O_RDONLY)
+        var copy = [UInt8](repeating: 0, count: bytes.count + 1)
+        let n = copy.withUnsafeMutableBytes { read(readBack, $0.baseAddress, $0.count) }
+        close(readBack)
+        #expect(n == bytes.count && Array(copy[0..<n]) == bytes)
+        await #expect(throws: SessionError.self) { try await alice.node.sendFile(alice.directory, to: bob.peer) }  // a directory
+        await #expect(throws: SessionError.self) { try await alice.node.sendFile("/nonexistent/file", to: bob.peer) }
         await alice.stop()
         await bob.stop()
     }
