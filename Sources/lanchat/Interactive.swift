@@ -20,6 +20,8 @@ struct Interactive: ParsableCommand {
           /rooms  /members          your rooms; the current room's members
           /leave [ROOM]             leave a room (default: the current one)
           /history [N]              the last N messages of the current room
+          /send-file PATH           send a file to every member of the current room
+          /transfers                file transfers
           /quit                     leave this program (lanchatd keeps running)
         """
 
@@ -135,6 +137,21 @@ struct Interactive: ParsableCommand {
                 _ = try client.call(.leave, params: ["room": room])
                 if state.room == room { state.room = (try client.call(.rooms).rooms ?? []).first?.room }
                 state.say("left \(room); current room: \(state.room ?? "none")")
+            case "send-file":
+                guard let room = state.room else { state.say("you are in no room"); return true }
+                guard !arguments.isEmpty else { state.say("usage: /send-file PATH"); return true }
+                let given = arguments.joined(separator: " ")
+                let path = given.hasPrefix("/") ? given : FileManager.default.currentDirectoryPath + "/" + given
+                let members = try client.call(.members, params: ["room": room]).room?.members ?? []
+                for member in members {
+                    if let entry = try client.call(.sendFile, params: ["peer": member.id, "path": path]).transfer {
+                        state.say("sending \(printable(entry.name)) to \(printable(member.name)) (\(entry.id.prefix(8)); /transfers)")
+                    }
+                }
+            case "transfers":
+                let list = try client.call(.transfers).transfers ?? []
+                if list.isEmpty { state.say("no transfers") }
+                for entry in list { state.say("\(entry.id.prefix(8))  \(progressLine(entry))") }
             case "history":
                 let limit = arguments.first.flatMap { Int($0) } ?? 20
                 var params = ["limit": String(max(1, min(limit, 10000)))]
@@ -224,6 +241,11 @@ final class InteractiveState: @unchecked Sendable {
             say(describe(message))
         case "invite_outcome", "security":
             if let text = describeSession(event) { say(text) }
+        case "transfer":
+            // Announce files that arrived (or failed to), and how the ones we sent ended.
+            if let transfer = event.transfer, ["complete", "refused", "failed", "cancelled"].contains(transfer.state) {
+                say(progressLine(transfer))
+            }
         default:
             break  // found/lost/member: see /peers and /members
         }

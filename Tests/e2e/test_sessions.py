@@ -125,6 +125,14 @@ def test_three_hosts_invite_accept_and_chat_in_a_mesh(lan):
     assert "alice (" in term.output and "carol (" in term.output
     term.type("/nonsense")
     term.expect("unknown command /nonsense")
+    # A file to the room from the terminal: both others get it, and the terminal says how it ended.
+    note = os.path.join(lan.dir, "note.txt")
+    with open(note, "w") as f:
+        f.write("minutes\n")
+    term.type(f"/send-file {note}")
+    term.expect("note.txt -> alice")
+    term.expect("note.txt -> carol")
+    wait_for(lambda: [t["state"] for t in lan.lanchat_json("h3", "transfers")] == ["complete"], what="carol got the file")
     # Carol's message reached bob over the bob-carol connection: alice's log has no relay.
     assert all(len(texts(lan, h)) == 3 for h in ("h1", "h2", "h3"))
     term.close()
