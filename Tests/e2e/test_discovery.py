@@ -89,9 +89,13 @@ def test_daemon_started_without_avahi_waits_and_advertises_when_avahi_comes(lan)
 
 def test_same_display_name_on_two_hosts_both_appear_distinguishably(lan):
     lan.up(3)
-    a, b = lan.start_daemon("h1", name="alice"), lan.start_daemon("h2", name="alice")
+    a = lan.start_daemon("h1", name="alice")
+    # The second one starts once the first is registered: two hosts probing one name at the same instant
+    # can keep Avahi renaming both for a long while ("alice #10", "alice #11"), which made this flaky.
+    wait_for(lambda: a.status()["advertising"] == "registered", timeout=15, what="the first alice registered")
+    b = lan.start_daemon("h2", name="alice")
     lan.start_daemon("h3", name="observer")
-    peers = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(lan.peers("h3")), timeout=15,
+    peers = wait_for(lambda: (lambda p: p if len(p) == 2 else None)(lan.peers("h3")), timeout=30,
                      what="h3 to list both alices")
     assert names(peers) == ["alice", "alice"]
     assert {p["id"] for p in peers} == {a.status()["id"], b.status()["id"]}
