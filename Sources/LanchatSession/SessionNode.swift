@@ -39,6 +39,8 @@ public actor SessionNode {
         public var downloadDirectory: String = "/tmp"
         /// The largest file accepted from a peer.
         public var maximumFileSize: UInt64 = 1 << 40
+        /// How many of a room's latest messages a member sends a newcomer it invited.
+        public var historyForNewcomers = 1000
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy, encryption: EncryptionPreference) {
             self.ownID = ownID
@@ -102,7 +104,7 @@ public actor SessionNode {
     public nonisolated let events: AsyncStream<SessionEvent>
     private let eventSink: AsyncStream<SessionEvent>.Continuation
     private let connector: PeerConnector
-    private let store: ChatStore
+    let store: ChatStore
     private var knownPeers: KnownPeers
     private let directory: PeerDirectory
     private let logger: Logger
@@ -124,6 +126,8 @@ public actor SessionNode {
     var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
     var incomingTransfers: [WireID: IncomingTransfer] = [:]
     var finishedTransfers: [TransferInfo] = []
+    /// Rooms whose history we asked for, and whom we asked.
+    var historyRequested: [RoomID: PeerID] = [:]
     let fileIO: NIOThreadPool
 
     public init(
@@ -462,6 +466,10 @@ public actor SessionNode {
             removeMember(leave.room, link.peer, reason: leave.text)
         case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd:
             transferFrame(frame, from: link)
+        case .historyRequest(let room, let since):
+            guard rooms[room]?.members[link.peer.id] != nil else { return }
+            let messages = (try? store.export(room: room.rawValue, since: Int64(clamping: since), limit: configuration.historyForNewcomers)) ?? []
+            sendHistory(messages, room: room, to: link.peer)
         default:
             break
         }
@@ -523,8 +531,8 @@ public actor SessionNode {
         let mutual = outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
         let known = knownPeers.check(label: peer.name, id: peer.id) == .known
         if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && known) {
-            join(invite.room, invitedBy: link)
             reply(.accepted, "")
+            join(invite.room, invitedBy: link)
             eventSink.yield(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically"))
             return
         }
@@ -557,6 +565,10 @@ public actor SessionNode {
         }
         addMember(room, link.peer, hintFrom: link)
         remember(link.peer)
+        // Ask the inviter for what we lack of the room's history (overlap is harmless: ids de-duplicate).
+        let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0
+        historyRequested[room] = link.peer.id
+        link.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))])
     }
 
     private func remember(_ peer: SessionPeer) {
@@ -640,7 +652,7 @@ public actor SessionNode {
     }
 
     /// A system message, kept in history and reported.
-    private func notice(_ room: RoomID, _ text: String) {
+    func notice(_ room: RoomID, _ text: String) {
         let stored = StoredMessage(
             id: WireID.random().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
             sequence: 0, timestamp: Self.nowMilliseconds(), kind: .system, body: text)
@@ -740,8 +752,8 @@ public actor SessionNode {
         }
         pending[id] = nil
         entry.timer.cancel()
-        join(RoomID(entry.invitation.room)!, invitedBy: link)
         link.connection.send([.inviteReply(.init(id: id, outcome: .accepted))])
+        join(RoomID(entry.invitation.room)!, invitedBy: link)
         eventSink.yield(.invitationClosed(entry.invitation, outcome: "accepted"))
         return entry.invitation
     }

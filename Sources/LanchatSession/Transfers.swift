@@ -1,6 +1,7 @@
 import Crypto
 import Glibc
 import LanchatDiscovery
+import LanchatStore
 import LanchatTransfer
 import LanchatWire
 import NIOCore
@@ -18,6 +19,8 @@ struct OutgoingTransfer {
     var reading = false
     var started = ContinuousClock.now
     var state = "offered"
+    /// A temporary file (a history export) to delete when done.
+    var removeAfter = false
 }
 
 /// An incoming file: chunks written in order to a hidden `.part` file, hashed as they come, verified,
@@ -48,6 +51,32 @@ extension SessionNode {
     /// Offers a file to a peer; progress and the outcome arrive as `.transfer` events. Returns the
     /// transfer id once the file is hashed and the offer is sent.
     public func sendFile(_ path: String, to peer: SessionPeer) async throws(SessionError) -> String {
+        try await sendResource(path, to: peer, kind: .file, room: nil, removeAfter: false)
+    }
+
+    /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource.
+    func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer) {
+        var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
+        for message in messages {
+            guard let id = WireID(hex: message.id) else { continue }
+            let record = HistoryRecord(
+                id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
+                timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body)
+            try? record.encode(into: &buffer)
+        }
+        var template = Array("/tmp/lanchat-history-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { return }
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        let written = buffer.withUnsafeReadableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == buffer.readableBytes else { unlink(path); return }
+        Task {
+            do { _ = try await self.sendResource(path, to: peer, kind: .history, room: room, removeAfter: true) } catch { unlink(path) }
+        }
+    }
+
+    func sendResource(_ path: String, to peer: SessionPeer, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, removeAfter: Bool) async throws(SessionError) -> String {
         var info = stat()
         guard stat(path, &info) == 0 else {
             throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))")
@@ -57,7 +86,7 @@ extension SessionNode {
         guard fd >= 0 else { throw SessionError("bad_file", "cannot open \(path): \(String(cString: strerror(errno)))") }
         let size = UInt64(info.st_size)
         let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
-        let name = path.split(separator: "/").last.map(String.init) ?? path
+        let name = kind == .history ? "history of \(room?.rawValue ?? "?")" : path.split(separator: "/").last.map(String.init) ?? path
         let id = WireID.random()
         report(TransferInfo(state: "hashing", id: id.description, direction: .outgoing, peer: peer, name: name, size: size, done: 0, rate: 0, path: path))
         let digest: [UInt8]
@@ -89,9 +118,10 @@ extension SessionNode {
             close(fd)
             throw SessionError("unreachable", "\(peer.name): \(error.message)")
         }
-        outgoingTransfers[id] = OutgoingTransfer(id: id, peer: link.peer, path: path, name: name, fd: fd, size: size, machine: OutgoingResource(size: size))
+        outgoingTransfers[id] = OutgoingTransfer(
+            id: id, peer: link.peer, path: path, name: name, fd: fd, size: size, machine: OutgoingResource(size: size), removeAfter: removeAfter)
         link.connection.send([.resourceOffer(.init(
-            id: id, room: nil, kind: .file, name: Array(name.utf8), size: size, sha256: digest, modifiedMilliseconds: modified))])
+            id: id, room: room, kind: kind, name: Array(name.utf8), size: size, sha256: digest, modifiedMilliseconds: modified))])
         report(outgoingInfo(outgoingTransfers[id]!))
         return id.description
     }
@@ -145,6 +175,7 @@ extension SessionNode {
     private func finishOutgoing(transfer id: WireID, state: String, error: String?) {
         guard var transfer = outgoingTransfers.removeValue(forKey: id) else { return }
         close(transfer.fd)
+        if transfer.removeAfter { unlink(transfer.path) }
         transfer.state = state
         if state == "complete" { _ = try? transfer.machine.accepted(transfer.size) }
         let info = outgoingInfo(transfer, error: error)
@@ -196,6 +227,13 @@ extension SessionNode {
 
     private func received(_ offer: WireFrame.ResourceOffer, from link: Link) {
         guard incomingTransfers[offer.id] == nil else { return }
+        // History only from the member we asked, for the room we asked about.
+        if offer.kind == .history {
+            guard let room = offer.room, historyRequested[room] == link.peer.id else {
+                link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "refused: history was not asked for"))])
+                return
+            }
+        }
         // Files come only from people we share a room with (they were invited, or invited us).
         guard sharesRoom(with: link.peer.id) else {
             link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "refused: you share no room with \(configuration.ownName)"))])
@@ -213,7 +251,7 @@ extension SessionNode {
         let partPath = directory + "/.lanchat-" + offer.id.description + ".part"
         var fd: Int32 = -1
         if machine.name != nil {
-            fd = open(partPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            fd = open(partPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             if fd < 0 {
                 let text = "cannot write in the download directory: \(String(cString: strerror(errno)))"
                 link.connection.send([.resourceEnd(.init(id: offer.id, status: .failed, text: text))])
@@ -251,7 +289,7 @@ extension SessionNode {
                 transfer.verifyWhenWritten = true
                 incomingTransfers[id] = transfer
             case .place(let name):
-                place(id, as: name)
+                if transfer.offer.kind == .history { importHistory(id) } else { place(id, as: name) }
             case .end(let status, let text, let removePart):
                 // "complete" is said by `place` once the file is in place, not before.
                 guard status != .complete else { continue }
@@ -361,6 +399,58 @@ extension SessionNode {
                     unlink(transfer.partPath)
                     node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "\(error)"))])
                     info = node.incomingInfo(transfer, state: "failed", error: "\(error)")
+                }
+                node.remember(info)
+                node.report(info)
+            }
+        }
+    }
+
+    /// Reads a received history resource, merges it into the store (ids de-duplicate), and reports.
+    private func importHistory(_ id: WireID) {
+        guard let transfer = incomingTransfers[id], let room = transfer.offer.room else { return }
+        let fd = transfer.fd
+        let size = Int(transfer.machine.size)
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<[HistoryRecord]> in
+            var buffer = ByteBufferAllocator().buffer(capacity: size)
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { max(0, pread(fd, $0.baseAddress, size, 0)) }
+            guard n == size else { throw SessionError("history", "short read of the history") }
+            close(fd)
+            return Handoff(value: try HistoryRecord.decodeAll(buffer))
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard var transfer = node.incomingTransfers.removeValue(forKey: id) else { return }
+                transfer.fd = -1
+                unlink(transfer.partPath)
+                node.historyRequested[room] = nil
+                let info: TransferInfo
+                switch result {
+                case .success(let handoff):
+                    let records = handoff.value
+                    var added = 0
+                    do {
+                        try node.store.transaction {
+                            for record in records {
+                                let stored = StoredMessage(
+                                    id: record.id.description, room: room.rawValue, senderID: record.senderID, senderName: record.senderName,
+                                    sequence: Int64(truncatingIfNeeded: record.sequence),
+                                    timestamp: Int64(truncatingIfNeeded: min(record.timestampMilliseconds, UInt64(Int64.max))),
+                                    kind: record.kind == .file ? .file : .text, body: record.body)
+                                if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { added += 1 }
+                            }
+                        }
+                        node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .complete))])
+                        node.notice(room, "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history")
+                        info = node.incomingInfo(transfer, state: "complete")
+                    } catch {
+                        node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "cannot store the history"))])
+                        info = node.incomingInfo(transfer, state: "failed", error: "cannot store the history: \(error)")
+                    }
+                case .failure(let error):
+                    node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "invalid history: \(error)"))])
+                    info = node.incomingInfo(transfer, state: "failed", error: "invalid history: \(error)")
                 }
                 node.remember(info)
                 node.report(info)

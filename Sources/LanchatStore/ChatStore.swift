@@ -149,6 +149,19 @@ public final class ChatStore {
                       timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string)
     }
 
+    /// What a newcomer is sent: the last `limit` text and file messages of `room` from `since` on, oldest first.
+    public func export(room: String, since: Int64, limit: Int) throws(Error) -> [StoredMessage] {
+        try db.query("""
+            SELECT id, room, sender_id, sender_name, sequence, timestamp, kind, body FROM messages
+            WHERE room = ? AND kind != 2 AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?
+            """, [.text(room), .integer(since), .integer(Int64(limit))]).reversed().map(Self.message)
+    }
+
+    /// The newest timestamp of a text or file message in `room` (0 if none): what a newcomer already has.
+    public func latestTimestamp(room: String) throws(Error) -> Int64 {
+        try db.query("SELECT max(timestamp) FROM messages WHERE room = ? AND kind != 2", [.text(room)]).first?.first?.int ?? 0
+    }
+
     public func messageCount() throws(Error) -> Int {
         Int(try db.query("SELECT count(*) FROM messages").first?.first?.int ?? 0)
     }

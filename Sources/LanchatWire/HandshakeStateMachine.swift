@@ -145,6 +145,7 @@ public struct HandshakeStateMachine: Sendable {
         case .inviteReply: return "INVITE_REPLY"
         case .roomMembers: return "ROOM_MEMBERS"
         case .roomLeave: return "ROOM_LEAVE"
+        case .historyRequest: return "HISTORY_REQUEST"
         case .resourceOffer: return "RESOURCE_OFFER"
         case .resourceAccept: return "RESOURCE_ACCEPT"
         case .resourceChunk: return "RESOURCE_CHUNK"

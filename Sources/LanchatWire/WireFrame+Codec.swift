@@ -71,6 +71,9 @@ extension WireFrame {
                 members.append(Member(peerID: id, name: name, port: port, addresses: addresses))
             }
             result = .roomMembers(RoomMembers(room: room, members: members))
+        case .historyRequest:
+            let room = try readRoom(&reader)
+            result = .historyRequest(room: room, sinceMilliseconds: try reader.u64("since_ms"))
         case .roomLeave:
             let room = try readRoom(&reader)
             result = .roomLeave(RoomLeave(room: room, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
@@ -223,6 +226,10 @@ extension WireFrame {
                 for address in member.addresses { payload.writeLengthPrefixed(Array(address.utf8), as: UInt8.self) }
             }
             return RawFrame(type: FrameType.roomMembers.rawValue, payload: payload)
+        case .historyRequest(let room, let since):
+            payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
+            payload.writeInteger(since)
+            return RawFrame(type: FrameType.historyRequest.rawValue, payload: payload)
         case .roomLeave(let leave):
             try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)

@@ -47,6 +47,9 @@ public enum WireFrame: Equatable, Sendable {
     case roomMembers(RoomMembers)
     /// 0x05. "I leave `room`". `room (u8 len) | text (u16 len, UTF-8, at most 1 KiB)`.
     case roomLeave(RoomLeave)
+    /// 0x06. A newcomer asks the member who invited it for the room's history since `since_ms` (what it
+    /// lacks). `room (u8 len) | since_ms u64`.
+    case historyRequest(room: RoomID, sinceMilliseconds: UInt64)
     /// 0x10. Flag 0x01 = reliable. `message_id [16] | room (u8 len) | sequence u64 | timestamp_ms u64 |
     /// kind u8 | body (u32 len, UTF-8, at most 64 KiB)`.
     case message(Message)
@@ -74,7 +77,7 @@ public enum WireFrame: Equatable, Sendable {
     case ignored(type: UInt8)
 
     public enum FrameType: UInt8, Sendable {
-        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43

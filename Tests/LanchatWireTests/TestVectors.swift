@@ -34,6 +34,7 @@ let vectors: [(name: String, frame: WireFrame, hex: String)] = [
     ("ack", .ack([ascending, descending]), "0000002411000002000102030405060708090a0b0c0d0e0f0f0e0d0c0b0a09080706050403020100"),
     ("roomMembers", .roomMembers(.init(room: lab, members: [.init(peerID: "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a", name: "bob@h2", port: 7000, addresses: ["198.18.0.12", "fe80::1%lan0"])])),
      "000000600400036c61620001346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c687472326106626f624068321b58020b3139382e31382e302e31320c666538303a3a31256c616e30"),
+    ("historyRequest", .historyRequest(room: lab, sinceMilliseconds: 1_795_000_000_000), "0000000e0600036c6162000001a1ee565e00"),
     ("roomLeave", .roomLeave(.init(room: lab, text: "bye")), "0000000b0500036c61620003627965"),
     ("resourceOffer", .resourceOffer(.init(id: ascending, room: lab, kind: .file, name: Array("notes.txt".utf8), size: 6,
                                            sha256: hexBytes("5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"),

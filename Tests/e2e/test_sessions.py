@@ -359,3 +359,31 @@ def test_message_limits_and_unreliable_messages(lan):
     bob.start()
     wait_for(lambda: "kept for later" in texts(lan, "h2"), timeout=20, what="the reliable one after restart")
     assert "into the void" not in texts(lan, "h2")
+
+
+def test_a_newcomer_gets_the_history_it_missed_from_its_inviter(lan):
+    lan.up(3)
+    for host, name in (("h1", "alice"), ("h2", "bob"), ("h3", "carol")):
+        lan.start_daemon(host, name=name, extra=["--auto-accept", "all"])
+    for host in ("h1", "h2", "h3"):
+        ready(lan, host, 2)
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    for i in range(50):
+        lan.lanchat("h1" if i % 2 == 0 else "h2", "send", "--room", "lab", f"m{i:02d}")
+    wait_for(lambda: len(texts(lan, "h1")) == 50, what="50 messages at alice")
+    assert lan.lanchat_json("h1", "invite", "carol", "--room", "lab", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: len(texts(lan, "h3")) == 50, timeout=20, what="the history at carol")
+    assert texts(lan, "h3") == [f"m{i:02d}" for i in range(50)]
+    assert any("50 earlier messages from alice's history" in m["text"] for m in history(lan, "h3") if m["kind"] == "system")
+    # Later messages from bob reach carol, after the history, once.
+    wait_for(lambda: members(lan, "h3") == {"alice": "connected", "bob": "connected"}, what="carol in the mesh")
+    lan.lanchat("h2", "send", "--room", "lab", "after carol joined")
+    wait_for(lambda: texts(lan, "h3")[-1:] == ["after carol joined"], what="bob's later message at carol")
+    assert len(texts(lan, "h3")) == 51
+    # Carol leaves and is invited again: she is sent only what she lacks (nothing new: no duplicates).
+    lan.lanchat("h3", "leave", "lab")
+    lan.lanchat("h2", "send", "--room", "lab", "while carol was out")
+    assert lan.lanchat_json("h2", "invite", "carol", "--room", "lab", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: "while carol was out" in texts(lan, "h3"), timeout=20, what="the missed message at carol")
+    got = texts(lan, "h3")
+    assert len(got) == 52 and len(set(got)) == 52

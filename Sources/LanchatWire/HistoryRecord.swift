@@ -1,0 +1,64 @@
+import NIOCore
+
+/// One message in a history resource (RESOURCE_OFFER kind 1): what a member sends a newcomer.
+/// `message_id [16] | sender_id (u8 len, 52) | sender_name (u8 len, text) | sequence u64 |
+/// timestamp_ms u64 | kind u8 (0 text, 1 file) | body (u32 len, text with newlines, <= 64 KiB)`,
+/// records back to back, nothing else.
+public struct HistoryRecord: Equatable, Sendable {
+    public var id: WireID
+    public var senderID: String
+    public var senderName: String
+    public var sequence: UInt64
+    public var timestampMilliseconds: UInt64
+    public var kind: WireFrame.Message.Kind
+    public var body: String
+
+    public init(id: WireID, senderID: String, senderName: String, sequence: UInt64, timestampMilliseconds: UInt64, kind: WireFrame.Message.Kind, body: String) {
+        self.id = id
+        self.senderID = senderID
+        self.senderName = senderName
+        self.sequence = sequence
+        self.timestampMilliseconds = timestampMilliseconds
+        self.kind = kind
+        self.body = body
+    }
+
+    /// Appends the record; refuses values the decoder would refuse.
+    public func encode(into buffer: inout ByteBuffer) throws(WireError) {
+        guard WireFrame.isPeerID(Array(senderID.utf8)) else { throw .invalidValue(field: "sender_id") }
+        guard senderName.utf8.count <= WireFrame.maximumNameBytes else {
+            throw .fieldTooLong(field: "sender_name", length: senderName.utf8.count, limit: WireFrame.maximumNameBytes)
+        }
+        guard body.utf8.count <= WireFrame.Message.maximumBody else {
+            throw .fieldTooLong(field: "body", length: body.utf8.count, limit: WireFrame.Message.maximumBody)
+        }
+        guard kind != .system else { throw .invalidValue(field: "kind") }
+        buffer.writeBytes(id.bytes)
+        buffer.writeLengthPrefixed(Array(senderID.utf8), as: UInt8.self)
+        buffer.writeLengthPrefixed(Array(senderName.utf8), as: UInt8.self)
+        buffer.writeInteger(sequence)
+        buffer.writeInteger(timestampMilliseconds)
+        buffer.writeInteger(kind.rawValue)
+        buffer.writeLengthPrefixed(Array(body.utf8), as: UInt32.self)
+    }
+
+    /// Decodes every record of a history resource; any bad record makes the whole resource invalid.
+    public static func decodeAll(_ bytes: ByteBuffer, limit: Int = 1_000_000) throws(WireError) -> [HistoryRecord] {
+        var reader = FieldReader(buffer: bytes)
+        var records: [HistoryRecord] = []
+        while reader.buffer.readableBytes > 0 {
+            guard records.count < limit else { throw .fieldTooLong(field: "records", length: records.count + 1, limit: limit) }
+            let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
+            let sender = try reader.lengthPrefixed("sender_id", lengthType: UInt8.self, limit: 52)
+            guard WireFrame.isPeerID(sender) else { throw .invalidValue(field: "sender_id") }
+            let name = try reader.text("sender_name", lengthType: UInt8.self, limit: WireFrame.maximumNameBytes)
+            let sequence = try reader.u64("sequence")
+            let timestamp = try reader.u64("timestamp_ms")
+            guard let kind = WireFrame.Message.Kind(rawValue: try reader.u8("kind")), kind != .system else { throw .invalidValue(field: "kind") }
+            let body = try reader.text("body", lengthType: UInt32.self, limit: WireFrame.Message.maximumBody, multiline: true)
+            records.append(HistoryRecord(id: id, senderID: String(decoding: sender, as: UTF8.self), senderName: name, sequence: sequence,
+                                         timestampMilliseconds: timestamp, kind: kind, body: body))
+        }
+        return records
+    }
+}

@@ -1,0 +1,49 @@
+@testable import LanchatWire
+import NIOCore
+import Testing
+
+@Suite struct HistoryRecordTests {
+    let sender = "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a"
+
+    @Test func roundTripOfManyRecords() throws {
+        var buffer = ByteBuffer()
+        let records = (0..<500).map {
+            HistoryRecord(id: .random(), senderID: sender, senderName: "alice@h1", sequence: UInt64($0), timestampMilliseconds: 1_795_000_000_000 + UInt64($0),
+                          kind: $0 % 7 == 0 ? .file : .text, body: "line \($0)\n\ttabbed é 😀")
+        }
+        for record in records { try record.encode(into: &buffer) }
+        #expect(try HistoryRecord.decodeAll(buffer) == records)
+        #expect(try HistoryRecord.decodeAll(ByteBuffer()).isEmpty)
+    }
+
+    @Test func hostileHistoryIsRefusedWhole() throws {
+        var good = ByteBuffer()
+        try HistoryRecord(id: .random(), senderID: sender, senderName: "a", sequence: 1, timestampMilliseconds: 2, kind: .text, body: "hi").encode(into: &good)
+        // Every truncation of a valid record is refused.
+        for cut in 1..<good.readableBytes {
+            #expect(throws: WireError.self) { try HistoryRecord.decodeAll(good.getSlice(at: 0, length: cut)!) }
+        }
+        func record(sender: [UInt8], name: [UInt8], kind: UInt8, body: [UInt8]) -> ByteBuffer {
+            var buffer = ByteBuffer(bytes: [UInt8](repeating: 1, count: 16))
+            buffer.writeInteger(UInt8(sender.count)); buffer.writeBytes(sender)
+            buffer.writeInteger(UInt8(name.count)); buffer.writeBytes(name)
+            buffer.writeInteger(UInt64(1)); buffer.writeInteger(UInt64(2)); buffer.writeInteger(kind)
+            buffer.writeInteger(UInt32(body.count)); buffer.writeBytes(body)
+            return buffer
+        }
+        let id = Array(sender.utf8)
+        #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: Array("../etc".utf8), name: [0x61], kind: 0, body: [0x61])) }
+        #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: Array("\u{1b}[2J".utf8), kind: 0, body: [0x61])) }
+        #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 2, body: [0x61])) }  // system notices are local
+        #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 9, body: [0x61])) }
+        #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 0, body: [0xff, 0xfe])) }
+        var lying = record(sender: id, name: [0x61], kind: 0, body: [0x61])
+        lying.moveWriterIndex(to: lying.writerIndex - 1)
+        #expect(throws: WireError.self) { try HistoryRecord.decodeAll(lying) }
+        // The encoder refuses what the decoder would.
+        #expect(throws: WireError.self) {
+            var out = ByteBuffer()
+            try HistoryRecord(id: .random(), senderID: "x", senderName: "a", sequence: 0, timestampMilliseconds: 0, kind: .text, body: "").encode(into: &out)
+        }
+    }
+}
