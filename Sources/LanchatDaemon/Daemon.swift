@@ -87,6 +87,7 @@ public enum Daemon {
                 ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
                 autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption)
             sessionConfiguration.downloadDirectory = configuration.downloadDirectory
+            sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
             node = try SessionNode(
                 configuration: sessionConfiguration,
                 eventLoop: eventLoopGroup.next(), connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)

@@ -37,6 +37,8 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public var maximumRequestLength: Int = 1024 * 1024
     /// Events buffered for a slow `watch` client before the oldest are dropped.
     public var watchBufferSize: Int = 1024
+    /// How many of a room's latest messages this daemon sends a newcomer it invited.
+    public var historyForNewcomers: Int = 1000
 
     public struct Error: Swift.Error, Equatable, CustomStringConvertible {
         public let message: String
@@ -48,7 +50,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public static let fileKeys: Set<String> = [
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
-        "max-request-length", "watch-buffer",
+        "max-request-length", "watch-buffer", "history-for-newcomers",
     ]
 
     /// Defaults for the current user and environment.
@@ -119,6 +121,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         case "max-control-connections": maximumControlConnections = try integer(1...10000)
         case "max-request-length": maximumRequestLength = try integer(1024...(16 * 1024 * 1024))
         case "watch-buffer": watchBufferSize = try integer(16...1_000_000)
+        case "history-for-newcomers": historyForNewcomers = try integer(0...1_000_000)
         default:
             throw Error("unknown setting '\(key.prefix(64))'; known: \(Self.fileKeys.sorted().joined(separator: ", "))")
         }
