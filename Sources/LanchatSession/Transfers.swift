@@ -56,6 +56,7 @@ extension SessionNode {
 
     /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource.
     func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer) {
+        guard !messages.isEmpty else { return }
         var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
         for message in messages {
             guard let id = WireID(hex: message.id) else { continue }
@@ -248,7 +249,8 @@ extension SessionNode {
         let reserved = incomingTransfers.values.reduce(UInt64(0)) { $0 + ($1.machine.size - $1.machine.received) }
         let limits = IncomingResource.Limits(maximumSize: configuration.maximumFileSize, freeBytes: free > reserved ? free - reserved : 0)
         let (machine, actions) = IncomingResource.offer(rawName: offer.name, size: offer.size, limits: limits, partialBytes: 0)
-        let partPath = directory + "/.lanchat-" + offer.id.description + ".part"
+        // A history resource is not a download: it goes to a temporary file, never the download directory.
+        let partPath = (offer.kind == .history ? "/tmp" : directory) + "/.lanchat-" + offer.id.description + ".part"
         var fd: Int32 = -1
         if machine.name != nil {
             fd = open(partPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -262,6 +264,7 @@ extension SessionNode {
         }
         incomingTransfers[offer.id] = IncomingTransfer(id: offer.id, peer: link.peer, offer: offer, machine: machine, fd: fd, partPath: partPath)
         perform(actions, for: offer.id, link: link)
+        write(offer.id)  // an empty resource has no chunk to wait for: verify now
         if let transfer = incomingTransfers[offer.id] { report(incomingInfo(transfer, state: "active")) }
     }
 

@@ -225,6 +225,12 @@ let lab = RoomID("lab")!
         let n = copy.withUnsafeMutableBytes { read(readBack, $0.baseAddress, $0.count) }
         close(readBack)
         #expect(n == bytes.count && Array(copy[0..<n]) == bytes)
+        // An empty file: nothing to wait for, verified and placed at once.
+        let empty = alice.directory + "/empty.txt"
+        close(open(empty, O_WRONLY | O_CREAT, 0o600))
+        _ = try await alice.node.sendFile(empty, to: bob.peer)
+        try await eventually("the empty file placed") { await bob.node.transfers.contains { $0.state == "complete" && $0.name == "empty.txt" } }
+        #expect(access(downloads + "/empty.txt", F_OK) == 0)
         await #expect(throws: SessionError.self) { try await alice.node.sendFile(alice.directory, to: bob.peer) }  // a directory
         await #expect(throws: SessionError.self) { try await alice.node.sendFile("/nonexistent/file", to: bob.peer) }
         await alice.stop()
