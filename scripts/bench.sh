@@ -4,6 +4,7 @@
 #   scripts/bench.sh                  discovery and idle (bench/discovery.py), then sessions (bench/sessions.py)
 #   scripts/bench.sh discovery ARGS   only discovery (--trials N, --idle-seconds S, --json)
 #   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --json)
+#   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --json)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -14,6 +15,7 @@ export AVAHI_COMPAT_NOWARN=1 LANCHAT_BIN="$root/.build/release"
 case "${1:-all}" in
   discovery) shift; exec .venv/bin/python bench/discovery.py "$@" ;;
   sessions) shift; exec .venv/bin/python bench/sessions.py "$@" ;;
-  all) .venv/bin/python bench/discovery.py; echo; exec .venv/bin/python bench/sessions.py ;;
-  *) echo "bench: unknown benchmark '$1' (discovery, sessions, or nothing for both)" >&2; exit 1 ;;
+  files) shift; exec .venv/bin/python bench/files.py "$@" ;;
+  all) .venv/bin/python bench/discovery.py; echo; .venv/bin/python bench/sessions.py; echo; exec .venv/bin/python bench/files.py ;;
+  *) echo "bench: unknown benchmark '$1' (discovery, sessions, files, or nothing for all)" >&2; exit 1 ;;
 esac
