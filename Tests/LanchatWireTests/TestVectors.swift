@@ -8,17 +8,6 @@ let ascending = WireID(bytes: Array(0...15))!
 let descending = WireID(bytes: Array((0...15).reversed()))!
 let lab = RoomID("lab")!
 
-func hexBytes(_ hex: String) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var index = hex.startIndex
-    while index < hex.endIndex {
-        let next = hex.index(index, offsetBy: 2)
-        bytes.append(UInt8(hex[index..<next], radix: 16)!)
-        index = next
-    }
-    return bytes
-}
-
 /// Test vectors, computed independently (by a Python script from the byte layout in
 /// docs/wire-protocol.md). The same hex appears in the document; a test checks that it does.
 let vectors: [(name: String, frame: WireFrame, hex: String)] = [
@@ -37,7 +26,7 @@ let vectors: [(name: String, frame: WireFrame, hex: String)] = [
     ("historyRequest", .historyRequest(room: lab, sinceMilliseconds: 1_795_000_000_000), "0000000e0600036c6162000001a1ee565e00"),
     ("roomLeave", .roomLeave(.init(room: lab, text: "bye")), "0000000b0500036c61620003627965"),
     ("resourceOffer", .resourceOffer(.init(id: ascending, room: lab, kind: .file, name: Array("notes.txt".utf8), size: 6,
-                                           sha256: hexBytes("5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"),
+                                           sha256: bytes(fromHex: "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"),
                                            modifiedMilliseconds: 1_795_000_000_000)),
      "000000524000000102030405060708090a0b0c0d0e0f036c61620000096e6f7465732e74787400000000000000065891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03000001a1ee565e00"),
     ("resourceAccept", .resourceAccept(.init(id: ascending, offset: 4096)), "0000001a4100000102030405060708090a0b0c0d0e0f0000000000001000"),
