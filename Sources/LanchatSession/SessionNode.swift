@@ -126,6 +126,7 @@ public actor SessionNode {
     var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
     var incomingTransfers: [WireID: IncomingTransfer] = [:]
     var finishedTransfers: [TransferInfo] = []
+    private var noticeSequence: Int64 = 0
     /// Rooms whose history we asked for, and whom we asked.
     var historyRequested: [RoomID: PeerID] = [:]
     let fileIO: NIOThreadPool
@@ -653,9 +654,11 @@ public actor SessionNode {
 
     /// A system message, kept in history and reported.
     func notice(_ room: RoomID, _ text: String) {
+        // Notices made in the same millisecond keep their order in history (it sorts by time, then sequence).
+        noticeSequence += 1
         let stored = StoredMessage(
             id: WireID.random().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
-            sequence: 0, timestamp: Self.nowMilliseconds(), kind: .system, body: text)
+            sequence: noticeSequence, timestamp: Self.nowMilliseconds(), kind: .system, body: text)
         _ = try? store.insert(stored, now: stored.timestamp)
         eventSink.yield(.message(ChatMessage(stored: stored, reliable: true, outgoing: false)))
     }

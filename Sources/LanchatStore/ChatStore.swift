@@ -168,7 +168,7 @@ public final class ChatStore {
 
     /// The highest sequence `sender` used in `room` (0 if none): a restarted daemon continues after it.
     public func lastSequence(room: String, sender: String) throws(Error) -> Int64 {
-        try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ?", [.text(room), .text(sender)]).first?.first?.int ?? 0
+        try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND kind != 2", [.text(room), .text(sender)]).first?.first?.int ?? 0
     }
 
     // MARK: Outbox
