@@ -13,6 +13,7 @@
 #                                   needs a kernel with sch_netem
 #   testlan.sh loss HOST PERCENT    drop PERCENT% of the packets the host sends (nftables; 0 clears):
 #                                   works where netem is missing
+#   testlan.sh rate HOST RATE|clear cap what the host sends (tc tbf, e.g. 800mbit)
 #   testlan.sh avahi HOST start|stop|restart|kill
 #   testlan.sh hosts                list hosts
 #   testlan.sh down                 tear everything down (safe to run after a failure, or twice)
@@ -150,6 +151,14 @@ cmd_netem() {
   on_host "$name" tc qdisc replace dev lan0 root netem "$@"
 }
 
+cmd_rate() {
+  # Caps what HOST sends (token bucket on its LAN interface), e.g. `rate h1 800mbit`; `rate h1 clear`.
+  local name=$1 rate=$2
+  if [ "$rate" = clear ]; then on_host "$name" tc qdisc del dev lan0 root 2>/dev/null || true; return; fi
+  [[ "$rate" =~ ^[0-9]+[kmg]?bit$ ]] || die "rate HOST RATE (like 800mbit) | clear"
+  on_host "$name" tc qdisc replace dev lan0 root tbf rate "$rate" burst 1mb latency 100ms
+}
+
 cmd_loss() {
   local name=$1 percent=$2
   [[ "$percent" =~ ^[0-9]+$ ]] && [ "$percent" -le 100 ] || die "loss HOST PERCENT (0-100)"
@@ -194,6 +203,7 @@ case $sub in
   link) cmd_link "$@" ;;
   netem) cmd_netem "$@" ;;
   loss) cmd_loss "$@" ;;
+  rate) cmd_rate "$@" ;;
   avahi) cmd_avahi "$@" ;;
   hosts) ls "$dir/hosts" 2>/dev/null ;;
   down) cmd_down ;;

@@ -159,12 +159,16 @@ public struct TransferEntry: Codable, Equatable, Sendable {
     public var done: Int
     /// Bytes per second since it started.
     public var rate: Double
-    /// `hashing`, `offered`, `active`, `complete`, `refused`, `failed`, `cancelled`.
+    /// `hashing`, `offered`, `active`, `waiting` / `interrupted` (the connection dropped: resumes when the peer is
+    /// back), `complete`, `refused`, `failed`, `cancelled`.
     public var state: String
     public var path: String?
     public var error: String?
+    /// Outgoing: bytes sent more than once because of resumes (absent when none).
+    public var resent: Int?
 
-    public init(id: String, direction: String, peer: String, peerId: String, name: String, size: Int, done: Int, rate: Double, state: String, path: String?, error: String?) {
+    public init(id: String, direction: String, peer: String, peerId: String, name: String, size: Int, done: Int, rate: Double, state: String,
+                path: String?, error: String?, resent: Int? = nil) {
         self.id = id
         self.direction = direction
         self.peer = peer
@@ -176,5 +180,6 @@ public struct TransferEntry: Codable, Equatable, Sendable {
         self.state = state
         self.path = path
         self.error = error
+        self.resent = resent
     }
 }

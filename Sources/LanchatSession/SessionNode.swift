@@ -126,6 +126,8 @@ public actor SessionNode {
     var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
     var incomingTransfers: [WireID: IncomingTransfer] = [:]
     var finishedTransfers: [TransferInfo] = []
+    /// Offers being resumed from a `.part` file (hashing what it holds).
+    var resumingTransfers: Set<WireID> = []
     private var noticeSequence: Int64 = 0
     /// Rooms whose history we asked for, and whom we asked.
     var historyRequested: [RoomID: PeerID] = [:]
@@ -162,6 +164,7 @@ public actor SessionNode {
     /// Redials members and retransmits unacknowledged messages until cancelled; then says GOODBYE to
     /// every peer.
     public func run() async {
+        restoreTransfers()
         while !Task.isCancelled {
             if maintain() {
                 try? await Task.sleep(for: .milliseconds(250))
@@ -207,6 +210,7 @@ public actor SessionNode {
         // Redial members we should be connected to.
         var wanted = Set<PeerID>()
         for room in rooms.values { wanted.formUnion(room.members.keys) }
+        wanted.formUnion(transferPeers)
         if wanted.contains(where: { links[$0] == nil }) { busy = true }
         for peer in wanted where links[peer] == nil && !dialing.contains(peer) {
             var redial = redials[peer] ?? Redial(notBefore: now + (configuration.ownID < peer ? .zero : .milliseconds(1500)))
@@ -351,6 +355,7 @@ public actor SessionNode {
             link.connection.send([.roomMembers(membersFrame(room))])
         }
         flushOutbox(to: link)
+        resumeTransfers(to: link)
     }
 
     private func flushOutbox(to link: Link) {

@@ -116,7 +116,8 @@ public enum SessionEvent: Sendable {
 /// A file transfer as people and programs see it.
 public struct TransferInfo: Sendable, Equatable {
     public enum Direction: String, Sendable { case outgoing, incoming }
-    /// `hashing` (sender computes SHA-256), `offered`, `active`, `complete`, `refused`, `failed`, `cancelled`.
+    /// `hashing` (sender computes SHA-256), `offered`, `active`, `waiting` (sender: the connection dropped,
+    /// resumes when the peer is back), `interrupted` (receiver: the same), `complete`, `refused`, `failed`, `cancelled`.
     public var state: String
     public var id: String
     public var direction: Direction
@@ -130,6 +131,8 @@ public struct TransferInfo: Sendable, Equatable {
     /// Incoming: where the file was placed; outgoing: the file sent.
     public var path: String?
     public var error: String?
+    /// Outgoing: bytes sent more than once (resumes after a drop or a restart).
+    public var resent: UInt64 = 0
 }
 
 /// Where a peer can be reached, as discovery (or another member) last saw it.
@@ -197,15 +200,36 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
 
 extension WireID {
     public init?(hex: String) {
-        guard hex.utf8.count == 32 else { return nil }
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
+        guard hex.utf8.count == 32, let bytes = Hex.bytes(hex) else { return nil }
         self.init(bytes: bytes)
+    }
+}
+
+enum Hex {
+    static func bytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    static func string(_ bytes: [UInt8]) -> String {
+        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    private static func value(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case 0x30...0x39: digit - 0x30
+        case 0x61...0x66: digit - 0x61 + 10
+        case 0x41...0x46: digit - 0x41 + 10
+        default: nil
+        }
     }
 }

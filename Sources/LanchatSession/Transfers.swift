@@ -16,11 +16,17 @@ struct OutgoingTransfer {
     var fd: Int32
     var size: UInt64
     var machine: OutgoingResource
+    /// Sent again (same id) when the connection comes back: the receiver answers where to go on.
+    var offer: WireFrame.ResourceOffer
     var reading = false
     var started = ContinuousClock.now
+    /// Acknowledged bytes when `started` was set (the rate counts this run only).
+    var startOffset: UInt64 = 0
     var state = "offered"
-    /// A temporary file (a history export) to delete when done.
+    /// A temporary file (a history export) to delete when done; such transfers are not resumed.
     var removeAfter = false
+    /// What the store says was possibly handed to a connection (an upper bound, written ahead).
+    var sentMark: UInt64 = 0
 }
 
 /// An incoming file: chunks written in order to a hidden `.part` file, hashed as they come, verified,
@@ -37,8 +43,15 @@ struct IncomingTransfer {
     var writing = false
     var verifyWhenWritten = false
     var started = ContinuousClock.now
+    var startOffset: UInt64 = 0
     var lastReport: UInt64 = 0
+    /// The connection dropped; the `.part` file is kept until the sender offers it again.
+    var interrupted = false
 }
+
+/// Ended transfers are remembered this long (a late re-offer is answered), and interrupted ones are
+/// given up after it (their `.part` file removed).
+let transferRetention: Int64 = 7 * 24 * 3600 * 1000
 
 /// A value moved to the file thread and back; only one side touches it at a time.
 private struct Handoff<Value>: @unchecked Sendable {
@@ -119,19 +132,82 @@ extension SessionNode {
             close(fd)
             throw SessionError("unreachable", "\(peer.name): \(error.message)")
         }
+        let offer = WireFrame.ResourceOffer(
+            id: id, room: room, kind: kind, name: Array(name.utf8), size: size, sha256: digest, modifiedMilliseconds: modified)
+        if !removeAfter {
+            // Kept until it ends, so that a restarted daemon resumes it.
+            try? store.saveTransfer(StoredTransfer(
+                id: id.description, outgoing: true, peerID: link.peer.id.rawValue, peerName: link.peer.name, path: path, name: name,
+                size: Int64(size), sha256: Hex.string(digest), modified: Int64(modified)), now: Self.nowMilliseconds())
+        }
         outgoingTransfers[id] = OutgoingTransfer(
-            id: id, peer: link.peer, path: path, name: name, fd: fd, size: size, machine: OutgoingResource(size: size), removeAfter: removeAfter)
-        link.connection.send([.resourceOffer(.init(
-            id: id, room: room, kind: kind, name: Array(name.utf8), size: size, sha256: digest, modifiedMilliseconds: modified))])
+            id: id, peer: link.peer, path: path, name: name, fd: fd, size: size, machine: OutgoingResource(size: size), offer: offer,
+            removeAfter: removeAfter)
+        link.connection.send([.resourceOffer(offer)])
         report(outgoingInfo(outgoingTransfers[id]!))
         return id.description
+    }
+
+    /// After a restart: outgoing transfers that did not end wait for their peer; incoming ones that
+    /// ended long ago are forgotten, and given-up `.part` files removed.
+    func restoreTransfers() {
+        let now = Self.nowMilliseconds()
+        for old in (try? store.pruneTransfers(before: now - transferRetention)) ?? [] where !old.outgoing && old.state == "active" {
+            unlink(old.path)
+        }
+        for saved in (try? store.transfers()) ?? [] where saved.outgoing && saved.state == "active" {
+            guard let id = WireID(hex: saved.id), let peerID = PeerID(saved.peerID), let digest = Hex.bytes(saved.sha256) else { continue }
+            let peer = SessionPeer(id: peerID, name: saved.peerName)
+            var info = stat()
+            let fd = open(saved.path, O_RDONLY | O_CLOEXEC)
+            let modified = fd >= 0 && fstat(fd, &info) == 0
+                ? Int64(info.st_mtim.tv_sec) * 1000 + Int64(info.st_mtim.tv_nsec / 1_000_000) : -1
+            guard fd >= 0, Int64(info.st_size) == saved.size, modified == saved.modified else {
+                if fd >= 0 { close(fd) }
+                try? store.updateTransfer(id: saved.id, state: "failed", now: now)
+                remember(TransferInfo(
+                    state: "failed", id: saved.id, direction: .outgoing, peer: peer, name: saved.name, size: UInt64(max(0, saved.size)),
+                    done: 0, rate: 0, path: saved.path, error: "\(saved.path) changed or went away while lanchatd was stopped"))
+                continue
+            }
+            let offer = WireFrame.ResourceOffer(
+                id: id, room: nil, kind: .file, name: Array(saved.name.utf8), size: UInt64(saved.size), sha256: digest,
+                modifiedMilliseconds: UInt64(max(0, saved.modified)))
+            outgoingTransfers[id] = OutgoingTransfer(
+                id: id, peer: peer, path: saved.path, name: saved.name, fd: fd, size: UInt64(saved.size),
+                machine: OutgoingResource(size: UInt64(saved.size), alreadySent: UInt64(saved.sentMark), resent: UInt64(saved.resent)),
+                offer: offer, state: "waiting", sentMark: UInt64(saved.sentMark))
+        }
+    }
+
+    /// Peers that outgoing transfers wait for (the maintenance loop dials them).
+    var transferPeers: Set<PeerID> {
+        Set(outgoingTransfers.values.filter { $0.state == "waiting" }.map(\.peer.id))
+    }
+
+    /// A connection to `link.peer` is up: offer again what waits for it (the receiver says where to go
+    /// on), and tell it about transfers cancelled here meanwhile. Also when this connection replaced
+    /// another one (both sides dialed at once): what was sent on the other may be lost.
+    func resumeTransfers(to link: Link) {
+        for (id, var transfer) in outgoingTransfers where transfer.peer.id == link.peer.id {
+            transfer.machine.interrupted()
+            transfer.state = "offered"
+            outgoingTransfers[id] = transfer
+            link.connection.send([.resourceOffer(transfer.offer)])
+        }
+        for saved in (try? store.transfers()) ?? [] where saved.outgoing && saved.state == "cancelled" && saved.peerID == link.peer.id.rawValue {
+            guard let id = WireID(hex: saved.id) else { continue }
+            link.connection.send([.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))])
+            try? store.deleteTransfer(id: saved.id)
+        }
     }
 
     private func outgoingInfo(_ transfer: OutgoingTransfer, error: String? = nil) -> TransferInfo {
         TransferInfo(
             state: transfer.state, id: transfer.id.description, direction: .outgoing, peer: transfer.peer, name: transfer.name,
-            size: transfer.size, done: transfer.machine.acknowledged, rate: Self.rate(transfer.machine.acknowledged, since: transfer.started),
-            path: transfer.path, error: error)
+            size: transfer.size, done: transfer.machine.acknowledged,
+            rate: Self.rate(transfer.machine.acknowledged - min(transfer.startOffset, transfer.machine.acknowledged), since: transfer.started),
+            path: transfer.path, error: error, resent: transfer.machine.resent)
     }
 
     static func rate(_ bytes: UInt64, since start: ContinuousClock.Instant) -> Double {
@@ -144,6 +220,11 @@ extension SessionNode {
     private func pump(_ id: WireID) {
         guard var transfer = outgoingTransfers[id], !transfer.reading, let link = links[transfer.peer.id],
               let (offset, count) = transfer.machine.nextChunk() else { return }
+        if !transfer.removeAfter, offset + UInt64(count) > transfer.sentMark {
+            // Written ahead (8 MiB at a time), so that after a crash what was sent twice is never under-counted.
+            transfer.sentMark = min(transfer.size, offset + UInt64(count) + (8 << 20))
+            try? store.updateTransfer(id: id.description, sentMark: Int64(transfer.sentMark), now: Self.nowMilliseconds())
+        }
         transfer.reading = true
         outgoingTransfers[id] = transfer
         let fd = transfer.fd
@@ -176,6 +257,12 @@ extension SessionNode {
     private func finishOutgoing(transfer id: WireID, state: String, error: String?) {
         guard var transfer = outgoingTransfers.removeValue(forKey: id) else { return }
         close(transfer.fd)
+        if state == "cancelled", links[transfer.peer.id] == nil, !transfer.removeAfter {
+            // The receiver is told when it is back (it keeps a `.part` file until then).
+            try? store.updateTransfer(id: id.description, state: "cancelled", now: Self.nowMilliseconds())
+        } else {
+            try? store.deleteTransfer(id: id.description)
+        }
         if transfer.removeAfter { unlink(transfer.path) }
         transfer.state = state
         if state == "complete" { _ = try? transfer.machine.accepted(transfer.size) }
@@ -197,17 +284,27 @@ extension SessionNode {
                 finishOutgoing(transfer: accept.id, state: "failed", error: "the receiver sent a bad offset")
                 return
             }
-            let wasOffered = transfer.state == "offered"
-            transfer.state = "active"
+            if transfer.state == "offered" {
+                transfer.state = "active"
+                transfer.started = .now
+                transfer.startOffset = accept.offset
+                if transfer.machine.resent > 0 {
+                    try? store.updateTransfer(id: accept.id.description, resent: Int64(transfer.machine.resent), now: Self.nowMilliseconds())
+                }
+            }
             outgoingTransfers[accept.id] = transfer
-            if wasOffered || accept.offset - transfer.machine.acknowledged >= 0 { report(outgoingInfo(transfer)) }
+            report(outgoingInfo(transfer))
             pump(accept.id)
         case .resourceChunk(let chunk):
             guard var transfer = incomingTransfers[chunk.id], transfer.peer.id == link.peer.id else { return }
             let actions = transfer.machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
-            if actions.contains(where: { if case .write = $0 { true } else { false } }) {
-                chunk.data.withUnsafeReadableBytes { transfer.hasher.update(bufferPointer: $0) }
-                transfer.queue.append((chunk.offset, chunk.data))
+            for case .write(let offset, let count) in actions {
+                // After a resume, the start of a chunk may be held already: only the new bytes count.
+                var data = chunk.data
+                data.moveReaderIndex(forwardBy: Int(offset - chunk.offset))
+                data = data.getSlice(at: data.readerIndex, length: count) ?? data
+                data.withUnsafeReadableBytes { transfer.hasher.update(bufferPointer: $0) }
+                transfer.queue.append((offset, data))
             }
             incomingTransfers[chunk.id] = transfer
             perform(actions, for: chunk.id, link: link)
@@ -220,6 +317,15 @@ extension SessionNode {
                 let actions = transfer.machine.cancel(byPeer: true)
                 incomingTransfers[end.id] = transfer
                 perform(actions, for: end.id, link: nil)
+            } else if end.status == .cancelled, let saved = try? store.transfer(id: end.id.description), !saved.outgoing,
+                      saved.state == "active", saved.peerID == link.peer.id.rawValue {
+                // Cancelled by the sender while we were apart (this daemon restarted meanwhile).
+                unlink(saved.path)
+                try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
+                let info = TransferInfo(state: "cancelled", id: saved.id, direction: .incoming, peer: link.peer, name: saved.name,
+                                        size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: "cancelled by the sender")
+                remember(info)
+                report(info)
             }
         default:
             break
@@ -227,7 +333,17 @@ extension SessionNode {
     }
 
     private func received(_ offer: WireFrame.ResourceOffer, from link: Link) {
-        guard incomingTransfers[offer.id] == nil else { return }
+        if var transfer = incomingTransfers[offer.id] {
+            // Offered again over a new connection: go on from what is held (no byte is asked for twice).
+            guard transfer.peer.id == link.peer.id, transfer.offer.size == offer.size, transfer.offer.sha256 == offer.sha256 else { return }
+            transfer.interrupted = false
+            let actions = transfer.machine.resumed()
+            incomingTransfers[offer.id] = transfer
+            perform(actions, for: offer.id, link: link)
+            report(incomingInfo(transfer, state: "active"))
+            return
+        }
+        guard !resumingTransfers.contains(offer.id) else { return }
         // History only from the member we asked, for the room we asked about.
         if offer.kind == .history {
             guard let room = offer.room, historyRequested[room] == link.peer.id else {
@@ -243,16 +359,91 @@ extension SessionNode {
             return
         }
         let directory = configuration.downloadDirectory
+        // A history resource is not a download: it goes to a temporary file, never the download directory.
+        let partPath = (offer.kind == .history ? "/tmp" : directory) + "/.lanchat-" + offer.id.description + ".part"
+        if offer.kind == .file, let saved = try? store.transfer(id: offer.id.description), !saved.outgoing,
+           saved.peerID == link.peer.id.rawValue {
+            switch saved.state {
+            case "complete":
+                // Received before; the sender missed our answer (the connection dropped): say it again.
+                link.connection.send([.resourceEnd(.init(id: offer.id, status: .complete))])
+                return
+            case "cancelled":
+                link.connection.send([.resourceEnd(.init(id: offer.id, status: .cancelled, text: "cancelled by the receiver"))])
+                return
+            case "active" where saved.size == Int64(offer.size) && saved.sha256 == Hex.string(offer.sha256) && saved.path == partPath:
+                resume(offer, from: link, partPath: partPath)
+                return
+            default:
+                break  // failed before: a new attempt from the start
+            }
+        }
+        start(offer, from: link, partPath: partPath, fd: -1, partial: 0, hasher: SHA256())
+    }
+
+    /// After a restart: the `.part` file holds what arrived before; hash it (the final check covers it)
+    /// and ask the sender for the rest.
+    private func resume(_ offer: WireFrame.ResourceOffer, from link: Link, partPath: String) {
+        let fd = open(partPath, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else {
+            start(offer, from: link, partPath: partPath, fd: -1, partial: 0, hasher: SHA256())
+            return
+        }
+        resumingTransfers.insert(offer.id)
+        let size = offer.size
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(UInt64, SHA256)> in
+            var info = stat()
+            guard fstat(fd, &info) == 0, UInt64(info.st_size) <= size else {
+                ftruncate(fd, 0)
+                return Handoff(value: (0, SHA256()))
+            }
+            var hasher = SHA256()
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var offset: UInt64 = 0
+            while offset < UInt64(info.st_size) {
+                let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { break }
+                hasher.update(data: buffer[0..<n])
+                offset += UInt64(n)
+            }
+            return Handoff(value: (offset, hasher))
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                node.resumingTransfers.remove(offer.id)
+                guard let link = node.links[link.peer.id] else {
+                    close(fd)  // gone again; the next offer starts over from the file
+                    return
+                }
+                switch result {
+                case .success(let handoff):
+                    node.start(offer, from: link, partPath: partPath, fd: fd, partial: handoff.value.0, hasher: handoff.value.1)
+                case .failure:
+                    ftruncate(fd, 0)
+                    node.start(offer, from: link, partPath: partPath, fd: fd, partial: 0, hasher: SHA256())
+                }
+            }
+        }
+    }
+
+    /// Decides on an offer (name, size limit, free space) and starts receiving at `partial`.
+    private func start(_ offer: WireFrame.ResourceOffer, from link: Link, partPath: String, fd given: Int32, partial: UInt64, hasher: SHA256) {
+        let directory = configuration.downloadDirectory
         mkdir(directory, 0o700)
         var space = statvfs()
         let free = statvfs(directory, &space) == 0 ? UInt64(space.f_bavail) * UInt64(space.f_frsize) : 0
         let reserved = incomingTransfers.values.reduce(UInt64(0)) { $0 + ($1.machine.size - $1.machine.received) }
         let limits = IncomingResource.Limits(maximumSize: configuration.maximumFileSize, freeBytes: free > reserved ? free - reserved : 0)
-        let (machine, actions) = IncomingResource.offer(rawName: offer.name, size: offer.size, limits: limits, partialBytes: 0)
-        // A history resource is not a download: it goes to a temporary file, never the download directory.
-        let partPath = (offer.kind == .history ? "/tmp" : directory) + "/.lanchat-" + offer.id.description + ".part"
-        var fd: Int32 = -1
-        if machine.name != nil {
+        let (machine, actions) = IncomingResource.offer(rawName: offer.name, size: offer.size, limits: limits, partialBytes: partial)
+        var fd = given
+        if machine.name == nil {
+            if fd >= 0 { close(fd) }
+            fd = -1
+            unlink(partPath)
+            try? store.updateTransfer(id: offer.id.description, state: "failed", now: Self.nowMilliseconds())
+        } else if fd < 0 {
             fd = open(partPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             if fd < 0 {
                 let text = "cannot write in the download directory: \(String(cString: strerror(errno)))"
@@ -262,9 +453,17 @@ extension SessionNode {
                 return
             }
         }
-        incomingTransfers[offer.id] = IncomingTransfer(id: offer.id, peer: link.peer, offer: offer, machine: machine, fd: fd, partPath: partPath)
+        if let name = machine.name, offer.kind == .file {
+            try? store.saveTransfer(StoredTransfer(
+                id: offer.id.description, outgoing: false, peerID: link.peer.id.rawValue, peerName: link.peer.name, path: partPath,
+                name: name, size: Int64(offer.size), sha256: Hex.string(offer.sha256), modified: Int64(offer.modifiedMilliseconds)),
+                now: Self.nowMilliseconds())
+        }
+        incomingTransfers[offer.id] = IncomingTransfer(
+            id: offer.id, peer: link.peer, offer: offer, machine: machine, fd: fd, partPath: partPath, hasher: hasher,
+            startOffset: machine.received)
         perform(actions, for: offer.id, link: link)
-        write(offer.id)  // an empty resource has no chunk to wait for: verify now
+        write(offer.id)  // an empty (or already complete) resource has no chunk to wait for: verify now
         if let transfer = incomingTransfers[offer.id] { report(incomingInfo(transfer, state: "active")) }
     }
 
@@ -272,7 +471,8 @@ extension SessionNode {
         TransferInfo(
             state: state, id: transfer.id.description, direction: .incoming, peer: transfer.peer,
             name: transfer.machine.name ?? SafeFileNamePrintable.text(transfer.offer.name), size: transfer.machine.size,
-            done: transfer.machine.received, rate: Self.rate(transfer.machine.received, since: transfer.started), path: path, error: error)
+            done: transfer.machine.received, rate: Self.rate(transfer.machine.received - min(transfer.startOffset, transfer.machine.received), since: transfer.started),
+            path: path, error: error)
     }
 
     private func perform(_ actions: [IncomingResource.Action], for id: WireID, link: Link?) {
@@ -302,6 +502,7 @@ extension SessionNode {
                     if transfer.fd >= 0 { close(transfer.fd) }
                     if removePart || transfer.fd >= 0 { unlink(transfer.partPath) }
                     let state = switch status { case .refused: "refused"; case .cancelled: "cancelled"; default: "failed" }
+                    try? store.updateTransfer(id: id.description, state: state, now: Self.nowMilliseconds())
                     let info = incomingInfo(transfer, state: state, error: text)
                     remember(info)
                     report(info)
@@ -396,10 +597,12 @@ extension SessionNode {
                 let info: TransferInfo
                 switch result {
                 case .success(let path):
+                    try? node.store.updateTransfer(id: id.description, state: "complete", now: SessionNode.nowMilliseconds())
                     node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .complete))])
                     info = node.incomingInfo(transfer, state: "complete", path: path)
                 case .failure(let error):
                     unlink(transfer.partPath)
+                    try? node.store.updateTransfer(id: id.description, state: "failed", now: SessionNode.nowMilliseconds())
                     node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "\(error)"))])
                     info = node.incomingInfo(transfer, state: "failed", error: "\(error)")
                 }
@@ -464,35 +667,72 @@ extension SessionNode {
     // MARK: Both
 
     public var transfers: [TransferInfo] {
-        outgoingTransfers.values.map { outgoingInfo($0) } + incomingTransfers.values.map { incomingInfo($0, state: "active") } + finishedTransfers
+        var list = outgoingTransfers.values.map { outgoingInfo($0) }
+        list += incomingTransfers.values.map { incomingInfo($0, state: $0.interrupted ? "interrupted" : "active") }
+        // Interrupted before this daemon restarted: resumed when the sender offers them again.
+        for saved in (try? store.transfers()) ?? [] where !saved.outgoing && saved.state == "active" {
+            guard let id = WireID(hex: saved.id), incomingTransfers[id] == nil, let peer = PeerID(saved.peerID) else { continue }
+            var info = stat()
+            let held = stat(saved.path, &info) == 0 ? UInt64(max(0, info.st_size)) : 0
+            list.append(TransferInfo(state: "interrupted", id: saved.id, direction: .incoming, peer: SessionPeer(id: peer, name: saved.peerName),
+                                     name: saved.name, size: UInt64(max(0, saved.size)), done: held, rate: 0))
+        }
+        return list + finishedTransfers
     }
 
     /// Cancels a transfer in either direction (by id or unique prefix).
     public func cancelTransfer(_ prefix: String) throws(SessionError) -> TransferInfo {
         let lower = prefix.lowercased()
-        if let id = outgoingTransfers.keys.first(where: { $0.description.hasPrefix(lower) }), !lower.isEmpty {
+        guard !lower.isEmpty else { throw SessionError("unknown_transfer", "give a transfer id (see `lanchat transfers`)") }
+        if let id = outgoingTransfers.keys.first(where: { $0.description.hasPrefix(lower) }) {
             let peer = outgoingTransfers[id]!.peer.id
             links[peer]?.connection.send([.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))])
             finishOutgoing(transfer: id, state: "cancelled", error: "cancelled here")
             return finishedTransfers.last!
         }
-        if let id = incomingTransfers.keys.first(where: { $0.description.hasPrefix(lower) }), !lower.isEmpty, var transfer = incomingTransfers[id] {
+        if let id = incomingTransfers.keys.first(where: { $0.description.hasPrefix(lower) }), var transfer = incomingTransfers[id] {
             let actions = transfer.machine.cancel(byPeer: false)
             incomingTransfers[id] = transfer
             perform(actions, for: id, link: links[transfer.peer.id])
             return finishedTransfers.last!
         }
+        if let saved = ((try? store.transfers()) ?? []).first(where: { !$0.outgoing && $0.state == "active" && $0.id.hasPrefix(lower) }),
+           let peer = PeerID(saved.peerID) {
+            // Interrupted and this daemon restarted since: remove the partial file; a later offer is refused.
+            unlink(saved.path)
+            try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
+            let info = TransferInfo(state: "cancelled", id: saved.id, direction: .incoming, peer: SessionPeer(id: peer, name: saved.peerName),
+                                    name: saved.name, size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: "cancelled here")
+            remember(info)
+            report(info)
+            return info
+        }
         throw SessionError("unknown_transfer", "no active transfer '\(prefix)' (see `lanchat transfers`)")
     }
 
+    /// The connection to `peer` ended: files wait to be resumed (sender) or keep their `.part` file
+    /// (receiver); a history resource is simply lost (the newcomer asks again when it reconnects).
     func transfersLost(peer: PeerID, reason: String) {
-        for (id, transfer) in outgoingTransfers where transfer.peer.id == peer {
-            finishOutgoing(transfer: id, state: "failed", error: reason)
+        for (id, var transfer) in outgoingTransfers where transfer.peer.id == peer {
+            if transfer.removeAfter {
+                finishOutgoing(transfer: id, state: "failed", error: reason)
+                continue
+            }
+            transfer.machine.interrupted()
+            transfer.state = "waiting"
+            outgoingTransfers[id] = transfer
+            report(outgoingInfo(transfer, error: "\(reason); resumes when \(transfer.peer.name) is back"))
         }
         for (id, var transfer) in incomingTransfers where transfer.peer.id == peer {
-            let actions = transfer.machine.writeFailed(reason)
+            if transfer.offer.kind == .history {
+                let actions = transfer.machine.writeFailed(reason)
+                incomingTransfers[id] = transfer
+                perform(actions, for: id, link: nil)
+                continue
+            }
+            transfer.interrupted = true
             incomingTransfers[id] = transfer
-            perform(actions, for: id, link: nil)
+            report(incomingInfo(transfer, state: "interrupted", error: "\(reason); resumes when \(transfer.peer.name) offers it again"))
         }
     }
 

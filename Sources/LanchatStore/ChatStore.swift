@@ -41,12 +41,55 @@ public struct StoredMember: Equatable, Sendable {
     }
 }
 
+/// A file transfer that must outlive the daemon (to resume it), or an ended one a peer may ask about
+/// again (so that a re-offer of a file already received is answered "complete", not received twice).
+public struct StoredTransfer: Equatable, Sendable {
+    /// 32 hex characters (the wire's resource id).
+    public var id: String
+    public var outgoing: Bool
+    public var peerID: String
+    public var peerName: String
+    /// Outgoing: the file sent. Incoming: the hidden `.part` file.
+    public var path: String
+    /// Outgoing: the name offered. Incoming: the safe name it gets.
+    public var name: String
+    public var size: Int64
+    /// 64 hex characters.
+    public var sha256: String
+    /// Milliseconds since the epoch (the sent file's mtime).
+    public var modified: Int64
+    public var room: String
+    /// `active`, `complete`, `cancelled`, `failed`.
+    public var state: String
+    /// Outgoing: an upper bound of the bytes handed to a connection so far (to count what is sent twice).
+    public var sentMark: Int64
+    /// Outgoing: bytes sent more than once so far (resumes).
+    public var resent: Int64
+
+    public init(id: String, outgoing: Bool, peerID: String, peerName: String, path: String, name: String, size: Int64, sha256: String,
+                modified: Int64, room: String = "", state: String = "active", sentMark: Int64 = 0, resent: Int64 = 0) {
+        self.id = id
+        self.outgoing = outgoing
+        self.peerID = peerID
+        self.peerName = peerName
+        self.path = path
+        self.name = name
+        self.size = size
+        self.sha256 = sha256
+        self.modified = modified
+        self.room = room
+        self.state = state
+        self.sentMark = sentMark
+        self.resent = resent
+    }
+}
+
 /// History, rooms and the outbox of unacknowledged reliable messages, in one SQLite file
 /// (`history.sqlite3` in the state directory). WAL mode: a committed write survives a crash of the
 /// daemon. Writes happen inside `transaction`, so that a batch costs one commit.
 public final class ChatStore {
     public static let fileName = "history.sqlite3"
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
     private let db: SQLiteDatabase
     private var depth = 0
 
@@ -77,7 +120,12 @@ public final class ChatStore {
             CREATE TABLE IF NOT EXISTS members (
                 room TEXT NOT NULL, peer_id TEXT NOT NULL, name TEXT NOT NULL, port INTEGER NOT NULL,
                 addresses TEXT NOT NULL, PRIMARY KEY (room, peer_id));
-            PRAGMA user_version = 1;
+            CREATE TABLE IF NOT EXISTS transfers (
+                id TEXT PRIMARY KEY, outgoing INTEGER NOT NULL, peer_id TEXT NOT NULL, peer_name TEXT NOT NULL,
+                path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
+                modified INTEGER NOT NULL, room TEXT NOT NULL, state TEXT NOT NULL, sent_mark INTEGER NOT NULL,
+                resent INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+            PRAGMA user_version = 2;
             """)
     }
 
@@ -232,5 +280,53 @@ public final class ChatStore {
     public func deleteRoom(_ room: String) throws(Error) {
         try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
         try db.query("DELETE FROM rooms WHERE room = ?", [.text(room)])
+    }
+
+    // MARK: Transfers
+
+    public func saveTransfer(_ transfer: StoredTransfer, now: Int64) throws(Error) {
+        try db.query(
+            """
+            INSERT OR REPLACE INTO transfers (id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent, updated_at)
+            VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+            """,
+            [.text(transfer.id), .integer(transfer.outgoing ? 1 : 0), .text(transfer.peerID), .text(transfer.peerName), .text(transfer.path),
+             .text(transfer.name), .integer(transfer.size), .text(transfer.sha256), .integer(transfer.modified), .text(transfer.room),
+             .text(transfer.state), .integer(transfer.sentMark), .integer(transfer.resent), .integer(now)])
+    }
+
+    public func transfer(id: String) throws(Error) -> StoredTransfer? {
+        try db.query("SELECT \(Self.transferColumns) FROM transfers WHERE id = ?", [.text(id)]).first.map(Self.transfer)
+    }
+
+    /// All stored transfers, oldest first.
+    public func transfers() throws(Error) -> [StoredTransfer] {
+        try db.query("SELECT \(Self.transferColumns) FROM transfers ORDER BY updated_at, id").map(Self.transfer)
+    }
+
+    public func updateTransfer(id: String, state: String? = nil, sentMark: Int64? = nil, resent: Int64? = nil, now: Int64) throws(Error) {
+        if let state { try db.query("UPDATE transfers SET state = ?, updated_at = ? WHERE id = ?", [.text(state), .integer(now), .text(id)]) }
+        if let sentMark { try db.query("UPDATE transfers SET sent_mark = ? WHERE id = ?", [.integer(sentMark), .text(id)]) }
+        if let resent { try db.query("UPDATE transfers SET resent = ? WHERE id = ?", [.integer(resent), .text(id)]) }
+    }
+
+    public func deleteTransfer(id: String) throws(Error) {
+        try db.query("DELETE FROM transfers WHERE id = ?", [.text(id)])
+    }
+
+    /// Forgets transfers last touched before `before` (milliseconds); returns them (to remove `.part` files).
+    public func pruneTransfers(before: Int64) throws(Error) -> [StoredTransfer] {
+        let old = try db.query("SELECT \(Self.transferColumns) FROM transfers WHERE updated_at < ?", [.integer(before)]).map(Self.transfer)
+        try db.query("DELETE FROM transfers WHERE updated_at < ?", [.integer(before)])
+        return old
+    }
+
+    private static let transferColumns = "id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent"
+
+    private static func transfer(_ row: SQLiteDatabase.Row) -> StoredTransfer {
+        StoredTransfer(
+            id: row[0].string, outgoing: row[1].int != 0, peerID: row[2].string, peerName: row[3].string, path: row[4].string,
+            name: row[5].string, size: row[6].int, sha256: row[7].string, modified: row[8].int, room: row[9].string,
+            state: row[10].string, sentMark: row[11].int, resent: row[12].int)
     }
 }

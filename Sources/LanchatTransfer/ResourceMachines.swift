@@ -85,17 +85,23 @@ public struct IncomingResource: Sendable {
         return (machine, [.end(status: .refused, text: text, removePart: false)])
     }
 
-    /// A chunk arrived. Chunks must come in order, without overlap, and not past `size`.
+    /// A chunk arrived. Chunks come in order and not past `size`; after a resume, bytes already held
+    /// may come again (chunks in flight on the old connection): those are skipped, and `.write` says
+    /// where the new bytes start (the caller skips `offset - chunkOffset` bytes of the chunk).
     public mutating func chunk(offset: UInt64, count: Int) -> [Action] {
         guard state == .receiving else { return [] }
-        guard offset == received else {
+        guard offset <= received else {
             return fail("chunk at \(offset), expected \(received)", removePart: false)
         }
-        guard UInt64(count) <= size - received else {
+        let end = offset + UInt64(count)
+        guard end <= size else {
             return fail("the sender sent more than the \(size) bytes it offered", removePart: true)
         }
-        received += UInt64(count)
-        var actions: [Action] = [.write(offset: offset, count: count)]
+        guard end > received else { return [] }  // all held already
+        let fresh = Int(end - received)
+        let start = received
+        received = end
+        var actions: [Action] = [.write(offset: start, count: fresh)]
         if received == size {
             state = .verifying
             actions.append(.verify)
@@ -104,6 +110,14 @@ public struct IncomingResource: Sendable {
             actions.append(.sendAccept(received))
         }
         return actions
+    }
+
+    /// The sender offered this resource again (a new connection after a drop): tell it where to go on.
+    /// Nothing while verifying: the outcome goes to the new connection when known.
+    public mutating func resumed() -> [Action] {
+        guard state == .receiving else { return [] }
+        lastProgress = received
+        return [.sendAccept(received)]
     }
 
     /// The hash of the `.part` file was computed.
@@ -143,11 +157,23 @@ public struct OutgoingResource: Sendable {
     public private(set) var acknowledged: UInt64 = 0
     public private(set) var sent: UInt64 = 0
     public private(set) var started = false
+    /// The furthest byte ever handed to a connection (across resumes).
+    public private(set) var highestSent: UInt64
+    /// Bytes sent more than once: each resume from below `highestSent` adds the difference.
+    public private(set) var resent: UInt64 = 0
 
-    public init(size: UInt64, chunkSize: Int = 128 * 1024, window: UInt64 = 4 << 20) {
+    /// `alreadySent`: after a restart, what an earlier run may have sent (to count what is sent twice).
+    public init(size: UInt64, chunkSize: Int = 128 * 1024, window: UInt64 = 4 << 20, alreadySent: UInt64 = 0, resent: UInt64 = 0) {
         self.size = size
         self.chunkSize = max(1, chunkSize)
         self.window = max(UInt64(chunkSize), window)
+        self.highestSent = min(alreadySent, size)
+        self.resent = resent
+    }
+
+    /// The connection dropped: wait for a new RESOURCE_ACCEPT (after the offer is made again).
+    public mutating func interrupted() {
+        started = false
     }
 
     public enum Failure: Error, Equatable, Sendable {
@@ -160,6 +186,7 @@ public struct OutgoingResource: Sendable {
         guard offset <= size else { throw .badOffset(offset) }
         if !started {
             started = true
+            if offset < highestSent { resent += highestSent - offset }
             acknowledged = offset
             sent = offset
             return
@@ -172,7 +199,10 @@ public struct OutgoingResource: Sendable {
     public mutating func nextChunk() -> (offset: UInt64, count: Int)? {
         guard started, sent < size, sent - acknowledged < window else { return nil }
         let count = Int(min(UInt64(chunkSize), size - sent, window - (sent - acknowledged)))
-        defer { sent += UInt64(count) }
+        defer {
+            sent += UInt64(count)
+            highestSent = max(highestSent, sent)
+        }
         return (sent, count)
     }
 

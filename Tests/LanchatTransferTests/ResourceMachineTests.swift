@@ -127,4 +127,94 @@ import Testing
             #expect(written == size && verified && receiver.state == .done(.complete))
         }
     }
+
+    @Test func dropsAndResumesWriteEveryByteOnceAndCountWhatIsSentTwice() throws {
+        // Random drops: chunks in flight are lost (some of them), the sender offers again, the receiver
+        // says where it is, the sender goes on from there. Every byte is written once; what the sender
+        // sent twice is exactly what was lost in flight, so at most one window per drop.
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let size = UInt64.random(in: 1...20_000, using: &generator)
+            let window = UInt64.random(in: 200...3000, using: &generator)
+            var sender = OutgoingResource(size: size, chunkSize: .random(in: 1...300, using: &generator), window: window)
+            var (receiver, first) = IncomingResource.offer(
+                rawName: Array("f".utf8), size: size, limits: .init(maximumSize: 1 << 20, freeBytes: 1 << 20, progressEvery: window / 2),
+                partialBytes: 0)
+            var written: UInt64 = 0
+            var lost: UInt64 = 0
+            var drops = 0
+            var inFlight: [(offset: UInt64, count: Int)] = []
+            var toSender = first
+            var done = false
+            while !done {
+                for action in toSender {
+                    if case .sendAccept(let offset) = action { try sender.accepted(offset) }
+                }
+                toSender = []
+                while let chunk = sender.nextChunk() { inFlight.append(chunk) }
+                if drops < 5, Int.random(in: 0..<8, using: &generator) == 0, !inFlight.isEmpty {
+                    // The connection drops: a random tail of what is in flight never arrives.
+                    let kept = Int.random(in: 0..<inFlight.count, using: &generator)
+                    lost += inFlight[kept...].reduce(0) { $0 + UInt64($1.count) }
+                    inFlight.removeSubrange(kept...)
+                    for chunk in inFlight { written += Self.apply(receiver.chunk(offset: chunk.offset, count: chunk.count), &receiver, &done) }
+                    inFlight = []
+                    drops += 1
+                    sender.interrupted()
+                    #expect(sender.nextChunk() == nil)
+                    toSender = receiver.resumed()
+                    continue
+                }
+                guard !inFlight.isEmpty else { break }
+                let chunk = inFlight.removeFirst()
+                let actions = receiver.chunk(offset: chunk.offset, count: chunk.count)
+                toSender = actions
+                written += Self.apply(actions, &receiver, &done)
+            }
+            #expect(written == size && receiver.state == .done(.complete))
+            #expect(sender.resent == lost)
+            #expect(sender.resent <= UInt64(drops) * sender.window)
+        }
+    }
+
+    /// Applies a receiver's actions; returns the bytes written.
+    private static func apply(_ actions: [IncomingResource.Action], _ receiver: inout IncomingResource, _ done: inout Bool) -> UInt64 {
+        var written: UInt64 = 0
+        for action in actions {
+            switch action {
+            case .write(_, let count): written += UInt64(count)
+            case .verify:
+                _ = receiver.verified(true)
+                done = true
+            default: break
+            }
+        }
+        return written
+    }
+
+    @Test func chunksAlreadyHeldAreSkippedAfterAResume() {
+        var (machine, _) = IncomingResource.offer(
+            rawName: Array("f".utf8), size: 100, limits: .init(maximumSize: 1000, freeBytes: 1000, progressEvery: 1000), partialBytes: 0)
+        #expect(machine.chunk(offset: 0, count: 40) == [.write(offset: 0, count: 40)])
+        #expect(machine.resumed() == [.sendAccept(40)])
+        // A stale chunk from the old connection, wholly held: nothing; partly held: only the new bytes.
+        #expect(machine.chunk(offset: 0, count: 30).isEmpty)
+        #expect(machine.chunk(offset: 30, count: 20) == [.write(offset: 40, count: 10)])
+        #expect(machine.chunk(offset: 50, count: 50) == [.write(offset: 50, count: 50), .verify])
+        #expect(machine.resumed().isEmpty)
+        // Past the end is still refused.
+        var (over, _) = IncomingResource.offer(
+            rawName: Array("f".utf8), size: 10, limits: .init(maximumSize: 1000, freeBytes: 1000), partialBytes: 0)
+        guard case .end(.failed, _, true)? = over.chunk(offset: 0, count: 20).first else {
+            Issue.record("a chunk past the end was not refused")
+            return
+        }
+    }
+
+    @Test func aRestartedSenderCountsWhatItMaySendTwice() throws {
+        var sender = OutgoingResource(size: 1000, chunkSize: 100, window: 400, alreadySent: 600, resent: 50)
+        try sender.accepted(350)
+        #expect(sender.resent == 300)
+        #expect(sender.nextChunk()! == (350, 100))
+    }
 }

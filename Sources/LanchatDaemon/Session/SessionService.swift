@@ -83,7 +83,8 @@ public struct SessionService: Service {
     static func entry(_ info: TransferInfo) -> TransferEntry {
         TransferEntry(
             id: info.id, direction: info.direction.rawValue, peer: info.peer.name, peerId: info.peer.id.rawValue, name: info.name,
-            size: Int(clamping: info.size), done: Int(clamping: info.done), rate: info.rate, state: info.state, path: info.path, error: info.error)
+            size: Int(clamping: info.size), done: Int(clamping: info.done), rate: info.rate, state: info.state, path: info.path, error: info.error,
+            resent: info.resent > 0 ? Int(clamping: info.resent) : nil)
     }
 
     static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {
