@@ -105,3 +105,24 @@ def test_link_down_for_20_seconds_resumes(lan, big_file):
     lan.script("link", "h2", "up")
     finish(lan, big_file, downloads, before)
     assert sender.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize("side", ["receiver", "sender"])
+def test_cancelling_from_either_side_ends_both_and_removes_the_partial_file(lan, big_file, side):
+    a, b, downloads, sender, before = start_halfway(lan, big_file)
+    host = "h2" if side == "receiver" else "h1"
+    transfer = (incoming if side == "receiver" else outgoing)(lan, host)[0]
+    out = lan.lanchat(host, "cancel", transfer["id"][:8]).stdout
+    assert out.startswith("cancelled disk image.bin")
+    wait_for(lambda: [t["state"] for t in outgoing(lan, "h1")] == ["cancelled"], what="the sender says cancelled")
+    wait_for(lambda: [t["state"] for t in incoming(lan, "h2")] == ["cancelled"], what="the receiver says cancelled")
+    by = "cancelled by the receiver" if side == "receiver" else "cancelled by the sender"
+    other = outgoing(lan, "h1")[0] if side == "receiver" else incoming(lan, "h2")[0]
+    assert other["error"] == by, other
+    wait_for(lambda: os.listdir(downloads) == [], what="no partial file")
+    assert sender.wait(timeout=10) == 1
+    last = json.loads(open(os.path.join(lan.dir, "send-file.out")).read().splitlines()[-1])
+    assert last["state"] == "cancelled"
+    # Unknown ids are a clear error.
+    bad = lan.lanchat(host, "cancel", "ffffffff", check=False)
+    assert bad.returncode == 1 and "no active transfer" in bad.stderr
