@@ -60,7 +60,16 @@ public final class ControlClient {
         setTimeout(seconds: timeoutSeconds)
     }
 
-    deinit { close(fd) }
+    private var detached = false
+
+    deinit { if !detached { close(fd) } }
+
+    /// Hands over the socket after a `stream` / `stream-accept` answer: its descriptor (the caller closes
+    /// it) and the bytes already read past the answer.
+    public func detach() -> (fd: Int32, buffered: [UInt8]) {
+        detached = true
+        return (fd, framer.takeBuffered())
+    }
 
     /// Sets the receive timeout (0 = wait forever, for watches).
     public func setTimeout(seconds: Int) {

@@ -50,6 +50,10 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case transfers
     /// Cancels the transfer `params.id` (or a unique prefix), either direction.
     case cancel
+    /// Opens a named stream to a peer (`peer`, `name`); the connection then carries `StreamPipe` frames.
+    case stream
+    /// Waits for a named stream (`name`) from a peer; then like `stream`.
+    case streamAccept = "stream-accept"
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -89,6 +93,7 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var forgotten: String?
     public var transfer: TransferEntry?
     public var transfers: [TransferEntry]?
+    public var stream: StreamEntry?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id

@@ -31,6 +31,15 @@ public struct LineFramer: Sendable {
         return nil
     }
 
+    /// Takes the bytes buffered after the last line (a connection switching to another framing).
+    public mutating func takeBuffered() -> [UInt8] {
+        defer {
+            buffer = []
+            scanned = 0
+        }
+        return buffer
+    }
+
     /// Bytes buffered without a newline yet.
     public var pendingByteCount: Int { buffer.count }
 }

@@ -183,3 +183,18 @@ public struct TransferEntry: Codable, Equatable, Sendable {
         self.resent = resent
     }
 }
+
+/// A named stream, as `stream` and `stream-accept` answer.
+public struct StreamEntry: Codable, Equatable, Sendable {
+    public var id: String
+    public var peer: String
+    public var peerId: String
+    public var name: String
+
+    public init(id: String, peer: String, peerId: String, name: String) {
+        self.id = id
+        self.peer = peer
+        self.peerId = peerId
+        self.name = name
+    }
+}

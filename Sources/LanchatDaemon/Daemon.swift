@@ -139,6 +139,10 @@ struct DaemonControlHandler: ControlHandler {
         await sessions.respond(to: request, method: method)
     }
 
+    func stream(_ request: ControlRequest, accept: Bool, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+        try await sessions.stream(request, accept: accept, isAlive: isAlive)
+    }
+
     func status() async -> DaemonStatus {
         let advertising = await discovery.advertisingStatus
         let peers = await discovery.peers

@@ -126,6 +126,10 @@ public actor SessionNode {
     var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
     var incomingTransfers: [WireID: IncomingTransfer] = [:]
     var finishedTransfers: [TransferInfo] = []
+    /// Named byte streams (Streams.swift).
+    var streams: [WireID: StreamState] = [:]
+    var pendingStreamOpens: [PendingStreamOpen] = []
+    var streamAcceptors: [StreamAcceptor] = []
     /// Offers being resumed from a `.part` file (hashing what it holds).
     var resumingTransfers: Set<WireID> = []
     private var noticeSequence: Int64 = 0
@@ -181,6 +185,7 @@ public actor SessionNode {
         for link in links.values { link.connection.leave(.shutdown) }
         links = [:]
         closeTransfers()
+        closeStreams()
         eventSink.finish()
         store.close()
         try? await fileIO.shutdownGracefully()
@@ -414,6 +419,7 @@ public actor SessionNode {
             finishOutgoing(wireID, outcome)
         }
         transfersLost(peer: id, reason: "connection \(reason)")
+        streamsLost(peer: id, reason: "connection \(reason)")
         for (wireID, entry) in pending where entry.peer == id {
             entry.timer.cancel()
             pending[wireID] = nil
@@ -472,6 +478,8 @@ public actor SessionNode {
             removeMember(leave.room, link.peer, reason: leave.text)
         case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd:
             transferFrame(frame, from: link)
+        case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
+            streamFrame(frame, from: link)
         case .historyRequest(let room, let since):
             guard rooms[room]?.members[link.peer.id] != nil else { return }
             let messages = (try? store.export(room: room.rawValue, since: Int64(clamping: since), limit: configuration.historyForNewcomers)) ?? []

@@ -108,6 +108,31 @@ extension WireFrame {
             let digest = try reader.bytes("sha256", count: 32)
             let modified = try reader.u64("mtime_ms")
             result = .resourceOffer(ResourceOffer(id: id, room: room, kind: kind, name: name, size: size, sha256: digest, modifiedMilliseconds: modified))
+        case .streamOpen:
+            let id = WireID(bytes: try reader.bytes("stream_id", count: 16))!
+            let raw = try reader.lengthPrefixed("name", lengthType: UInt8.self, limit: 64)
+            guard let name = StreamName(String(decoding: raw, as: UTF8.self)), name.rawValue.utf8.count == raw.count else {
+                throw .invalidValue(field: "name")
+            }
+            result = .streamOpen(StreamOpen(id: id, name: name, credit: try reader.u32("credit")))
+        case .streamAccept:
+            let id = WireID(bytes: try reader.bytes("stream_id", count: 16))!
+            result = .streamAccept(id: id, credit: try reader.u32("credit"))
+        case .streamData:
+            let id = WireID(bytes: try reader.bytes("stream_id", count: 16))!
+            let length = try reader.u32("data")
+            guard Int(length) <= maximumStreamData else {
+                throw .fieldTooLong(field: "data", length: Int(length), limit: maximumStreamData)
+            }
+            guard let data = reader.buffer.readSlice(length: Int(length)) else { throw .truncated(field: "data") }
+            result = .streamData(id: id, data: data)
+        case .streamCredit:
+            let id = WireID(bytes: try reader.bytes("stream_id", count: 16))!
+            result = .streamCredit(id: id, bytes: try reader.u32("bytes"))
+        case .streamEnd:
+            let id = WireID(bytes: try reader.bytes("stream_id", count: 16))!
+            guard let status = StreamEnd.Status(rawValue: try reader.u8("status")) else { throw .invalidValue(field: "status") }
+            result = .streamEnd(StreamEnd(id: id, status: status, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
         case .resourceAccept:
             let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
             result = .resourceAccept(ResourceAccept(id: id, offset: try reader.u64("offset")))
@@ -262,6 +287,33 @@ extension WireFrame {
             payload.writeBytes(offer.sha256)
             payload.writeInteger(offer.modifiedMilliseconds)
             return RawFrame(type: FrameType.resourceOffer.rawValue, payload: payload)
+        case .streamOpen(let open):
+            payload.writeBytes(open.id.bytes)
+            payload.writeLengthPrefixed(Array(open.name.rawValue.utf8), as: UInt8.self)
+            payload.writeInteger(open.credit)
+            return RawFrame(type: FrameType.streamOpen.rawValue, payload: payload)
+        case .streamAccept(let id, let credit):
+            payload.writeBytes(id.bytes)
+            payload.writeInteger(credit)
+            return RawFrame(type: FrameType.streamAccept.rawValue, payload: payload)
+        case .streamData(let id, let data):
+            guard data.readableBytes <= Self.maximumStreamData else {
+                throw .fieldTooLong(field: "data", length: data.readableBytes, limit: Self.maximumStreamData)
+            }
+            payload.writeBytes(id.bytes)
+            payload.writeInteger(UInt32(data.readableBytes))
+            payload.writeImmutableBuffer(data)
+            return RawFrame(type: FrameType.streamData.rawValue, payload: payload)
+        case .streamCredit(let id, let bytes):
+            payload.writeBytes(id.bytes)
+            payload.writeInteger(bytes)
+            return RawFrame(type: FrameType.streamCredit.rawValue, payload: payload)
+        case .streamEnd(let end):
+            try checkText(end.text, "text", limit: Self.maximumReasonBytes)
+            payload.writeBytes(end.id.bytes)
+            payload.writeInteger(end.status.rawValue)
+            payload.writeLengthPrefixed(Array(end.text.utf8), as: UInt16.self)
+            return RawFrame(type: FrameType.streamEnd.rawValue, payload: payload)
         case .resourceAccept(let accept):
             payload.writeBytes(accept.id.bytes)
             payload.writeInteger(accept.offset)

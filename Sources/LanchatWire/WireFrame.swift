@@ -17,6 +17,21 @@ public struct WireID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
 }
 
+/// A stream's name: `[A-Za-z0-9._-]{1,64}`.
+public struct StreamName: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        guard (1...64).contains(bytes.count), bytes.allSatisfy({
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d || $0 == 0x2e || $0 == 0x5f
+        }) else { return nil }
+        rawValue = text
+    }
+
+    public var description: String { rawValue }
+}
+
 /// A room id: `[A-Za-z0-9-]{1,32}`.
 public struct RoomID: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
@@ -55,6 +70,19 @@ public enum WireFrame: Equatable, Sendable {
     case message(Message)
     /// 0x11. `count u16 | message_id [16] * count` (at most 1024 ids).
     case ack([WireID])
+    /// 0x30. Opens a named byte stream to the peer. `stream_id [16] | name (u8 len, 1-64 of A-Z a-z 0-9
+    /// . _ -) | credit u32` (bytes the opener accepts before it grants more).
+    case streamOpen(StreamOpen)
+    /// 0x31. The stream is taken. `stream_id [16] | credit u32`.
+    case streamAccept(id: WireID, credit: UInt32)
+    /// 0x32. Bytes of the stream, within the credit the other side granted. `stream_id [16] | data (u32
+    /// len, at most 256 KiB)`.
+    case streamData(id: WireID, data: ByteBuffer)
+    /// 0x33. The sender of this frame takes `bytes` more. `stream_id [16] | bytes u32`.
+    case streamCredit(id: WireID, bytes: UInt32)
+    /// 0x34. `stream_id [16] | status u8 (0 end of data: this side sends no more, 1 refused, 2 aborted)
+    /// | text (u16 len, UTF-8, at most 1 KiB)`.
+    case streamEnd(StreamEnd)
     /// 0x40. A file (or a room's history) offered to the receiver. `resource_id [16] | room (u8 len, empty:
     /// none) | kind u8 (0 file, 1 history) | name (u16 len, bytes as the sender has them: the receiver
     /// makes them safe) | size u64 | sha256 [32] | mtime_ms u64`.
@@ -80,6 +108,7 @@ public enum WireFrame: Equatable, Sendable {
         case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
+        case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
         case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43
     }
 
@@ -189,6 +218,33 @@ public enum WireFrame: Equatable, Sendable {
             self.kind = kind
             self.body = body
             self.reliable = reliable
+        }
+    }
+
+    public struct StreamOpen: Equatable, Sendable {
+        public var id: WireID
+        public var name: StreamName
+        public var credit: UInt32
+
+        public init(id: WireID, name: StreamName, credit: UInt32) {
+            self.id = id
+            self.name = name
+            self.credit = credit
+        }
+    }
+
+    public static let maximumStreamData = 256 * 1024
+
+    public struct StreamEnd: Equatable, Sendable {
+        public enum Status: UInt8, Sendable { case finished = 0, refused = 1, aborted = 2 }
+        public var id: WireID
+        public var status: Status
+        public var text: String
+
+        public init(id: WireID, status: Status, text: String = "") {
+            self.id = id
+            self.status = status
+            self.text = text
         }
     }
 

@@ -14,6 +14,20 @@ public protocol ControlHandler: Sendable {
     func ping(query: String, count: Int) async throws(ControlError) -> PingResult
     /// The session methods (invite, send, history, ...).
     func session(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse
+    /// Opens (`accept` false) or waits for (`accept` true) a named stream. `isAlive`: whether the client
+    /// that asked is still connected.
+    func stream(_ request: ControlRequest, accept: Bool, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream
+}
+
+/// A named stream as the control server pipes it to a client.
+public protocol ControlStream: Sendable {
+    var entry: StreamEntry { get }
+    func write(_ data: ByteBuffer) async throws(ControlError)
+    func finish() async
+    func read() async throws(ControlError) -> ByteBuffer?
+    func abort(_ reason: String) async
+    /// Once both directions ended (`nil`) or the stream was aborted (why).
+    func closed() async -> String?
 }
 
 /// Serves the control API on a Unix socket: one JSON request per line, one JSON response per line;
@@ -133,6 +147,20 @@ public final class ControlServer: Service {
                             try await send(response)
                         case .invite, .invitations, .accept, .decline, .rooms, .members, .leave, .send, .history, .forget, .sendFile, .transfers, .cancel:
                             try await send(await handler.session(request, method: method))
+                        case .stream, .streamAccept:
+                            let channel = connection.channel
+                            let stream: any ControlStream
+                            do throws(ControlError) {
+                                stream = try await handler.stream(request, accept: method == .streamAccept) { channel.isActive }
+                            } catch {
+                                try await send(ControlResponse.failure(id: request.id, error))
+                                continue
+                            }
+                            var response = ControlResponse(id: request.id)
+                            response.stream = stream.entry
+                            try await send(response)
+                            try await pipe(stream, buffered: framer.takeBuffered(), from: &iterator, to: outbound)
+                            return
                         case .watch:
                             // Subscribe before answering, so no event between the two is missed.
                             let events = handler.events()
@@ -164,6 +192,79 @@ public final class ControlServer: Service {
             }
             _ = try await group.next()
             group.cancelAll()
+        }
+    }
+}
+
+extension ControlServer {
+    /// Carries a stream between the client (StreamPipe frames both ways) and the peer, until both
+    /// directions ended or the stream was aborted. A client that goes away without an end frame aborts it.
+    private func pipe(
+        _ stream: any ControlStream, buffered: [UInt8], from inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+        to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    ) async throws {
+        let inboundBox = UncheckedBox(inbound)
+        await withTaskGroup(of: Bool.self) { group in
+            // Client -> peer. Returns false if the stream was aborted.
+            group.addTask {
+                var iterator = inboundBox.value
+                var decoder = StreamPipe.Decoder()
+                decoder.append(buffered)
+                do {
+                    while true {
+                        while let frame = try decoder.next() {
+                            switch frame {
+                            case .data(let bytes):
+                                try await stream.write(ByteBuffer(bytes: bytes))
+                            case .end(nil):
+                                await stream.finish()
+                                // Still watch the client: if it goes away before the peer's data
+                                // ended, the peer must hear that nobody reads any more.
+                                while try await iterator.next() != nil {}
+                                await stream.abort("the program on the other end went away")
+                                return true
+                            case .end(let reason?):
+                                await stream.abort(reason)
+                                return false
+                            }
+                        }
+                        guard let buffer = try await iterator.next() else {
+                            await stream.abort("the program on the other end went away")
+                            return false
+                        }
+                        decoder.append(buffer.readableBytesView)
+                    }
+                } catch {
+                    await stream.abort("\(error)")
+                    return false
+                }
+            }
+            // Peer -> client.
+            group.addTask {
+                do {
+                    while let data = try await stream.read() {
+                        var frame = ByteBuffer(bytes: StreamPipe.headerBytes(type: 0, length: data.readableBytes))
+                        frame.writeImmutableBuffer(data)
+                        try await outbound.write(frame)
+                    }
+                    try await outbound.write(ByteBuffer(bytes: StreamPipe.encode(.end(nil))))
+                    // The client may still be sending: if the stream breaks meanwhile, it hears why.
+                    if let reason = await stream.closed() {
+                        try await outbound.write(ByteBuffer(bytes: StreamPipe.encode(.end(reason))))
+                        return false
+                    }
+                    return true
+                } catch let error as ControlError {
+                    try? await outbound.write(ByteBuffer(bytes: StreamPipe.encode(.end(error.message))))
+                    return false
+                } catch {
+                    await stream.abort("the program on the other end went away")
+                    return false
+                }
+            }
+            for await clean in group where !clean {
+                group.cancelAll()
+            }
         }
     }
 }

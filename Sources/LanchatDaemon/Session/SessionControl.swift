@@ -1,3 +1,4 @@
+import NIOCore
 import LanchatControl
 import LanchatDiscovery
 import LanchatSession
@@ -184,10 +185,25 @@ struct SessionControl: Sendable {
             } catch {
                 throw ControlError(code: error.code, message: error.message)
             }
-        case .status, .peers, .watch, .ping:
+        case .status, .peers, .watch, .ping, .stream, .streamAccept:
             throw .badRequest("not a session method")
         }
         return response
+    }
+
+    func stream(_ request: ControlRequest, accept: Bool, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+        guard let name = param(request, "name") else { throw .badRequest("\(request.method) needs params.name") }
+        var target: SessionPeer?
+        if !accept {
+            guard let query = param(request, "peer") else { throw .badRequest("stream needs params.peer") }
+            target = try await peer(query)
+        }
+        do throws(SessionError) {
+            if let target { return SessionStream(stream: try await node.openStream(name, to: target)) }
+            return SessionStream(stream: try await node.acceptStream(name, isAlive: isAlive))
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
     }
 
     /// Without `wait`, answers as soon as the INVITE is sent (or the invitation failed before that).
@@ -214,4 +230,27 @@ private final class IDBox: Sendable {
     private let stored = Mutex<String?>(nil)
     func set(_ value: String) { stored.withLock { $0 = value } }
     var value: String? { stored.withLock { $0 } }
+}
+
+/// A session stream as the control server pipes it.
+struct SessionStream: ControlStream {
+    let stream: ByteStream
+
+    var entry: StreamEntry {
+        StreamEntry(id: stream.id, peer: stream.peer.name, peerId: stream.peer.id.rawValue, name: stream.name)
+    }
+
+    func write(_ data: ByteBuffer) async throws(ControlError) {
+        do throws(SessionError) { try await stream.write(data) } catch { throw ControlError(code: error.code, message: error.message) }
+    }
+
+    func finish() async { await stream.finish() }
+
+    func read() async throws(ControlError) -> ByteBuffer? {
+        do throws(SessionError) { return try await stream.read() } catch { throw ControlError(code: error.code, message: error.message) }
+    }
+
+    func abort(_ reason: String) async { await stream.abort(reason) }
+
+    func closed() async -> String? { await stream.closed() }
 }

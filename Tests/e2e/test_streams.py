@@ -1,0 +1,116 @@
+"""Named byte streams (issue 4): `lanchat stream PEER NAME` and `lanchat stream --accept NAME` pipe bytes
+both ways like netcat over the session, with backpressure, a clean end of data, and clear errors."""
+import hashlib
+import json
+import os
+import subprocess
+import threading
+import time
+
+from test_files import pair
+from testlan import BIN, wait_for
+
+LANCHAT = os.path.join(BIN, "lanchat")
+
+
+def accept(lan, host, name, **kwargs):
+    return lan.popen(host, [LANCHAT, "stream", "--accept", name, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def test_100_mib_through_a_stream_arrive_identical_and_the_reply_comes_back(lan):
+    pair(lan, os.path.join(lan.dir, "downloads"))
+    source = os.path.join(lan.dir, "payload.bin")
+    with open(source, "wb") as f:
+        f.write(os.urandom(100 << 20))
+    reply = os.path.join(lan.dir, "reply.bin")
+    with open(reply, "wb") as f:
+        f.write(os.urandom(3 << 20))
+    received = os.path.join(lan.dir, "received.bin")
+    with open(reply, "rb") as stdin, open(received, "wb") as stdout:
+        acceptor = lan.popen("h2", [LANCHAT, "stream", "--accept", "backup", "--json"], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+        with open(source, "rb") as payload:
+            opener = subprocess.run(lan.ns_prefix("h1") + [LANCHAT, "stream", "bob", "backup", "--json"], stdin=payload,
+                                    capture_output=True, timeout=120)
+        assert opener.returncode == 0, opener.stderr
+        assert acceptor.wait(timeout=30) == 0, acceptor.stderr.read()
+    assert hashlib.sha256(open(received, "rb").read()).digest() == hashlib.sha256(open(source, "rb").read()).digest()
+    assert opener.stdout == open(reply, "rb").read()
+    summary = json.loads(opener.stderr.decode().strip().splitlines()[-1])
+    assert summary["state"] == "finished" and summary["sent"] == 100 << 20 and summary["received"] == 3 << 20
+    accepted = json.loads(acceptor.stderr.read().decode().strip().splitlines()[-1])
+    assert accepted["peer"] == "alice" and accepted["name"] == "backup" and accepted["received"] == 100 << 20
+
+
+def test_backpressure_a_slow_reader_holds_the_sender_back(lan):
+    pair(lan, os.path.join(lan.dir, "downloads"))
+    acceptor = lan.popen("h2", [LANCHAT, "stream", "--accept", "slow"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    opener = lan.popen("h1", [LANCHAT, "stream", "bob", "slow"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    taken = [0]
+    block = os.urandom(1 << 20)
+    digest = hashlib.sha256()
+
+    def feed():
+        try:
+            for _ in range(200):
+                opener.stdin.write(block)
+                opener.stdin.flush()
+                digest.update(block)
+                taken[0] += len(block)
+            opener.stdin.close()
+        except BrokenPipeError:
+            pass
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    # Nobody reads the acceptor's stdout: the sender must stall after what the buffers and the 4 MiB
+    # credit window hold, not read all 200 MiB into memory somewhere.
+    time.sleep(4)
+    stalled = taken[0]
+    time.sleep(2)
+    assert taken[0] == stalled, "the sender kept going although nobody reads"
+    assert stalled < 64 << 20, f"{stalled >> 20} MiB taken before the sender stalled"
+    print(f"\nsender stalled after {stalled / 2**20:.0f} MiB with nobody reading")
+    # Now read: everything arrives, in order.
+    got = hashlib.sha256()
+    total = 0
+    while True:
+        chunk = acceptor.stdout.read(1 << 20)
+        if not chunk:
+            break
+        got.update(chunk)
+        total += len(chunk)
+    feeder.join(timeout=60)
+    assert total == 200 << 20 and got.digest() == digest.digest()
+    assert acceptor.wait(timeout=30) == 0 and opener.wait(timeout=30) == 0
+
+
+def test_no_acceptor_is_a_clear_refusal(lan):
+    pair(lan, os.path.join(lan.dir, "downloads"))
+    started = time.monotonic()
+    result = lan.run("h1", [LANCHAT, "stream", "bob", "nobody-here"], input="x", check=False, timeout=60)
+    assert result.returncode == 1
+    assert "nobody on bob accepts streams named 'nobody-here'" in result.stderr, result.stderr
+    assert time.monotonic() - started < 20
+    bad = lan.run("h1", [LANCHAT, "stream", "bob", "no/slashes"], input="", check=False)
+    assert bad.returncode == 1 and "is not valid" in bad.stderr
+
+
+def test_a_killed_acceptor_breaks_the_stream_for_the_opener(lan):
+    pair(lan, os.path.join(lan.dir, "downloads"))
+    acceptor = accept(lan, "h2", "pipe")
+    time.sleep(0.5)
+    opener = lan.popen("h1", [LANCHAT, "stream", "bob", "pipe"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    opener.stdin.write(b"hello\n")
+    opener.stdin.flush()
+    wait_for(lambda: acceptor.stdout.read1(100) == b"hello\n", what="the first bytes")
+    # (nsenter forks for the PID namespace: kill the program itself, inside the host.)
+    lan.run("h2", ["pkill", "-KILL", "-f", "lanchat stream --accept pipe"])
+    assert opener.wait(timeout=15) == 1
+    assert "broke" in opener.stderr.read().decode()
+    # The daemons keep serving: a new stream works.
+    again = accept(lan, "h2", "pipe")
+    time.sleep(0.5)
+    result = lan.run("h1", [LANCHAT, "stream", "bob", "pipe"], input="second\n", timeout=30)
+    assert again.wait(timeout=15) == 0 and again.stdout.read() == b"second\n"
+    assert result.returncode == 0
