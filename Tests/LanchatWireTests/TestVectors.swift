@@ -34,5 +34,12 @@ let vectors: [(name: String, frame: WireFrame, hex: String)] = [
      "000000244200000102030405060708090a0b0c0d0e0f00000000000000000000000668656c6c6f0a"),
     ("resourceEnd", .resourceEnd(.init(id: descending, status: .refused, text: "disk full")),
      "0000001e43000f0e0d0c0b0a090807060504030201000100096469736b2066756c6c"),
+    ("streamOpen", .streamOpen(.init(id: ascending, name: StreamName("backup")!, credit: 4_194_304)),
+     "0000001d3000000102030405060708090a0b0c0d0e0f066261636b757000400000"),
+    ("streamAccept", .streamAccept(id: descending, credit: 4_194_304), "0000001631000f0e0d0c0b0a0908070605040302010000400000"),
+    ("streamData", .streamData(id: ascending, data: ByteBuffer(string: "hello\n")),
+     "0000001c3200000102030405060708090a0b0c0d0e0f0000000668656c6c6f0a"),
+    ("streamCredit", .streamCredit(id: descending, bytes: 1_048_576), "0000001633000f0e0d0c0b0a0908070605040302010000100000"),
+    ("streamEnd", .streamEnd(.init(id: ascending, status: .aborted, text: "gone")), "000000193400000102030405060708090a0b0c0d0e0f020004676f6e65"),
     ("goodbye", .goodbye(.init(reason: .shutdown, text: "bye")), "000000082f00000003627965"),
 ]

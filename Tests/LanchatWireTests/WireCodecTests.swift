@@ -104,7 +104,7 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
     static func randomFrame(_ generator: inout some RandomNumberGenerator) -> WireFrame {
         let text = String((0..<Int.random(in: 0...40, using: &generator)).map { _ in "aé\n😀z".randomElement(using: &generator)! })
         let rooms = ["lab", "a", "room-1", String(repeating: "Z", count: 32)]
-        switch Int.random(in: 0..<14, using: &generator) {
+        switch Int.random(in: 0..<19, using: &generator) {
         case 0: return .ping(UInt64.random(in: 0...UInt64.max, using: &generator))
         case 1: return .pong(UInt64.random(in: 0...UInt64.max, using: &generator))
         case 2: return .hello(.init(maximumPayload: UInt32.random(in: 4096...(1 << 24), using: &generator), peerID: String(repeating: "q", count: 52), name: text.replacingOccurrences(of: "\n", with: ""), capabilities: ["chat", "v1.x"]))
@@ -123,6 +123,12 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         case 11: return .resourceChunk(.init(id: .random(), offset: .random(in: 0...UInt64.max, using: &generator),
                                             data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })))
         case 12: return .resourceEnd(.init(id: .random(), status: .cancelled, text: text.replacingOccurrences(of: "\n", with: "")))
+        case 13: return .streamOpen(.init(id: .random(), name: StreamName(["a", "backup.tar", "x_y-z", String(repeating: "n", count: 64)].randomElement(using: &generator)!)!,
+                                          credit: .random(in: 0...UInt32.max, using: &generator)))
+        case 14: return .streamAccept(id: .random(), credit: .random(in: 0...UInt32.max, using: &generator))
+        case 15: return .streamData(id: .random(), data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+        case 16: return .streamCredit(id: .random(), bytes: .random(in: 0...UInt32.max, using: &generator))
+        case 17: return .streamEnd(.init(id: .random(), status: [.finished, .refused, .aborted].randomElement(using: &generator)!, text: text.replacingOccurrences(of: "\n", with: "")))
         case 8: return .roomLeave(.init(room: RoomID(rooms.randomElement(using: &generator)!)!, text: text.replacingOccurrences(of: "\n", with: "")))
         default: return .goodbye(.init(reason: .timeout, text: text.replacingOccurrences(of: "\n", with: "")))
         }
