@@ -27,6 +27,8 @@ struct StreamCommand: ParsableCommand {
     }
 
     func run() throws {
+        // A reader that goes away is reported (and the peer told), not a silent SIGPIPE death.
+        signal(SIGPIPE, SIG_IGN)
         let client = try global.connect(timeoutSeconds: 60)
         client.setTimeout(seconds: 0)
         let response: ControlResponse

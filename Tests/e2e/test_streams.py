@@ -10,6 +10,8 @@ import time
 from test_files import pair
 from testlan import BIN, wait_for
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 LANCHAT = os.path.join(BIN, "lanchat")
 
 
@@ -114,3 +116,19 @@ def test_a_killed_acceptor_breaks_the_stream_for_the_opener(lan):
     result = lan.run("h1", [LANCHAT, "stream", "bob", "pipe"], input="second\n", timeout=30)
     assert again.wait(timeout=15) == 0 and again.stdout.read() == b"second\n"
     assert result.returncode == 0
+
+
+def test_a_hostile_peer_cannot_flood_a_stream(lan):
+    a, b = pair(lan, os.path.join(lan.dir, "downloads"))
+    # Its stdout is never read: the daemon cannot pass the bytes on, so it grants no more credit.
+    acceptor = lan.popen("h2", [LANCHAT, "stream", "--accept", "flood"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    port = str(b.status()["port"])
+    out = json.loads(lan.run("h1", ["python3", os.path.join(HERE, "wire_client.py"), lan.addr("h2"), port, "hostile-streams"], timeout=60).stdout)
+    assert out["no_room"] == 1 and out["joined"] and out["pong_after_junk"], out
+    assert out["credit"] == 4 << 20, out
+    assert out["abort_status"] == 2 and "more than it was allowed" in out["abort_text"], out
+    acceptor.stdout.read()   # what arrived within the credit, then the end
+    assert acceptor.wait(timeout=15) == 1
+    assert "more than it was allowed" in acceptor.stderr.read().decode()
+    assert b.process.poll() is None

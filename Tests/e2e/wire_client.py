@@ -163,6 +163,36 @@ def main():
             text = got[2][19:].decode("utf-8", "replace") if got and got[0] == 0x43 else None
             results.append([name[:40].decode("utf-8", "replace"), status, text])
         out["results"] = results
+    elif scenario == "hostile-streams":
+        # A stream from a peer that shares no room is refused.
+        sid = os.urandom(16)
+        c.send(frame(0x30, sid + lp(b"flood") + struct.pack(">I", 1000)))
+        got = c.frames_until(0x34)
+        out["no_room"] = got[2][16] if got and got[0] == 0x34 else None
+        c.send(invite("drop"))
+        got = c.frames_until(0x03)
+        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        # Data for a stream that does not exist is ignored.
+        c.send(frame(0x32, os.urandom(16) + lp(b"junk", 4)))
+        c.send(frame(0x20, struct.pack(">Q", 7)))
+        got = c.frames_until(0x21)
+        out["pong_after_junk"] = got is not None and got[0] == 0x21
+        # A program accepts "flood" (the test started it): then send more than the credit granted.
+        sid = os.urandom(16)
+        c.send(frame(0x30, sid + lp(b"flood") + struct.pack(">I", 1000)))
+        got = c.frames_until((0x31, 0x34))
+        credit = struct.unpack(">I", got[2][16:20])[0] if got and got[0] == 0x31 else None
+        out["credit"] = credit
+        if credit:
+            block = os.urandom(256 * 1024)
+            sent = 0
+            # (The test's acceptor reads nothing, so the daemon grants little more than the first credit.)
+            while sent <= 4 * credit:
+                c.send(frame(0x32, sid + lp(block, 4)))
+                sent += len(block)
+            got = c.frames_until(0x34, timeout=10)
+            out["abort_status"] = got[2][16] if got and got[0] == 0x34 else None
+            out["abort_text"] = got[2][19:].decode("utf-8", "replace") if got and got[0] == 0x34 else None
     elif scenario == "unknown-type":
         c.send(frame(0x7E, b"xx"))
         got = c.frames_until(0x2F)
