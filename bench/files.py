@@ -1,9 +1,12 @@
-"""File and history benchmarks on the simulated LAN, each next to a baseline from the same run.
+"""File, stream and history benchmarks on the simulated LAN, each next to a baseline from the same run.
 
 1. A file (default 1 GiB) from h1 to h2, to disk, encryption on: `lanchat send-file` end to end (SHA-256
-   on both sides included) and the transfer phase alone, next to `socat` moving the same file over raw
-   TCP between the same hosts.
-2. History to a newcomer: alice has N messages (default 100,000) in a room; she invites bob; time from
+   on both sides included) and the transfer phase alone, next to `socat` (raw TCP), `scp` and `rsync`
+   (over ssh, sshd on h2) moving the same file between the same hosts.
+2. Chat during that transfer: messages from h1 to the room every 50 ms while the file goes h1 -> h2;
+   latency until h2's `lanchat watch` shows them, next to the same measurement with no transfer.
+3. A named stream h1 -> h2 (`lanchat stream`, the same bytes), next to socat.
+4. History to a newcomer: alice has N messages (default 100,000) in a room; she invites bob; time from
    the invitation until bob's history has them.
 
 Usage (root): python3 bench/files.py [--mib 1024] [--messages 100000] [--json]"""
@@ -13,6 +16,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
@@ -39,14 +43,133 @@ def file_transfer(lan, mib):
     listener.wait(timeout=600)
     socat_s = time.monotonic() - start
     os.remove(target)
+    size = mib << 20
+    ssh = ssh_baselines(lan, source, size)
+    chat = ChatProbe(lan)
+    idle = chat.measure(lambda: False, minimum=40)
+    start = time.monotonic()
+    progress = os.path.join(lan.dir, "send-file.json")
+    with open(progress, "w") as sink:
+        sender = lan.popen("h1", [os.path.join(BIN, "lanchat"), "send-file", "--to", "bob", source], stdout=sink)
+        busy = chat.measure(lambda: sender.poll() is None)
+        sender.wait(timeout=900)
+    out = open(progress).read()
+    total_s = time.monotonic() - start
+    chat.close()
+    last = json.loads(out.splitlines()[-1])
+    assert last["state"] == "complete", last
+    # Alone (no chat beside it), for the throughput figure.
+    os.remove(os.path.join(downloads, os.path.basename(source)))
     start = time.monotonic()
     result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=900)
     total_s = time.monotonic() - start
     last = json.loads(result.stdout.splitlines()[-1])
     assert last["state"] == "complete", last
-    size = mib << 20
+    stream = stream_throughput(lan, source, size)
     return {"mib": mib, "socat_mb_s": size / socat_s / 1e6, "lanchat_total_mb_s": size / total_s / 1e6,
-            "lanchat_transfer_mb_s": last["rate"] / 1e6}
+            "lanchat_transfer_mb_s": last["rate"] / 1e6, **ssh, "chat_idle": idle, "chat_during_transfer": busy, **stream}
+
+
+class ChatProbe:
+    """Sends messages from h1 to the room and times their arrival in h2's `lanchat watch` (the hosts share
+    one clock). Two figures per message: from the `lanchat send` call, and from the sending daemon's
+    timestamp (daemon to daemon)."""
+
+    def __init__(self, lan):
+        self.lan = lan
+        self.watch = lan.popen("h2", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
+        self.arrivals = {}
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        time.sleep(0.5)
+
+    def _read(self):
+        for line in self.watch.stdout:
+            now = time.time()
+            message = (json.loads(line).get("event") or {}).get("message") or json.loads(line).get("message") or {}
+            text = message.get("text", "")
+            if text.startswith("probe "):
+                self.arrivals[text] = (now, message.get("timestamp_ms", 0) / 1000)
+
+    def measure(self, go_on, minimum=0, interval=0.05):
+        sent = {}
+        while go_on() or len(sent) < minimum:
+            text = f"probe {len(self.arrivals)}-{time.time_ns()}"
+            started = time.time()
+            self.lan.lanchat("h1", "send", "--room", "files", text)
+            sent[text] = started
+            time.sleep(interval)
+        deadline = time.time() + 30
+        while time.time() < deadline and not all(t in self.arrivals for t in sent):
+            time.sleep(0.05)
+        from_call = sorted((self.arrivals[t][0] - s) * 1000 for t, s in sent.items() if t in self.arrivals)
+        daemon = sorted(max(0.0, self.arrivals[t][0] - self.arrivals[t][1]) * 1000 for t in sent if t in self.arrivals)
+        return {"messages": len(sent), "lost": len(sent) - len(from_call), "p50_ms": pct(from_call, 50), "p99_ms": pct(from_call, 99),
+                "max_ms": from_call[-1] if from_call else None, "daemon_p50_ms": pct(daemon, 50), "daemon_p99_ms": pct(daemon, 99)}
+
+    def close(self):
+        self.watch.kill()
+
+
+def pct(values, p):
+    if not values:
+        return None
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def ssh_baselines(lan, source, size):
+    """scp and rsync over ssh (OpenSSH defaults), sshd on h2, to disk."""
+    keys = os.path.join(lan.dir, "ssh")
+    os.makedirs(keys, exist_ok=True)
+    for name in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(keys, name)], check=True)
+    config = os.path.join(keys, "sshd_config")
+    with open(config, "w") as f:
+        f.write(f"Port 2222\nListenAddress {lan.addr('h2')}\nHostKey {keys}/host\nAuthorizedKeysFile {keys}/client.pub\n"
+                f"PermitRootLogin yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                f"PidFile {keys}/sshd.pid\nSubsystem sftp internal-sftp\n")
+    lan.run("h2", ["mkdir", "-p", "/run/sshd"])
+    sshd = lan.popen("h2", ["/usr/sbin/sshd", "-D", "-e", "-f", config], stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    ssh = ["ssh", "-i", f"{keys}/client", "-p", "2222", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+    target = os.path.join(lan.dir, "ssh.out")
+    try:
+        start = time.monotonic()
+        lan.run("h1", ["scp", "-q", "-i", f"{keys}/client", "-P", "2222", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                       "-o", "LogLevel=ERROR", source, f"root@{lan.addr('h2')}:{target}"], timeout=900)
+        scp_s = time.monotonic() - start
+        assert os.path.getsize(target) == size
+        os.remove(target)
+        start = time.monotonic()
+        lan.run("h1", ["rsync", "-e", " ".join(ssh), source, f"root@{lan.addr('h2')}:{target}"], timeout=900)
+        rsync_s = time.monotonic() - start
+        assert os.path.getsize(target) == size
+        os.remove(target)
+    finally:
+        sshd.kill()
+    return {"scp_mb_s": size / scp_s / 1e6, "rsync_mb_s": size / rsync_s / 1e6}
+
+
+def stream_throughput(lan, source, size):
+    """`lanchat stream` h1 -> h2 (into /dev/null) next to socat over raw TCP (into /dev/null)."""
+    listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9101,reuseaddr", "OPEN:/dev/null"])
+    time.sleep(0.5)
+    start = time.monotonic()
+    lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9101"], timeout=600)
+    listener.wait(timeout=600)
+    socat_s = time.monotonic() - start
+    acceptor = lan.popen("h2", [os.path.join(BIN, "lanchat"), "stream", "--accept", "bench", "--json"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    start = time.monotonic()
+    with open(source, "rb") as data:
+        subprocess.run(lan.ns_prefix("h1") + [os.path.join(BIN, "lanchat"), "stream", "bob", "bench"], stdin=data,
+                       stdout=subprocess.DEVNULL, check=True, timeout=600)
+    acceptor.wait(timeout=60)
+    stream_s = time.monotonic() - start
+    summary = json.loads(acceptor.stderr.read().strip().splitlines()[-1])
+    assert summary["received"] == size, summary
+    return {"stream_mb_s": size / stream_s / 1e6, "stream_socat_mb_s": size / socat_s / 1e6}
 
 
 def history(lan, messages):
@@ -110,6 +233,14 @@ def main():
           f"   socat raw TCP, same file, same hosts: {files['socat_mb_s']:.0f} MB/s   ratio {files['lanchat_total_mb_s'] / files['socat_mb_s']:.2f}x (goal >= 0.9x)")
     print(f"   transfer phase alone (after the sender's hash)                       {files['lanchat_transfer_mb_s']:.0f} MB/s"
           f"   ratio {files['lanchat_transfer_mb_s'] / files['socat_mb_s']:.2f}x")
+    print(f"   scp (OpenSSH defaults): {files['scp_mb_s']:.0f} MB/s   rsync over ssh: {files['rsync_mb_s']:.0f} MB/s"
+          f"   lanchat / scp {files['lanchat_total_mb_s'] / files['scp_mb_s']:.2f}x   lanchat / rsync {files['lanchat_total_mb_s'] / files['rsync_mb_s']:.2f}x")
+    idle, busy = files["chat_idle"], files["chat_during_transfer"]
+    print(f"chat h1 -> h2 during that transfer ({busy['messages']} messages, {busy['lost']} lost): p50 {busy['p50_ms']:.1f} ms, "
+          f"p99 {busy['p99_ms']:.1f} ms, max {busy['max_ms']:.1f} ms (goal p99 < 50 ms)   no transfer: p50 {idle['p50_ms']:.1f} ms, p99 {idle['p99_ms']:.1f} ms"
+          f"   (from the `lanchat send` call to h2's watch; daemon to daemon: p99 {busy['daemon_p99_ms']:.1f} ms vs {idle['daemon_p99_ms']:.1f} ms, 1 ms resolution)")
+    print(f"named stream h1 -> h2, {args.mib} MiB: {files['stream_mb_s']:.0f} MB/s   socat raw TCP: {files['stream_socat_mb_s']:.0f} MB/s"
+          f"   ratio {files['stream_mb_s'] / files['stream_socat_mb_s']:.2f}x")
     print(f"history to a newcomer: {hist['messages']} messages, invitation -> in the newcomer's history: {hist['seconds']:.2f} s (goal < 2 s)")
 
 
