@@ -476,7 +476,7 @@ public actor SessionNode {
         case .roomLeave(let leave):
             guard rooms[leave.room]?.members[link.peer.id] != nil else { return }
             removeMember(leave.room, link.peer, reason: leave.text)
-        case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd:
+        case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd, .resourceDigest:
             transferFrame(frame, from: link)
         case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
             streamFrame(frame, from: link)

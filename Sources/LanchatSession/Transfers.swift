@@ -27,6 +27,10 @@ struct OutgoingTransfer {
     var removeAfter = false
     /// What the store says was possibly handed to a connection (an upper bound, written ahead).
     var sentMark: UInt64 = 0
+    /// The sender hashes what it reads, in order, while sending (RESOURCE_DIGEST once all is read).
+    var hasher = SHA256()
+    var hashedUpTo: UInt64 = 0
+    var digest: [UInt8]?
 }
 
 /// An incoming file: chunks written in order to a hidden `.part` file, hashed as they come, verified,
@@ -47,6 +51,8 @@ struct IncomingTransfer {
     var lastReport: UInt64 = 0
     /// The connection dropped; the `.part` file is kept until the sender offers it again.
     var interrupted = false
+    /// The SHA-256 to check: from the offer, or from RESOURCE_DIGEST when the offer said it follows.
+    var expected: [UInt8]?
 }
 
 /// Ended transfers are remembered this long (a late re-offer is answered), and interrupted ones are
@@ -102,29 +108,6 @@ extension SessionNode {
         let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
         let name = kind == .history ? "history of \(room?.rawValue ?? "?")" : path.split(separator: "/").last.map(String.init) ?? path
         let id = WireID.random()
-        report(TransferInfo(state: "hashing", id: id.description, direction: .outgoing, peer: peer, name: name, size: size, done: 0, rate: 0, path: path))
-        let digest: [UInt8]
-        do {
-            digest = try await fileIO.runIfActive { () throws -> [UInt8] in
-                var hasher = SHA256()
-                var buffer = [UInt8](repeating: 0, count: 1 << 20)
-                var offset: off_t = 0
-                while true {
-                    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
-                    if n < 0 { throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))") }
-                    if n == 0 { break }
-                    hasher.update(data: buffer[0..<n])
-                    offset += off_t(n)
-                }
-                return Array(hasher.finalize())
-            }
-        } catch let error as SessionError {
-            close(fd)
-            throw error
-        } catch {
-            close(fd)
-            throw SessionError("bad_file", "cannot read \(path): \(error)")
-        }
         let link: Link
         switch await dial(peer.id) {
         case .success(let value): link = value
@@ -132,13 +115,14 @@ extension SessionNode {
             close(fd)
             throw SessionError("unreachable", "\(peer.name): \(error.message)")
         }
+        // Hashed while sending (no pass over the file before the first byte goes out).
         let offer = WireFrame.ResourceOffer(
-            id: id, room: room, kind: kind, name: Array(name.utf8), size: size, sha256: digest, modifiedMilliseconds: modified)
+            id: id, room: room, kind: kind, name: Array(name.utf8), size: size, sha256: [], modifiedMilliseconds: modified, digestFollows: true)
         if !removeAfter {
             // Kept until it ends, so that a restarted daemon resumes it.
             try? store.saveTransfer(StoredTransfer(
                 id: id.description, outgoing: true, peerID: link.peer.id.rawValue, peerName: link.peer.name, path: path, name: name,
-                size: Int64(size), sha256: Hex.string(digest), modified: Int64(modified)), now: Self.nowMilliseconds())
+                size: Int64(size), sha256: Hex.string(offer.sha256), modified: Int64(modified)), now: Self.nowMilliseconds())
         }
         outgoingTransfers[id] = OutgoingTransfer(
             id: id, peer: link.peer, path: path, name: name, fd: fd, size: size, machine: OutgoingResource(size: size), offer: offer,
@@ -172,7 +156,7 @@ extension SessionNode {
             }
             let offer = WireFrame.ResourceOffer(
                 id: id, room: nil, kind: .file, name: Array(saved.name.utf8), size: UInt64(saved.size), sha256: digest,
-                modifiedMilliseconds: UInt64(max(0, saved.modified)))
+                modifiedMilliseconds: UInt64(max(0, saved.modified)), digestFollows: digest.allSatisfy { $0 == 0 })
             outgoingTransfers[id] = OutgoingTransfer(
                 id: id, peer: peer, path: saved.path, name: saved.name, fd: fd, size: UInt64(saved.size),
                 machine: OutgoingResource(size: UInt64(saved.size), alreadySent: UInt64(saved.sentMark), resent: UInt64(saved.resent)),
@@ -216,25 +200,53 @@ extension SessionNode {
         return seconds > 0 ? (Double(bytes) / seconds).rounded() : 0
     }
 
-    /// Reads and sends the next chunk, if the window allows and no read is under way.
+    /// Reads and sends the next chunk, if the window allows and no read is under way. Reads hash the
+    /// file in order as they go; once all of it is hashed, RESOURCE_DIGEST goes out.
     private func pump(_ id: WireID) {
-        guard var transfer = outgoingTransfers[id], !transfer.reading, let link = links[transfer.peer.id],
-              let (offset, count) = transfer.machine.nextChunk() else { return }
+        guard var transfer = outgoingTransfers[id], !transfer.reading, let link = links[transfer.peer.id] else { return }
+        let next = transfer.machine.nextChunk()
+        if next == nil {
+            // Nothing left to send in this attempt; a resumed sender may still owe the digest.
+            guard transfer.machine.isFinishedSending, transfer.digest == nil else { return }
+        }
+        let (offset, count) = next ?? (transfer.size, 0)
         if !transfer.removeAfter, offset + UInt64(count) > transfer.sentMark {
             // Written ahead (8 MiB at a time), so that after a crash what was sent twice is never under-counted.
             transfer.sentMark = min(transfer.size, offset + UInt64(count) + (8 << 20))
             try? store.updateTransfer(id: id.description, sentMark: Int64(transfer.sentMark), now: Self.nowMilliseconds())
         }
         transfer.reading = true
+        let hashing = Handoff(value: (transfer.hasher, transfer.hashedUpTo))
+        transfer.hasher = SHA256()
         outgoingTransfers[id] = transfer
         let fd = transfer.fd
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<ByteBuffer> in
-            var buffer = ByteBufferAllocator().buffer(capacity: count)
-            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
-                max(0, pread(fd, pointer.baseAddress, count, off_t(offset)))
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(ByteBuffer, SHA256, UInt64)> in
+            var (hasher, hashed) = hashing.value
+            // After a restart nothing is hashed yet: first what the receiver already holds.
+            if hashed < offset {
+                var block = [UInt8](repeating: 0, count: 1 << 20)
+                while hashed < offset {
+                    let want = Int(min(UInt64(block.count), offset - hashed))
+                    let n = block.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(hashed)) }
+                    if n < 0, errno == EINTR { continue }
+                    guard n > 0 else { throw SessionError("bad_file", "the file changed while being sent (short read at \(hashed))") }
+                    hasher.update(data: block[0..<n])
+                    hashed += UInt64(n)
+                }
             }
-            guard n == count else { throw SessionError("bad_file", "the file changed while being sent (short read at \(offset))") }
-            return Handoff(value: buffer)
+            var buffer = ByteBufferAllocator().buffer(capacity: count)
+            if count > 0 {
+                let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
+                    max(0, pread(fd, pointer.baseAddress, count, off_t(offset)))
+                }
+                guard n == count else { throw SessionError("bad_file", "the file changed while being sent (short read at \(offset))") }
+                if offset + UInt64(count) > hashed {
+                    let skip = Int(hashed - offset)
+                    buffer.withUnsafeReadableBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[skip...])) }
+                    hashed = offset + UInt64(count)
+                }
+            }
+            return Handoff(value: (buffer, hasher, hashed))
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }
@@ -242,11 +254,20 @@ extension SessionNode {
                 guard var transfer = node.outgoingTransfers[id] else { return }
                 transfer.reading = false
                 switch result {
-                case .success(let data):
+                case .success(let handoff):
+                    let (data, hasher, hashed) = handoff.value
+                    transfer.hasher = hasher
+                    transfer.hashedUpTo = hashed
+                    if count > 0 { link.connection.send([.resourceChunk(.init(id: id, offset: offset, data: data))]) }
+                    if hashed == transfer.size, transfer.digest == nil {
+                        let digest = Array(transfer.hasher.finalize())
+                        transfer.digest = digest
+                        link.connection.send([.resourceDigest(id: id, sha256: digest)])
+                    }
                     node.outgoingTransfers[id] = transfer
-                    link.connection.send([.resourceChunk(.init(id: id, offset: offset, data: data.value))])
                     node.pump(id)
                 case .failure(let error):
+                    node.outgoingTransfers[id] = transfer
                     link.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "\(error)"))])
                     node.finishOutgoing(transfer: id, state: "failed", error: "\(error)")
                 }
@@ -288,6 +309,8 @@ extension SessionNode {
                 transfer.state = "active"
                 transfer.started = .now
                 transfer.startOffset = accept.offset
+                // A receiver that restarted lost the digest it was sent.
+                if let digest = transfer.digest { link.connection.send([.resourceDigest(id: accept.id, sha256: digest)]) }
                 if transfer.machine.resent > 0 {
                     try? store.updateTransfer(id: accept.id.description, resent: Int64(transfer.machine.resent), now: Self.nowMilliseconds())
                 }
@@ -309,6 +332,11 @@ extension SessionNode {
             incomingTransfers[chunk.id] = transfer
             perform(actions, for: chunk.id, link: link)
             write(chunk.id)
+        case .resourceDigest(let id, let digest):
+            guard var transfer = incomingTransfers[id], transfer.peer.id == link.peer.id, transfer.offer.digestFollows else { return }
+            transfer.expected = digest
+            incomingTransfers[id] = transfer
+            write(id)  // verifies now if every byte is written
         case .resourceEnd(let end):
             if outgoingTransfers[end.id]?.peer.id == link.peer.id {
                 let state = switch end.status { case .complete: "complete"; case .refused: "refused"; case .cancelled: "cancelled"; case .failed: "failed" }
@@ -461,7 +489,7 @@ extension SessionNode {
         }
         incomingTransfers[offer.id] = IncomingTransfer(
             id: offer.id, peer: link.peer, offer: offer, machine: machine, fd: fd, partPath: partPath, hasher: hasher,
-            startOffset: machine.received)
+            startOffset: machine.received, expected: offer.digestFollows ? nil : offer.sha256)
         perform(actions, for: offer.id, link: link)
         write(offer.id)  // an empty (or already complete) resource has no chunk to wait for: verify now
         if let transfer = incomingTransfers[offer.id] { report(incomingInfo(transfer, state: "active")) }
@@ -515,9 +543,10 @@ extension SessionNode {
     private func write(_ id: WireID) {
         guard var transfer = incomingTransfers[id], !transfer.writing else { return }
         if transfer.queue.isEmpty {
-            if transfer.verifyWhenWritten {
+            // Every byte written; verify once the digest is known (it may come after the last chunk).
+            if transfer.verifyWhenWritten, let expected = transfer.expected {
                 transfer.verifyWhenWritten = false
-                let matches = Array(transfer.hasher.finalize()) == transfer.offer.sha256
+                let matches = Array(transfer.hasher.finalize()) == expected
                 let actions = transfer.machine.verified(matches)
                 incomingTransfers[id] = transfer
                 perform(actions, for: id, link: links[transfer.peer.id])

@@ -155,6 +155,7 @@ public struct HandshakeStateMachine: Sendable {
         case .resourceAccept: return "RESOURCE_ACCEPT"
         case .resourceChunk: return "RESOURCE_CHUNK"
         case .resourceEnd: return "RESOURCE_END"
+        case .resourceDigest: return "RESOURCE_DIGEST"
         case .message: return "MESSAGE"
         case .ack: return "ACK"
         case .ping: return "PING"

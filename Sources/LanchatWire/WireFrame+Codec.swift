@@ -107,7 +107,13 @@ extension WireFrame {
             let size = try reader.u64("size")
             let digest = try reader.bytes("sha256", count: 32)
             let modified = try reader.u64("mtime_ms")
-            result = .resourceOffer(ResourceOffer(id: id, room: room, kind: kind, name: name, size: size, sha256: digest, modifiedMilliseconds: modified))
+            let follows = frame.flags & digestFollowsFlag != 0
+            guard !follows || digest.allSatisfy({ $0 == 0 }) else { throw .invalidValue(field: "sha256") }
+            result = .resourceOffer(ResourceOffer(id: id, room: room, kind: kind, name: name, size: size, sha256: digest,
+                                                  modifiedMilliseconds: modified, digestFollows: follows))
+        case .resourceDigest:
+            let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
+            result = .resourceDigest(id: id, sha256: try reader.bytes("sha256", count: 32))
         case .streamOpen:
             let id = WireID(bytes: try reader.bytes("stream_id", count: 16))!
             let raw = try reader.lengthPrefixed("name", lengthType: UInt8.self, limit: 64)
@@ -286,7 +292,12 @@ extension WireFrame {
             payload.writeInteger(offer.size)
             payload.writeBytes(offer.sha256)
             payload.writeInteger(offer.modifiedMilliseconds)
-            return RawFrame(type: FrameType.resourceOffer.rawValue, payload: payload)
+            return RawFrame(type: FrameType.resourceOffer.rawValue, flags: offer.digestFollows ? Self.digestFollowsFlag : 0, payload: payload)
+        case .resourceDigest(let id, let digest):
+            guard digest.count == 32 else { throw .invalidValue(field: "sha256") }
+            payload.writeBytes(id.bytes)
+            payload.writeBytes(digest)
+            return RawFrame(type: FrameType.resourceDigest.rawValue, payload: payload)
         case .streamOpen(let open):
             payload.writeBytes(open.id.bytes)
             payload.writeLengthPrefixed(Array(open.name.rawValue.utf8), as: UInt8.self)

@@ -93,6 +93,9 @@ public enum WireFrame: Equatable, Sendable {
     case resourceAccept(ResourceAccept)
     /// 0x42. `resource_id [16] | offset u64 | data (u32 len, at most 256 KiB)`.
     case resourceChunk(ResourceChunk)
+    /// 0x44. The SHA-256 of a resource offered with the "digest follows" flag, sent by the sender once
+    /// it has read the whole file (it hashes while sending). `resource_id [16] | sha256 [32]`.
+    case resourceDigest(id: WireID, sha256: [UInt8])
     /// 0x43. The end of a resource, from either side: `resource_id [16] | status u8 (0 complete and
     /// verified, 1 refused, 2 cancelled, 3 failed) | text (u16 len, UTF-8, at most 1 KiB)`.
     case resourceEnd(ResourceEnd)
@@ -109,11 +112,13 @@ public enum WireFrame: Equatable, Sendable {
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
-        case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43
+        case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43, resourceDigest = 0x44
     }
 
     public static let ignorableFlag: UInt8 = 0x80
     public static let reliableFlag: UInt8 = 0x01
+    /// On RESOURCE_OFFER: `sha256` is zeros; RESOURCE_DIGEST brings it later.
+    public static let digestFollowsFlag: UInt8 = 0x01
 
     public struct Hello: Equatable, Sendable {
         public static let magic: [UInt8] = Array("LCHT".utf8)
@@ -260,15 +265,19 @@ public enum WireFrame: Equatable, Sendable {
         public var size: UInt64
         public var sha256: [UInt8]
         public var modifiedMilliseconds: UInt64
+        /// The sender hashes while sending: `sha256` is zeros and RESOURCE_DIGEST follows (flag 0x01).
+        public var digestFollows: Bool
 
-        public init(id: WireID, room: RoomID?, kind: Kind, name: [UInt8], size: UInt64, sha256: [UInt8], modifiedMilliseconds: UInt64) {
+        public init(id: WireID, room: RoomID?, kind: Kind, name: [UInt8], size: UInt64, sha256: [UInt8], modifiedMilliseconds: UInt64,
+                    digestFollows: Bool = false) {
             self.id = id
             self.room = room
             self.kind = kind
             self.name = name
             self.size = size
-            self.sha256 = sha256
+            self.sha256 = digestFollows ? [UInt8](repeating: 0, count: 32) : sha256
             self.modifiedMilliseconds = modifiedMilliseconds
+            self.digestFollows = digestFollows
         }
     }
 
