@@ -88,3 +88,25 @@ def test_a_full_download_directory_refuses_clearly_and_leaves_nothing(lan):
     incoming = [t for t in lan.lanchat_json("h2", "transfers") if t["direction"] == "incoming"]
     assert incoming[-1]["state"] == "refused" and "free space" in incoming[-1]["error"]
     assert lan.run("h2", ["ls", "-A", downloads]).stdout.strip() == ""
+
+
+def test_a_file_sent_to_a_room_reaches_every_member(lan):
+    lan.up(3)
+    downloads = {h: os.path.join(lan.dir, f"downloads-{h}") for h in ("h2", "h3")}
+    lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all", "--download-dir", downloads["h2"]])
+    lan.start_daemon("h3", name="carol", extra=["--auto-accept", "all", "--download-dir", downloads["h3"]])
+    wait_for(lambda: {"bob", "carol"} <= {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="discovery")
+    for peer in ("bob", "carol"):
+        assert lan.lanchat_json("h1", "invite", peer, "--room", "team", "--wait")["outcome"] == "accepted"
+    source = os.path.join(lan.dir, "minutes.pdf")
+    with open(source, "wb") as f:
+        f.write(os.urandom(5 << 20))
+    result = lan.lanchat("h1", "send-file", "--room", "team", source, timeout=120)
+    ends = [json.loads(line) for line in result.stdout.splitlines() if json.loads(line)["state"] == "complete"]
+    assert sorted(e["peer"] for e in ends) == ["bob", "carol"]
+    for host in ("h2", "h3"):
+        target = os.path.join(downloads[host], "minutes.pdf")
+        assert sha(target) == sha(source)
+        incoming = [t for t in lan.lanchat_json(host, "transfers") if t["direction"] == "incoming"]
+        assert incoming[-1]["state"] == "complete" and incoming[-1]["peer"] == "alice"
