@@ -326,7 +326,6 @@ extension SessionNode {
                 var data = chunk.data
                 data.moveReaderIndex(forwardBy: Int(offset - chunk.offset))
                 data = data.getSlice(at: data.readerIndex, length: count) ?? data
-                data.withUnsafeReadableBytes { transfer.hasher.update(bufferPointer: $0) }
                 transfer.queue.append((offset, data))
             }
             incomingTransfers[chunk.id] = transfer
@@ -558,9 +557,15 @@ extension SessionNode {
         transfer.writing = true
         incomingTransfers[id] = transfer
         let fd = transfer.fd
-        let handoff = Handoff(value: batch)
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Void in
-            for (offset, data) in handoff.value {
+        // Hashed on the file thread just before it is written (in order: one batch at a time; the bytes
+        // are still in the cache), not on the event loop that decrypts.
+        let handoff = Handoff(value: (batch, transfer.hasher))
+        transfer.hasher = SHA256()
+        incomingTransfers[id] = transfer
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<SHA256> in
+            var hasher = handoff.value.1
+            for (offset, data) in handoff.value.0 {
+                data.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
                 var written = 0
                 let total = data.readableBytes
                 while written < total {
@@ -574,12 +579,14 @@ extension SessionNode {
                     written += n
                 }
             }
+            return Handoff(value: hasher)
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }
             self.assumeIsolated { node in
                 guard var transfer = node.incomingTransfers[id] else { return }
                 transfer.writing = false
+                if case .success(let hasher) = result { transfer.hasher = hasher.value }
                 node.incomingTransfers[id] = transfer
                 if case .failure(let error) = result {
                     let actions = transfer.machine.writeFailed("the receiver cannot write the file: \(error)")
