@@ -73,6 +73,12 @@ extension SessionNode {
         try await sendResource(path, to: peer, kind: .file, room: nil, removeAfter: false)
     }
 
+    /// Like `sendFile`, returning a handle to follow and cancel the transfer (Multipeer Connectivity's
+    /// `sendResource` returns an `NSProgress`).
+    public func sendResource(at path: String, to peer: SessionPeer) async throws(SessionError) -> ResourceProgress {
+        ResourceProgress(id: try await sendFile(path, to: peer), node: self)
+    }
+
     /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource.
     func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer) {
         guard !messages.isEmpty else { return }
@@ -794,5 +800,21 @@ enum SafeFileNamePrintable {
     static func text(_ raw: [UInt8]) -> String {
         let decoded = String(decoding: raw.prefix(200), as: UTF8.self)
         return String(String.UnicodeScalarView(decoded.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? "?" : $0 }))
+    }
+}
+
+/// A transfer as a program follows it: bytes done, total and rate, the state, and a way to cancel.
+public struct ResourceProgress: Sendable {
+    public let id: String
+    let node: SessionNode
+
+    /// The transfer now (`done`, `size`, `rate`, `state`; `path` once an incoming file is placed).
+    public func snapshot() async -> TransferInfo? {
+        await node.transfers.last { $0.id == id }
+    }
+
+    /// Ends it on both sides (the receiver removes its partial file).
+    public func cancel() async throws(SessionError) {
+        _ = try await node.cancelTransfer(id)
     }
 }

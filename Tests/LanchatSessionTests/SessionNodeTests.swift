@@ -236,4 +236,65 @@ let lab = RoomID("lab")!
         await alice.stop()
         await bob.stop()
     }
+
+    @Test func aResourceProgressFollowsAndCancels() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let source = alice.directory + "/small.bin"
+        let fd = open(source, O_WRONLY | O_CREAT, 0o600)
+        _ = [UInt8](repeating: 7, count: 100_000).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        let progress = try await alice.node.sendResource(at: source, to: bob.peer)
+        try await eventually("complete") { await progress.snapshot()?.state == "complete" }
+        let done = await progress.snapshot()!
+        #expect(done.done == 100_000 && done.size == 100_000 && done.direction == .outgoing)
+        await #expect(throws: SessionError.self) { try await progress.cancel() }  // ended already
+        await alice.stop()
+        await bob.stop()
+    }
+}
+
+@Suite(.serialized) struct StreamTests {
+    @Test func bytesGoBothWaysWithEndsAndCredit() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let accepting = Task { try await bob.node.acceptStream("echo", isAlive: { true }) }
+        try await Task.sleep(for: .milliseconds(100))
+        let stream = try await alice.node.openStream("echo", to: bob.peer)
+        let other = try await accepting.value
+        #expect(other.peer.name == "alice" && other.name == "echo" && stream.peer.name == "bob")
+        // 12 MiB is three times the credit window: the writer must wait for grants as the reader reads.
+        var payload = ByteBufferAllocator().buffer(capacity: 12 << 20)
+        for index in 0..<(12 << 20) { payload.writeInteger(UInt8(truncatingIfNeeded: index &* 7 &+ index >> 12)) }
+        let sent = payload
+        let writer = Task {
+            try await stream.write(sent)
+            await stream.finish()
+        }
+        var received = ByteBufferAllocator().buffer(capacity: 12 << 20)
+        while var chunk = try await other.read() { received.writeBuffer(&chunk) }
+        try await writer.value
+        #expect(received == payload)
+        try await other.write(ByteBuffer(string: "thanks"))
+        await other.finish()
+        #expect(try await stream.read() == ByteBuffer(string: "thanks"))
+        #expect(try await stream.read() == nil)
+        #expect(await stream.closed() == nil)
+        // Bad names are refused before anything is sent.
+        await #expect(throws: SessionError.self) { try await alice.node.openStream("../etc", to: bob.peer) }
+        // An abort reaches the other side's reads.
+        let accepting2 = Task { try await bob.node.acceptStream("second", isAlive: { true }) }
+        try await Task.sleep(for: .milliseconds(100))
+        let second = try await alice.node.openStream("second", to: bob.peer)
+        let secondOther = try await accepting2.value
+        await second.abort("changed my mind")
+        await #expect(throws: SessionError.self) { _ = try await secondOther.read() }
+        #expect(await secondOther.closed()?.contains("changed my mind") == true)
+        await alice.stop()
+        await bob.stop()
+    }
 }
