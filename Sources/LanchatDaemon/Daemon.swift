@@ -87,6 +87,7 @@ public enum Daemon {
                 ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
                 autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption)
             sessionConfiguration.downloadDirectory = configuration.downloadDirectory
+            sessionConfiguration.downloadsForGroup = configuration.socketGroup != nil
             sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
             node = try SessionNode(
                 configuration: sessionConfiguration,
@@ -99,9 +100,10 @@ public enum Daemon {
         listener.onConnection { connection in
             Task { await node.accepted(connection) }
         }
+        let passedFiles = PassedFiles()
         let handler = DaemonControlHandler(
             advertisement: advertisement, port: listener.port, discovery: discovery, connector: connector, hub: hub,
-            startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(node: node, discovery: discovery))
+            startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(node: node, discovery: discovery, passedFiles: passedFiles))
         let control: ControlServer
         do {
             control = try await ControlServer(configuration: configuration, handler: handler, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -110,12 +112,19 @@ public enum Daemon {
         } catch {
             throw StartupError("cannot serve the control socket \(configuration.socketPath): \(error)")
         }
+        let filePassing: FilePassingServer
+        do {
+            let group = try configuration.socketGroup.map { name throws(ControlSocket.SetupError) in try ControlSocket.groupID(named: name) }
+            filePassing = try FilePassingServer(controlSocket: configuration.socketPath, group: group, files: passedFiles, logger: logger)
+        } catch {
+            throw StartupError(error.description)
+        }
         logger.info("lanchatd started", metadata: [
             "peer.id": "\(identity.peerID)", "peer.name": "\(advertisement.displayName)", "peer.port": "\(listener.port)",
             "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
         ])
         let group = ServiceGroup(
-            services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, control],
+            services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, control, filePassing],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         try await group.run()

@@ -39,6 +39,9 @@ public actor SessionNode {
         public var downloadDirectory: String = "/tmp"
         /// The largest file accepted from a peer.
         public var maximumFileSize: UInt64 = 1 << 40
+        /// Received files readable by the daemon's group (0640, directory 0750): for the system service,
+        /// whose users share its group. Otherwise 0600 / 0700.
+        public var downloadsForGroup = false
         /// How many of a room's latest messages a member sends a newcomer it invited.
         public var historyForNewcomers = 1000
 

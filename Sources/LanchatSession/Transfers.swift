@@ -73,6 +73,12 @@ extension SessionNode {
         try await sendResource(path, to: peer, kind: .file, room: nil, removeAfter: false)
     }
 
+    /// Sends the file open on `descriptor` (the node takes it over and closes it), named after `path`:
+    /// for a daemon that cannot open people's files itself (the client passed the descriptor).
+    public func sendFile(descriptor: Int32, path: String, to peer: SessionPeer) async throws(SessionError) -> String {
+        try await sendResource(path, to: peer, kind: .file, room: nil, removeAfter: false, descriptor: descriptor)
+    }
+
     /// Like `sendFile`, returning a handle to follow and cancel the transfer (Multipeer Connectivity's
     /// `sendResource` returns an `NSProgress`).
     public func sendResource(at path: String, to peer: SessionPeer) async throws(SessionError) -> ResourceProgress {
@@ -102,14 +108,25 @@ extension SessionNode {
         }
     }
 
-    func sendResource(_ path: String, to peer: SessionPeer, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, removeAfter: Bool) async throws(SessionError) -> String {
+    func sendResource(
+        _ path: String, to peer: SessionPeer, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, removeAfter: Bool, descriptor: Int32? = nil
+    ) async throws(SessionError) -> String {
         var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))")
+        let fd: Int32
+        if let descriptor {
+            fd = descriptor
+        } else {
+            guard stat(path, &info) == 0 else {
+                throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            guard (info.st_mode & S_IFMT) == S_IFREG else { throw SessionError("bad_file", "\(path) is not a regular file") }
+            fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw SessionError("bad_file", "cannot open \(path): \(String(cString: strerror(errno)))") }
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw SessionError("bad_file", "\(path) is not a regular file") }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw SessionError("bad_file", "cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw SessionError("bad_file", "\(path) is not a regular file")
+        }
         let size = UInt64(info.st_size)
         let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
         let name = kind == .history ? "history of \(room?.rawValue ?? "?")" : path.split(separator: "/").last.map(String.init) ?? path
@@ -150,6 +167,7 @@ extension SessionNode {
             let peer = SessionPeer(id: peerID, name: saved.peerName)
             var info = stat()
             let fd = open(saved.path, O_RDONLY | O_CLOEXEC)
+            let openError = errno
             let modified = fd >= 0 && fstat(fd, &info) == 0
                 ? Int64(info.st_mtim.tv_sec) * 1000 + Int64(info.st_mtim.tv_nsec / 1_000_000) : -1
             guard fd >= 0, Int64(info.st_size) == saved.size, modified == saved.modified else {
@@ -157,7 +175,8 @@ extension SessionNode {
                 try? store.updateTransfer(id: saved.id, state: "failed", now: now)
                 remember(TransferInfo(
                     state: "failed", id: saved.id, direction: .outgoing, peer: peer, name: saved.name, size: UInt64(max(0, saved.size)),
-                    done: 0, rate: 0, path: saved.path, error: "\(saved.path) changed or went away while lanchatd was stopped"))
+                    done: 0, rate: 0, path: saved.path,
+                    error: fd >= 0 ? "\(saved.path) changed while lanchatd was stopped" : "cannot reopen \(saved.path) after a restart: \(String(cString: strerror(openError)))"))
                 continue
             }
             let offer = WireFrame.ResourceOffer(
@@ -464,7 +483,7 @@ extension SessionNode {
     /// Decides on an offer (name, size limit, free space) and starts receiving at `partial`.
     private func start(_ offer: WireFrame.ResourceOffer, from link: Link, partPath: String, fd given: Int32, partial: UInt64, hasher: SHA256) {
         let directory = configuration.downloadDirectory
-        mkdir(directory, 0o700)
+        if mkdir(directory, 0o700) == 0, configuration.downloadsForGroup { chmod(directory, 0o750) }  // (lanchatd's umask is 077)
         var space = statvfs()
         let free = statvfs(directory, &space) == 0 ? UInt64(space.f_bavail) * UInt64(space.f_frsize) : 0
         let reserved = incomingTransfers.values.reduce(UInt64(0)) { $0 + ($1.machine.size - $1.machine.received) }
@@ -612,8 +631,10 @@ extension SessionNode {
         let fd = transfer.fd
         let part = transfer.partPath
         let modified = transfer.offer.modifiedMilliseconds
+        let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
         let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> String in
             guard fsync(fd) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            fchmod(fd, mode)
             var times = [timespec](repeating: timespec(), count: 2)
             times[0].tv_nsec = (1 << 30) - 2  // UTIME_OMIT: leave the access time
             times[1].tv_sec = Int(modified / 1000)

@@ -30,7 +30,9 @@ struct SendFile: ParsableCommand {
         for path in paths {
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             for peer in peers {
-                guard let entry = request(global, .sendFile, ["peer": peer, "path": absolute], timeoutSeconds: 600).transfer else {
+                var params = ["peer": peer, "path": absolute]
+                do { params.merge(try handOver(absolute, socket: global.socketPath)) { $1 } } catch { fail(error.message) }
+                guard let entry = request(global, .sendFile, params, timeoutSeconds: 600).transfer else {
                     fail("the daemon sent no transfer")
                 }
                 waiting[entry.id] = entry
@@ -58,6 +60,19 @@ struct SendFile: ParsableCommand {
         }
         if failed > 0 { fail("\(failed) of the transfers did not complete") }
     }
+}
+
+/// Opens the file here, as the person running lanchat, and hands the descriptor to the daemon (which may
+/// run as another user that cannot read it: the system service). Returns the `send-file` parameter
+/// naming it; nothing if this daemon takes no descriptors (then it opens the path itself).
+func handOver(_ path: String, socket: String) throws(ControlError) -> [String: String] {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw ControlError(code: "bad_file", message: "cannot read \(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw ControlError(code: "bad_file", message: "\(path) is not a regular file") }
+    guard access(FilePassing.socketPath(forControlSocket: socket), F_OK) == 0 else { return [:] }
+    return ["file_token": try FilePassing.pass(fd, controlSocket: socket)]
 }
 
 /// "notes.txt -> bob  [#####.....]  52%  12.3 MB/s  ETA 4s"

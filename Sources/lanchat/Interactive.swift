@@ -144,7 +144,9 @@ struct Interactive: ParsableCommand {
                 let path = given.hasPrefix("/") ? given : FileManager.default.currentDirectoryPath + "/" + given
                 let members = try client.call(.members, params: ["room": room]).room?.members ?? []
                 for member in members {
-                    if let entry = try client.call(.sendFile, params: ["peer": member.id, "path": path]).transfer {
+                    var params = ["peer": member.id, "path": path]
+                    params.merge(try handOver(path, socket: client.path)) { $1 }
+                    if let entry = try client.call(.sendFile, params: params).transfer {
                         state.say("sending \(printable(entry.name)) to \(printable(member.name)) (\(entry.id.prefix(8)); /transfers)")
                     }
                 }

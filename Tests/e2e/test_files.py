@@ -5,7 +5,7 @@ import hashlib
 import json
 import os
 
-from testlan import wait_for
+from testlan import BIN, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -110,3 +110,81 @@ def test_a_file_sent_to_a_room_reaches_every_member(lan):
         assert sha(target) == sha(source)
         incoming = [t for t in lan.lanchat_json(host, "transfers") if t["direction"] == "incoming"]
         assert incoming[-1]["state"] == "complete" and incoming[-1]["peer"] == "alice"
+
+
+HOSTILE_FD_CLIENT = r'''
+import json, os, socket, sys
+path = sys.argv[1]
+def attempt(payload, fds):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    if fds:
+        socket.send_fds(s, [payload], fds)
+    else:
+        s.send(payload)
+    answer = s.recv(512).decode()
+    s.close()
+    return answer
+token = os.urandom(16).hex().encode()
+regular = os.open("/etc/hostname", os.O_RDONLY)
+out = {
+    "no_fd": attempt(token, []),
+    "two_fds": attempt(token, [regular, regular]),
+    "directory": attempt(token, [os.open("/", os.O_RDONLY)]),
+    "bad_token": attempt(b"../../etc/passwd", [regular]),
+    "write_only": attempt(os.urandom(16).hex().encode(), [os.open("/tmp/wo", os.O_WRONLY | os.O_CREAT)]),
+    "ok": attempt(token, [regular]),
+    "same_token_again": attempt(token, [regular]),
+}
+print(json.dumps(out))
+'''
+
+
+def test_a_file_the_daemon_cannot_open_is_sent_through_a_passed_descriptor(lan):
+    """The system service cannot open people's files (its own user, ProtectHome): the client opens the file
+    and passes the descriptor. Here the file lives on a tmpfs mounted only in the client's own mount
+    namespace: the daemon cannot see the path at all."""
+    downloads = os.path.join(lan.dir, "downloads")
+    a, b = pair(lan, downloads)
+    script = ("mount -t tmpfs none /mnt && head -c 3145728 /dev/urandom > /mnt/private.bin && sha256sum /mnt/private.bin"
+              f" && {os.path.join(BIN, 'lanchat')} send-file --to bob /mnt/private.bin > /dev/null")
+    out = lan.run("h1", ["unshare", "-m", "--propagation", "private", "sh", "-c", script], timeout=120).stdout
+    digest = out.split()[0]
+    assert lan.run("h1", ["test", "-e", "/mnt/private.bin"], check=False).returncode != 0, "the daemon's namespace must not see the file"
+    target = os.path.join(downloads, "private.bin")
+    wait_for(lambda: os.path.exists(target), what="the file at bob")
+    assert sha(target) == digest
+
+
+def test_the_descriptor_socket_refuses_hostile_input(lan):
+    a, b = pair(lan, os.path.join(lan.dir, "downloads"))
+    control = lan.lanchat_json("h1", "status")
+    sockets = lan.run("h1", ["sh", "-c", "ls /run/lanchat/*.files $XDG_RUNTIME_DIR/lanchat/*.files 2>/dev/null"], check=False).stdout.split()
+    assert sockets, control
+    out = json.loads(lan.run("h1", ["python3", "-c", HOSTILE_FD_CLIENT, sockets[0]]).stdout)
+    assert out["no_fd"].startswith("error:") and out["two_fds"].startswith("error:"), out
+    assert out["directory"] == "error: not a regular file", out
+    assert "token" in out["bad_token"] and out["write_only"] == "error: the file is not open for reading", out
+    assert out["ok"] == "ok" and out["same_token_again"].startswith("error:"), out
+    # An unknown token in send-file is a clear error; the daemon keeps serving.
+    bad = lan.run("h1", ["python3", "-c",
+                         "import socket,sys,json; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]);"
+                         "s.send(json.dumps({'id':1,'method':'send-file','params':{'peer':'bob','path':'/x','file_token':'0'*32}}).encode()+b'\\n');"
+                         "print(s.recv(4096).decode())", sockets[0][:-len(".files")]]).stdout
+    assert '"bad_file"' in bad and "no file was handed over" in bad, bad
+    assert a.process.poll() is None
+
+
+def test_downloads_are_readable_by_the_socket_group_of_a_system_daemon(lan):
+    """With --socket-group (the system service: people reach lanchatd through its group), received
+    files are 0640 in a 0750 directory, so those people can read them; otherwise 0600 / 0700."""
+    downloads = os.path.join(lan.dir, "shared")
+    pair(lan, downloads, extra_b=["--socket-group", "root"])
+    source = os.path.join(lan.dir, "report.txt")
+    with open(source, "w") as f:
+        f.write("quarterly\n")
+    lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=60)
+    target = os.path.join(downloads, "report.txt")
+    wait_for(lambda: os.path.exists(target), what="the file")
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    assert os.stat(downloads).st_mode & 0o777 == 0o750

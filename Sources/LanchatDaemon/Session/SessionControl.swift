@@ -1,3 +1,4 @@
+import Glibc
 import NIOCore
 import LanchatControl
 import LanchatDiscovery
@@ -10,6 +11,7 @@ import Synchronization
 struct SessionControl: Sendable {
     let node: SessionNode
     let discovery: DiscoveryService
+    var passedFiles = PassedFiles()
     static let defaultRoom = "lobby"
 
     func respond(to request: ControlRequest, method: ControlMethod) async -> ControlResponse {
@@ -169,9 +171,21 @@ struct SessionControl: Sendable {
         case .sendFile:
             guard let query = param(request, "peer") else { throw .badRequest("send-file needs params.peer") }
             guard let path = param(request, "path"), path.hasPrefix("/") else { throw .badRequest("send-file needs params.path, an absolute path") }
-            let target = try await peer(query)
+            // A descriptor the client handed over (`FilePassing`), or else the daemon opens the path.
+            var descriptor: Int32?
+            if let token = param(request, "file_token") {
+                guard let fd = passedFiles.take(token) else {
+                    throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
+                }
+                descriptor = fd
+            }
+            let target: SessionPeer
+            do { target = try await peer(query) } catch {
+                if let descriptor { close(descriptor) }
+                throw error
+            }
             do throws(SessionError) {
-                let id = try await node.sendFile(path, to: target)
+                let id = if let descriptor { try await node.sendFile(descriptor: descriptor, path: path, to: target) } else { try await node.sendFile(path, to: target) }
                 response.transfer = await node.transfers.first { $0.id == id }.map(SessionService.entry)
             } catch {
                 throw ControlError(code: error.code, message: error.message)

@@ -1,0 +1,71 @@
+import Glibc
+
+/// Passing an open file to lanchatd: a daemon running as its own user (the system service, with
+/// ProtectHome) cannot open people's files, so `lanchat send-file` opens the file and hands the
+/// descriptor over. The daemon listens on `<control socket>.files` (SOCK_SEQPACKET, same permissions
+/// as the control socket). One message per file: a token (32 hex characters) with the descriptor as
+/// SCM_RIGHTS; the answer is `ok` or `error: ...`. `send-file` then names the file by `file_token`.
+public enum FilePassing {
+    public static func socketPath(forControlSocket path: String) -> String { path + ".files" }
+
+    public static let tokenLength = 32
+
+    public static func isToken(_ text: some Collection<UInt8>) -> Bool {
+        text.count == tokenLength && text.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    /// Bytes of a control message carrying one descriptor (CMSG_SPACE(sizeof(int)) on Linux).
+    static let controlLength = MemoryLayout<cmsghdr>.size + 8
+
+    /// Hands `descriptor` to the daemon; returns the token to name it by. Throws a message fit for people.
+    public static func pass(_ descriptor: Int32, controlSocket: String) throws(ControlError) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let token = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        let path = socketPath(forControlSocket: controlSocket)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw ControlError(code: "bad_socket_path", message: "socket path is too long: \(path)") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ControlError(code: "connect_failed", message: "cannot create a socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            throw ControlError(code: "connect_failed", message: "cannot hand the file to lanchatd at \(path): \(String(cString: strerror(errno)))")
+        }
+        var payload = Array(token.utf8)
+        var control = [UInt8](repeating: 0, count: controlLength)
+        let sent = payload.withUnsafeMutableBytes { payloadBytes in
+            control.withUnsafeMutableBytes { controlBytes -> Int in
+                let header = controlBytes.baseAddress!.assumingMemoryBound(to: cmsghdr.self)
+                header.pointee.cmsg_len = MemoryLayout<cmsghdr>.size + MemoryLayout<Int32>.size
+                header.pointee.cmsg_level = SOL_SOCKET
+                header.pointee.cmsg_type = Int32(SCM_RIGHTS)
+                controlBytes.storeBytes(of: descriptor, toByteOffset: MemoryLayout<cmsghdr>.size, as: Int32.self)
+                var vector = iovec(iov_base: payloadBytes.baseAddress, iov_len: payloadBytes.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBytes.baseAddress
+                    message.msg_controllen = controlBytes.count
+                    return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                }
+            }
+        }
+        guard sent == payload.count else {
+            throw ControlError(code: "connect_failed", message: "cannot hand the file to lanchatd: \(String(cString: strerror(errno)))")
+        }
+        var answer = [UInt8](repeating: 0, count: 512)
+        let n = answer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        let text = n > 0 ? String(decoding: answer[0..<n], as: UTF8.self) : "no answer"
+        guard text == "ok" else { throw ControlError(code: "bad_file", message: "lanchatd did not take the file: \(text)") }
+        return token
+    }
+}
