@@ -159,7 +159,7 @@ public struct TransferEntry: Codable, Equatable, Sendable {
     public var done: Int
     /// Bytes per second since it started.
     public var rate: Double
-    /// `hashing`, `offered`, `active`, `waiting` / `interrupted` (the connection dropped: resumes when the peer is
+    /// `offered`, `active`, `waiting` / `interrupted` (the connection dropped: resumes when the peer is
     /// back), `complete`, `refused`, `failed`, `cancelled`.
     public var state: String
     public var path: String?

@@ -116,7 +116,7 @@ public enum SessionEvent: Sendable {
 /// A file transfer as people and programs see it.
 public struct TransferInfo: Sendable, Equatable {
     public enum Direction: String, Sendable { case outgoing, incoming }
-    /// `hashing` (sender computes SHA-256), `offered`, `active`, `waiting` (sender: the connection dropped,
+    /// `offered`, `active`, `waiting` (sender: the connection dropped,
     /// resumes when the peer is back), `interrupted` (receiver: the same), `complete`, `refused`, `failed`, `cancelled`.
     public var state: String
     public var id: String
