@@ -172,7 +172,10 @@ let lab = RoomID("lab")!
             return
         }
         #expect(reason.contains("another key"))
-        #expect(alice.events.contains { if case .security(let peer, let text) = $0 { peer.name == "bob" && text.contains("lanchat forget bob") } else { false } })
+        // Events reach the log through a task of their own: wait for it.
+        try await eventually("the security event") {
+            alice.events.contains { if case .security(let peer, let text) = $0 { peer.name == "bob" && text.contains("lanchat forget bob") } else { false } }
+        }
         #expect(await alice.node.room(lab)?.members.map(\.peer.id) == [bob.identity.peerID])
         await alice.stop()
         await bob.stop()
