@@ -22,43 +22,23 @@ public enum FilePassing {
         var generator = SystemRandomNumberGenerator()
         let token = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
         let path = socketPath(forControlSocket: controlSocket)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw ControlError(code: "bad_socket_path", message: "socket path is too long: \(path)") }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
+        let fd: Int32
+        switch connectUnixSocket(path: path, type: Int32(SOCK_SEQPACKET.rawValue)) {
+        case .success(let connected): fd = connected
+        case .failure(let error):
+            throw ControlError(code: "connect_failed", message: "cannot hand the file to lanchatd at \(path): \(errnoDescription(error.code))")
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ControlError(code: "connect_failed", message: "cannot create a socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else {
-            throw ControlError(code: "connect_failed", message: "cannot hand the file to lanchatd at \(path): \(String(cString: strerror(errno)))")
-        }
         var payload = Array(token.utf8)
         var control = [UInt8](repeating: 0, count: controlLength)
-        let sent = payload.withUnsafeMutableBytes { payloadBytes in
-            control.withUnsafeMutableBytes { controlBytes -> Int in
-                let header = controlBytes.baseAddress!.assumingMemoryBound(to: cmsghdr.self)
-                header.pointee.cmsg_len = MemoryLayout<cmsghdr>.size + MemoryLayout<Int32>.size
-                header.pointee.cmsg_level = SOL_SOCKET
-                header.pointee.cmsg_type = Int32(SCM_RIGHTS)
-                controlBytes.storeBytes(of: descriptor, toByteOffset: MemoryLayout<cmsghdr>.size, as: Int32.self)
-                var vector = iovec(iov_base: payloadBytes.baseAddress, iov_len: payloadBytes.count)
-                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
-                    var message = msghdr()
-                    message.msg_iov = vectorPointer
-                    message.msg_iovlen = 1
-                    message.msg_control = controlBytes.baseAddress
-                    message.msg_controllen = controlBytes.count
-                    return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
-                }
-            }
+        control.withUnsafeMutableBytes { controlBytes in
+            let header = controlBytes.baseAddress!.assumingMemoryBound(to: cmsghdr.self)
+            header.pointee.cmsg_len = MemoryLayout<cmsghdr>.size + MemoryLayout<Int32>.size
+            header.pointee.cmsg_level = SOL_SOCKET
+            header.pointee.cmsg_type = Int32(SCM_RIGHTS)
+            controlBytes.storeBytes(of: descriptor, toByteOffset: MemoryLayout<cmsghdr>.size, as: Int32.self)
         }
+        let sent = withMessage(payload: &payload, control: &control) { sendmsg(fd, &$0, Int32(MSG_NOSIGNAL)) }
         guard sent == payload.count else {
             throw ControlError(code: "connect_failed", message: "cannot hand the file to lanchatd: \(String(cString: strerror(errno)))")
         }
@@ -67,5 +47,22 @@ public enum FilePassing {
         let text = n > 0 ? String(decoding: answer[0..<n], as: UTF8.self) : "no answer"
         guard text == "ok" else { throw ControlError(code: "bad_file", message: "lanchatd did not take the file: \(text)") }
         return token
+    }
+
+    /// Runs `body` with a `msghdr` over `payload` (one buffer) and `control` (ancillary data).
+    public static func withMessage(payload: inout [UInt8], control: inout [UInt8], _ body: (inout msghdr) -> Int) -> Int {
+        payload.withUnsafeMutableBytes { payloadBytes in
+            control.withUnsafeMutableBytes { controlBytes in
+                var vector = iovec(iov_base: payloadBytes.baseAddress, iov_len: payloadBytes.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBytes.baseAddress
+                    message.msg_controllen = controlBytes.count
+                    return body(&message)
+                }
+            }
+        }
     }
 }

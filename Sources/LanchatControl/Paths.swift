@@ -26,16 +26,9 @@ public func errnoDescription(_ code: Int32) -> String {
 /// Connects a new stream socket to the Unix socket at `path`.
 /// - Returns: the connected descriptor (close-on-exec), or the `errno` of the failure
 ///   (`ENAMETOOLONG` when the path does not fit in `sun_path`).
-public func connectUnixSocket(path: String) -> Result<Int32, UnixSocketError> {
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return .failure(UnixSocketError(code: ENAMETOOLONG)) }
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        raw.copyBytes(from: bytes)
-        raw[bytes.count] = 0
-    }
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+public func connectUnixSocket(path: String, type: Int32 = Int32(SOCK_STREAM.rawValue)) -> Result<Int32, UnixSocketError> {
+    guard var address = unixSocketAddress(path) else { return .failure(UnixSocketError(code: ENAMETOOLONG)) }
+    let fd = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return .failure(UnixSocketError(code: errno)) }
     let result = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -50,4 +43,17 @@ public func connectUnixSocket(path: String) -> Result<Int32, UnixSocketError> {
 
 public struct UnixSocketError: Error, Equatable {
     public let code: Int32
+}
+
+/// The address of the Unix socket at `path`, or `nil` when the path does not fit in `sun_path`.
+public func unixSocketAddress(_ path: String) -> sockaddr_un? {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    return address
 }

@@ -54,16 +54,9 @@ final class FilePassingServer: Service {
         try ControlSocket.prepare(path: path, group: group)
         let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ControlSocket.SetupError(description: "cannot create \(path): \(String(cString: strerror(errno)))") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        guard var address = unixSocketAddress(path) else {
             close(fd)
             throw ControlSocket.SetupError(description: "socket path is too long: \(path)")
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
         }
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -108,34 +101,27 @@ final class FilePassingServer: Service {
         var control = [UInt8](repeating: 0, count: MemoryLayout<cmsghdr>.size + 8 * MemoryLayout<Int32>.size)
         var received: [Int32] = []
         var truncated = false
-        let count = payload.withUnsafeMutableBytes { payloadBytes in
-            control.withUnsafeMutableBytes { controlBytes -> Int in
-                var vector = iovec(iov_base: payloadBytes.baseAddress, iov_len: payloadBytes.count)
-                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
-                    var message = msghdr()
-                    message.msg_iov = vectorPointer
-                    message.msg_iovlen = 1
-                    message.msg_control = controlBytes.baseAddress
-                    message.msg_controllen = controlBytes.count
-                    let n = recvmsg(connection, &message, Int32(MSG_CMSG_CLOEXEC))
-                    guard n >= 0 else { return n }
-                    truncated = message.msg_flags & Int32(MSG_CTRUNC) != 0 || message.msg_flags & Int32(MSG_TRUNC) != 0
-                    // Walk the control messages (CMSG_FIRSTHDR / CMSG_NXTHDR by hand).
-                    var offset = 0
-                    let headerSize = MemoryLayout<cmsghdr>.size
-                    while offset + headerSize <= message.msg_controllen {
-                        let header = controlBytes.load(fromByteOffset: offset, as: cmsghdr.self)
-                        guard header.cmsg_len >= headerSize, offset + header.cmsg_len <= message.msg_controllen else { break }
-                        if header.cmsg_level == SOL_SOCKET, header.cmsg_type == Int32(SCM_RIGHTS) {
-                            let descriptors = (header.cmsg_len - headerSize) / MemoryLayout<Int32>.size
-                            for index in 0..<descriptors {
-                                received.append(controlBytes.loadUnaligned(fromByteOffset: offset + headerSize + index * 4, as: Int32.self))
-                            }
-                        }
-                        offset += (header.cmsg_len + 7) & ~7
+        var controlLength = 0
+        let count = FilePassing.withMessage(payload: &payload, control: &control) { message in
+            let n = recvmsg(connection, &message, Int32(MSG_CMSG_CLOEXEC))
+            truncated = message.msg_flags & Int32(MSG_CTRUNC) != 0 || message.msg_flags & Int32(MSG_TRUNC) != 0
+            controlLength = n >= 0 ? message.msg_controllen : 0
+            return n
+        }
+        // Walk the control messages (CMSG_FIRSTHDR / CMSG_NXTHDR by hand): every descriptor that came.
+        control.withUnsafeBytes { controlBytes in
+            var offset = 0
+            let headerSize = MemoryLayout<cmsghdr>.size
+            while offset + headerSize <= controlLength {
+                let header = controlBytes.loadUnaligned(fromByteOffset: offset, as: cmsghdr.self)
+                guard header.cmsg_len >= headerSize, offset + header.cmsg_len <= controlLength else { break }
+                if header.cmsg_level == SOL_SOCKET, header.cmsg_type == Int32(SCM_RIGHTS) {
+                    let descriptors = (header.cmsg_len - headerSize) / MemoryLayout<Int32>.size
+                    for index in 0..<descriptors {
+                        received.append(controlBytes.loadUnaligned(fromByteOffset: offset + headerSize + index * 4, as: Int32.self))
                     }
-                    return n
                 }
+                offset += (header.cmsg_len + 7) & ~7
             }
         }
         func answer(_ text: String) {
