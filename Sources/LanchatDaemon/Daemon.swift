@@ -89,6 +89,7 @@ public enum Daemon {
             sessionConfiguration.downloadDirectory = configuration.downloadDirectory
             sessionConfiguration.downloadsForGroup = configuration.socketGroup != nil
             sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
+            sessionConfiguration.maximumFileSize = configuration.maximumFileSize
             node = try SessionNode(
                 configuration: sessionConfiguration,
                 eventLoop: eventLoopGroup.next(), connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)

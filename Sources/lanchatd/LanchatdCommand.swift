@@ -24,6 +24,7 @@ struct LanchatdCommand: AsyncParsableCommand {
     @Option(help: "Encryption preference: required, optional, none.") var encryption: String?
     @Option(name: .customLong("auto-accept"), help: "Accept invitations: never, known, all.") var autoAccept: String?
     @Option(name: .customLong("download-dir"), help: "Where received files go.") var downloadDir: String?
+    @Option(name: .customLong("max-file-size"), help: "Largest file accepted from a peer, like 500M or 4G (default 1T).") var maxFileSize: String?
     @Option(help: "Config file (key = value lines).") var config: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel: String?
 
@@ -32,6 +33,7 @@ struct LanchatdCommand: AsyncParsableCommand {
         let single: [(String, String?)] = [
             ("name", name), ("state-dir", stateDir), ("socket", socket), ("socket-group", socketGroup), ("port", port),
             ("encryption", encryption), ("auto-accept", autoAccept), ("download-dir", downloadDir), ("log-level", logLevel),
+            ("max-file-size", maxFileSize),
         ]
         for (key, value) in single { if let value { flags.append((key, value)) } }
         for interface in interfaces { flags.append(("interface", interface)) }

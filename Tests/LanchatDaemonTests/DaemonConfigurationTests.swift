@@ -22,6 +22,15 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         #expect(config.port == 7000)
     }
 
+    @Test func fileSizesTakeBinarySuffixes() throws {
+        var config = try resolve()
+        #expect(config.maximumFileSize == 1 << 40)
+        for (text, bytes) in [("0", UInt64(0)), ("1048576", 1 << 20), ("500K", 500 << 10), ("4g", 4 << 30), ("2T", 2 << 40)] {
+            try config.apply(key: "max-file-size", value: text)
+            #expect(config.maximumFileSize == bytes, "\(text)")
+        }
+    }
+
     @Test func parsesAConfigFile() throws {
         let settings = try DaemonConfiguration.parseFile("""
             # comment
@@ -49,6 +58,8 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         ("port", "65536"), ("port", "-1"), ("port", "http"), ("encryption", "sometimes"), ("auto-accept", "yes"),
         ("log-level", "loud"), ("interface", "a/b"), ("interface", String(repeating: "i", count: 20)), ("name", "\u{7}\u{7}"),
         ("state-dir", ""), ("socket-group", "a b"), ("refresh-interval", "0"),
+        ("max-file-size", ""), ("max-file-size", "-1"), ("max-file-size", "4X"), ("max-file-size", "1.5G"), ("max-file-size", "G"),
+        ("max-file-size", "99999999999999999999"), ("max-file-size", "9999999999T"),
     ])
     func invalidValuesAreRefusedNamingTheKey(key: String, value: String) throws {
         var config = try resolve()

@@ -188,3 +188,16 @@ def test_downloads_are_readable_by_the_socket_group_of_a_system_daemon(lan):
     wait_for(lambda: os.path.exists(target), what="the file")
     assert os.stat(target).st_mode & 0o777 == 0o640
     assert os.stat(downloads).st_mode & 0o777 == 0o750
+
+
+def test_a_file_over_the_size_limit_is_refused_with_the_limit(lan):
+    downloads = os.path.join(lan.dir, "downloads")
+    pair(lan, downloads, extra_b=["--max-file-size", "1M"])
+    source = os.path.join(lan.dir, "big.iso")
+    with open(source, "wb") as f:
+        f.write(os.urandom(2 << 20))
+    result = lan.lanchat("h1", "send-file", "--to", "bob", source, check=False, timeout=60)
+    assert result.returncode == 1
+    last = json.loads(result.stdout.splitlines()[-1])
+    assert last["state"] == "refused" and "over this peer's limit of 1048576 bytes" in last["error"], last
+    assert not os.path.exists(downloads) or os.listdir(downloads) == []

@@ -39,6 +39,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public var watchBufferSize: Int = 1024
     /// How many of a room's latest messages this daemon sends a newcomer it invited.
     public var historyForNewcomers: Int = 1000
+    /// Largest file accepted from a peer, in bytes (`max-file-size`: a number with an optional K, M, G or
+    /// T suffix, powers of 1024).
+    public var maximumFileSize: UInt64 = 1 << 40
 
     public struct Error: Swift.Error, Equatable, CustomStringConvertible {
         public let message: String
@@ -50,7 +53,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public static let fileKeys: Set<String> = [
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
-        "max-request-length", "watch-buffer", "history-for-newcomers",
+        "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size",
     ]
 
     /// Defaults for the current user and environment.
@@ -122,9 +125,28 @@ public struct DaemonConfiguration: Equatable, Sendable {
         case "max-request-length": maximumRequestLength = try integer(1024...(16 * 1024 * 1024))
         case "watch-buffer": watchBufferSize = try integer(16...1_000_000)
         case "history-for-newcomers": historyForNewcomers = try integer(0...1_000_000)
+        case "max-file-size":
+            guard let bytes = Self.size(value) else {
+                throw Error("max-file-size: expected a size like 500M, 4G or 1073741824 (0 refuses every file)")
+            }
+            maximumFileSize = bytes
         default:
             throw Error("unknown setting '\(key.prefix(64))'; known: \(Self.fileKeys.sorted().joined(separator: ", "))")
         }
+    }
+
+    /// "4G" -> 4 GiB; digits with an optional K, M, G or T (powers of 1024); `nil` if malformed or over 2^62.
+    static func size(_ text: String) -> UInt64? {
+        var digits = Substring(text)
+        var unit: UInt64 = 1
+        if let last = digits.last, let shift = ["K": 10, "M": 20, "G": 30, "T": 40][last.uppercased()] {
+            unit = 1 << UInt64(shift)
+            digits = digits.dropLast()
+        }
+        guard !digits.isEmpty, digits.count <= 19, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = UInt64(digits) else { return nil }
+        let (bytes, overflow) = number.multipliedReportingOverflow(by: unit)
+        guard !overflow, bytes <= 1 << 62 else { return nil }
+        return bytes
     }
 
     /// Parses a config file: `key = value` lines, `#` comments, blank lines. Errors name the line.
