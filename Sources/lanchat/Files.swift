@@ -88,6 +88,9 @@ func progressLine(_ entry: TransferEntry) -> String {
     } else if entry.state != "active" {
         text += "  \(entry.state)\(entry.error.map { ": \(printable($0))" } ?? "")\(entry.path.map { " \(printable($0))" } ?? "")"
     }
+    if let resent = entry.resent, resent > 0 {
+        text += String(format: " (resumed; %.1f MB sent twice)", Double(resent) / 1e6)
+    }
     return text
 }
 
