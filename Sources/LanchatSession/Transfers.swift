@@ -51,6 +51,9 @@ struct IncomingTransfer {
     var lastReport: UInt64 = 0
     /// The connection dropped; the `.part` file is kept until the sender offers it again.
     var interrupted = false
+    /// Bytes written to the `.part` file, and the last progress reported to the sender.
+    var written: UInt64 = 0
+    var acknowledged: UInt64 = 0
     /// The SHA-256 to check: from the offer, or from RESOURCE_DIGEST when the offer said it follows.
     var expected: [UInt8]?
 }
@@ -354,7 +357,9 @@ extension SessionNode {
                 transfer.queue.append((offset, data))
             }
             incomingTransfers[chunk.id] = transfer
-            perform(actions, for: chunk.id, link: link)
+            // Progress is reported once bytes are written (see `write`), not when they arrive: a disk
+            // slower than the network then holds the sender back instead of filling this daemon's memory.
+            perform(actions.filter { if case .sendAccept = $0 { false } else { true } }, for: chunk.id, link: link)
             write(chunk.id)
         case .resourceDigest(let id, let digest):
             guard var transfer = incomingTransfers[id], transfer.peer.id == link.peer.id, transfer.offer.digestFollows else { return }
@@ -390,6 +395,9 @@ extension SessionNode {
             guard transfer.peer.id == link.peer.id, transfer.offer.size == offer.size, transfer.offer.sha256 == offer.sha256 else { return }
             transfer.interrupted = false
             let actions = transfer.machine.resumed()
+            // The sender goes on from what arrived (queued bytes are still written): later progress
+            // must not go below it.
+            transfer.acknowledged = max(transfer.acknowledged, transfer.machine.received)
             incomingTransfers[offer.id] = transfer
             perform(actions, for: offer.id, link: link)
             report(incomingInfo(transfer, state: "active"))
@@ -513,7 +521,8 @@ extension SessionNode {
         }
         incomingTransfers[offer.id] = IncomingTransfer(
             id: offer.id, peer: link.peer, offer: offer, machine: machine, fd: fd, partPath: partPath, hasher: hasher,
-            startOffset: machine.received, expected: offer.digestFollows ? nil : offer.sha256)
+            startOffset: machine.received, written: machine.received, acknowledged: machine.received,
+            expected: offer.digestFollows ? nil : offer.sha256)
         perform(actions, for: offer.id, link: link)
         write(offer.id)  // an empty (or already complete) resource has no chunk to wait for: verify now
         if let transfer = incomingTransfers[offer.id] { report(incomingInfo(transfer, state: "active")) }
@@ -611,7 +620,20 @@ extension SessionNode {
             self.assumeIsolated { node in
                 guard var transfer = node.incomingTransfers[id] else { return }
                 transfer.writing = false
-                if case .success(let hasher) = result { transfer.hasher = hasher.value }
+                if case .success(let hasher) = result {
+                    transfer.hasher = hasher.value
+                    if let last = batch.last { transfer.written = last.offset + UInt64(last.data.readableBytes) }
+                    // Progress every 1 MiB written (the sender keeps at most 4 MiB past it).
+                    if transfer.written > transfer.acknowledged, transfer.written - transfer.acknowledged >= 1 << 20,
+                       transfer.written < transfer.machine.size, !transfer.interrupted {
+                        transfer.acknowledged = transfer.written
+                        node.links[transfer.peer.id]?.connection.send([.resourceAccept(.init(id: id, offset: transfer.written))])
+                        if transfer.written - transfer.lastReport >= 8 << 20 {
+                            transfer.lastReport = transfer.written
+                            node.report(node.incomingInfo(transfer, state: "active"))
+                        }
+                    }
+                }
                 node.incomingTransfers[id] = transfer
                 if case .failure(let error) = result {
                     let actions = transfer.machine.writeFailed("the receiver cannot write the file: \(error)")
