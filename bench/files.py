@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from testlan import BIN, TestLAN, wait_for  # noqa: E402
 
 
-def file_transfer(lan, mib):
+def file_transfer(lan, mib, rounds):
     downloads = os.path.join(lan.dir, "downloads")
     lan.start_daemon("h1", name="alice", extra=["--log-level", "warning", "--auto-accept", "all"])
     lan.start_daemon("h2", name="bob", extra=["--log-level", "warning", "--auto-accept", "all", "--download-dir", downloads])
@@ -34,15 +34,6 @@ def file_transfer(lan, mib):
         for _ in range(mib):
             f.write(os.urandom(1 << 20))
     subprocess.run(["sync"])
-    # Baseline: socat, raw TCP, to disk.
-    target = os.path.join(lan.dir, "socat.out")
-    listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9100,reuseaddr", f"OPEN:{target},creat,trunc"])
-    time.sleep(0.5)
-    start = time.monotonic()
-    lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9100"], timeout=600)
-    listener.wait(timeout=600)
-    socat_s = time.monotonic() - start
-    os.remove(target)
     size = mib << 20
     ssh = ssh_baselines(lan, source, size)
     chat = ChatProbe(lan)
@@ -58,16 +49,34 @@ def file_transfer(lan, mib):
     chat.close()
     last = json.loads(out.splitlines()[-1])
     assert last["state"] == "complete", last
-    # Alone (no chat beside it), for the throughput figure.
-    os.remove(os.path.join(downloads, os.path.basename(source)))
-    start = time.monotonic()
-    result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=900)
-    total_s = time.monotonic() - start
-    last = json.loads(result.stdout.splitlines()[-1])
-    assert last["state"] == "complete", last
-    stream = stream_throughput(lan, source, size)
-    return {"mib": mib, "socat_mb_s": size / socat_s / 1e6, "lanchat_total_mb_s": size / total_s / 1e6,
-            "lanchat_transfer_mb_s": last["rate"] / 1e6, **ssh, "chat_idle": idle, "chat_during_transfer": busy, **stream}
+    # Throughput: lanchat alone (no chat beside it) and socat to disk, alternating, `rounds` times each;
+    # medians (this machine's figures move from run to run).
+    socat, lanchat, reported = [], [], []
+    for _ in range(rounds):
+        target = os.path.join(lan.dir, "socat.out")
+        listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9100,reuseaddr", f"OPEN:{target},creat,trunc"])
+        time.sleep(0.5)
+        start = time.monotonic()
+        lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9100"], timeout=600)
+        listener.wait(timeout=600)
+        socat.append(size / (time.monotonic() - start) / 1e6)
+        os.remove(target)
+        os.remove(os.path.join(downloads, os.path.basename(source)))
+        start = time.monotonic()
+        result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=900)
+        lanchat.append(size / (time.monotonic() - start) / 1e6)
+        last = json.loads(result.stdout.splitlines()[-1])
+        assert last["state"] == "complete", last
+        reported.append(last["rate"] / 1e6)
+    stream = stream_throughput(lan, source, size, rounds)
+    return {"mib": mib, "rounds": rounds, "socat_mb_s": median(socat), "lanchat_total_mb_s": median(lanchat),
+            "lanchat_transfer_mb_s": median(reported), "socat_all": socat, "lanchat_all": lanchat,
+            **ssh, "chat_idle": idle, "chat_during_transfer": busy, **stream}
+
+
+def median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
 
 
 PROBE_SENDER = r"""
@@ -177,26 +186,28 @@ def ssh_baselines(lan, source, size):
     return {"scp_mb_s": size / scp_s / 1e6, "rsync_mb_s": size / rsync_s / 1e6}
 
 
-def stream_throughput(lan, source, size):
-    """`lanchat stream` h1 -> h2 (into /dev/null) next to socat over raw TCP (into /dev/null)."""
-    listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9101,reuseaddr", "OPEN:/dev/null"])
-    time.sleep(0.5)
-    start = time.monotonic()
-    lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9101"], timeout=600)
-    listener.wait(timeout=600)
-    socat_s = time.monotonic() - start
-    acceptor = lan.popen("h2", [os.path.join(BIN, "lanchat"), "stream", "--accept", "bench", "--json"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    start = time.monotonic()
-    with open(source, "rb") as data:
-        subprocess.run(lan.ns_prefix("h1") + [os.path.join(BIN, "lanchat"), "stream", "bob", "bench"], stdin=data,
-                       stdout=subprocess.DEVNULL, check=True, timeout=600)
-    acceptor.wait(timeout=60)
-    stream_s = time.monotonic() - start
-    summary = json.loads(acceptor.stderr.read().strip().splitlines()[-1])
-    assert summary["received"] == size, summary
-    return {"stream_mb_s": size / stream_s / 1e6, "stream_socat_mb_s": size / socat_s / 1e6}
+def stream_throughput(lan, source, size, rounds):
+    """`lanchat stream` h1 -> h2 (into /dev/null) next to socat over raw TCP (into /dev/null), alternating."""
+    socat, stream = [], []
+    for _ in range(rounds):
+        listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9101,reuseaddr", "OPEN:/dev/null"])
+        time.sleep(0.5)
+        start = time.monotonic()
+        lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9101"], timeout=600)
+        listener.wait(timeout=600)
+        socat.append(size / (time.monotonic() - start) / 1e6)
+        acceptor = lan.popen("h2", [os.path.join(BIN, "lanchat"), "stream", "--accept", "bench", "--json"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        start = time.monotonic()
+        with open(source, "rb") as data:
+            subprocess.run(lan.ns_prefix("h1") + [os.path.join(BIN, "lanchat"), "stream", "bob", "bench"], stdin=data,
+                           stdout=subprocess.DEVNULL, check=True, timeout=600)
+        acceptor.wait(timeout=60)
+        stream.append(size / (time.monotonic() - start) / 1e6)
+        summary = json.loads(acceptor.stderr.read().strip().splitlines()[-1])
+        assert summary["received"] == size, summary
+    return {"stream_mb_s": median(stream), "stream_socat_mb_s": median(socat), "stream_all": stream, "stream_socat_all": socat}
 
 
 def history(lan, messages):
@@ -243,12 +254,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3, help="throughput runs of each (medians are printed)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lan = TestLAN()
     try:
         lan.up(5)
-        files = file_transfer(lan, args.mib)
+        files = file_transfer(lan, args.mib, args.rounds)
         hist = history(lan, args.messages)
     finally:
         lan.down()
@@ -256,8 +268,9 @@ def main():
         print(json.dumps({"file": files, "history": hist}, indent=2))
         return
     print(f"file and history benchmarks (simulated hosts over veth; TLS 1.3; to disk)")
-    print(f"{args.mib} MiB file h1 -> h2, send-file end to end (hashing both sides)  {files['lanchat_total_mb_s']:.0f} MB/s"
-          f"   socat raw TCP, same file, same hosts: {files['socat_mb_s']:.0f} MB/s   ratio {files['lanchat_total_mb_s'] / files['socat_mb_s']:.2f}x (goal >= 0.9x)")
+    print(f"{args.mib} MiB file h1 -> h2, send-file end to end (hashing both sides), median of {args.rounds}  {files['lanchat_total_mb_s']:.0f} MB/s"
+          f"   socat raw TCP, same file, same hosts: {files['socat_mb_s']:.0f} MB/s   ratio {files['lanchat_total_mb_s'] / files['socat_mb_s']:.2f}x (goal >= 0.9x)"
+          f"   (each run: lanchat {', '.join(f'{v:.0f}' for v in files['lanchat_all'])}; socat {', '.join(f'{v:.0f}' for v in files['socat_all'])})")
     print(f"   rate the transfer reports (from the receiver's accept)               {files['lanchat_transfer_mb_s']:.0f} MB/s"
           f"   ratio {files['lanchat_transfer_mb_s'] / files['socat_mb_s']:.2f}x")
     print(f"   scp (OpenSSH defaults): {files['scp_mb_s']:.0f} MB/s   rsync over ssh: {files['rsync_mb_s']:.0f} MB/s"
@@ -266,8 +279,9 @@ def main():
     print(f"chat h1 -> h2 during that transfer ({busy['messages']} messages, {busy['lost']} lost): p50 {busy['p50_ms']:.1f} ms, "
           f"p99 {busy['p99_ms']:.1f} ms, max {busy['max_ms']:.1f} ms (goal p99 < 50 ms)   no transfer: p50 {idle['p50_ms']:.1f} ms, p99 {idle['p99_ms']:.1f} ms"
           f"   (from the send request to h2's watch; daemon to daemon: p99 {busy['daemon_p99_ms']:.1f} ms vs {idle['daemon_p99_ms']:.1f} ms, 1 ms resolution)")
-    print(f"named stream h1 -> h2, {args.mib} MiB: {files['stream_mb_s']:.0f} MB/s   socat raw TCP: {files['stream_socat_mb_s']:.0f} MB/s"
-          f"   ratio {files['stream_mb_s'] / files['stream_socat_mb_s']:.2f}x")
+    print(f"named stream h1 -> h2, {args.mib} MiB, median of {args.rounds}: {files['stream_mb_s']:.0f} MB/s   socat raw TCP: {files['stream_socat_mb_s']:.0f} MB/s"
+          f"   ratio {files['stream_mb_s'] / files['stream_socat_mb_s']:.2f}x"
+          f"   (each run: lanchat {', '.join(f'{v:.0f}' for v in files['stream_all'])}; socat {', '.join(f'{v:.0f}' for v in files['stream_socat_all'])})")
     print(f"history to a newcomer: {hist['messages']} messages, invitation -> in the newcomer's history: {hist['seconds']:.2f} s (goal < 2 s)")
 
 
