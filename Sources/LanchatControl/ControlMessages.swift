@@ -167,6 +167,11 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     public var pid: Int
     public var version: String
     public var startedAt: String
+    /// Where received files go, and why they cannot go there (`nil` when the directory is usable; the
+    /// daemon refuses files with this text until it is fixed). Checked when asked.
+    public var downloadDirectory: String?
+    public var downloadProblem: String?
+    public var downloadFreeBytes: UInt64?
 
     public init(name: String, id: String, shortId: String, instance: String?, advertising: String, port: Int, protocolVersion: Int, encryption: String, peers: Int, pid: Int, version: String, startedAt: String) {
         self.name = name

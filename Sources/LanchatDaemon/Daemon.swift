@@ -64,6 +64,15 @@ public enum Daemon {
         } catch {
             throw StartupError("cannot set up TLS: \(error)")
         }
+        // Received files and history: create their directories now, so that a problem is said at startup
+        // (the daemon still serves everything else, and refuses files with the same words until fixed).
+        let downloads = StorageDirectory(
+            role: "the download directory", path: configuration.downloadDirectory, mode: configuration.socketGroup != nil ? 0o750 : 0o700)
+        for directory in [downloads, StorageDirectory(role: "the history directory", path: joinPath(configuration.stateDirectory, "incoming"))] {
+            if let problem = directory.prepare().problem {
+                logger.warning("\(problem); files will be refused until it is fixed", metadata: ["directory": "\(directory.path)"])
+            }
+        }
         let listener: PeerPortListener
         do {
             listener = try await PeerPortListener(port: configuration.port, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -87,6 +96,7 @@ public enum Daemon {
                 ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
                 autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption)
             sessionConfiguration.downloadDirectory = configuration.downloadDirectory
+            sessionConfiguration.historyDirectory = joinPath(configuration.stateDirectory, "incoming")
             sessionConfiguration.downloadsForGroup = configuration.socketGroup != nil
             sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
             sessionConfiguration.maximumFileSize = configuration.maximumFileSize
@@ -103,7 +113,7 @@ public enum Daemon {
         }
         let passedFiles = PassedFiles()
         let handler = DaemonControlHandler(
-            advertisement: advertisement, port: listener.port, discovery: discovery, connector: connector, hub: hub,
+            advertisement: advertisement, port: listener.port, downloads: downloads, discovery: discovery, connector: connector, hub: hub,
             startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(node: node, discovery: discovery, passedFiles: passedFiles))
         let control: ControlServer
         do {
@@ -138,6 +148,7 @@ public enum Daemon {
 struct DaemonControlHandler: ControlHandler {
     let advertisement: PeerAdvertisement
     let port: Int
+    let downloads: StorageDirectory
     let discovery: DiscoveryService
     let connector: PeerConnector
     let hub: EventHub
@@ -156,11 +167,17 @@ struct DaemonControlHandler: ControlHandler {
     func status() async -> DaemonStatus {
         let advertising = await discovery.advertisingStatus
         let peers = await discovery.peers
-        return DaemonStatus(
+        var status = DaemonStatus(
             name: advertisement.displayName, id: advertisement.peerID.rawValue, shortId: advertisement.peerID.short,
             instance: advertising.instance, advertising: advertising.state.rawValue, port: port,
             protocolVersion: advertisement.version, encryption: advertisement.encryption.rawValue,
             peers: peers.filter(\.isCompatible).count, pid: Int(getpid()), version: Daemon.version, startedAt: startedAt)
+        status.downloadDirectory = downloads.path
+        switch downloads.prepare() {
+        case .usable(let free): status.downloadFreeBytes = free
+        case .unusable(let problem): status.downloadProblem = problem
+        }
+        return status
     }
 
     /// Discovered peers, with their session state and the rooms we share with them.

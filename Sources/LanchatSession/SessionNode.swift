@@ -37,6 +37,9 @@ public actor SessionNode {
         public var maximumReconnectDelay: Duration = .seconds(10)
         /// Where received files go (created if missing).
         public var downloadDirectory: String = "/tmp"
+        /// Where a room's history from its inviter is received before it is merged (a part file);
+        /// `nil`: the download directory. lanchatd uses `incoming` in its state directory.
+        public var historyDirectory: String?
         /// The largest file accepted from a peer.
         public var maximumFileSize: UInt64 = 1 << 40
         /// Received files readable by the daemon's group (0640, directory 0750): for the system service,

@@ -407,20 +407,20 @@ extension SessionNode {
         // History only from the member we asked, for the room we asked about.
         if offer.kind == .history {
             guard let room = offer.room, historyRequested[room] == link.peer.id else {
-                link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "refused: history was not asked for"))])
+                link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))])
                 return
             }
         }
         // Files come only from people we share a room with (they were invited, or invited us).
         guard sharesRoom(with: link.peer.id) else {
-            link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "refused: you share no room with \(configuration.ownName)"))])
+            link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "you share no room with \(configuration.ownName)"))])
             report(TransferInfo(state: "refused", id: offer.id.description, direction: .incoming, peer: link.peer,
                                 name: SafeFileNamePrintable.text(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))
             return
         }
-        let directory = configuration.downloadDirectory
-        // A history resource is not a download: it goes to a temporary file, never the download directory.
-        let partPath = (offer.kind == .history ? "/tmp" : directory) + "/.lanchat-" + offer.id.description + ".part"
+        // A history resource is not a download: its part file goes to the state directory's `incoming`,
+        // never the download directory.
+        let partPath = storage(for: offer.kind).path + "/.lanchat-" + offer.id.description + ".part"
         if offer.kind == .file, let saved = try? store.transfer(id: offer.id.description), !saved.outgoing,
            saved.peerID == link.peer.id.rawValue {
             switch saved.state {
@@ -488,14 +488,26 @@ extension SessionNode {
         }
     }
 
-    /// Decides on an offer (name, size limit, free space) and starts receiving at `partial`.
+    /// Where the part file of a resource of this kind is written (files: the download directory, placed
+    /// there when verified; history: the state directory's `incoming`).
+    func storage(for kind: WireFrame.ResourceOffer.Kind) -> StorageDirectory {
+        switch kind {
+        case .history:
+            StorageDirectory(role: "the history directory", path: configuration.historyDirectory ?? configuration.downloadDirectory)
+        case .file:
+            StorageDirectory(role: "the download directory", path: configuration.downloadDirectory,
+                             mode: configuration.downloadsForGroup ? 0o750 : 0o700)  // (lanchatd's umask is 077)
+        }
+    }
+
+    /// Decides on an offer (name, size limit, the directory and its free space) and starts receiving at `partial`.
     private func start(_ offer: WireFrame.ResourceOffer, from link: Link, partPath: String, fd given: Int32, partial: UInt64, hasher: SHA256) {
-        let directory = configuration.downloadDirectory
-        if mkdir(directory, 0o700) == 0, configuration.downloadsForGroup { chmod(directory, 0o750) }  // (lanchatd's umask is 077)
-        var space = statvfs()
-        let free = statvfs(directory, &space) == 0 ? UInt64(space.f_bavail) * UInt64(space.f_frsize) : 0
+        // Free space where the bytes will be written; a directory that cannot be used is said as such.
+        let status = storage(for: offer.kind).prepare()
+        let free: UInt64 = if case .usable(let bytes) = status { bytes } else { 0 }
         let reserved = incomingTransfers.values.reduce(UInt64(0)) { $0 + ($1.machine.size - $1.machine.received) }
-        let limits = IncomingResource.Limits(maximumSize: configuration.maximumFileSize, freeBytes: free > reserved ? free - reserved : 0)
+        let limits = IncomingResource.Limits(
+            maximumSize: configuration.maximumFileSize, freeBytes: free > reserved ? free - reserved : 0, storageProblem: status.problem)
         let (machine, actions) = IncomingResource.offer(rawName: offer.name, size: offer.size, limits: limits, partialBytes: partial)
         var fd = given
         if machine.name == nil {
@@ -506,7 +518,7 @@ extension SessionNode {
         } else if fd < 0 {
             fd = open(partPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             if fd < 0 {
-                let text = "cannot write in the download directory: \(String(cString: strerror(errno)))"
+                let text = "cannot write in \(storage(for: offer.kind).role) \(storage(for: offer.kind).path): \(String(cString: strerror(errno)))"
                 link.connection.send([.resourceEnd(.init(id: offer.id, status: .failed, text: text))])
                 report(TransferInfo(state: "failed", id: offer.id.description, direction: .incoming, peer: link.peer,
                                     name: machine.name ?? "?", size: offer.size, done: 0, rate: 0, error: text))

@@ -12,12 +12,17 @@ public struct IncomingResource: Sendable {
         public var maximumSize: UInt64
         /// Bytes free where the file will be written (statvfs), after what other transfers reserved.
         public var freeBytes: UInt64
+        /// Why the directory the bytes would go to cannot be used ("cannot use the download directory
+        /// /x: Permission denied"), or `nil`. When set, `freeBytes` means nothing and offers are refused
+        /// with this text, never as a lack of space.
+        public var storageProblem: String?
         /// Send progress (RESOURCE_ACCEPT) after this many new bytes.
         public var progressEvery: UInt64
 
-        public init(maximumSize: UInt64, freeBytes: UInt64, progressEvery: UInt64 = 1 << 20) {
+        public init(maximumSize: UInt64, freeBytes: UInt64, storageProblem: String? = nil, progressEvery: UInt64 = 1 << 20) {
             self.maximumSize = maximumSize
             self.freeBytes = freeBytes
+            self.storageProblem = storageProblem
             self.progressEvery = progressEvery
         }
     }
@@ -53,14 +58,17 @@ public struct IncomingResource: Sendable {
         switch SafeFileName.make(from: rawName) {
         case .success(let safe): name = safe
         case .failure(let refusal):
-            return refused(size: size, "refused: \(refusal.description)")
+            return refused(size: size, refusal.description)
         }
         guard size <= limits.maximumSize else {
-            return refused(size: size, "refused: \(size) bytes is over this peer's limit of \(limits.maximumSize) bytes")
+            return refused(size: size, "\(size) bytes is over this peer's limit of \(limits.maximumSize) bytes")
+        }
+        if let problem = limits.storageProblem {
+            return refused(size: size, problem)
         }
         let resume = partialBytes <= size ? partialBytes : 0
         guard size - resume <= limits.freeBytes else {
-            return refused(size: size, "refused: not enough free space (\(size - resume) bytes needed, \(limits.freeBytes) free)")
+            return refused(size: size, "not enough free space (\(size - resume) bytes needed, \(limits.freeBytes) free)")
         }
         var machine = IncomingResource(size: size, name: name, received: resume, progressEvery: limits.progressEvery)
         var actions: [Action] = [.sendAccept(resume)]

@@ -27,6 +27,7 @@ struct Doctor: AsyncParsableCommand {
         checks.append(socketCheck)
         if let status {
             checks.append(Self.checkPort(status.port))
+            if let downloads = Self.checkDownloads(status) { checks.append(downloads) }
             checks.append(await Self.checkAdvertisement(status))
         }
         if json {
@@ -120,6 +121,18 @@ struct Doctor: AsyncParsableCommand {
         if connected { return Check(name: "port", result: "ok", detail: "peer port \(port) accepts connections") }
         return Check(name: "port", result: "fail", detail: "peer port \(port) does not accept connections locally",
                      fix: "check that nothing else holds the port and that lanchatd is healthy (its log)")
+    }
+
+    /// Whether the daemon can write received files where they go (as the daemon sees it).
+    static func checkDownloads(_ status: DaemonStatus) -> Check? {
+        guard let path = status.downloadDirectory else { return nil }  // an older daemon
+        if let problem = status.downloadProblem {
+            return Check(name: "downloads", result: "fail", detail: "\(printable(problem)); files sent to this host are refused",
+                         fix: "make \(printable(path)) a directory the daemon's user may write in (e.g. install -d -m 0700 -o USER \(printable(path))), "
+                            + "or start lanchatd with --download-dir DIR")
+        }
+        let free = status.downloadFreeBytes.map { String(format: " (%.1f GB free)", Double($0) / 1e9) } ?? ""
+        return Check(name: "downloads", result: "ok", detail: "received files go to \(printable(path))\(free)")
     }
 
     /// Whether our own advertisement is visible through avahi (proves publishing works end to end).

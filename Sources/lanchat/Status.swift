@@ -23,5 +23,8 @@ struct Status: ParsableCommand {
             peers:       \(status.peers)
             daemon:      lanchatd \(status.version), pid \(status.pid), since \(status.startedAt)
             """)
+        if let downloads = status.downloadDirectory {
+            print("downloads:   \(printable(downloads))\(status.downloadProblem.map { " (unusable: \(printable($0)))" } ?? "")")
+        }
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 @testable import LanchatDaemon
 import Testing
 
@@ -13,6 +15,33 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         #expect(config.encryption == .required)
         #expect(config.autoAccept == .never)
         #expect(config.socketPath == "/run/user/1000/lanchat/lanchatd.sock")
+    }
+
+    @Test func downloadsFollowTheStateDirectoryInEffect() throws {
+        func downloads(_ flags: [(key: String, value: String)] = [], _ environment: [String: String] = [:], uid: uid_t) throws -> String {
+            try DaemonConfiguration.resolve(
+                flags: flags, configPath: nil, environment: ["HOME": "/home/alice"].merging(environment) { $1 },
+                userName: "alice", hostName: "h1", uid: uid).downloadDirectory
+        }
+        #expect(try downloads(uid: 0) == "/var/lib/lanchat/downloads")
+        #expect(try downloads(uid: 1000) == "/home/alice/Downloads")
+        // Chosen by flag or environment: the downloads go with it (for root and for users alike).
+        #expect(try downloads([("state-dir", "/srv/chat")], uid: 0) == "/srv/chat/downloads")
+        #expect(try downloads([("state-dir", "/srv/chat")], uid: 1000) == "/srv/chat/downloads")
+        #expect(try downloads([], ["LANCHATD_STATE_DIR": "/srv/env"], uid: 0) == "/srv/env/downloads")
+        // The system service (systemd's StateDirectory=).
+        #expect(try downloads([], ["STATE_DIRECTORY": "/var/lib/lanchat"], uid: 998) == "/var/lib/lanchat/downloads")
+        // A download directory that was chosen stays.
+        #expect(try downloads([("state-dir", "/srv/chat"), ("download-dir", "/data/in")], uid: 0) == "/data/in")
+        #expect(try downloads([("state-dir", "/srv/chat")], ["LANCHATD_DOWNLOAD_DIR": "/data/env"], uid: 0) == "/data/env")
+    }
+
+    @Test func aStateDirectoryInTheConfigFileCarriesTheDownloads() throws {
+        let path = "/tmp/lanchat-config-test-\(getpid()).conf"
+        defer { unlink(path) }
+        try "state-dir = /srv/file\n".write(toFile: path, atomically: false, encoding: .utf8)
+        let config = try DaemonConfiguration.resolve(flags: [], configPath: path, environment: [:], userName: "a", hostName: "h", uid: 0)
+        #expect(config.downloadDirectory == "/srv/file/downloads")
     }
 
     @Test func flagsBeatEnvironment() throws {

@@ -41,6 +41,22 @@ import Testing
         #expect(IncomingResource.offer(rawName: Array("x".utf8), size: 1000, limits: small, partialBytes: 600).1 == [.sendAccept(600)])
         #expect(reason(IncomingResource.offer(rawName: [], size: 1, limits: limits, partialBytes: 0).1)?.contains("empty") == true)
         #expect(reason(IncomingResource.offer(rawName: Array("..".utf8), size: 1, limits: limits, partialBytes: 0).1) != nil)
+        // The status says "refused"; the text is only the reason (no "refused: refused: ..." on screen).
+        #expect(reason(tooBig)?.hasPrefix("refused") == false)
+    }
+
+    @Test func anUnusableDirectoryIsRefusedAsWhatItIsNotAsSpace() {
+        let problem = "cannot use the download directory /x/y: Permission denied"
+        let broken = IncomingResource.Limits(maximumSize: 1 << 30, freeBytes: 0, storageProblem: problem)
+        let (machine, actions) = IncomingResource.offer(rawName: Array("a.txt".utf8), size: 10, limits: broken, partialBytes: 0)
+        #expect(actions == [.end(status: .refused, text: problem, removePart: false)])
+        #expect(machine.state == .done(.refused))
+        // Even an empty file: nothing can be placed there.
+        #expect(IncomingResource.offer(rawName: Array("e".utf8), size: 0, limits: broken, partialBytes: 0).1.first
+                == .end(status: .refused, text: problem, removePart: false))
+        // A bad name is still refused as a bad name (it says what the sender can change).
+        #expect(IncomingResource.offer(rawName: [], size: 1, limits: broken, partialBytes: 0).1.first
+                != .end(status: .refused, text: problem, removePart: false))
     }
 
     @Test func hostileSendersFailTheTransfer() {

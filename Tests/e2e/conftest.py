@@ -8,10 +8,10 @@ from testlan import TestLAN  # noqa: E402
 
 
 @pytest.fixture
-def lan(request):
+def lan(request, tmp_path_factory):
     """A fresh simulated LAN per test, torn down even when the test fails. On failure the daemons'
-    logs are printed, so CI output says what happened."""
-    network = TestLAN()
+    logs are printed, so CI output says what happened. Its hosts see pytest's temporary directories."""
+    network = TestLAN(keep=[tmp_path_factory.getbasetemp()])
     yield network
     failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
     if failed:

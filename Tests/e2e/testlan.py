@@ -32,16 +32,17 @@ def wait_for(predicate, timeout=10.0, interval=0.1, what="condition"):
 
 
 class Daemon:
-    def __init__(self, lan, host, name, args, log_path, socket):
+    def __init__(self, lan, host, name, args, log_path, socket, prefix=()):
         self.lan, self.host, self.name, self.socket = lan, host, name, socket
         self.log_path = log_path
         self.args = args
+        self.prefix = list(prefix)
         self.process = None
         self.start()
 
     def start(self):
         log = open(self.log_path, "ab")
-        self.process = self.lan.popen(self.host, [os.path.join(BIN, "lanchatd")] + self.args, stdout=log, stderr=log)
+        self.process = self.lan.popen(self.host, self.prefix + [os.path.join(BIN, "lanchatd")] + self.args, stdout=log, stderr=log)
         # Ready when the control socket answers.
         wait_for(lambda: self.lan.lanchat(self.host, "status", "--json", socket=self.socket, check=False).returncode == 0
                  or self.process.poll() is not None, timeout=20, what=f"lanchatd on {self.host}")
@@ -69,9 +70,14 @@ class Daemon:
 
 
 class TestLAN:
-    def __init__(self):
+    """Each host starts with empty /run, /tmp, /var/lib, /home and /root of its own (scripts/testlan-host.sh):
+    it sees only this LAN's directory (`self.dir`, where tests put the files they send), the project, and
+    the directories in `keep` (for example pytest's temporary directories)."""
+
+    def __init__(self, keep=()):
         self.dir = tempfile.mkdtemp(prefix="lanchat-e2e-")
-        self.env = dict(os.environ, TESTLAN_DIR=os.path.join(self.dir, "lan"))
+        self.env = dict(os.environ, TESTLAN_DIR=os.path.join(self.dir, "lan"),
+                        TESTLAN_KEEP=":".join([self.dir, *map(str, keep)]))
         self.daemons = []
         self.processes = []
 
@@ -108,16 +114,24 @@ class TestLAN:
     def lanchat_json(self, host, *args, socket=None):
         return json.loads(self.lanchat(host, *args, "--json", socket=socket).stdout)
 
-    def start_daemon(self, host, name=None, extra=(), socket=None, tag=None):
+    def start_daemon(self, host, name=None, extra=(), socket=None, tag=None, default_paths=False, prefix=()):
+        """Starts lanchatd on `host`: with its state in this LAN's directory (`tag/state`), or, with
+        `default_paths`, with only the flags in `extra`, as a person would start it (state, socket and
+        downloads where the daemon puts them by default, inside the host's fresh directories).
+        `prefix`: a command that runs the daemon (e.g. setpriv to run it as another user)."""
         tag = tag or host
-        state = os.path.join(self.dir, tag, "state")
-        os.makedirs(state, exist_ok=True)
-        args = ["--state-dir", state, "--log-level", "debug", *extra]
+        os.makedirs(os.path.join(self.dir, tag), exist_ok=True)
+        if default_paths:
+            args = list(extra)
+        else:
+            state = os.path.join(self.dir, tag, "state")
+            os.makedirs(state, exist_ok=True)
+            args = ["--state-dir", state, "--log-level", "debug", *extra]
         if name:
             args += ["--name", name]
         if socket:
             args += ["--socket", socket]
-        daemon = Daemon(self, host, name, args, os.path.join(self.dir, tag, "lanchatd.log"), socket)
+        daemon = Daemon(self, host, name, args, os.path.join(self.dir, tag, "lanchatd.log"), socket, prefix)
         self.daemons.append(daemon)
         return daemon
 

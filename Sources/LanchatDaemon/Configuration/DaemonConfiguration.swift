@@ -23,6 +23,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public var interfaces: [String]
     public var encryption: PeerAdvertisement.Encryption
     public var autoAccept: AutoAccept
+    /// Where received files go. Default: `downloads` in the state directory for root, for the system
+    /// service and whenever the state directory was chosen (flag, environment or file); `~/Downloads`
+    /// for a user's daemon with default paths. Created with its parents at startup.
     public var downloadDirectory: String
     public var logLevel: LogLevel
 
@@ -69,7 +72,8 @@ public struct DaemonConfiguration: Equatable, Sendable {
         } else {
             stateDirectory = joinPath(home, ".local/state/lanchat")
         }
-        let downloads = uid == 0 ? joinPath(stateDirectory, "downloads") : joinPath(home, "Downloads")
+        let downloads = uid == 0 || environment["STATE_DIRECTORY"].map({ !$0.isEmpty }) == true
+            ? joinPath(stateDirectory, "downloads") : joinPath(home, "Downloads")
         return DaemonConfiguration(
             name: "\(userName)@\(hostName)", stateDirectory: stateDirectory,
             socketPath: ControlSocketPath.daemonDefault(environment: environment), socketGroup: nil, port: 0,
@@ -195,20 +199,33 @@ public struct DaemonConfiguration: Equatable, Sendable {
     ///   - configPath: `--config`, if given (else `LANCHATD_CONFIG`).
     public static func resolve(
         flags: [(key: String, value: String)], configPath: String?, environment: [String: String],
-        userName: String, hostName: String
+        userName: String, hostName: String, uid: uid_t = getuid()
     ) throws(Error) -> DaemonConfiguration {
-        var config = defaults(environment: environment, userName: userName, hostName: hostName)
+        var config = defaults(environment: environment, uid: uid, userName: userName, hostName: hostName)
+        var chosen: Set<String> = []
         if let path = configPath ?? environment["LANCHATD_CONFIG"] {
-            for (key, value) in try loadFile(path) { try config.apply(key: key, value: value) }
+            for (key, value) in try loadFile(path) {
+                try config.apply(key: key, value: value)
+                chosen.insert(key)
+            }
         }
         for key in fileKeys.sorted() {
             if let value = environment[environmentName(for: key)] {
                 do { try config.apply(key: key, value: value) } catch { throw Error("\(environmentName(for: key)): \(error.message)") }
+                chosen.insert(key)
             }
         }
         // Flags for a repeatable key replace what the file and environment said.
         if flags.contains(where: { $0.key == "interface" }) { config.interfaces = [] }
-        for (key, value) in flags { try config.apply(key: key, value: value) }
+        for (key, value) in flags {
+            try config.apply(key: key, value: value)
+            chosen.insert(key)
+        }
+        // A state directory someone chose holds the downloads too, unless they chose those as well: the
+        // default was derived from the default state directory, which this daemon does not use.
+        if chosen.contains("state-dir"), !chosen.contains("download-dir") {
+            config.downloadDirectory = joinPath(config.stateDirectory, "downloads")
+        }
         return config
     }
 }
