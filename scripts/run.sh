@@ -17,7 +17,8 @@ export AVAHI_COMPAT_NOWARN=1
 demo_dir=/tmp/lanchat-demo
 
 if [ "$mode" = --demo-down ]; then
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh down
+  TESTLAN_DIR=$demo_dir/lan scripts/testlan.sh down
+  rm -rf "$demo_dir"
   echo "demo LAN removed"
   exit 0
 fi
@@ -28,36 +29,51 @@ swift build -c release --static-swift-stdlib 2>&1 | grep -v "prohibited flag" | 
 bin="$root/.build/release"
 
 if [ "$mode" = --demo ]; then
-  export TESTLAN_DIR=$demo_dir
+  export TESTLAN_DIR=$demo_dir/lan TESTLAN_KEEP=$demo_dir
   scripts/testlan.sh down
+  TESTLAN_DIR=$demo_dir scripts/testlan.sh down  # a demo of an earlier version kept its LAN there
+  rm -rf "$demo_dir"
+  mkdir -p "$demo_dir"
   scripts/testlan.sh up 3
   for h in h1 h2 h3; do
     mkdir -p "$demo_dir/$h"
+    # Default paths, as on a real install (state in /var/lib/lanchat, socket in /run/lanchat, received
+    # files in /var/lib/lanchat/downloads), each in the host's own fresh directories.
     # h2 and h3 accept invitations by themselves; h1 asks (its person is you).
     accept=all; [ "$h" = h1 ] && accept=never
-    scripts/testlan.sh exec "$h" setsid "$bin/lanchatd" --state-dir "$demo_dir/$h/state" --auto-accept "$accept" </dev/null >"$demo_dir/$h/lanchatd.log" 2>&1 &
+    setsid scripts/demo.sh "$h" lanchatd --auto-accept "$accept" </dev/null >"$demo_dir/$h/lanchatd.log" 2>&1 &
   done
+  seen=0
   for _ in $(seq 100); do
-    n=$(scripts/testlan.sh exec h1 "$bin/lanchat" peers --json 2>/dev/null | grep -c '"name"' || true)
-    [ "$n" = 2 ] && break
+    seen=$(scripts/demo.sh h1 lanchat peers --json 2>/dev/null | grep -c '"name"' || true)
+    [ "$seen" = 2 ] && break
     sleep 0.1
   done
+  [ "$seen" = 2 ] || echo "run: h1 sees $seen of the 2 other hosts after 10 s (logs: $demo_dir/h*/lanchatd.log)" >&2
   echo
   echo "lanchat peers, on simulated host h1:"
-  scripts/testlan.sh exec h1 "$bin/lanchat" peers
-  cat <<MSG
+  scripts/demo.sh h1 lanchat peers
+  cat <<'MSG'
 
-Three simulated hosts (h1, h2, h3) run lanchatd; h2 and h3 accept invitations by themselves. Try:
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat invite root@h2 --room lab --wait
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat invite root@h3 --room lab --wait
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat          (interactive: type to chat, /help)
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h2 $bin/lanchat send "hi from h2"
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h3 $bin/lanchat history
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat ping root@h2   (TLS pinned to h2's key; short code)
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h1 $bin/lanchat watch     (then stop h3's daemon:)
-  TESTLAN_DIR=$demo_dir scripts/testlan.sh exec h3 pkill -TERM lanchatd
-Logs: $demo_dir/h*/lanchatd.log. Remove it all with: scripts/run.sh --demo-down
+Three simulated hosts (h1, h2, h3) run lanchatd as a fresh install would; h2 and h3 accept invitations
+by themselves, h1 asks you. Open a shell on a host (lanchat is on its PATH), in as many terminals as you like:
+  sudo scripts/demo.sh h1
+Then, on h1:
+  lanchat invite root@h2 --room lab --wait
+  lanchat invite root@h3 --room lab --wait
+  lanchat send "hello everyone"
+  head -c 5M /dev/urandom > photo.bin && lanchat send-file --room lab photo.bin
+  lanchat                                   (interactive: type to chat, /help; h2 and h3 can answer)
+  lanchat ping root@h2                      (TLS pinned to h2's key; the short code)
+Or run one command on a host:
+  sudo scripts/demo.sh h2 lanchat history
+  sudo scripts/demo.sh h2 ls -l /var/lib/lanchat/downloads
+  sudo scripts/demo.sh h3 lanchat send "hi from h3"
+A stream (like netcat over the session): on h2 `lanchat stream --accept chat`, then on h1
+  echo "hello over a stream" | lanchat stream root@h2 chat
+Watch a host leave: `lanchat watch` on h1, then: sudo scripts/demo.sh h3 pkill -TERM lanchatd
 MSG
+  echo "Logs: $demo_dir/h*/lanchatd.log. Remove it all with: sudo scripts/run.sh --demo-down"
   exit 0
 fi
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A shell, or one command, "on" a host of the demo LAN that `sudo scripts/run.sh --demo` started.
+#   sudo scripts/demo.sh h2              a shell on h2: lanchat and lanchatd on PATH, prompt "[h2] ~#"
+#   sudo scripts/demo.sh h2 CMD [ARG...] run one command on h2 (e.g. lanchat history)
+# Each host is its own machine as far as lanchat can tell: its own network, hostname, /var/lib, /run,
+# /tmp and home; exit the shell (or Ctrl-D) to come back to this machine.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+demo_dir=/tmp/lanchat-demo
+export TESTLAN_DIR=$demo_dir/lan
+die() { echo "demo: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "run as root (it enters the simulated host's namespaces): sudo $0 $*"
+host=${1:-}
+[ -n "$host" ] || die "which host? sudo $0 h1|h2|h3 [COMMAND...]"
+shift
+pidfile=$TESTLAN_DIR/hosts/$host/pid
+[ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null \
+  || die "no demo host '$host' running (hosts: $(ls "$TESTLAN_DIR/hosts" 2>/dev/null | tr '\n' ' ')); start the demo with: sudo scripts/run.sh --demo"
+bin=$root/.build/release
+[ -x "$bin/lanchat" ] || die "no release build in $bin: run sudo scripts/run.sh --demo first"
+# A clean environment, as on a freshly installed host: the default socket and state paths apply.
+clean=(env -i "PATH=$bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root USER=root LOGNAME=root
+       "TERM=${TERM:-dumb}" "LANG=${LANG:-C.UTF-8}" AVAHI_COMPAT_NOWARN=1 ${NO_COLOR:+NO_COLOR=$NO_COLOR})
+if [ $# -eq 0 ]; then
+  echo "demo: a shell on $host (lanchat on PATH; exit to leave)" >&2
+  exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" "PS1=[$host] \\w# " bash -c 'cd && exec bash --norc --noprofile -i'
+fi
+cd /
+exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" "$@"
