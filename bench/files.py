@@ -20,13 +20,42 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
-from testlan import BIN, TestLAN, wait_for  # noqa: E402
+from testlan import BIN, TestLAN, read_line, wait_for, wait_process  # noqa: E402
+
+
+def figure(missing, name, function, *args):
+    """Runs one figure. When a wait in it times out (or a check fails), says so, records the figure as
+    missing (with what it waited for) and returns None, so that the benchmark goes on to the next one."""
+    try:
+        return function(*args)
+    except (AssertionError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as error:
+        missing[name] = str(error) or type(error).__name__
+        print(f"{name}: figure missing: {missing[name]}", file=sys.stderr)
+        return None
+
+
+def stop_quietly(what, stop):
+    """Clean-up after a figure, which must not hide why the figure failed: a failure here is only told."""
+    try:
+        stop()
+    except Exception as error:  # noqa: BLE001
+        print(f"clean-up: {what}: {error}", file=sys.stderr)
 
 
 def file_transfer(lan, mib, rounds):
     downloads = os.path.join(lan.dir, "downloads")
-    lan.start_daemon("h1", name="alice", extra=["--log-level", "warning", "--auto-accept", "all"])
-    lan.start_daemon("h2", name="bob", extra=["--log-level", "warning", "--auto-accept", "all", "--download-dir", downloads])
+    alice = lan.start_daemon("h1", name="alice", extra=["--log-level", "warning", "--auto-accept", "all"])
+    bob = lan.start_daemon("h2", name="bob", extra=["--log-level", "warning", "--auto-accept", "all", "--download-dir", downloads])
+    try:
+        return file_figures(lan, mib, rounds, downloads)
+    except BaseException:
+        # Whatever this figure left running (a transfer, a stream) ends with the daemons, not in the next figure.
+        for daemon in (alice, bob):
+            stop_quietly(f"lanchatd on {daemon.host}", daemon.stop)
+        raise
+
+
+def file_figures(lan, mib, rounds, downloads):
     wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h1")), timeout=20, what="discovery")
     assert lan.lanchat_json("h1", "invite", "bob", "--room", "files", "--wait")["outcome"] == "accepted"
     source = os.path.join(lan.dir, "big.bin")
@@ -37,28 +66,35 @@ def file_transfer(lan, mib, rounds):
     size = mib << 20
     ssh = ssh_baselines(lan, source, size)
     chat = ChatProbe(lan)
-    idle = chat.measure(lambda: False, minimum=100)
-    start = time.monotonic()
-    progress = os.path.join(lan.dir, "send-file.json")
-    with open(progress, "w") as sink:
-        sender = lan.popen("h1", [os.path.join(BIN, "lanchat"), "send-file", "--to", "bob", source], stdout=sink)
-        busy = chat.measure(lambda: sender.poll() is None)
-        sender.wait(timeout=900)
-    out = open(progress).read()
-    total_s = time.monotonic() - start
-    chat.close()
+    try:
+        idle = chat.measure(lambda: False, minimum=100)
+        start = time.monotonic()
+        progress = os.path.join(lan.dir, "send-file.json")
+        with open(progress, "w") as sink:
+            sender = lan.popen("h1", [os.path.join(BIN, "lanchat"), "send-file", "--to", "bob", source], stdout=sink)
+            try:
+                busy = chat.measure(lambda: sender.poll() is None, timeout=900,
+                                    what=f"`lanchat send-file` of the {mib} MiB file to bob to end (chat during the transfer)")
+                wait_process(sender, 900, f"`lanchat send-file` of the {mib} MiB file to bob to exit")
+            finally:
+                if sender.poll() is None:
+                    sender.kill()
+        out = open(progress).read()
+        total_s = time.monotonic() - start
+    finally:
+        chat.close()
     last = json.loads(out.splitlines()[-1])
     assert last["state"] == "complete", last
     # Throughput: lanchat alone (no chat beside it) and socat to disk, alternating, `rounds` times each;
     # medians (this machine's figures move from run to run).
     socat, lanchat, reported = [], [], []
-    for _ in range(rounds):
+    for round_ in range(rounds):
         target = os.path.join(lan.dir, "socat.out")
         listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9100,reuseaddr", f"OPEN:{target},creat,trunc"])
         time.sleep(0.5)
         start = time.monotonic()
         lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9100"], timeout=600)
-        listener.wait(timeout=600)
+        wait_process(listener, 600, f"socat on h2 to write the whole file (throughput round {round_ + 1})")
         socat.append(size / (time.monotonic() - start) / 1e6)
         os.remove(target)
         os.remove(os.path.join(downloads, os.path.basename(source)))
@@ -85,13 +121,18 @@ stop, interval = sys.argv[1], float(sys.argv[2])
 candidates = [os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"), "lanchat", "lanchatd.sock"), "/run/lanchat/lanchatd.sock"]
 s = socket.socket(socket.AF_UNIX)
 s.connect(next(p for p in candidates if os.path.exists(p)))
+s.settimeout(10)
 reader = s.makefile("rb")
 n = 0
 while not os.path.exists(stop):
     n += 1
     text = f"probe {n}-{time.time_ns()}"
     s.sendall(json.dumps({"id": n, "method": "send", "params": {"room": "files", "text": text}}).encode() + b"\n")
-    assert json.loads(reader.readline())["ok"]
+    try:
+        answer = reader.readline()
+    except socket.timeout:
+        sys.exit(f"chat probe: timed out after 10s waiting for the daemon's answer to send {n}")
+    assert json.loads(answer)["ok"]
     print(text, flush=True)
     time.sleep(interval)
 """
@@ -121,7 +162,9 @@ class ChatProbe:
             if text.startswith("probe "):
                 self.arrivals[text] = (now, message.get("timestamp_ms", 0) / 1000)
 
-    def measure(self, go_on, minimum=0, interval=0.02):
+    def measure(self, go_on, minimum=0, interval=0.02, timeout=900, what="the end of the chat measurement"):
+        """Chat until go_on() is false (and at least `minimum` intervals); fails naming `what` when that
+        takes longer than `timeout` seconds."""
         self.rounds += 1
         stop = os.path.join(self.lan.dir, f"probe-stop-{self.rounds}")
         sender = self.lan.popen("h1", ["python3", "-c", PROBE_SENDER, stop, str(interval)], stdout=subprocess.PIPE, text=True)
@@ -129,11 +172,19 @@ class ChatProbe:
         reader = threading.Thread(target=lambda: sent.extend(line.strip() for line in sender.stdout), daemon=True)
         reader.start()
         started = time.time()
-        while go_on() or time.time() - started < minimum * interval:
-            time.sleep(0.01)
-        open(stop, "w").close()
-        sender.wait(timeout=30)
+        try:
+            while go_on() or time.time() - started < minimum * interval:
+                if time.time() - started > timeout:
+                    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+                time.sleep(0.01)
+        finally:
+            open(stop, "w").close()
+        status = wait_process(sender, 30, "the chat probe on h1 to stop")
         reader.join(timeout=5)
+        if reader.is_alive():
+            raise AssertionError("timed out after 5s waiting for the end of the chat probe's output")
+        if status != 0:
+            raise AssertionError(f"the chat probe on h1 failed (exit {status}; its message is above)")
         sent = [t.replace(f"probe ", f"probe ", 1) for t in sent if t]
         deadline = time.time() + 30
         while time.time() < deadline and not all(t in self.arrivals for t in sent):
@@ -194,7 +245,7 @@ def stream_throughput(lan, source, size, rounds):
         time.sleep(0.5)
         start = time.monotonic()
         lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9101"], timeout=600)
-        listener.wait(timeout=600)
+        wait_process(listener, 600, "socat on h2 to receive the whole file (stream baseline)")
         socat.append(size / (time.monotonic() - start) / 1e6)
         acceptor = lan.popen("h2", [os.path.join(BIN, "lanchat"), "stream", "--accept", "bench", "--json"],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -203,7 +254,7 @@ def stream_throughput(lan, source, size, rounds):
         with open(source, "rb") as data:
             subprocess.run(lan.ns_prefix("h1") + [os.path.join(BIN, "lanchat"), "stream", "bob", "bench"], stdin=data,
                            stdout=subprocess.DEVNULL, check=True, timeout=600)
-        acceptor.wait(timeout=60)
+        wait_process(acceptor, 60, "`lanchat stream --accept bench` on h2 to end after the stream")
         stream.append(size / (time.monotonic() - start) / 1e6)
         summary = json.loads(acceptor.stderr.read().strip().splitlines()[-1])
         assert summary["received"] == size, summary
@@ -235,14 +286,18 @@ def history(lan, messages):
     watch = lan.popen("h4", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     start = time.monotonic()
-    assert lan.lanchat_json("h3", "invite", "hist-bob", "--room", "big", "--wait")["outcome"] == "accepted"
-    while True:
-        event = json.loads(watch.stdout.readline())
-        message = event.get("message") or {}
-        if message.get("kind") == "system" and "earlier message" in message.get("text", ""):
-            break
-    elapsed = time.monotonic() - start
-    watch.kill()
+    try:
+        assert lan.lanchat_json("h3", "invite", "hist-bob", "--room", "big", "--wait")["outcome"] == "accepted"
+
+        def notice(line):
+            message = json.loads(line).get("message") or {}
+            return message.get("kind") == "system" and "earlier message" in message.get("text", "")
+        timeout = max(120, messages // 1000)
+        message = json.loads(read_line(watch.stdout, timeout, f"bob's notice of the {messages} earlier messages "
+                                       "(`lanchat watch` on h4)", match=notice))["message"]
+        elapsed = time.monotonic() - start
+    finally:
+        watch.kill()
     # The notice says how many were new to bob ("100000 earlier messages from ..."); check the ends too.
     assert message["text"].startswith(f"{messages} earlier messages"), message["text"]
     last = [m for m in lan.lanchat_json("h4", "history", "--room", "big", "--limit", "5") if m["kind"] == "text"]
@@ -258,16 +313,30 @@ def main():
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lan = TestLAN()
+    missing = {}
     try:
         lan.up(5)
-        files = file_transfer(lan, args.mib, args.rounds)
-        hist = history(lan, args.messages)
+        files = figure(missing, "file", file_transfer, lan, args.mib, args.rounds)
+        hist = figure(missing, "history", history, lan, args.messages)
     finally:
         lan.down()
     if args.json:
-        print(json.dumps({"file": files, "history": hist}, indent=2))
-        return
+        print(json.dumps({"file": files, "history": hist, **({"missing": missing} if missing else {})}, indent=2))
+        sys.exit(1 if missing else 0)
     print(f"file and history benchmarks (simulated hosts over veth; TLS 1.3; to disk)")
+    if files is None:
+        print(f"{args.mib} MiB file h1 -> h2 (send-file, scp, rsync, chat during the transfer, named stream): missing: {missing['file']}")
+    else:
+        print_files(args, files)
+    if hist is None:
+        print(f"history to a newcomer: {args.messages} messages: missing: {missing['history']}")
+    else:
+        print(f"history to a newcomer: {hist['messages']} messages, invitation -> in the newcomer's history: {hist['seconds']:.2f} s (goal < 2 s)")
+    if missing:
+        sys.exit(1)
+
+
+def print_files(args, files):
     print(f"{args.mib} MiB file h1 -> h2, send-file end to end (hashing both sides), median of {args.rounds}  {files['lanchat_total_mb_s']:.0f} MB/s"
           f"   socat raw TCP, same file, same hosts: {files['socat_mb_s']:.0f} MB/s   ratio {files['lanchat_total_mb_s'] / files['socat_mb_s']:.2f}x (goal >= 0.9x)"
           f"   (each run: lanchat {', '.join(f'{v:.0f}' for v in files['lanchat_all'])}; socat {', '.join(f'{v:.0f}' for v in files['socat_all'])})")
@@ -282,7 +351,6 @@ def main():
     print(f"named stream h1 -> h2, {args.mib} MiB, median of {args.rounds}: {files['stream_mb_s']:.0f} MB/s   socat raw TCP: {files['stream_socat_mb_s']:.0f} MB/s"
           f"   ratio {files['stream_mb_s'] / files['stream_socat_mb_s']:.2f}x"
           f"   (each run: lanchat {', '.join(f'{v:.0f}' for v in files['stream_all'])}; socat {', '.join(f'{v:.0f}' for v in files['stream_socat_all'])})")
-    print(f"history to a newcomer: {hist['messages']} messages, invitation -> in the newcomer's history: {hist['seconds']:.2f} s (goal < 2 s)")
 
 
 if __name__ == "__main__":

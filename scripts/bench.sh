@@ -16,6 +16,13 @@ case "${1:-all}" in
   discovery) shift; exec .venv/bin/python bench/discovery.py "$@" ;;
   sessions) shift; exec .venv/bin/python bench/sessions.py "$@" ;;
   files) shift; exec .venv/bin/python bench/files.py "$@" ;;
-  all) .venv/bin/python bench/discovery.py; echo; .venv/bin/python bench/sessions.py; echo; exec .venv/bin/python bench/files.py ;;
+  all)
+    # Every benchmark runs even if an earlier one missed a figure; the exit status says whether any did.
+    failed=()
+    for b in discovery sessions files; do
+      .venv/bin/python "bench/$b.py" || failed+=("$b")
+      echo
+    done
+    [ ${#failed[@]} -eq 0 ] || { echo "bench: figures missing in: ${failed[*]} (see above)" >&2; exit 1; } ;;
   *) echo "bench: unknown benchmark '$1' (discovery, sessions, files, or nothing for all)" >&2; exit 1 ;;
 esac

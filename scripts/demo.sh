@@ -23,7 +23,8 @@ clean=(env -i "PATH=$bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
        "TERM=${TERM:-dumb}" "LANG=${LANG:-C.UTF-8}" AVAHI_COMPAT_NOWARN=1 ${NO_COLOR:+NO_COLOR=$NO_COLOR})
 if [ $# -eq 0 ]; then
   echo "demo: a shell on $host (lanchat on PATH; exit to leave)" >&2
-  exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" "PS1=[$host] \\w# " bash -c 'cd && exec bash --norc --noprofile -i'
+  exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" "DEMO_PROMPT=[$host] \\w# " \
+    bash -c 'cd && PS1=$DEMO_PROMPT exec bash --norc --noprofile -i'
 fi
 cd /
 exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" "$@"

@@ -75,15 +75,17 @@ def closes(payload, tls=False, wait=20):
             s = ctx.wrap_socket(s)
         except (ssl.SSLError, OSError):
             return "closed"
-    start = time.monotonic()
+    deadline = time.monotonic() + wait
     try:
         if payload:
             s.sendall(payload)
-        while True:
+        while time.monotonic() < deadline:   # the daemon may answer before it closes; not for ever
+            s.settimeout(max(0.1, deadline - time.monotonic()))
             if not s.recv(65536):
                 return "closed"
+        return f"still open after {wait}s"
     except (ConnectionResetError, BrokenPipeError, ssl.SSLError, OSError) as e:
-        return "closed" if not isinstance(e, socket.timeout) else "open"
+        return "closed" if not isinstance(e, socket.timeout) else f"still open after {wait}s"
     finally:
         s.close()
 hello = b"LCHT" + struct.pack("!HHI", 1, 1, 1 << 20) + bytes([52]) + b"a" * 52 + bytes([1]) + b"x" + bytes([0])

@@ -1,13 +1,11 @@
 """Discovery end to end: real lanchatd, real avahi-daemons, on simulated hosts."""
 import json
 import os
-import queue
 import signal
-import threading
 import subprocess
 import sys
 
-from testlan import BIN, wait_for
+from testlan import BIN, read_line, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -190,22 +188,18 @@ def test_watch_reports_found_and_lost_as_json(lan):
     lan.up(2)
     lan.start_daemon("h1", name="watcher")
     watch = lan.popen("h1", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in watch.stdout], daemon=True).start()
 
-    def next_peer_event():
-        while True:
-            event = json.loads(lines.get(timeout=20))
-            if event["type"] in ("found", "lost"):
-                return event
+    def next_peer_event(what):
+        return json.loads(read_line(watch.stdout, 20, f"{what} (a found/lost event in `lanchat watch --json` on h1)",
+                                    match=lambda l: json.loads(l)["type"] in ("found", "lost")))
     try:
         newcomer = lan.start_daemon("h2", name="newcomer")
         newcomer_id = newcomer.status()["id"]
-        found = next_peer_event()
+        found = next_peer_event("newcomer found")
         assert found["type"] == "found" and found["peer"]["id"] == newcomer_id and found["peer"]["addresses"]
         assert found["time"].endswith("Z")
         newcomer.stop(signal.SIGTERM)
-        lost = next_peer_event()
+        lost = next_peer_event("newcomer lost")
         assert lost["type"] == "lost" and lost["peer"]["id"] == newcomer_id
     finally:
         watch.kill()

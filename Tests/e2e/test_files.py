@@ -119,6 +119,7 @@ import json, os, socket, sys
 path = sys.argv[1]
 def attempt(payload, fds):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(10)  # the daemon's answer, or this case fails with a timeout
     s.connect(path)
     if fds:
         socket.send_fds(s, [payload], fds)
@@ -170,7 +171,7 @@ def test_the_descriptor_socket_refuses_hostile_input(lan):
     assert out["ok"] == "ok" and out["same_token_again"].startswith("error:"), out
     # An unknown token in send-file is a clear error; the daemon keeps serving.
     bad = lan.run("h1", ["python3", "-c",
-                         "import socket,sys,json; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]);"
+                         "import socket,sys,json; s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]);"
                          "s.send(json.dumps({'id':1,'method':'send-file','params':{'peer':'bob','path':'/x','file_token':'0'*32}}).encode()+b'\\n');"
                          "print(s.recv(4096).decode())", sockets[0][:-len(".files")]]).stdout
     assert '"bad_file"' in bad and "no file was handed over" in bad, bad

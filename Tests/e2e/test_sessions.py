@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from testlan import BIN, wait_for
+from testlan import BIN, read_line, wait_for
 
 
 def ready(lan, host, count):
@@ -153,10 +153,11 @@ def test_decline_and_expiry_reach_the_inviter_and_nothing_is_joined(lan):
     assert expired.returncode == 1 and "expired" in expired.stderr and expired.stderr.count("\n") == 1, expired.stderr
     outcomes = []
     end = time.monotonic() + 10
-    while time.monotonic() < end and len(outcomes) < 2:
-        event = json.loads(watch.stdout.readline())
-        if event["type"] == "invite_outcome":
-            outcomes.append((event["invite"]["room"], event["invite"]["outcome"], event["invite"].get("reason")))
+    while len(outcomes) < 2:
+        line = read_line(watch.stdout, max(0.0, end - time.monotonic()), f"invite_outcome event {len(outcomes) + 1} of 2 "
+                         f"in `lanchat watch --json` on h1 (got {outcomes})", match=lambda l: json.loads(l)["type"] == "invite_outcome")
+        event = json.loads(line)
+        outcomes.append((event["invite"]["room"], event["invite"]["outcome"], event["invite"].get("reason")))
     watch.kill()
     assert outcomes == [("lab", "declined", "busy"), ("lab2", "expired", None)]
     assert lan.lanchat_json("h2", "rooms") == []
@@ -222,10 +223,7 @@ def test_a_known_name_with_another_key_is_refused_loudly(lan):
     # The impostor invites alice: refused, and alice's person is told.
     result = lan.lanchat("h2", "invite", "alice", "--room", "lab", "--wait", check=False)
     assert result.returncode == 1 and "refused" in result.stderr, result.stderr
-    line = ""
-    end = time.monotonic() + 10
-    while "SECURITY" not in line and time.monotonic() < end:
-        line = watch.stdout.readline()
+    line = read_line(watch.stdout, 10, "the SECURITY notice in `lanchat watch` on h1", match=lambda l: "SECURITY" in l)
     watch.kill()
     assert "SECURITY" in line and "different key" in line and "lanchat forget bob" in line
     # Alice dialing "bob" is refused the same way.

@@ -8,11 +8,32 @@ import threading
 import time
 
 from test_files import pair
-from testlan import BIN, wait_for
+from testlan import BIN, read_line, wait_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 LANCHAT = os.path.join(BIN, "lanchat")
+
+
+def bounded(function, timeout, what):
+    """Runs function() (a blocking read) on a thread of its own and returns its result; fails naming `what`
+    when it has not returned within `timeout` seconds."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append((True, function()))
+        except BaseException as error:   # handed to the caller
+            outcome.append((False, error))
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def accept(lan, host, name, **kwargs):
@@ -35,7 +56,7 @@ def test_100_mib_through_a_stream_arrive_identical_and_the_reply_comes_back(lan)
             opener = subprocess.run(lan.ns_prefix("h1") + [LANCHAT, "stream", "bob", "backup", "--json"], stdin=payload,
                                     capture_output=True, timeout=120)
         assert opener.returncode == 0, opener.stderr
-        assert acceptor.wait(timeout=30) == 0, acceptor.stderr.read()
+        assert wait_process(acceptor, 30, "the backup acceptor to exit") == 0, acceptor.stderr.read()
     assert hashlib.sha256(open(received, "rb").read()).digest() == hashlib.sha256(open(source, "rb").read()).digest()
     assert opener.stdout == open(reply, "rb").read()
     summary = json.loads(opener.stderr.decode().strip().splitlines()[-1])
@@ -75,16 +96,20 @@ def test_backpressure_a_slow_reader_holds_the_sender_back(lan):
     print(f"\nsender stalled after {stalled / 2**20:.0f} MiB with nobody reading")
     # Now read: everything arrives, in order.
     got = hashlib.sha256()
-    total = 0
-    while True:
-        chunk = acceptor.stdout.read(1 << 20)
-        if not chunk:
-            break
-        got.update(chunk)
-        total += len(chunk)
+
+    def drain():
+        total = 0
+        while True:
+            chunk = acceptor.stdout.read(1 << 20)
+            if not chunk:
+                return total
+            got.update(chunk)
+            total += len(chunk)
+    total = bounded(drain, 120, "the end of the 200 MiB at the slow acceptor's stdout")
     feeder.join(timeout=60)
+    assert not feeder.is_alive(), "timed out after 60s waiting for the feeder to write its 200 MiB"
     assert total == 200 << 20 and got.digest() == digest.digest()
-    assert acceptor.wait(timeout=30) == 0 and opener.wait(timeout=30) == 0
+    assert wait_process(acceptor, 30, "the slow acceptor to exit") == 0 and wait_process(opener, 30, "the slow opener to exit") == 0
 
 
 def test_no_acceptor_is_a_clear_refusal(lan):
@@ -105,16 +130,16 @@ def test_a_killed_acceptor_breaks_the_stream_for_the_opener(lan):
     opener = lan.popen("h1", [LANCHAT, "stream", "bob", "pipe"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     opener.stdin.write(b"hello\n")
     opener.stdin.flush()
-    wait_for(lambda: acceptor.stdout.read1(100) == b"hello\n", what="the first bytes")
+    assert read_line(acceptor.stdout, 10, "the first bytes at the acceptor") == b"hello\n"
     # (nsenter forks for the PID namespace: kill the program itself, inside the host.)
     lan.run("h2", ["pkill", "-KILL", "-f", "lanchat stream --accept pipe"])
-    assert opener.wait(timeout=15) == 1
+    assert wait_process(opener, 15, "the opener to see the stream break") == 1
     assert "broke" in opener.stderr.read().decode()
     # The daemons keep serving: a new stream works.
     again = accept(lan, "h2", "pipe")
     time.sleep(0.5)
     result = lan.run("h1", [LANCHAT, "stream", "bob", "pipe"], input="second\n", timeout=30)
-    assert again.wait(timeout=15) == 0 and again.stdout.read() == b"second\n"
+    assert wait_process(again, 15, "the second acceptor to exit") == 0 and again.stdout.read() == b"second\n"
     assert result.returncode == 0
 
 
@@ -128,7 +153,7 @@ def test_a_hostile_peer_cannot_flood_a_stream(lan):
     assert out["no_room"] == 1 and out["joined"] and out["pong_after_junk"], out
     assert out["credit"] == 4 << 20, out
     assert out["abort_status"] == 2 and "more than it was allowed" in out["abort_text"], out
-    acceptor.stdout.read()   # what arrived within the credit, then the end
-    assert acceptor.wait(timeout=15) == 1
+    bounded(acceptor.stdout.read, 30, "the flooded acceptor's stdout to end")   # what arrived within the credit, then the end
+    assert wait_process(acceptor, 15, "the flooded acceptor to exit") == 1
     assert "more than it was allowed" in acceptor.stderr.read().decode()
     assert b.process.poll() is None

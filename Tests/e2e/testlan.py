@@ -4,11 +4,14 @@ Every LAN gets its own state directory, and `down()` tears it all down (also aft
 through the pytest fixture)."""
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+import weakref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "testlan.sh")
@@ -29,6 +32,73 @@ def wait_for(predicate, timeout=10.0, interval=0.1, what="condition"):
                 return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+class _End:
+    """What _LineReader queues last: why the stream ended."""
+
+    def __init__(self, reason):
+        self.reason = reason
+
+
+class _LineReader:
+    """Reads one pipe line by line on a thread of its own, into a queue of (arrival time, line), so that a
+    wait for a line can have a deadline whatever the pipe's mode (text or bytes) and whatever its file
+    object has buffered already. The last item is an _End."""
+
+    def __init__(self, stream):
+        self.lines = queue.Queue()
+        self.end = None
+        threading.Thread(target=self._pump, args=(stream,), daemon=True, name="read_line").start()
+
+    def _pump(self, stream):
+        try:
+            for line in stream:
+                self.lines.put((time.monotonic(), line))
+            reason = "end of file"
+        except (OSError, ValueError) as error:   # ValueError: the file object was closed
+            reason = f"read failed: {error!r}"
+        self.lines.put((time.monotonic(), _End(reason)))
+
+
+_READERS = weakref.WeakKeyDictionary()
+_READERS_LOCK = threading.Lock()
+
+
+def read_line(stream, timeout, what, match=None, with_time=False):
+    """Waits at most `timeout` seconds for the next line from `stream` (a text or binary pipe of a
+    `subprocess.Popen`) and returns it, with its newline; with `match`, for the next line for which
+    match(line) is true, skipping the others. With `with_time`, returns (time.monotonic() when the line
+    arrived, line). Fails (AssertionError) naming `what` when the time is up or the stream ends first.
+
+    The first call starts a thread that reads the stream from then on: read that stream only through
+    read_line afterwards."""
+    with _READERS_LOCK:
+        reader = _READERS.get(stream)
+        if reader is None:
+            reader = _READERS[stream] = _LineReader(stream)
+    deadline = time.monotonic() + timeout
+    while True:
+        if reader.end is not None:
+            raise AssertionError(f"the stream ended ({reader.end.reason}) while waiting for {what}")
+        try:
+            stamp, line = reader.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"timed out after {round(timeout, 2):g}s waiting for {what}") from None
+        if isinstance(line, _End):
+            reader.end = line
+            continue
+        if match is None or match(line):
+            return (stamp, line) if with_time else line
+
+
+def wait_process(process, timeout, what):
+    """`process.wait(timeout)`, failing (AssertionError) with a message naming `what` when the time is up;
+    returns the exit status."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"timed out after {round(timeout, 2):g}s waiting for {what}") from None
 
 
 class Daemon:
