@@ -16,7 +16,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
@@ -37,7 +36,10 @@ def figure(missing, name, function, *args):
 
 
 def library(lan, hosts):
-    rdv = tempfile.mkdtemp(prefix="lanchat-bench-rdv-")
+    # The rendezvous directory must be one every simulated host sees: the LAN's own (each host has a
+    # fresh /tmp of its own).
+    rdv = os.path.join(lan.dir, "rdv")
+    os.makedirs(rdv, exist_ok=True)
     members = []
     for index in range(2, hosts + 1):
         host = f"h{index}"

@@ -4,7 +4,10 @@
 # to its test interface (lan0); nothing here touches the machine's real interfaces.
 #
 #   testlan.sh up N                 hosts h1..hN (addresses 198.18.0.11, .12, ...)
-#   testlan.sh add-host NAME [--no-avahi]
+#   testlan.sh add-host NAME [--no-avahi] [--subnet 2]
+#                                   --subnet 2: on a second bridge (198.18.1.x), which only a router joins
+#   testlan.sh router NAME          a host on both subnets (198.18.0.1 and 198.18.1.1) that routes
+#                                   unicast between them (multicast, and so mDNS, does not cross)
 #   testlan.sh exec HOST CMD...     run a command on a host
 #   testlan.sh pid HOST             a process id inside the host (for nsenter -t PID -n -m -u -p)
 #   testlan.sh addr HOST            the host's IPv4 address
@@ -24,6 +27,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=${TESTLAN_DIR:-/tmp/lanchat-testlan}
 subnet=${TESTLAN_SUBNET:-198.18.0}
+subnet2=${TESTLAN_SUBNET2:-198.18.1}
 
 die() { echo "testlan: $*" >&2; exit 1; }
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (it creates network namespaces)"; }
@@ -51,6 +55,10 @@ cmd_init() {
   # mDNS is multicast: make sure the bridge floods it to every port.
   on_switch ip link set br0 type bridge mcast_snooping 0
   on_switch ip link set br0 up
+  # The second subnet: its own bridge, joined to the first only through a router host.
+  on_switch ip link add br1 type bridge
+  on_switch ip link set br1 type bridge mcast_snooping 0
+  on_switch ip link set br1 up
   on_switch ip link set lo up
 }
 
@@ -79,16 +87,27 @@ CONF
 
 cmd_add_host() {
   need_root
-  local name=$1 avahi=yes
-  [ "${2:-}" = "--no-avahi" ] && avahi=no
+  local name=$1 avahi=yes net=1
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --no-avahi) avahi=no; shift ;;
+      --subnet) net=${2:-}; shift 2 || die "--subnet 1|2" ;;
+      *) die "add-host NAME [--no-avahi] [--subnet 1|2]" ;;
+    esac
+  done
+  [[ "$net" =~ ^[12]$ ]] || die "--subnet 1|2"
   [[ "$name" =~ ^[a-z][a-z0-9-]{0,14}$ ]] || die "host names are [a-z][a-z0-9-]{0,14}"
   cmd_init
   local hd; hd=$(host_dir "$name")
   [ -e "$hd" ] && die "host $name exists"
   mkdir -p "$hd"
   local n; n=$(ls "$dir/hosts" | wc -l)
-  local addr="$subnet.$((10 + n))"
+  local prefix=$subnet bridge=br0
+  [ "$net" = 2 ] && prefix=$subnet2 bridge=br1
+  local addr="$prefix.$((10 + n))"
   echo "$addr" > "$hd/addr"
+  echo "$net" > "$hd/subnet"
   setsid unshare --net --mount --uts --pid --fork --mount-proc --propagation private \
     -- bash "$here/testlan-host.sh" "$name" "$hd" </dev/null >"$hd/holder.log" 2>&1 &
   local outer=$! inner=""
@@ -103,10 +122,15 @@ cmd_add_host() {
   local port="t$(lan_id)p$n"
   # Create the veth in the switch with its other end directly in the host: it never exists in the
   # machine's own namespace.
+  echo "$port" > "$hd/port"
   on_switch ip link add "$port" type veth peer name lan0 netns "$inner"
-  on_switch ip link set "$port" master br0 up
+  on_switch ip link set "$port" master "$bridge" up
   on_host "$name" ip addr add "$addr/24" dev lan0
   on_host "$name" ip link set lan0 up
+  # With a router on the LAN, the other subnet is reachable through it.
+  if [ -f "$dir/router" ]; then
+    on_host "$name" ip route add default via "$prefix.1" dev lan0
+  fi
   if [ "$avahi" = yes ]; then
     write_avahi_conf "$hd" "$name"
     on_host "$name" dbus-daemon --system --fork </dev/null >>"$hd/dbus.log" 2>&1
@@ -142,7 +166,34 @@ cmd_up() {
 
 cmd_link() {
   local name=$1 state=$2
-  on_switch ip link set "t$(lan_id)p$(( $(cut -d. -f4 "$(host_dir "$name")/addr") - 10 ))" "$state"
+  on_switch ip link set "$(cat "$(host_dir "$name")/port")" "$state"
+}
+
+cmd_router() {
+  # A host on both bridges that forwards unicast between the subnets (no avahi, no multicast routing:
+  # DNS-SD on one subnet never sees the other, as with a real router).
+  need_root
+  local name=$1
+  [ -f "$dir/router" ] && die "the LAN has a router already ($(cat "$dir/router"))"
+  cmd_add_host "$name" --no-avahi
+  local hd; hd=$(host_dir "$name")
+  on_host "$name" ip addr flush dev lan0
+  on_host "$name" ip addr add "$subnet.1/24" dev lan0
+  echo "$subnet.1" > "$hd/addr"
+  local port="t$(lan_id)r"
+  on_switch ip link add "$port" type veth peer name lan1 netns "$(host_pid "$name")"
+  on_switch ip link set "$port" master br1 up
+  on_host "$name" ip addr add "$subnet2.1/24" dev lan1
+  on_host "$name" ip link set lan1 up
+  on_host "$name" sysctl -q -w net.ipv4.ip_forward=1
+  echo "$name" > "$dir/router"
+  local h
+  for h in $(ls "$dir/hosts"); do
+    [ "$h" = "$name" ] && continue
+    local prefix=$subnet
+    [ "$(cat "$(host_dir "$h")/subnet" 2>/dev/null || echo 1)" = 2 ] && prefix=$subnet2
+    on_host "$h" ip route replace default via "$prefix.1" dev lan0
+  done
 }
 
 cmd_netem() {
@@ -201,11 +252,12 @@ case $sub in
   pid) host_pid "$1" ;;
   addr) cat "$(host_dir "$1")/addr" ;;
   link) cmd_link "$@" ;;
+  router) cmd_router "$@" ;;
   netem) cmd_netem "$@" ;;
   loss) cmd_loss "$@" ;;
   rate) cmd_rate "$@" ;;
   avahi) cmd_avahi "$@" ;;
   hosts) ls "$dir/hosts" 2>/dev/null ;;
   down) cmd_down ;;
-  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; [ -z "$sub" ] || exit 2 ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; [ -z "$sub" ] || exit 2 ;;
 esac

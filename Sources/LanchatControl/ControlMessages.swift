@@ -54,6 +54,12 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case stream
     /// Waits for a named stream (`name`) from a peer; then like `stream`.
     case streamAccept = "stream-accept"
+    /// Dials `params.address` (HOST or HOST:PORT) and says who answers (name, id, short code). With
+    /// `params.confirm` (the id the person checked), keeps it as a static peer: listed, and redialed, like
+    /// a discovered one.
+    case connect
+    /// Stops keeping `params.peer` (a static peer's name or id prefix).
+    case disconnect
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -94,6 +100,7 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var transfer: TransferEntry?
     public var transfers: [TransferEntry]?
     public var stream: StreamEntry?
+    public var connect: ConnectResult?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id
@@ -132,8 +139,11 @@ public struct PeerInfo: Codable, Equatable, Sendable {
     public var problem: String?
     public var protocolVersion: Int?
     public var encryption: String?
+    /// How the daemon knows the peer: `dnssd` (discovered on the link) or `static` (added by address
+    /// with `lanchat connect`, or `static-peer` in the config). Absent from older daemons.
+    public var origin: String?
 
-    public init(name: String, id: String?, shortId: String?, instance: String, host: String, port: Int, addresses: [String], interfaces: [String], state: String, rooms: [String], compatible: Bool, problem: String?, protocolVersion: Int?, encryption: String?) {
+    public init(name: String, id: String?, shortId: String?, instance: String, host: String, port: Int, addresses: [String], interfaces: [String], state: String, rooms: [String], compatible: Bool, problem: String?, protocolVersion: Int?, encryption: String?, origin: String? = nil) {
         self.name = name
         self.id = id
         self.shortId = shortId
@@ -148,6 +158,7 @@ public struct PeerInfo: Codable, Equatable, Sendable {
         self.problem = problem
         self.protocolVersion = protocolVersion
         self.encryption = encryption
+        self.origin = origin
     }
 }
 
@@ -281,5 +292,33 @@ public enum ControlJSON {
         } catch {
             return .failure(.badRequest("request is not a JSON object with an integer 'id' and a string 'method'"))
         }
+    }
+}
+
+/// Who answered at an address (`connect`), and whether it is now kept as a static peer.
+public struct ConnectResult: Codable, Equatable, Sendable {
+    public var name: String
+    public var id: String
+    public var shortId: String
+    /// The short code both people compare (`lanchat ping` shows the same on the other side).
+    public var shortCode: String
+    /// The address as given, the IP address dialed, and the port.
+    public var address: String
+    public var ip: String
+    public var port: Int
+    public var encrypted: Bool
+    /// True once the peer is kept (after `confirm`); false for a first look.
+    public var saved: Bool
+
+    public init(name: String, id: String, shortId: String, shortCode: String, address: String, ip: String, port: Int, encrypted: Bool, saved: Bool) {
+        self.name = name
+        self.id = id
+        self.shortId = shortId
+        self.shortCode = shortCode
+        self.address = address
+        self.ip = ip
+        self.port = port
+        self.encrypted = encrypted
+        self.saved = saved
     }
 }

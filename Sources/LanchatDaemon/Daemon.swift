@@ -75,7 +75,12 @@ public enum Daemon {
         }
         let listener: PeerPortListener
         do {
-            listener = try await PeerPortListener(port: configuration.port, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
+            if !configuration.portChosen, let preferred = try? await PeerPortListener(
+                port: PeerAddress.defaultPort, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger) {
+                listener = preferred
+            } else {
+                listener = try await PeerPortListener(port: configuration.port, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
+            }
         } catch {
             throw StartupError("cannot listen on peer port \(configuration.port): \(error) (is another lanchatd using it? try --port 0)")
         }
@@ -111,9 +116,13 @@ public enum Daemon {
         listener.onConnection { connection in
             Task { await node.accepted(connection) }
         }
+        let staticPeers = StaticPeers(
+            stateDirectory: configuration.stateDirectory, configured: configuration.staticPeers, ownID: identity.peerID,
+            connector: connector, discovery: discovery, logger: logger, adopt: { connection in await node.accepted(connection) })
         let passedFiles = PassedFiles()
         let handler = DaemonControlHandler(
-            advertisement: advertisement, port: listener.port, downloads: downloads, discovery: discovery, connector: connector, hub: hub,
+            advertisement: advertisement, port: listener.port, downloads: downloads, discovery: discovery, staticPeers: staticPeers,
+            connector: connector, hub: hub,
             startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(node: node, discovery: discovery, passedFiles: passedFiles))
         let control: ControlServer
         do {
@@ -135,7 +144,7 @@ public enum Daemon {
             "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
         ])
         let group = ServiceGroup(
-            services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, control, filePassing],
+            services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         try await group.run()
@@ -150,6 +159,7 @@ struct DaemonControlHandler: ControlHandler {
     let port: Int
     let downloads: StorageDirectory
     let discovery: DiscoveryService
+    let staticPeers: StaticPeers
     let connector: PeerConnector
     let hub: EventHub
     let startedAt: String
@@ -192,6 +202,46 @@ struct DaemonControlHandler: ControlHandler {
                 if connected.contains(id.rawValue) { info.state = "connected" } else if !info.rooms.isEmpty { info.state = "not_connected" }
             }
             return info
+        }
+    }
+
+    /// `connect` and `disconnect`: peers kept by address.
+    func addresses(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse {
+        do throws(ControlError) {
+            var response = ControlResponse(id: request.id)
+            switch method {
+            case .connect:
+                guard let text = request.params?["address"], !text.isEmpty else { throw .badRequest("connect needs params.address (HOST[:PORT])") }
+                let address: PeerAddress
+                switch PeerAddress.parse(text) {
+                case .success(let parsed): address = parsed
+                case .failure(let error): throw ControlError(code: "bad_address", message: error.description)
+                }
+                var confirm: PeerID?
+                if let text = request.params?["confirm"], !text.isEmpty {
+                    guard let id = PeerID(text) else { throw .badRequest("params.confirm must be a full peer id (52 characters)") }
+                    confirm = id
+                }
+                response.connect = try await staticPeers.connect(address, confirm: confirm)
+            default:
+                guard let query = request.params?["peer"], !query.isEmpty else { throw .badRequest("disconnect needs params.peer") }
+                let statics = await discovery.peers.filter { $0.origin == .static }
+                let peer: DiscoveredPeer
+                switch PeerQuery.match(query, in: statics) {
+                case .success(let found): peer = found
+                case .failure(.ambiguous(_, let candidates)):
+                    throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several static peers: \(candidates.joined(separator: ", "))")
+                case .failure:
+                    throw ControlError(code: "unknown_peer", message: "no static peer matches '\(query)' (see `lanchat peers`)")
+                }
+                _ = try await staticPeers.disconnect(peer.advertisement!.peerID)
+                var info = DiscoveryService.info(peer)
+                info.state = "removed"
+                response.peers = [info]
+            }
+            return response
+        } catch {
+            return .failure(id: request.id, error)
         }
     }
 

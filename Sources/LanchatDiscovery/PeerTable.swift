@@ -14,8 +14,32 @@ public struct DiscoveredPeer: Equatable, Sendable {
     public var addresses: [String]
     /// The interfaces the instance was reported on.
     public var interfaceIndices: Set<UInt32>
+    /// How this daemon knows the peer.
+    public var origin: Origin = .dnssd
+
+    public enum Origin: String, Equatable, Sendable {
+        /// Found by browsing DNS-SD on the link.
+        case dnssd
+        /// Added by address (`lanchat connect HOST[:PORT]` or `static-peer` in the config): a peer
+        /// discovery cannot see, such as one on another subnet.
+        case `static`
+    }
 
     public var isCompatible: Bool { advertisement != nil }
+
+    public init(
+        instanceName: String, advertisement: PeerAdvertisement?, problem: PeerAdvertisement.Problem?, hostName: String,
+        port: UInt16, addresses: [String], interfaceIndices: Set<UInt32>, origin: Origin = .dnssd
+    ) {
+        self.instanceName = instanceName
+        self.advertisement = advertisement
+        self.problem = problem
+        self.hostName = hostName
+        self.port = port
+        self.addresses = addresses
+        self.interfaceIndices = interfaceIndices
+        self.origin = origin
+    }
 }
 
 /// What the daemon tells its watchers.

@@ -35,7 +35,9 @@ public struct PeerTLS: Sendable {
     }
 
     /// For a connection we open to a peer advertised as `expected`: any other key fails the handshake.
-    public func clientHandler(expecting expected: PeerID, verified: @escaping @Sendable (Result<PeerID, PeerPinning.Failure>) -> Void) throws -> NIOSSLClientHandler {
+    /// `nil` (`lanchat connect` to an address, before the person has confirmed the short code): any
+    /// well-formed peer certificate; its id is reported to `verified` and HELLO must carry the same id.
+    public func clientHandler(expecting expected: PeerID?, verified: @escaping @Sendable (Result<PeerID, PeerPinning.Failure>) -> Void) throws -> NIOSSLClientHandler {
         try NIOSSLClientHandler(context: clientContext, serverHostname: nil) { chain, promise in
             let result = PeerPinning.verify(chain, expected: expected)
             verified(result)

@@ -105,17 +105,22 @@ public struct PeerConnector: Sendable {
         public let description: String
     }
 
-    /// Connects to a peer advertised with `expected` id and encryption preference `theirs`.
-    public func dial(_ address: SocketAddress, expected: PeerID, theirs: EncryptionPreference, timeout: TimeAmount = .seconds(5)) async throws(DialError) -> Connection {
+    /// Connects to a peer advertised with `expected` id and encryption preference `theirs`. With
+    /// `expected` nil (an address someone typed), the peer's id is learnt from its certificate, which
+    /// needs TLS: the caller shows it to the person before trusting it.
+    public func dial(_ address: SocketAddress, expected: PeerID?, theirs: EncryptionPreference, timeout: TimeAmount = .seconds(5)) async throws(DialError) -> Connection {
         let useTLS: Bool
         switch EncryptionPreference.negotiate(ours: encryption, theirs: theirs) {
         case .success(let value): useTLS = value
         case .failure(let mismatch): throw DialError(description: mismatch.description)
         }
+        guard expected != nil || useTLS else {
+            throw DialError(description: "an address can only be trusted over TLS (this daemon's encryption is 'none')")
+        }
         let certificateID = NIOLockedValueBox<String?>(nil)
         let pinFailure = NIOLockedValueBox<PeerPinning.Failure?>(nil)
         let established = group.next().makePromise(of: HandshakeStateMachine.Session.self)
-        var configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected.rawValue)
+        var configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected?.rawValue)
         configuration.heartbeatInterval = heartbeatInterval
         configuration.heartbeatTimeout = heartbeatTimeout
         let tls = self.tls

@@ -25,9 +25,9 @@ struct Peers: ParsableCommand {
                 peer.addresses.isEmpty ? "-" : peer.addresses.joined(separator: ","), String(peer.port),
                 peer.compatible ? peer.state : "incompatible: " + printable(peer.problem ?? "?"),
                 peer.rooms.isEmpty ? "-" : peer.rooms.joined(separator: ","),
-                printable(peer.instance),
+                printable(peer.instance), peer.origin ?? "dnssd",
             ]
         }
-        print(table(["NAME", "ID", "ADDRESSES", "PORT", "STATE", "ROOMS", "INSTANCE"], rows))
+        print(table(["NAME", "ID", "ADDRESSES", "PORT", "STATE", "ROOMS", "INSTANCE", "ORIGIN"], rows))
     }
 }

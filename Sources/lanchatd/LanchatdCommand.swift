@@ -19,7 +19,8 @@ struct LanchatdCommand: AsyncParsableCommand {
     @Option(name: .customLong("state-dir"), help: "Directory for the identity key and state.") var stateDir: String?
     @Option(help: "Control socket path.") var socket: String?
     @Option(name: .customLong("socket-group"), help: "Also let this group use the control socket (mode 0660).") var socketGroup: String?
-    @Option(help: "Peer port (0 = any free port).") var port: String?
+    @Option(help: "Peer port (0 = any free port; default: 7473 if free, else any).") var port: String?
+    @Option(name: .customLong("static-peer"), help: "A peer to keep by address, HOST[:PORT] (repeatable): for peers discovery cannot see.") var staticPeers: [String] = []
     @Option(name: .customLong("interface"), help: "Interface to advertise and browse on (repeatable; default: all).") var interfaces: [String] = []
     @Option(help: "Encryption preference: required, optional, none.") var encryption: String?
     @Option(name: .customLong("auto-accept"), help: "Accept invitations: never, known, all.") var autoAccept: String?
@@ -37,6 +38,7 @@ struct LanchatdCommand: AsyncParsableCommand {
         ]
         for (key, value) in single { if let value { flags.append((key, value)) } }
         for interface in interfaces { flags.append(("interface", interface)) }
+        for address in staticPeers { flags.append(("static-peer", address)) }
 
         let environment = ProcessInfo.processInfo.environment
         let configuration: DaemonConfiguration

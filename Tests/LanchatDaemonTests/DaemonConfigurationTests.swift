@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @testable import LanchatDaemon
+import LanchatDiscovery
 import Testing
 
 private func resolve(_ flags: [(key: String, value: String)] = [], environment: [String: String] = [:]) throws(DaemonConfiguration.Error) -> DaemonConfiguration {
@@ -42,6 +43,16 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         try "state-dir = /srv/file\n".write(toFile: path, atomically: false, encoding: .utf8)
         let config = try DaemonConfiguration.resolve(flags: [], configPath: path, environment: [:], userName: "a", hostName: "h", uid: 0)
         #expect(config.downloadDirectory == "/srv/file/downloads")
+    }
+
+    @Test func staticPeersAreRepeatableAndChecked() throws {
+        let config = try resolve([("static-peer", "192.0.2.7"), ("static-peer", "[2001:db8::5]:9000")],
+                                 environment: ["LANCHATD_STATIC_PEER": "ignored.example"])
+        #expect(config.staticPeers == [PeerAddress(host: "192.0.2.7", port: 7473), PeerAddress(host: "2001:db8::5", port: 9000)])
+        #expect(try resolve(environment: ["LANCHATD_STATIC_PEER": "a.example, b.example:1"]).staticPeers.count == 2)
+        #expect(throws: DaemonConfiguration.Error.self) { try resolve([("static-peer", "bad host")]) }
+        #expect(try resolve().portChosen == false)
+        #expect(try resolve([("port", "0")]).portChosen == true)
     }
 
     @Test func flagsBeatEnvironment() throws {

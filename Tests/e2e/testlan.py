@@ -158,8 +158,13 @@ class TestLAN:
         self.script("up", str(count))
         return self
 
-    def add_host(self, name, avahi=True):
-        self.script("add-host", name, *([] if avahi else ["--no-avahi"]))
+    def add_host(self, name, avahi=True, subnet=1):
+        self.script("add-host", name, *([] if avahi else ["--no-avahi"]), *(["--subnet", "2"] if subnet == 2 else []))
+
+    def router(self, name):
+        """A host joining subnet 1 (198.18.0.x) and subnet 2 (198.18.1.x) that routes unicast between
+        them; multicast (mDNS) does not cross."""
+        self.script("router", name)
 
     def addr(self, host):
         return self.script("addr", host).stdout.strip()

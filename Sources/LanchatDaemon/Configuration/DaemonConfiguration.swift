@@ -17,8 +17,13 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public var socketPath: String
     /// A group whose members may also use the control socket (mode 0660); `nil`: owner only (0600).
     public var socketGroup: String?
-    /// Peer port; 0 = any free port (DNS-SD tells peers which).
+    /// Peer port; 0 = any free port (DNS-SD tells peers which). When no source sets it, lanchatd tries
+    /// `PeerAddress.defaultPort` first (so that `lanchat connect HOST` finds it), then any free port.
     public var port: Int
+    /// Whether `port` was set by a flag, the environment or the file (else the default port is tried).
+    public var portChosen = false
+    /// Peers to keep by address (`static-peer = HOST[:PORT]`, repeatable): trusted on first use.
+    public var staticPeers: [PeerAddress] = []
     /// Interfaces to advertise and browse on; empty = all.
     public var interfaces: [String]
     public var encryption: PeerAdvertisement.Encryption
@@ -56,7 +61,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public static let fileKeys: Set<String> = [
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
-        "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size",
+        "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
     ]
 
     /// Defaults for the current user and environment.
@@ -110,7 +115,17 @@ public struct DaemonConfiguration: Equatable, Sendable {
                 throw Error("socket-group: expected a group name")
             }
             socketGroup = value
-        case "port": port = try integer(0...65535)
+        case "port":
+            port = try integer(0...65535)
+            portChosen = true
+        case "static-peer":
+            // Repeatable; a comma-separated list in the file or environment.
+            for text in value.split(separator: ",").map({ String($0).trimmingSpaces() }) where !text.isEmpty {
+                switch PeerAddress.parse(text) {
+                case .success(let address): if !staticPeers.contains(address) { staticPeers.append(address) }
+                case .failure(let error): throw Error("static-peer: \(error.description)")
+                }
+            }
         case "interface":
             // Repeatable; a comma-separated list in the file or environment.
             for name in value.split(separator: ",").map({ String($0).trimmingSpaces() }) where !name.isEmpty {
@@ -217,6 +232,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         }
         // Flags for a repeatable key replace what the file and environment said.
         if flags.contains(where: { $0.key == "interface" }) { config.interfaces = [] }
+        if flags.contains(where: { $0.key == "static-peer" }) { config.staticPeers = [] }
         for (key, value) in flags {
             try config.apply(key: key, value: value)
             chosen.insert(key)

@@ -12,6 +12,8 @@ public protocol ControlHandler: Sendable {
     func peers() async -> [PeerInfo]
     func events() -> AsyncStream<ControlEvent>
     func ping(query: String, count: Int) async throws(ControlError) -> PingResult
+    /// `connect` and `disconnect` (peers kept by address).
+    func addresses(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse
     /// The session methods (invite, send, history, ...).
     func session(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse
     /// Opens (`accept` false) or waits for (`accept` true) a named stream. `isAlive`: whether the client
@@ -147,6 +149,8 @@ public final class ControlServer: Service {
                             try await send(response)
                         case .invite, .invitations, .accept, .decline, .rooms, .members, .leave, .send, .history, .forget, .sendFile, .transfers, .cancel:
                             try await send(await handler.session(request, method: method))
+                        case .connect, .disconnect:
+                            try await send(await handler.addresses(request, method: method))
                         case .stream, .streamAccept:
                             let channel = connection.channel
                             let stream: any ControlStream

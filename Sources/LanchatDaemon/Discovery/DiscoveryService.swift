@@ -62,7 +62,48 @@ public actor DiscoveryService: Service {
 
     // MARK: Queries
 
-    public var peers: [DiscoveredPeer] { table.peers }
+    /// Peers found on the link, then static peers (by address) that DNS-SD does not also list.
+    public var peers: [DiscoveredPeer] {
+        let discovered = table.peers
+        let seen = Set(discovered.compactMap { $0.advertisement?.peerID })
+        return discovered + staticPeers.values.filter { !seen.contains($0.advertisement!.peerID) }.sorted { $0.instanceName < $1.instanceName }
+    }
+
+    // MARK: Static peers
+
+    /// Peers added by address (`StaticPeers`), by id.
+    private var staticPeers: [PeerID: DiscoveredPeer] = [:]
+
+    /// Lists a static peer (or updates it) and tells the session layer where to dial it.
+    public func setStatic(_ peer: DiscoveredPeer) {
+        guard let advertisement = peer.advertisement else { return }
+        let id = advertisement.peerID
+        let previous = staticPeers.updateValue(peer, forKey: id)
+        directory.update(id, Self.hint(peer))
+        guard previous != peer else { return }
+        logger.info(previous == nil ? "static peer added" : "static peer changed", metadata: [
+            "peer.id": "\(id.short)", "peer.name": "\(advertisement.displayName)", "peer.address": "\(peer.instanceName)",
+        ])
+        hub.publish(ControlEvent(type: previous == nil ? "found" : "changed", time: Self.now(), peer: Self.info(peer)))
+    }
+
+    /// Stops listing a static peer; DNS-SD's view of it, if any, stays.
+    public func removeStatic(_ id: PeerID) {
+        guard let peer = staticPeers.removeValue(forKey: id) else { return }
+        if let discovered = table.peers.first(where: { $0.advertisement?.peerID == id }) {
+            directory.update(id, Self.hint(discovered))
+        } else {
+            directory.remove(id)
+        }
+        hub.publish(ControlEvent(type: "lost", time: Self.now(), peer: Self.info(peer)))
+    }
+
+    static func hint(_ peer: DiscoveredPeer) -> PeerAddressHint {
+        let advertisement = peer.advertisement!
+        return PeerAddressHint(
+            name: advertisement.displayName, port: Int(peer.port), addresses: peer.addresses,
+            encryption: EncryptionPreference(rawValue: advertisement.encryption.rawValue))
+    }
 
     /// The overall advertising state and the instance name (of the first interface).
     public var advertisingStatus: (state: AdvertisingState, instance: String?) {
@@ -275,11 +316,14 @@ public actor DiscoveryService: Service {
                 logger.info("peer \(type)", metadata: metadata)
                 if let advertisement = peer.advertisement {
                     if type == "lost" {
-                        directory.remove(advertisement.peerID)
+                        // A static peer stays reachable at its address when the link stops seeing it.
+                        if let kept = staticPeers[advertisement.peerID] {
+                            directory.update(advertisement.peerID, Self.hint(kept))
+                        } else {
+                            directory.remove(advertisement.peerID)
+                        }
                     } else {
-                        directory.update(advertisement.peerID, PeerAddressHint(
-                            name: advertisement.displayName, port: Int(peer.port), addresses: peer.addresses,
-                            encryption: EncryptionPreference(rawValue: advertisement.encryption.rawValue)))
+                        directory.update(advertisement.peerID, Self.hint(peer))
                     }
                 }
                 hub.publish(ControlEvent(type: type, time: Self.now(), peer: Self.info(peer)))
@@ -304,7 +348,7 @@ public actor DiscoveryService: Service {
             instance: peer.instanceName, host: peer.hostName, port: Int(peer.port), addresses: peer.addresses,
             interfaces: interfaces, state: "discovered", rooms: [], compatible: peer.isCompatible,
             problem: peer.problem?.description, protocolVersion: peer.advertisement?.version,
-            encryption: peer.advertisement?.encryption.rawValue)
+            encryption: peer.advertisement?.encryption.rawValue, origin: peer.origin.rawValue)
     }
 }
 

@@ -199,7 +199,7 @@ struct SessionControl: Sendable {
             } catch {
                 throw ControlError(code: error.code, message: error.message)
             }
-        case .status, .peers, .watch, .ping, .stream, .streamAccept:
+        case .status, .peers, .watch, .ping, .stream, .streamAccept, .connect, .disconnect:
             throw .badRequest("not a session method")
         }
         return response

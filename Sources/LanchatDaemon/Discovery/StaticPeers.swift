@@ -1,0 +1,254 @@
+import Dispatch
+import FoundationEssentials
+import Glibc
+import LanchatControl
+import LanchatDiscovery
+import LanchatSecurity
+import LanchatSession
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Peers beyond the link: DNS-SD multicast stays on one subnet, so a peer behind a router or a VPN is
+/// added by address: `lanchat connect HOST[:PORT]` (after the person compared the short code) or
+/// `static-peer = HOST:PORT` in the config (trusted on first use). They are kept in
+/// `static-peers.json` in the state directory with the id they proved, listed by `lanchat peers`
+/// (origin `static`) and dialed by the session layer like discovered ones, pinned to that id.
+actor StaticPeers: Service {
+    /// One kept peer, as saved.
+    struct Entry: Codable, Equatable, Sendable {
+        /// As given: a host name or an IP address, and the port.
+        var host: String
+        var port: Int
+        /// The id the peer proved (its TLS key); `nil` for a configured address not reached yet.
+        var id: String?
+        var name: String?
+        /// The address last dialed (a resolved host name).
+        var ip: String?
+    }
+
+    static let fileName = "static-peers.json"
+    /// How many peers are kept at most (each is a file entry and a directory entry).
+    static let maximumEntries = 256
+
+    private let path: String
+    private let ownID: PeerID
+    private let connector: PeerConnector
+    private let discovery: DiscoveryService
+    /// Hands a confirmed connection to the session layer; false if it refused it (a known name with
+    /// another key).
+    private let adopt: @Sendable (PeerConnector.Connection) async -> Bool
+    private let logger: Logger
+    private let configured: [PeerAddress]
+    private var entries: [Entry] = []
+
+    init(
+        stateDirectory: String, configured: [PeerAddress], ownID: PeerID, connector: PeerConnector, discovery: DiscoveryService,
+        logger: Logger, adopt: @escaping @Sendable (PeerConnector.Connection) async -> Bool
+    ) {
+        self.path = joinPath(stateDirectory, Self.fileName)
+        self.configured = configured
+        self.ownID = ownID
+        self.connector = connector
+        self.discovery = discovery
+        self.logger = logger
+        self.adopt = adopt
+    }
+
+    func run() async throws {
+        load()
+        for address in configured where !entries.contains(where: { $0.host == address.host && $0.port == address.port }) {
+            entries.append(Entry(host: address.host, port: address.port))
+        }
+        for entry in entries { await list(entry) }
+        // Configured addresses whose peer was never reached: try until it answers (trust on first use).
+        await cancelWhenGracefulShutdown {
+            var delay: Duration = .seconds(1)
+            while !Task.isCancelled, await self.learnUnknown() {
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(60))
+            }
+            // Nothing (left) to learn: a service of the group runs until the daemon stops.
+            try? await gracefulShutdown()
+        }
+    }
+
+    /// Tries each configured address whose peer was never reached; true while some remain.
+    private func learnUnknown() async -> Bool {
+        for entry in entries where entry.id == nil { await learn(entry) }
+        return entries.contains { $0.id == nil }
+    }
+
+    // MARK: connect / disconnect
+
+    /// Dials `address`; `confirm` nil: says who answers and closes. `confirm` an id: dials pinned to it,
+    /// keeps the peer and hands the connection to the session layer.
+    func connect(_ address: PeerAddress, confirm: PeerID?) async throws(ControlError) -> ConnectResult {
+        if let confirm, confirm == ownID { throw ControlError(code: "bad_request", message: "that is this daemon's own id") }
+        let ip = try await Self.resolve(address.host)
+        guard let socketAddress = try? SocketAddress(ipAddress: ip.split(separator: "%").first.map(String.init) ?? ip, port: address.port) else {
+            throw ControlError(code: "bad_address", message: "cannot use the address \(ip)")
+        }
+        let connection: PeerConnector.Connection
+        do {
+            connection = try await connector.dial(socketAddress, expected: confirm, theirs: .required)
+        } catch {
+            let text = confirm != nil && error.description.contains("presented key")
+                ? "\(address) presents another key than the one you confirmed: \(error.description)"
+                : "cannot connect to \(address): \(error.description)"
+            throw ControlError(code: "connect_failed", message: text)
+        }
+        guard let id = PeerID(connection.session.peerID), id != ownID else {
+            await connection.close()
+            throw ControlError(code: "connect_failed", message: "\(address) is this daemon itself")
+        }
+        let name = PeerAdvertisement.sanitize(connection.session.name)
+        var result = ConnectResult(
+            name: name, id: id.rawValue, shortId: id.short, shortCode: ShortCode.between(ownID, id),
+            address: address.description, ip: ip, port: address.port, encrypted: connection.encrypted, saved: false)
+        guard confirm != nil else {
+            await connection.close()
+            return result
+        }
+        guard await adopt(connection) else {
+            throw ControlError(
+                code: "key_changed",
+                message: "this daemon knows '\(name)' with another key; if its owner confirms the short code \(result.shortCode), "
+                    + "run `lanchat forget \(name)` and connect again")
+        }
+        let entry = Entry(host: address.host, port: address.port, id: id.rawValue, name: name, ip: ip)
+        // The same address with another key (a reinstalled host the person confirmed again) replaces the old entry.
+        let replaced = entries.filter { $0.id != id.rawValue && $0.host == address.host && $0.port == address.port }
+        entries.removeAll { $0.id == id.rawValue || ($0.host == address.host && $0.port == address.port) }
+        guard entries.count < Self.maximumEntries else {
+            await connection.close()
+            throw ControlError(code: "too_many", message: "at most \(Self.maximumEntries) static peers; `lanchat disconnect` one first")
+        }
+        entries.append(entry)
+        try save()
+        for old in replaced { if let text = old.id, let oldID = PeerID(text) { await discovery.removeStatic(oldID) } }
+        await list(entry)
+        result.saved = true
+        return result
+    }
+
+    /// Forgets a static peer by id.
+    func disconnect(_ id: PeerID) async throws(ControlError) -> Entry {
+        guard let entry = entries.first(where: { $0.id == id.rawValue }) else {
+            throw ControlError(code: "unknown_peer", message: "\(id.short) is not a static peer (see `lanchat peers`)")
+        }
+        entries.removeAll { $0.id == id.rawValue }
+        try save()
+        await discovery.removeStatic(id)
+        return entry
+    }
+
+    // MARK: Internals
+
+    /// A configured address without a known id: dial, learn the id, keep it.
+    private func learn(_ entry: Entry) async {
+        let address = PeerAddress(host: entry.host, port: entry.port)
+        do throws(ControlError) {
+            let result = try await connect(address, confirm: nil)
+            guard let id = PeerID(result.id) else { return }
+            logger.notice("static peer reached; its key is now trusted for this address", metadata: [
+                "peer.address": "\(address)", "peer.id": "\(id.short)", "peer.name": "\(result.name)",
+            ])
+            _ = try await connect(address, confirm: id)
+        } catch {
+            logger.debug("static peer not reached", metadata: ["peer.address": "\(address)", "error": "\(error.message)"])
+        }
+    }
+
+    /// Lists an entry whose id is known (the session layer may dial it from now on).
+    private func list(_ entry: Entry) async {
+        guard let text = entry.id, let id = PeerID(text) else { return }
+        let address = PeerAddress(host: entry.host, port: entry.port)
+        let ip = entry.ip ?? entry.host
+        await discovery.setStatic(DiscoveredPeer(
+            instanceName: address.description,
+            advertisement: PeerAdvertisement(peerID: id, displayName: entry.name ?? address.description),
+            problem: nil, hostName: entry.host, port: UInt16(entry.port), addresses: [ip], interfaceIndices: [], origin: .static))
+    }
+
+    private func load() {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return }
+        guard info.st_size <= 1 << 20, let data = FileManager.default.contents(atPath: path),
+              let saved = try? JSONDecoder().decode([Entry].self, from: data) else {
+            logger.warning("cannot read the static peers file; starting without it", metadata: ["file": "\(path)"])
+            return
+        }
+        entries = Array(saved.prefix(Self.maximumEntries)).filter { entry in
+            if case .success = PeerAddress.parse(PeerAddress(host: entry.host, port: entry.port).description) { return true }
+            return false
+        }
+    }
+
+    private func save() throws(ControlError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let temporary = path + ".tmp"
+        do {
+            let data = try encoder.encode(entries)
+            try data.write(to: URL(fileURLWithPath: temporary))
+            guard rename(temporary, path) == 0 else { throw ControlError(code: "io", message: String(cString: strerror(errno))) }
+        } catch {
+            unlink(temporary)
+            throw ControlError(code: "io", message: "cannot save \(path): \(error)")
+        }
+    }
+
+    /// An IP address for `host` (itself when it is one). Host names go through the system resolver on
+    /// a thread of their own, given 5 s.
+    static func resolve(_ host: String) async throws(ControlError) -> String {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        let bare = String(host.split(separator: "%").first ?? Substring(host))
+        if inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1 { return host }
+        let answer: String? = await withTaskGroup(of: String??.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().async { continuation.resume(returning: .some(lookup(host))) }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return .some(nil)
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? nil
+        }
+        guard let answer else { throw ControlError(code: "unknown_host", message: "cannot resolve host name '\(host)'") }
+        return answer
+    }
+
+    private static func lookup(_ host: String) -> String? {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
+        defer { freeaddrinfo(list) }
+        var found: [String] = []
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = cursor {
+            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            if entry.pointee.ai_family == AF_INET {
+                entry.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
+                    var address = pointer.pointee.sin_addr
+                    _ = inet_ntop(AF_INET, &address, &text, socklen_t(text.count))
+                }
+                found.insert(String(cString: text), at: 0)  // IPv4 first
+            } else if entry.pointee.ai_family == AF_INET6 {
+                entry.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                    var address = pointer.pointee.sin6_addr
+                    _ = inet_ntop(AF_INET6, &address, &text, socklen_t(text.count))
+                }
+                found.append(String(cString: text))
+            }
+            cursor = entry.pointee.ai_next
+        }
+        return found.first
+    }
+}
