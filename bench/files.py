@@ -20,26 +20,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, read_line, wait_for, wait_process  # noqa: E402
-
-
-def figure(missing, name, function, *args):
-    """Runs one figure. When a wait in it times out (or a check fails), says so, records the figure as
-    missing (with what it waited for) and returns None, so that the benchmark goes on to the next one."""
-    try:
-        return function(*args)
-    except (AssertionError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as error:
-        missing[name] = str(error) or type(error).__name__
-        print(f"{name}: figure missing: {missing[name]}", file=sys.stderr)
-        return None
-
-
-def stop_quietly(what, stop):
-    """Clean-up after a figure, which must not hide why the figure failed: a failure here is only told."""
-    try:
-        stop()
-    except Exception as error:  # noqa: BLE001
-        print(f"clean-up: {what}: {error}", file=sys.stderr)
+from figures import figure, stop_quietly  # noqa: E402
 
 
 def file_transfer(lan, mib, rounds):

@@ -19,20 +19,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, read_line, wait_for, wait_process  # noqa: E402
+from figures import figure  # noqa: E402
 
 BENCH = os.path.join(BIN, "lanchat-bench")
-
-
-def figure(missing, name, function, *args):
-    """Runs one figure. When a wait in it times out (or a check fails), says so, records the figure as
-    missing (with what it waited for) and returns None, so that the benchmark goes on to the next one."""
-    try:
-        return function(*args)
-    except (AssertionError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as error:
-        missing[name] = str(error) or type(error).__name__
-        print(f"{name}: figure missing: {missing[name]}", file=sys.stderr)
-        return None
 
 
 def library(lan, hosts):

@@ -1,0 +1,22 @@
+"""What every benchmark script shares: running one figure so that a failure is told and the run goes on."""
+import subprocess
+import sys
+
+
+def figure(missing, name, function, *args):
+    """Runs one figure. When a wait in it times out (or a check fails), says so, records the figure as
+    missing (with what it waited for) and returns None, so that the benchmark goes on to the next one."""
+    try:
+        return function(*args)
+    except (AssertionError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as error:
+        missing[name] = str(error) or type(error).__name__
+        print(f"{name}: figure missing: {missing[name]}", file=sys.stderr)
+        return None
+
+
+def stop_quietly(what, stop):
+    """Clean-up after a figure, which must not hide why the figure failed: a failure here is only told."""
+    try:
+        stop()
+    except Exception as error:  # noqa: BLE001
+        print(f"clean-up: {what}: {error}", file=sys.stderr)
