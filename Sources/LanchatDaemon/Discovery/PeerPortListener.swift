@@ -33,9 +33,15 @@ public final class PeerPortListener: Service {
 
     public func run() async throws {
         let server = self.server
-        await withGracefulShutdownHandler {
-            try? await server.closeFuture.get()
-        } onGracefulShutdown: {
+        // Closed on graceful shutdown, and also when the group is cancelled (another service failed):
+        // waiting on the close future is not cancellable by itself.
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                try? await server.closeFuture.get()
+            } onGracefulShutdown: {
+                server.close(promise: nil)
+            }
+        } onCancel: {
             server.close(promise: nil)
         }
     }
