@@ -78,6 +78,16 @@ MSG
 fi
 
 install -m 0755 "$bin/lanchatd" "$bin/lanchat" /usr/local/bin/
+# Completions for bash, zsh and fish, and man pages, generated from the binaries' argument parsers.
+extras="$root/.build/extras"
+rm -rf "$extras"
+scripts/extras.sh "$bin" "$extras"
+share=/usr/local/share
+install -d "$share/bash-completion/completions" "$share/zsh/site-functions" "$share/fish/vendor_completions.d" "$share/man/man1"
+install -m 0644 "$extras"/bash-completion/completions/* "$share/bash-completion/completions/"
+install -m 0644 "$extras"/zsh/vendor-completions/* "$share/zsh/site-functions/"
+install -m 0644 "$extras"/fish/vendor_completions.d/* "$share/fish/vendor_completions.d/"
+install -m 0644 "$extras"/man/man1/* "$share/man/man1/"
 if [ "$(ps -p 1 -o comm= 2>/dev/null)" = systemd ]; then
   install -m 0644 systemd/lanchat.sysusers.conf /usr/lib/sysusers.d/lanchat.conf
   systemd-sysusers /usr/lib/sysusers.d/lanchat.conf
