@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up this machine (scripts/setup.sh test) and runs every test: the Swift unit tests, then the
-# end-to-end tests on a simulated LAN of network namespaces with real avahi-daemons. Needs root.
+# Sets up this machine (scripts/setup.sh test) and runs every test: the Swift unit tests, the
+# end-to-end tests on a simulated LAN of network namespaces with real avahi-daemons, then the Debian
+# package's test (scripts/test-package.sh). Needs root. Arguments go to pytest (and skip the package).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -17,4 +18,10 @@ grep -E "✘|Test run with" "$log" || true
 echo "== end-to-end tests (simulated LAN)"
 # Leftovers of an earlier, interrupted run would only confuse the new one.
 for d in /tmp/lanchat-e2e-*/lan; do [ -d "$d" ] && TESTLAN_DIR=$d scripts/testlan.sh down || true; done
-exec .venv/bin/python -m pytest -q --timeout 300 -p no:cacheprovider Tests/e2e "$@"
+.venv/bin/python -m pytest -q --timeout 300 -p no:cacheprovider Tests/e2e "$@"
+# The Debian package: a release build, then install / run / upgrade / purge on a simulated host.
+# LANCHAT_SKIP_PACKAGE=1 skips it (a quicker loop while developing).
+if [ -z "${LANCHAT_SKIP_PACKAGE:-}" ] && [ $# -eq 0 ]; then
+  echo "== Debian package (release build, install, upgrade, purge)"
+  scripts/test-package.sh
+fi

@@ -1,0 +1,140 @@
+"""The Debian package on a clean Debian 12 root: installed with apt-get on a simulated host, into a
+copy-on-write view of this machine's root (an overlay whose upper layer lives in the host's own tmpfs,
+so nothing reaches the real root), it creates its user and units, its daemon (started as the unit
+starts it: systemd is not PID 1 in a namespace) sees a peer on another host, it upgrades over itself,
+and purging it leaves nothing of it behind.
+
+Needs a built package: `scripts/test-package.sh` builds one and runs this test with LANCHAT_DEB set
+(a release build takes minutes, so the default test run skips it)."""
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from testlan import wait_for
+
+DEB = os.environ.get("LANCHAT_DEB")
+pytestmark = pytest.mark.skipif(not DEB, reason="no package: run scripts/test-package.sh (it builds one and sets LANCHAT_DEB)")
+
+ROOT = "/tmp/pkgroot/merged"   # inside the simulated host's mount namespace only
+
+
+def chroot(lan, script, check=True, timeout=300):
+    result = lan.run("h1", ["chroot", ROOT, "/bin/sh", "-c", script], check=False, timeout=timeout)
+    assert not check or result.returncode == 0, f"`{script}` exited {result.returncode}:\n{result.stdout}{result.stderr}"
+    return result
+
+
+AVAHI_CONF = """[server]
+host-name=h1
+use-ipv4=yes
+use-ipv6=yes
+allow-interfaces=lan0
+[wide-area]
+enable-wide-area=no
+[publish]
+publish-hinfo=no
+publish-workstation=no
+"""
+
+
+def make_clean_root(lan):
+    """An overlay over this machine's root in h1's mount namespace, with /proc, /dev, /sys and a fresh
+    /run. Its dbus-daemon and avahi-daemon run inside it (started by `start_avahi`), as on an installed
+    host: D-Bus looks up the package's user in the root's own /etc/passwd."""
+    lan.run("h1", ["sh", "-c", f"""
+        set -e
+        mkdir -p /tmp/pkgroot/upper /tmp/pkgroot/work {ROOT}
+        mount -t tmpfs tmpfs /tmp/pkgroot
+        mkdir -p /tmp/pkgroot/upper /tmp/pkgroot/work {ROOT}
+        mount -t overlay overlay -o lowerdir=/,upperdir=/tmp/pkgroot/upper,workdir=/tmp/pkgroot/work {ROOT}
+        mount -t proc proc {ROOT}/proc
+        mount --rbind /dev {ROOT}/dev
+        mount --rbind /sys {ROOT}/sys
+        mount -t tmpfs -o mode=0755 tmpfs {ROOT}/run
+        mkdir -p {ROOT}/run/dbus {ROOT}/run/lock {ROOT}/run/avahi-daemon
+    """])
+
+
+def start_avahi(lan):
+    with open(os.path.join(lan.dir, "avahi-h1.conf"), "w") as f:
+        f.write(AVAHI_CONF)
+    chroot(lan, f"dbus-daemon --system --fork && avahi-daemon -f {lan.dir}/avahi-h1.conf --no-drop-root --no-chroot -D")
+    wait_for(lambda: chroot(lan, "avahi-daemon -c", check=False).returncode == 0, what="avahi-daemon in the clean root")
+
+
+def package_files(lan):
+    return [line for line in chroot(lan, "dpkg -L lanchat").stdout.splitlines() if line and line != "/."]
+
+
+def test_the_package_installs_runs_upgrades_and_purges(lan, tmp_path):
+    lan.add_host("h1", avahi=False)
+    lan.add_host("h2")
+    peer = lan.start_daemon("h2", name="bob")
+    make_clean_root(lan)
+    # Nothing of lanchat in the clean root before.
+    assert chroot(lan, "dpkg -s lanchat", check=False).returncode != 0
+    assert chroot(lan, "test -e /usr/bin/lanchatd", check=False).returncode != 0
+
+    shutil.copy(DEB, os.path.join(lan.dir, "lanchat.deb"))
+    lan.run("h1", ["cp", os.path.join(lan.dir, "lanchat.deb"), f"{ROOT}/tmp/lanchat.deb"])
+    install = chroot(lan, "DEBIAN_FRONTEND=noninteractive apt-get install -y /tmp/lanchat.deb 2>&1")
+    assert "Setting up lanchat" in install.stdout, install.stdout
+    files = package_files(lan)
+    for path in ("/usr/bin/lanchat", "/usr/bin/lanchatd", "/lib/systemd/system/lanchatd.service", "/usr/lib/systemd/user/lanchatd.service",
+                 "/usr/lib/sysusers.d/lanchat.conf", "/usr/lib/tmpfiles.d/lanchat.conf", "/usr/share/man/man1/lanchat.1.gz",
+                 "/usr/share/bash-completion/completions/lanchat", "/usr/share/zsh/vendor-completions/_lanchat",
+                 "/usr/share/fish/vendor_completions.d/lanchat.fish", "/usr/share/doc/lanchat/copyright"):
+        assert path in files, path
+    # What the package put there as files (directories such as /usr/share/man/man1 are shared).
+    regular = [path for path in files if chroot(lan, f"test -d '{path}'", check=False).returncode != 0]
+    assert chroot(lan, "getent passwd lanchat").stdout.startswith("lanchat:")
+    assert chroot(lan, "stat -c '%U %a' /var/lib/lanchat").stdout.split() == ["lanchat", "750"]
+    assert chroot(lan, "test -L /etc/systemd/system/multi-user.target.wants/lanchatd.service", check=False).returncode == 0
+    assert chroot(lan, "lanchat --version").stdout.strip() == chroot(lan, "lanchatd --version").stdout.strip()
+
+    start_avahi(lan)
+    # Start the daemon as the unit does: its ExecStart, as the lanchat user, with its state and runtime directories.
+    unit = chroot(lan, "cat /lib/systemd/system/lanchatd.service").stdout
+    exec_start = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1).replace("${STATE_DIRECTORY}", "/var/lib/lanchat")
+    chroot(lan, "install -d -m 0750 -o lanchat -g lanchat /run/lanchat")
+    log = os.path.join(lan.dir, "packaged-lanchatd.log")
+    daemon = lan.popen("h1", ["chroot", ROOT, "setpriv", "--reuid=lanchat", "--regid=lanchat", "--init-groups",
+                              "env", "STATE_DIRECTORY=/var/lib/lanchat", "AVAHI_COMPAT_NOWARN=1", *exec_start.split()],
+                       stdout=open(log, "ab"), stderr=open(log, "ab"))
+    sock = "/run/lanchat/lanchatd.sock"
+
+    def peers():
+        result = chroot(lan, f"lanchat --socket {sock} peers --json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else []
+    try:
+        found = wait_for(lambda: [p for p in peers() if p["name"] == "bob" and p["addresses"]], timeout=30,
+                         what="the packaged daemon to see bob on h2")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n--- the packaged lanchatd's log:\n{open(log, errors='replace').read()[-4000:]}") from None
+    assert found[0]["id"] == peer.status()["id"]
+    identity = chroot(lan, "sha256sum /var/lib/lanchat/identity.pem").stdout.split()[0]
+
+    # Upgrade over itself (a newer version of the same build), with the daemon's state kept.
+    chroot(lan, "kill $(pidof lanchatd)")
+    daemon.wait(timeout=15)
+    newer = os.environ.get("LANCHAT_DEB_NEWER")
+    if newer:
+        shutil.copy(newer, os.path.join(lan.dir, "lanchat-newer.deb"))
+        lan.run("h1", ["cp", os.path.join(lan.dir, "lanchat-newer.deb"), f"{ROOT}/tmp/lanchat-newer.deb"])
+        upgrade = chroot(lan, "DEBIAN_FRONTEND=noninteractive apt-get install -y /tmp/lanchat-newer.deb 2>&1")
+        assert "Unpacking lanchat" in upgrade.stdout and "over (" in upgrade.stdout, upgrade.stdout
+    else:
+        upgrade = chroot(lan, "DEBIAN_FRONTEND=noninteractive apt-get install -y --reinstall /tmp/lanchat.deb 2>&1")
+        assert "Setting up lanchat" in upgrade.stdout, upgrade.stdout
+    assert chroot(lan, "sha256sum /var/lib/lanchat/identity.pem").stdout.split()[0] == identity
+
+    # Purge: nothing of the package stays (the lanchat user does, as Debian keeps system users).
+    purge = chroot(lan, "DEBIAN_FRONTEND=noninteractive apt-get purge -y lanchat 2>&1")
+    assert "Purging configuration files for lanchat" in purge.stdout, purge.stdout
+    assert chroot(lan, "dpkg -s lanchat", check=False).returncode != 0
+    for path in regular + ["/var/lib/lanchat", "/etc/systemd/system/multi-user.target.wants/lanchatd.service"]:
+        assert chroot(lan, f"test -e '{path}' || test -L '{path}'", check=False).returncode != 0, f"{path} is left after purge"
+    assert lan.run("h1", ["test", "-e", "/usr/bin/lanchatd"], check=False).returncode != 0  # the real root never had it

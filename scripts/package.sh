@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Builds the Debian package: .build/deb/lanchat_VERSION_amd64.deb (root, Debian 12).
+#   scripts/package.sh [--no-build]     --no-build: use the release binaries already in .build/release
+# Contents: release binaries with the Swift runtime linked statically (/usr/bin), the system and user
+# units, sysusers and tmpfiles configuration, completions and man pages generated from the binaries,
+# copyright and changelog. Depends: what dpkg-shlibdeps finds the binaries linked against, plus
+# avahi-daemon and dbus. The maintainer scripts create the lanchat user and enable the service where
+# systemd runs; purge removes the state directory (the user stays, as Debian does for system users).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+[ "$(id -u)" = 0 ] || { echo "package: run as root (file ownership in the package): sudo $0" >&2; exit 1; }
+version=${LANCHAT_DEB_VERSION:-$(sed -n 's/^public let lanchatVersion = "\(.*\)"$/\1/p' Sources/LanchatControl/Version.swift)}
+[ -n "$version" ] || { echo "package: cannot read the version from Sources/LanchatControl/Version.swift" >&2; exit 1; }
+arch=$(dpkg --print-architecture)
+bin=$root/.build/release
+if [ "${1:-}" != --no-build ]; then
+  scripts/setup.sh run
+  echo "package: building release binaries (the first build takes a few minutes)"
+  swift build -c release --static-swift-stdlib 2>&1 | grep -v "prohibited flag" | tail -n 1
+fi
+out=$root/.build/deb
+stage=$out/lanchat_${version}_$arch
+rm -rf "$stage"
+mkdir -p "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" "$stage/usr/lib/systemd/user" \
+  "$stage/usr/lib/sysusers.d" "$stage/usr/lib/tmpfiles.d" "$stage/usr/share/doc/lanchat" "$stage/usr/share/man"
+
+for tool in lanchat lanchatd; do
+  install -m 0755 "$bin/$tool" "$stage/usr/bin/$tool"
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$tool"
+done
+# Units: the repository's, pointing at /usr/bin (run.sh installs to /usr/local/bin).
+sed 's|/usr/local/bin/lanchatd|/usr/bin/lanchatd|' systemd/lanchatd.service > "$stage/lib/systemd/system/lanchatd.service"
+sed 's|/usr/local/bin/lanchatd|/usr/bin/lanchatd|' systemd/lanchatd-user.service > "$stage/usr/lib/systemd/user/lanchatd.service"
+install -m 0644 systemd/lanchat.sysusers.conf "$stage/usr/lib/sysusers.d/lanchat.conf"
+cat > "$stage/usr/lib/tmpfiles.d/lanchat.conf" <<'EOF'
+# The system service's state directory (systemd's StateDirectory= makes it too; this serves tools that
+# run before the service ever started, and `lanchat` users in group lanchat who read downloads/).
+d /var/lib/lanchat 0750 lanchat lanchat -
+EOF
+chmod 0644 "$stage"/lib/systemd/system/* "$stage"/usr/lib/systemd/user/* "$stage"/usr/lib/tmpfiles.d/*
+
+extras=$out/extras
+rm -rf "$extras"
+scripts/extras.sh "$bin" "$extras"
+cp -r "$extras/bash-completion" "$extras/zsh" "$extras/fish" "$stage/usr/share/"
+cp -r "$extras/man/man1" "$stage/usr/share/man/"
+# Completion scripts are sourced, not run: no "#!" line (Debian's bash-completion policy).
+sed -i '1{/^#!/d}' "$stage"/usr/share/bash-completion/completions/*
+
+cat > "$stage/usr/share/doc/lanchat/copyright" <<'EOF'
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: lanchat
+Source: https://github.com/lanchat/lanchat
+
+Files: *
+Copyright: 2026 lanchat developers
+License: Apache-2.0
+
+License: Apache-2.0
+ On Debian systems, the full text of the Apache License, Version 2.0 can be
+ found in the file /usr/share/common-licenses/Apache-2.0.
+EOF
+changelog=$stage/usr/share/doc/lanchat/changelog
+cat > "$changelog" <<EOF
+lanchat ($version) unstable; urgency=medium
+
+  * Package built by scripts/package.sh from $(git log -1 --format=%h 2>/dev/null || echo "a source tree").
+
+ -- lanchat developers <lanchat@example.org>  $(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
+EOF
+gzip -9nf "$changelog"
+find "$stage/usr/share" -type f -exec chmod 0644 {} +
+find "$stage" -type d -exec chmod 0755 {} +
+
+# Depends: the shared libraries the binaries link (dpkg-shlibdeps wants a debian/control to read).
+work=$(mktemp -d)
+mkdir -p "$work/debian"
+printf 'Source: lanchat\n\nPackage: lanchat\nArchitecture: any\n' > "$work/debian/control"
+shlibs=$(cd "$work" && dpkg-shlibdeps -O "$stage/usr/bin/lanchatd" "$stage/usr/bin/lanchat" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+rm -rf "$work"
+[ -n "$shlibs" ] || { echo "package: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+
+installed_size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+cat > "$stage/DEBIAN/control" <<EOF
+Package: lanchat
+Version: $version
+Architecture: $arch
+Maintainer: lanchat developers <lanchat@example.org>
+Installed-Size: $installed_size
+Depends: $shlibs, avahi-daemon, dbus, adduser
+Section: net
+Priority: optional
+Homepage: https://github.com/lanchat/lanchat
+Description: peer-to-peer chat, files and streams between hosts on a LAN
+ lanchat finds the other lanchat hosts on the local network through DNS-SD
+ (Avahi) and connects to them directly over TLS 1.3, with keys pinned to the
+ advertised fingerprints: rooms with history for newcomers, reliable messages,
+ files with resume, and byte streams. Nothing goes through a server.
+ .
+ This package ships the daemon lanchatd (a systemd service), the client lanchat,
+ completions for bash, zsh and fish, and man pages.
+EOF
+
+cat > "$stage/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    # The service's user and group, and its state directory.
+    if command -v systemd-sysusers >/dev/null 2>&1; then
+        systemd-sysusers /usr/lib/sysusers.d/lanchat.conf
+    elif ! getent passwd lanchat >/dev/null; then
+        adduser --system --group --home /var/lib/lanchat --no-create-home --quiet lanchat
+    fi
+    if command -v systemd-tmpfiles >/dev/null 2>&1; then
+        systemd-tmpfiles --create /usr/lib/tmpfiles.d/lanchat.conf || true
+    else
+        install -d -m 0750 -o lanchat -g lanchat /var/lib/lanchat
+    fi
+fi
+if [ "$1" = configure ] || [ "$1" = abort-upgrade ] || [ "$1" = abort-deconfigure ] || [ "$1" = abort-remove ]; then
+    if command -v deb-systemd-helper >/dev/null 2>&1; then
+        deb-systemd-helper unmask lanchatd.service >/dev/null || true
+        if deb-systemd-helper --quiet was-enabled lanchatd.service; then
+            deb-systemd-helper enable lanchatd.service >/dev/null || true
+        else
+            deb-systemd-helper update-state lanchatd.service >/dev/null || true
+        fi
+    fi
+    if [ -d /run/systemd/system ]; then
+        systemctl --system daemon-reload >/dev/null || true
+        deb-systemd-invoke restart lanchatd.service >/dev/null || true
+    fi
+fi
+exit 0
+EOF
+cat > "$stage/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ] && [ "$1" = remove ]; then
+    deb-systemd-invoke stop lanchatd.service >/dev/null || true
+fi
+exit 0
+EOF
+cat > "$stage/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+    systemctl --system daemon-reload >/dev/null || true
+fi
+if [ "$1" = remove ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+    deb-systemd-helper mask lanchatd.service >/dev/null || true
+fi
+if [ "$1" = purge ]; then
+    if command -v deb-systemd-helper >/dev/null 2>&1; then
+        deb-systemd-helper purge lanchatd.service >/dev/null || true
+        deb-systemd-helper unmask lanchatd.service >/dev/null || true
+    fi
+    # The identity key, history and received files; the lanchat user stays (Debian keeps system users).
+    rm -rf /var/lib/lanchat
+fi
+exit 0
+EOF
+chmod 0755 "$stage"/DEBIAN/postinst "$stage"/DEBIAN/prerm "$stage"/DEBIAN/postrm
+deb=$out/lanchat_${version}_$arch.deb
+dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
+echo "package: $deb ($(du -h "$deb" | cut -f1))"
+if command -v lintian >/dev/null 2>&1; then
+  lintian --info "$deb" || true
+fi
