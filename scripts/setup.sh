@@ -35,9 +35,9 @@ fi
 
 if [ "$mode" = test ]; then
   venv="$root/.venv"
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pytest, pytest_timeout, zeroconf" 2>/dev/null; then
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pytest, pytest_timeout, zeroconf, jsonschema" 2>/dev/null; then
     echo "setup: creating the test venv in $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check pytest pytest-timeout zeroconf
+    "$venv/bin/pip" install -q --disable-pip-version-check pytest pytest-timeout zeroconf jsonschema
   fi
 fi

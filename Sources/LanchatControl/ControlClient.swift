@@ -105,7 +105,10 @@ public final class ControlClient {
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             do {
-                if let line = try framer.nextLine() { return line }
+                if let line = try framer.nextLine() {
+                    ControlTrace.record(line)
+                    return line
+                }
             } catch {
                 throw ControlError(code: "bad_response", message: "the daemon sent a line longer than \(ControlClient.maximumResponseLength) bytes")
             }
@@ -132,5 +135,25 @@ public final class ControlClient {
         } catch {
             throw ControlError(code: "bad_response", message: "the daemon sent something that is not a control API response")
         }
+    }
+}
+
+/// `LANCHAT_CONTROL_TRACE=FILE`: every line a client reads from the daemon is appended to FILE (the
+/// end-to-end tests check each against docs/control-api.schema.json). Off unless set.
+enum ControlTrace {
+    private static let path: String? = {
+        guard let value = getenv("LANCHAT_CONTROL_TRACE") else { return nil }
+        let text = String(cString: value)
+        return text.isEmpty ? nil : text
+    }()
+
+    static func record(_ line: [UInt8]) {
+        guard let path else { return }
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let record = line + [0x0a]
+        // One write with O_APPEND: lines of concurrent clients do not interleave.
+        _ = record.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 }

@@ -148,6 +148,10 @@ class TestLAN:
         self.dir = tempfile.mkdtemp(prefix="lanchat-e2e-")
         self.env = dict(os.environ, TESTLAN_DIR=os.path.join(self.dir, "lan"),
                         TESTLAN_KEEP=":".join([self.dir, *map(str, keep)]))
+        # Every control answer and event a client on a host reads is appended here (LANCHAT_CONTROL_TRACE);
+        # the test fixture checks each line against docs/control-api.schema.json.
+        self.trace = os.path.join(self.dir, "control-trace.jsonl")
+        self.host_env = dict(os.environ, LANCHAT_CONTROL_TRACE=self.trace)
         self.daemons = []
         self.processes = []
 
@@ -175,9 +179,10 @@ class TestLAN:
 
     def run(self, host, argv, check=True, timeout=60, input=None, text=True):
         return subprocess.run(self.ns_prefix(host) + list(argv), check=check, capture_output=True, text=text,
-                              timeout=timeout, input=input)
+                              timeout=timeout, input=input, env=self.host_env)
 
     def popen(self, host, argv, **kwargs):
+        kwargs.setdefault("env", self.host_env)
         process = subprocess.Popen(self.ns_prefix(host) + list(argv), **kwargs)
         self.processes.append(process)
         return process

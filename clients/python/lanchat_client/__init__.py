@@ -95,6 +95,10 @@ class _Connection:
             if len(self.buffer) > MAX_LINE:
                 raise LanchatError("bad_response", f"an answer longer than {MAX_LINE} bytes")
         line, _, self.buffer = self.buffer.partition(b"\n")
+        trace = os.environ.get("LANCHAT_CONTROL_TRACE")
+        if trace:  # every line read, for the end-to-end tests' schema check (docs/control-api.md)
+            with open(trace, "ab") as f:
+                f.write(line + b"\n")
         return line
 
     def close(self) -> None:
