@@ -42,6 +42,8 @@ let package = Package(
         .target(name: "LanchatIdentity", dependencies: ["LanchatDiscovery", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
         .target(name: "LanchatControl"),
+        // Pure terminal input for the interactive mode: key decoding and the line editor.
+        .target(name: "LanchatTerminal"),
         .target(name: "LanchatWire", dependencies: [.product(name: "NIOCore", package: "swift-nio")]),
         .target(
             name: "LanchatSession",
@@ -94,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "lanchat",
             dependencies: [
-                "LanchatControl", "DNSSD",
+                "LanchatControl", "DNSSD", "LanchatTerminal",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -112,6 +114,7 @@ let package = Package(
         .testTarget(name: "LanchatIdentityTests", dependencies: ["LanchatIdentity"]),
         .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatDiscovery"]),
         .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
+        .testTarget(name: "LanchatTerminalTests", dependencies: ["LanchatTerminal"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatDaemon"]),
         .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatStore"]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),

@@ -8,6 +8,8 @@ struct Interactive: ParsableCommand {
         commandName: "interactive", abstract: "Chat interactively (the default when no subcommand is given).")
 
     @OptionGroup var global: GlobalOptions
+    @Flag(name: .customLong("line"), help: "Line mode even on a terminal (the default for pipes and TERM=dumb).") var lineMode = false
+    @Flag(name: .customLong("no-notify"), help: "No desktop notifications for invitations and messages that mention you.") var noNotify = false
 
     static let help = """
         commands:
@@ -31,6 +33,13 @@ struct Interactive: ParsableCommand {
         do { _ = try watcher.call(.watch) } catch { fail(error.message) }
         watcher.setTimeout(seconds: 0)
         let state = InteractiveState()
+        state.notify = !noNotify
+        state.socketPath = global.socketPath
+        let environment = ProcessInfo.processInfo.environment
+        let term = environment["TERM"] ?? ""
+        if !lineMode, isatty(0) == 1, isatty(1) == 1, !term.isEmpty, term != "dumb" {
+            state.ui = TerminalUI(color: environment["NO_COLOR"].map(\.isEmpty) ?? true)
+        }
         let status: DaemonStatus
         do {
             guard let value = try commands.call(.status).status else { fail("the daemon sent no status") }
@@ -38,6 +47,13 @@ struct Interactive: ParsableCommand {
             let rooms = try commands.call(.rooms).rooms ?? []
             state.room = rooms.first?.room
         } catch { fail(error.message) }
+        state.ownName = status.name
+        if let ui = state.ui {
+            ui.me = printable(status.name)
+            ui.start()
+            ui.setRoom(state.room)
+            state.refreshMembers()
+        }
         state.say("lanchat: you are \(printable(status.name)) (\(status.shortId)). Type /help for commands.")
         if let room = state.room { state.say("current room: \(room)") } else { state.say("you are in no room yet: /invite PEER starts one") }
         if let pending = try? commands.call(.invitations).invitations {
@@ -53,10 +69,30 @@ struct Interactive: ParsableCommand {
                 guard let response = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)), let event = response.event else { continue }
                 state.handle(event)
             }
+            state.ui?.restore()
             state.say("lanchatd closed the connection (it stopped?)")
             Foundation.exit(1)
         }
         thread.start()
+
+        if let ui = state.ui {
+            ui.readKeys(submit: { line in
+                let text = line.trimmingCharacters(in: .whitespaces)
+                if text.hasPrefix("/") { return command(text, state: state, client: commands) }
+                guard let room = state.room else {
+                    state.say("you are in no room: /invite PEER first, or /room NAME")
+                    return true
+                }
+                do { _ = try commands.call(.send, params: ["room": room, "text": line]) } catch {
+                    state.say("error: \((error as? ControlError)?.message ?? "\(error)")")
+                }
+                return true
+            }, answer: { yes in
+                _ = state.answerPending(yes ? "y" : "n", commands)
+            })
+            ui.restore()
+            return
+        }
 
         while let line = readLine(strippingNewline: true) {
             if state.answerPending(line, commands) { continue }
@@ -174,14 +210,26 @@ final class InteractiveState: @unchecked Sendable {
     private let lock = NSLock()
     private var currentRoom: String?
     private var pending: [InvitationInfo] = []
+    /// The full-screen UI on a terminal; nil in line mode.
+    var ui: TerminalUI?
+    var notify = true
+    var ownName = ""
+    var socketPath = ""
 
     var room: String? {
         get { lock.withLock { currentRoom } }
-        set { lock.withLock { currentRoom = newValue } }
+        set {
+            lock.withLock { currentRoom = newValue }
+            ui?.setRoom(newValue)
+        }
     }
 
     /// Prints a line (whole lines only, never interleaved).
     func say(_ text: String) {
+        if let ui {
+            ui.addLine(text)
+            return
+        }
         lock.withLock {
             FileHandle.standardOutput.write(Data((text + "\n").utf8))
         }
@@ -190,8 +238,24 @@ final class InteractiveState: @unchecked Sendable {
     func prompt(_ invitation: InvitationInfo) {
         lock.withLock { pending.append(invitation) }
         let note = invitation.message.map { ": \"\(printable($0))\"" } ?? ""
-        say("accept invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), code \(invitation.shortCode)) "
-            + "to room '\(invitation.room)'\(note)? [y/N]")
+        let question = "accept invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), code \(invitation.shortCode)) "
+            + "to room '\(invitation.room)'\(note)? [y/N]"
+        if let ui {
+            // Asked in the input line; what the person was typing stays and comes back after the answer.
+            ui.addLine("* invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), "
+                + "code \(invitation.shortCode)) to '\(invitation.room)'\(note)")
+            ui.ask("accept invitation from \(printable(invitation.from)) to '\(invitation.room)'? [y/N] ")
+        } else {
+            say(question)
+        }
+    }
+
+    /// Members connected / total per room, for the status line (its own connection: this runs on the
+    /// event thread while the input thread uses another).
+    func refreshMembers() {
+        guard let ui, let client = try? ControlClient(path: socketPath, timeoutSeconds: 5),
+              let rooms = try? client.call(.rooms).rooms else { return }
+        ui.setMembers(rooms)
     }
 
     func oldestPending() -> String? { lock.withLock { pending.first?.id } }
@@ -204,6 +268,7 @@ final class InteractiveState: @unchecked Sendable {
     func answerPending(_ line: String, _ client: ControlClient) -> Bool {
         guard let invitation = lock.withLock({ pending.first }) else { return false }
         resolved(invitation.id)
+        ui?.ask(nil)
         let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
         do {
             if answer == "y" || answer == "yes" {
@@ -227,10 +292,14 @@ final class InteractiveState: @unchecked Sendable {
     func handle(_ event: ControlEvent) {
         switch event.type {
         case "invitation":
-            if let invitation = event.invitation { prompt(invitation) }
+            if let invitation = event.invitation {
+                prompt(invitation)
+                if notify { DesktopNotification.send("lanchat: invitation", "\(invitation.from) invites you to '\(invitation.room)'") }
+            }
         case "invitation_closed":
             if let invitation = event.invitation {
                 resolved(invitation.id)
+                if ui != nil, lock.withLock({ pending.isEmpty }) { ui?.ask(nil) }
                 if invitation.outcome == "expired" || invitation.outcome == "withdrawn" {
                     say("invitation from \(printable(invitation.from)) to \(invitation.room) \(invitation.outcome!)")
                 } else if invitation.outcome?.hasPrefix("accepted ") == true {
@@ -239,18 +308,39 @@ final class InteractiveState: @unchecked Sendable {
                 }
             }
         case "message":
-            guard let message = event.message, message.outgoing != true else { return }
-            say(describe(message))
+            guard let message = event.message else { return }
+            if let ui {
+                // Our own lines too: the input line does not echo them into the conversation.
+                ui.message(message, showRoom: message.room != room)
+                if message.outgoing != true { ui.unreadMessage(in: message.room) }
+            } else if message.outgoing != true {
+                say(describe(message))
+            }
+            if notify, message.outgoing != true, message.kind == "text", Self.mentions(message.text, ownName) {
+                DesktopNotification.send("lanchat: \(message.sender) in \(message.room)", message.text)
+            }
         case "invite_outcome", "security":
             if let text = describeSession(event) { say(text) }
         case "transfer":
-            // Announce files that arrived (or failed to), and how the ones we sent ended.
-            if let transfer = event.transfer, ["complete", "refused", "failed", "cancelled"].contains(transfer.state) {
-                say(progressLine(transfer))
+            // Announce files that arrived (or failed to), and how the ones we sent ended; the UI's status
+            // line shows the progress meanwhile.
+            if let transfer = event.transfer {
+                ui?.transfer(transfer)
+                if ["complete", "refused", "failed", "cancelled"].contains(transfer.state) { say(progressLine(transfer)) }
             }
+        case "member":
+            refreshMembers()
         default:
-            break  // found/lost/member: see /peers and /members
+            break  // found/lost: see /peers
         }
+    }
+
+    /// Whether a message names the person: their display name, or its part before '@'.
+    static func mentions(_ text: String, _ name: String) -> Bool {
+        guard !name.isEmpty else { return false }
+        let lower = text.lowercased()
+        let user = name.split(separator: "@").first.map(String.init) ?? name
+        return lower.contains(name.lowercased()) || (user.count >= 3 && lower.contains("@" + user.lowercased()))
     }
 }
 

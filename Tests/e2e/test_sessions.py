@@ -37,7 +37,9 @@ class Terminal:
 
     def __init__(self, lan, host):
         self.master, slave = pty.openpty()
-        self.process = lan.popen(host, [os.path.join(BIN, "lanchat")], stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        # The line mode (a dumb terminal); the full-screen UI is driven in tmux by test_tui.py.
+        self.process = lan.popen(host, [os.path.join(BIN, "lanchat")], stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                                 env=dict(lan.host_env, TERM="dumb"))
         os.close(slave)
         self.output = ""
 

@@ -1,0 +1,265 @@
+import Dispatch
+import Foundation
+import Glibc
+import LanchatControl
+import LanchatTerminal
+
+/// The interactive mode on a terminal: messages scroll above a status line and a fixed input line
+/// (a scroll region), so what arrives never lands in what the person is typing. Raw mode with the
+/// line editor of `LanchatTerminal`; invitations ask in the input line and keep the half-typed text;
+/// the terminal is restored on every way out (/quit, Ctrl-C, Ctrl-D, SIGTERM, the daemon stopping).
+final class TerminalUI: @unchecked Sendable {
+    private let lock = NSLock()
+    private var editor = LineEditor()
+    private var decoder = KeyDecoder()
+    private var rows = 24
+    private var columns = 80
+    private var original = termios()
+    private var active = false
+    private let color: Bool
+    private var scrollback: [String] = []
+    private static let scrollbackSize = 1000
+
+    // What the status line shows (updated from events).
+    var me = ""
+    private var room: String?
+    private var members: [String: (connected: Int, total: Int)] = [:]
+    private var unread: [String: Int] = [:]
+    private var transfers: [String: TransferEntry] = [:]
+    /// An invitation waiting for y/n: shown instead of the input line, which is kept.
+    private var question: String?
+    private var signalSources: [DispatchSourceSignal] = []
+
+    init(color: Bool) {
+        self.color = color
+    }
+
+    // MARK: Terminal
+
+    func start() {
+        lock.withLock {
+            tcgetattr(0, &original)
+            var raw = original
+            raw.c_lflag &= ~tcflag_t(ECHO | ICANON | ISIG | IEXTEN)
+            raw.c_iflag &= ~tcflag_t(IXON | ICRNL | BRKINT | INPCK | ISTRIP)
+            withUnsafeMutableBytes(of: &raw.c_cc) { cc in
+                cc[Int(VMIN)] = 1
+                cc[Int(VTIME)] = 0
+            }
+            tcsetattr(0, TCSAFLUSH, &raw)
+            active = true
+            measure()
+            // Bracketed paste on; the screen cleared; the scroll region above the two bottom lines.
+            write("\u{1b}[?2004h\u{1b}[2J\u{1b}[1;\(max(1, rows - 2))r")
+            redrawAll()
+        }
+        let queue = DispatchQueue(label: "lanchat.terminal.signals")
+        for (number, code) in [(SIGWINCH, Int32(-1)), (SIGTERM, 0), (SIGHUP, 1), (SIGINT, 0)] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { [weak self] in
+                guard let self else { return }
+                if code < 0 {
+                    self.lock.withLock {
+                        self.measure()
+                        self.write("\u{1b}[r\u{1b}[2J\u{1b}[1;\(max(1, self.rows - 2))r")
+                        self.redrawAll()
+                    }
+                } else {
+                    self.restore()
+                    Foundation.exit(code)
+                }
+            }
+            source.resume()
+            signalSources.append(source)
+        }
+    }
+
+    /// Gives the terminal back as it was (idempotent): paste mode off, the whole screen scrolls again,
+    /// the cursor below the last line, the saved termios.
+    func restore() {
+        lock.withLock {
+            guard active else { return }
+            active = false
+            write("\u{1b}[?2004l\u{1b}[r\u{1b}[\(rows);1H\u{1b}[2K\r\n")
+            tcsetattr(0, TCSAFLUSH, &original)
+        }
+    }
+
+    private func measure() {
+        var size = winsize()
+        if ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_row >= 3, size.ws_col >= 10 {
+            rows = Int(size.ws_row)
+            columns = Int(size.ws_col)
+        }
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    // MARK: Output
+
+    /// Adds a line above the status line (wrapped by the terminal inside the scroll region).
+    func addLine(_ text: String) {
+        lock.withLock {
+            for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+                scrollback.append(String(line))
+                if scrollback.count > Self.scrollbackSize { scrollback.removeFirst() }
+                if active { write("\u{1b}[\(max(1, rows - 2));1H\n" + String(line)) }
+            }
+            if active { drawBottom() }
+        }
+    }
+
+    /// A chat message, the sender in a colour of its own (unless NO_COLOR).
+    func message(_ message: MessageInfo, showRoom: Bool) {
+        let line = describe(message, showRoom: showRoom)
+        guard color, message.kind != "system" else { return addLine(line) }
+        let sender = printable(message.sender)
+        let palette = [31, 32, 33, 34, 35, 36]
+        let hash = message.senderId.unicodeScalars.reduce(0) { ($0 &* 31 &+ Int($1.value)) & 0xffff }
+        let colored = line.replacingOccurrences(of: " \(sender): ", with: " \u{1b}[1;\(palette[hash % palette.count])m\(sender)\u{1b}[0m: ")
+        addLine(colored)
+    }
+
+    private func redrawAll() {
+        write("\u{1b}[1;1H")
+        let visible = scrollback.suffix(max(0, rows - 2))
+        for (index, line) in visible.enumerated() {
+            write("\u{1b}[\(index + 1);1H\u{1b}[2K" + line)
+        }
+        drawBottom()
+    }
+
+    /// The status line and the input line (or the invitation question), and the cursor in it.
+    private func drawBottom() {
+        var status = " \(me)"
+        if let room {
+            let count = members[room].map { " \($0.connected)/\($0.total)" } ?? ""
+            status += " | [\(room)]\(count)"
+        } else {
+            status += " | no room (/invite PEER)"
+        }
+        let moving = transfers.values.sorted { $0.id < $1.id }.prefix(2).map { entry -> String in
+            let percent = entry.size > 0 ? entry.done * 100 / entry.size : 0
+            return "\(entry.direction == "outgoing" ? "↑" : "↓") \(printable(entry.name)) \(percent)%"
+        }
+        if !moving.isEmpty { status += " | " + moving.joined(separator: ", ") + (transfers.count > 2 ? " +\(transfers.count - 2)" : "") }
+        let others = unread.filter { $0.key != room && $0.value > 0 }.sorted { $0.key < $1.key }
+        if !others.isEmpty { status += " | unread: " + others.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
+        status = fit(status, columns)
+        let reverse = color ? "\u{1b}[7m" : ""
+        let plain = color ? "\u{1b}[0m" : ""
+        write("\u{1b}[\(rows - 1);1H\u{1b}[2K" + reverse + status + String(repeating: " ", count: max(0, columns - status.count)) + plain)
+        if let question {
+            let text = fit(question, columns - 1)
+            write("\u{1b}[\(rows);1H\u{1b}[2K" + text)
+            return
+        }
+        let prompt = "[\(room ?? "-")] "
+        let width = max(1, columns - prompt.count - 1)
+        let characters = editor.characters
+        // A window of the line around the cursor.
+        let start = max(0, editor.cursor - width + 1)
+        let shown = String(characters[start..<min(characters.count, start + width)].map { $0.isASCII && ($0.asciiValue ?? 32) < 32 ? "?" : $0 })
+        write("\u{1b}[\(rows);1H\u{1b}[2K" + prompt + shown + "\u{1b}[\(rows);\(prompt.count + editor.cursor - start + 1)H")
+    }
+
+    private func fit(_ text: String, _ width: Int) -> String {
+        text.count <= width ? text : String(text.prefix(max(0, width - 1))) + "…"
+    }
+
+    // MARK: State the status line shows
+
+    func setRoom(_ name: String?) {
+        lock.withLock {
+            room = name
+            if let name { unread[name] = nil }
+            if active { drawBottom() }
+        }
+    }
+
+    func setMembers(_ rooms: [RoomInfo]) {
+        lock.withLock {
+            members = Dictionary(uniqueKeysWithValues: rooms.map { ($0.room, ($0.members.filter { $0.state == "connected" }.count, $0.members.count)) })
+            if active { drawBottom() }
+        }
+    }
+
+    func unreadMessage(in name: String) {
+        lock.withLock {
+            if name != room { unread[name, default: 0] += 1 }
+            if active { drawBottom() }
+        }
+    }
+
+    func transfer(_ entry: TransferEntry) {
+        lock.withLock {
+            if ["complete", "refused", "failed", "cancelled"].contains(entry.state) { transfers[entry.id] = nil } else { transfers[entry.id] = entry }
+            if active { drawBottom() }
+        }
+    }
+
+    func ask(_ text: String?) {
+        lock.withLock {
+            question = text
+            if active { drawBottom() }
+        }
+    }
+
+    var asking: Bool { lock.withLock { question != nil } }
+
+    // MARK: Input
+
+    /// Reads keys until the person leaves; `submit` gets each line sent (false: quit), `answer` gets
+    /// y/n for an open question.
+    func readKeys(submit: (String) -> Bool, answer: (Bool) -> Void) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return }
+            let keys = lock.withLock { decoder.feed(Array(buffer[0..<count])) }
+            for key in keys {
+                if asking {
+                    switch key {
+                    case .text(let text) where text.lowercased().hasPrefix("y"): answer(true)
+                    case .text, .enter: answer(false)
+                    case .interrupt: return
+                    default: break
+                    }
+                    continue
+                }
+                let outcome = lock.withLock { () -> LineEditor.Outcome in
+                    let outcome = editor.apply(key)
+                    if active { drawBottom() }
+                    return outcome
+                }
+                switch outcome {
+                case .none: break
+                case .submit(let lines):
+                    for line in lines where !submit(line) { return }
+                case .interrupt, .endOfInput: return
+                case .redraw: lock.withLock { redrawAll() }
+                }
+            }
+        }
+    }
+}
+
+/// A desktop notification (notify-send) when a desktop session exists; never required, failures ignored.
+enum DesktopNotification {
+    static func send(_ title: String, _ body: String) {
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else { return }
+        let candidates = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/notify-send" }
+        guard let tool = candidates.first(where: { access($0, X_OK) == 0 }) else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = ["--app-name=lanchat", title, body]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try? process.run()
+    }
+}

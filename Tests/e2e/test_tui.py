@@ -1,0 +1,110 @@
+"""The terminal UI of `lanchat` (no subcommand, on a terminal), driven in tmux as a person would:
+messages scroll above a fixed input line, a half-typed line survives messages and an invitation
+prompt, the status line shows the room and a transfer's progress, and the terminal is restored."""
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from testlan import BIN, wait_for
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup.sh test installs it)")
+
+
+class Tmux:
+    def __init__(self, lan, host, name, command):
+        self.name = name
+        self.socket = os.path.join(lan.dir, "tmux.sock")
+        argv = " ".join(lan.ns_prefix(host) + command)
+        self.tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "24",
+                  f"env TERM=xterm-256color LANCHAT_CONTROL_TRACE={lan.trace} {argv}; echo EXITED $?; stty -a | tr ';' '\\n' | grep -E 'icanon|echo' | head -3; sleep 60")
+
+    def tmux(self, *args):
+        return subprocess.run(["tmux", "-S", self.socket, *args], check=True, capture_output=True, text=True, timeout=10).stdout
+
+    def keys(self, *keys):
+        self.tmux("send-keys", "-t", self.name, *keys)
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p", "-t", self.name)
+
+    def lines(self):
+        """The pane's 24 rows (the last two: the status line and the input line)."""
+        lines = self.screen().split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return [line.rstrip() for line in (lines + [""] * 24)[:24]]
+
+    def wait(self, predicate, what, timeout=30):
+        try:
+            return wait_for(lambda: predicate(self.lines()), timeout=timeout, what=what)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\nthe screen then:\n{self.screen()}") from None
+
+    def close(self):
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_messages_arrive_above_a_half_typed_line(lan):
+    lan.up(3)
+    lan.start_daemon("h1", name="alice")
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    lan.start_daemon("h3", name="carol", extra=["--auto-accept", "all"])
+    wait_for(lambda: {"bob", "carol"} <= {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="discovery")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    ui = Tmux(lan, "h1", "alice", [os.path.join(BIN, "lanchat")])
+    try:
+        ui.wait(lambda lines: "alice" in lines[-2] and "[lab] 1/1" in lines[-2] and lines[-1] == "[lab]", "the status and input lines")
+        ui.keys("-l", "half a sente")
+        for i in range(3):
+            lan.lanchat("h2", "send", "--room", "lab", f"from bob {i}")
+        ui.wait(lambda lines: any("bob: from bob 2" in line for line in lines[:-2]), "bob's messages above the status line")
+        lines = ui.lines()
+        print("--- tmux capture: a half-typed line while messages arrive\n" + ui.screen())  # shown with pytest -s
+        assert lines[-1] == "[lab] half a sente", lines[-1]
+        assert [line for line in lines if "from bob" in line][-3:] == [line for line in lines[:-2] if "from bob" in line]
+        # The line goes on being typed and is sent whole.
+        ui.keys("-l", "nce")
+        ui.keys("Enter")
+        wait_for(lambda: "half a sentence" in [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab")], what="alice's line at bob")
+        ui.wait(lambda lines: lines[-1] == "[lab]", "an empty input line after sending")
+        ui.wait(lambda lines: any("alice: half a sentence" in line for line in lines[:-2]), "alice's own line in the conversation")
+
+        # An invitation while typing: asked in the input line; the typed text comes back after the answer.
+        ui.keys("-l", "draft")
+        lan.lanchat("h3", "invite", "alice", "--room", "ops", "--message", "incident")
+        ui.wait(lambda lines: "accept invitation from carol" in lines[-1] and "[y/N]" in lines[-1], "the invitation prompt")
+        print("--- tmux capture: an invitation while typing 'draft'\n" + ui.screen())
+        ui.keys("-l", "y")
+        ui.wait(lambda lines: lines[-1].endswith("draft") and "joined ops" in "\n".join(lines), "the draft back after accepting")
+        assert "ops" in [r["room"] for r in lan.lanchat_json("h1", "rooms")]
+
+        # A file transfer's progress in the status line (the link slowed so it lasts).
+        lan.run("h1", ["tc", "qdisc", "replace", "dev", "lan0", "root", "tbf", "rate", "40mbit", "burst", "64kb", "latency", "200ms"])
+        source = os.path.join(lan.dir, "big.bin")
+        with open(source, "wb") as f:
+            f.write(os.urandom(40 << 20))
+        sender = lan.popen("h1", [os.path.join(BIN, "lanchat"), "send-file", "--to", "bob", source],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        captured = ui.wait(lambda lines: "↑ big.bin" in lines[-2] and "%" in lines[-2], "the transfer in the status line", timeout=30)
+        assert captured
+        print("--- tmux capture: a transfer's progress in the status line\n" + ui.screen())
+        sender.wait(timeout=120)
+        ui.wait(lambda lines: "↑ big.bin" not in lines[-2] and any("big.bin" in l and "complete" in l for l in lines), "the transfer ended")
+
+        # Ctrl-C leaves and gives the terminal back (canonical mode and echo on).
+        ui.keys("C-c")
+        ui.wait(lambda lines: any(line.startswith("EXITED 0") for line in lines), "lanchat to exit")
+        after = ui.screen()
+        assert " icanon" in after and " echo" in after and "-icanon" not in after, after
+    finally:
+        ui.close()
+
+
+def test_line_mode_stays_for_dumb_terminals_and_pipes(lan):
+    lan.up(1)
+    lan.start_daemon("h1", name="alice")
+    piped = lan.run("h1", [os.path.join(BIN, "lanchat")], input="/rooms\n/quit\n")
+    assert "you are in no room" in piped.stdout and "\x1b[" not in piped.stdout
