@@ -69,8 +69,12 @@ struct Interactive: ParsableCommand {
                 guard let response = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)), let event = response.event else { continue }
                 state.handle(event)
             }
-            state.ui?.restore()
-            state.say("lanchatd closed the connection (it stopped?)")
+            if let ui = state.ui {
+                ui.restore()
+                FileHandle.standardError.write(Data("lanchat: lanchatd closed the connection (it stopped?)\n".utf8))
+            } else {
+                state.say("lanchatd closed the connection (it stopped?)")
+            }
             Foundation.exit(1)
         }
         thread.start()

@@ -108,3 +108,30 @@ def test_line_mode_stays_for_dumb_terminals_and_pipes(lan):
     lan.start_daemon("h1", name="alice")
     piped = lan.run("h1", [os.path.join(BIN, "lanchat")], input="/rooms\n/quit\n")
     assert "you are in no room" in piped.stdout and "\x1b[" not in piped.stdout
+
+
+def test_resize_sigterm_and_a_stopping_daemon_leave_the_terminal_sane(lan):
+    lan.up(1)
+    alice = lan.start_daemon("h1", name="alice")
+    ui = Tmux(lan, "h1", "resize", [os.path.join(BIN, "lanchat")])
+    try:
+        ui.wait(lambda lines: "alice" in lines[-2] and lines[-1] == "[-]", "the status and input lines")
+        # A smaller window: the status and input lines move to its bottom.
+        ui.tmux("resize-window", "-t", "resize", "-x", "70", "-y", "16")
+        ui.wait(lambda lines: len(ui.screen().split("\n")) >= 16 and "alice" in ui.screen().split("\n")[14], "the status line on row 15 of 16")
+        ui.keys("-l", "typed")
+        # SIGTERM: the terminal comes back.
+        lan.run("h1", ["pkill", "-TERM", "-x", "lanchat"])
+        ui.wait(lambda lines: any(line.startswith("EXITED") for line in lines), "lanchat to exit on SIGTERM")
+        assert " icanon" in ui.screen() and "-icanon" not in ui.screen()
+    finally:
+        ui.close()
+    ui = Tmux(lan, "h1", "stopping", [os.path.join(BIN, "lanchat")])
+    try:
+        ui.wait(lambda lines: "alice" in lines[-2], "the status line")
+        alice.stop()
+        ui.wait(lambda lines: any(line.startswith("EXITED 1") for line in lines), "lanchat to exit when the daemon stops")
+        screen = ui.screen()
+        assert "lanchatd closed the connection" in screen and " icanon" in screen and "-icanon" not in screen, screen
+    finally:
+        ui.close()
