@@ -2,12 +2,15 @@
 import PackageDescription
 
 // Layers, from the wire up (see README.md "Module layout"):
+//   LanchatCore (shared identifiers and preferences: PeerID, RoomID, WireID; links nothing)
 //   CDNSSD (C, dns_sd.h) -> DNSSD (async Swift over dns_sd)
 //   LanchatIdentity (long-term key, peer id)
 //   LanchatSecurity (certificate, TLS 1.3 pinned to the peer id, known peers, short code)
 //   LanchatDiscovery (pure: TXT advertisement, peer table)
 //   LanchatControl (control API types + a small blocking client; no NIO)
 //   LanchatWire (pure: wire protocol v1 framing and frames; see docs/wire-protocol.md)
+//   LanchatEngine (pure: the session protocol engine, SessionStateMachine; no sockets, files, SQL or clock)
+//   LanchatSession (the I/O shell: SessionNode runs the engine over NIO connections and the SQLite store)
 //   LanchatDaemon (wiring: discovery service, control server, config)
 //   lanchatd / lanchat (thin executables)
 let package = Package(
@@ -34,21 +37,23 @@ let package = Package(
             pkgConfig: "avahi-compat-libdns_sd",
             providers: [.apt(["libavahi-compat-libdnssd-dev"])]
         ),
+        .target(name: "LanchatCore"),
         .target(name: "DNSSD", dependencies: ["CDNSSD"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "LanchatStore", dependencies: ["CSQLite"]),
+        .target(name: "LanchatStore", dependencies: ["LanchatCore", "CSQLite"]),
         // Pure transfer logic (issue 4, started): safe names for files offered by peers.
         .target(name: "LanchatTransfer"),
-        .target(name: "LanchatIdentity", dependencies: ["LanchatDiscovery", .product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "LanchatDiscovery", dependencies: ["DNSSD"]),
+        .target(name: "LanchatIdentity", dependencies: ["LanchatCore", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "LanchatDiscovery", dependencies: ["LanchatCore", "DNSSD"]),
         .target(name: "LanchatControl"),
         // Pure terminal input for the interactive mode: key decoding and the line editor.
         .target(name: "LanchatTerminal"),
-        .target(name: "LanchatWire", dependencies: [.product(name: "NIOCore", package: "swift-nio")]),
+        .target(name: "LanchatWire", dependencies: ["LanchatCore", .product(name: "NIOCore", package: "swift-nio")]),
+        .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire"]),
         .target(
             name: "LanchatSession",
             dependencies: [
-                "LanchatWire", "LanchatSecurity", "LanchatDiscovery", "LanchatStore", "LanchatTransfer",
+                "LanchatCore", "LanchatEngine", "LanchatWire", "LanchatSecurity", "LanchatStore", "LanchatTransfer",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -61,7 +66,7 @@ let package = Package(
         .target(
             name: "LanchatSecurity",
             dependencies: [
-                "LanchatIdentity", "LanchatDiscovery",
+                "LanchatCore", "LanchatIdentity",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -72,12 +77,12 @@ let package = Package(
         // gives a binary that replays files through the same entry point.
         .executableTarget(
             name: "WireFuzz",
-            dependencies: ["LanchatWire", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["LanchatCore", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .target(
             name: "LanchatDaemon",
             dependencies: [
-                "DNSSD", "LanchatIdentity", "LanchatDiscovery", "LanchatControl", "LanchatSecurity", "LanchatSession",
+                "DNSSD", "LanchatCore", "LanchatEngine", "LanchatIdentity", "LanchatDiscovery", "LanchatControl", "LanchatSecurity", "LanchatSession",
                 "LanchatWire", "LanchatStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -104,24 +109,25 @@ let package = Package(
         .executableTarget(
             name: "lanchat-bench",
             dependencies: [
-                "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire", "LanchatDiscovery",
+                "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "DNSSDTests", dependencies: ["DNSSD"]),
-        .testTarget(name: "LanchatIdentityTests", dependencies: ["LanchatIdentity"]),
-        .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatDiscovery"]),
+        .testTarget(name: "LanchatIdentityTests", dependencies: ["LanchatCore", "LanchatIdentity"]),
+        .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatCore", "LanchatDiscovery"]),
         .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
         .testTarget(name: "LanchatTerminalTests", dependencies: ["LanchatTerminal"]),
-        .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatDaemon"]),
-        .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatStore"]),
+        .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatCore", "LanchatDaemon"]),
+        .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatCore", "LanchatStore"]),
+        .testTarget(name: "LanchatEngineTests", dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire"]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
         .testTarget(
             name: "LanchatSessionTests",
             dependencies: [
-                "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire", "LanchatDiscovery",
+                "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -130,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "LanchatSecurityTests",
             dependencies: [
-                "LanchatSecurity", "LanchatIdentity", "LanchatDiscovery",
+                "LanchatCore", "LanchatSecurity", "LanchatIdentity",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -140,7 +146,7 @@ let package = Package(
         .testTarget(
             name: "LanchatWireTests",
             dependencies: [
-                "LanchatWire",
+                "LanchatCore", "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
             ],

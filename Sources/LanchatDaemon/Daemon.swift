@@ -2,7 +2,9 @@ import DNSSD
 import FoundationEssentials
 import Glibc
 import LanchatControl
+import LanchatCore
 import LanchatDiscovery
+import LanchatEngine
 import LanchatIdentity
 import LanchatSecurity
 import LanchatSession

@@ -1,4 +1,5 @@
 import DNSSD
+import LanchatCore
 
 /// What a lanchat daemon puts in its `_chat-service._tcp` TXT record.
 ///

@@ -1,4 +1,5 @@
 import DNSSD
+import LanchatCore
 
 /// A lanchat peer as discovery sees it.
 public struct DiscoveredPeer: Equatable, Sendable {

@@ -1,7 +1,7 @@
 import Crypto
 import FoundationEssentials
 import Glibc
-import LanchatDiscovery
+import LanchatCore
 
 /// The daemon's long-term identity: a P-256 key (which TLS 1.3 through swift-nio-ssl can present in a
 /// certificate) kept in the state directory, and the peer id derived from its public key.

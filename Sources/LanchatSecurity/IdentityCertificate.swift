@@ -1,6 +1,6 @@
 import Crypto
 import FoundationEssentials
-import LanchatDiscovery
+import LanchatCore
 import LanchatIdentity
 import NIOSSL
 import SwiftASN1

@@ -1,6 +1,6 @@
 import FoundationEssentials
 import Glibc
-import LanchatDiscovery
+import LanchatCore
 
 /// Trust on first use: which key (peer id) each known peer had when first met.
 ///

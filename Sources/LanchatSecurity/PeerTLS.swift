@@ -1,4 +1,4 @@
-import LanchatDiscovery
+import LanchatCore
 import NIOCore
 import NIOSSL
 

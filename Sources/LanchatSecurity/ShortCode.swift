@@ -1,5 +1,5 @@
 import Crypto
-import LanchatDiscovery
+import LanchatCore
 
 /// A code two people read to each other to check they talk to each other's daemons: the same on both
 /// sides (it depends on the pair of ids, not their order), eight digits in two groups ("4821-0937").

@@ -1,34 +1,10 @@
+import LanchatEngine
 import LanchatWire
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOTLS
 
 /// Why a peer connection ended, as the session layer reports it ("h2 left: timed out").
-public enum PeerCloseReason: Equatable, Sendable, CustomStringConvertible {
-    /// The peer said GOODBYE.
-    case goodbye(WireFrame.Goodbye.Reason, String)
-    /// No frame from the peer for the heartbeat timeout.
-    case timedOut
-    /// The peer sent something invalid.
-    case protocolError(String)
-    /// The connection closed without a GOODBYE (the peer crashed, or the network failed).
-    case lost
-    /// We closed it.
-    case local
-
-    public var description: String {
-        switch self {
-        case .goodbye(.shutdown, _): return "shut down"
-        case .goodbye(.leaving, _): return "left"
-        case .goodbye(.timeout, _): return "timed out"
-        case .goodbye(_, let text): return text.isEmpty ? "closed the connection" : text
-        case .timedOut: return "timed out"
-        case .protocolError(let text): return "protocol error: \(text)"
-        case .lost: return "connection lost"
-        case .local: return "disconnected"
-        }
-    }
-}
 
 /// What an established connection delivers to the session layer, in order.
 public enum PeerLinkEvent: Sendable {

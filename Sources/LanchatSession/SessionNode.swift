@@ -1,5 +1,6 @@
 import Glibc
-import LanchatDiscovery
+import LanchatCore
+import LanchatEngine
 import LanchatSecurity
 import LanchatStore
 import LanchatWire
@@ -18,11 +19,10 @@ import NIOPosix
 /// - Session: a room (`MCSession`) whose members are all connected to each other (a mesh). `send(_:room:to:reliable:)`
 ///   sends to the room or chosen members; `events` reports member state changes and received messages.
 ///
-/// One connection per pair of peers carries every room they share. When both sides dial at once, the
-/// connection dialed by the peer with the smaller id is kept. Reliable messages are stored, queued per
-/// recipient until acknowledged (the outbox survives restarts), resent after a reconnection and every
-/// `retransmitInterval`, and de-duplicated by id. Members that are not connected are redialed with
-/// backoff; the peer with the smaller id dials first.
+/// The node is the I/O shell of `SessionStateMachine` (LanchatEngine), which decides everything about
+/// links, invitations, rooms, delivery and redialing: the node feeds it what happens (connections,
+/// frames, time, API calls) and performs the actions it returns (writes to the store, frames to send,
+/// dials, events). File transfers (Transfers.swift) and streams (Streams.swift) are still decided here.
 public actor SessionNode {
     public struct Configuration: Sendable {
         public var ownID: PeerID
@@ -59,75 +59,52 @@ public actor SessionNode {
 
     /// A live connection to a peer. Used only on the node's executor (its event loop).
     final class Link: @unchecked Sendable {
+        let handle: LinkHandle
         let connection: PeerConnector.Connection
         let peer: SessionPeer
-        /// The peer whose side dialed.
-        let dialer: PeerID
-        var lastReliableSend = ContinuousClock.now
 
-        init(connection: PeerConnector.Connection, peer: SessionPeer, dialer: PeerID) {
+        init(handle: LinkHandle, connection: PeerConnector.Connection, peer: SessionPeer) {
+            self.handle = handle
             self.connection = connection
             self.peer = peer
-            self.dialer = dialer
         }
 
         var remoteAddress: String? { connection.channel.remoteAddress?.ipAddress }
     }
 
-    struct Member {
-        var name: String
-        var port: Int
-        var addresses: [String]
-    }
-
-    struct Room {
-        var members: [PeerID: Member] = [:]
-    }
-
-    struct Pending {
-        var invitation: IncomingInvitation
-        var peer: PeerID
-        var timer: Task<Void, Never>
-    }
-
-    struct Outgoing {
-        var peer: SessionPeer
-        var room: RoomID
-        var continuation: CheckedContinuation<InviteOutcome, Never>
-        var timer: Task<Void, Never>
-    }
-
-    struct Redial {
-        var attempt = 0
-        var notBefore = ContinuousClock.now
-        var generation = -1
-    }
+    public typealias RoomSummary = SessionStateMachine.RoomSummary
 
     public let configuration: Configuration
     /// The node runs on this event loop (its connections' loop): frames arrive without a thread hop.
     public nonisolated let eventLoop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { eventLoop.executor.asUnownedSerialExecutor() }
     public nonisolated let events: AsyncStream<SessionEvent>
-    private let eventSink: AsyncStream<SessionEvent>.Continuation
+    let eventSink: AsyncStream<SessionEvent>.Continuation
     private let connector: PeerConnector
     let store: ChatStore
     private var knownPeers: KnownPeers
-    private let directory: PeerDirectory
     private let logger: Logger
 
+    /// Every decision about links, invitations, rooms and delivery (pure; see LanchatEngine).
+    var engine: SessionStateMachine
+    /// Every connection adopted and not yet closed, by the handle the engine knows it by.
+    private var openLinks: [LinkHandle: Link] = [:]
+    /// The connection that serves each peer now (the engine decides; `.peerConnected` updates this).
     var links: [PeerID: Link] = [:]
-    private var dialing: Set<PeerID> = []
-    private var rooms: [RoomID: Room] = [:]
-    private var sequences: [RoomID: UInt64] = [:]
-    private var pending: [WireID: Pending] = [:]
-    private var outgoing: [WireID: Outgoing] = [:]
-    /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
-    private var claims: [RoomID: [PeerID: (members: [WireFrame.Member], at: ContinuousClock.Instant)]] = [:]
-    private var redials: [PeerID: Redial] = [:]
-    /// (room, peer) pairs for which a "left" notice was shown, so a reconnection says "rejoined".
-    private var departed: Set<String> = []
-    /// Why the last connection to each peer ended (an invitation racing a refusal reports it).
-    private var lastCloseReason: [PeerID: PeerCloseReason] = [:]
+    private var nextHandle = 1
+    /// API calls waiting for the outcome of an invitation they sent.
+    private var inviteWaiters: [WireID: CheckedContinuation<InviteOutcome, Never>] = [:]
+    /// Redials the engine asked for, run by `run()`'s task group.
+    private let dialRequests: AsyncStream<PeerID>
+    private let dialRequestSink: AsyncStream<PeerID>.Continuation
+    /// The wake-up for the engine's next timer, and for the next store checkpoint.
+    private var timerWakeup: Scheduled<Void>?
+    private var timerDeadline: Int64?
+    private var checkpointWakeup: Scheduled<Void>?
+    /// Unreliable frames dropped because a connection was full (counted while performing a send).
+    private var unreliableDrops = 0
+    private let clockOrigin = ContinuousClock.now
+
     /// File transfers (Transfers.swift).
     var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
     var incomingTransfers: [WireID: IncomingTransfer] = [:]
@@ -138,9 +115,6 @@ public actor SessionNode {
     var streamAcceptors: [StreamAcceptor] = []
     /// Offers being resumed from a `.part` file (hashing what it holds).
     var resumingTransfers: Set<WireID> = []
-    private var noticeSequence: Int64 = 0
-    /// Rooms whose history we asked for, and whom we asked.
-    var historyRequested: [RoomID: PeerID] = [:]
     let fileIO: NIOThreadPool
 
     public init(
@@ -154,42 +128,64 @@ public actor SessionNode {
         self.connector = connector
         self.store = store
         self.knownPeers = knownPeers
-        self.directory = directory
         self.logger = logger
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(100_000))
+        (dialRequests, dialRequestSink) = AsyncStream<PeerID>.makeStream()
+        var restored = SessionStateMachine.Restored(knownPeers: KnownPeerBook(knownPeers.entries.mapValues(\.id)))
         for (name, members) in try store.rooms() {
             guard let room = RoomID(name) else { continue }
-            var state = Room()
-            for member in members {
-                guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
-                state.members[id] = Member(name: member.name, port: member.port, addresses: member.addresses)
-            }
-            rooms[room] = state
-            sequences[room] = UInt64(try store.lastSequence(room: name, sender: configuration.ownID.rawValue))
+            restored.rooms.append((room, members))
         }
+        for (name, sequence) in try store.lastSequences(sender: configuration.ownID.rawValue) {
+            guard let room = RoomID(name) else { continue }
+            restored.lastSequences[room] = UInt64(max(0, sequence))
+        }
+        for entry in try store.outboxEntries() {
+            guard let peer = PeerID(entry.peerID), let message = WireID(hex: entry.messageID), let room = RoomID(entry.room) else { continue }
+            restored.outbox.append((peer, message, room))
+        }
+        var engineConfiguration = SessionStateMachine.Configuration(
+            ownID: configuration.ownID, ownName: configuration.ownName, port: configuration.port, autoAccept: configuration.autoAccept)
+        engineConfiguration.defaultInviteTimeout = Self.milliseconds(configuration.defaultInviteTimeout)
+        engineConfiguration.maximumPendingInvitations = configuration.maximumPendingInvitations
+        engineConfiguration.retransmitInterval = Self.milliseconds(configuration.retransmitInterval)
+        engineConfiguration.maximumReconnectDelay = Self.milliseconds(configuration.maximumReconnectDelay)
+        let ownID = configuration.ownID
+        engine = SessionStateMachine(
+            configuration: engineConfiguration, restored: restored, addressBook: directory, ids: .system(),
+            shortCode: { ShortCode.between(ownID, $0) })
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// The engine's idea of now: monotonic milliseconds since the node started, and the wall clock.
+    func time() -> EngineTime {
+        EngineTime(monotonic: Self.milliseconds(ContinuousClock.now - clockOrigin), wall: Self.nowMilliseconds())
     }
 
     // MARK: Running
 
-    /// Redials members and retransmits unacknowledged messages until cancelled; then says GOODBYE to
-    /// every peer.
+    /// Runs the node's schedule (redials, retransmits, invitation timeouts) until cancelled; then says
+    /// GOODBYE to every peer.
     public func run() async {
         restoreTransfers()
-        while !Task.isCancelled {
-            if maintain() {
-                try? await Task.sleep(for: .milliseconds(250))
-            } else {
-                // Nothing to redial, retransmit or checkpoint: sleep until something changes (an idle
-                // daemon makes no wake-ups of its own).
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { wakeup = $0 }
-                } onCancel: {
-                    Task { await self.nudge() }
-                }
+        syncTransferPeers()
+        perform(engine.start(at: time()))
+        // Redials run here, as children of this task, so none outlives the node.
+        await withDiscardingTaskGroup { group in
+            for await peer in dialRequests {
+                group.addTask { _ = await self.dial(peer) }
             }
         }
-        for link in links.values { link.connection.leave(.shutdown) }
+        timerWakeup?.cancel()
+        checkpointWakeup?.cancel()
+        for link in openLinks.values { link.connection.leave(.shutdown) }
+        openLinks = [:]
         links = [:]
+        for waiter in inviteWaiters.values { waiter.resume(returning: .unreachable("the node stopped")) }
+        inviteWaiters = [:]
         closeTransfers()
         closeStreams()
         eventSink.finish()
@@ -197,96 +193,160 @@ public actor SessionNode {
         try? await fileIO.shutdownGracefully()
     }
 
-    private var lastCheckpoint = ContinuousClock.now
-
-    private var wakeup: CheckedContinuation<Void, Never>?
-    /// Something was written since the last checkpoint.
-    private var dirty = false
-
-    /// Wakes the maintenance loop (state changed: a member to reach, a message queued, a write).
-    private func nudge() {
-        wakeup?.resume()
-        wakeup = nil
+    /// Sleeps until the engine's next deadline, then ticks it.
+    private func armTimer() {
+        guard let deadline = engine.nextDeadline else {
+            timerWakeup?.cancel()
+            timerWakeup = nil
+            timerDeadline = nil
+            return
+        }
+        if let current = timerDeadline, current <= deadline, timerWakeup != nil { return }
+        timerWakeup?.cancel()
+        timerDeadline = deadline
+        let delay = max(0, deadline - time().monotonic)
+        timerWakeup = eventLoop.scheduleTask(in: .milliseconds(delay)) { [weak self] in
+            self?.assumeIsolated { node in
+                node.timerWakeup = nil
+                node.timerDeadline = nil
+                node.perform(node.engine.tick(at: node.time()))
+            }
+        }
     }
 
-    /// One round of maintenance; returns whether another round is needed soon.
-    private func maintain() -> Bool {
-        let now = ContinuousClock.now
-        if dirty, now - lastCheckpoint > .seconds(2) {
-            lastCheckpoint = now
-            dirty = false
-            store.checkpoint()
-        }
-        var busy = dirty
-        // Redial members we should be connected to.
-        var wanted = Set<PeerID>()
-        for room in rooms.values { wanted.formUnion(room.members.keys) }
-        wanted.formUnion(transferPeers)
-        if wanted.contains(where: { links[$0] == nil }) { busy = true }
-        for peer in wanted where links[peer] == nil && !dialing.contains(peer) {
-            var redial = redials[peer] ?? Redial(notBefore: now + (configuration.ownID < peer ? .zero : .milliseconds(1500)))
-            if let generation = directory.lookup(peer)?.generation, generation != redial.generation {
-                // Discovery saw it (again): try soon.
-                redial.generation = generation
-                if redial.attempt > 0 { redial.notBefore = min(redial.notBefore, now + (configuration.ownID < peer ? .zero : .milliseconds(1000))) }
+    /// Checkpoints the store's write-ahead log two seconds after a write (not on every write).
+    private func scheduleCheckpoint() {
+        guard checkpointWakeup == nil else { return }
+        checkpointWakeup = eventLoop.scheduleTask(in: .seconds(2)) { [weak self] in
+            self?.assumeIsolated { node in
+                node.checkpointWakeup = nil
+                node.store.checkpoint()
             }
-            redials[peer] = redial
-            guard now >= redial.notBefore else { continue }
-            redial.attempt += 1
-            let delay = min(configuration.maximumReconnectDelay, .milliseconds(250) * (1 << min(redial.attempt, 6)))
-            redial.notBefore = now + delay
-            redials[peer] = redial
-            dialing.insert(peer)
-            Task { _ = await self.dial(peer) }
         }
-        // Retransmit what is still unacknowledged.
-        guard let counts = try? store.outboxCounts() else { return true }
-        if !counts.isEmpty { busy = true }
-        for (peerText, _) in counts {
-            guard let peer = PeerID(peerText), let link = links[peer], now - link.lastReliableSend >= configuration.retransmitInterval else { continue }
-            flushOutbox(to: link)
+    }
+
+    // MARK: Performing the engine's actions
+
+    /// Performs a batch of actions: the writes first, in one transaction; then, only if it committed,
+    /// the rest in order. Returns whether the writes committed.
+    @discardableResult
+    func perform(_ actions: [SessionAction]) -> Bool {
+        var inserted: Set<String> = []
+        if actions.contains(where: { if case .persist = $0 { true } else { false } }) {
+            do {
+                try store.transaction {
+                    for case .persist(let operation) in actions { try apply(operation, inserted: &inserted) }
+                }
+            } catch {
+                // Not stored, so nothing that depends on it happens: a message is not acknowledged, and
+                // its sender sends it again.
+                logger.error("cannot write to the store", metadata: ["error": "\(error)"])
+                armTimer()
+                return false
+            }
+            scheduleCheckpoint()
         }
-        // Forget stale claims.
-        for (room, byPeer) in claims {
-            let kept = byPeer.filter { now - $0.value.at < .seconds(30) }
-            claims[room] = kept.isEmpty ? nil : kept
+        for action in actions {
+            switch action {
+            case .persist(.insertMessage(let message, let report?)):
+                if inserted.contains(message.id) { eventSink.yield(.message(report)) }
+            case .persist:
+                break
+            case .send(let handle, let frames):
+                openLinks[handle]?.connection.send(frames)
+            case .sendUnreliable(let handle, let frames):
+                guard let link = openLinks[handle], link.connection.isWritable else { unreliableDrops += 1; continue }
+                link.connection.send(frames)
+            case .close(let handle, let reason, let text):
+                openLinks[handle]?.connection.leave(reason, text: text)
+            case .dial(let peer):
+                dialRequestSink.yield(peer)
+            case .flushOutbox(let peer, let handle):
+                flushOutbox(to: peer, on: handle)
+            case .sendHistory(let room, let since, let peer):
+                let messages = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
+                sendHistory(messages, room: room, to: peer)
+            case .requestHistory(let room, let handle):
+                let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0
+                openLinks[handle]?.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))])
+            case .emit(let event):
+                eventSink.yield(event)
+            case .inviteFinished(let id, let outcome):
+                inviteWaiters.removeValue(forKey: id)?.resume(returning: outcome)
+            case .peerConnected(let peer, let handle):
+                guard let link = openLinks[handle] else { break }
+                links[peer.id] = link
+                resumeTransfers(to: link)
+            case .peerDisconnected(let peer, let reason):
+                transfersLost(peer: peer, reason: reason)
+                streamsLost(peer: peer, reason: reason)
+                syncTransferPeers()
+            }
         }
-        return busy || !claims.isEmpty
+        armTimer()
+        return true
+    }
+
+    private func apply(_ operation: StoreOperation, inserted: inout Set<String>) throws {
+        let now = Self.nowMilliseconds()
+        switch operation {
+        case .insertMessage(let message, _):
+            if try store.insert(message, now: now) { inserted.insert(message.id) }
+        case .enqueue(let peer, let ids):
+            for id in ids { try store.enqueue(peerID: peer.rawValue, messageID: id.description) }
+        case .acknowledge(let peer, let ids):
+            for id in ids { try store.acknowledge(peerID: peer.rawValue, messageID: id.description) }
+        case .dropOutbox(let peer, let room):
+            try store.dropOutbox(peerID: peer?.rawValue, room: room.rawValue)
+        case .saveRoom(let room, let members):
+            try store.saveRoom(room.rawValue, members: members, now: now)
+        case .deleteRoom(let room):
+            try store.deleteRoom(room.rawValue)
+        case .rememberPeer(let label, let id):
+            // Its own file, not the database: a failure is logged, and the peer is asked about again.
+            do { try knownPeers.remember(label: label, id: id) } catch {
+                logger.error("cannot save the known-peers record", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private func flushOutbox(to peer: PeerID, on handle: LinkHandle) {
+        guard let link = openLinks[handle], let queued = try? store.outbox(peerID: peer.rawValue), !queued.isEmpty else { return }
+        var frames: [WireFrame] = []
+        for message in queued {
+            guard let frame = SessionStateMachine.frame(message, reliable: true) else { continue }
+            frames.append(frame)
+            if frames.count == 512 {
+                link.connection.send(frames)
+                frames = []
+            }
+        }
+        if !frames.isEmpty { link.connection.send(frames) }
+    }
+
+    /// Tells the engine which peers waiting transfers need (it redials them like room members).
+    func syncTransferPeers() {
+        let actions = engine.setTransferPeers(transferPeers, at: time())
+        if !actions.isEmpty { perform(actions) } else { armTimer() }
     }
 
     // MARK: Connections
 
     /// Dials a peer unless connected; returns the link or why not.
     func dial(_ peer: PeerID) async -> Result<Link, SessionError> {
-        defer { dialing.remove(peer) }
         if let link = links[peer] { return .success(link) }
-        var candidates: [(String, Int)] = []
-        var theirs = configuration.encryption
-        var name: String?
-        if let (hint, _) = directory.lookup(peer) {
-            candidates += hint.addresses.map { ($0, hint.port) }
-            theirs = hint.encryption ?? theirs
-            name = hint.name
-        }
-        for room in rooms.values {
-            if let member = room.members[peer], member.port > 0 {
-                candidates += member.addresses.map { ($0, member.port) }
-                name = name ?? member.name
-            }
-        }
-        if let name, case .changed(let previous) = knownPeers.check(label: name, id: peer) {
-            let text = keyChangeText(name: name, previous: previous, now: peer)
-            eventSink.yield(.security(peer: SessionPeer(id: peer, name: name), text: text))
-            return .failure(SessionError("key_changed", text))
-        }
+        let (plan, problem, actions) = engine.prepareDial(peer)
+        perform(actions)
+        guard let plan else { return .failure(problem ?? SessionError("unreachable", "cannot dial")) }
+        defer { perform(engine.dialFinished(peer, at: time())) }
         var seen = Set<String>()
         var lastError = "no address known (not discovered on the network)"
-        for (address, port) in candidates where seen.insert("\(address) \(port)").inserted {
-            guard let socketAddress = Self.socketAddress(address, port: port) else { continue }
+        for candidate in plan.candidates where seen.insert("\(candidate.address) \(candidate.port)").inserted {
+            guard let socketAddress = Self.socketAddress(candidate.address, port: candidate.port) else { continue }
             do {
-                let connection = try await connector.dial(socketAddress, expected: peer, theirs: theirs)
+                let connection = try await connector.dial(socketAddress, expected: peer, theirs: plan.encryption ?? configuration.encryption)
                 if let link = adopt(connection) { return .success(link) }
-                return .failure(SessionError("refused", "the connection to \(name ?? peer.short) was refused"))
+                return .failure(SessionError("refused", "the connection to \(plan.name ?? peer.short) was refused"))
             } catch {
                 lastError = error.description
                 if error.description.contains("preferences cannot meet") { break }
@@ -306,366 +366,78 @@ public actor SessionNode {
         return SocketAddress(v6, host: String(parts[0]))
     }
 
-    /// Takes over an established connection (dialed or accepted). Returns the link that serves the
-    /// peer now, or `nil` if the connection was refused.
+    /// Takes over an established connection (dialed or accepted). Returns whether it serves its peer
+    /// now (false: refused, or a duplicate).
     @discardableResult
     public func accepted(_ connection: PeerConnector.Connection) -> Bool {
-        adopt(connection) != nil
+        guard let link = adopt(connection) else { return false }
+        return link.connection.channel === connection.channel
     }
 
+    /// Returns the link that serves the connection's peer now, or nil if the connection was refused.
     private func adopt(_ connection: PeerConnector.Connection) -> Link? {
         guard let id = PeerID(connection.session.peerID) else {
             connection.leave(.protocolError, text: "bad peer id")
             return nil
         }
         let peer = SessionPeer(id: id, name: connection.session.name)
-        if case .changed(let previous) = knownPeers.check(label: peer.name, id: id) {
-            let text = keyChangeText(name: peer.name, previous: previous, now: id)
-            logger.warning("refused a known name with another key", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(id.short)"])
-            connection.leave(.refused, text: "\(configuration.ownName) knows '\(peer.name)' with another key; refused")
-            eventSink.yield(.security(peer: peer, text: text))
-            return nil
+        let handle = LinkHandle(nextHandle)
+        nextHandle += 1
+        let link = Link(handle: handle, connection: connection, peer: peer)
+        openLinks[handle] = link
+        let (serving, actions) = engine.linkUp(handle, peer: peer, dialedByUs: connection.dialed, remoteAddress: link.remoteAddress, at: time())
+        if serving != handle {
+            // Refused, or a duplicate the existing connection wins over: never attached, so close it here.
+            perform(actions)
+            openLinks[handle] = nil
+            if serving == nil { logger.warning("refused a connection", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(id.short)"]) }
+            return serving.flatMap { openLinks[$0] }
         }
-        let link = Link(connection: connection, peer: peer, dialer: connection.dialed ? configuration.ownID : id)
-        if let existing = links[id] {
-            // Keep the connection dialed by the smaller id; a newer one from the same dialer replaces
-            // a stale one (the peer restarted before we noticed).
-            let keepExisting = existing.dialer != link.dialer && existing.dialer == min(configuration.ownID, id)
-            if keepExisting {
-                connection.leave(.leaving, text: "duplicate connection")
-                return existing
-            }
-            links[id] = link
-            existing.connection.leave(.leaving, text: "duplicate connection")
-        } else {
-            links[id] = link
-        }
-        redials[id] = nil
-        connected(link)
+        perform(actions)
         connection.attach { [weak self] event in
             guard let self else { return }
             if self.eventLoop.inEventLoop {
                 self.assumeIsolated { $0.handle(event, from: link) }
             } else {
-                Task { await self.handle(event, from: link) }
+                self.eventLoop.execute { self.assumeIsolated { $0.handle(event, from: link) } }
             }
         }
         return link
     }
 
-    private func keyChangeText(name: String, previous: PeerID, now: PeerID) -> String {
-        "REFUSED: '\(name)' presents a different key than before (known fingerprint \(previous.short), now \(now.short)). "
-            + "Someone may be impersonating it. If it was reinstalled, compare short codes and run `lanchat forget \(name)`."
-    }
-
-    private func connected(_ link: Link) {
-        let id = link.peer.id
-        for (room, state) in rooms where state.members[id] != nil {
-            eventSink.yield(.memberState(room: room.rawValue, peer: link.peer, state: .connected))
-            if departed.remove("\(room)|\(id)") != nil { notice(room, "\(link.peer.name) rejoined") }
-            link.connection.send([.roomMembers(membersFrame(room))])
-        }
-        flushOutbox(to: link)
-        resumeTransfers(to: link)
-    }
-
-    private func flushOutbox(to link: Link) {
-        guard let queued = try? store.outbox(peerID: link.peer.id.rawValue), !queued.isEmpty else { return }
-        link.lastReliableSend = .now
-        var frames: [WireFrame] = []
-        for message in queued {
-            guard let frame = Self.frame(message, reliable: true) else { continue }
-            frames.append(frame)
-            if frames.count == 512 {
-                link.connection.send(frames)
-                frames = []
-            }
-        }
-        if !frames.isEmpty { link.connection.send(frames) }
-    }
-
     private func handle(_ event: PeerLinkEvent, from link: Link) {
-        defer {
-            dirty = true
-            nudge()
-        }
         switch event {
         case .frames(let frames):
-            var acks: [WireID] = []
-            do {
-                try store.transaction {
-                    for frame in frames { try process(frame, from: link, acks: &acks) }
+            var sessionFrames: [WireFrame] = []
+            var own: [WireFrame] = []
+            for frame in frames {
+                switch frame {
+                case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd, .resourceDigest,
+                     .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
+                    own.append(frame)
+                default:
+                    sessionFrames.append(frame)
                 }
-            } catch {
-                // Not stored, so not acknowledged: the sender keeps it and resends.
-                logger.error("cannot store frames from a peer", metadata: ["peer.name": "\(link.peer.name)", "error": "\(error)"])
-                return
             }
-            var index = 0
-            while index < acks.count {
-                let end = min(index + 1024, acks.count)
-                link.connection.send([.ack(Array(acks[index..<end]))])
-                index = end
+            if !sessionFrames.isEmpty, !perform(engine.received(sessionFrames, on: link.handle, at: time())) {
+                logger.error("cannot store frames from a peer", metadata: ["peer.name": "\(link.peer.name)"])
+            }
+            for frame in own {
+                switch frame {
+                case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd: streamFrame(frame, from: link)
+                default: transferFrame(frame, from: link)
+                }
             }
         case .closed(let reason):
-            disconnected(link, reason: reason)
+            openLinks[link.handle] = nil
+            if links[link.peer.id] === link { links[link.peer.id] = nil }
+            perform(engine.linkDown(link.handle, reason: reason, at: time()))
         }
     }
 
-    private func disconnected(_ link: Link, reason: PeerCloseReason) {
-        let id = link.peer.id
-        guard links[id] === link else { return }  // replaced by another connection
-        links[id] = nil
-        lastCloseReason[id] = reason
-        if case .goodbye(.leaving, "duplicate connection") = reason { return }
-        // Invitations over this connection end with it.
-        for (wireID, entry) in outgoing where entry.peer.id == id {
-            let outcome: InviteOutcome
-            if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
-            finishOutgoing(wireID, outcome)
-        }
-        transfersLost(peer: id, reason: "connection \(reason)")
-        streamsLost(peer: id, reason: "connection \(reason)")
-        for (wireID, entry) in pending where entry.peer == id {
-            entry.timer.cancel()
-            pending[wireID] = nil
-            eventSink.yield(.invitationClosed(entry.invitation, outcome: "withdrawn"))
-        }
-        for (room, state) in rooms where state.members[id] != nil {
-            eventSink.yield(.memberState(room: room.rawValue, peer: link.peer, state: .notConnected))
-            if departed.insert("\(room)|\(id)").inserted { notice(room, "\(link.peer.name) left: \(reason)") }
-        }
-    }
+    func sharesRoom(with peer: PeerID) -> Bool { engine.sharesRoom(with: peer) }
 
-    // MARK: Frames
-
-    private func process(_ frame: WireFrame, from link: Link, acks: inout [WireID]) throws {
-        switch frame {
-        case .message(let message):
-            let sender = link.peer.id
-            guard rooms[message.room]?.members[sender] != nil else {
-                logger.debug("message for a room the sender is not in here", metadata: ["room": "\(message.room)", "peer.name": "\(link.peer.name)"])
-                return
-            }
-            let kind: StoredMessage.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
-            let stored = StoredMessage(
-                id: message.id.description, room: message.room.rawValue, senderID: sender.rawValue, senderName: link.peer.name,
-                sequence: Int64(truncatingIfNeeded: message.sequence), timestamp: Int64(truncatingIfNeeded: min(message.timestampMilliseconds, UInt64(Int64.max))),
-                kind: kind, body: message.body)
-            if try store.insert(stored, now: Self.nowMilliseconds()) {
-                eventSink.yield(.message(ChatMessage(stored: stored, reliable: message.reliable, outgoing: false)))
-            }
-            if message.reliable { acks.append(message.id) }
-        case .ack(let ids):
-            for id in ids { try store.acknowledge(peerID: link.peer.id.rawValue, messageID: id.description) }
-        case .invite(let invite):
-            received(invite, from: link)
-        case .inviteReply(let reply):
-            guard let entry = outgoing[reply.id], entry.peer.id == link.peer.id else { return }
-            switch reply.outcome {
-            case .accepted:
-                addMember(entry.room, link.peer, hintFrom: link)
-                remember(link.peer)
-                link.connection.send([.roomMembers(membersFrame(entry.room))])
-                // Introduce the newcomer to the others; they connect to each other directly.
-                let introduction = WireFrame.roomMembers(.init(room: entry.room, members: [memberEntry(link.peer.id), selfEntry()]))
-                for other in rooms[entry.room]!.members.keys where other != link.peer.id {
-                    links[other]?.connection.send([introduction])
-                }
-                finishOutgoing(reply.id, .accepted)
-            case .declined: finishOutgoing(reply.id, .declined(reply.reason))
-            case .expired: finishOutgoing(reply.id, .expired)
-            case .refused: finishOutgoing(reply.id, .refused(reply.reason))
-            }
-        case .roomMembers(let update):
-            members(update, from: link)
-        case .roomLeave(let leave):
-            guard rooms[leave.room]?.members[link.peer.id] != nil else { return }
-            removeMember(leave.room, link.peer, reason: leave.text)
-        case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd, .resourceDigest:
-            transferFrame(frame, from: link)
-        case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
-            streamFrame(frame, from: link)
-        case .historyRequest(let room, let since):
-            guard rooms[room]?.members[link.peer.id] != nil else { return }
-            let messages = (try? store.export(room: room.rawValue, since: Int64(clamping: since), limit: configuration.historyForNewcomers)) ?? []
-            sendHistory(messages, room: room, to: link.peer)
-        default:
-            break
-        }
-    }
-
-    private func members(_ update: WireFrame.RoomMembers, from link: Link) {
-        let sender = link.peer.id
-        guard let room = rooms[update.room] else {
-            link.connection.send([.roomLeave(.init(room: update.room, text: "not a member"))])
-            return
-        }
-        guard room.members[sender] != nil else {
-            claims[update.room, default: [:]][sender] = (update.members, .now)
-            return
-        }
-        merge(update.members, into: update.room, from: link)
-    }
-
-    private func merge(_ members: [WireFrame.Member], into room: RoomID, from link: Link) {
-        var introduced: [PeerID] = []
-        for member in members {
-            guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
-            var addresses = member.addresses
-            if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
-            if var known = rooms[room]?.members[id] {
-                if member.port > 0 { known.port = Int(member.port) }
-                if !addresses.isEmpty { known.addresses = Array(Set(addresses + known.addresses)).sorted().prefix(8).map { $0 } }
-                rooms[room]!.members[id] = known
-                continue
-            }
-            rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
-            introduced.append(id)
-            notice(room, "\(member.name) joined")
-            let state: SessionPeerState = links[id] != nil ? .connected : .connecting
-            eventSink.yield(.memberState(room: room.rawValue, peer: SessionPeer(id: id, name: member.name), state: state))
-        }
-        saveRoom(room)
-        for id in introduced {
-            if let link = links[id] { link.connection.send([.roomMembers(membersFrame(room))]); flushOutbox(to: link) }
-            if let claim = claims[room]?.removeValue(forKey: id), let link = links[id] { merge(claim.members, into: room, from: link) }
-        }
-    }
-
-    private func received(_ invite: WireFrame.Invite, from link: Link) {
-        let peer = link.peer
-        let reply = { (outcome: WireFrame.InviteReply.Outcome, reason: String) in
-            link.connection.send([.inviteReply(.init(id: invite.id, outcome: outcome, reason: reason))])
-        }
-        if rooms[invite.room]?.members[peer.id] != nil {
-            reply(.accepted, "already in the room")
-            link.connection.send([.roomMembers(membersFrame(invite.room))])
-            return
-        }
-        let now = Self.nowMilliseconds()
-        let timeout = invite.timeoutMilliseconds == 0 ? Int64(configuration.defaultInviteTimeout.components.seconds * 1000) : Int64(min(invite.timeoutMilliseconds, 3_600_000))
-        let invitation = IncomingInvitation(
-            id: invite.id.description, from: peer, room: invite.room.rawValue, context: invite.context,
-            shortCode: ShortCode.between(configuration.ownID, peer.id), receivedAt: now, expiresAt: now + timeout)
-        let mutual = outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
-        let known = knownPeers.check(label: peer.name, id: peer.id) == .known
-        if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && known) {
-            reply(.accepted, "")
-            join(invite.room, invitedBy: link)
-            eventSink.yield(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically"))
-            return
-        }
-        guard pending.count < configuration.maximumPendingInvitations else {
-            reply(.refused, "too many pending invitations")
-            return
-        }
-        if pending[invite.id] != nil { return }
-        let id = invite.id
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: .milliseconds(timeout))
-            guard !Task.isCancelled else { return }
-            await self?.expire(id)
-        }
-        pending[invite.id] = Pending(invitation: invitation, peer: peer.id, timer: timer)
-        eventSink.yield(.invitation(invitation))
-    }
-
-    private func expire(_ id: WireID) {
-        guard let entry = pending.removeValue(forKey: id) else { return }
-        links[entry.peer]?.connection.send([.inviteReply(.init(id: id, outcome: .expired, reason: "not answered in time"))])
-        eventSink.yield(.invitationClosed(entry.invitation, outcome: "expired"))
-    }
-
-    private func join(_ room: RoomID, invitedBy link: Link) {
-        if rooms[room] == nil {
-            rooms[room] = Room()
-            sequences[room] = UInt64((try? store.lastSequence(room: room.rawValue, sender: configuration.ownID.rawValue)) ?? 0)
-            notice(room, "you joined \(room) (invited by \(link.peer.name))")
-        }
-        addMember(room, link.peer, hintFrom: link)
-        remember(link.peer)
-        // Ask the inviter for what we lack of the room's history (overlap is harmless: ids de-duplicate).
-        let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0
-        historyRequested[room] = link.peer.id
-        link.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))])
-    }
-
-    private func remember(_ peer: SessionPeer) {
-        guard knownPeers.check(label: peer.name, id: peer.id) == .new else { return }
-        do { try knownPeers.remember(label: peer.name, id: peer.id) } catch {
-            logger.error("cannot save the known-peers record", metadata: ["error": "\(error)"])
-        }
-    }
-
-    private func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: Link) {
-        if rooms[room] == nil { rooms[room] = Room() }
-        guard rooms[room]!.members[peer.id] == nil else { return }
-        var member = Member(name: peer.name, port: 0, addresses: [])
-        if let (hint, _) = directory.lookup(peer.id) {
-            member.port = hint.port
-            member.addresses = hint.addresses
-        } else if let remote = link.remoteAddress {
-            member.addresses = [remote]
-        }
-        rooms[room]!.members[peer.id] = member
-        departed.remove("\(room)|\(peer.id)")
-        saveRoom(room)
-        // An invitation from that peer to this room, still waiting here, is settled by joining.
-        for (wireID, entry) in pending where entry.peer == peer.id && entry.invitation.room == room.rawValue {
-            entry.timer.cancel()
-            pending[wireID] = nil
-            links[peer.id]?.connection.send([.inviteReply(.init(id: wireID, outcome: .accepted, reason: "already in the room"))])
-            eventSink.yield(.invitationClosed(entry.invitation, outcome: "accepted (already in the room)"))
-        }
-        notice(room, "\(peer.name) joined")
-        eventSink.yield(.memberState(room: room.rawValue, peer: peer, state: links[peer.id] != nil ? .connected : .connecting))
-    }
-
-    private func removeMember(_ room: RoomID, _ peer: SessionPeer, reason: String) {
-        rooms[room]?.members[peer.id] = nil
-        try? store.dropOutbox(peerID: peer.id.rawValue, room: room.rawValue)
-        saveRoom(room)
-        departed.remove("\(room)|\(peer.id)")
-        eventSink.yield(.memberState(room: room.rawValue, peer: peer, state: .notConnected))
-        notice(room, reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)")
-    }
-
-    private func saveRoom(_ room: RoomID) {
-        dirty = true
-        nudge()
-        guard let state = rooms[room] else { return }
-        let members = state.members.map { StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses) }
-        do { try store.saveRoom(room.rawValue, members: members, now: Self.nowMilliseconds()) } catch {
-            logger.error("cannot save a room", metadata: ["room": "\(room)", "error": "\(error)"])
-        }
-    }
-
-    private func selfEntry() -> WireFrame.Member {
-        WireFrame.Member(peerID: configuration.ownID.rawValue, name: configuration.ownName, port: UInt16(clamping: configuration.port), addresses: [])
-    }
-
-    private func memberEntry(_ id: PeerID) -> WireFrame.Member {
-        let member = rooms.values.lazy.compactMap { $0.members[id] }.first
-        var addresses = member?.addresses ?? []
-        var port = member?.port ?? 0
-        if let (hint, _) = directory.lookup(id) {
-            addresses = hint.addresses
-            port = hint.port
-        }
-        return WireFrame.Member(
-            peerID: id.rawValue, name: member?.name ?? links[id]?.peer.name ?? id.short, port: UInt16(clamping: port),
-            addresses: Array(addresses.filter { $0.utf8.count <= 64 }.prefix(8)))
-    }
-
-    private func membersFrame(_ room: RoomID) -> WireFrame.RoomMembers {
-        let others = (rooms[room]?.members.keys).map(Array.init) ?? []
-        return WireFrame.RoomMembers(room: room, members: [selfEntry()] + others.sorted().map(memberEntry))
-    }
-
-    func sharesRoom(with peer: PeerID) -> Bool {
-        rooms.values.contains { $0.members[peer] != nil }
-    }
+    var historyRequested: [RoomID: PeerID] { engine.historyRequested }
 
     func emitTransfer(_ info: TransferInfo) {
         eventSink.yield(.transfer(info))
@@ -673,27 +445,7 @@ public actor SessionNode {
 
     /// A system message, kept in history and reported.
     func notice(_ room: RoomID, _ text: String) {
-        // Notices made in the same millisecond keep their order in history (it sorts by time, then sequence).
-        noticeSequence += 1
-        let stored = StoredMessage(
-            id: WireID.random().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
-            sequence: noticeSequence, timestamp: Self.nowMilliseconds(), kind: .system, body: text)
-        _ = try? store.insert(stored, now: stored.timestamp)
-        eventSink.yield(.message(ChatMessage(stored: stored, reliable: true, outgoing: false)))
-    }
-
-    private func finishOutgoing(_ id: WireID, _ outcome: InviteOutcome) {
-        guard let entry = outgoing.removeValue(forKey: id) else { return }
-        entry.timer.cancel()
-        eventSink.yield(.inviteOutcome(id: id.description, peer: entry.peer, room: entry.room.rawValue, outcome: outcome))
-        entry.continuation.resume(returning: outcome)
-    }
-
-    static func frame(_ message: StoredMessage, reliable: Bool) -> WireFrame? {
-        guard let id = WireID(hex: message.id), let room = RoomID(message.room) else { return nil }
-        let kind: WireFrame.Message.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
-        return .message(.init(id: id, room: room, sequence: UInt64(max(0, message.sequence)), timestampMilliseconds: UInt64(max(0, message.timestamp)),
-                              kind: kind, body: message.body, reliable: reliable))
+        perform(engine.notice(room, text, at: time()))
     }
 
     static func nowMilliseconds() -> Int64 {
@@ -709,123 +461,53 @@ public actor SessionNode {
     public func invite(
         _ peer: SessionPeer, room: RoomID, context: [UInt8], timeout: Duration, sent: @escaping @Sendable (String) -> Void = { _ in }
     ) async -> InviteOutcome {
-        guard peer.id != configuration.ownID else { return .refused("that is this daemon") }
-        if rooms[room] == nil {
-            rooms[room] = Room()
-            sequences[room] = UInt64((try? store.lastSequence(room: room.rawValue, sender: configuration.ownID.rawValue)) ?? 0)
-            saveRoom(room)
-            notice(room, "you created \(room)")
-        }
-        if rooms[room]?.members[peer.id] != nil, links[peer.id] != nil { return .alreadyMember }
-        // They invited us to this room first: inviting back means yes.
-        if let waiting = pending.first(where: { $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue }),
-           (try? accept(waiting.key.description)) != nil {
-            return .accepted
-        }
-        let link: Link
-        dialing.insert(peer.id)
+        let (start, actions) = engine.beginInvite(peer, room: room, at: time())
+        perform(actions)
+        if case .finished(let outcome) = start { return outcome }
         switch await dial(peer.id) {
-        case .success(let value): link = value
+        case .success: break
         case .failure(let error): return error.code == "key_changed" ? .refused(error.message) : .unreachable(error.message)
         }
-        guard links[peer.id] === link else {
-            // The connection closed while we dialed (for example: the peer refused us).
-            if case .goodbye(.refused, let text)? = lastCloseReason[peer.id] { return .refused(text) }
-            return .unreachable("the connection closed: \(lastCloseReason[peer.id].map { "\($0)" } ?? "unknown reason")")
-        }
-        let id = WireID.random()
-        let milliseconds = UInt32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         return await withCheckedContinuation { continuation in
-            let timer = Task { [weak self] in
-                try? await Task.sleep(for: timeout + .seconds(2))
-                guard !Task.isCancelled else { return }
-                await self?.finishOutgoing(id, .expired)
+            let (result, actions) = engine.sendInvite(peer, room: room, context: context, timeout: Self.milliseconds(timeout), at: time())
+            switch result {
+            case .finished(let outcome):
+                continuation.resume(returning: outcome)
+            case .sent(let id):
+                inviteWaiters[id] = continuation
+                perform(actions)
+                sent(id.description)
             }
-            outgoing[id] = Outgoing(peer: link.peer, room: room, continuation: continuation, timer: timer)
-            link.connection.send([.invite(.init(id: id, timeoutMilliseconds: milliseconds, room: room, context: context))])
-            sent(id.description)
         }
     }
 
     // MARK: API: advertiser
 
-    public var invitations: [IncomingInvitation] {
-        pending.values.map(\.invitation).sorted { $0.receivedAt < $1.receivedAt }
-    }
-
-    private func pendingInvitation(_ prefix: String) throws(SessionError) -> WireID {
-        let lower = prefix.lowercased()
-        let matches = pending.keys.filter { $0.description.hasPrefix(lower) }
-        guard !lower.isEmpty, let first = matches.first else {
-            throw SessionError("unknown_invitation", "no pending invitation '\(prefix)' (it may have expired or been answered; see `lanchat invitations`)")
-        }
-        guard matches.count == 1 else {
-            throw SessionError("ambiguous", "'\(prefix)' matches \(matches.count) invitations: \(matches.map { String($0.description.prefix(8)) }.joined(separator: ", "))")
-        }
-        return first
-    }
+    public var invitations: [IncomingInvitation] { engine.invitations }
 
     /// Accepts a pending invitation (by id or unique prefix) and joins its room.
     public func accept(_ prefix: String) throws(SessionError) -> IncomingInvitation {
-        let id = try pendingInvitation(prefix)
-        let entry = pending[id]!
-        guard let link = links[entry.peer] else {
-            throw SessionError("unreachable", "\(entry.invitation.from.name) is no longer connected; ask them to invite you again")
-        }
-        pending[id] = nil
-        entry.timer.cancel()
-        link.connection.send([.inviteReply(.init(id: id, outcome: .accepted))])
-        join(RoomID(entry.invitation.room)!, invitedBy: link)
-        eventSink.yield(.invitationClosed(entry.invitation, outcome: "accepted"))
-        return entry.invitation
+        let (invitation, actions) = try engine.accept(prefix, at: time())
+        perform(actions)
+        return invitation
     }
 
     public func decline(_ prefix: String, reason: String = "") throws(SessionError) -> IncomingInvitation {
-        let id = try pendingInvitation(prefix)
-        let entry = pending.removeValue(forKey: id)!
-        entry.timer.cancel()
-        links[entry.peer]?.connection.send([.inviteReply(.init(id: id, outcome: .declined, reason: String(reason.prefix(200))))])
-        eventSink.yield(.invitationClosed(entry.invitation, outcome: "declined"))
-        return entry.invitation
+        let (invitation, actions) = try engine.decline(prefix, reason: reason, at: time())
+        perform(actions)
+        return invitation
     }
 
     // MARK: API: session
 
-    public struct RoomSummary: Sendable {
-        public var room: String
-        public var members: [(peer: SessionPeer, state: SessionPeerState)]
-    }
+    public var roomList: [RoomSummary] { engine.roomList }
 
-    public var roomList: [RoomSummary] {
-        rooms.keys.sorted { $0.rawValue < $1.rawValue }.map(summary)
-    }
-
-    public func room(_ name: RoomID) -> RoomSummary? {
-        rooms[name] == nil ? nil : summary(name)
-    }
-
-    private func summary(_ room: RoomID) -> RoomSummary {
-        let members = rooms[room]!.members.map { id, member -> (SessionPeer, SessionPeerState) in
-            // "connecting" while joining; a member that was connected and dropped is "not connected"
-            // while we try to reach it again.
-            let state: SessionPeerState = links[id] != nil ? .connected
-                : dialing.contains(id) && !departed.contains("\(room)|\(id)") ? .connecting : .notConnected
-            return (SessionPeer(id: id, name: member.name), state)
-        }.sorted { $0.0.name < $1.0.name }
-        return RoomSummary(room: room.rawValue, members: members)
-    }
+    public func room(_ name: RoomID) -> RoomSummary? { engine.room(name) }
 
     /// Peers with a live connection, and the rooms each shares with us.
-    public var connections: [PeerID: [String]] {
-        var result: [PeerID: [String]] = [:]
-        for id in links.keys { result[id] = [] }
-        for (room, state) in rooms {
-            for id in state.members.keys { result[id, default: []].append(room.rawValue) }
-        }
-        return result.filter { links[$0.key] != nil || !$0.value.isEmpty }
-    }
+    public var connections: [PeerID: [String]] { engine.connections }
 
-    public func isConnected(_ id: PeerID) -> Bool { links[id] != nil }
+    public func isConnected(_ id: PeerID) -> Bool { engine.isConnected(id) }
 
     public struct SendReceipt: Sendable {
         public var message: StoredMessage
@@ -845,78 +527,26 @@ public actor SessionNode {
     /// Sends several messages at once: each is its own message (id, sequence, acknowledgement), but
     /// they share one database commit and one write per recipient.
     public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> [SendReceipt] {
-        for text in texts {
-            guard text.utf8.count <= WireFrame.Message.maximumBody else {
-                throw SessionError("too_long", "message is \(text.utf8.count) bytes; the limit is \(WireFrame.Message.maximumBody)")
-            }
-            guard !text.isEmpty else { throw SessionError("bad_request", "empty message") }
-            guard !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f }) else {
-                throw SessionError("bad_request", "message contains control characters (only newline and tab are allowed)")
-            }
-        }
-        guard let state = rooms[room] else {
-            throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)")
-        }
-        let recipients: [PeerID]
-        if let to {
-            for id in to where state.members[id] == nil {
-                throw SessionError("not_a_member", "\(links[id]?.peer.name ?? id.short) is not a member of \(room)")
-            }
-            recipients = to
-        } else {
-            recipients = Array(state.members.keys)
-        }
-        var messages: [StoredMessage] = []
-        let timestamp = Self.nowMilliseconds()
-        for text in texts {
-            let sequence = (sequences[room] ?? 0) + 1
-            sequences[room] = sequence
-            messages.append(StoredMessage(
-                id: WireID.random().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
-                sequence: Int64(sequence), timestamp: timestamp, kind: .text, body: text))
-        }
-        do {
-            try store.transaction {
-                for stored in messages {
-                    try store.insert(stored, now: timestamp)
-                    if reliable { for id in recipients { try store.enqueue(peerID: id.rawValue, messageID: stored.id) } }
-                }
-            }
-        } catch {
-            throw SessionError("storage", "cannot store the message: \(error)")
-        }
-        dirty = true
-        nudge()
-        let frames = messages.compactMap { Self.frame($0, reliable: reliable) }
-        var sentNow = 0
-        var dropped = 0
-        for id in recipients {
-            guard let link = links[id], reliable || link.connection.isWritable else { dropped += 1; continue }
-            if reliable { link.lastReliableSend = .now }
-            link.connection.send(frames)
-            sentNow += 1
-        }
-        return messages.map { stored in
-            eventSink.yield(.message(ChatMessage(stored: stored, reliable: reliable, outgoing: true)))
-            return SendReceipt(message: stored, recipients: recipients.count, sentNow: sentNow, dropped: reliable ? 0 : dropped)
+        let (plan, actions) = try engine.send(texts, room: room, to: to, reliable: reliable, at: time())
+        unreliableDrops = 0
+        guard perform(actions) else { throw SessionError("storage", "cannot store the message (see the daemon's log)") }
+        let drops = reliable ? 0 : unreliableDrops
+        return plan.messages.map {
+            SendReceipt(message: $0, recipients: plan.recipients.count, sentNow: plan.connected - drops,
+                        dropped: reliable ? 0 : plan.recipients.count - plan.connected + drops)
         }
     }
 
     /// Leaves a room: tells the connected members, forgets the room (its history stays).
     public func leave(_ room: RoomID) throws(SessionError) {
-        guard let state = rooms.removeValue(forKey: room) else {
-            throw SessionError("unknown_room", "you are not in room '\(room)'")
-        }
-        for id in state.members.keys { links[id]?.connection.send([.roomLeave(.init(room: room, text: ""))]) }
-        try? store.dropOutbox(peerID: nil, room: room.rawValue)
-        try? store.deleteRoom(room.rawValue)
-        notice(room, "you left \(room)")
+        perform(try engine.leave(room, at: time()))
     }
 
     /// Forgets the key recorded for `name`, so that its next (new) key is accepted.
     public func forget(_ name: String) throws(SessionError) -> PeerID? {
         guard let entry = knownPeers.entries[name] else { return nil }
         do { try knownPeers.forget(label: name) } catch { throw SessionError("storage", error.description) }
+        _ = engine.forget(name)
         return entry.id
     }
 
@@ -926,12 +556,8 @@ public actor SessionNode {
         do { return try store.history(room: room, limit: limit) } catch { throw SessionError("storage", error.description) }
     }
 
-    public var roomNames: [String] { rooms.keys.map(\.rawValue).sorted() }
+    public var roomNames: [String] { engine.roomNames }
 
     /// Reliable messages not yet acknowledged, per recipient.
-    public func unacknowledged() -> [PeerID: Int] {
-        var result: [PeerID: Int] = [:]
-        for (text, count) in (try? store.outboxCounts()) ?? [:] { if let id = PeerID(text) { result[id] = count } }
-        return result
-    }
+    public func unacknowledged() -> [PeerID: Int] { engine.unacknowledged }
 }

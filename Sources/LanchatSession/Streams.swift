@@ -1,4 +1,5 @@
-import LanchatDiscovery
+import LanchatCore
+import LanchatEngine
 import LanchatWire
 import NIOCore
 

@@ -1,6 +1,7 @@
 import Crypto
 import Glibc
-import LanchatDiscovery
+import LanchatCore
+import LanchatEngine
 import LanchatStore
 import LanchatTransfer
 import LanchatWire
@@ -727,7 +728,7 @@ extension SessionNode {
                 guard var transfer = node.incomingTransfers.removeValue(forKey: id) else { return }
                 transfer.fd = -1
                 unlink(transfer.partPath)
-                node.historyRequested[room] = nil
+                node.engine.historyEnded(room)
                 let info: TransferInfo
                 switch result {
                 case .success(let handoff):

@@ -1,45 +1,5 @@
 import Glibc
-
-/// A chat message as history keeps it.
-public struct StoredMessage: Equatable, Sendable {
-    public enum Kind: Int64, Sendable { case text = 0, file = 1, system = 2 }
-    /// 32 hex characters (the wire's 16-byte id).
-    public var id: String
-    public var room: String
-    public var senderID: String
-    public var senderName: String
-    public var sequence: Int64
-    /// Milliseconds since the Unix epoch, at the sender.
-    public var timestamp: Int64
-    public var kind: Kind
-    public var body: String
-
-    public init(id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String) {
-        self.id = id
-        self.room = room
-        self.senderID = senderID
-        self.senderName = senderName
-        self.sequence = sequence
-        self.timestamp = timestamp
-        self.kind = kind
-        self.body = body
-    }
-}
-
-/// A room member as this daemon remembers it (to reconnect after a restart).
-public struct StoredMember: Equatable, Sendable {
-    public var peerID: String
-    public var name: String
-    public var port: Int
-    public var addresses: [String]
-
-    public init(peerID: String, name: String, port: Int, addresses: [String]) {
-        self.peerID = peerID
-        self.name = name
-        self.port = port
-        self.addresses = addresses
-    }
-}
+import LanchatCore
 
 /// A file transfer that must outlive the daemon (to resume it), or an ended one a peer may ask about
 /// again (so that a re-offer of a file already received is answered "complete", not received twice).
@@ -215,6 +175,15 @@ public final class ChatStore {
     }
 
     /// The highest sequence `sender` used in `room` (0 if none): a restarted daemon continues after it.
+    /// The last sequence `sender` used in each room it wrote in.
+    public func lastSequences(sender: String) throws(Error) -> [String: Int64] {
+        var result: [String: Int64] = [:]
+        for row in try db.query("SELECT room, max(sequence) FROM messages WHERE sender_id = ? GROUP BY room", [.text(sender)]) {
+            result[row[0].string] = row[1].int
+        }
+        return result
+    }
+
     public func lastSequence(room: String, sender: String) throws(Error) -> Int64 {
         try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND kind != 2", [.text(room), .text(sender)]).first?.first?.int ?? 0
     }
@@ -235,6 +204,12 @@ public final class ChatStore {
             SELECT m.id, m.room, m.sender_id, m.sender_name, m.sequence, m.timestamp, m.kind, m.body
             FROM outbox o JOIN messages m ON m.id = o.message_id WHERE o.peer_id = ? ORDER BY o.seq
             """, [.text(peerID)]).map(Self.message)
+    }
+
+    /// Every queued (recipient, message, room), in the order they were queued.
+    public func outboxEntries() throws(Error) -> [(peerID: String, messageID: String, room: String)] {
+        try db.query("SELECT o.peer_id, o.message_id, m.room FROM outbox o JOIN messages m ON m.id = o.message_id ORDER BY o.seq")
+            .map { ($0[0].string, $0[1].string, $0[2].string) }
     }
 
     public func outboxCounts() throws(Error) -> [String: Int] {

@@ -1,3 +1,4 @@
+import LanchatCore
 import NIOCore
 
 /// One message in a history resource (RESOURCE_OFFER kind 1): what a member sends a newcomer.

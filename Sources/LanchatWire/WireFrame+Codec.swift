@@ -1,3 +1,4 @@
+import LanchatCore
 import NIOCore
 
 extension WireFrame {

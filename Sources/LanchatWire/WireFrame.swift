@@ -1,51 +1,5 @@
+import LanchatCore
 import NIOCore
-
-/// A 16-byte identifier (invitation, message), random per RFC 4122 version 4 in practice.
-public struct WireID: Hashable, Sendable, CustomStringConvertible {
-    public let bytes: [UInt8]
-
-    public init?(bytes: [UInt8]) {
-        guard bytes.count == 16 else { return nil }
-        self.bytes = bytes
-    }
-
-    public static func random() -> WireID {
-        var generator = SystemRandomNumberGenerator()
-        return WireID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })!
-    }
-
-    public var description: String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
-}
-
-/// A stream's name: `[A-Za-z0-9._-]{1,64}`.
-public struct StreamName: Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: String
-
-    public init?(_ text: String) {
-        let bytes = Array(text.utf8)
-        guard (1...64).contains(bytes.count), bytes.allSatisfy({
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d || $0 == 0x2e || $0 == 0x5f
-        }) else { return nil }
-        rawValue = text
-    }
-
-    public var description: String { rawValue }
-}
-
-/// A room id: `[A-Za-z0-9-]{1,32}`.
-public struct RoomID: Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: String
-
-    public init?(_ text: String) {
-        let bytes = Array(text.utf8)
-        guard (1...32).contains(bytes.count), bytes.allSatisfy({
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d
-        }) else { return nil }
-        rawValue = text
-    }
-
-    public var description: String { rawValue }
-}
 
 /// The frames of lanchat/1 (docs/wire-protocol.md). Each case documents its payload.
 public enum WireFrame: Equatable, Sendable {

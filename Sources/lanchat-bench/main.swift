@@ -6,7 +6,8 @@
 //   lanchat-bench node DIR NAME ADDR RDV N [leader]  a session node; N nodes meet in directory RDV
 import FoundationEssentials
 import Glibc
-import LanchatDiscovery
+import LanchatCore
+import LanchatEngine
 import LanchatIdentity
 import LanchatSecurity
 import LanchatSession

@@ -1,4 +1,5 @@
 import DNSSD
+import LanchatCore
 @testable import LanchatDiscovery
 import Testing
 

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import LanchatDiscovery
+import LanchatCore
 import LanchatIdentity
 @testable import LanchatSecurity
 import NIOCore

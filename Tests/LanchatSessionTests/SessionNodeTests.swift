@@ -1,5 +1,6 @@
 import Glibc
-import LanchatDiscovery
+import LanchatCore
+import LanchatEngine
 import LanchatIdentity
 import LanchatSecurity
 @testable import LanchatSession

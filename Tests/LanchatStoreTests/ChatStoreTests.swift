@@ -1,4 +1,5 @@
 import Glibc
+import LanchatCore
 import LanchatStore
 import Testing
 

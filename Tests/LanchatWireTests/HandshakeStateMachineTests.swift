@@ -1,3 +1,4 @@
+import LanchatCore
 @testable import LanchatWire
 import Testing
 

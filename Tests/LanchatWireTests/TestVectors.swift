@@ -1,4 +1,5 @@
 import Foundation
+import LanchatCore
 @testable import LanchatWire
 import NIOCore
 import NIOTestUtils

@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import LanchatControl
+import LanchatCore
 import LanchatDiscovery
 import LanchatSecurity
 import LanchatSession

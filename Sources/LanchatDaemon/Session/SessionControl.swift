@@ -1,9 +1,11 @@
 import Glibc
-import NIOCore
 import LanchatControl
+import LanchatCore
 import LanchatDiscovery
+import LanchatEngine
 import LanchatSession
 import LanchatWire
+import NIOCore
 import Synchronization
 
 /// The control API's session methods (invite, invitations, accept, decline, rooms, members, leave,

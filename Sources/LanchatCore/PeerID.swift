@@ -37,7 +37,7 @@ public struct PeerID: Hashable, Sendable, Comparable, CustomStringConvertible, C
         try container.encode(rawValue)
     }
 
-    static func base32(_ data: [UInt8]) -> String {
+    public static func base32(_ data: [UInt8]) -> String {
         var out: [UInt8] = []
         var buffer: UInt32 = 0
         var bits = 0

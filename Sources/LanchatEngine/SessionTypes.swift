@@ -1,5 +1,4 @@
-import LanchatDiscovery
-import LanchatStore
+import LanchatCore
 import LanchatWire
 import Synchronization
 
@@ -22,16 +21,6 @@ public enum SessionPeerState: String, Sendable {
     case notConnected = "not_connected"
     case connecting
     case connected
-}
-
-/// Who may join a room without asking the person.
-public enum AutoAcceptPolicy: String, Sendable, CaseIterable {
-    /// Every invitation waits for `accept` or `decline` (or expires).
-    case never
-    /// Peers already in the known-peers record (met in a room before, same key) are accepted.
-    case known
-    /// Everything is accepted.
-    case all
 }
 
 /// An invitation this node received and has not answered yet (the advertiser's side).
@@ -96,10 +85,16 @@ public struct ChatMessage: Sendable, Equatable {
     public var reliable: Bool
     /// We sent it.
     public var outgoing: Bool
+
+    public init(stored: StoredMessage, reliable: Bool, outgoing: Bool) {
+        self.stored = stored
+        self.reliable = reliable
+        self.outgoing = outgoing
+    }
 }
 
 /// What a node reports (`MCSessionDelegate` and the advertiser/browser delegates, as one stream).
-public enum SessionEvent: Sendable {
+public enum SessionEvent: Sendable, Equatable {
     case invitation(IncomingInvitation)
     /// An incoming invitation ended: accepted, declined, expired, withdrawn.
     case invitationClosed(IncomingInvitation, outcome: String)
@@ -133,6 +128,21 @@ public struct TransferInfo: Sendable, Equatable {
     public var error: String?
     /// Outgoing: bytes sent more than once (resumes after a drop or a restart).
     public var resent: UInt64 = 0
+
+    public init(state: String, id: String, direction: Direction, peer: SessionPeer, name: String, size: UInt64, done: UInt64, rate: Double,
+                path: String? = nil, error: String? = nil, resent: UInt64 = 0) {
+        self.state = state
+        self.id = id
+        self.direction = direction
+        self.peer = peer
+        self.name = name
+        self.size = size
+        self.done = done
+        self.rate = rate
+        self.path = path
+        self.error = error
+        self.resent = resent
+    }
 }
 
 /// Where a peer can be reached, as discovery (or another member) last saw it.
@@ -198,38 +208,29 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
     public var description: String { message }
 }
 
-extension WireID {
-    public init?(hex: String) {
-        guard hex.utf8.count == 32, let bytes = Hex.bytes(hex) else { return nil }
-        self.init(bytes: bytes)
-    }
-}
+/// Why a connection to a peer ended.
+public enum PeerCloseReason: Equatable, Sendable, CustomStringConvertible {
+    /// The peer said GOODBYE.
+    case goodbye(WireFrame.Goodbye.Reason, String)
+    /// No frame from the peer for the heartbeat timeout.
+    case timedOut
+    /// The peer sent something invalid.
+    case protocolError(String)
+    /// The connection closed without a GOODBYE (the peer crashed, or the network failed).
+    case lost
+    /// We closed it.
+    case local
 
-enum Hex {
-    static func bytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    static func string(_ bytes: [UInt8]) -> String {
-        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-    }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: digit - 0x30
-        case 0x61...0x66: digit - 0x61 + 10
-        case 0x41...0x46: digit - 0x41 + 10
-        default: nil
+    public var description: String {
+        switch self {
+        case .goodbye(.shutdown, _): return "shut down"
+        case .goodbye(.leaving, _): return "left"
+        case .goodbye(.timeout, _): return "timed out"
+        case .goodbye(_, let text): return text.isEmpty ? "closed the connection" : text
+        case .timedOut: return "timed out"
+        case .protocolError(let text): return "protocol error: \(text)"
+        case .lost: return "connection lost"
+        case .local: return "disconnected"
         }
     }
 }

@@ -1,0 +1,86 @@
+// Identifiers shared by every layer: defined once here, in a module that links nothing else (no
+// dns_sd, no NIO), so identity, security, the wire format and the engine can name them.
+
+/// A 16-byte identifier (invitation, message), random per RFC 4122 version 4 in practice.
+public struct WireID: Hashable, Sendable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 16 else { return nil }
+        self.bytes = bytes
+    }
+
+    public static func random() -> WireID {
+        var generator = SystemRandomNumberGenerator()
+        return WireID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })!
+    }
+
+    public var description: String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+}
+
+/// A stream's name: `[A-Za-z0-9._-]{1,64}`.
+public struct StreamName: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        guard (1...64).contains(bytes.count), bytes.allSatisfy({
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d || $0 == 0x2e || $0 == 0x5f
+        }) else { return nil }
+        rawValue = text
+    }
+
+    public var description: String { rawValue }
+}
+
+/// A room id: `[A-Za-z0-9-]{1,32}`.
+public struct RoomID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        guard (1...32).contains(bytes.count), bytes.allSatisfy({
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d
+        }) else { return nil }
+        rawValue = text
+    }
+
+    public var description: String { rawValue }
+}
+
+extension WireID {
+    public init?(hex: String) {
+        guard hex.utf8.count == 32, let bytes = Hex.bytes(hex) else { return nil }
+        self.init(bytes: bytes)
+    }
+}
+
+/// Lowercase hexadecimal, as ids and digests are written in the store and the control API.
+public enum Hex {
+    public static func bytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    public static func string(_ bytes: [UInt8]) -> String {
+        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    private static func value(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case 0x30...0x39: digit - 0x30
+        case 0x61...0x66: digit - 0x61 + 10
+        case 0x41...0x46: digit - 0x41 + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import LanchatCore
+import LanchatWire
+
+/// Time as the engine sees it. It comes with every input; the engine never reads a clock, so tests
+/// and the simulator decide what time it is.
+public struct EngineTime: Sendable, Equatable, CustomStringConvertible {
+    /// Milliseconds on a monotonic clock: deadlines and intervals.
+    public var monotonic: Int64
+    /// Milliseconds since the Unix epoch: the timestamps written into messages and invitations.
+    public var wall: Int64
+
+    public init(monotonic: Int64, wall: Int64) {
+        self.monotonic = monotonic
+        self.wall = wall
+    }
+
+    public var description: String { "t=\(monotonic)ms" }
+}
+
+/// A connection the shell holds, named by a number the shell chose. The engine decides which handle
+/// serves a peer; the shell only maps handles to sockets.
+public struct LinkHandle: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(_ rawValue: Int) { self.rawValue = rawValue }
+    public var description: String { "link#\(rawValue)" }
+}
+
+/// Where peers can be reached, as discovery sees them. `PeerDirectory` is the daemon's; the
+/// simulator has its own.
+public protocol PeerAddressBook: Sendable {
+    func lookup(_ id: PeerID) -> (hint: PeerAddressHint, generation: Int)?
+}
+
+extension PeerDirectory: PeerAddressBook {}
+
+/// Ids (messages, invitations, notices) from a seeded SplitMix64: the shell seeds it from the system,
+/// the simulator from its seed, so a run can be replayed.
+public struct IDGenerator: Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public static func system() -> IDGenerator {
+        var generator = SystemRandomNumberGenerator()
+        return IDGenerator(seed: generator.next())
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    public mutating func wireID() -> WireID {
+        let high = next()
+        let low = next()
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: high >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: low >> UInt64(shift))) }
+        return WireID(bytes: bytes)!
+    }
+}
+
+/// What the known-peers record says of a name and a key (trust on first use).
+public enum KnownPeerCheck: Equatable, Sendable {
+    case new
+    case known
+    case changed(previous: PeerID)
+}
+
+/// The engine's copy of the known-peers record (label -> key). The shell loads it at start and writes
+/// what `.persist(.rememberPeer)` asks.
+public struct KnownPeerBook: Sendable, Equatable {
+    public private(set) var entries: [String: PeerID]
+
+    public init(_ entries: [String: PeerID] = [:]) { self.entries = entries }
+
+    public func check(label: String, id: PeerID) -> KnownPeerCheck {
+        guard let known = entries[label] else { return .new }
+        return known == id ? .known : .changed(previous: known)
+    }
+
+    mutating func remember(label: String, id: PeerID) { entries[label] = id }
+    mutating func forget(label: String) { entries[label] = nil }
+}

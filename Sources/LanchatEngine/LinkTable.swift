@@ -1,0 +1,77 @@
+import LanchatCore
+
+/// Link arbitration: one connection serves each peer, whatever rooms they share.
+///
+/// When both sides dial at once, each ends up with two connections; both keep the one dialed by the
+/// peer with the smaller id, so they agree without a message. A newer connection from the same dialer
+/// replaces the old one (the peer restarted before we noticed the old one die).
+struct LinkTable: Sendable, Equatable {
+    struct Entry: Equatable, Sendable {
+        var handle: LinkHandle
+        var peer: SessionPeer
+        /// Who dialed this connection.
+        var dialer: PeerID
+        var remoteAddress: String?
+    }
+
+    /// What to do with a new connection.
+    enum Decision: Equatable {
+        /// It serves the peer; `replaced` (if any) must be closed.
+        case adopt(replaced: LinkHandle?)
+        /// The existing connection stays; close the new one.
+        case keepExisting(LinkHandle)
+    }
+
+    /// The most close reasons remembered (an invitation racing a refusal reports it); the oldest go first.
+    static let maximumCloseReasons = 1024
+
+    private(set) var byPeer: [PeerID: Entry] = [:]
+    private(set) var byHandle: [LinkHandle: PeerID] = [:]
+    /// Connections replaced by a newer one, until they close: frames already on their way over them
+    /// are still heard (an INVITE sent just before the peer's other dial won, for example).
+    private(set) var retired: [LinkHandle: Entry] = [:]
+    /// Peers being dialed now.
+    private(set) var dialing: Set<PeerID> = []
+    private(set) var lastCloseReason: [PeerID: PeerCloseReason] = [:]
+    private var closeOrder: [PeerID] = []
+
+    func entry(_ peer: PeerID) -> Entry? { byPeer[peer] }
+    func handle(_ peer: PeerID) -> LinkHandle? { byPeer[peer]?.handle }
+    func peer(on handle: LinkHandle) -> Entry? { byHandle[handle].flatMap { byPeer[$0] } ?? retired[handle] }
+    func isLinked(_ peer: PeerID) -> Bool { byPeer[peer] != nil }
+    var peers: Dictionary<PeerID, Entry>.Keys { byPeer.keys }
+
+    /// Decides about a new connection from `entry.peer` (dialed by `entry.dialer`), given our id.
+    mutating func offer(_ new: Entry, ownID: PeerID) -> Decision {
+        let id = new.peer.id
+        if let existing = byPeer[id] {
+            let keepExisting = existing.dialer != new.dialer && existing.dialer == min(ownID, id)
+            if keepExisting { return .keepExisting(existing.handle) }
+            byHandle[existing.handle] = nil
+            retired[existing.handle] = existing
+            byPeer[id] = new
+            byHandle[new.handle] = id
+            return .adopt(replaced: existing.handle)
+        }
+        byPeer[id] = new
+        byHandle[new.handle] = id
+        return .adopt(replaced: nil)
+    }
+
+    /// A connection ended. Returns the peer it served, or nil if it served none (replaced, or never adopted).
+    mutating func closed(_ handle: LinkHandle, reason: PeerCloseReason) -> Entry? {
+        if retired.removeValue(forKey: handle) != nil { return nil }
+        guard let id = byHandle.removeValue(forKey: handle), let entry = byPeer[id], entry.handle == handle else { return nil }
+        byPeer[id] = nil
+        if lastCloseReason.updateValue(reason, forKey: id) == nil {
+            closeOrder.append(id)
+            if closeOrder.count > Self.maximumCloseReasons {
+                lastCloseReason[closeOrder.removeFirst()] = nil
+            }
+        }
+        return entry
+    }
+
+    mutating func startDialing(_ peer: PeerID) -> Bool { dialing.insert(peer).inserted }
+    mutating func stopDialing(_ peer: PeerID) { dialing.remove(peer) }
+}

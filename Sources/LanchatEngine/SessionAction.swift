@@ -1,0 +1,65 @@
+import LanchatCore
+import LanchatWire
+
+/// What the engine asks its shell to do. The shell performs a batch of actions like this: first every
+/// `.persist` of the batch in one transaction; only if that commits, the other actions, in order. So a
+/// frame the engine sends after a write (an ACK after a stored message, a frame after a saved room)
+/// never leaves before the write is durable.
+public enum SessionAction: Equatable, Sendable {
+    /// Write frames on a connection.
+    case send(LinkHandle, [WireFrame])
+    /// Write unreliable frames on a connection, unless its output is full (then they are dropped).
+    case sendUnreliable(LinkHandle, [WireFrame])
+    /// Say GOODBYE and close a connection.
+    case close(LinkHandle, WireFrame.Goodbye.Reason, String)
+    /// Connect to a peer (`dialPlan(for:)` says where); report `dialFinished` when the attempt ends.
+    case dial(PeerID)
+    /// Change the store.
+    case persist(StoreOperation)
+    /// Send the peer every reliable message still waiting for its ACK, read from the store in the
+    /// order they were queued.
+    case flushOutbox(PeerID, LinkHandle)
+    /// Send a newcomer the room's history since a time (the shell exports it from the store and sends
+    /// it as a history resource).
+    case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer)
+    /// Ask the inviter for what we lack of a room's history: HISTORY_REQUEST since a minute before the
+    /// latest message the store holds for the room (overlap is harmless: ids de-duplicate).
+    case requestHistory(RoomID, LinkHandle)
+    /// Report to the node's users.
+    case emit(SessionEvent)
+    /// An invitation we sent ended: resolve whoever waits for it.
+    case inviteFinished(WireID, InviteOutcome)
+    /// The conversations the shell still runs itself (transfers, streams) learn about links.
+    case peerConnected(SessionPeer, LinkHandle)
+    case peerDisconnected(PeerID, reason: String)
+}
+
+/// A change to the store. Each is idempotent, so replaying a batch after a crash is harmless.
+public enum StoreOperation: Equatable, Sendable {
+    /// Insert a message unless its id is stored already; if it was new and `report` is set, emit it.
+    case insertMessage(StoredMessage, report: ChatMessage?)
+    /// Queue messages for a recipient until it acknowledges them.
+    case enqueue(PeerID, [WireID])
+    case acknowledge(PeerID, [WireID])
+    /// Drop what is queued in `room`, for one recipient or (nil) all.
+    case dropOutbox(PeerID?, RoomID)
+    /// Replace a room's member list.
+    case saveRoom(RoomID, [StoredMember])
+    case deleteRoom(RoomID)
+    case rememberPeer(label: String, id: PeerID)
+}
+
+/// Where and how to dial a peer.
+public struct DialPlan: Equatable, Sendable {
+    public var peer: PeerID
+    public var name: String?
+    /// (address, port) pairs, discovery's first, then what rooms remember.
+    public var candidates: [PeerCandidate]
+    /// The peer's encryption preference, as advertised (nil: unknown, assume ours).
+    public var encryption: EncryptionPreference?
+}
+
+public struct PeerCandidate: Equatable, Sendable {
+    public var address: String
+    public var port: Int
+}

@@ -1,0 +1,188 @@
+import LanchatCore
+import LanchatWire
+
+/// Delivery: messages to a room or chosen members, and redialing members we should be connected to.
+///
+/// A reliable message is stored and queued for each recipient (`.persist(.enqueue)`) before it is
+/// sent; a recipient acknowledges it only after storing it; until then it stays in the outbox, sent
+/// again on every new connection and every `retransmitInterval` while connected. Receivers de-duplicate
+/// by id (the store's unique key). Unreliable messages go only to connected members whose connection
+/// has room, and are never queued.
+extension SessionStateMachine {
+    /// What `send` decided, for the caller's receipt.
+    public struct SendPlan: Equatable, Sendable {
+        public var messages: [StoredMessage]
+        public var recipients: [PeerID]
+        /// Recipients connected now (the frames go to them at once).
+        public var connected: Int
+    }
+
+    public static let controlCharacterProblem = "message contains control characters (only newline and tab are allowed)"
+
+    /// Validates and sends messages to the room's members (or `to`, a subset of them).
+    public mutating func send(
+        _ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true, at now: EngineTime
+    ) throws(SessionError) -> (SendPlan, [SessionAction]) {
+        for text in texts {
+            guard text.utf8.count <= WireFrame.Message.maximumBody else {
+                throw SessionError("too_long", "message is \(text.utf8.count) bytes; the limit is \(WireFrame.Message.maximumBody)")
+            }
+            guard !text.isEmpty else { throw SessionError("bad_request", "empty message") }
+            guard !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f }) else {
+                throw SessionError("bad_request", Self.controlCharacterProblem)
+            }
+        }
+        guard let state = rooms[room] else {
+            throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)")
+        }
+        let recipients: [PeerID]
+        if let to {
+            for id in to where state.members[id] == nil {
+                throw SessionError("not_a_member", "\(links.entry(id)?.peer.name ?? id.short) is not a member of \(room)")
+            }
+            recipients = to
+        } else {
+            recipients = state.members.keys.sorted()
+        }
+        var out: [SessionAction] = []
+        var messages: [StoredMessage] = []
+        var wireIDs: [WireID] = []
+        for text in texts {
+            let sequence = (sequences[room] ?? 0) + 1
+            sequences[room] = sequence
+            let id = ids.wireID()
+            wireIDs.append(id)
+            let stored = StoredMessage(
+                id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
+                sequence: Int64(sequence), timestamp: now.wall, kind: .text, body: text)
+            messages.append(stored)
+            out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true))))
+        }
+        if reliable {
+            for peer in recipients {
+                out.append(.persist(.enqueue(peer, wireIDs)))
+                for id in wireIDs { outbox[peer, default: [:]][id] = room }
+            }
+        }
+        let frames = messages.compactMap { Self.frame($0, reliable: reliable) }
+        var connected = 0
+        for peer in recipients {
+            guard let handle = links.handle(peer) else { continue }
+            connected += 1
+            if reliable {
+                out.append(.send(handle, frames))
+                noteReliableSend(to: peer, at: now)
+            } else {
+                out.append(.sendUnreliable(handle, frames))
+            }
+        }
+        return (SendPlan(messages: messages, recipients: recipients, connected: connected), out)
+    }
+
+    /// The wire frame of a stored message.
+    public static func frame(_ message: StoredMessage, reliable: Bool) -> WireFrame? {
+        guard let id = WireID(hex: message.id), let room = RoomID(message.room) else { return nil }
+        let kind: WireFrame.Message.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
+        return .message(.init(id: id, room: room, sequence: UInt64(max(0, message.sequence)), timestampMilliseconds: UInt64(max(0, message.timestamp)),
+                              kind: kind, body: message.body, reliable: reliable))
+    }
+
+    /// Reliable messages not yet acknowledged, per recipient.
+    public var unacknowledged: [PeerID: Int] { outbox.filter { !$0.value.isEmpty }.mapValues(\.count) }
+
+    // MARK: Frames
+
+    mutating func receive(_ message: WireFrame.Message, from link: LinkTable.Entry, acks: inout [WireID], _ out: inout [SessionAction]) {
+        let sender = link.peer.id
+        // Only members speak in a room; a message from anyone else is neither stored nor acknowledged.
+        guard rooms[message.room]?.members[sender] != nil else { return }
+        let kind: StoredMessage.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
+        let stored = StoredMessage(
+            id: message.id.description, room: message.room.rawValue, senderID: sender.rawValue, senderName: link.peer.name,
+            sequence: Int64(truncatingIfNeeded: message.sequence),
+            timestamp: Int64(truncatingIfNeeded: min(message.timestampMilliseconds, UInt64(Int64.max))),
+            kind: kind, body: message.body)
+        out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: message.reliable, outgoing: false))))
+        if message.reliable { acks.append(message.id) }
+    }
+
+    mutating func acknowledged(_ ids: [WireID], by peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard var queued = outbox[peer] else { return }
+        var removed: [WireID] = []
+        for id in ids where queued.removeValue(forKey: id) != nil { removed.append(id) }
+        outbox[peer] = queued.isEmpty ? nil : queued
+        if queued.isEmpty { timers.cancel(.retransmit(peer)) }
+        if !removed.isEmpty { out.append(.persist(.acknowledge(peer, removed))) }
+    }
+
+    // MARK: Outbox
+
+    mutating func flushOutbox(to peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard let handle = links.handle(peer), let queued = outbox[peer], !queued.isEmpty else { return }
+        out.append(.flushOutbox(peer, handle))
+        noteReliableSend(to: peer, at: now)
+    }
+
+    private mutating func noteReliableSend(to peer: PeerID, at now: EngineTime) {
+        lastReliableSend[peer] = now.monotonic
+        timers.schedule(.retransmit(peer), at: now.monotonic + configuration.retransmitInterval)
+    }
+
+    mutating func retransmit(to peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
+        flushOutbox(to: peer, at: now, &out)
+    }
+
+    mutating func dropOutbox(for peer: PeerID?, in room: RoomID, _ out: inout [SessionAction]) {
+        for recipient in peer.map({ [$0] }) ?? Array(outbox.keys) {
+            guard var queued = outbox[recipient] else { continue }
+            queued = queued.filter { $0.value != room }
+            outbox[recipient] = queued.isEmpty ? nil : queued
+            if queued.isEmpty { timers.cancel(.retransmit(recipient)) }
+        }
+        out.append(.persist(.dropOutbox(peer, room)))
+    }
+
+    // MARK: Redial
+
+    /// Peers we should be connected to: every member of our rooms, and the peers of pending transfers.
+    var wantedPeers: Set<PeerID> {
+        var wanted = transferPeers
+        for room in rooms.values { wanted.formUnion(room.members.keys) }
+        wanted.remove(configuration.ownID)
+        return wanted
+    }
+
+    /// Makes sure the redial schedule is looked at soon if a wanted peer is not connected.
+    mutating func scheduleRedial(at now: EngineTime, _ out: inout [SessionAction]) {
+        guard wantedPeers.contains(where: { !links.isLinked($0) }) else { return }
+        timers.scheduleNoLaterThan(.redial, at: now.monotonic)
+    }
+
+    /// Dials the wanted peers that are due. The peer with the smaller id dials first; the other waits
+    /// 1.5 s, so that both rarely dial at once. Backoff doubles to `maximumReconnectDelay`; a peer that
+    /// discovery sees again (a new generation) is tried again soon.
+    mutating func redial(at now: EngineTime, _ out: inout [SessionAction]) {
+        let own = configuration.ownID
+        var waiting = false
+        for peer in wantedPeers.sorted() where !links.isLinked(peer) {
+            waiting = true
+            guard !links.dialing.contains(peer) else { continue }
+            var entry = redials[peer] ?? Redial(notBefore: now.monotonic + (own < peer ? 0 : 1_500))
+            if let generation = addressBook.lookup(peer)?.generation, generation != entry.generation {
+                entry.generation = generation
+                if entry.attempt > 0 { entry.notBefore = min(entry.notBefore, now.monotonic + (own < peer ? 0 : 1_000)) }
+            }
+            redials[peer] = entry
+            guard now.monotonic >= entry.notBefore else { continue }
+            entry.attempt += 1
+            entry.notBefore = now.monotonic + min(configuration.maximumReconnectDelay, 250 * (1 << Int64(min(entry.attempt, 6))))
+            redials[peer] = entry
+            _ = links.startDialing(peer)
+            out.append(.dial(peer))
+        }
+        // Forget schedules of peers we no longer want.
+        let wanted = wantedPeers
+        redials = redials.filter { wanted.contains($0.key) }
+        if waiting { timers.schedule(.redial, at: now.monotonic + configuration.redialCheckInterval) }
+    }
+}

@@ -1,0 +1,196 @@
+import LanchatCore
+import LanchatWire
+
+/// Invitations: Multipeer Connectivity's browser (we invite) and advertiser (we are invited).
+///
+/// Incoming: an INVITE waits in `pending` until accepted, declined, withdrawn (its connection ends)
+/// or expired (a timer); `autoAccept`, a known inviter, or our own invitation to the same peer and room
+/// (both invited each other) accept it at once. Outgoing: `beginInvite` settles what needs no network,
+/// the shell dials, then `sendInvite` sends the INVITE and starts its timer; the outcome arrives as
+/// `.inviteFinished`.
+extension SessionStateMachine {
+    /// What `beginInvite` decided.
+    public enum InviteStart: Equatable, Sendable {
+        /// Settled without the network.
+        case finished(InviteOutcome)
+        /// Dial the peer (`prepareDial`), then call `sendInvite`.
+        case dial
+    }
+
+    /// What `sendInvite` did.
+    public enum InviteSent: Equatable, Sendable {
+        /// The INVITE is on its way; its outcome comes as `.inviteFinished(id, ...)`.
+        case sent(WireID)
+        /// It could not be sent.
+        case finished(InviteOutcome)
+    }
+
+    public mutating func beginInvite(_ peer: SessionPeer, room: RoomID, at now: EngineTime) -> (InviteStart, [SessionAction]) {
+        var out: [SessionAction] = []
+        guard peer.id != configuration.ownID else { return (.finished(.refused("that is this daemon")), out) }
+        if rooms[room] == nil {
+            rooms[room] = Room()
+            saveRoom(room, &out)
+            notice(room, "you created \(room)", at: now, &out)
+        }
+        if rooms[room]?.members[peer.id] != nil, links.isLinked(peer.id) { return (.finished(.alreadyMember), out) }
+        // They invited us to this room first: inviting back means yes.
+        if let waiting = pending.first(where: { $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue }),
+           let accepted = try? accept(waiting.key.description, at: now) {
+            return (.finished(.accepted), out + accepted.1)
+        }
+        return (.dial, out)
+    }
+
+    /// Sends the INVITE over the peer's connection. Returns its id, or the outcome if the connection is
+    /// gone (it closed while we dialed, for example because the peer refused us).
+    public mutating func sendInvite(
+        _ peer: SessionPeer, room: RoomID, context: [UInt8], timeout: Int64, at now: EngineTime
+    ) -> (InviteSent, [SessionAction]) {
+        guard let entry = links.entry(peer.id) else {
+            if case .goodbye(.refused, let text)? = links.lastCloseReason[peer.id] { return (.finished(.refused(text)), []) }
+            return (.finished(.unreachable("the connection closed: \(links.lastCloseReason[peer.id].map { "\($0)" } ?? "unknown reason")")), [])
+        }
+        let id = ids.wireID()
+        outgoing[id] = OutgoingInvitation(peer: entry.peer, room: room)
+        timers.schedule(.outgoingInvitation(id), at: now.monotonic + timeout + configuration.inviteReplyGrace)
+        let milliseconds = UInt32(clamping: timeout)
+        return (.sent(id), [.send(entry.handle, [.invite(.init(id: id, timeoutMilliseconds: milliseconds, room: room, context: context))])])
+    }
+
+    /// Invitations waiting for the person's answer, oldest first.
+    public var invitations: [IncomingInvitation] {
+        pending.values.map(\.invitation).sorted { ($0.receivedAt, $0.id) < ($1.receivedAt, $1.id) }
+    }
+
+    private func pendingInvitation(_ prefix: String) throws(SessionError) -> WireID {
+        let lower = prefix.lowercased()
+        let matches = pending.keys.filter { $0.description.hasPrefix(lower) }
+        guard !lower.isEmpty, let first = matches.first else {
+            throw SessionError("unknown_invitation", "no pending invitation '\(prefix)' (it may have expired or been answered; see `lanchat invitations`)")
+        }
+        guard matches.count == 1 else {
+            throw SessionError("ambiguous", "'\(prefix)' matches \(matches.count) invitations: \(matches.map { String($0.description.prefix(8)) }.sorted().joined(separator: ", "))")
+        }
+        return first
+    }
+
+    /// Accepts a pending invitation (by id or unique prefix) and joins its room.
+    public mutating func accept(_ prefix: String, at now: EngineTime) throws(SessionError) -> (IncomingInvitation, [SessionAction]) {
+        let id = try pendingInvitation(prefix)
+        let entry = pending[id]!
+        guard let link = links.entry(entry.peer) else {
+            throw SessionError("unreachable", "\(entry.invitation.from.name) is no longer connected; ask them to invite you again")
+        }
+        var out: [SessionAction] = []
+        pending[id] = nil
+        timers.cancel(.incomingInvitation(id))
+        out.append(.send(link.handle, [.inviteReply(.init(id: id, outcome: .accepted))]))
+        join(RoomID(entry.invitation.room)!, invitedBy: link, at: now, &out)
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted")))
+        return (entry.invitation, out)
+    }
+
+    public mutating func decline(_ prefix: String, reason: String = "", at now: EngineTime) throws(SessionError) -> (IncomingInvitation, [SessionAction]) {
+        let id = try pendingInvitation(prefix)
+        let entry = pending.removeValue(forKey: id)!
+        timers.cancel(.incomingInvitation(id))
+        var out: [SessionAction] = []
+        if let handle = links.handle(entry.peer) {
+            out.append(.send(handle, [.inviteReply(.init(id: id, outcome: .declined, reason: String(reason.prefix(200))))]))
+        }
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: "declined")))
+        return (entry.invitation, out)
+    }
+
+    // MARK: Frames
+
+    mutating func received(_ invite: WireFrame.Invite, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        let peer = link.peer
+        func reply(_ outcome: WireFrame.InviteReply.Outcome, _ reason: String, _ out: inout [SessionAction]) {
+            out.append(.send(link.handle, [.inviteReply(.init(id: invite.id, outcome: outcome, reason: reason))]))
+        }
+        if rooms[invite.room]?.members[peer.id] != nil {
+            reply(.accepted, "already in the room", &out)
+            out.append(.send(link.handle, [.roomMembers(membersFrame(invite.room))]))
+            return
+        }
+        let timeout = invite.timeoutMilliseconds == 0
+            ? configuration.defaultInviteTimeout : min(Int64(invite.timeoutMilliseconds), configuration.maximumInviteTimeout)
+        let invitation = IncomingInvitation(
+            id: invite.id.description, from: peer, room: invite.room.rawValue, context: invite.context,
+            shortCode: shortCode(peer.id), receivedAt: now.wall, expiresAt: now.wall + timeout)
+        let mutual = outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
+        let isKnown = known.check(label: peer.name, id: peer.id) == .known
+        if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && isKnown) {
+            reply(.accepted, "", &out)
+            join(invite.room, invitedBy: link, at: now, &out)
+            out.append(.emit(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically")))
+            return
+        }
+        guard pending.count < configuration.maximumPendingInvitations else {
+            reply(.refused, "too many pending invitations", &out)
+            return
+        }
+        if pending[invite.id] != nil { return }
+        pending[invite.id] = PendingInvitation(invitation: invitation, peer: peer.id)
+        timers.schedule(.incomingInvitation(invite.id), at: now.monotonic + timeout)
+        out.append(.emit(.invitation(invitation)))
+    }
+
+    mutating func received(_ reply: WireFrame.InviteReply, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard let entry = outgoing[reply.id], entry.peer.id == link.peer.id else { return }
+        switch reply.outcome {
+        case .accepted:
+            addMember(entry.room, link.peer, hintFrom: link, at: now, &out)
+            remember(link.peer, &out)
+            // (addMember sent the newcomer the members, and introduced it to them.)
+            finishOutgoing(reply.id, .accepted, &out)
+        case .declined: finishOutgoing(reply.id, .declined(reply.reason), &out)
+        case .expired: finishOutgoing(reply.id, .expired, &out)
+        case .refused: finishOutgoing(reply.id, .refused(reply.reason), &out)
+        }
+    }
+
+    mutating func expireIncoming(_ id: WireID, _ out: inout [SessionAction]) {
+        guard let entry = pending.removeValue(forKey: id) else { return }
+        if let handle = links.handle(entry.peer) {
+            out.append(.send(handle, [.inviteReply(.init(id: id, outcome: .expired, reason: "not answered in time"))]))
+        }
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: "expired")))
+    }
+
+    mutating func finishOutgoing(_ id: WireID, _ outcome: InviteOutcome, _ out: inout [SessionAction]) {
+        guard let entry = outgoing.removeValue(forKey: id) else { return }
+        timers.cancel(.outgoingInvitation(id))
+        out.append(.emit(.inviteOutcome(id: id.description, peer: entry.peer, room: entry.room.rawValue, outcome: outcome)))
+        out.append(.inviteFinished(id, outcome))
+    }
+
+    /// Settles invitations from `peer` to `room` still waiting here: joining the room answers them.
+    mutating func settleInvitations(from peer: PeerID, to room: RoomID, _ out: inout [SessionAction]) {
+        for (wireID, entry) in pending.sorted(by: { $0.key.description < $1.key.description })
+        where entry.peer == peer && entry.invitation.room == room.rawValue {
+            timers.cancel(.incomingInvitation(wireID))
+            pending[wireID] = nil
+            if let handle = links.handle(peer) {
+                out.append(.send(handle, [.inviteReply(.init(id: wireID, outcome: .accepted, reason: "already in the room"))]))
+            }
+            out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted (already in the room)")))
+        }
+    }
+
+    /// Records the peer's key under its name the first time we share a room (trust on first use).
+    mutating func remember(_ peer: SessionPeer, _ out: inout [SessionAction]) {
+        guard known.check(label: peer.name, id: peer.id) == .new else { return }
+        known.remember(label: peer.name, id: peer.id)
+        out.append(.persist(.rememberPeer(label: peer.name, id: peer.id)))
+    }
+
+    /// Forgets the key recorded for `name`, so that its next (new) key is accepted.
+    public mutating func forget(_ name: String) -> PeerID? {
+        guard let id = known.entries[name] else { return nil }
+        known.forget(label: name)
+        return id
+    }
+}

@@ -1,0 +1,241 @@
+import LanchatCore
+import LanchatWire
+
+/// Membership: who is in each room, as this node knows it.
+///
+/// A peer becomes a member when it accepts our invitation, when we accept its invitation, or when a
+/// member introduces it (ROOM_MEMBERS from a member). ROOM_MEMBERS from a peer not yet known as a
+/// member is a claim, kept `claimLifetime` until a member introduces that peer. ROOM_LEAVE removes its
+/// sender. Every change is saved with the room. Whoever learns of new members tells the other members
+/// it is connected to (an introduction: the new members and itself), so views converge whichever member
+/// admitted them, also when two groups that each had a room of the same name meet.
+extension SessionStateMachine {
+    public struct RoomSummary: Sendable, Equatable {
+        public var room: String
+        public var members: [MemberSummary]
+    }
+
+    public struct MemberSummary: Sendable, Equatable {
+        public var peer: SessionPeer
+        public var state: SessionPeerState
+    }
+
+    /// Joins `room` because `link`'s peer invited us (we accepted, or it was accepted for us).
+    mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        if rooms[room] == nil {
+            rooms[room] = Room()
+            notice(room, "you joined \(room) (invited by \(link.peer.name))", at: now, &out)
+        }
+        addMember(room, link.peer, hintFrom: link, at: now, &out)
+        remember(link.peer, &out)
+        historyRequested[room] = link.peer.id
+        out.append(.requestHistory(room, link.handle))
+    }
+
+    mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        if rooms[room] == nil { rooms[room] = Room() }
+        guard rooms[room]!.members[peer.id] == nil else { return }
+        var member = Member(name: peer.name, port: 0, addresses: [])
+        if let (hint, _) = addressBook.lookup(peer.id) {
+            member.port = hint.port
+            member.addresses = hint.addresses
+        } else if let remote = link.remoteAddress {
+            member.addresses = [remote]
+        }
+        rooms[room]!.members[peer.id] = member
+        departed.remove(RoomMember(room: room, peer: peer.id))
+        saveRoom(room, &out)
+        settleInvitations(from: peer.id, to: room, &out)
+        notice(room, "\(peer.name) joined", at: now, &out)
+        out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: links.isLinked(peer.id) ? .connected : .connecting)))
+        // The new member learns everyone we know in the room; the others learn of it.
+        if let handle = links.handle(peer.id) { out.append(.send(handle, [.roomMembers(membersFrame(room))])) }
+        introduce([peer.id], in: room, &out)
+        // What it claimed before it was a member here now counts.
+        if let claim = claims[room]?.removeValue(forKey: peer.id), let entry = links.entry(peer.id) {
+            merge(claim.members, into: room, from: entry, at: now, &out)
+        }
+    }
+
+    /// Tells the connected members of `room` (but the new ones) about new members; they connect to
+    /// each other directly.
+    mutating func introduce(_ newcomers: [PeerID], in room: RoomID, _ out: inout [SessionAction]) {
+        guard let members = rooms[room]?.members.keys, !newcomers.isEmpty else { return }
+        let introduction = WireFrame.roomMembers(.init(room: room, members: newcomers.map(memberEntry) + [selfEntry()]))
+        let fresh = Set(newcomers)
+        for other in members.sorted() where !fresh.contains(other) {
+            if let handle = links.handle(other) { out.append(.send(handle, [introduction])) }
+        }
+    }
+
+    mutating func removeMember(_ room: RoomID, _ peer: SessionPeer, reason: String, at now: EngineTime, _ out: inout [SessionAction]) {
+        rooms[room]?.members[peer.id] = nil
+        dropOutbox(for: peer.id, in: room, &out)
+        saveRoom(room, &out)
+        departed.remove(RoomMember(room: room, peer: peer.id))
+        out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
+        notice(room, reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)", at: now, &out)
+    }
+
+    mutating func received(_ update: WireFrame.RoomMembers, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        let sender = link.peer.id
+        guard let room = rooms[update.room] else {
+            out.append(.send(link.handle, [.roomLeave(.init(room: update.room, text: "not a member"))]))
+            return
+        }
+        guard room.members[sender] != nil else {
+            claims[update.room, default: [:]][sender] = Claim(members: update.members, at: now.monotonic)
+            timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
+            return
+        }
+        merge(update.members, into: update.room, from: link, at: now, &out)
+    }
+
+    private mutating func merge(_ members: [WireFrame.Member], into room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        var introduced: [PeerID] = []
+        for member in members {
+            guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
+            var addresses = member.addresses
+            if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
+            if var known = rooms[room]?.members[id] {
+                if member.port > 0 { known.port = Int(member.port) }
+                if !addresses.isEmpty { known.addresses = Array(Set(addresses + known.addresses)).sorted().prefix(8).map { $0 } }
+                rooms[room]!.members[id] = known
+                continue
+            }
+            rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
+            introduced.append(id)
+            notice(room, "\(member.name) joined", at: now, &out)
+            let state: SessionPeerState = links.isLinked(id) ? .connected : .connecting
+            out.append(.emit(.memberState(room: room.rawValue, peer: SessionPeer(id: id, name: member.name), state: state)))
+        }
+        saveRoom(room, &out)
+        introduce(introduced, in: room, &out)
+        for id in introduced {
+            if let entry = links.entry(id) {
+                out.append(.send(entry.handle, [.roomMembers(membersFrame(room))]))
+                flushOutbox(to: id, at: now, &out)
+            }
+            if let claim = claims[room]?.removeValue(forKey: id), let entry = links.entry(id) {
+                merge(claim.members, into: room, from: entry, at: now, &out)
+            }
+        }
+    }
+
+    /// A claim nobody confirmed in time is answered like a ROOM_MEMBERS for a room we are not in:
+    /// "not a member", so that its sender drops us too and both views agree (for example when we gave
+    /// up on an invitation whose acceptance never reached us). A later introduction still admits it.
+    mutating func expireClaims(at now: EngineTime, _ out: inout [SessionAction]) {
+        var next: Int64?
+        for (room, byPeer) in claims.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            var kept: [PeerID: Claim] = [:]
+            for (peer, claim) in byPeer.sorted(by: { $0.key < $1.key }) {
+                if now.monotonic - claim.at < configuration.claimLifetime {
+                    kept[peer] = claim
+                    next = min(next ?? .max, claim.at + configuration.claimLifetime)
+                } else if rooms[room]?.members[peer] == nil, let handle = links.handle(peer) {
+                    out.append(.send(handle, [.roomLeave(.init(room: room, text: "not a member"))]))
+                }
+            }
+            claims[room] = kept.isEmpty ? nil : kept
+        }
+        if let next { timers.schedule(.claims, at: next) }
+    }
+
+    /// Leaves a room: tells the connected members, forgets the room (its history stays).
+    public mutating func leave(_ room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        guard let state = rooms.removeValue(forKey: room) else {
+            throw SessionError("unknown_room", "you are not in room '\(room)'")
+        }
+        var out: [SessionAction] = []
+        for id in state.members.keys.sorted() {
+            if let handle = links.handle(id) { out.append(.send(handle, [.roomLeave(.init(room: room, text: ""))])) }
+        }
+        dropOutbox(for: nil, in: room, &out)
+        claims[room] = nil
+        departed = departed.filter { $0.room != room }
+        historyRequested[room] = nil
+        out.append(.persist(.deleteRoom(room)))
+        notice(room, "you left \(room)", at: now, &out)
+        return out
+    }
+
+    mutating func saveRoom(_ room: RoomID, _ out: inout [SessionAction]) {
+        guard let state = rooms[room] else { return }
+        let members = state.members.sorted { $0.key < $1.key }.map {
+            StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses)
+        }
+        out.append(.persist(.saveRoom(room, members)))
+    }
+
+    func selfEntry() -> WireFrame.Member {
+        WireFrame.Member(peerID: configuration.ownID.rawValue, name: configuration.ownName, port: UInt16(clamping: configuration.port), addresses: [])
+    }
+
+    func memberEntry(_ id: PeerID) -> WireFrame.Member {
+        let member = rooms.keys.sorted { $0.rawValue < $1.rawValue }.lazy.compactMap { self.rooms[$0]?.members[id] }.first
+        var addresses = member?.addresses ?? []
+        var port = member?.port ?? 0
+        if let (hint, _) = addressBook.lookup(id) {
+            addresses = hint.addresses
+            port = hint.port
+        }
+        return WireFrame.Member(
+            peerID: id.rawValue, name: member?.name ?? links.entry(id)?.peer.name ?? id.short, port: UInt16(clamping: port),
+            addresses: Array(addresses.filter { $0.utf8.count <= 64 }.prefix(8)))
+    }
+
+    func membersFrame(_ room: RoomID) -> WireFrame.RoomMembers {
+        let others = (rooms[room]?.members.keys).map(Array.init) ?? []
+        return WireFrame.RoomMembers(room: room, members: [selfEntry()] + others.sorted().map(memberEntry))
+    }
+
+    // MARK: Queries
+
+    public var roomNames: [String] { rooms.keys.map(\.rawValue).sorted() }
+
+    public func sharesRoom(with peer: PeerID) -> Bool {
+        rooms.values.contains { $0.members[peer] != nil }
+    }
+
+    public func isMember(_ peer: PeerID, of room: RoomID) -> Bool { rooms[room]?.members[peer] != nil }
+
+    public func members(of room: RoomID) -> [PeerID: Member]? { rooms[room]?.members }
+
+    public var roomList: [RoomSummary] {
+        rooms.keys.sorted { $0.rawValue < $1.rawValue }.map(summary)
+    }
+
+    public func room(_ name: RoomID) -> RoomSummary? {
+        rooms[name] == nil ? nil : summary(name)
+    }
+
+    private func summary(_ room: RoomID) -> RoomSummary {
+        let members = rooms[room]!.members.map { id, member -> MemberSummary in
+            // "connecting" while joining; a member that was connected and dropped is "not connected"
+            // while we try to reach it again.
+            let state: SessionPeerState = links.isLinked(id) ? .connected
+                : links.dialing.contains(id) && !departed.contains(RoomMember(room: room, peer: id)) ? .connecting : .notConnected
+            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state)
+        }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }
+        return RoomSummary(room: room.rawValue, members: members)
+    }
+
+    /// Peers with a live connection, and the rooms each shares with us.
+    public var connections: [PeerID: [String]] {
+        var result: [PeerID: [String]] = [:]
+        for id in links.peers { result[id] = [] }
+        for (room, state) in rooms {
+            for id in state.members.keys { result[id, default: []].append(room.rawValue) }
+        }
+        return result.filter { links.isLinked($0.key) || !$0.value.isEmpty }
+    }
+
+    public func isConnected(_ id: PeerID) -> Bool { links.isLinked(id) }
+
+    /// The connection that serves `peer` now.
+    public func handle(for peer: PeerID) -> LinkHandle? { links.handle(peer) }
+
+    /// The peer a connection serves (a replaced connection serves none).
+    public func peer(on handle: LinkHandle) -> SessionPeer? { links.peer(on: handle)?.peer }
+}

@@ -1,0 +1,366 @@
+import LanchatCore
+import LanchatWire
+
+/// The protocol engine of one node: every decision about links, invitations, rooms, delivery and
+/// redialing, with no sockets, no files, no database and no clock. Inputs are method calls (a link
+/// came up or went down, frames arrived, time passed, a command from the API); each returns the
+/// `SessionAction`s the shell must perform. The shell (`SessionNode`) owns the connections, the store
+/// and the timers' sleeping; the simulator (Tests/LanchatSimulatorTests) drives many engines at once on
+/// a virtual clock.
+///
+/// The engine is composed of one part per conversation: `LinkTable` (one connection per pair),
+/// invitations (`SessionStateMachine+Invitations.swift`), membership (`+Membership`), delivery and the
+/// outbox (`+Delivery`), the redial schedule (`+Redial`), with their timers in one `TimerTable`.
+public struct SessionStateMachine: Sendable {
+    public struct Configuration: Sendable, Equatable {
+        public var ownID: PeerID
+        public var ownName: String
+        /// Our peer port, told to other members so they can dial us.
+        public var port: Int
+        public var autoAccept: AutoAcceptPolicy
+        /// Milliseconds an invitation waits when the inviter set no timeout.
+        public var defaultInviteTimeout: Int64 = 60_000
+        /// The longest invitation timeout we honour.
+        public var maximumInviteTimeout: Int64 = 3_600_000
+        /// Invitations waiting for an answer, at most.
+        public var maximumPendingInvitations = 64
+        /// An unacknowledged reliable message is resent this often (milliseconds) while connected.
+        public var retransmitInterval: Int64 = 5_000
+        /// The longest wait between two dials of a member (milliseconds).
+        public var maximumReconnectDelay: Int64 = 10_000
+        /// How often the redial schedule is looked at while a member is not connected (milliseconds).
+        public var redialCheckInterval: Int64 = 250
+        /// How long a membership claim waits for a member to introduce its sender (milliseconds).
+        public var claimLifetime: Int64 = 30_000
+        /// Grace period after an invitation's own timeout before we give up on an answer (milliseconds).
+        public var inviteReplyGrace: Int64 = 2_000
+
+        public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy) {
+            self.ownID = ownID
+            self.ownName = ownName
+            self.port = port
+            self.autoAccept = autoAccept
+        }
+    }
+
+    /// A member of a room as this node knows it.
+    public struct Member: Equatable, Sendable {
+        public var name: String
+        public var port: Int
+        public var addresses: [String]
+    }
+
+    struct Room: Equatable, Sendable {
+        var members: [PeerID: Member] = [:]
+    }
+
+    struct PendingInvitation: Equatable, Sendable {
+        var invitation: IncomingInvitation
+        var peer: PeerID
+    }
+
+    struct OutgoingInvitation: Equatable, Sendable {
+        var peer: SessionPeer
+        var room: RoomID
+    }
+
+    struct Claim: Equatable, Sendable {
+        var members: [WireFrame.Member]
+        var at: Int64
+    }
+
+    struct Redial: Equatable, Sendable {
+        var attempt = 0
+        var notBefore: Int64
+        var generation = -1
+    }
+
+    struct RoomMember: Hashable, Sendable {
+        var room: RoomID
+        var peer: PeerID
+    }
+
+    /// What the store held when the node started.
+    public struct Restored: Sendable {
+        public var rooms: [(room: RoomID, members: [StoredMember])]
+        /// The last sequence number we used in each room (rooms we left included).
+        public var lastSequences: [RoomID: UInt64]
+        /// Reliable messages not yet acknowledged: (recipient, message, room).
+        public var outbox: [(peer: PeerID, message: WireID, room: RoomID)]
+        public var knownPeers: KnownPeerBook
+
+        public init(rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
+                    outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook()) {
+            self.rooms = rooms
+            self.lastSequences = lastSequences
+            self.outbox = outbox
+            self.knownPeers = knownPeers
+        }
+    }
+
+    public let configuration: Configuration
+    let addressBook: any PeerAddressBook
+    let shortCode: @Sendable (PeerID) -> String
+    var ids: IDGenerator
+    public internal(set) var known: KnownPeerBook
+    var links = LinkTable()
+    var timers = TimerTable()
+    var rooms: [RoomID: Room] = [:]
+    var sequences: [RoomID: UInt64] = [:]
+    var pending: [WireID: PendingInvitation] = [:]
+    var outgoing: [WireID: OutgoingInvitation] = [:]
+    /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
+    var claims: [RoomID: [PeerID: Claim]] = [:]
+    var redials: [PeerID: Redial] = [:]
+    /// Members for whom a "left" notice was shown, so a reconnection says "rejoined".
+    var departed: Set<RoomMember> = []
+    /// Reliable messages each recipient has not acknowledged yet (ids and their rooms); the store keeps
+    /// the messages themselves.
+    var outbox: [PeerID: [WireID: RoomID]] = [:]
+    var lastReliableSend: [PeerID: Int64] = [:]
+    var noticeSequence: Int64 = 0
+    /// Rooms whose history we asked for, and whom we asked.
+    public internal(set) var historyRequested: [RoomID: PeerID] = [:]
+    /// Peers the shell's own conversations (transfers) need a connection to.
+    var transferPeers: Set<PeerID> = []
+
+    public init(
+        configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
+        shortCode: @escaping @Sendable (PeerID) -> String
+    ) {
+        self.configuration = configuration
+        self.addressBook = addressBook
+        self.ids = ids
+        self.shortCode = shortCode
+        known = restored.knownPeers
+        sequences = restored.lastSequences
+        for (room, members) in restored.rooms {
+            var state = Room()
+            for member in members {
+                guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
+                state.members[id] = Member(name: member.name, port: member.port, addresses: member.addresses)
+            }
+            rooms[room] = state
+        }
+        for entry in restored.outbox where rooms[entry.room]?.members[entry.peer] != nil {
+            outbox[entry.peer, default: [:]][entry.message] = entry.room
+        }
+    }
+
+    /// Starts the node's own schedule (redialing the members it remembers). Call once, first.
+    public mutating func start(at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        scheduleRedial(at: now, &out)
+        return out
+    }
+
+    // MARK: Time
+
+    /// When `tick(at:)` should next be called (monotonic milliseconds), or nil if nothing is scheduled.
+    public var nextDeadline: Int64? { timers.next }
+
+    /// Fires every timer that is due.
+    public mutating func tick(at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        for timer in timers.due(at: now.monotonic) {
+            switch timer {
+            case .incomingInvitation(let id): expireIncoming(id, &out)
+            case .outgoingInvitation(let id): finishOutgoing(id, .expired, &out)
+            case .retransmit(let peer): retransmit(to: peer, at: now, &out)
+            case .redial: redial(at: now, &out)
+            case .claims: expireClaims(at: now, &out)
+            }
+        }
+        return out
+    }
+
+    // MARK: Links
+
+    /// A connection to `peer` is established (TLS and HELLO done). Returns the handle that serves the
+    /// peer now (the new one, or an existing one the duplicate rule keeps), or nil if it was refused.
+    public mutating func linkUp(
+        _ handle: LinkHandle, peer: SessionPeer, dialedByUs: Bool, remoteAddress: String?, at now: EngineTime
+    ) -> (serving: LinkHandle?, actions: [SessionAction]) {
+        var out: [SessionAction] = []
+        if case .changed(let previous) = known.check(label: peer.name, id: peer.id) {
+            out.append(.close(handle, .refused, "\(configuration.ownName) knows '\(peer.name)' with another key; refused"))
+            out.append(.emit(.security(peer: peer, text: Self.keyChangeText(name: peer.name, previous: previous, now: peer.id))))
+            return (nil, out)
+        }
+        let entry = LinkTable.Entry(handle: handle, peer: peer, dialer: dialedByUs ? configuration.ownID : peer.id, remoteAddress: remoteAddress)
+        switch links.offer(entry, ownID: configuration.ownID) {
+        case .keepExisting(let existing):
+            out.append(.close(handle, .leaving, "duplicate connection"))
+            return (existing, out)
+        case .adopt(let replaced):
+            if let replaced { out.append(.close(replaced, .leaving, "duplicate connection")) }
+        }
+        redials[peer.id] = nil
+        for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[peer.id] != nil {
+            out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .connected)))
+            if departed.remove(RoomMember(room: room, peer: peer.id)) != nil { notice(room, "\(peer.name) rejoined", at: now, &out) }
+            out.append(.send(handle, [.roomMembers(membersFrame(room))]))
+        }
+        flushOutbox(to: peer.id, at: now, &out)
+        out.append(.peerConnected(peer, handle))
+        return (handle, out)
+    }
+
+    /// A connection ended (whether or not it served its peer).
+    public mutating func linkDown(_ handle: LinkHandle, reason: PeerCloseReason, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard let entry = links.closed(handle, reason: reason) else { return out }
+        let id = entry.peer.id
+        timers.cancel(.retransmit(id))
+        if case .goodbye(.leaving, "duplicate connection") = reason { return out }
+        for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == id {
+            let outcome: InviteOutcome
+            if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
+            finishOutgoing(wireID, outcome, &out)
+        }
+        out.append(.peerDisconnected(id, reason: "connection \(reason)"))
+        for (wireID, entry) in pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
+            timers.cancel(.incomingInvitation(wireID))
+            pending[wireID] = nil
+            out.append(.emit(.invitationClosed(entry.invitation, outcome: "withdrawn")))
+        }
+        for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[id] != nil {
+            out.append(.emit(.memberState(room: room.rawValue, peer: entry.peer, state: .notConnected)))
+            if departed.insert(RoomMember(room: room, peer: id)).inserted { notice(room, "\(entry.peer.name) left: \(reason)", at: now, &out) }
+        }
+        scheduleRedial(at: now, &out)
+        return out
+    }
+
+    /// Where to dial `peer`, or why not (a known name with another key). Marks the peer as being dialed
+    /// until `dialFinished`.
+    public mutating func prepareDial(_ peer: PeerID) -> (plan: DialPlan?, error: SessionError?, actions: [SessionAction]) {
+        var candidates: [PeerCandidate] = []
+        var encryption: EncryptionPreference?
+        var name: String?
+        if let (hint, _) = addressBook.lookup(peer) {
+            candidates += hint.addresses.map { PeerCandidate(address: $0, port: hint.port) }
+            encryption = hint.encryption
+            name = hint.name
+        }
+        for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            if let member = rooms[room]?.members[peer], member.port > 0 {
+                candidates += member.addresses.map { PeerCandidate(address: $0, port: member.port) }
+                name = name ?? member.name
+            }
+        }
+        if let name, case .changed(let previous) = known.check(label: name, id: peer) {
+            let text = Self.keyChangeText(name: name, previous: previous, now: peer)
+            return (nil, SessionError("key_changed", text), [.emit(.security(peer: SessionPeer(id: peer, name: name), text: text))])
+        }
+        _ = links.startDialing(peer)
+        return (DialPlan(peer: peer, name: name, candidates: candidates, encryption: encryption), nil, [])
+    }
+
+    /// A dial ended (connected or not; a connection reports `linkUp` on its own).
+    public mutating func dialFinished(_ peer: PeerID, at now: EngineTime) -> [SessionAction] {
+        links.stopDialing(peer)
+        var out: [SessionAction] = []
+        scheduleRedial(at: now, &out)
+        return out
+    }
+
+    static func keyChangeText(name: String, previous: PeerID, now: PeerID) -> String {
+        "REFUSED: '\(name)' presents a different key than before (known fingerprint \(previous.short), now \(now.short)). "
+            + "Someone may be impersonating it. If it was reinstalled, compare short codes and run `lanchat forget \(name)`."
+    }
+
+    // MARK: Frames
+
+    /// Frames that arrived on a connection, as one batch (the shell commits their writes at once).
+    /// Transfer and stream frames are not the engine's yet: the shell handles them itself.
+    public mutating func received(_ frames: [WireFrame], on handle: LinkHandle, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard let entry = links.peer(on: handle) else { return out }
+        var acks: [WireID] = []
+        for frame in frames {
+            switch frame {
+            case .message(let message): receive(message, from: entry, acks: &acks, &out)
+            case .ack(let ids): acknowledged(ids, by: entry.peer.id, at: now, &out)
+            case .invite(let invite): received(invite, from: entry, at: now, &out)
+            case .inviteReply(let reply): received(reply, from: entry, at: now, &out)
+            case .roomMembers(let update): received(update, from: entry, at: now, &out)
+            case .roomLeave(let leave):
+                guard rooms[leave.room]?.members[entry.peer.id] != nil else { break }
+                removeMember(leave.room, entry.peer, reason: leave.text, at: now, &out)
+            case .historyRequest(let room, let since):
+                guard rooms[room]?.members[entry.peer.id] != nil else { break }
+                out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer))
+            default:
+                break
+            }
+        }
+        var index = 0
+        while index < acks.count {
+            let end = min(index + 1024, acks.count)
+            out.append(.send(handle, [.ack(Array(acks[index..<end]))]))
+            index = end
+        }
+        scheduleRedial(at: now, &out)
+        return out
+    }
+
+    /// The shell's transfers need (or no longer need) connections to these peers.
+    public mutating func setTransferPeers(_ peers: Set<PeerID>, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard peers != transferPeers else { return out }
+        transferPeers = peers
+        scheduleRedial(at: now, &out)
+        return out
+    }
+
+    // MARK: Notices
+
+    /// A notice from the shell's own conversations ("12 earlier messages from bob's history").
+    public mutating func notice(_ room: RoomID, _ text: String, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        notice(room, text, at: now, &out)
+        return out
+    }
+
+    /// The history we asked for in `room` arrived (or failed): nothing more is accepted for it.
+    public mutating func historyEnded(_ room: RoomID) {
+        historyRequested[room] = nil
+    }
+
+    /// A system message, kept in history and reported ("bob joined").
+    mutating func notice(_ room: RoomID, _ text: String, at now: EngineTime, _ out: inout [SessionAction]) {
+        // Notices made in the same millisecond keep their order in history (it sorts by time, then sequence).
+        noticeSequence += 1
+        let stored = StoredMessage(
+            id: ids.wireID().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
+            sequence: noticeSequence, timestamp: now.wall, kind: .system, body: text)
+        out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: true, outgoing: false))))
+    }
+}
+
+extension SessionStateMachine {
+    /// Counts of what the engine holds, for tests, the simulator's leak checks and `lanchat status`.
+    public struct Diagnostics: Equatable, Sendable, CustomStringConvertible {
+        public var links: Int
+        public var dialing: Int
+        public var pendingInvitations: Int
+        public var outgoingInvitations: Int
+        public var timers: [EngineTimer]
+        public var claims: Int
+        public var redials: Int
+        public var outbox: Int
+
+        public var description: String {
+            "links \(links), dialing \(dialing), invitations \(pendingInvitations) in / \(outgoingInvitations) out, timers \(timers), "
+                + "claims \(claims), redials \(redials), outbox \(outbox)"
+        }
+    }
+
+    public var diagnostics: Diagnostics {
+        Diagnostics(
+            links: links.peers.count, dialing: links.dialing.count, pendingInvitations: pending.count, outgoingInvitations: outgoing.count,
+            timers: timers.deadlines.keys.sorted { $0.description < $1.description }, claims: claims.values.reduce(0) { $0 + $1.count },
+            redials: redials.count, outbox: outbox.values.reduce(0) { $0 + $1.count })
+    }
+}

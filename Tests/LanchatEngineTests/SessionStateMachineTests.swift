@@ -1,0 +1,124 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+import Testing
+
+/// One expectation per input: the engine's decisions, with no sockets, files or clock.
+@Suite struct SessionStateMachineTests {
+    static func peerID(_ byte: UInt8) -> PeerID { PeerID(digest: [UInt8](repeating: byte, count: 32)) }
+
+    // Ids compare as text: "6d..." (0xf0 bytes) sorts before "ca..." (0x10 bytes).
+    let small = SessionPeer(id: peerID(0xf0), name: "alice")
+    let large = SessionPeer(id: peerID(0x10), name: "bob")
+    let lab = RoomID("lab")!
+
+    func engine(_ me: SessionPeer, autoAccept: AutoAcceptPolicy = .never, restored: SessionStateMachine.Restored = .init()) -> SessionStateMachine {
+        SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: autoAccept), restored: restored,
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+    }
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    /// An engine that is in `lab` with `other`, linked on handle 1.
+    func roomWith(_ me: SessionPeer, _ other: SessionPeer) -> SessionStateMachine {
+        var node = engine(me, restored: .init(rooms: [(lab, [StoredMember(peerID: other.id.rawValue, name: other.name, port: 7473, addresses: [])])]))
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: other, dialedByUs: true, remoteAddress: nil, at: at(0))
+        return node
+    }
+
+    @Test func idsCompareAsText() {
+        #expect(small.id < large.id)
+    }
+
+    @Test func bothDialedAtOnceTheConnectionDialedBySmallerIdStays() {
+        var node = engine(small)
+        #expect(node.linkUp(LinkHandle(1), peer: large, dialedByUs: true, remoteAddress: nil, at: at(0)).serving == LinkHandle(1))
+        let second = node.linkUp(LinkHandle(2), peer: large, dialedByUs: false, remoteAddress: nil, at: at(1))
+        #expect(second.serving == LinkHandle(1))
+        #expect(second.actions == [.close(LinkHandle(2), .leaving, "duplicate connection")])
+    }
+
+    @Test func theLargerIdGivesUpItsOwnDialForThePeers() {
+        var node = engine(large)
+        _ = node.linkUp(LinkHandle(1), peer: small, dialedByUs: true, remoteAddress: nil, at: at(0))
+        let second = node.linkUp(LinkHandle(2), peer: small, dialedByUs: false, remoteAddress: nil, at: at(1))
+        #expect(second.serving == LinkHandle(2))
+        #expect(second.actions.first == .close(LinkHandle(1), .leaving, "duplicate connection"))
+    }
+
+    @Test func aKnownNameWithAnotherKeyIsRefused() {
+        var node = engine(small, restored: .init(knownPeers: KnownPeerBook(["bob": Self.peerID(0x77)])))
+        let result = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))
+        #expect(result.serving == nil)
+        #expect(result.actions.first == .close(LinkHandle(1), .refused, "alice knows 'bob' with another key; refused"))
+    }
+
+    @Test func anInvitationExpiresOnItsTimer() {
+        var node = engine(small)
+        _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))
+        let id = WireID(bytes: [UInt8](repeating: 9, count: 16))!
+        _ = node.received([.invite(.init(id: id, timeoutMilliseconds: 3_000, room: lab, context: []))], on: LinkHandle(1), at: at(0))
+        #expect(node.invitations.count == 1)
+        #expect(node.tick(at: at(2_999)).isEmpty)
+        let actions = node.tick(at: at(3_000))
+        #expect(actions.first == .send(LinkHandle(1), [.inviteReply(.init(id: id, outcome: .expired, reason: "not answered in time"))]))
+        #expect(node.invitations.isEmpty)
+    }
+
+    @Test func aMessageFromSomeoneNotInTheRoomIsNeitherStoredNorAcknowledged() {
+        var node = engine(small)
+        _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))
+        let message = WireFrame.Message(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, room: lab, sequence: 1, timestampMilliseconds: 5,
+                                        kind: .text, body: "hi", reliable: true)
+        #expect(node.received([.message(message)], on: LinkHandle(1), at: at(1)).isEmpty)
+    }
+
+    @Test func aMemberMessageIsStoredBeforeItsAcknowledgement() {
+        var node = roomWith(small, large)
+        let id = WireID(bytes: [UInt8](repeating: 1, count: 16))!
+        let message = WireFrame.Message(id: id, room: lab, sequence: 1, timestampMilliseconds: 5, kind: .text, body: "hi", reliable: true)
+        let actions = node.received([.message(message)], on: LinkHandle(1), at: at(1))
+        guard case .persist(.insertMessage(let stored, _))? = actions.first else { Issue.record("no insert first: \(actions)"); return }
+        #expect(stored.senderID == large.id.rawValue)
+        #expect(actions.last == .send(LinkHandle(1), [.ack([id])]))
+    }
+
+    @Test func anUnacknowledgedMessageIsResentAfterTheInterval() throws {
+        var node = roomWith(small, large)
+        _ = try node.send(["hello"], room: lab, at: at(100))
+        #expect(node.unacknowledged == [large.id: 1])
+        #expect(node.tick(at: at(5_099)).isEmpty)
+        #expect(node.tick(at: at(5_100)) == [.flushOutbox(large.id, LinkHandle(1))])
+    }
+
+    @Test func anAcknowledgementEmptiesTheOutboxAndStopsResending() throws {
+        var node = roomWith(small, large)
+        let (plan, _) = try node.send(["hello"], room: lab, at: at(100))
+        let id = WireID(hex: plan.messages[0].id)!
+        #expect(node.received([.ack([id])], on: LinkHandle(1), at: at(200)) == [.persist(.acknowledge(large.id, [id]))])
+        #expect(node.tick(at: at(10_000)).isEmpty)
+    }
+
+    @Test func aMemberNotConnectedIsDialedFirstByTheSmallerId() {
+        var smallNode = engine(small, restored: .init(rooms: [(lab, [StoredMember(peerID: large.id.rawValue, name: "bob", port: 1, addresses: [])])]))
+        #expect(smallNode.start(at: at(0)).isEmpty)
+        #expect(smallNode.tick(at: at(0)) == [.dial(large.id)])
+        var largeNode = engine(large, restored: .init(rooms: [(lab, [StoredMember(peerID: small.id.rawValue, name: "alice", port: 1, addresses: [])])]))
+        _ = largeNode.start(at: at(0))
+        #expect(largeNode.tick(at: at(0)).isEmpty)
+        #expect(largeNode.tick(at: at(1_500)) == [.dial(small.id)])
+    }
+
+    @Test func aClaimFromAStrangerIsForgottenAfterItsLifetime() {
+        var node = roomWith(small, large)
+        let stranger = SessionPeer(id: Self.peerID(0x55), name: "eve")
+        _ = node.linkUp(LinkHandle(2), peer: stranger, dialedByUs: false, remoteAddress: nil, at: at(0))
+        let claim = WireFrame.RoomMembers(room: lab, members: [.init(peerID: stranger.id.rawValue, name: "eve", port: 1, addresses: [])])
+        #expect(node.received([.roomMembers(claim)], on: LinkHandle(2), at: at(10)).isEmpty)
+        #expect(node.diagnostics.claims == 1)
+        _ = node.tick(at: at(30_010))
+        #expect(node.diagnostics.claims == 0)
+    }
+}

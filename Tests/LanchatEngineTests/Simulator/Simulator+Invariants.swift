@@ -1,0 +1,88 @@
+import LanchatCore
+import LanchatEngine
+
+/// What must hold once the network has healed and every node has run quietly for a while.
+extension Simulator {
+    private func fail(_ text: String) -> Violation {
+        Violation(description: "seed \(seed): \(text)\n  replay: SIMULATOR_SEED=\(seed) swift test --filter SimulatorTests\n  last steps:\n    "
+            + trace.suffix(40).joined(separator: "\n    "))
+    }
+
+    private func left(_ node: Int, _ room: RoomID, after time: Int64) -> Bool {
+        leaves.contains { $0.node == node && $0.room == room && $0.at >= time }
+    }
+
+    /// Every reliable message a node's `send` accepted reaches every recipient that stays in the room
+    /// (neither it nor the sender left after sending, and at the end both are in the same group of that
+    /// room), and no message is reported twice anywhere.
+    func checkDelivery() throws {
+        for (index, node) in nodes.enumerated() {
+            if let (id, count) = node.reported.first(where: { $0.value > 1 }) {
+                throw fail("n\(index) reported message \(id.prefix(8)) \(count) times")
+            }
+        }
+        for message in sent {
+            guard !left(message.sender, message.room, after: message.at) else { continue }
+            for recipient in message.recipients {
+                guard let index = nodes.firstIndex(where: { $0.peer.id == recipient }) else { continue }
+                guard !left(index, message.room, after: message.at),
+                      nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) == true,
+                      nodes[message.sender].engine?.isMember(recipient, of: message.room) == true else { continue }
+                if nodes[index].store.messages[message.id] == nil {
+                    let queued = nodes[message.sender].store.outbox[recipient]?.contains(message.id) ?? false
+                    throw fail("n\(index) never got \(message.id.prefix(8)) sent by n\(message.sender) to \(message.room) at \(message.at) "
+                        + "(still queued at the sender: \(queued); sender's view of the recipient: "
+                        + "\(nodes[message.sender].engine?.isMember(recipient, of: message.room) ?? false); recipient's view of the sender: "
+                        + "\(nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) ?? false))")
+                }
+            }
+        }
+    }
+
+    /// Membership views converge. Rooms are named, not registered: two groups can each have a room
+    /// called "lab". So for each name, the members a node lists and the node itself form a group that
+    /// every one of them sees the same way (views are symmetric and closed).
+    func checkMembership() throws {
+        for room in rooms {
+            var views: [PeerID: Set<PeerID>] = [:]
+            for node in nodes where node.engine?.roomNames.contains(room.rawValue) == true {
+                views[node.peer.id] = Set(node.engine?.members(of: room)?.keys.map { $0 } ?? []).union([node.peer.id])
+            }
+            let name = { (ids: Set<PeerID>) in ids.compactMap { id in self.nodes.firstIndex { $0.peer.id == id }.map { "n\($0)" } }.sorted() }
+            for (id, view) in views {
+                let index = nodes.firstIndex { $0.peer.id == id }!
+                for other in view where other != id {
+                    guard let theirs = views[other] else {
+                        throw fail("n\(index) lists \(name([other])) in \(room), which is not in it")
+                    }
+                    if theirs != view {
+                        throw fail("n\(index) sees \(room) as \(name(view)) but \(name([other])) sees it as \(name(theirs))")
+                    }
+                }
+            }
+        }
+    }
+
+    /// No invitation waits past its timeout, on either side.
+    func checkInvitations() throws {
+        for (index, node) in nodes.enumerated() {
+            guard let diagnostics = node.engine?.diagnostics else { continue }
+            if diagnostics.pendingInvitations > 0 || diagnostics.outgoingInvitations > 0 {
+                throw fail("n\(index) still holds invitations long after their timeouts: \(diagnostics)")
+            }
+        }
+    }
+
+    /// After everyone left every room: no timers, dials, claims or queued messages remain.
+    func checkQuiet() throws {
+        for (index, node) in nodes.enumerated() {
+            guard let diagnostics = node.engine?.diagnostics else { continue }
+            if !diagnostics.timers.isEmpty || diagnostics.dialing > 0 || diagnostics.claims > 0 || diagnostics.redials > 0 || diagnostics.outbox > 0 {
+                throw fail("n\(index) is not idle after leaving every room: \(diagnostics)")
+            }
+            if let queued = node.store.outbox.first(where: { !$0.value.isEmpty }) {
+                throw fail("n\(index)'s store still queues \(queued.value.count) message(s) for \(queued.key.short)")
+            }
+        }
+    }
+}

@@ -1,0 +1,520 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+
+/// A deterministic simulator of whole rooms: several nodes' engines in one process, joined by a
+/// simulated network on a virtual clock, driven by a seeded schedule of commands and faults
+/// (connections dropped at any frame, partitions and heals, crashes that keep only what was persisted,
+/// slow links, simultaneous dials, skewed wall clocks). Same seed, same run: a failure prints the seed
+/// and the trace's tail, and `SIMULATOR_SEED=N swift test --filter SimulatorTests` replays it.
+final class Simulator {
+    struct Options {
+        var nodes = 4
+        /// Virtual milliseconds of commands and faults.
+        var chaos: Int64 = 20_000
+        /// Virtual milliseconds of quiet after the network heals and every node is back.
+        var quiet: Int64 = 90_000
+        var faults = true
+    }
+
+    struct Node {
+        let peer: SessionPeer
+        var engine: SessionStateMachine?
+        var store = SimulatedStore()
+        /// Times each message id was reported as received (must never exceed 1).
+        var reported: [String: Int] = [:]
+        /// Milliseconds added to the virtual clock for this node's wall clock (skew).
+        var skew: Int64 = 0
+        var incarnation = 0
+    }
+
+    final class Link {
+        let id: Int
+        let ends: (node: Int, handle: LinkHandle, other: Int, otherHandle: LinkHandle)
+        var up = true
+        /// Ends whose node has adopted the connection (its shell holds frames that come earlier).
+        var adopted: Set<Int> = []
+        /// When the last frame in each direction arrives (frames of a direction arrive in order).
+        var lastArrival: [Int: Int64] = [:]
+
+        init(id: Int, ends: (node: Int, handle: LinkHandle, other: Int, otherHandle: LinkHandle)) {
+            self.id = id
+            self.ends = ends
+        }
+    }
+
+    enum Event {
+        case deliver(link: Int, to: Int, [WireFrame])
+        case history(link: Int, to: Int, from: Int, RoomID, [StoredMessage])
+        case linkDown(node: Int, incarnation: Int, LinkHandle, PeerCloseReason)
+        case linkUp(node: Int, incarnation: Int, link: Int)
+        case tick(node: Int, incarnation: Int)
+        case dial(node: Int, incarnation: Int, PeerID)
+        case dialFailed(node: Int, incarnation: Int, PeerID)
+        case restart(node: Int)
+        case step
+    }
+
+    /// A reliable message some node's `send` accepted: who must end up with it.
+    struct Sent {
+        var id: String
+        var sender: Int
+        var room: RoomID
+        var recipients: [PeerID]
+        var at: Int64
+    }
+
+    struct Violation: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    let seed: UInt64
+    let options: Options
+    var random: IDGenerator
+    var now: Int64 = 0
+    var nodes: [Node] = []
+    var links: [Int: Link] = [:]
+    var nextLink = 1
+    var nextHandle = 1
+    private var queue: [(time: Int64, order: Int, event: Event)] = []
+    private var order = 0
+    var sent: [Sent] = []
+    /// (node, room) pairs that left a room at some time, and when.
+    var leaves: [(node: Int, room: RoomID, at: Int64)] = []
+    /// Nodes that cannot reach each other (a partition): node index -> side.
+    var side: [Int: Int] = [:]
+    /// Extra latency per node while its link is "slow".
+    var slow: [Int: Int64] = [:]
+    /// Invitations to send once the dial they waited for ends: (inviter, invitee, room, timeout).
+    var intents: [(from: Int, to: Int, room: RoomID, timeout: Int64)] = []
+    var trace: [String] = []
+    var events = 0
+    let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
+
+    init(seed: UInt64, options: Options = Options()) {
+        self.seed = seed
+        self.options = options
+        random = IDGenerator(seed: seed)
+        for index in 0..<options.nodes {
+            var digest: [UInt8] = []
+            var keys = IDGenerator(seed: seed &+ UInt64(index) &* 7919)
+            for _ in 0..<4 { let value = keys.next(); for shift in stride(from: 0, to: 64, by: 8) { digest.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) } }
+            let peer = SessionPeer(id: PeerID(digest: digest), name: "n\(index)")
+            var node = Node(peer: peer)
+            node.skew = options.faults ? Int64(random.next() % 600_000) - 300_000 : 0
+            nodes.append(node)
+        }
+        for index in nodes.indices { boot(index) }
+    }
+
+    // MARK: Running
+
+    func roll(_ n: Int) -> Int { Int(random.next() % UInt64(max(1, n))) }
+    func chance(_ percent: Int) -> Bool { roll(100) < percent }
+
+    func time(_ node: Int) -> EngineTime { EngineTime(monotonic: now, wall: 1_800_000_000_000 + now + nodes[node].skew) }
+
+    func schedule(_ event: Event, at time: Int64) {
+        order += 1
+        queue.append((time, order, event))
+    }
+
+    /// Print every step as it happens, and frames of membership too (SIMULATOR_TRACE=1 with a seed).
+    var verbose = false
+
+    func log(_ text: String) {
+        if verbose { print("[\(now)] \(text)") }
+        trace.append("[\(now)] \(text)")
+        if trace.count > 400 { trace.removeFirst(100) }
+    }
+
+    /// Runs the whole schedule and checks the invariants; throws the first violation.
+    func run() throws {
+        var at: Int64 = 0
+        while at < options.chaos {
+            at += Int64(50 + roll(400))
+            schedule(.step, at: at)
+        }
+        runUntil(options.chaos)
+        heal()
+        runUntil(options.chaos + options.quiet)
+        try checkMembership()
+        try checkDelivery()
+        try checkInvitations()
+        // Everyone leaves every room: nothing may stay scheduled or queued.
+        for index in nodes.indices {
+            for room in nodes[index].engine?.roomNames ?? [] { command(index) { engine throws(SessionError) in try engine.leave(RoomID(room)!, at: self.time(index)) } }
+        }
+        runUntil(options.chaos + options.quiet + 40_000)
+        try checkQuiet()
+    }
+
+    func runUntil(_ end: Int64) {
+        while true {
+            guard let index = nextIndex(), queue[index].time <= end else { break }
+            let next = queue.remove(at: index)
+            now = max(now, next.time)
+            events += 1
+            handle(next.event)
+        }
+        now = max(now, end)
+    }
+
+    private func nextIndex() -> Int? {
+        queue.indices.min(by: { (queue[$0].time, queue[$0].order) < (queue[$1].time, queue[$1].order) })
+    }
+
+    private func alive(_ node: Int, _ incarnation: Int) -> Bool {
+        nodes[node].engine != nil && nodes[node].incarnation == incarnation
+    }
+
+    private func handle(_ event: Event) {
+        switch event {
+        case .step:
+            step()
+        case .tick(let node, let incarnation):
+            guard alive(node, incarnation), let deadline = nodes[node].engine?.nextDeadline, deadline <= now else { return }
+            perform(node) { $0.tick(at: self.time(node)) }
+        case .deliver(let id, let to, let frames):
+            guard let link = links[id], link.up, nodes[to].engine != nil else { return }
+            guard link.adopted.contains(to) else {
+                // Not adopted yet at this end: the connection handler keeps frames until then.
+                schedule(.deliver(link: id, to: to, frames), at: now + 1)
+                return
+            }
+            let handle = link.ends.node == to ? link.ends.handle : link.ends.otherHandle
+            if verbose, frames.contains(where: { if case .roomLeave = $0 { true } else { false } }) {
+                log("n\(to) gets ROOM_LEAVE on \(handle) from \(nodes[to].engine?.peer(on: handle)?.name ?? "nobody (not a serving link)")")
+            }
+            perform(to) { $0.received(frames, on: handle, at: self.time(to)) }
+        case .history(let id, let to, let from, let room, let messages):
+            guard let link = links[id], link.up, var engine = nodes[to].engine else { return }
+            // As the shell: a history resource is taken only from the member we asked.
+            guard engine.historyRequested[room] == nodes[from].peer.id else { return }
+            for message in messages { _ = nodes[to].store.apply(.insertMessage(message, report: nil)) }
+            engine.historyEnded(room)
+            nodes[to].engine = engine
+        case .linkDown(let node, let incarnation, let handle, let reason):
+            guard alive(node, incarnation) else { return }
+            if verbose { log("n\(node): \(handle) down (\(reason))") }
+            perform(node) { $0.linkDown(handle, reason: reason, at: self.time(node)) }
+        case .linkUp(let node, let incarnation, let id):
+            guard alive(node, incarnation), let link = links[id] else { return }
+            let mine = link.ends.node == node
+            guard link.up else {
+                // The connection died during its handshake: the dial failed (the shell always reports it).
+                if mine { perform(node) { $0.dialFinished(self.nodes[link.ends.other].peer.id, at: self.time(node)) } }
+                return
+            }
+            let handle = mine ? link.ends.handle : link.ends.otherHandle
+            let other = mine ? link.ends.other : link.ends.node
+            var serving: LinkHandle?
+            link.adopted.insert(node)
+            if verbose { log("n\(node): \(handle) up to n\(other)") }
+            perform(node) {
+                let result = $0.linkUp(handle, peer: self.nodes[other].peer, dialedByUs: mine, remoteAddress: nil, at: self.time(node))
+                serving = result.serving
+                return result.actions
+            }
+            if mine {
+                perform(node) { $0.dialFinished(self.nodes[other].peer.id, at: self.time(node)) }
+                if serving != nil { sendIntents(from: node, to: other) }
+            }
+        case .dial(let node, let incarnation, let peer):
+            guard alive(node, incarnation) else { return }
+            dial(from: node, to: peer)
+        case .dialFailed(let node, let incarnation, let peer):
+            guard alive(node, incarnation) else { return }
+            perform(node) { $0.dialFinished(peer, at: self.time(node)) }
+            if let target = nodes.firstIndex(where: { $0.peer.id == peer }) { intents.removeAll { $0.from == node && $0.to == target } }
+        case .restart(let node):
+            boot(node)
+        }
+    }
+
+    // MARK: The shell's part
+
+    /// Feeds an input to a node's engine and performs what it returns, as `SessionNode` does.
+    func perform(_ node: Int, _ input: (inout SessionStateMachine) throws -> [SessionAction]) rethrows {
+        guard var engine = nodes[node].engine else { return }
+        let actions = try input(&engine)
+        nodes[node].engine = engine
+        var inserted: Set<String> = []
+        for case .persist(let operation) in actions where nodes[node].store.apply(operation) {
+            if case .insertMessage(let message, _) = operation { inserted.insert(message.id) }
+        }
+        for action in actions { perform(action, node: node, inserted: inserted) }
+        if let deadline = nodes[node].engine?.nextDeadline {
+            schedule(.tick(node: node, incarnation: nodes[node].incarnation), at: max(now, deadline))
+        }
+    }
+
+    private func perform(_ action: SessionAction, node: Int, inserted: Set<String>) {
+        switch action {
+        case .persist(.insertMessage(let message, let report?)):
+            if inserted.contains(message.id), !report.outgoing, message.kind != .system { nodes[node].reported[message.id, default: 0] += 1 }
+        case .persist:
+            break
+        case .send(let handle, let frames):
+            transmit(frames, from: node, on: handle)
+        case .sendUnreliable(let handle, let frames):
+            if !chance(10) { transmit(frames, from: node, on: handle) }
+        case .close(let handle, let reason, let text):
+            guard let link = link(of: node, handle), link.up else {
+                schedule(.linkDown(node: node, incarnation: nodes[node].incarnation, handle, .local), at: now)
+                return
+            }
+            drop(link, reason: .goodbye(reason, text), closer: node)
+        case .dial(let peer):
+            schedule(.dial(node: node, incarnation: nodes[node].incarnation, peer), at: now + 1)
+        case .flushOutbox(let peer, let handle):
+            let frames = nodes[node].store.queued(for: peer).compactMap { SessionStateMachine.frame($0, reliable: true) }
+            if !frames.isEmpty { transmit(frames, from: node, on: handle) }
+        case .sendHistory(let room, let since, let peer):
+            guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.first(where: { $0.up && connects($0, node, to) }) else { return }
+            let messages = nodes[node].store.messages.values.filter { $0.room == room.rawValue && $0.timestamp >= since && $0.kind != .system }
+                .sorted { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }.suffix(1000)
+            schedule(.history(link: link.id, to: to, from: node, room, Array(messages)), at: arrival(link, to: to))
+        case .requestHistory(let room, let handle):
+            let latest = nodes[node].store.latestTimestamp(room: room)
+            transmit([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))], from: node, on: handle)
+        case .emit(let event):
+            if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
+        case .inviteFinished(let id, let outcome):
+            log("n\(node): invite \(id.description.prefix(6)) -> \(outcome)")
+        case .peerConnected, .peerDisconnected:
+            break
+        }
+    }
+
+    private func connects(_ link: Link, _ a: Int, _ b: Int) -> Bool {
+        (link.ends.node == a && link.ends.other == b) || (link.ends.node == b && link.ends.other == a)
+    }
+
+    private func link(of node: Int, _ handle: LinkHandle) -> Link? {
+        links.values.first { ($0.ends.node == node && $0.ends.handle == handle) || ($0.ends.other == node && $0.ends.otherHandle == handle) }
+    }
+
+    private func latency(_ a: Int, _ b: Int) -> Int64 {
+        Int64(1 + roll(20)) + (slow[a] ?? 0) + (slow[b] ?? 0)
+    }
+
+    /// When a frame sent now from the other end arrives at `to` (after every earlier frame that way).
+    private func arrival(_ link: Link, to: Int) -> Int64 {
+        let from = link.ends.node == to ? link.ends.other : link.ends.node
+        let time = max(link.lastArrival[to] ?? 0, now + latency(from, to))
+        link.lastArrival[to] = time
+        return time
+    }
+
+    private func transmit(_ frames: [WireFrame], from node: Int, on handle: LinkHandle) {
+        guard let link = link(of: node, handle), link.up else { return }
+        let to = link.ends.node == node ? link.ends.other : link.ends.node
+        // A fault may cut the connection at any frame: the frame is lost, both sides see the drop.
+        if options.faults, chance(2) {
+            log("cut link \(link.id) n\(link.ends.node)-n\(link.ends.other) at a frame")
+            drop(link, reason: .lost, closer: nil)
+            return
+        }
+        if verbose {
+            for frame in frames {
+                switch frame {
+                case .roomMembers(let update): log("n\(node) -> n\(to): ROOM_MEMBERS \(update.room) \(update.members.map(\.name))")
+                case .roomLeave(let leave): log("n\(node) -> n\(to): ROOM_LEAVE \(leave.room) \(leave.text)")
+                case .inviteReply(let reply): log("n\(node) -> n\(to): INVITE_REPLY \(reply.outcome)")
+                default: break
+                }
+            }
+        }
+        schedule(.deliver(link: link.id, to: to, frames), at: arrival(link, to: to))
+    }
+
+    /// Ends a link: frames in flight are lost; each side hears of it (the closer at once).
+    func drop(_ link: Link, reason: PeerCloseReason, closer: Int?) {
+        guard link.up else { return }
+        link.up = false
+        for (node, handle) in [(link.ends.node, link.ends.handle), (link.ends.other, link.ends.otherHandle)] {
+            let mine = node == closer
+            let heard: PeerCloseReason = mine ? .local : reason
+            let at = mine ? now : (reason == .timedOut ? now + 8_000 : now + latency(link.ends.node, link.ends.other))
+            schedule(.linkDown(node: node, incarnation: nodes[node].incarnation, handle, heard), at: at)
+        }
+    }
+
+    private func reachable(_ a: Int, _ b: Int) -> Bool {
+        nodes[a].engine != nil && nodes[b].engine != nil && side[a] == side[b]
+    }
+
+    /// A dial: TLS and HELLO take a few milliseconds; then both sides adopt the connection, in either order.
+    private func dial(from node: Int, to peer: PeerID) {
+        guard let target = nodes.firstIndex(where: { $0.peer.id == peer }) else { return }
+        var planned = false
+        perform(node) {
+            let (plan, _, actions) = $0.prepareDial(peer)
+            planned = plan != nil
+            return actions
+        }
+        guard planned else {
+            perform(node) { $0.dialFinished(peer, at: self.time(node)) }
+            return
+        }
+        guard reachable(node, target) else {
+            schedule(.dialFailed(node: node, incarnation: nodes[node].incarnation, peer), at: now + 5 + Int64(roll(50)))
+            return
+        }
+        let link = Link(id: nextLink, ends: (node, LinkHandle(nextHandle), target, LinkHandle(nextHandle + 1)))
+        nextLink += 1
+        nextHandle += 2
+        links[link.id] = link
+        let base = now + latency(node, target) * 2
+        schedule(.linkUp(node: node, incarnation: nodes[node].incarnation, link: link.id), at: base + Int64(roll(3)))
+        schedule(.linkUp(node: target, incarnation: nodes[target].incarnation, link: link.id), at: base + Int64(roll(3)))
+    }
+
+    private func boot(_ index: Int) {
+        nodes[index].incarnation += 1
+        var configuration = SessionStateMachine.Configuration(ownID: nodes[index].peer.id, ownName: nodes[index].peer.name, port: 7473, autoAccept: .never)
+        configuration.defaultInviteTimeout = 20_000
+        let ids = IDGenerator(seed: seed ^ UInt64(index &* 1_000_003) ^ UInt64(nodes[index].incarnation) << 40)
+        let engine = SessionStateMachine(
+            configuration: configuration, restored: nodes[index].store.restored(ownID: nodes[index].peer.id),
+            addressBook: NoAddresses(), ids: ids, shortCode: { _ in "0000-0000" })
+        nodes[index].engine = engine
+        log("n\(index) starts (incarnation \(nodes[index].incarnation))")
+        perform(index) { $0.start(at: self.time(index)) }
+    }
+
+    func crash(_ index: Int) {
+        guard nodes[index].engine != nil else { return }
+        log("n\(index) crashes")
+        nodes[index].engine = nil
+        for link in links.values where link.up && (link.ends.node == index || link.ends.other == index) {
+            drop(link, reason: .lost, closer: nil)
+        }
+        intents.removeAll { $0.from == index }
+    }
+
+    /// Ends the chaos: every node runs again, partitions heal, links are fast.
+    func heal() {
+        side = [:]
+        slow = [:]
+        for index in nodes.indices where nodes[index].engine == nil { boot(index) }
+        log("healed")
+    }
+
+    // MARK: Commands and faults
+
+    func command(_ node: Int, _ body: (inout SessionStateMachine) throws(SessionError) -> [SessionAction]) {
+        do {
+            try perform(node) { (engine: inout SessionStateMachine) throws -> [SessionAction] in try body(&engine) }
+        } catch {}
+    }
+
+    private func step() {
+        let node = roll(nodes.count)
+        guard nodes[node].engine != nil else { return }
+        let dice = roll(100)
+        switch dice {
+        case 0..<25: invite(from: node)
+        case 25..<40: answer(node, accept: !chance(15))
+        case 40..<80: send(from: node)
+        case 80..<83: leaveRandomRoom(node)
+        default: if options.faults { fault() } else { send(from: node) }
+        }
+    }
+
+    private func invite(from node: Int) {
+        let target = (node + 1 + roll(nodes.count - 1)) % nodes.count
+        let room = rooms[roll(rooms.count)]
+        let peer = nodes[target].peer
+        let timeout = Int64(2_000 + roll(20_000))
+        var start: SessionStateMachine.InviteStart = .dial
+        perform(node) {
+            let (decision, actions) = $0.beginInvite(peer, room: room, at: self.time(node))
+            start = decision
+            return actions
+        }
+        log("n\(node) invites n\(target) to \(room): \(start)")
+        guard start == .dial else { return }
+        intents.append((node, target, room, timeout))
+        if nodes[node].engine?.isConnected(peer.id) == true {
+            sendIntents(from: node, to: target)
+        } else {
+            dial(from: node, to: peer.id)
+        }
+    }
+
+    private func sendIntents(from node: Int, to target: Int) {
+        let mine = intents.filter { $0.from == node && $0.to == target }
+        intents.removeAll { $0.from == node && $0.to == target }
+        for intent in mine {
+            perform(node) { $0.sendInvite(self.nodes[target].peer, room: intent.room, context: [], timeout: intent.timeout, at: self.time(node)).1 }
+        }
+    }
+
+    private func answer(_ node: Int, accept: Bool) {
+        guard let invitations = nodes[node].engine?.invitations, !invitations.isEmpty else { return }
+        let invitation = invitations[roll(invitations.count)]
+        log("n\(node) \(accept ? "accepts" : "declines") \(invitation.id.prefix(6)) to \(invitation.room)")
+        command(node) { engine throws(SessionError) in
+            accept ? try engine.accept(invitation.id, at: self.time(node)).1 : try engine.decline(invitation.id, at: self.time(node)).1
+        }
+    }
+
+    private func send(from node: Int) {
+        guard let names = nodes[node].engine?.roomNames, !names.isEmpty else { return }
+        let room = RoomID(names[roll(names.count)])!
+        let reliable = !chance(10)
+        let count = 1 + (chance(20) ? roll(5) : 0)
+        let texts = (0..<count).map { "m\(node)-\(now)-\($0)" }
+        command(node) { engine throws(SessionError) in
+            let (plan, actions) = try engine.send(texts, room: room, reliable: reliable, at: self.time(node))
+            if reliable {
+                for message in plan.messages { self.sent.append(Sent(id: message.id, sender: node, room: room, recipients: plan.recipients, at: self.now)) }
+            }
+            return actions
+        }
+    }
+
+    private func leaveRandomRoom(_ node: Int) {
+        guard let names = nodes[node].engine?.roomNames, !names.isEmpty else { return }
+        let room = RoomID(names[roll(names.count)])!
+        log("n\(node) leaves \(room)")
+        leaves.append((node, room, now))
+        command(node) { engine throws(SessionError) in try engine.leave(room, at: self.time(node)) }
+    }
+
+    private func fault() {
+        switch roll(5) {
+        case 0:
+            let up = links.values.filter(\.up).sorted { $0.id < $1.id }
+            guard !up.isEmpty else { return }
+            let link = up[roll(up.count)]
+            log("drop link \(link.id) n\(link.ends.node)-n\(link.ends.other)")
+            drop(link, reason: chance(50) ? .lost : .timedOut, closer: nil)
+        case 1:
+            let node = roll(nodes.count)
+            crash(node)
+            schedule(.restart(node: node), at: now + Int64(500 + roll(5_000)))
+        case 2:
+            let node = roll(nodes.count)
+            side[node] = 1
+            log("partition n\(node)")
+            for link in links.values where link.up && (side[link.ends.node] != side[link.ends.other]) {
+                drop(link, reason: .timedOut, closer: nil)
+            }
+        case 3:
+            side = [:]
+            log("heal partitions")
+        default:
+            let node = roll(nodes.count)
+            slow[node] = slow[node] == nil ? Int64(50 + roll(500)) : nil
+            log("n\(node) link \(slow[node] == nil ? "fast" : "slow")")
+        }
+    }
+}
+
+/// The simulated network needs no addresses: a dial names the peer.
+struct NoAddresses: PeerAddressBook {
+    func lookup(_ id: PeerID) -> (hint: PeerAddressHint, generation: Int)? { nil }
+}

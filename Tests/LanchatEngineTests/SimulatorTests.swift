@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+/// Seeded schedules of whole rooms with faults (see `Simulator`). `SIMULATOR_SCHEDULES=N` sets how many
+/// (default 10,000 in CI, where `scripts/test.sh` runs this in a release build), `SIMULATOR_SEED=S`
+/// replays one, `SIMULATOR_FIRST=S` starts the range elsewhere.
+@Suite struct SimulatorTests {
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    @Test func seededSchedulesKeepTheInvariants() throws {
+        if let text = Self.environment["SIMULATOR_SEED"], let seed = UInt64(text) {
+            var options = Simulator.Options()
+            options.faults = Self.environment["SIMULATOR_FAULTS"] != "0"
+            let simulator = Simulator(seed: seed, options: options)
+            if Self.environment["SIMULATOR_TRACE"] == "1" { simulator.verbose = true }
+            try simulator.run()
+            print("simulator: seed \(seed) passed (\(simulator.events) events, \(simulator.sent.count) reliable messages)")
+            return
+        }
+        let count = Self.environment["SIMULATOR_SCHEDULES"].flatMap { Int($0) } ?? 300
+        let first = Self.environment["SIMULATOR_FIRST"].flatMap { UInt64($0) } ?? 1
+        let started = ContinuousClock.now
+        var events = 0
+        var messages = 0
+        for seed in first..<(first + UInt64(count)) {
+            let simulator = Simulator(seed: seed)
+            do {
+                try simulator.run()
+            } catch {
+                Issue.record("\(error)")
+                return
+            }
+            events += simulator.events
+            messages += simulator.sent.count
+        }
+        print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) passed: \(events) events, "
+            + "\(messages) reliable messages checked, in \(ContinuousClock.now - started)")
+    }
+
+    /// Without faults, the same commands must also keep every invariant (a baseline for the faults).
+    @Test func schedulesWithoutFaults() throws {
+        for seed in UInt64(1)...50 {
+            var options = Simulator.Options()
+            options.faults = false
+            try Simulator(seed: seed, options: options).run()
+        }
+    }
+
+    @Test func aSeedReplaysIdentically() throws {
+        let first = Simulator(seed: 42)
+        try? first.run()
+        let second = Simulator(seed: 42)
+        try? second.run()
+        #expect(first.trace == second.trace)
+        #expect(first.events == second.events)
+    }
+}
