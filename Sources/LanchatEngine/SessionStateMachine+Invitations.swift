@@ -88,6 +88,7 @@ extension SessionStateMachine {
         out.append(.send(link.handle, [.inviteReply(.init(id: id, outcome: .accepted))]))
         join(RoomID(entry.invitation.room)!, invitedBy: link, at: now, &out)
         out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted")))
+        scheduleResync(at: now)
         return (entry.invitation, out)
     }
 
@@ -163,6 +164,14 @@ extension SessionStateMachine {
     mutating func finishOutgoing(_ id: WireID, _ outcome: InviteOutcome, _ out: inout [SessionAction]) {
         guard let entry = outgoing.removeValue(forKey: id) else { return }
         timers.cancel(.outgoingInvitation(id))
+        switch outcome {
+        case .expired, .unreachable:
+            // The peer may have accepted and its answer been lost with the connection.
+            unanswered.append(RoomMember(room: entry.room, peer: entry.peer.id))
+            if unanswered.count > configuration.maximumUnansweredInvitations { unanswered.removeFirst() }
+        default:
+            break
+        }
         out.append(.emit(.inviteOutcome(id: id.description, peer: entry.peer, room: entry.room.rawValue, outcome: outcome)))
         out.append(.inviteFinished(id, outcome))
     }

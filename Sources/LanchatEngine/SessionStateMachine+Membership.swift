@@ -44,6 +44,7 @@ extension SessionStateMachine {
         }
         rooms[room]!.members[peer.id] = member
         departed.remove(RoomMember(room: room, peer: peer.id))
+        tombstones[RoomMember(room: room, peer: peer.id)] = nil
         saveRoom(room, &out)
         settleInvitations(from: peer.id, to: room, &out)
         notice(room, "\(peer.name) joined", at: now, &out)
@@ -68,9 +69,13 @@ extension SessionStateMachine {
         }
     }
 
-    mutating func removeMember(_ room: RoomID, _ peer: SessionPeer, reason: String, at now: EngineTime, _ out: inout [SessionAction]) {
+    /// Removes a member. `keepQueued`: what we sent it stays queued (it answered "not a member": our
+    /// views differ, and if they meet again it still gets what it was sent).
+    mutating func removeMember(
+        _ room: RoomID, _ peer: SessionPeer, reason: String, keepQueued: Bool = false, at now: EngineTime, _ out: inout [SessionAction]
+    ) {
         rooms[room]?.members[peer.id] = nil
-        dropOutbox(for: peer.id, in: room, &out)
+        if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
         departed.remove(RoomMember(room: room, peer: peer.id))
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
@@ -80,11 +85,19 @@ extension SessionStateMachine {
     mutating func received(_ update: WireFrame.RoomMembers, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let sender = link.peer.id
         guard let room = rooms[update.room] else {
-            out.append(.send(link.handle, [.roomLeave(.init(room: update.room, text: "not a member"))]))
+            out.append(.send(link.handle, [.roomLeave(.init(room: update.room, text: Self.notAMember))]))
             return
         }
-        guard room.members[sender] != nil else {
-            claims[update.room, default: [:]][sender] = Claim(members: update.members, at: now.monotonic)
+        if room.members[sender] == nil, let index = unanswered.firstIndex(of: RoomMember(room: update.room, peer: sender)) {
+            // We invited it and its answer was lost: it accepted.
+            unanswered.remove(at: index)
+            addMember(update.room, link.peer, hintFrom: link, at: now, &out)
+            remember(link.peer, &out)
+        }
+        guard rooms[update.room]?.members[sender] != nil else {
+            // A repeated claim (a resync) keeps the time of the first: it expires all the same.
+            let since = claims[update.room]?[sender]?.at ?? now.monotonic
+            claims[update.room, default: [:]][sender] = Claim(members: update.members, at: since)
             timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
             return
         }
@@ -95,6 +108,10 @@ extension SessionStateMachine {
         var introduced: [PeerID] = []
         for member in members {
             guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
+            // A member that told us it is not in the room comes back by a direct admission, after a
+            // while, or when it claims to be in the room again itself and a member vouches for it.
+            if id != link.peer.id, let until = tombstones[RoomMember(room: room, peer: id)], now.monotonic < until,
+               claims[room]?[id] == nil { continue }
             var addresses = member.addresses
             if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
             if var known = rooms[room]?.members[id] {
@@ -134,12 +151,42 @@ extension SessionStateMachine {
                     kept[peer] = claim
                     next = min(next ?? .max, claim.at + configuration.claimLifetime)
                 } else if rooms[room]?.members[peer] == nil, let handle = links.handle(peer) {
-                    out.append(.send(handle, [.roomLeave(.init(room: room, text: "not a member"))]))
+                    out.append(.send(handle, [.roomLeave(.init(room: room, text: Self.notAMember))]))
                 }
             }
             claims[room] = kept.isEmpty ? nil : kept
         }
         if let next { timers.schedule(.claims, at: next) }
+    }
+
+    /// Remembers that `member` told us it is not in the room.
+    mutating func bury(_ member: RoomMember, at now: EngineTime) {
+        if tombstones.count >= configuration.maximumTombstones {
+            tombstones = tombstones.filter { $0.value > now.monotonic }
+            if tombstones.count >= configuration.maximumTombstones, let oldest = tombstones.min(by: { $0.value < $1.value }) {
+                tombstones[oldest.key] = nil
+            }
+        }
+        tombstones[member] = now.monotonic + configuration.tombstoneLifetime
+    }
+
+    /// Schedules the next resync while some room has members.
+    mutating func scheduleResync(at now: EngineTime) {
+        guard rooms.values.contains(where: { !$0.members.isEmpty }) else {
+            timers.cancel(.resync)
+            return
+        }
+        timers.scheduleNoLaterThan(.resync, at: now.monotonic + configuration.resyncInterval)
+    }
+
+    mutating func resync(at now: EngineTime, _ out: inout [SessionAction]) {
+        for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            let frame = WireFrame.roomMembers(membersFrame(room))
+            for member in rooms[room]!.members.keys.sorted() {
+                if let handle = links.handle(member) { out.append(.send(handle, [frame])) }
+            }
+        }
+        scheduleResync(at: now)
     }
 
     /// Leaves a room: tells the connected members, forgets the room (its history stays).
@@ -157,6 +204,7 @@ extension SessionStateMachine {
         historyRequested[room] = nil
         out.append(.persist(.deleteRoom(room)))
         notice(room, "you left \(room)", at: now, &out)
+        scheduleResync(at: now)
         return out
     }
 

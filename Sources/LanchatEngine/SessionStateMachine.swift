@@ -34,6 +34,15 @@ public struct SessionStateMachine: Sendable {
         public var claimLifetime: Int64 = 30_000
         /// Grace period after an invitation's own timeout before we give up on an answer (milliseconds).
         public var inviteReplyGrace: Int64 = 2_000
+        /// How often each room's member list is sent again to its connected members (milliseconds), so
+        /// that an introduction or a ROOM_LEAVE lost with a connection is made good.
+        public var resyncInterval: Int64 = 30_000
+        /// Invitations without an answer remembered (see `unanswered`).
+        public var maximumUnansweredInvitations = 256
+        /// How long a member that left is not re-introduced by others (milliseconds); at most
+        /// `maximumTombstones` are kept.
+        public var tombstoneLifetime: Int64 = 60_000
+        public var maximumTombstones = 1024
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy) {
             self.ownID = ownID
@@ -98,6 +107,9 @@ public struct SessionStateMachine: Sendable {
         }
     }
 
+    /// The text of a ROOM_LEAVE that answers a ROOM_MEMBERS from someone we do not count as a member.
+    public static let notAMember = "not a member"
+
     public let configuration: Configuration
     let addressBook: any PeerAddressBook
     let shortCode: @Sendable (PeerID) -> String
@@ -121,6 +133,13 @@ public struct SessionStateMachine: Sendable {
     var noticeSequence: Int64 = 0
     /// Rooms whose history we asked for, and whom we asked.
     public internal(set) var historyRequested: [RoomID: PeerID] = [:]
+    /// Invitations whose answer never reached us (the connection dropped, or the reply timed out):
+    /// if that peer later tells us it is in the room, it did accept, and is admitted. Oldest first,
+    /// at most `maximumUnansweredInvitations`.
+    var unanswered: [RoomMember] = []
+    /// Members that told us themselves that they are not in a room (ROOM_LEAVE), until when: another
+    /// member's stale list does not bring them back meanwhile; only a direct admission does.
+    var tombstones: [RoomMember: Int64] = [:]
     /// Peers the shell's own conversations (transfers) need a connection to.
     var transferPeers: Set<PeerID> = []
 
@@ -142,7 +161,7 @@ public struct SessionStateMachine: Sendable {
             }
             rooms[room] = state
         }
-        for entry in restored.outbox where rooms[entry.room]?.members[entry.peer] != nil {
+        for entry in restored.outbox where rooms[entry.room] != nil {
             outbox[entry.peer, default: [:]][entry.message] = entry.room
         }
     }
@@ -151,6 +170,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func start(at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         scheduleRedial(at: now, &out)
+        scheduleResync(at: now)
         return out
     }
 
@@ -169,6 +189,7 @@ public struct SessionStateMachine: Sendable {
             case .retransmit(let peer): retransmit(to: peer, at: now, &out)
             case .redial: redial(at: now, &out)
             case .claims: expireClaims(at: now, &out)
+            case .resync: resync(at: now, &out)
             }
         }
         return out
@@ -203,6 +224,7 @@ public struct SessionStateMachine: Sendable {
         }
         flushOutbox(to: peer.id, at: now, &out)
         out.append(.peerConnected(peer, handle))
+        scheduleResync(at: now)
         return (handle, out)
     }
 
@@ -212,7 +234,12 @@ public struct SessionStateMachine: Sendable {
         guard let entry = links.closed(handle, reason: reason) else { return out }
         let id = entry.peer.id
         timers.cancel(.retransmit(id))
-        if case .goodbye(.leaving, "duplicate connection") = reason { return out }
+        if case .goodbye(.leaving, "duplicate connection") = reason {
+            // The peer kept another connection. If that one is stale (the peer has not noticed we
+            // restarted), it times out there; we dial again meanwhile.
+            scheduleRedial(at: now, &out)
+            return out
+        }
         for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == id {
             let outcome: InviteOutcome
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
@@ -287,7 +314,8 @@ public struct SessionStateMachine: Sendable {
             case .roomMembers(let update): received(update, from: entry, at: now, &out)
             case .roomLeave(let leave):
                 guard rooms[leave.room]?.members[entry.peer.id] != nil else { break }
-                removeMember(leave.room, entry.peer, reason: leave.text, at: now, &out)
+                removeMember(leave.room, entry.peer, reason: leave.text, keepQueued: leave.text == Self.notAMember, at: now, &out)
+                bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)
             case .historyRequest(let room, let since):
                 guard rooms[room]?.members[entry.peer.id] != nil else { break }
                 out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer))
@@ -302,6 +330,7 @@ public struct SessionStateMachine: Sendable {
             index = end
         }
         scheduleRedial(at: now, &out)
+        scheduleResync(at: now)
         return out
     }
 

@@ -14,6 +14,8 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
     case redial
     /// Forget membership claims nobody confirmed.
     case claims
+    /// Tell connected members again who is in each room (anti-entropy for lost introductions and leaves).
+    case resync
 
     public var description: String {
         switch self {
@@ -22,6 +24,7 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
         case .retransmit(let peer): "retransmit to \(peer.short)"
         case .redial: "redial"
         case .claims: "claims expire"
+        case .resync: "resync members"
         }
     }
 }

@@ -22,18 +22,21 @@ import Testing
         let started = ContinuousClock.now
         var events = 0
         var messages = 0
+        var failed: [UInt64] = []
         for seed in first..<(first + UInt64(count)) {
             let simulator = Simulator(seed: seed)
             do {
                 try simulator.run()
             } catch {
-                Issue.record("\(error)")
-                return
+                if failed.isEmpty { Issue.record("\(error)") }
+                failed.append(seed)
+                if Self.environment["SIMULATOR_ALL"] != "1" { return }
             }
             events += simulator.events
             messages += simulator.sent.count
         }
-        print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) passed: \(events) events, "
+        let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed))"
+        print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(events) events, "
             + "\(messages) reliable messages checked, in \(ContinuousClock.now - started)")
     }
 

@@ -8,13 +8,15 @@ extension Simulator {
             + trace.suffix(40).joined(separator: "\n    "))
     }
 
-    private func left(_ node: Int, _ room: RoomID, after time: Int64) -> Bool {
-        leaves.contains { $0.node == node && $0.room == room && $0.at >= time }
+    /// Whether a node ever left the room. A member that left (even before a message was sent: the
+    /// sender may not have heard yet) is owed nothing it was sent; a rejoin starts over with history.
+    private func everLeft(_ node: Int, _ room: RoomID) -> Bool {
+        leaves.contains { $0.node == node && $0.room == room }
     }
 
     /// Every reliable message a node's `send` accepted reaches every recipient that stays in the room
-    /// (neither it nor the sender left after sending, and at the end both are in the same group of that
-    /// room), and no message is reported twice anywhere.
+    /// (neither it nor the sender ever left it, and at the end both are in the same group of that room),
+    /// and no message is reported twice anywhere.
     func checkDelivery() throws {
         for (index, node) in nodes.enumerated() {
             if let (id, count) = node.reported.first(where: { $0.value > 1 }) {
@@ -22,10 +24,10 @@ extension Simulator {
             }
         }
         for message in sent {
-            guard !left(message.sender, message.room, after: message.at) else { continue }
+            guard !everLeft(message.sender, message.room) else { continue }
             for recipient in message.recipients {
                 guard let index = nodes.firstIndex(where: { $0.peer.id == recipient }) else { continue }
-                guard !left(index, message.room, after: message.at),
+                guard !everLeft(index, message.room),
                       nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) == true,
                       nodes[message.sender].engine?.isMember(recipient, of: message.room) == true else { continue }
                 if nodes[index].store.messages[message.id] == nil {

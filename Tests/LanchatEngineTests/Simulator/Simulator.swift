@@ -13,7 +13,7 @@ final class Simulator {
         /// Virtual milliseconds of commands and faults.
         var chaos: Int64 = 20_000
         /// Virtual milliseconds of quiet after the network heals and every node is back.
-        var quiet: Int64 = 90_000
+        var quiet: Int64 = 150_000
         var faults = true
     }
 
@@ -131,8 +131,9 @@ final class Simulator {
     /// Runs the whole schedule and checks the invariants; throws the first violation.
     func run() throws {
         var at: Int64 = 0
-        while at < options.chaos {
+        while true {
             at += Int64(50 + roll(400))
+            guard at < options.chaos else { break }
             schedule(.step, at: at)
         }
         runUntil(options.chaos)
@@ -228,7 +229,7 @@ final class Simulator {
             perform(node) { $0.dialFinished(peer, at: self.time(node)) }
             if let target = nodes.firstIndex(where: { $0.peer.id == peer }) { intents.removeAll { $0.from == node && $0.to == target } }
         case .restart(let node):
-            boot(node)
+            if nodes[node].engine == nil { boot(node) }
         }
     }
 
@@ -271,7 +272,7 @@ final class Simulator {
             let frames = nodes[node].store.queued(for: peer).compactMap { SessionStateMachine.frame($0, reliable: true) }
             if !frames.isEmpty { transmit(frames, from: node, on: handle) }
         case .sendHistory(let room, let since, let peer):
-            guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.first(where: { $0.up && connects($0, node, to) }) else { return }
+            guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
             let messages = nodes[node].store.messages.values.filter { $0.room == room.rawValue && $0.timestamp >= since && $0.kind != .system }
                 .sorted { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }.suffix(1000)
             schedule(.history(link: link.id, to: to, from: node, room, Array(messages)), at: arrival(link, to: to))
@@ -311,7 +312,7 @@ final class Simulator {
         guard let link = link(of: node, handle), link.up else { return }
         let to = link.ends.node == node ? link.ends.other : link.ends.node
         // A fault may cut the connection at any frame: the frame is lost, both sides see the drop.
-        if options.faults, chance(2) {
+        if options.faults, now < options.chaos, chance(2) {
             log("cut link \(link.id) n\(link.ends.node)-n\(link.ends.other) at a frame")
             drop(link, reason: .lost, closer: nil)
             return
@@ -388,7 +389,7 @@ final class Simulator {
         guard nodes[index].engine != nil else { return }
         log("n\(index) crashes")
         nodes[index].engine = nil
-        for link in links.values where link.up && (link.ends.node == index || link.ends.other == index) {
+        for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (link.ends.node == index || link.ends.other == index) {
             drop(link, reason: .lost, closer: nil)
         }
         intents.removeAll { $0.from == index }
@@ -494,13 +495,14 @@ final class Simulator {
             drop(link, reason: chance(50) ? .lost : .timedOut, closer: nil)
         case 1:
             let node = roll(nodes.count)
+            guard nodes[node].engine != nil else { return }
             crash(node)
             schedule(.restart(node: node), at: now + Int64(500 + roll(5_000)))
         case 2:
             let node = roll(nodes.count)
             side[node] = 1
             log("partition n\(node)")
-            for link in links.values where link.up && (side[link.ends.node] != side[link.ends.other]) {
+            for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (side[link.ends.node] != side[link.ends.other]) {
                 drop(link, reason: .timedOut, closer: nil)
             }
         case 3:
