@@ -101,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "lanchat",
             dependencies: [
-                "LanchatControl", "DNSSD", "LanchatTerminal",
+                "LanchatControl", "LanchatTerminal",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up this machine (scripts/setup.sh test) and runs every test: the Swift unit tests, the
+# Sets up this machine (scripts/setup.sh test) and runs every test: the Swift unit tests (and the
+# deterministic simulator, SIMULATOR_SCHEDULES=N to change its 10,000 schedules), the
 # end-to-end tests on a simulated LAN of network namespaces with real avahi-daemons, then the Debian
 # package's test (scripts/test-package.sh). Needs root. Arguments go to pytest (and skip the package).
 set -euo pipefail
@@ -10,10 +11,10 @@ scripts/setup.sh test
 export AVAHI_COMPAT_NOWARN=1
 echo "== build"
 swift build --build-tests 2>&1 | grep -v "prohibited flag" | tail -n 3
-echo "== unit tests"
+echo "== unit tests (with the simulator: ${SIMULATOR_SCHEDULES:-10000} seeded schedules of whole rooms with faults)"
 log=.build/unit-tests.log
-if swift test --skip-build > "$log" 2>&1; then rc=0; else rc=$?; fi
-grep -E "✘|Test run with" "$log" || true
+if SIMULATOR_SCHEDULES=${SIMULATOR_SCHEDULES:-10000} swift test --skip-build > "$log" 2>&1; then rc=0; else rc=$?; fi
+grep -E "✘|^simulator:|Test run with" "$log" || true
 [ "$rc" = 0 ] || { grep -vE "prohibited flag" "$log" | tail -n 40; echo "test: unit tests failed" >&2; exit 1; }
 echo "== end-to-end tests (simulated LAN)"
 # Leftovers of an earlier, interrupted run would only confuse the new one.

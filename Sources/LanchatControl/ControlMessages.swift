@@ -183,6 +183,8 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     public var downloadDirectory: String?
     public var downloadProblem: String?
     public var downloadFreeBytes: UInt64?
+    /// Whether the daemon's own DNS-SD browse sees its advertisement (`nil`: an older daemon).
+    public var advertisementVisible: Bool?
 
     public init(name: String, id: String, shortId: String, instance: String?, advertising: String, port: Int, protocolVersion: Int, encryption: String, peers: Int, pid: Int, version: String, startedAt: String) {
         self.name = name

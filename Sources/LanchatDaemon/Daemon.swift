@@ -184,6 +184,7 @@ struct DaemonControlHandler: ControlHandler {
             instance: advertising.instance, advertising: advertising.state.rawValue, port: port,
             protocolVersion: advertisement.version, encryption: advertisement.encryption.rawValue,
             peers: peers.filter(\.isCompatible).count, pid: Int(getpid()), version: Daemon.version, startedAt: startedAt)
+        status.advertisementVisible = await discovery.advertisementVisible
         status.downloadDirectory = downloads.path
         switch downloads.prepare() {
         case .usable(let free): status.downloadFreeBytes = free

@@ -216,7 +216,8 @@ public struct SessionStateMachine: Sendable {
         case .adopt(let replaced):
             if let replaced { out.append(.close(replaced, .leaving, "duplicate connection")) }
         }
-        redials[peer.id] = nil
+        // The redial backoff is reset once the peer speaks on the connection (`received`), not here: a
+        // peer that accepts TLS and then refuses us must not be redialed at once, again and again.
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[peer.id] != nil {
             out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .connected)))
             if departed.remove(RoomMember(room: room, peer: peer.id)) != nil { notice(room, "\(peer.name) rejoined", at: now, &out) }
@@ -304,6 +305,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func received(_ frames: [WireFrame], on handle: LinkHandle, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard let entry = links.peer(on: handle) else { return out }
+        redials[entry.peer.id] = nil
         var acks: [WireID] = []
         for frame in frames {
             switch frame {

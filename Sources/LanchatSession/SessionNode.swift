@@ -366,12 +366,11 @@ public actor SessionNode {
         return SocketAddress(v6, host: String(parts[0]))
     }
 
-    /// Takes over an established connection (dialed or accepted). Returns whether it serves its peer
-    /// now (false: refused, or a duplicate).
+    /// Takes over an established connection (dialed or accepted). Returns whether the peer is served
+    /// now (by this connection, or by one it duplicates); false if the connection was refused.
     @discardableResult
     public func accepted(_ connection: PeerConnector.Connection) -> Bool {
-        guard let link = adopt(connection) else { return false }
-        return link.connection.channel === connection.channel
+        adopt(connection) != nil
     }
 
     /// Returns the link that serves the connection's peer now, or nil if the connection was refused.

@@ -115,6 +115,12 @@ public actor DiscoveryService: Service {
         return (.registering, states.first?.name)
     }
 
+    /// Whether our browse has seen our own advertisement under the name it is registered with.
+    public var advertisementVisible: Bool {
+        guard let instance = advertisingStatus.instance else { return false }
+        return table.ownInstanceNames.contains(instance)
+    }
+
     // MARK: Advertising
 
     /// The instance name to try after `attempt` same-host conflicts: "name", "name (2)", ...
