@@ -130,6 +130,8 @@ let package = Package(
                 "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

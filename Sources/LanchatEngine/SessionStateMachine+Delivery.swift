@@ -152,6 +152,13 @@ extension SessionStateMachine {
         return wanted
     }
 
+    /// Forgets the backoff of peers we no longer want (they left, or we did).
+    mutating func forgetUnwantedRedials() {
+        guard !redials.isEmpty else { return }
+        let wanted = wantedPeers
+        redials = redials.filter { wanted.contains($0.key) }
+    }
+
     /// Makes sure the redial schedule is looked at soon if a wanted peer is not connected.
     mutating func scheduleRedial(at now: EngineTime, _ out: inout [SessionAction]) {
         guard wantedPeers.contains(where: { !links.isLinked($0) }) else { return }
@@ -180,9 +187,7 @@ extension SessionStateMachine {
             _ = links.startDialing(peer)
             out.append(.dial(peer))
         }
-        // Forget schedules of peers we no longer want.
-        let wanted = wantedPeers
-        redials = redials.filter { wanted.contains($0.key) }
+        forgetUnwantedRedials()
         if waiting { timers.schedule(.redial, at: now.monotonic + configuration.redialCheckInterval) }
     }
 }

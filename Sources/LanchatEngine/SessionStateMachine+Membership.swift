@@ -80,6 +80,7 @@ extension SessionStateMachine {
         departed.remove(RoomMember(room: room, peer: peer.id))
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
         notice(room, reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)", at: now, &out)
+        forgetUnwantedRedials()
     }
 
     mutating func received(_ update: WireFrame.RoomMembers, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
@@ -205,6 +206,7 @@ extension SessionStateMachine {
         out.append(.persist(.deleteRoom(room)))
         notice(room, "you left \(room)", at: now, &out)
         scheduleResync(at: now)
+        forgetUnwantedRedials()
         return out
     }
 

@@ -4,8 +4,6 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOTLS
 
-/// Why a peer connection ended, as the session layer reports it ("h2 left: timed out").
-
 /// What an established connection delivers to the session layer, in order.
 public enum PeerLinkEvent: Sendable {
     /// Frames other than HELLO, PING, PONG and GOODBYE, as one batch per read.
@@ -128,7 +126,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        lastReceived = .now()
+        // The loop's clock, not the wall's: an EmbeddedEventLoop drives heartbeats in tests.
+        lastReceived = context.eventLoop.now
         var incoming = unwrapInboundIn(data)
         if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
         do {
@@ -258,13 +257,13 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     private func startHeartbeat(context: ChannelHandlerContext) {
-        lastReceived = .now()
+        lastReceived = context.eventLoop.now
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let interval = configuration.heartbeatInterval
         heartbeat = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
             let (handler, context) = bound.value
             guard !handler.closed else { task.cancel(); return }
-            if NIODeadline.now() - handler.lastReceived > handler.configuration.heartbeatTimeout {
+            if context.eventLoop.now - handler.lastReceived > handler.configuration.heartbeatTimeout {
                 handler.closeReason = handler.closeReason ?? .timedOut
                 handler.fail(.closed, context: context, goodbye: .init(reason: .timeout, text: "no heartbeat"))
                 task.cancel()

@@ -1,0 +1,103 @@
+import LanchatCore
+import LanchatEngine
+@testable import LanchatSession
+import LanchatWire
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import Testing
+
+/// The connection handler on an `EmbeddedChannel`: bytes in, bytes out, time advanced by hand.
+@Suite struct PeerConnectionHandlerTests {
+    let ours = WireFrame.Hello(peerID: PeerID(digest: [UInt8](repeating: 1, count: 32)).rawValue, name: "alice", capabilities: [])
+    let theirs = WireFrame.Hello(peerID: PeerID(digest: [UInt8](repeating: 2, count: 32)).rawValue, name: "bob", capabilities: [])
+
+    final class Events: @unchecked Sendable {  // only touched on the embedded loop (the test's thread)
+        var list: [PeerLinkEvent] = []
+    }
+
+    /// A plain (unencrypted) connection whose handshake completed; its HELLO already read.
+    func established() throws -> (EmbeddedChannel, PeerConnectionHandler, Events, EventLoopFuture<HandshakeStateMachine.Session>) {
+        let loop = EmbeddedEventLoop()
+        let promise = loop.makePromise(of: HandshakeStateMachine.Session.self)
+        let handler = PeerConnectionHandler(
+            configuration: .init(hello: ours, encrypted: false, advertisedID: nil), certificateID: NIOLockedValueBox(nil), established: promise)
+        let channel = EmbeddedChannel(handler: handler, loop: loop)
+        let events = Events()
+        handler.attach { events.list.append($0) }
+        channel.pipeline.fireChannelActive()
+        let hello = try #require(try decodeAll(channel).first)
+        #expect(hello == .hello(ours))
+        try channel.writeInbound(bytes([.hello(theirs)]))
+        return (channel, handler, events, promise.futureResult)
+    }
+
+    func bytes(_ frames: [WireFrame]) throws -> ByteBuffer {
+        var out = ByteBuffer()
+        for frame in frames { FrameEncoder().encode(data: try frame.encode(), out: &out) }
+        return out
+    }
+
+    /// Every frame the handler wrote so far.
+    func decodeAll(_ channel: EmbeddedChannel) throws -> [WireFrame] {
+        var frames: [WireFrame] = []
+        var decoder = FrameDecoder(limits: .standard)
+        while var buffer = try channel.readOutbound(as: ByteBuffer.self) {
+            while let raw = try decoder.decode(buffer: &buffer) { frames.append(try WireFrame.decode(raw)) }
+        }
+        return frames
+    }
+
+    @Test func theHandshakeEstablishesTheSessionWithThePeersHello() throws {
+        let (_, _, _, session) = try established()
+        let value = try session.wait()
+        #expect(value.name == "bob")
+        #expect(value.peerID == theirs.peerID)
+    }
+
+    @Test func framesOfOneReadArriveAsOneBatch() throws {
+        let (channel, _, events, _) = try established()
+        let room = RoomID("lab")!
+        let one = WireFrame.message(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, room: room, sequence: 1,
+                                          timestampMilliseconds: 1, kind: .text, body: "a", reliable: true))
+        let two = WireFrame.message(.init(id: WireID(bytes: [UInt8](repeating: 2, count: 16))!, room: room, sequence: 2,
+                                          timestampMilliseconds: 2, kind: .text, body: "b", reliable: true))
+        try channel.writeInbound(bytes([one, two]))
+        guard case .frames(let frames)? = events.list.last else { Issue.record("no frames: \(events.list)"); return }
+        #expect(frames == [one, two])
+    }
+
+    @Test func aPingIsAnsweredWithAPong() throws {
+        let (channel, _, _, _) = try established()
+        _ = try decodeAll(channel)
+        try channel.writeInbound(bytes([.ping(42)]))
+        (channel.eventLoop as! EmbeddedEventLoop).run()
+        #expect(try decodeAll(channel) == [.pong(42)])
+    }
+
+    @Test func heartbeatsGoOutAndSilenceClosesTheConnection() throws {
+        let (channel, _, events, _) = try established()
+        _ = try decodeAll(channel)
+        let loop = channel.eventLoop as! EmbeddedEventLoop
+        loop.advanceTime(by: .seconds(2))
+        #expect(try decodeAll(channel).contains { if case .ping = $0 { true } else { false } })
+        loop.advanceTime(by: .seconds(8))
+        #expect(try decodeAll(channel).contains(.goodbye(.init(reason: .timeout, text: "no heartbeat"))))
+        guard case .closed(let reason)? = events.list.last else { Issue.record("not closed: \(events.list)"); return }
+        #expect(reason == .timedOut)
+    }
+
+    @Test func anUnknownFrameTypeClosesWithAProtocolError() throws {
+        let (channel, _, events, _) = try established()
+        _ = try decodeAll(channel)
+        // Type 0x7e without the ignorable flag: not a frame of lanchat/1.
+        var junk = ByteBuffer()
+        junk.writeInteger(UInt32(2))  // length: type and flags, no payload
+        junk.writeInteger(UInt8(0x7e))
+        junk.writeInteger(UInt8(0))
+        try? channel.writeInbound(junk)
+        let written = try decodeAll(channel)
+        #expect(written.contains { if case .goodbye(let goodbye) = $0 { goodbye.reason == .protocolError } else { false } })
+        guard case .closed(.protocolError)? = events.list.last else { Issue.record("not closed as a protocol error: \(events.list)"); return }
+    }
+}
