@@ -16,9 +16,9 @@ public enum SessionAction: Equatable, Sendable {
     case dial(PeerID)
     /// Change the store.
     case persist(StoreOperation)
-    /// Send the peer every reliable message still waiting for its ACK, read from the store in the
-    /// order they were queued.
-    case flushOutbox(PeerID, LinkHandle)
+    /// Send the peer every reliable message still waiting for its ACK in these rooms (those it is a
+    /// member of here), read from the store in the order they were queued.
+    case flushOutbox(PeerID, LinkHandle, rooms: Set<RoomID>)
     /// Send a newcomer the room's history since a time (the shell exports it from the store and sends
     /// it as a history resource).
     case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer)

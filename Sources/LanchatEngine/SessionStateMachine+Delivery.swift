@@ -107,24 +107,32 @@ extension SessionStateMachine {
     }
 
     mutating func acknowledged(_ ids: [WireID], by peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard !ids.isEmpty else { return }
+        // Every acknowledged id leaves the store's queue, also one this engine does not track (after a
+        // failed write, for example): deleting what is not there costs nothing.
+        out.append(.persist(.acknowledge(peer, ids)))
         guard var queued = outbox[peer] else { return }
-        var removed: [WireID] = []
-        for id in ids where queued.removeValue(forKey: id) != nil { removed.append(id) }
+        for id in ids { queued.removeValue(forKey: id) }
         outbox[peer] = queued.isEmpty ? nil : queued
         if queued.isEmpty { timers.cancel(.retransmit(peer)) }
-        if !removed.isEmpty { out.append(.persist(.acknowledge(peer, removed))) }
     }
 
     // MARK: Outbox
 
+    /// Resends what `peer` has not acknowledged, in the rooms it is a member of (what was kept for it
+    /// after it answered "not a member" waits until it is admitted again).
     mutating func flushOutbox(to peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
         guard let handle = links.handle(peer), let queued = outbox[peer], !queued.isEmpty else { return }
-        out.append(.flushOutbox(peer, handle))
+        let rooms = Set(queued.values).filter { isMember(peer, of: $0) }
+        guard !rooms.isEmpty else {
+            timers.cancel(.retransmit(peer))
+            return
+        }
+        out.append(.flushOutbox(peer, handle, rooms: rooms))
         noteReliableSend(to: peer, at: now)
     }
 
     private mutating func noteReliableSend(to peer: PeerID, at now: EngineTime) {
-        lastReliableSend[peer] = now.monotonic
         timers.schedule(.retransmit(peer), at: now.monotonic + configuration.retransmitInterval)
     }
 

@@ -148,7 +148,7 @@ extension SessionStateMachine {
             // (addMember sent the newcomer the members, and introduced it to them.)
             finishOutgoing(reply.id, .accepted, &out)
         case .declined: finishOutgoing(reply.id, .declined(reply.reason), &out)
-        case .expired: finishOutgoing(reply.id, .expired, &out)
+        case .expired: finishOutgoing(reply.id, .expired, answered: true, &out)
         case .refused: finishOutgoing(reply.id, .refused(reply.reason), &out)
         }
     }
@@ -161,11 +161,13 @@ extension SessionStateMachine {
         out.append(.emit(.invitationClosed(entry.invitation, outcome: "expired")))
     }
 
-    mutating func finishOutgoing(_ id: WireID, _ outcome: InviteOutcome, _ out: inout [SessionAction]) {
+    /// Ends an invitation we sent. `answered`: the peer said so itself (an `expired` reply), as opposed
+    /// to our timer or a lost connection.
+    mutating func finishOutgoing(_ id: WireID, _ outcome: InviteOutcome, answered: Bool = false, _ out: inout [SessionAction]) {
         guard let entry = outgoing.removeValue(forKey: id) else { return }
         timers.cancel(.outgoingInvitation(id))
         switch outcome {
-        case .expired, .unreachable:
+        case .expired where !answered, .unreachable:
             // The peer may have accepted and its answer been lost with the connection.
             unanswered.append(RoomMember(room: entry.room, peer: entry.peer.id))
             if unanswered.count > configuration.maximumUnansweredInvitations { unanswered.removeFirst() }

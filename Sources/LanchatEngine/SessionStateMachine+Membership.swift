@@ -49,8 +49,12 @@ extension SessionStateMachine {
         settleInvitations(from: peer.id, to: room, &out)
         notice(room, "\(peer.name) joined", at: now, &out)
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: links.isLinked(peer.id) ? .connected : .connecting)))
-        // The new member learns everyone we know in the room; the others learn of it.
-        if let handle = links.handle(peer.id) { out.append(.send(handle, [.roomMembers(membersFrame(room))])) }
+        // The new member learns everyone we know in the room; the others learn of it. What was kept
+        // queued for it (it had answered "not a member") goes now.
+        if let handle = links.handle(peer.id) {
+            out.append(.send(handle, [.roomMembers(membersFrame(room))]))
+            flushOutbox(to: peer.id, at: now, &out)
+        }
         introduce([peer.id], in: room, &out)
         // What it claimed before it was a member here now counts.
         if let claim = claims[room]?.removeValue(forKey: peer.id), let entry = links.entry(peer.id) {

@@ -129,7 +129,6 @@ public struct SessionStateMachine: Sendable {
     /// Reliable messages each recipient has not acknowledged yet (ids and their rooms); the store keeps
     /// the messages themselves.
     var outbox: [PeerID: [WireID: RoomID]] = [:]
-    var lastReliableSend: [PeerID: Int64] = [:]
     var noticeSequence: Int64 = 0
     /// Rooms whose history we asked for, and whom we asked.
     public internal(set) var historyRequested: [RoomID: PeerID] = [:]

@@ -104,6 +104,8 @@ public actor SessionNode {
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     private var unreliableDrops = 0
     private let clockOrigin = ContinuousClock.now
+    /// `run()` has ended: connections closing now, late timers and dials change nothing.
+    private var stopped = false
 
     /// File transfers (Transfers.swift).
     var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
@@ -179,6 +181,7 @@ public actor SessionNode {
                 group.addTask { _ = await self.dial(peer) }
             }
         }
+        stopped = true
         timerWakeup?.cancel()
         checkpointWakeup?.cancel()
         for link in openLinks.values { link.connection.leave(.shutdown) }
@@ -195,7 +198,7 @@ public actor SessionNode {
 
     /// Sleeps until the engine's next deadline, then ticks it.
     private func armTimer() {
-        guard let deadline = engine.nextDeadline else {
+        guard !stopped, let deadline = engine.nextDeadline else {
             timerWakeup?.cancel()
             timerWakeup = nil
             timerDeadline = nil
@@ -209,6 +212,9 @@ public actor SessionNode {
             self?.assumeIsolated { node in
                 node.timerWakeup = nil
                 node.timerDeadline = nil
+                guard !node.stopped else { return }
+                // Transfers that ended meanwhile no longer need their peer: tell the engine before it redials.
+                node.syncTransferPeers()
                 node.perform(node.engine.tick(at: node.time()))
             }
         }
@@ -216,10 +222,11 @@ public actor SessionNode {
 
     /// Checkpoints the store's write-ahead log two seconds after a write (not on every write).
     private func scheduleCheckpoint() {
-        guard checkpointWakeup == nil else { return }
+        guard !stopped, checkpointWakeup == nil else { return }
         checkpointWakeup = eventLoop.scheduleTask(in: .seconds(2)) { [weak self] in
             self?.assumeIsolated { node in
                 node.checkpointWakeup = nil
+                guard !node.stopped else { return }
                 node.store.checkpoint()
             }
         }
@@ -227,26 +234,32 @@ public actor SessionNode {
 
     // MARK: Performing the engine's actions
 
-    /// Performs a batch of actions: the writes first, in one transaction; then, only if it committed,
-    /// the rest in order. Returns whether the writes committed.
+    /// Performs a batch of actions: the writes first, in one transaction; then the rest in order. If the
+    /// writes fail, what depends on them does not happen: no acknowledgement is sent (the sender keeps
+    /// the message and sends it again) and no message is reported; with `allOrNothing` (a message we
+    /// send) nothing happens at all. Returns whether the writes committed.
     @discardableResult
-    func perform(_ actions: [SessionAction]) -> Bool {
+    func perform(_ actions: [SessionAction], allOrNothing: Bool = false) -> Bool {
+        guard !stopped else { return false }
         var inserted: Set<String> = []
+        var committed = true
         if actions.contains(where: { if case .persist = $0 { true } else { false } }) {
             do {
                 try store.transaction {
                     for case .persist(let operation) in actions { try apply(operation, inserted: &inserted) }
                 }
+                scheduleCheckpoint()
             } catch {
-                // Not stored, so nothing that depends on it happens: a message is not acknowledged, and
-                // its sender sends it again.
                 logger.error("cannot write to the store", metadata: ["error": "\(error)"])
-                armTimer()
-                return false
+                committed = false
+                if allOrNothing {
+                    armTimer()
+                    return false
+                }
             }
-            scheduleCheckpoint()
         }
         for action in actions {
+            if !committed, case .send(_, let frames) = action, frames.allSatisfy({ if case .ack = $0 { true } else { false } }) { continue }
             switch action {
             case .persist(.insertMessage(let message, let report?)):
                 if inserted.contains(message.id) { eventSink.yield(.message(report)) }
@@ -261,8 +274,8 @@ public actor SessionNode {
                 openLinks[handle]?.connection.leave(reason, text: text)
             case .dial(let peer):
                 dialRequestSink.yield(peer)
-            case .flushOutbox(let peer, let handle):
-                flushOutbox(to: peer, on: handle)
+            case .flushOutbox(let peer, let handle, let rooms):
+                flushOutbox(to: peer, on: handle, rooms: Set(rooms.map(\.rawValue)))
             case .sendHistory(let room, let since, let peer):
                 let messages = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
                 sendHistory(messages, room: room, to: peer)
@@ -284,7 +297,7 @@ public actor SessionNode {
             }
         }
         armTimer()
-        return true
+        return committed
     }
 
     private func apply(_ operation: StoreOperation, inserted: inout Set<String>) throws {
@@ -310,10 +323,10 @@ public actor SessionNode {
         }
     }
 
-    private func flushOutbox(to peer: PeerID, on handle: LinkHandle) {
+    private func flushOutbox(to peer: PeerID, on handle: LinkHandle, rooms: Set<String>) {
         guard let link = openLinks[handle], let queued = try? store.outbox(peerID: peer.rawValue), !queued.isEmpty else { return }
         var frames: [WireFrame] = []
-        for message in queued {
+        for message in queued where rooms.contains(message.room) {
             guard let frame = SessionStateMachine.frame(message, reliable: true) else { continue }
             frames.append(frame)
             if frames.count == 512 {
@@ -334,14 +347,17 @@ public actor SessionNode {
 
     /// Dials a peer unless connected; returns the link or why not.
     func dial(_ peer: PeerID) async -> Result<Link, SessionError> {
+        // However this ends, the engine hears that the dial did (a redial marked the peer as being dialed).
+        defer { if !stopped { perform(engine.dialFinished(peer, at: time())) } }
         if let link = links[peer] { return .success(link) }
+        guard !stopped else { return .failure(SessionError("unreachable", "the node is stopping")) }
         let (plan, problem, actions) = engine.prepareDial(peer)
         perform(actions)
         guard let plan else { return .failure(problem ?? SessionError("unreachable", "cannot dial")) }
-        defer { perform(engine.dialFinished(peer, at: time())) }
         var seen = Set<String>()
         var lastError = "no address known (not discovered on the network)"
         for candidate in plan.candidates where seen.insert("\(candidate.address) \(candidate.port)").inserted {
+            guard !Task.isCancelled, !stopped else { break }
             guard let socketAddress = Self.socketAddress(candidate.address, port: candidate.port) else { continue }
             do {
                 let connection = try await connector.dial(socketAddress, expected: peer, theirs: plan.encryption ?? configuration.encryption)
@@ -405,6 +421,7 @@ public actor SessionNode {
     }
 
     private func handle(_ event: PeerLinkEvent, from link: Link) {
+        guard !stopped else { return }
         switch event {
         case .frames(let frames):
             var sessionFrames: [WireFrame] = []
@@ -467,6 +484,7 @@ public actor SessionNode {
         case .success: break
         case .failure(let error): return error.code == "key_changed" ? .refused(error.message) : .unreachable(error.message)
         }
+        guard !stopped else { return .unreachable("the node stopped") }
         return await withCheckedContinuation { continuation in
             let (result, actions) = engine.sendInvite(peer, room: room, context: context, timeout: Self.milliseconds(timeout), at: time())
             switch result {
@@ -528,7 +546,7 @@ public actor SessionNode {
     public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> [SendReceipt] {
         let (plan, actions) = try engine.send(texts, room: room, to: to, reliable: reliable, at: time())
         unreliableDrops = 0
-        guard perform(actions) else { throw SessionError("storage", "cannot store the message (see the daemon's log)") }
+        guard perform(actions, allOrNothing: true) else { throw SessionError("storage", "cannot store the message (see the daemon's log)") }
         let drops = reliable ? 0 : unreliableDrops
         return plan.messages.map {
             SendReceipt(message: $0, recipients: plan.recipients.count, sentNow: plan.connected - drops,

@@ -174,16 +174,17 @@ public final class ChatStore {
         Int(try db.query("SELECT count(*) FROM messages").first?.first?.int ?? 0)
     }
 
-    /// The highest sequence `sender` used in `room` (0 if none): a restarted daemon continues after it.
-    /// The last sequence `sender` used in each room it wrote in.
+    /// The last sequence `sender` used in each room it wrote in (notices, kind 2, have their own count):
+    /// a restarted daemon continues after it.
     public func lastSequences(sender: String) throws(Error) -> [String: Int64] {
         var result: [String: Int64] = [:]
-        for row in try db.query("SELECT room, max(sequence) FROM messages WHERE sender_id = ? GROUP BY room", [.text(sender)]) {
+        for row in try db.query("SELECT room, max(sequence) FROM messages WHERE sender_id = ? AND kind != 2 GROUP BY room", [.text(sender)]) {
             result[row[0].string] = row[1].int
         }
         return result
     }
 
+    /// The highest sequence `sender` used in `room` (0 if none).
     public func lastSequence(room: String, sender: String) throws(Error) -> Int64 {
         try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND kind != 2", [.text(room), .text(sender)]).first?.first?.int ?? 0
     }

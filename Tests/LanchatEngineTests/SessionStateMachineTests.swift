@@ -90,7 +90,13 @@ import Testing
         _ = try node.send(["hello"], room: lab, at: at(100))
         #expect(node.unacknowledged == [large.id: 1])
         #expect(node.tick(at: at(5_099)).isEmpty)
-        #expect(node.tick(at: at(5_100)) == [.flushOutbox(large.id, LinkHandle(1))])
+        #expect(node.tick(at: at(5_100)) == [.flushOutbox(large.id, LinkHandle(1), rooms: [lab])])
+    }
+
+    @Test func anAcknowledgementOfAnUnknownIdStillLeavesTheStoresQueue() {
+        var node = roomWith(small, large)
+        let id = WireID(bytes: [UInt8](repeating: 7, count: 16))!
+        #expect(node.received([.ack([id])], on: LinkHandle(1), at: at(1)) == [.persist(.acknowledge(large.id, [id]))])
     }
 
     @Test func anAcknowledgementEmptiesTheOutboxAndStopsResending() throws {

@@ -268,8 +268,9 @@ final class Simulator {
             drop(link, reason: .goodbye(reason, text), closer: node)
         case .dial(let peer):
             schedule(.dial(node: node, incarnation: nodes[node].incarnation, peer), at: now + 1)
-        case .flushOutbox(let peer, let handle):
-            let frames = nodes[node].store.queued(for: peer).compactMap { SessionStateMachine.frame($0, reliable: true) }
+        case .flushOutbox(let peer, let handle, let rooms):
+            let frames = nodes[node].store.queued(for: peer).filter { rooms.contains(RoomID($0.room)!) }
+                .compactMap { SessionStateMachine.frame($0, reliable: true) }
             if !frames.isEmpty { transmit(frames, from: node, on: handle) }
         case .sendHistory(let room, let since, let peer):
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
