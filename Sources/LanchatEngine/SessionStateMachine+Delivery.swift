@@ -111,10 +111,13 @@ extension SessionStateMachine {
         // Every acknowledged id leaves the store's queue, also one this engine does not track (after a
         // failed write, for example): deleting what is not there costs nothing.
         out.append(.persist(.acknowledge(peer, ids)))
-        guard var queued = outbox[peer] else { return }
-        for id in ids { queued.removeValue(forKey: id) }
-        outbox[peer] = queued.isEmpty ? nil : queued
-        if queued.isEmpty { timers.cancel(.retransmit(peer)) }
+        guard outbox[peer] != nil else { return }
+        // In place: a copy of a large outbox per ACK frame made the message path quadratic.
+        for id in ids { outbox[peer]?.removeValue(forKey: id) }
+        if outbox[peer]?.isEmpty == true {
+            outbox[peer] = nil
+            timers.cancel(.retransmit(peer))
+        }
     }
 
     // MARK: Outbox
