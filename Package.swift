@@ -119,6 +119,8 @@ let package = Package(
         .testTarget(name: "LanchatIdentityTests", dependencies: ["LanchatCore", "LanchatIdentity"]),
         .testTarget(name: "LanchatDiscoveryTests", dependencies: ["LanchatCore", "LanchatDiscovery"]),
         .testTarget(name: "LanchatControlTests", dependencies: ["LanchatControl"]),
+        // The command line as parsed (`parseAsRoot`), without a daemon.
+        .testTarget(name: "LanchatCLITests", dependencies: ["lanchat", "LanchatControl"]),
         .testTarget(name: "LanchatTerminalTests", dependencies: ["LanchatTerminal"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatCore", "LanchatDaemon"]),
         .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatCore", "LanchatStore"]),

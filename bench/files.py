@@ -45,7 +45,7 @@ def file_figures(lan, mib, rounds, downloads):
     with open(source, "wb") as f:
         for _ in range(mib):
             f.write(os.urandom(1 << 20))
-    subprocess.run(["sync"])
+    subprocess.run(["sync"], timeout=300)
     size = mib << 20
     ssh = ssh_baselines(lan, source, size)
     chat = ChatProbe(lan)
@@ -103,8 +103,8 @@ import json, os, socket, sys, time
 stop, interval = sys.argv[1], float(sys.argv[2])
 candidates = [os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"), "lanchat", "lanchatd.sock"), "/run/lanchat/lanchatd.sock"]
 s = socket.socket(socket.AF_UNIX)
-s.connect(next(p for p in candidates if os.path.exists(p)))
 s.settimeout(10)
+s.connect(next(p for p in candidates if os.path.exists(p)))
 reader = s.makefile("rb")
 n = 0
 while not os.path.exists(stop):
@@ -192,7 +192,7 @@ def ssh_baselines(lan, source, size):
     keys = os.path.join(lan.dir, "ssh")
     os.makedirs(keys, exist_ok=True)
     for name in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(keys, name)], check=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(keys, name)], check=True, timeout=60)
     config = os.path.join(keys, "sshd_config")
     with open(config, "w") as f:
         f.write(f"Port 2222\nListenAddress {lan.addr('h2')}\nHostKey {keys}/host\nAuthorizedKeysFile {keys}/client.pub\n"

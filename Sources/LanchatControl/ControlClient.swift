@@ -78,8 +78,8 @@ public final class ControlClient {
     }
 
     /// Sends a request and returns its response, turning an error response into a thrown error.
-    public func call(_ method: ControlMethod, params: [String: String]? = nil) throws(ControlError) -> ControlResponse {
-        let request = ControlRequest(id: nextID, method: method.rawValue, params: params)
+    public func call(_ call: ControlCall) throws(ControlError) -> ControlResponse {
+        let request = call.request(id: nextID)
         nextID += 1
         try send(ControlJSON.line(request))
         let response = try readResponse()

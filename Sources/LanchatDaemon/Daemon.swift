@@ -168,12 +168,39 @@ struct DaemonControlHandler: ControlHandler {
     let node: SessionNode
     let sessions: SessionControl
 
-    func session(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse {
-        await sessions.respond(to: request, method: method)
+    /// The one table from a method to what answers it.
+    func respond(to call: ControlCall, id: Int) async -> ControlResponse {
+        var response = ControlResponse(id: id)
+        do throws(ControlError) {
+            switch call {
+            case .status: response.status = await status()
+            case .peers: response.peers = await peers()
+            case .ping(let peer, let count): response.ping = try await ping(query: peer, count: count)
+            case .invite(let invite): response.invite = try await sessions.invite(invite)
+            case .invitations: response.invitations = await sessions.invitations()
+            case .accept(let id): response.invitation = try await sessions.answer(id, accept: true, reason: nil)
+            case .decline(let id, let reason): response.invitation = try await sessions.answer(id, accept: false, reason: reason)
+            case .rooms: response.rooms = await sessions.rooms()
+            case .members(let room): response.room = try await sessions.members(room)
+            case .leave(let room): try await sessions.leave(room)
+            case .send(let send): response.sent = try await sessions.send(send)
+            case .history(let room, let limit): response.history = try await sessions.history(room: room, limit: limit)
+            case .forget(let peer): response.forgotten = try await sessions.forget(peer)
+            case .sendFile(let peer, let path, let token): response.transfer = try await sessions.sendFile(to: peer, path: path, fileToken: token)
+            case .transfers: response.transfers = await sessions.transfers()
+            case .cancel(let id): response.transfer = try await sessions.cancel(id)
+            case .connect(let address, let confirm): response.connect = try await connect(address, confirm: confirm)
+            case .disconnect(let peer): response.peers = [try await disconnect(peer)]
+            case .watch, .stream, .streamAccept: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
+            }
+        } catch {
+            return .failure(id: id, error)
+        }
+        return response
     }
 
-    func stream(_ request: ControlRequest, accept: Bool, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
-        try await sessions.stream(request, accept: accept, isAlive: isAlive)
+    func stream(named name: String, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+        try await sessions.stream(named: name, peer: peer, isAlive: isAlive)
     }
 
     func status() async -> DaemonStatus {
@@ -208,44 +235,36 @@ struct DaemonControlHandler: ControlHandler {
         }
     }
 
-    /// `connect` and `disconnect`: peers kept by address.
-    func addresses(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse {
-        do throws(ControlError) {
-            var response = ControlResponse(id: request.id)
-            switch method {
-            case .connect:
-                guard let text = request.params?["address"], !text.isEmpty else { throw .badRequest("connect needs params.address (HOST[:PORT])") }
-                let address: PeerAddress
-                switch PeerAddress.parse(text) {
-                case .success(let parsed): address = parsed
-                case .failure(let error): throw ControlError(code: "bad_address", message: error.description)
-                }
-                var confirm: PeerID?
-                if let text = request.params?["confirm"], !text.isEmpty {
-                    guard let id = PeerID(text) else { throw .badRequest("params.confirm must be a full peer id (52 characters)") }
-                    confirm = id
-                }
-                response.connect = try await staticPeers.connect(address, confirm: confirm)
-            default:
-                guard let query = request.params?["peer"], !query.isEmpty else { throw .badRequest("disconnect needs params.peer") }
-                let statics = await discovery.peers.filter { $0.origin == .static }
-                let peer: DiscoveredPeer
-                switch PeerQuery.match(query, in: statics) {
-                case .success(let found): peer = found
-                case .failure(.ambiguous(_, let candidates)):
-                    throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several static peers: \(candidates.joined(separator: ", "))")
-                case .failure:
-                    throw ControlError(code: "unknown_peer", message: "no static peer matches '\(query)' (see `lanchat peers`)")
-                }
-                _ = try await staticPeers.disconnect(peer.advertisement!.peerID)
-                var info = DiscoveryService.info(peer)
-                info.state = "removed"
-                response.peers = [info]
-            }
-            return response
-        } catch {
-            return .failure(id: request.id, error)
+    /// Dials an address and says who answers; with `confirm` (the id the person checked), keeps it.
+    func connect(_ text: String, confirm: String?) async throws(ControlError) -> ConnectResult {
+        let address: PeerAddress
+        switch PeerAddress.parse(text) {
+        case .success(let parsed): address = parsed
+        case .failure(let error): throw ControlError(code: "bad_address", message: error.description)
         }
+        var confirmed: PeerID?
+        if let confirm {
+            guard let id = PeerID(confirm) else { throw .badRequest("params.confirm must be a full peer id (52 characters)") }
+            confirmed = id
+        }
+        return try await staticPeers.connect(address, confirm: confirmed)
+    }
+
+    /// Stops keeping a static peer; the answer is the peer, as it was, marked "removed".
+    func disconnect(_ query: String) async throws(ControlError) -> PeerInfo {
+        let statics = await discovery.peers.filter { $0.origin == .static }
+        let peer: DiscoveredPeer
+        switch PeerQuery.match(query, in: statics) {
+        case .success(let found): peer = found
+        case .failure(.ambiguous(_, let candidates)):
+            throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several static peers: \(candidates.joined(separator: ", "))")
+        case .failure:
+            throw ControlError(code: "unknown_peer", message: "no static peer matches '\(query)' (see `lanchat peers`)")
+        }
+        _ = try await staticPeers.disconnect(peer.advertisement!.peerID)
+        var info = DiscoveryService.info(peer)
+        info.state = "removed"
+        return info
     }
 
     func events() -> AsyncStream<ControlEvent> {

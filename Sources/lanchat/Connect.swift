@@ -20,7 +20,7 @@ struct Connect: ParsableCommand {
     @Flag(help: "Print JSON (the peer and whether it was kept).") var json = false
 
     func run() throws {
-        let first = request(global, .connect, ["address": address], timeoutSeconds: 30).connect
+        let first = request(global, .connect(address: address, confirm: nil), timeoutSeconds: 30).connect
         guard let first else { fail("the daemon sent no answer") }
         let who = "\(printable(first.name)) (\(first.shortId)) at \(first.ip) port \(first.port)"
         if !yes {
@@ -34,7 +34,7 @@ struct Connect: ParsableCommand {
                 throw ExitCode(1)
             }
         }
-        guard let kept = request(global, .connect, ["address": address, "confirm": first.id], timeoutSeconds: 30).connect else {
+        guard let kept = request(global, .connect(address: address, confirm: first.id), timeoutSeconds: 30).connect else {
             fail("the daemon sent no answer")
         }
         if json {
@@ -53,7 +53,7 @@ struct Disconnect: ParsableCommand {
     @Argument(help: "The static peer's name or id prefix.") var peer: String
 
     func run() throws {
-        let removed = request(global, .disconnect, ["peer": peer]).peers?.first
+        let removed = request(global, .disconnect(peer: peer)).peers?.first
         print("no longer keeping \(printable(removed?.name ?? peer)) (\(removed?.shortId ?? "?")) as a static peer")
     }
 }

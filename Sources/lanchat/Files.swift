@@ -20,7 +20,7 @@ struct SendFile: ParsableCommand {
     func run() throws {
         var peers = to
         if let room {
-            guard let info = request(global, .members, ["room": room]).room else { fail("the daemon sent no room") }
+            guard let info = request(global, .members(room: room)).room else { fail("the daemon sent no room") }
             peers += info.members.map(\.id)
         }
         let watcher = try global.connect()
@@ -30,9 +30,9 @@ struct SendFile: ParsableCommand {
         for path in paths {
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             for peer in peers {
-                var params = ["peer": peer, "path": absolute]
-                do { params.merge(try handOver(absolute, socket: global.socketPath)) { $1 } } catch { fail(error.message) }
-                guard let entry = request(global, .sendFile, params, timeoutSeconds: 600).transfer else {
+                let token: String?
+                do { token = try handOver(absolute, socket: global.socketPath) } catch { fail(error.message) }
+                guard let entry = request(global, .sendFile(peer: peer, path: absolute, fileToken: token), timeoutSeconds: 600).transfer else {
                     fail("the daemon sent no transfer")
                 }
                 waiting[entry.id] = entry
@@ -65,14 +65,16 @@ struct SendFile: ParsableCommand {
 /// Opens the file here, as the person running lanchat, and hands the descriptor to the daemon (which may
 /// run as another user that cannot read it: the system service). Returns the `send-file` parameter
 /// naming it; nothing if this daemon takes no descriptors (then it opens the path itself).
-func handOver(_ path: String, socket: String) throws(ControlError) -> [String: String] {
+/// Hands the open file to the daemon (`FilePassing`); the token to send with `send-file`, or nil when
+/// the daemon offers no file passing (it then opens the path itself).
+func handOver(_ path: String, socket: String) throws(ControlError) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw ControlError(code: "bad_file", message: "cannot read \(path): \(String(cString: strerror(errno)))") }
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw ControlError(code: "bad_file", message: "\(path) is not a regular file") }
-    guard access(FilePassing.socketPath(forControlSocket: socket), F_OK) == 0 else { return [:] }
-    return ["file_token": try FilePassing.pass(fd, controlSocket: socket)]
+    guard access(FilePassing.socketPath(forControlSocket: socket), F_OK) == 0 else { return nil }
+    return try FilePassing.pass(fd, controlSocket: socket)
 }
 
 /// "notes.txt -> bob  [#####.....]  52%  12.3 MB/s  ETA 4s"
@@ -101,7 +103,7 @@ struct Transfers: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        let list = request(global, .transfers, [:]).transfers ?? []
+        let list = request(global, .transfers).transfers ?? []
         if json { return printJSON(list) }
         if list.isEmpty { return print("no transfers") }
         for entry in list { print("\(entry.id.prefix(8))  \(progressLine(entry))") }
@@ -115,7 +117,7 @@ struct Cancel: ParsableCommand {
     @Argument(help: "The transfer id (see `lanchat transfers`).") var id: String
 
     func run() throws {
-        guard let entry = request(global, .cancel, ["id": id]).transfer else { fail("the daemon sent no transfer") }
+        guard let entry = request(global, .cancel(id: id)).transfer else { fail("the daemon sent no transfer") }
         print("cancelled \(printable(entry.name)) (\(entry.direction) \(entry.peer))")
     }
 }

@@ -87,7 +87,7 @@ struct Interactive: ParsableCommand {
                     state.say("you are in no room: /invite PEER first, or /room NAME")
                     return true
                 }
-                do { _ = try commands.call(.send, params: ["room": room, "text": line]) } catch {
+                do { _ = try commands.call(.send(.init(text: line, room: room))) } catch {
                     state.say("error: \((error as? ControlError)?.message ?? "\(error)")")
                 }
                 return true
@@ -109,7 +109,7 @@ struct Interactive: ParsableCommand {
                     state.say("you are in no room: /invite PEER first, or /room NAME")
                     continue
                 }
-                do { _ = try commands.call(.send, params: ["room": room, "text": line]) } catch { state.say("error: \(error.message)") }
+                do { _ = try commands.call(.send(.init(text: line, room: room))) } catch { state.say("error: \(error.message)") }
             }
         }
     }
@@ -127,10 +127,9 @@ struct Interactive: ParsableCommand {
                 state.say(Self.help)
             case "invite":
                 guard let peer = arguments.first else { state.say("usage: /invite PEER [ROOM] [MESSAGE]"); return true }
-                var params = ["peer": peer]
-                if arguments.count > 1 { params["room"] = arguments[1] } else if let room = state.room { params["room"] = room }
-                if arguments.count > 2 { params["message"] = arguments[2...].joined(separator: " ") }
-                let result = try client.call(.invite, params: params).invite
+                let room = arguments.count > 1 ? arguments[1] : state.room
+                let message = arguments.count > 2 ? arguments[2...].joined(separator: " ") : nil
+                let result = try client.call(.invite(.init(peer: peer, room: room, message: message))).invite
                 if let result {
                     if result.outcome == "sent" {
                         state.say("invited \(printable(result.peer)) to \(result.room); waiting for an answer")
@@ -141,7 +140,7 @@ struct Interactive: ParsableCommand {
                 }
             case "accept", "decline":
                 guard let id = arguments.first ?? state.oldestPending() else { state.say("no pending invitation"); return true }
-                let invitation = try client.call(name == "accept" ? .accept : .decline, params: ["id": id]).invitation
+                let invitation = try client.call(name == "accept" ? .accept(id: id) : .decline(id: id, reason: nil)).invitation
                 state.resolved(id)
                 if name == "accept", let invitation {
                     state.room = invitation.room
@@ -170,11 +169,11 @@ struct Interactive: ParsableCommand {
                 for room in rooms { state.say("\(room.room): \(room.members.map { printable($0.name) }.joined(separator: ", "))") }
             case "members":
                 guard let room = arguments.first ?? state.room else { state.say("you are in no room"); return true }
-                let info = try client.call(.members, params: ["room": room]).room
+                let info = try client.call(.members(room: room)).room
                 for member in info?.members ?? [] { state.say("\(printable(member.name)) (\(member.shortId)) \(member.state.replacingOccurrences(of: "_", with: " "))") }
             case "leave":
                 guard let room = arguments.first ?? state.room else { state.say("you are in no room"); return true }
-                _ = try client.call(.leave, params: ["room": room])
+                _ = try client.call(.leave(room: room))
                 if state.room == room { state.room = (try client.call(.rooms).rooms ?? []).first?.room }
                 state.say("left \(room); current room: \(state.room ?? "none")")
             case "send-file":
@@ -182,11 +181,10 @@ struct Interactive: ParsableCommand {
                 guard !arguments.isEmpty else { state.say("usage: /send-file PATH"); return true }
                 let given = arguments.joined(separator: " ")
                 let path = given.hasPrefix("/") ? given : FileManager.default.currentDirectoryPath + "/" + given
-                let members = try client.call(.members, params: ["room": room]).room?.members ?? []
+                let members = try client.call(.members(room: room)).room?.members ?? []
                 for member in members {
-                    var params = ["peer": member.id, "path": path]
-                    params.merge(try handOver(path, socket: client.path)) { $1 }
-                    if let entry = try client.call(.sendFile, params: params).transfer {
+                    let token = try handOver(path, socket: client.path)
+                    if let entry = try client.call(.sendFile(peer: member.id, path: path, fileToken: token)).transfer {
                         state.say("sending \(printable(entry.name)) to \(printable(member.name)) (\(entry.id.prefix(8)); /transfers)")
                     }
                 }
@@ -196,9 +194,7 @@ struct Interactive: ParsableCommand {
                 for entry in list { state.say("\(entry.id.prefix(8))  \(progressLine(entry))") }
             case "history":
                 let limit = arguments.first.flatMap { Int($0) } ?? 20
-                var params = ["limit": String(max(1, min(limit, 10000)))]
-                params["room"] = state.room
-                for message in try client.call(.history, params: params).history ?? [] { state.say(describe(message)) }
+                for message in try client.call(.history(room: state.room, limit: max(1, min(limit, 10000)))).history ?? [] { state.say(describe(message)) }
             default:
                 state.say("unknown command /\(name); /help lists them")
             }
@@ -276,11 +272,11 @@ final class InteractiveState: @unchecked Sendable {
         let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
         do {
             if answer == "y" || answer == "yes" {
-                _ = try client.call(.accept, params: ["id": invitation.id])
+                _ = try client.call(.accept(id: invitation.id))
                 room = invitation.room
                 say("joined \(invitation.room); it is now the current room")
             } else {
-                _ = try client.call(.decline, params: ["id": invitation.id])
+                _ = try client.call(.decline(id: invitation.id, reason: nil))
                 say("declined \(printable(invitation.from))'s invitation")
             }
         } catch {

@@ -73,8 +73,8 @@ func fail(_ message: String) -> Never {
 }
 
 /// Runs a control call, turning errors into a one-line failure.
-func call(_ client: ControlClient, _ method: ControlMethod) -> ControlResponse {
-    do { return try client.call(method) } catch { fail(error.message) }
+func call(_ client: ControlClient, _ call: ControlCall) -> ControlResponse {
+    do { return try client.call(call) } catch { fail(error.message) }
 }
 
 func printJSON<T: Encodable>(_ value: T) {

@@ -17,7 +17,7 @@ struct Ping: ParsableCommand {
     func run() throws {
         let client = try global.connect(timeoutSeconds: 30)
         let response: ControlResponse
-        do { response = try client.call(.ping, params: ["peer": peer, "count": String(count)]) } catch { fail(error.message) }
+        do { response = try client.call(.ping(peer: peer, count: count)) } catch { fail(error.message) }
         guard let result = response.ping else { fail("the daemon sent no ping result") }
         if json {
             printJSON(result)

@@ -3,9 +3,9 @@ import Foundation
 import LanchatControl
 
 /// Calls the daemon; a failure becomes `lanchat: message` and exit 1.
-func request(_ global: GlobalOptions, _ method: ControlMethod, _ params: [String: String], timeoutSeconds: Int = 30) -> ControlResponse {
+func request(_ global: GlobalOptions, _ call: ControlCall, timeoutSeconds: Int = 30) -> ControlResponse {
     let client = try! global.connect(timeoutSeconds: timeoutSeconds)
-    do { return try client.call(method, params: params) } catch { fail(error.message) }
+    do { return try client.call(call) } catch { fail(error.message) }
 }
 
 struct Invite: ParsableCommand {
@@ -19,11 +19,11 @@ struct Invite: ParsableCommand {
     @Flag(help: "Wait for the answer; exit 1 unless accepted.") var wait = false
     @Flag(help: "Print JSON.") var json = false
 
+    /// What this command asks the daemon.
+    var call: ControlCall { .invite(.init(peer: peer, room: room, message: message, timeoutSeconds: timeout, wait: wait)) }
+
     func run() throws {
-        var params = ["peer": peer, "timeout": String(timeout), "wait": wait ? "true" : "false"]
-        params["room"] = room
-        params["message"] = message
-        let response = request(global, .invite, params, timeoutSeconds: wait ? Int(timeout) + 30 : 30)
+        let response = request(global, call, timeoutSeconds: wait ? Int(timeout) + 30 : 30)
         guard let result = response.invite else { fail("the daemon sent no invitation result") }
         if json { printJSON(result) }
         let who = "\(printable(result.peer)) (\(result.peerId.prefix(12)))"
@@ -45,7 +45,7 @@ struct Invitations: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        let list = request(global, .invitations, [:]).invitations ?? []
+        let list = request(global, .invitations).invitations ?? []
         if json { return printJSON(list) }
         if list.isEmpty { return print("no pending invitations") }
         print(table(["ID", "FROM", "CODE", "ROOM", "EXPIRES", "MESSAGE"], list.map {
@@ -62,7 +62,7 @@ struct Accept: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        guard let invitation = request(global, .accept, ["id": id]).invitation else { fail("the daemon sent no invitation") }
+        guard let invitation = request(global, .accept(id: id)).invitation else { fail("the daemon sent no invitation") }
         if json { return printJSON(invitation) }
         print("joined \(invitation.room) (invited by \(printable(invitation.from)))")
     }
@@ -76,9 +76,7 @@ struct Decline: ParsableCommand {
     @Option(help: "A reason the inviter sees.") var reason: String?
 
     func run() throws {
-        var params = ["id": id]
-        params["reason"] = reason
-        guard let invitation = request(global, .decline, params).invitation else { fail("the daemon sent no invitation") }
+        guard let invitation = request(global, .decline(id: id, reason: reason)).invitation else { fail("the daemon sent no invitation") }
         print("declined \(printable(invitation.from))'s invitation to \(invitation.room)")
     }
 }
@@ -90,7 +88,7 @@ struct Rooms: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        let rooms = request(global, .rooms, [:]).rooms ?? []
+        let rooms = request(global, .rooms).rooms ?? []
         if json { return printJSON(rooms) }
         if rooms.isEmpty { return print("you are in no room; `lanchat invite PEER` creates one") }
         print(table(["ROOM", "MEMBERS", "CONNECTED"], rooms.map { room in
@@ -108,9 +106,7 @@ struct Members: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        var params: [String: String] = [:]
-        params["room"] = room
-        guard let info = request(global, .members, params).room else { fail("the daemon sent no room") }
+        guard let info = request(global, .members(room: room)).room else { fail("the daemon sent no room") }
         if json { return printJSON(info) }
         print(table(["NAME", "ID", "STATE"], info.members.map { [printable($0.name), $0.shortId, $0.state.replacingOccurrences(of: "_", with: " ")] }))
     }
@@ -123,7 +119,7 @@ struct Leave: ParsableCommand {
     @Argument(help: "The room.") var room: String
 
     func run() throws {
-        _ = request(global, .leave, ["room": room])
+        _ = request(global, .leave(room: room))
         print("left \(room)")
     }
 }
@@ -143,6 +139,11 @@ struct Send: ParsableCommand {
         guard to.allSatisfy({ !$0.contains(",") }) else { throw ValidationError("--to takes one peer each; repeat it") }
     }
 
+    /// What this command asks the daemon, for `body` (the text, read from standard input for '-').
+    func call(text body: String) -> ControlCall {
+        .send(.init(text: body, room: room, to: to.isEmpty ? nil : to, reliable: !unreliable))
+    }
+
     func run() throws {
         var body = text.joined(separator: " ")
         if body == "-" {
@@ -150,10 +151,7 @@ struct Send: ParsableCommand {
             if body.hasSuffix("\n") { body.removeLast() }
         }
         guard body.utf8.count <= 65536 else { fail("message is \(body.utf8.count) bytes; the limit is 65536") }
-        var params = ["text": body, "reliable": unreliable ? "false" : "true"]
-        params["room"] = room
-        if !to.isEmpty { params["to"] = to.joined(separator: ",") }
-        guard let sent = request(global, .send, params).sent else { fail("the daemon sent no receipt") }
+        guard let sent = request(global, call(text: body)).sent else { fail("the daemon sent no receipt") }
         if json { return printJSON(sent) }
         let pending = sent.recipients - sent.sentNow
         var line = "sent to \(sent.sentNow) of \(sent.recipients) in \(sent.room)"
@@ -176,9 +174,7 @@ struct History: ParsableCommand {
     }
 
     func run() throws {
-        var params = ["limit": String(limit)]
-        params["room"] = room
-        let messages = request(global, .history, params, timeoutSeconds: 120).history ?? []
+        let messages = request(global, .history(room: room, limit: limit), timeoutSeconds: 120).history ?? []
         if json { return printJSON(messages) }
         for message in messages { print(describe(message, showRoom: room == nil)) }
     }
@@ -192,7 +188,7 @@ struct Forget: ParsableCommand {
     @Argument(help: "The peer's display name.") var peer: String
 
     func run() throws {
-        let id = request(global, .forget, ["peer": peer]).forgotten ?? "?"
+        let id = request(global, .forget(peer: peer)).forgotten ?? "?"
         print("forgot the key of \(printable(peer)) (\(id.prefix(12))); its next key will be trusted on first use")
     }
 }

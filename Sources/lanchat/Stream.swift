@@ -34,8 +34,8 @@ struct StreamCommand: ParsableCommand {
         let response: ControlResponse
         do {
             response = accept
-                ? try client.call(.streamAccept, params: ["name": arguments[0]])
-                : try client.call(.stream, params: ["peer": arguments[0], "name": arguments[1]])
+                ? try client.call(.streamAccept(name: arguments[0]))
+                : try client.call(.stream(peer: arguments[0], name: arguments[1]))
         } catch { fail(error.message) }
         guard let entry = response.stream else { fail("the daemon sent no stream") }
         let (fd, buffered) = client.detach()

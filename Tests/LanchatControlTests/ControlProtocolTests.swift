@@ -97,3 +97,68 @@ import Testing
         }
     }
 }
+
+/// Every method's parameters: built by a client, sent as the wire's strings, decoded by the daemon.
+@Suite struct ControlCallTests {
+    static let everyCall: [ControlCall] = [
+        .status, .peers, .watch, .invitations, .rooms, .transfers,
+        .ping(peer: "bob", count: 7),
+        .invite(.init(peer: "bob", room: "lab", message: "hi", timeoutSeconds: 12.5, wait: true)),
+        .invite(.init(peer: "bob")),
+        .accept(id: "ab12"), .decline(id: "ab12", reason: "busy"), .decline(id: "ab12", reason: nil),
+        .members(room: nil), .members(room: "lab"), .leave(room: "lab"),
+        .send(.init(text: "", room: nil, to: nil, reliable: true)),
+        .send(.init(text: "hello\nthere", room: "lab", to: ["bob", "carol"], reliable: false)),
+        .history(room: nil, limit: 50), .history(room: "lab", limit: 1_000_000),
+        .forget(peer: "bob"),
+        .sendFile(peer: "bob", path: "/tmp/a b.bin", fileToken: nil), .sendFile(peer: "bob", path: "/x", fileToken: "t0k"),
+        .cancel(id: "ff"), .stream(peer: "bob", name: "logs"), .streamAccept(name: "logs"),
+        .connect(address: "10.0.0.2:5000", confirm: nil), .connect(address: "h", confirm: String(repeating: "a", count: 52)),
+        .disconnect(peer: "bob"),
+    ]
+
+    @Test func everyMethodHasACallAndRoundTrips() throws {
+        #expect(Set(Self.everyCall.map(\.method.rawValue)) == Set(ControlMethod.allCases.map(\.rawValue)))
+        for call in Self.everyCall {
+            let line = ControlJSON.line(call.request(id: 3))
+            let request = try ControlJSON.decodeRequest(Array(line.dropLast())).get()
+            #expect(try ControlCall(request) == call)
+        }
+    }
+
+    @Test func defaultsWhenOptionalParametersAreAbsentOrEmpty() throws {
+        #expect(try ControlCall(ControlRequest(id: 1, method: "ping", params: ["peer": "bob"])) == .ping(peer: "bob", count: 1))
+        #expect(try ControlCall(ControlRequest(id: 1, method: "history", params: ["room": ""])) == .history(room: nil, limit: 50))
+        #expect(try ControlCall(ControlRequest(id: 1, method: "invite", params: ["peer": "bob", "wait": "false"]))
+                == .invite(.init(peer: "bob", room: nil, message: nil, timeoutSeconds: 60, wait: false)))
+        // Comma-separated recipients, spaces and empty entries dropped.
+        #expect(try ControlCall(ControlRequest(id: 1, method: "send", params: ["text": "x", "to": " bob , carol,,"]))
+                == .send(.init(text: "x", to: ["bob", "carol"])))
+    }
+
+    @Test(arguments: [
+        (ControlRequest(id: 1, method: "ping"), "bad_request", "ping needs params.peer"),
+        (ControlRequest(id: 1, method: "ping", params: ["peer": "bob", "count": "0"]), "bad_request", "params.count must be 1-100"),
+        (ControlRequest(id: 1, method: "ping", params: ["peer": "bob", "count": "many"]), "bad_request", "params.count must be 1-100"),
+        (ControlRequest(id: 1, method: "invite", params: ["peer": "bob", "timeout": "0.5"]), "bad_request", "timeout must be 1-3600 seconds"),
+        (ControlRequest(id: 1, method: "invite", params: ["peer": "bob", "wait": "yes"]), "bad_request", "params.wait must be"),
+        (ControlRequest(id: 1, method: "invite", params: ["peer": "bob", "message": String(repeating: "é", count: 2049)]), "bad_request", "longer than 4096 bytes"),
+        (ControlRequest(id: 1, method: "send", params: ["room": "lab"]), "bad_request", "send needs params.text"),
+        (ControlRequest(id: 1, method: "send", params: ["text": "x", "reliable": "no"]), "bad_request", "params.reliable must be"),
+        (ControlRequest(id: 1, method: "history", params: ["limit": "1000001"]), "bad_request", "params.limit must be 1-1000000"),
+        (ControlRequest(id: 1, method: "send-file", params: ["peer": "bob", "path": "relative.bin"]), "bad_request", "an absolute path"),
+        (ControlRequest(id: 1, method: "accept", params: ["id": ""]), "bad_request", "accept needs params.id"),
+        (ControlRequest(id: 1, method: "connect"), "bad_request", "connect needs params.address"),
+        (ControlRequest(id: 1, method: "stream-accept"), "bad_request", "stream-accept needs params.name"),
+        (ControlRequest(id: 1, method: "drop-tables"), "unknown_method", "unknown method 'drop-tables'"),
+    ])
+    func refusedWithAReason(request: ControlRequest, code: String, message: String) {
+        do throws(ControlError) {
+            let call = try ControlCall(request)
+            Issue.record("decoded as \(call)")
+        } catch {
+            #expect(error.code == code)
+            #expect(error.message.contains(message), "\(error.message)")
+        }
+    }
+}

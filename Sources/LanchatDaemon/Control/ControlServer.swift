@@ -8,17 +8,12 @@ import Synchronization
 
 /// Answers what the control API asks (see docs/control-api.md). Implemented by the daemon.
 public protocol ControlHandler: Sendable {
-    func status() async -> DaemonStatus
-    func peers() async -> [PeerInfo]
+    /// Every method answered by one response (all but `watch`, `stream` and `stream-accept`).
+    func respond(to call: ControlCall, id: Int) async -> ControlResponse
     func events() -> AsyncStream<ControlEvent>
-    func ping(query: String, count: Int) async throws(ControlError) -> PingResult
-    /// `connect` and `disconnect` (peers kept by address).
-    func addresses(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse
-    /// The session methods (invite, send, history, ...).
-    func session(_ request: ControlRequest, method: ControlMethod) async -> ControlResponse
-    /// Opens (`accept` false) or waits for (`accept` true) a named stream. `isAlive`: whether the client
-    /// that asked is still connected.
-    func stream(_ request: ControlRequest, accept: Bool, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream
+    /// Opens a named stream to `peer`, or (`peer` nil) waits for one from any peer. `isAlive`: whether
+    /// the client that asked is still connected.
+    func stream(named name: String, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream
 }
 
 /// A named stream as the control server pipes it to a client.
@@ -120,42 +115,18 @@ public final class ControlServer: Service {
                     case .failure(let error):
                         try await send(ControlResponse.failure(id: nil, error))
                     case .success(let request):
-                        guard let method = ControlMethod(rawValue: request.method) else {
-                            try await send(ControlResponse.failure(id: request.id, .unknownMethod(request.method)))
+                        let call: ControlCall
+                        do throws(ControlError) { call = try ControlCall(request) } catch {
+                            try await send(ControlResponse.failure(id: request.id, error))
                             continue
                         }
-                        logger.debug("control request", metadata: ["control.method": "\(method.rawValue)"])
-                        switch method {
-                        case .status:
-                            try await send(ControlResponse(id: request.id, status: await handler.status()))
-                        case .peers:
-                            try await send(ControlResponse(id: request.id, peers: await handler.peers()))
-                        case .ping:
-                            guard let query = request.params?["peer"] else {
-                                try await send(ControlResponse.failure(id: request.id, .badRequest("ping needs params.peer")))
-                                continue
-                            }
-                            let count = request.params?["count"].flatMap { Int($0) } ?? 1
-                            guard (1...100).contains(count) else {
-                                try await send(ControlResponse.failure(id: request.id, .badRequest("params.count must be 1-100")))
-                                continue
-                            }
-                            let response: ControlResponse
-                            do throws(ControlError) {
-                                response = ControlResponse(id: request.id, ping: try await handler.ping(query: query, count: count))
-                            } catch {
-                                response = .failure(id: request.id, error)
-                            }
-                            try await send(response)
-                        case .invite, .invitations, .accept, .decline, .rooms, .members, .leave, .send, .history, .forget, .sendFile, .transfers, .cancel:
-                            try await send(await handler.session(request, method: method))
-                        case .connect, .disconnect:
-                            try await send(await handler.addresses(request, method: method))
-                        case .stream, .streamAccept:
+                        logger.debug("control request", metadata: ["control.method": "\(call.method.rawValue)"])
+                        // Only how the connection goes on differs: a stream, events, or one answer.
+                        if let target = call.streamTarget {
                             let channel = connection.channel
                             let stream: any ControlStream
                             do throws(ControlError) {
-                                stream = try await handler.stream(request, accept: method == .streamAccept) { channel.isActive }
+                                stream = try await handler.stream(named: target.name, peer: target.peer) { channel.isActive }
                             } catch {
                                 try await send(ControlResponse.failure(id: request.id, error))
                                 continue
@@ -165,13 +136,15 @@ public final class ControlServer: Service {
                             try await send(response)
                             try await pipe(stream, buffered: framer.takeBuffered(), from: &iterator, to: outbound)
                             return
-                        case .watch:
+                        }
+                        if call == .watch {
                             // Subscribe before answering, so no event between the two is missed.
                             let events = handler.events()
                             try await send(ControlResponse(id: request.id))
                             try await streamEvents(events, to: outbound, until: &iterator)
                             return
                         }
+                        try await send(await handler.respond(to: call, id: request.id))
                     }
                 }
             }

@@ -9,25 +9,13 @@ import NIOCore
 import Synchronization
 
 /// The control API's session methods (invite, invitations, accept, decline, rooms, members, leave,
-/// send, history, forget), answered from the session node.
+/// send, history, forget, send-file, transfers, cancel, streams), answered from the session node.
+/// Parameters arrive typed and range-checked (`ControlCall`); what is checked here needs the node.
 struct SessionControl: Sendable {
     let node: SessionNode
     let discovery: DiscoveryService
     var passedFiles = PassedFiles()
     static let defaultRoom = "lobby"
-
-    func respond(to request: ControlRequest, method: ControlMethod) async -> ControlResponse {
-        do throws(ControlError) {
-            return try await answer(request, method)
-        } catch {
-            return .failure(id: request.id, error)
-        }
-    }
-
-    private func param(_ request: ControlRequest, _ key: String) -> String? {
-        guard let value = request.params?[key], !value.isEmpty else { return nil }
-        return value
-    }
 
     private func room(_ text: String) throws(ControlError) -> RoomID {
         guard let room = RoomID(text) else {
@@ -37,8 +25,8 @@ struct SessionControl: Sendable {
     }
 
     /// The room named in the request, or the only room this daemon is in.
-    private func roomOrOnly(_ request: ControlRequest) async throws(ControlError) -> RoomID {
-        if let text = param(request, "room") { return try room(text) }
+    private func roomOrOnly(_ text: String?) async throws(ControlError) -> RoomID {
+        if let text { return try room(text) }
         let names = await node.roomNames
         switch names.count {
         case 1: return RoomID(names[0])!
@@ -70,150 +58,143 @@ struct SessionControl: Sendable {
         }
     }
 
-    private func answer(_ request: ControlRequest, _ method: ControlMethod) async throws(ControlError) -> ControlResponse {
-        var response = ControlResponse(id: request.id)
-        switch method {
-        case .invite:
-            guard let query = param(request, "peer") else { throw .badRequest("invite needs params.peer") }
-            let target = try await peer(query)
-            let roomID: RoomID
-            if let text = param(request, "room") {
-                roomID = try room(text)
-            } else {
-                let names = await node.roomNames
-                if names.count > 1 {
-                    throw ControlError(code: "ambiguous_room", message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
-                }
-                roomID = RoomID(names.first ?? Self.defaultRoom)!
+    func invite(_ request: ControlCall.Invite) async throws(ControlError) -> InviteResult {
+        let target = try await peer(request.peer)
+        let roomID: RoomID
+        if let text = request.room {
+            roomID = try room(text)
+        } else {
+            let names = await node.roomNames
+            if names.count > 1 {
+                throw ControlError(code: "ambiguous_room", message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
             }
-            let message = param(request, "message") ?? ""
-            guard message.utf8.count <= 4096 else { throw .badRequest("the invitation message is longer than 4096 bytes") }
-            var seconds = 60.0
-            if let text = param(request, "timeout") {
-                guard let value = Double(text), value >= 1, value <= 3600 else { throw .badRequest("timeout must be 1-3600 seconds") }
-                seconds = value
-            }
-            let wait = param(request, "wait") == "true"
-            let clock = ContinuousClock()
-            let started = clock.now
-            let outcome = await invite(target, room: roomID, context: Array(message.utf8), timeout: .milliseconds(Int64(seconds * 1000)), wait: wait)
-            let elapsed = DaemonControlHandler.milliseconds(clock.now - started)
-            response.invite = InviteResult(
-                id: outcome.id, peer: target.name, peerId: target.id.rawValue, room: roomID.rawValue,
-                outcome: outcome.outcome?.code ?? "sent", reason: outcome.outcome?.reason, elapsedMs: elapsed)
-        case .invitations:
-            response.invitations = await node.invitations.map(SessionService.info)
-        case .accept, .decline:
-            guard let id = param(request, "id") else { throw .badRequest("\(method.rawValue) needs params.id") }
-            do throws(SessionError) {
-                let invitation = method == .accept ? try await node.accept(id) : try await node.decline(id, reason: param(request, "reason") ?? "")
-                var info = SessionService.info(invitation)
-                info.outcome = method == .accept ? "accepted" : "declined"
-                response.invitation = info
-            } catch {
-                throw ControlError(code: error.code, message: error.message)
-            }
-        case .rooms:
-            response.rooms = await node.roomList.map(SessionService.info)
-        case .members:
-            let roomID = try await roomOrOnly(request)
-            guard let summary = await node.room(roomID) else {
-                throw ControlError(code: "unknown_room", message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
-            }
-            response.room = SessionService.info(summary)
-        case .leave:
-            guard let text = param(request, "room") else { throw .badRequest("leave needs params.room") }
-            let roomID = try room(text)
-            do throws(SessionError) { try await node.leave(roomID) } catch {
-                throw ControlError(code: error.code, message: error.message)
-            }
-        case .send:
-            guard let text = request.params?["text"] else { throw .badRequest("send needs params.text") }
-            let roomID = try await roomOrOnly(request)
-            var recipients: [PeerID]?
-            if let list = param(request, "to") {
-                var ids: [PeerID] = []
-                for query in list.split(separator: ",").map({ String($0.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }) where !query.isEmpty {
-                    ids.append(try await peer(query).id)
-                }
-                recipients = ids
-            }
-            let reliable = param(request, "reliable") != "false"
-            do throws(SessionError) {
-                let receipt = try await node.send(text, room: roomID, to: recipients, reliable: reliable)
-                response.sent = SendResult(
-                    id: receipt.message.id, room: roomID.rawValue, recipients: receipt.recipients, sentNow: receipt.sentNow,
-                    dropped: receipt.dropped, reliable: reliable)
-            } catch {
-                throw ControlError(code: error.code, message: error.message)
-            }
-        case .history:
-            var limit = 50
-            if let text = param(request, "limit") {
-                guard let value = Int(text), value >= 1, value <= 1_000_000 else { throw .badRequest("limit must be 1-1000000") }
-                limit = value
-            }
-            let roomName = try param(request, "room").map { text throws(ControlError) in try room(text).rawValue }
-            do throws(SessionError) {
-                response.history = try await node.history(room: roomName, limit: limit).map(SessionService.info)
-            } catch {
-                throw ControlError(code: error.code, message: error.message)
-            }
-        case .forget:
-            guard let name = param(request, "peer") else { throw .badRequest("forget needs params.peer (a display name)") }
-            let forgotten: PeerID?
-            do throws(SessionError) { forgotten = try await node.forget(name) } catch {
-                throw ControlError(code: error.code, message: error.message)
-            }
-            guard let id = forgotten else {
-                let known = await node.knownPeerEntries.map(\.label).joined(separator: ", ")
-                throw ControlError(code: "unknown_peer", message: "no key is recorded for '\(name)' (known: \(known))")
-            }
-            response.forgotten = id.rawValue
-        case .sendFile:
-            guard let query = param(request, "peer") else { throw .badRequest("send-file needs params.peer") }
-            guard let path = param(request, "path"), path.hasPrefix("/") else { throw .badRequest("send-file needs params.path, an absolute path") }
-            // A descriptor the client handed over (`FilePassing`), or else the daemon opens the path.
-            var descriptor: Int32?
-            if let token = param(request, "file_token") {
-                guard let fd = passedFiles.take(token) else {
-                    throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
-                }
-                descriptor = fd
-            }
-            let target: SessionPeer
-            do { target = try await peer(query) } catch {
-                if let descriptor { close(descriptor) }
-                throw error
-            }
-            do throws(SessionError) {
-                let id = if let descriptor { try await node.sendFile(descriptor: descriptor, path: path, to: target) } else { try await node.sendFile(path, to: target) }
-                response.transfer = await node.transfers.first { $0.id == id }.map(SessionService.entry)
-            } catch {
-                throw ControlError(code: error.code, message: error.message)
-            }
-        case .transfers:
-            response.transfers = await node.transfers.map(SessionService.entry)
-        case .cancel:
-            guard let id = param(request, "id") else { throw .badRequest("cancel needs params.id") }
-            do throws(SessionError) {
-                response.transfer = SessionService.entry(try await node.cancelTransfer(id))
-            } catch {
-                throw ControlError(code: error.code, message: error.message)
-            }
-        case .status, .peers, .watch, .ping, .stream, .streamAccept, .connect, .disconnect:
-            throw .badRequest("not a session method")
+            roomID = RoomID(names.first ?? Self.defaultRoom)!
         }
-        return response
+        let clock = ContinuousClock()
+        let started = clock.now
+        let outcome = await invite(
+            target, room: roomID, context: Array((request.message ?? "").utf8), timeout: .milliseconds(Int64(request.timeoutSeconds * 1000)),
+            wait: request.wait)
+        let elapsed = DaemonControlHandler.milliseconds(clock.now - started)
+        return InviteResult(
+            id: outcome.id, peer: target.name, peerId: target.id.rawValue, room: roomID.rawValue,
+            outcome: outcome.outcome?.code ?? "sent", reason: outcome.outcome?.reason, elapsedMs: elapsed)
     }
 
-    func stream(_ request: ControlRequest, accept: Bool, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
-        guard let name = param(request, "name") else { throw .badRequest("\(request.method) needs params.name") }
-        var target: SessionPeer?
-        if !accept {
-            guard let query = param(request, "peer") else { throw .badRequest("stream needs params.peer") }
-            target = try await peer(query)
+    func invitations() async -> [InvitationInfo] {
+        await node.invitations.map(SessionService.info)
+    }
+
+    /// Accepts (`accept`) or declines the invitation `id` (or a unique prefix).
+    func answer(_ id: String, accept: Bool, reason: String?) async throws(ControlError) -> InvitationInfo {
+        do throws(SessionError) {
+            let invitation = accept ? try await node.accept(id) : try await node.decline(id, reason: reason ?? "")
+            var info = SessionService.info(invitation)
+            info.outcome = accept ? "accepted" : "declined"
+            return info
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
         }
+    }
+
+    func rooms() async -> [RoomInfo] {
+        await node.roomList.map(SessionService.info)
+    }
+
+    func members(_ text: String?) async throws(ControlError) -> RoomInfo {
+        let roomID = try await roomOrOnly(text)
+        guard let summary = await node.room(roomID) else {
+            throw ControlError(code: "unknown_room", message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
+        }
+        return SessionService.info(summary)
+    }
+
+    func leave(_ text: String) async throws(ControlError) {
+        let roomID = try room(text)
+        do throws(SessionError) { try await node.leave(roomID) } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    func send(_ request: ControlCall.Send) async throws(ControlError) -> SendResult {
+        let roomID = try await roomOrOnly(request.room)
+        var recipients: [PeerID]?
+        if let list = request.to {
+            var ids: [PeerID] = []
+            for query in list { ids.append(try await peer(query).id) }
+            recipients = ids
+        }
+        do throws(SessionError) {
+            let receipt = try await node.send(request.text, room: roomID, to: recipients, reliable: request.reliable)
+            return SendResult(
+                id: receipt.message.id, room: roomID.rawValue, recipients: receipt.recipients, sentNow: receipt.sentNow,
+                dropped: receipt.dropped, reliable: request.reliable)
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    func history(room text: String?, limit: Int) async throws(ControlError) -> [MessageInfo] {
+        let roomName = try text.map { text throws(ControlError) in try room(text).rawValue }
+        do throws(SessionError) {
+            return try await node.history(room: roomName, limit: limit).map(SessionService.info)
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    /// Forgets the key recorded for a display name; the answer is the forgotten peer id.
+    func forget(_ name: String) async throws(ControlError) -> String {
+        let forgotten: PeerID?
+        do throws(SessionError) { forgotten = try await node.forget(name) } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+        guard let id = forgotten else {
+            let known = await node.knownPeerEntries.map(\.label).joined(separator: ", ")
+            throw ControlError(code: "unknown_peer", message: "no key is recorded for '\(name)' (known: \(known))")
+        }
+        return id.rawValue
+    }
+
+    /// Sends the file at `path`: a descriptor the client handed over under `fileToken` (`FilePassing`),
+    /// or else the daemon opens the path.
+    func sendFile(to query: String, path: String, fileToken: String?) async throws(ControlError) -> TransferEntry? {
+        var descriptor: Int32?
+        if let fileToken {
+            guard let fd = passedFiles.take(fileToken) else {
+                throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
+            }
+            descriptor = fd
+        }
+        let target: SessionPeer
+        do { target = try await peer(query) } catch {
+            if let descriptor { close(descriptor) }
+            throw error
+        }
+        do throws(SessionError) {
+            let id = if let descriptor { try await node.sendFile(descriptor: descriptor, path: path, to: target) } else { try await node.sendFile(path, to: target) }
+            return await node.transfers.first { $0.id == id }.map(SessionService.entry)
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    func transfers() async -> [TransferEntry] {
+        await node.transfers.map(SessionService.entry)
+    }
+
+    func cancel(_ id: String) async throws(ControlError) -> TransferEntry {
+        do throws(SessionError) {
+            return SessionService.entry(try await node.cancelTransfer(id))
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    /// Opens a named stream to `query`, or (nil) waits for one from any peer.
+    func stream(named name: String, peer query: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+        var target: SessionPeer?
+        if let query { target = try await peer(query) }
         do throws(SessionError) {
             if let target { return SessionStream(stream: try await node.openStream(name, to: target)) }
             return SessionStream(stream: try await node.acceptStream(name, isAlive: isAlive))

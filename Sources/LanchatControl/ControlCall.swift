@@ -1,0 +1,244 @@
+/// A control request's method with its parameters, typed and checked: the one place that knows each
+/// method's parameters (names on the wire, which are required, their ranges). The daemon decodes a
+/// request into a `ControlCall` once and answers it with one switch; clients build one and send
+/// `request(id:)`. On the wire parameters stay a JSON object of strings (docs/control-api.md), so
+/// clients in other languages keep working.
+public enum ControlCall: Equatable, Sendable {
+    case status
+    case peers
+    case watch
+    case ping(peer: String, count: Int)
+    case invite(Invite)
+    case invitations
+    case accept(id: String)
+    case decline(id: String, reason: String?)
+    case rooms
+    case members(room: String?)
+    case leave(room: String)
+    case send(Send)
+    case history(room: String?, limit: Int)
+    case forget(peer: String)
+    case sendFile(peer: String, path: String, fileToken: String?)
+    case transfers
+    case cancel(id: String)
+    case stream(peer: String, name: String)
+    case streamAccept(name: String)
+    case connect(address: String, confirm: String?)
+    case disconnect(peer: String)
+
+    public struct Invite: Equatable, Sendable {
+        public var peer: String
+        /// Nil: the room we are in, or the default room.
+        public var room: String?
+        /// Shown with the invitation (at most `maximumMessageBytes`).
+        public var message: String?
+        /// Seconds the peer has to answer.
+        public var timeoutSeconds: Double
+        /// Answer once the peer answered (or the time is up), not once the INVITE is sent.
+        public var wait: Bool
+
+        public static let maximumMessageBytes = 4096
+        public static let timeoutRange: ClosedRange<Double> = 1...3600
+
+        public init(peer: String, room: String? = nil, message: String? = nil, timeoutSeconds: Double = 60, wait: Bool = false) {
+            self.peer = peer
+            self.room = room
+            self.message = message
+            self.timeoutSeconds = timeoutSeconds
+            self.wait = wait
+        }
+    }
+
+    public struct Send: Equatable, Sendable {
+        public var text: String
+        /// Nil: the only room we are in.
+        public var room: String?
+        /// Nil: every member of the room.
+        public var to: [String]?
+        public var reliable: Bool
+
+        public init(text: String, room: String? = nil, to: [String]? = nil, reliable: Bool = true) {
+            self.text = text
+            self.room = room
+            self.to = to
+            self.reliable = reliable
+        }
+    }
+
+    public static let pingCountRange = 1...100
+    public static let historyLimitRange = 1...1_000_000
+
+    public var method: ControlMethod {
+        switch self {
+        case .status: .status
+        case .peers: .peers
+        case .watch: .watch
+        case .ping: .ping
+        case .invite: .invite
+        case .invitations: .invitations
+        case .accept: .accept
+        case .decline: .decline
+        case .rooms: .rooms
+        case .members: .members
+        case .leave: .leave
+        case .send: .send
+        case .history: .history
+        case .forget: .forget
+        case .sendFile: .sendFile
+        case .transfers: .transfers
+        case .cancel: .cancel
+        case .stream: .stream
+        case .streamAccept: .streamAccept
+        case .connect: .connect
+        case .disconnect: .disconnect
+        }
+    }
+
+    /// The parameters as they go on the wire (nil when the method takes none).
+    public var parameters: [String: String]? {
+        var p: [String: String] = [:]
+        switch self {
+        case .status, .peers, .watch, .invitations, .rooms, .transfers:
+            return nil
+        case .ping(let peer, let count):
+            p = ["peer": peer, "count": String(count)]
+        case .invite(let invite):
+            p = ["peer": invite.peer, "timeout": String(invite.timeoutSeconds)]
+            p["room"] = invite.room
+            p["message"] = invite.message
+            if invite.wait { p["wait"] = "true" }
+        case .accept(let id), .cancel(let id):
+            p = ["id": id]
+        case .decline(let id, let reason):
+            p = ["id": id]
+            p["reason"] = reason
+        case .members(let room):
+            p["room"] = room
+        case .leave(let room):
+            p = ["room": room]
+        case .send(let send):
+            p = ["text": send.text, "reliable": send.reliable ? "true" : "false"]
+            p["room"] = send.room
+            p["to"] = send.to?.joined(separator: ",")
+        case .history(let room, let limit):
+            p = ["limit": String(limit)]
+            p["room"] = room
+        case .forget(let peer), .disconnect(let peer):
+            p = ["peer": peer]
+        case .sendFile(let peer, let path, let token):
+            p = ["peer": peer, "path": path]
+            p["file_token"] = token
+        case .stream(let peer, let name):
+            p = ["peer": peer, "name": name]
+        case .streamAccept(let name):
+            p = ["name": name]
+        case .connect(let address, let confirm):
+            p = ["address": address]
+            p["confirm"] = confirm
+        }
+        return p
+    }
+
+    /// `stream` and `stream-accept`: the stream's name, and the peer to open it to (nil: wait for one).
+    public var streamTarget: (name: String, peer: String?)? {
+        switch self {
+        case .stream(let peer, let name): (name, peer)
+        case .streamAccept(let name): (name, nil)
+        default: nil
+        }
+    }
+
+    public func request(id: Int) -> ControlRequest {
+        ControlRequest(id: id, method: method.rawValue, params: parameters)
+    }
+
+    /// Decodes and checks a request: an unknown method, a missing parameter or one out of range is a
+    /// `ControlError` (`unknown_method`, `bad_request`) that says what to send instead.
+    public init(_ request: ControlRequest) throws(ControlError) {
+        guard let method = ControlMethod(rawValue: request.method) else { throw .unknownMethod(request.method) }
+        let p = Parameters(method: method, values: request.params ?? [:])
+        switch method {
+        case .status: self = .status
+        case .peers: self = .peers
+        case .watch: self = .watch
+        case .invitations: self = .invitations
+        case .rooms: self = .rooms
+        case .transfers: self = .transfers
+        case .ping:
+            self = .ping(peer: try p.required("peer"), count: try p.integer("count", in: Self.pingCountRange) ?? 1)
+        case .invite:
+            let message = p.optional("message")
+            if let message, message.utf8.count > Invite.maximumMessageBytes {
+                throw .badRequest("the invitation message is longer than \(Invite.maximumMessageBytes) bytes")
+            }
+            var timeout = 60.0
+            if let text = p.optional("timeout") {
+                guard let value = Double(text), Invite.timeoutRange.contains(value) else { throw .badRequest("timeout must be 1-3600 seconds") }
+                timeout = value
+            }
+            self = .invite(Invite(peer: try p.required("peer"), room: p.optional("room"), message: message, timeoutSeconds: timeout,
+                                  wait: try p.flag("wait", default: false)))
+        case .accept: self = .accept(id: try p.required("id"))
+        case .decline: self = .decline(id: try p.required("id"), reason: p.optional("reason"))
+        case .members: self = .members(room: p.optional("room"))
+        case .leave: self = .leave(room: try p.required("room"))
+        case .send:
+            // The text may be empty; it must be there.
+            guard let text = p.values["text"] else { throw .badRequest("send needs params.text") }
+            let to = p.optional("to").map { list in
+                list.split(separator: ",").map { String($0.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }.filter { !$0.isEmpty }
+            }
+            self = .send(Send(text: text, room: p.optional("room"), to: to, reliable: try p.flag("reliable", default: true)))
+        case .history:
+            self = .history(room: p.optional("room"), limit: try p.integer("limit", in: Self.historyLimitRange) ?? 50)
+        case .forget:
+            guard let peer = p.optional("peer") else { throw .badRequest("forget needs params.peer (a display name)") }
+            self = .forget(peer: peer)
+        case .sendFile:
+            let peer = try p.required("peer")
+            guard let path = p.optional("path"), path.hasPrefix("/") else { throw .badRequest("send-file needs params.path, an absolute path") }
+            self = .sendFile(peer: peer, path: path, fileToken: p.optional("file_token"))
+        case .cancel: self = .cancel(id: try p.required("id"))
+        case .stream: self = .stream(peer: try p.required("peer"), name: try p.required("name"))
+        case .streamAccept: self = .streamAccept(name: try p.required("name"))
+        case .connect:
+            guard let address = p.optional("address") else { throw .badRequest("connect needs params.address (HOST[:PORT])") }
+            self = .connect(address: address, confirm: p.optional("confirm"))
+        case .disconnect: self = .disconnect(peer: try p.required("peer"))
+        }
+    }
+
+    /// Reads one request's string parameters; an empty string counts as absent.
+    private struct Parameters {
+        let method: ControlMethod
+        let values: [String: String]
+
+        func optional(_ key: String) -> String? {
+            guard let value = values[key], !value.isEmpty else { return nil }
+            return value
+        }
+
+        func required(_ key: String) throws(ControlError) -> String {
+            guard let value = optional(key) else { throw .badRequest("\(method.rawValue) needs params.\(key)") }
+            return value
+        }
+
+        func integer(_ key: String, in range: ClosedRange<Int>) throws(ControlError) -> Int? {
+            guard let text = optional(key) else { return nil }
+            guard let value = Int(text), range.contains(value) else {
+                throw .badRequest("params.\(key) must be \(range.lowerBound)-\(range.upperBound)")
+            }
+            return value
+        }
+
+        /// "true" or "false" (what the Python client sends for booleans).
+        func flag(_ key: String, default value: Bool) throws(ControlError) -> Bool {
+            switch optional(key) {
+            case nil: return value
+            case "true": return true
+            case "false": return false
+            case let other?: throw .badRequest("params.\(key) must be \"true\" or \"false\", not '\(other.prefix(16))'")
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import LanchatCore
+import LanchatEngine
+import LanchatSecurity
+import LanchatStore
+
+/// What the daemon and the benchmark call: the browser's and advertiser's side of invitations, and
+/// the session (rooms, messages, history). Each call asks the engine and performs what it answers.
+extension SessionNode {
+    // MARK: API: browser
+
+    /// Invites a peer into `room` (created here if we are not in it). `sent` is called once the
+    /// INVITE is on its way; the result is the outcome (which may take up to `timeout`).
+    public func invite(
+        _ peer: SessionPeer, room: RoomID, context: [UInt8], timeout: Duration, sent: @escaping @Sendable (String) -> Void = { _ in }
+    ) async -> InviteOutcome {
+        let (start, actions) = engine.beginInvite(peer, room: room, at: time())
+        perform(actions)
+        if case .finished(let outcome) = start { return outcome }
+        switch await dial(peer.id) {
+        case .success: break
+        case .failure(let error): return error.code == "key_changed" ? .refused(error.message) : .unreachable(error.message)
+        }
+        guard !stopped else { return .unreachable("the node stopped") }
+        return await withCheckedContinuation { continuation in
+            let (result, actions) = engine.sendInvite(peer, room: room, context: context, timeout: Self.milliseconds(timeout), at: time())
+            switch result {
+            case .finished(let outcome):
+                continuation.resume(returning: outcome)
+            case .sent(let id):
+                inviteWaiters[id] = continuation
+                perform(actions)
+                sent(id.description)
+            }
+        }
+    }
+
+    // MARK: API: advertiser
+
+    public var invitations: [IncomingInvitation] { engine.invitations }
+
+    /// Accepts a pending invitation (by id or unique prefix) and joins its room.
+    public func accept(_ prefix: String) throws(SessionError) -> IncomingInvitation {
+        let (invitation, actions) = try engine.accept(prefix, at: time())
+        perform(actions)
+        return invitation
+    }
+
+    public func decline(_ prefix: String, reason: String = "") throws(SessionError) -> IncomingInvitation {
+        let (invitation, actions) = try engine.decline(prefix, reason: reason, at: time())
+        perform(actions)
+        return invitation
+    }
+
+    // MARK: API: session
+
+    public var roomList: [RoomSummary] { engine.roomList }
+
+    public func room(_ name: RoomID) -> RoomSummary? { engine.room(name) }
+
+    /// Peers with a live connection, and the rooms each shares with us.
+    public var connections: [PeerID: [String]] { engine.connections }
+
+    public func isConnected(_ id: PeerID) -> Bool { engine.isConnected(id) }
+
+    public struct SendReceipt: Sendable {
+        public var message: StoredMessage
+        public var recipients: Int
+        /// Recipients it was written to now; the others get it when they are back (reliable).
+        public var sentNow: Int
+        /// Unreliable only: recipients it was dropped for (not connected, or the connection is full).
+        public var dropped: Int
+    }
+
+    /// Sends text to the room's members (or `to`, a subset of them). Reliable messages are stored
+    /// and queued per recipient before this returns.
+    public func send(_ text: String, room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> SendReceipt {
+        try send([text], room: room, to: to, reliable: reliable)[0]
+    }
+
+    /// Sends several messages at once: each is its own message (id, sequence, acknowledgement), but
+    /// they share one database commit and one write per recipient.
+    public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> [SendReceipt] {
+        let (plan, actions) = try engine.send(texts, room: room, to: to, reliable: reliable, at: time())
+        unreliableDrops = 0
+        guard perform(actions, allOrNothing: true) else { throw SessionError("storage", "cannot store the message (see the daemon's log)") }
+        let drops = reliable ? 0 : unreliableDrops
+        return plan.messages.map {
+            SendReceipt(message: $0, recipients: plan.recipients.count, sentNow: plan.connected - drops,
+                        dropped: reliable ? 0 : plan.recipients.count - plan.connected + drops)
+        }
+    }
+
+    /// Leaves a room: tells the connected members, forgets the room (its history stays).
+    public func leave(_ room: RoomID) throws(SessionError) {
+        perform(try engine.leave(room, at: time()))
+    }
+
+    /// Forgets the key recorded for `name`, so that its next (new) key is accepted.
+    public func forget(_ name: String) throws(SessionError) -> PeerID? {
+        guard let entry = knownPeers.entries[name] else { return nil }
+        do { try knownPeers.forget(label: name) } catch { throw SessionError("storage", error.description) }
+        _ = engine.forget(name)
+        return entry.id
+    }
+
+    public var knownPeerEntries: [KnownPeers.Entry] { knownPeers.entries.values.sorted { $0.label < $1.label } }
+
+    public func history(room: String?, limit: Int) throws(SessionError) -> [StoredMessage] {
+        do { return try store.history(room: room, limit: limit) } catch { throw SessionError("storage", error.description) }
+    }
+
+    public var roomNames: [String] { engine.roomNames }
+
+    /// Reliable messages not yet acknowledged, per recipient.
+    public func unacknowledged() -> [PeerID: Int] { engine.unacknowledged }
+}
