@@ -123,7 +123,7 @@ let package = Package(
         .testTarget(name: "LanchatCLITests", dependencies: ["lanchat", "LanchatControl"]),
         .testTarget(name: "LanchatTerminalTests", dependencies: ["LanchatTerminal"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatCore", "LanchatDaemon"]),
-        .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatCore", "LanchatStore"]),
+        .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatCore", "LanchatStore", "LanchatEngine"]),
         .testTarget(name: "LanchatEngineTests", dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire"]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
         .testTarget(

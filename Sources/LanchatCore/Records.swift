@@ -40,3 +40,46 @@ public struct StoredMember: Equatable, Sendable {
         self.addresses = addresses
     }
 }
+
+/// A file transfer that must outlive the daemon (to resume it), or an ended one a peer may ask about
+/// again (so that a re-offer of a file already received is answered "complete", not received twice).
+public struct StoredTransfer: Equatable, Sendable {
+    /// 32 hex characters (the wire's resource id).
+    public var id: String
+    public var outgoing: Bool
+    public var peerID: String
+    public var peerName: String
+    /// Outgoing: the file sent. Incoming: the hidden `.part` file.
+    public var path: String
+    /// Outgoing: the name offered. Incoming: the safe name it gets.
+    public var name: String
+    public var size: Int64
+    /// 64 hex characters.
+    public var sha256: String
+    /// Milliseconds since the epoch (the sent file's mtime).
+    public var modified: Int64
+    public var room: String
+    /// `active`, `complete`, `cancelled`, `failed`.
+    public var state: String
+    /// Outgoing: an upper bound of the bytes handed to a connection so far (to count what is sent twice).
+    public var sentMark: Int64
+    /// Outgoing: bytes sent more than once so far (resumes).
+    public var resent: Int64
+
+    public init(id: String, outgoing: Bool, peerID: String, peerName: String, path: String, name: String, size: Int64, sha256: String,
+                modified: Int64, room: String = "", state: String = "active", sentMark: Int64 = 0, resent: Int64 = 0) {
+        self.id = id
+        self.outgoing = outgoing
+        self.peerID = peerID
+        self.peerName = peerName
+        self.path = path
+        self.name = name
+        self.size = size
+        self.sha256 = sha256
+        self.modified = modified
+        self.room = room
+        self.state = state
+        self.sentMark = sentMark
+        self.resent = resent
+    }
+}

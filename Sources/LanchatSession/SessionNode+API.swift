@@ -106,7 +106,7 @@ extension SessionNode {
     public var knownPeerEntries: [KnownPeers.Entry] { knownPeers.entries.values.sorted { $0.label < $1.label } }
 
     public func history(room: String?, limit: Int) throws(SessionError) -> [StoredMessage] {
-        do { return try store.history(room: room, limit: limit) } catch { throw SessionError("storage", error.description) }
+        do { return try store.history(room: room, limit: limit) } catch { throw SessionError("storage", "\(error)") }
     }
 
     public var roomNames: [String] { engine.roomNames }

@@ -9,7 +9,8 @@ import NIOCore
 import NIOPosix
 
 /// One peer's side of lanchat sessions: Multipeer Connectivity's advertiser, browser and session in
-/// one actor, over TLS connections (`PeerConnector`) and a SQLite store (`ChatStore`).
+/// one actor, over TLS connections (`PeerConnector`) and a store (`SessionStore`: the daemon's SQLite
+/// `ChatStore`, or `MemorySessionStore`).
 ///
 /// - Browser: `invite(_:room:context:timeout:)` invites a discovered peer into a room
 ///   (`MCNearbyServiceBrowser.invitePeer(_:to:withContext:timeout:)`).
@@ -81,7 +82,7 @@ public actor SessionNode {
     public nonisolated let events: AsyncStream<SessionEvent>
     let eventSink: AsyncStream<SessionEvent>.Continuation
     private let connector: PeerConnector
-    let store: ChatStore
+    let store: any SessionStore
     var knownPeers: KnownPeers
     private let logger: Logger
 
@@ -120,7 +121,7 @@ public actor SessionNode {
     let fileIO: NIOThreadPool
 
     public init(
-        configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: ChatStore, knownPeers: KnownPeers,
+        configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: any SessionStore, knownPeers: KnownPeers,
         directory: PeerDirectory, logger: Logger
     ) throws {
         self.configuration = configuration
@@ -133,19 +134,7 @@ public actor SessionNode {
         self.logger = logger
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(100_000))
         (dialRequests, dialRequestSink) = AsyncStream<PeerID>.makeStream()
-        var restored = SessionStateMachine.Restored(knownPeers: KnownPeerBook(knownPeers.entries.mapValues(\.id)))
-        for (name, members) in try store.rooms() {
-            guard let room = RoomID(name) else { continue }
-            restored.rooms.append((room, members))
-        }
-        for (name, sequence) in try store.lastSequences(sender: configuration.ownID.rawValue) {
-            guard let room = RoomID(name) else { continue }
-            restored.lastSequences[room] = UInt64(max(0, sequence))
-        }
-        for entry in try store.outboxEntries() {
-            guard let peer = PeerID(entry.peerID), let message = WireID(hex: entry.messageID), let room = RoomID(entry.room) else { continue }
-            restored.outbox.append((peer, message, room))
-        }
+        let restored = try store.restored(ownID: configuration.ownID, knownPeers: KnownPeerBook(knownPeers.entries.mapValues(\.id)))
         var engineConfiguration = SessionStateMachine.Configuration(
             ownID: configuration.ownID, ownName: configuration.ownName, port: configuration.port, autoAccept: configuration.autoAccept)
         engineConfiguration.defaultInviteTimeout = Self.milliseconds(configuration.defaultInviteTimeout)
@@ -301,25 +290,13 @@ public actor SessionNode {
     }
 
     private func apply(_ operation: StoreOperation, inserted: inout Set<String>) throws {
-        let now = Self.nowMilliseconds()
-        switch operation {
-        case .insertMessage(let message, _):
-            if try store.insert(message, now: now) { inserted.insert(message.id) }
-        case .enqueue(let peer, let ids):
-            for id in ids { try store.enqueue(peerID: peer.rawValue, messageID: id.description) }
-        case .acknowledge(let peer, let ids):
-            for id in ids { try store.acknowledge(peerID: peer.rawValue, messageID: id.description) }
-        case .dropOutbox(let peer, let room):
-            try store.dropOutbox(peerID: peer?.rawValue, room: room.rawValue)
-        case .saveRoom(let room, let members):
-            try store.saveRoom(room.rawValue, members: members, now: now)
-        case .deleteRoom(let room):
-            try store.deleteRoom(room.rawValue)
-        case .rememberPeer(let label, let id):
+        if case .rememberPeer(let label, let id) = operation {
             // Its own file, not the database: a failure is logged, and the peer is asked about again.
             do { try knownPeers.remember(label: label, id: id) } catch {
                 logger.error("cannot save the known-peers record", metadata: ["error": "\(error)"])
             }
+        } else if try store.apply(operation, now: Self.nowMilliseconds()), case .insertMessage(let message, _) = operation {
+            inserted.insert(message.id)
         }
     }
 

@@ -1,53 +1,10 @@
 import Glibc
 import LanchatCore
 
-/// A file transfer that must outlive the daemon (to resume it), or an ended one a peer may ask about
-/// again (so that a re-offer of a file already received is answered "complete", not received twice).
-public struct StoredTransfer: Equatable, Sendable {
-    /// 32 hex characters (the wire's resource id).
-    public var id: String
-    public var outgoing: Bool
-    public var peerID: String
-    public var peerName: String
-    /// Outgoing: the file sent. Incoming: the hidden `.part` file.
-    public var path: String
-    /// Outgoing: the name offered. Incoming: the safe name it gets.
-    public var name: String
-    public var size: Int64
-    /// 64 hex characters.
-    public var sha256: String
-    /// Milliseconds since the epoch (the sent file's mtime).
-    public var modified: Int64
-    public var room: String
-    /// `active`, `complete`, `cancelled`, `failed`.
-    public var state: String
-    /// Outgoing: an upper bound of the bytes handed to a connection so far (to count what is sent twice).
-    public var sentMark: Int64
-    /// Outgoing: bytes sent more than once so far (resumes).
-    public var resent: Int64
-
-    public init(id: String, outgoing: Bool, peerID: String, peerName: String, path: String, name: String, size: Int64, sha256: String,
-                modified: Int64, room: String = "", state: String = "active", sentMark: Int64 = 0, resent: Int64 = 0) {
-        self.id = id
-        self.outgoing = outgoing
-        self.peerID = peerID
-        self.peerName = peerName
-        self.path = path
-        self.name = name
-        self.size = size
-        self.sha256 = sha256
-        self.modified = modified
-        self.room = room
-        self.state = state
-        self.sentMark = sentMark
-        self.resent = resent
-    }
-}
-
 /// History, rooms and the outbox of unacknowledged reliable messages, in one SQLite file
 /// (`history.sqlite3` in the state directory). WAL mode: a committed write survives a crash of the
 /// daemon. Writes happen inside `transaction`, so that a batch costs one commit.
-public final class ChatStore {
+public final class ChatStore: SessionStore {
     public static let fileName = "history.sqlite3"
     public static let schemaVersion: Int64 = 2
     private let db: SQLiteDatabase
@@ -280,7 +237,7 @@ public final class ChatStore {
         try db.query("SELECT \(Self.transferColumns) FROM transfers ORDER BY updated_at, id").map(Self.transfer)
     }
 
-    public func updateTransfer(id: String, state: String? = nil, sentMark: Int64? = nil, resent: Int64? = nil, now: Int64) throws(Error) {
+    public func updateTransfer(id: String, state: String?, sentMark: Int64?, resent: Int64?, now: Int64) throws(Error) {
         if let state { try db.query("UPDATE transfers SET state = ?, updated_at = ? WHERE id = ?", [.text(state), .integer(now), .text(id)]) }
         if let sentMark { try db.query("UPDATE transfers SET sent_mark = ? WHERE id = ?", [.integer(sentMark), .text(id)]) }
         if let resent { try db.query("UPDATE transfers SET resent = ? WHERE id = ?", [.integer(resent), .text(id)]) }

@@ -31,7 +31,7 @@ extension Simulator {
                       nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) == true,
                       nodes[message.sender].engine?.isMember(recipient, of: message.room) == true else { continue }
                 if nodes[index].store.messages[message.id] == nil {
-                    let queued = nodes[message.sender].store.outbox[recipient]?.contains(message.id) ?? false
+                    let queued = nodes[message.sender].store.queues[recipient.rawValue]?.contains(message.id) ?? false
                     throw fail("n\(index) never got \(message.id.prefix(8)) sent by n\(message.sender) to \(message.room) at \(message.at) "
                         + "(still queued at the sender: \(queued); sender's view of the recipient: "
                         + "\(nodes[message.sender].engine?.isMember(recipient, of: message.room) ?? false); recipient's view of the sender: "
@@ -82,8 +82,8 @@ extension Simulator {
             if !diagnostics.timers.isEmpty || diagnostics.dialing > 0 || diagnostics.claims > 0 || diagnostics.redials > 0 || diagnostics.outbox > 0 {
                 throw fail("n\(index) is not idle after leaving every room: \(diagnostics)")
             }
-            if let queued = node.store.outbox.first(where: { !$0.value.isEmpty }) {
-                throw fail("n\(index)'s store still queues \(queued.value.count) message(s) for \(queued.key.short)")
+            if let queued = node.store.queues.first(where: { !$0.value.isEmpty }) {
+                throw fail("n\(index)'s store still queues \(queued.value.count) message(s) for \(queued.key.prefix(8))")
             }
         }
     }

@@ -20,7 +20,10 @@ final class Simulator {
     struct Node {
         let peer: SessionPeer
         var engine: SessionStateMachine?
-        var store = SimulatedStore()
+        /// What survives a crash: exactly what the engine asked to persist (the same rules as the SQLite store).
+        let store = MemorySessionStore()
+        /// Known peers (their own file, in the daemon).
+        var known = KnownPeerBook()
         /// Times each message id was reported as received (must never exceed 1).
         var reported: [String: Int] = [:]
         /// Milliseconds added to the virtual clock for this node's wall clock (skew).
@@ -192,7 +195,7 @@ final class Simulator {
             guard let link = links[id], link.up, var engine = nodes[to].engine else { return }
             // As the shell: a history resource is taken only from the member we asked.
             guard engine.historyRequested[room] == nodes[from].peer.id else { return }
-            for message in messages { _ = nodes[to].store.apply(.insertMessage(message, report: nil)) }
+            for message in messages { nodes[to].store.insert(message, now: time(to).wall) }
             engine.historyEnded(room)
             nodes[to].engine = engine
         case .linkDown(let node, let incarnation, let handle, let reason):
@@ -241,8 +244,14 @@ final class Simulator {
         let actions = try input(&engine)
         nodes[node].engine = engine
         var inserted: Set<String> = []
-        for case .persist(let operation) in actions where nodes[node].store.apply(operation) {
-            if case .insertMessage(let message, _) = operation { inserted.insert(message.id) }
+        for case .persist(let operation) in actions {
+            if case .rememberPeer(let label, let id) = operation {
+                var entries = nodes[node].known.entries
+                entries[label] = id
+                nodes[node].known = KnownPeerBook(entries)
+            } else if try! nodes[node].store.apply(operation, now: time(node).wall), case .insertMessage(let message, _) = operation {
+                inserted.insert(message.id)
+            }
         }
         for action in actions { perform(action, node: node, inserted: inserted) }
         if let deadline = nodes[node].engine?.nextDeadline {
@@ -269,16 +278,15 @@ final class Simulator {
         case .dial(let peer):
             schedule(.dial(node: node, incarnation: nodes[node].incarnation, peer), at: now + 1)
         case .flushOutbox(let peer, let handle, let rooms):
-            let frames = nodes[node].store.queued(for: peer).filter { rooms.contains(RoomID($0.room)!) }
+            let frames = nodes[node].store.outbox(peerID: peer.rawValue).filter { rooms.contains(RoomID($0.room)!) }
                 .compactMap { SessionStateMachine.frame($0, reliable: true) }
             if !frames.isEmpty { transmit(frames, from: node, on: handle) }
         case .sendHistory(let room, let since, let peer):
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
-            let messages = nodes[node].store.messages.values.filter { $0.room == room.rawValue && $0.timestamp >= since && $0.kind != .system }
-                .sorted { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }.suffix(1000)
-            schedule(.history(link: link.id, to: to, from: node, room, Array(messages)), at: arrival(link, to: to))
+            let messages = nodes[node].store.export(room: room.rawValue, since: since, limit: 1000)
+            schedule(.history(link: link.id, to: to, from: node, room, messages), at: arrival(link, to: to))
         case .requestHistory(let room, let handle):
-            let latest = nodes[node].store.latestTimestamp(room: room)
+            let latest = nodes[node].store.latestTimestamp(room: room.rawValue)
             transmit([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))], from: node, on: handle)
         case .emit(let event):
             if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
@@ -379,7 +387,7 @@ final class Simulator {
         configuration.defaultInviteTimeout = 20_000
         let ids = IDGenerator(seed: seed ^ UInt64(index &* 1_000_003) ^ UInt64(nodes[index].incarnation) << 40)
         let engine = SessionStateMachine(
-            configuration: configuration, restored: nodes[index].store.restored(ownID: nodes[index].peer.id),
+            configuration: configuration, restored: try! nodes[index].store.restored(ownID: nodes[index].peer.id, knownPeers: nodes[index].known),
             addressBook: NoAddresses(), ids: ids, shortCode: { _ in "0000-0000" })
         nodes[index].engine = engine
         log("n\(index) starts (incarnation \(nodes[index].incarnation))")

@@ -1,0 +1,67 @@
+/// What the session keeps on disk: history, rooms with their members, the outbox of unacknowledged
+/// reliable messages, and file transfers to resume. The daemon's is `ChatStore` (one SQLite file); the
+/// simulator and unit tests use `MemorySessionStore` (LanchatEngine), which keeps the same rules
+/// (the contract tests in LanchatStoreTests run both). Ids are the wire's, as text: peers 52 base32
+/// characters, messages and transfers 32 hex characters. Times are milliseconds since the epoch.
+public protocol SessionStore: AnyObject {
+    /// Runs `body` in one transaction (nested calls join the outer one); nothing of it stays on error.
+    func transaction<T>(_ body: () throws -> T) throws -> T
+    /// Makes what was written durable in the background (between messages); the store stays usable.
+    func checkpoint()
+    /// The store is unusable afterwards.
+    func close()
+
+    // Messages
+    /// Stores a message unless one with its id is there. Returns whether it was new.
+    @discardableResult func insert(_ message: StoredMessage, now: Int64) throws -> Bool
+    /// The last `limit` messages (of `room`, or all), oldest first.
+    func history(room: String?, limit: Int) throws -> [StoredMessage]
+    /// What a newcomer is sent: the last `limit` text and file messages of `room` from `since` on, oldest first.
+    func export(room: String, since: Int64, limit: Int) throws -> [StoredMessage]
+    /// The newest timestamp of a text or file message in `room` (0 if none).
+    func latestTimestamp(room: String) throws -> Int64
+    /// The last sequence `sender` used in each room it wrote text or files in.
+    func lastSequences(sender: String) throws -> [String: Int64]
+
+    // Outbox: per recipient, in the order queued; a message is queued at most once per recipient.
+    func enqueue(peerID: String, messageID: String) throws
+    func acknowledge(peerID: String, messageID: String) throws
+    /// Queued messages for `peerID`, oldest queued first.
+    func outbox(peerID: String) throws -> [StoredMessage]
+    /// Every queued (recipient, message, room), in the order queued.
+    func outboxEntries() throws -> [(peerID: String, messageID: String, room: String)]
+    /// Drops what is queued in `room` for `peerID` (nil: for everyone).
+    func dropOutbox(peerID: String?, room: String) throws
+
+    // Rooms, in the order first joined; members by name.
+    func rooms() throws -> [(room: String, members: [StoredMember])]
+    /// Creates the room (first time) and replaces its members.
+    func saveRoom(_ room: String, members: [StoredMember], now: Int64) throws
+    func deleteRoom(_ room: String) throws
+
+    // Transfers
+    /// Creates or replaces.
+    func saveTransfer(_ transfer: StoredTransfer, now: Int64) throws
+    func transfer(id: String) throws -> StoredTransfer?
+    /// Oldest first (last touched).
+    func transfers() throws -> [StoredTransfer]
+    /// Sets what is given; a new `state` also marks the transfer touched at `now`.
+    func updateTransfer(id: String, state: String?, sentMark: Int64?, resent: Int64?, now: Int64) throws
+    func deleteTransfer(id: String) throws
+    /// Forgets transfers last touched before `before`; returns them.
+    func pruneTransfers(before: Int64) throws -> [StoredTransfer]
+}
+
+extension SessionStore {
+    public func updateTransfer(id: String, state: String, now: Int64) throws {
+        try updateTransfer(id: id, state: state, sentMark: nil, resent: nil, now: now)
+    }
+
+    public func updateTransfer(id: String, sentMark: Int64, now: Int64) throws {
+        try updateTransfer(id: id, state: nil, sentMark: sentMark, resent: nil, now: now)
+    }
+
+    public func updateTransfer(id: String, resent: Int64, now: Int64) throws {
+        try updateTransfer(id: id, state: nil, sentMark: nil, resent: resent, now: now)
+    }
+}

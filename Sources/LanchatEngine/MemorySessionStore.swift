@@ -1,0 +1,140 @@
+import LanchatCore
+
+/// A `SessionStore` in memory, with the rules of the SQLite one (`ChatStore`): for the simulator, where a
+/// crashed node keeps exactly what its engine asked to persist, and for unit tests. Transactions are
+/// all or nothing (a failing body leaves the store as it was). Not thread-safe: one owner.
+public final class MemorySessionStore: SessionStore {
+    public private(set) var messages: [String: StoredMessage] = [:]
+    /// Per recipient, queued message ids, oldest queued first.
+    public private(set) var queues: [String: [String]] = [:]
+    private var roomOrder: [String] = []
+    private var members: [String: [StoredMember]] = [:]
+    private var saved: [String: (transfer: StoredTransfer, touched: Int64)] = [:]
+
+    public init() {}
+
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        let before = (messages, queues, roomOrder, members, saved)
+        do {
+            return try body()
+        } catch {
+            (messages, queues, roomOrder, members, saved) = before
+            throw error
+        }
+    }
+
+    public func checkpoint() {}
+    public func close() {}
+
+    // MARK: Messages
+
+    @discardableResult
+    public func insert(_ message: StoredMessage, now: Int64) -> Bool {
+        guard messages[message.id] == nil else { return false }
+        messages[message.id] = message
+        return true
+    }
+
+    /// History order: timestamp, then sender, then sequence.
+    private static func ordered(_ messages: some Sequence<StoredMessage>) -> [StoredMessage] {
+        messages.sorted { ($0.timestamp, $0.senderID, $0.sequence) < ($1.timestamp, $1.senderID, $1.sequence) }
+    }
+
+    public func history(room: String?, limit: Int) -> [StoredMessage] {
+        Array(Self.ordered(messages.values.filter { room == nil || $0.room == room }).suffix(max(0, limit)))
+    }
+
+    public func export(room: String, since: Int64, limit: Int) -> [StoredMessage] {
+        Array(Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && $0.timestamp >= since }).suffix(max(0, limit)))
+    }
+
+    public func latestTimestamp(room: String) -> Int64 {
+        messages.values.filter { $0.room == room && $0.kind != .system }.map(\.timestamp).max() ?? 0
+    }
+
+    public func lastSequences(sender: String) -> [String: Int64] {
+        var result: [String: Int64] = [:]
+        for message in messages.values where message.senderID == sender && message.kind != .system {
+            result[message.room] = max(result[message.room] ?? message.sequence, message.sequence)
+        }
+        return result
+    }
+
+    // MARK: Outbox
+
+    public func enqueue(peerID: String, messageID: String) {
+        guard !(queues[peerID]?.contains(messageID) ?? false) else { return }
+        queues[peerID, default: []].append(messageID)
+    }
+
+    public func acknowledge(peerID: String, messageID: String) {
+        queues[peerID]?.removeAll { $0 == messageID }
+        if queues[peerID]?.isEmpty == true { queues[peerID] = nil }
+    }
+
+    public func outbox(peerID: String) -> [StoredMessage] {
+        (queues[peerID] ?? []).compactMap { messages[$0] }
+    }
+
+    /// In the order queued: by recipient in the order each queued first (the SQLite store keeps one
+    /// global order; per recipient the two agree, and that is what the engine relies on).
+    public func outboxEntries() -> [(peerID: String, messageID: String, room: String)] {
+        queues.keys.sorted().flatMap { peer in
+            (queues[peer] ?? []).compactMap { id in messages[id].map { (peer, id, $0.room) } }
+        }
+    }
+
+    public func dropOutbox(peerID: String?, room: String) {
+        for recipient in peerID.map({ [$0] }) ?? Array(queues.keys) {
+            queues[recipient]?.removeAll { messages[$0]?.room == room }
+            if queues[recipient]?.isEmpty == true { queues[recipient] = nil }
+        }
+    }
+
+    // MARK: Rooms
+
+    public func rooms() -> [(room: String, members: [StoredMember])] {
+        roomOrder.map { ($0, (members[$0] ?? []).sorted { $0.name < $1.name }) }
+    }
+
+    public func saveRoom(_ room: String, members list: [StoredMember], now: Int64) {
+        if members[room] == nil { roomOrder.append(room) }
+        members[room] = list
+    }
+
+    public func deleteRoom(_ room: String) {
+        members[room] = nil
+        roomOrder.removeAll { $0 == room }
+    }
+
+    // MARK: Transfers
+
+    public func saveTransfer(_ transfer: StoredTransfer, now: Int64) {
+        saved[transfer.id] = (transfer, now)
+    }
+
+    public func transfer(id: String) -> StoredTransfer? { saved[id]?.transfer }
+
+    public func transfers() -> [StoredTransfer] {
+        saved.values.sorted { ($0.touched, $0.transfer.id) < ($1.touched, $1.transfer.id) }.map(\.transfer)
+    }
+
+    public func updateTransfer(id: String, state: String?, sentMark: Int64?, resent: Int64?, now: Int64) {
+        guard var entry = saved[id] else { return }
+        if let state {
+            entry.transfer.state = state
+            entry.touched = now
+        }
+        if let sentMark { entry.transfer.sentMark = sentMark }
+        if let resent { entry.transfer.resent = resent }
+        saved[id] = entry
+    }
+
+    public func deleteTransfer(id: String) { saved[id] = nil }
+
+    public func pruneTransfers(before: Int64) -> [StoredTransfer] {
+        let old = saved.values.filter { $0.touched < before }.sorted { $0.transfer.id < $1.transfer.id }.map(\.transfer)
+        for transfer in old { saved[transfer.id] = nil }
+        return old
+    }
+}

@@ -1,0 +1,47 @@
+import LanchatCore
+
+// How the engine's writes reach a store, and what a (re)started engine is given from one: written once,
+// for the daemon's SQLite store and the simulator's memory store alike.
+extension SessionStore {
+    /// Performs one write the engine asked for. Returns whether it stored a message that was new.
+    /// `rememberPeer` is not the store's (known peers live in their own file): nothing happens here.
+    @discardableResult
+    public func apply(_ operation: StoreOperation, now: Int64) throws -> Bool {
+        switch operation {
+        case .insertMessage(let message, _):
+            return try insert(message, now: now)
+        case .enqueue(let peer, let ids):
+            for id in ids { try enqueue(peerID: peer.rawValue, messageID: id.description) }
+        case .acknowledge(let peer, let ids):
+            for id in ids { try acknowledge(peerID: peer.rawValue, messageID: id.description) }
+        case .dropOutbox(let peer, let room):
+            try dropOutbox(peerID: peer?.rawValue, room: room.rawValue)
+        case .saveRoom(let room, let members):
+            try saveRoom(room.rawValue, members: members, now: now)
+        case .deleteRoom(let room):
+            try deleteRoom(room.rawValue)
+        case .rememberPeer:
+            break
+        }
+        return false
+    }
+
+    /// What an engine starts from: rooms and members, our last sequence per room, the outbox. Rows a
+    /// newer or damaged file holds that do not parse (a room name, an id) are skipped.
+    public func restored(ownID: PeerID, knownPeers: KnownPeerBook) throws -> SessionStateMachine.Restored {
+        var restored = SessionStateMachine.Restored(knownPeers: knownPeers)
+        for (name, members) in try rooms() {
+            guard let room = RoomID(name) else { continue }
+            restored.rooms.append((room, members))
+        }
+        for (name, sequence) in try lastSequences(sender: ownID.rawValue) {
+            guard let room = RoomID(name) else { continue }
+            restored.lastSequences[room] = UInt64(max(0, sequence))
+        }
+        for entry in try outboxEntries() {
+            guard let peer = PeerID(entry.peerID), let message = WireID(hex: entry.messageID), let room = RoomID(entry.room) else { continue }
+            restored.outbox.append((peer, message, room))
+        }
+        return restored
+    }
+}

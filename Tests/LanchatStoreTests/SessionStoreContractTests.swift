@@ -1,0 +1,132 @@
+import LanchatCore
+import LanchatEngine
+import LanchatStore
+import Testing
+
+/// The rules every `SessionStore` keeps, run on the daemon's SQLite store and on the memory store the
+/// simulator uses: if they ever differ, the simulator proves something about a store the daemon does
+/// not have.
+@Suite struct SessionStoreContractTests {
+    enum Kind: String, CaseIterable, CustomTestStringConvertible {
+        case sqlite, memory
+        var testDescription: String { rawValue }
+        func make() throws -> any SessionStore {
+            switch self {
+            case .sqlite: try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+            case .memory: MemorySessionStore()
+            }
+        }
+    }
+
+    static let bob = String(repeating: "b", count: 52)
+    static let carol = String(repeating: "c", count: 52)
+
+    @Test(arguments: Kind.allCases) func messagesHistoryAndExport(kind: Kind) throws {
+        let store = try kind.make()
+        #expect(try store.insert(message(1), now: 0))
+        #expect(try !store.insert(message(1, body: "changed"), now: 0))
+        for id in 2...9 { try store.insert(message(id, timestamp: 1000), now: 0) }  // same time: by sender, then sequence
+        try store.insert(message(20, sender: "a", timestamp: 1000), now: 0)
+        var notice = message(30, timestamp: 5000)
+        notice.kind = .system
+        try store.insert(notice, now: 0)
+        try store.insert(message(40, room: "other", timestamp: 4000), now: 0)
+        #expect(try store.history(room: "lab", limit: 3).map(\.sequence) == [9, 1, 30])  // 1 is at 1001
+        #expect(try store.history(room: nil, limit: 2).map(\.sequence) == [40, 30])
+        #expect(try store.export(room: "lab", since: 1000, limit: 4).map(\.sequence) == [7, 8, 9, 1])  // no notices
+        #expect(try store.export(room: "lab", since: 0, limit: 100).first?.sequence == 20)             // "a" before "s" at 1000
+        #expect(try store.latestTimestamp(room: "lab") == 1001)                                        // notices do not count
+        #expect(try store.latestTimestamp(room: "none") == 0)
+        #expect(try store.lastSequences(sender: "s") == ["lab": 9, "other": 40])
+    }
+
+    @Test(arguments: Kind.allCases) func outboxPerRecipientInOrder(kind: Kind) throws {
+        let store = try kind.make()
+        for id in 1...4 { try store.insert(message(id, room: id == 4 ? "other" : "lab"), now: 0) }
+        for id in [3, 1, 2, 4] { try store.enqueue(peerID: Self.bob, messageID: message(id).id) }
+        try store.enqueue(peerID: Self.bob, messageID: message(3).id)  // queued once
+        try store.enqueue(peerID: Self.carol, messageID: message(1).id)
+        #expect(try store.outbox(peerID: Self.bob).map(\.sequence) == [3, 1, 2, 4])
+        try store.acknowledge(peerID: Self.bob, messageID: message(1).id)
+        try store.acknowledge(peerID: Self.bob, messageID: message(99).id)  // unknown: nothing
+        #expect(try store.outbox(peerID: Self.bob).map(\.sequence) == [3, 2, 4])
+        try store.dropOutbox(peerID: Self.bob, room: "other")
+        #expect(try store.outbox(peerID: Self.bob).map(\.sequence) == [3, 2])
+        let entries = try store.outboxEntries()
+        #expect(entries.filter { $0.peerID == Self.bob }.map(\.messageID) == [message(3).id, message(2).id])
+        #expect(entries.contains { $0.peerID == Self.carol && $0.messageID == message(1).id && $0.room == "lab" })
+        try store.dropOutbox(peerID: nil, room: "lab")
+        #expect(try store.outboxEntries().isEmpty)
+    }
+
+    @Test(arguments: Kind.allCases) func roomsAndRestore(kind: Kind) throws {
+        let store = try kind.make()
+        let zed = StoredMember(peerID: Self.bob, name: "zed", port: 1, addresses: ["10.0.0.2"])
+        let amy = StoredMember(peerID: Self.carol, name: "amy", port: 2, addresses: ["10.0.0.3", "fe80::1%eth0"])
+        try store.saveRoom("lab", members: [zed, amy], now: 1)
+        try store.saveRoom("ops", members: [zed], now: 2)
+        try store.saveRoom("lab", members: [zed], now: 3)  // replaces members, keeps its place
+        #expect(try store.rooms().map(\.room) == ["lab", "ops"])
+        #expect(try store.rooms().first?.members == [zed])
+        try store.saveRoom("lab", members: [zed, amy], now: 4)
+        #expect(try store.rooms().first?.members.map(\.name) == ["amy", "zed"])
+        try store.deleteRoom("ops")
+        #expect(try store.rooms().map(\.room) == ["lab"])
+
+        let own = try #require(PeerID(String(repeating: "a", count: 52)))
+        var mine = message(7, sender: own.rawValue)
+        try store.insert(mine, now: 0)
+        mine = message(8, sender: own.rawValue)
+        mine.kind = .system
+        try store.insert(mine, now: 0)
+        try store.enqueue(peerID: Self.bob, messageID: message(7).id)
+        let restored = try store.restored(ownID: own, knownPeers: KnownPeerBook())
+        #expect(restored.rooms.map(\.room.rawValue) == ["lab"])
+        #expect(restored.lastSequences == [RoomID("lab")!: 7])
+        #expect(restored.outbox.map(\.message.description) == [message(7).id])
+    }
+
+    @Test(arguments: Kind.allCases) func engineWritesApplyAndRollBackTogether(kind: Kind) throws {
+        struct Refused: Error {}
+        let store = try kind.make()
+        let bob = try #require(PeerID(Self.bob))
+        let id = try #require(WireID(hex: message(1).id))
+        #expect(try store.apply(.insertMessage(message(1), report: nil), now: 0))
+        #expect(try !store.apply(.insertMessage(message(1), report: nil), now: 0))
+        try store.apply(.saveRoom(RoomID("lab")!, []), now: 0)
+        #expect(throws: Refused.self) {
+            try store.transaction {
+                try store.apply(.insertMessage(message(2), report: nil), now: 0)
+                try store.apply(.enqueue(bob, [id]), now: 0)
+                try store.apply(.deleteRoom(RoomID("lab")!), now: 0)
+                throw Refused()
+            }
+        }
+        #expect(try store.history(room: nil, limit: 10).map(\.sequence) == [1])
+        #expect(try store.outboxEntries().isEmpty)
+        #expect(try store.rooms().map(\.room) == ["lab"])
+        try store.transaction { try store.apply(.enqueue(bob, [id]), now: 0) }
+        #expect(try store.outbox(peerID: Self.bob).map(\.sequence) == [1])
+    }
+
+    @Test(arguments: Kind.allCases) func transfers(kind: Kind) throws {
+        let store = try kind.make()
+        func transfer(_ n: Int, state: String = "active") -> StoredTransfer {
+            StoredTransfer(id: String(repeating: String(n), count: 32), outgoing: n % 2 == 0, peerID: Self.bob, peerName: "bob", path: "/p\(n)",
+                           name: "f\(n)", size: 10, sha256: String(repeating: "0", count: 64), modified: 0, state: state)
+        }
+        try store.saveTransfer(transfer(1), now: 100)
+        try store.saveTransfer(transfer(2), now: 50)
+        #expect(try store.transfers().map(\.name) == ["f2", "f1"])
+        try store.updateTransfer(id: transfer(2).id, state: "complete", now: 200)
+        try store.updateTransfer(id: transfer(2).id, sentMark: 7, now: 300)
+        try store.updateTransfer(id: transfer(2).id, resent: 3, now: 400)
+        let two = try #require(try store.transfer(id: transfer(2).id))
+        #expect(two.state == "complete" && two.sentMark == 7 && two.resent == 3)
+        #expect(try store.transfers().map(\.name) == ["f1", "f2"])  // a new state touches it
+        #expect(try store.pruneTransfers(before: 150).map(\.name) == ["f1"])
+        #expect(try store.transfer(id: transfer(1).id) == nil)
+        try store.deleteTransfer(id: transfer(2).id)
+        #expect(try store.transfers().isEmpty)
+    }
+}
