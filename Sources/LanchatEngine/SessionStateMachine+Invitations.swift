@@ -144,12 +144,12 @@ extension SessionStateMachine {
         switch reply.outcome {
         case .accepted:
             addMember(entry.room, link.peer, hintFrom: link, at: now, &out)
-            remember(link.peer, &out)
+            trustOnFirstUse(link.peer, &out)
             // (addMember sent the newcomer the members, and introduced it to them.)
-            finishOutgoing(reply.id, .accepted, &out)
-        case .declined: finishOutgoing(reply.id, .declined(reply.reason), &out)
-        case .expired: finishOutgoing(reply.id, .expired, answered: true, &out)
-        case .refused: finishOutgoing(reply.id, .refused(reply.reason), &out)
+            closeOutgoingInvitation(reply.id, .accepted, &out)
+        case .declined: closeOutgoingInvitation(reply.id, .declined(reply.reason), &out)
+        case .expired: closeOutgoingInvitation(reply.id, .expired, answered: true, &out)
+        case .refused: closeOutgoingInvitation(reply.id, .refused(reply.reason), &out)
         }
     }
 
@@ -163,7 +163,7 @@ extension SessionStateMachine {
 
     /// Ends an invitation we sent. `answered`: the peer said so itself (an `expired` reply), as opposed
     /// to our timer or a lost connection.
-    mutating func finishOutgoing(_ id: WireID, _ outcome: InviteOutcome, answered: Bool = false, _ out: inout [SessionAction]) {
+    mutating func closeOutgoingInvitation(_ id: WireID, _ outcome: InviteOutcome, answered: Bool = false, _ out: inout [SessionAction]) {
         guard let entry = outgoing.removeValue(forKey: id) else { return }
         timers.cancel(.outgoingInvitation(id))
         switch outcome {
@@ -192,7 +192,7 @@ extension SessionStateMachine {
     }
 
     /// Records the peer's key under its name the first time we share a room (trust on first use).
-    mutating func remember(_ peer: SessionPeer, _ out: inout [SessionAction]) {
+    mutating func trustOnFirstUse(_ peer: SessionPeer, _ out: inout [SessionAction]) {
         guard known.check(label: peer.name, id: peer.id) == .new else { return }
         known.remember(label: peer.name, id: peer.id)
         out.append(.persist(.rememberPeer(label: peer.name, id: peer.id)))

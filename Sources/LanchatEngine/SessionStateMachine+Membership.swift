@@ -27,7 +27,7 @@ extension SessionStateMachine {
             notice(room, "you joined \(room) (invited by \(link.peer.name))", at: now, &out)
         }
         addMember(room, link.peer, hintFrom: link, at: now, &out)
-        remember(link.peer, &out)
+        trustOnFirstUse(link.peer, &out)
         historyRequested[room] = link.peer.id
         out.append(.requestHistory(room, link.handle))
     }
@@ -97,7 +97,7 @@ extension SessionStateMachine {
             // We invited it and its answer was lost: it accepted.
             unanswered.remove(at: index)
             addMember(update.room, link.peer, hintFrom: link, at: now, &out)
-            remember(link.peer, &out)
+            trustOnFirstUse(link.peer, &out)
         }
         guard rooms[update.room]?.members[sender] != nil else {
             // A repeated claim (a resync) keeps the time of the first: it expires all the same.

@@ -184,7 +184,7 @@ public struct SessionStateMachine: Sendable {
         for timer in timers.due(at: now.monotonic) {
             switch timer {
             case .incomingInvitation(let id): expireIncoming(id, &out)
-            case .outgoingInvitation(let id): finishOutgoing(id, .expired, &out)
+            case .outgoingInvitation(let id): closeOutgoingInvitation(id, .expired, &out)
             case .retransmit(let peer): retransmit(to: peer, at: now, &out)
             case .redial: redial(at: now, &out)
             case .claims: expireClaims(at: now, &out)
@@ -243,7 +243,7 @@ public struct SessionStateMachine: Sendable {
         for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == id {
             let outcome: InviteOutcome
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
-            finishOutgoing(wireID, outcome, &out)
+            closeOutgoingInvitation(wireID, outcome, &out)
         }
         out.append(.peerDisconnected(id, reason: "connection \(reason)"))
         for (wireID, entry) in pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
