@@ -26,5 +26,6 @@ if [ $# -eq 0 ]; then
   exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" "DEMO_PROMPT=[$host] \\w# " \
     bash -c 'cd && PS1=$DEMO_PROMPT exec bash --norc --noprofile -i'
 fi
+# In the host's own home (as the shell starts), so that files a command writes stay on that host.
 cd /
-exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" "$@"
+exec "$root/scripts/testlan.sh" exec "$host" "${clean[@]}" bash -c 'cd && exec "$@"' demo "$@"

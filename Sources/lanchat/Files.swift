@@ -28,7 +28,7 @@ struct SendFile: ParsableCommand {
         watcher.setTimeout(seconds: 0)
         var waiting: [String: TransferEntry] = [:]
         for path in paths {
-            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            let absolute = absolutePath(path)
             for peer in peers {
                 let token: String?
                 do { token = try handOver(absolute, socket: global.socketPath) } catch { fail(error.message) }
@@ -65,6 +65,12 @@ struct SendFile: ParsableCommand {
 /// Opens the file here, as the person running lanchat, and hands the descriptor to the daemon (which may
 /// run as another user that cannot read it: the system service). Returns the `send-file` parameter
 /// naming it; nothing if this daemon takes no descriptors (then it opens the path itself).
+/// `path` as the daemon needs it: absolute, relative ones joined to the working directory ("/" included).
+func absolutePath(_ path: String, in directory: String = FileManager.default.currentDirectoryPath) -> String {
+    if path.hasPrefix("/") { return path }
+    return directory.hasSuffix("/") ? directory + path : directory + "/" + path
+}
+
 /// Hands the open file to the daemon (`FilePassing`); the token to send with `send-file`, or nil when
 /// the daemon offers no file passing (it then opens the path itself).
 func handOver(_ path: String, socket: String) throws(ControlError) -> String? {

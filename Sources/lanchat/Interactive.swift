@@ -180,7 +180,7 @@ struct Interactive: ParsableCommand {
                 guard let room = state.room else { state.say("you are in no room"); return true }
                 guard !arguments.isEmpty else { state.say("usage: /send-file PATH"); return true }
                 let given = arguments.joined(separator: " ")
-                let path = given.hasPrefix("/") ? given : FileManager.default.currentDirectoryPath + "/" + given
+                let path = absolutePath(given)
                 let members = try client.call(.members(room: room)).room?.members ?? []
                 for member in members {
                     let token = try handOver(path, socket: client.path)

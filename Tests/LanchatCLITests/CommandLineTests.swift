@@ -70,3 +70,12 @@ import Testing
         #expect(connect.address == "10.0.0.2:5000" && connect.yes)
     }
 }
+
+@Suite struct PathTests {
+    @Test func relativePathsJoinTheWorkingDirectoryOnce() {
+        #expect(absolutePath("photo.bin", in: "/") == "/photo.bin")
+        #expect(absolutePath("photo.bin", in: "/root") == "/root/photo.bin")
+        #expect(absolutePath("a/b.bin", in: "/root/") == "/root/a/b.bin")
+        #expect(absolutePath("/etc/hosts", in: "/root") == "/etc/hosts")
+    }
+}
