@@ -49,7 +49,7 @@ let package = Package(
         // Pure terminal input for the interactive mode: key decoding and the line editor.
         .target(name: "LanchatTerminal"),
         .target(name: "LanchatWire", dependencies: ["LanchatCore", .product(name: "NIOCore", package: "swift-nio")]),
-        .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire"]),
+        .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
         .target(
             name: "LanchatSession",
             dependencies: [

@@ -29,7 +29,11 @@ public enum SessionAction: Equatable, Sendable {
     case emit(SessionEvent)
     /// An invitation we sent ended: resolve whoever waits for it.
     case inviteFinished(WireID, InviteOutcome)
-    /// The conversations the shell still runs itself (transfers, streams) learn about links.
+    /// Something happened to a stream: the program's side (in the shell) learns it.
+    case stream(WireID, StreamSignal)
+    /// A program waiting to accept a stream gets one (nil: the engine stops).
+    case streamHandedOver(acceptor: UInt64, AcceptedStream?)
+    /// The conversations the shell still runs itself (transfers) learn about links.
     case peerConnected(SessionPeer, LinkHandle)
     case peerDisconnected(PeerID, reason: String)
 }

@@ -43,6 +43,8 @@ public struct SessionStateMachine: Sendable {
         /// `maximumTombstones` are kept.
         public var tombstoneLifetime: Int64 = 60_000
         public var maximumTombstones = 1024
+        /// Stream windows, chunk size and caps (the simulator makes them small).
+        public var streamLimits = StreamTable.Limits()
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy) {
             self.ownID = ownID
@@ -141,6 +143,8 @@ public struct SessionStateMachine: Sendable {
     var tombstones: [RoomMember: Int64] = [:]
     /// Peers the shell's own conversations (transfers) need a connection to.
     var transferPeers: Set<PeerID> = []
+    /// Named byte streams (`+Streams`).
+    var streamTable = StreamTable()
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
@@ -150,6 +154,7 @@ public struct SessionStateMachine: Sendable {
         self.addressBook = addressBook
         self.ids = ids
         self.shortCode = shortCode
+        streamTable.limits = configuration.streamLimits
         known = restored.knownPeers
         sequences = restored.lastSequences
         for (room, members) in restored.rooms {
@@ -189,6 +194,8 @@ public struct SessionStateMachine: Sendable {
             case .redial: redial(at: now, &out)
             case .claims: expireClaims(at: now, &out)
             case .resync: resync(at: now, &out)
+            case .streamOpen(let id): streamOpenTimedOut(id, &out)
+            case .pendingStreamOpen(let id): pendingStreamOpenExpired(id, &out)
             }
         }
         return out
@@ -246,6 +253,7 @@ public struct SessionStateMachine: Sendable {
             closeOutgoingInvitation(wireID, outcome, &out)
         }
         out.append(.peerDisconnected(id, reason: "connection \(reason)"))
+        streamsLost(id, reason: "\(reason)", &out)
         for (wireID, entry) in pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
             timers.cancel(.incomingInvitation(wireID))
             pending[wireID] = nil
@@ -300,7 +308,7 @@ public struct SessionStateMachine: Sendable {
     // MARK: Frames
 
     /// Frames that arrived on a connection, as one batch (the shell commits their writes at once).
-    /// Transfer and stream frames are not the engine's yet: the shell handles them itself.
+    /// Transfer frames are not the engine's yet: the shell handles them itself.
     public mutating func received(_ frames: [WireFrame], on handle: LinkHandle, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard let entry = links.peer(on: handle) else { return out }
@@ -320,6 +328,8 @@ public struct SessionStateMachine: Sendable {
             case .historyRequest(let room, let since):
                 guard rooms[room]?.members[entry.peer.id] != nil else { break }
                 out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer))
+            case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
+                streamFrame(frame, from: entry, at: now, &out)
             default:
                 break
             }
@@ -380,10 +390,14 @@ extension SessionStateMachine {
         public var claims: Int
         public var redials: Int
         public var outbox: Int
+        public var streams: Int
+        public var pendingStreamOpens: Int
+        public var streamAcceptors: Int
 
         public var description: String {
             "links \(links), dialing \(dialing), invitations \(pendingInvitations) in / \(outgoingInvitations) out, timers \(timers), "
-                + "claims \(claims), redials \(redials), outbox \(outbox)"
+                + "claims \(claims), redials \(redials), outbox \(outbox), streams \(streams) (+\(pendingStreamOpens) waiting, "
+                + "\(streamAcceptors) acceptors)"
         }
     }
 
@@ -391,6 +405,7 @@ extension SessionStateMachine {
         Diagnostics(
             links: links.peers.count, dialing: links.dialing.count, pendingInvitations: pending.count, outgoingInvitations: outgoing.count,
             timers: timers.deadlines.keys.sorted { $0.description < $1.description }, claims: claims.values.reduce(0) { $0 + $1.count },
-            redials: redials.count, outbox: outbox.values.reduce(0) { $0 + $1.count })
+            redials: redials.count, outbox: outbox.values.reduce(0) { $0 + $1.count }, streams: streamTable.streams.count,
+            pendingStreamOpens: streamTable.pendingOpens.count, streamAcceptors: streamTable.acceptors.count)
     }
 }

@@ -16,6 +16,10 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
     case claims
     /// Tell connected members again who is in each room (anti-entropy for lost introductions and leaves).
     case resync
+    /// A stream we opened was not accepted in time.
+    case streamOpen(WireID)
+    /// An open nobody here accepted is refused.
+    case pendingStreamOpen(WireID)
 
     public var description: String {
         switch self {
@@ -25,6 +29,8 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
         case .redial: "redial"
         case .claims: "claims expire"
         case .resync: "resync members"
+        case .streamOpen(let id): "stream \(id.description.prefix(8)) not accepted"
+        case .pendingStreamOpen(let id): "open \(id.description.prefix(8)) refused"
         }
     }
 }

@@ -23,7 +23,7 @@ import NIOPosix
 /// The node is the I/O shell of `SessionStateMachine` (LanchatEngine), which decides everything about
 /// links, invitations, rooms, delivery and redialing: the node feeds it what happens (connections,
 /// frames, time, API calls) and performs the actions it returns (writes to the store, frames to send,
-/// dials, events). File transfers (Transfers.swift) and streams (Streams.swift) are still decided here.
+/// dials, events). File transfers (Transfers.swift) are still decided here; streams (Streams.swift) are the engine's.
 public actor SessionNode {
     public struct Configuration: Sendable {
         public var ownID: PeerID
@@ -112,10 +112,10 @@ public actor SessionNode {
     var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
     var incomingTransfers: [WireID: IncomingTransfer] = [:]
     var finishedTransfers: [TransferInfo] = []
-    /// Named byte streams (Streams.swift).
+    /// Named byte streams as programs on this side see them (Streams.swift; the engine decides the protocol).
     var streams: [WireID: StreamState] = [:]
-    var pendingStreamOpens: [PendingStreamOpen] = []
-    var streamAcceptors: [StreamAcceptor] = []
+    var streamAcceptors: [UInt64: StreamAcceptor] = [:]
+    var nextStreamAcceptor: UInt64 = 0
     /// Offers being resumed from a `.part` file (hashing what it holds).
     var resumingTransfers: Set<WireID> = []
     let fileIO: NIOThreadPool
@@ -279,9 +279,12 @@ public actor SessionNode {
                 guard let link = openLinks[handle] else { break }
                 links[peer.id] = link
                 resumeTransfers(to: link)
+            case .stream(let id, let signal):
+                streamSignal(id, signal)
+            case .streamHandedOver(let acceptor, let accepted):
+                streamHandedOver(acceptor, accepted)
             case .peerDisconnected(let peer, let reason):
                 transfersLost(peer: peer, reason: reason)
-                streamsLost(peer: peer, reason: reason)
                 syncTransferPeers()
             }
         }
@@ -405,9 +408,11 @@ public actor SessionNode {
             var own: [WireFrame] = []
             for frame in frames {
                 switch frame {
-                case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd, .resourceDigest,
-                     .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
+                case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd, .resourceDigest:
                     own.append(frame)
+                case .streamOpen:
+                    forgetGoneStreamAcceptors()
+                    sessionFrames.append(frame)
                 default:
                     sessionFrames.append(frame)
                 }
@@ -415,12 +420,7 @@ public actor SessionNode {
             if !sessionFrames.isEmpty, !perform(engine.received(sessionFrames, on: link.handle, at: time())) {
                 logger.error("cannot store frames from a peer", metadata: ["peer.name": "\(link.peer.name)"])
             }
-            for frame in own {
-                switch frame {
-                case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd: streamFrame(frame, from: link)
-                default: transferFrame(frame, from: link)
-                }
-            }
+            for frame in own { transferFrame(frame, from: link) }
         case .closed(let reason):
             openLinks[link.handle] = nil
             if links[link.peer.id] === link { links[link.peer.id] = nil }

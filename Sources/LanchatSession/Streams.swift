@@ -43,24 +43,23 @@ public final class ByteStream: Sendable {
 
     /// Ends both directions now; the peer's reads and writes fail with `reason`.
     public func abort(_ reason: String) async {
-        await node.streamAbort(state, reason: reason, tellPeer: true)
+        await node.streamAbort(state, reason: reason)
     }
 }
 
-/// One stream's state; touched only on the node's executor.
+/// One stream as the program on our side sees it (the engine decides the protocol): bytes that came
+/// and are not read yet, whether each direction ended, and the program's waiting calls. Touched only on
+/// the node's executor.
 final class StreamState: @unchecked Sendable {
     let id: WireID
     let peer: SessionPeer
     let name: StreamName
-    /// Bytes we may still send.
-    var sendCredit = 0
-    /// Bytes the peer may still send us (what we granted, minus what came).
-    var receiveAllowance = 0
-    /// Bytes read by the program since the last grant.
-    var consumed = 0
-    var inbound: [ByteBuffer] = []
+    var inbound = CircularBuffer<ByteBuffer>()
+    var opened: Bool
     var remoteFinished = false
     var localFinished = false
+    /// The engine forgot the stream: both directions ended, or it was aborted (`failure`).
+    var ended = false
     var failure: String?
     var reader: CheckedContinuation<Void, Never>?
     var writer: CheckedContinuation<Void, Never>?
@@ -68,17 +67,26 @@ final class StreamState: @unchecked Sendable {
     /// Waiting for both directions to end, or an abort.
     var closers: [CheckedContinuation<Void, Never>] = []
 
-    init(id: WireID, peer: SessionPeer, name: StreamName) {
+    init(id: WireID, peer: SessionPeer, name: StreamName, opened: Bool) {
         self.id = id
         self.peer = peer
         self.name = name
+        self.opened = opened
+    }
+
+    func wakeReader() {
+        reader?.resume()
+        reader = nil
+    }
+
+    func wakeWriter() {
+        writer?.resume()
+        writer = nil
     }
 
     func wakeAll() {
-        reader?.resume()
-        reader = nil
-        writer?.resume()
-        writer = nil
+        wakeReader()
+        wakeWriter()
         opener?.resume()
         opener = nil
         for closer in closers { closer.resume() }
@@ -86,240 +94,146 @@ final class StreamState: @unchecked Sendable {
     }
 }
 
-/// An open nobody accepted yet: held a while for a program that starts accepting late.
-struct PendingStreamOpen {
-    var open: WireFrame.StreamOpen
-    var peer: SessionPeer
-    var timer: Scheduled<Void>
+/// A program waiting for a stream (`acceptStream`).
+struct StreamAcceptor {
+    var isAlive: @Sendable () -> Bool
+    var continuation: CheckedContinuation<ByteStream?, Never>
 }
 
 extension SessionNode {
-    /// Credit granted per direction, and when to grant more (after this much was read).
-    static let streamWindow = 4 << 20
-    static let streamGrantEvery = 1 << 20
-    static let streamChunk = 128 * 1024
-
     /// Opens a stream named `name` to `peer`; returns once a program on the peer accepted it.
     public func openStream(_ name: String, to peer: SessionPeer, timeout: Duration = .seconds(30)) async throws(SessionError) -> ByteStream {
-        guard let streamName = StreamName(name) else {
-            throw SessionError("bad_request", "stream name '\(name.prefix(64))' is not valid: use 1-64 letters, digits, '.', '_' or '-'")
-        }
+        let streamName = try Self.streamName(name)
         let link: Link
         switch await dial(peer.id) {
         case .success(let value): link = value
         case .failure(let error): throw SessionError("unreachable", "\(peer.name): \(error.message)")
         }
-        let state = StreamState(id: WireID.random(), peer: link.peer, name: streamName)
-        state.receiveAllowance = Self.streamWindow
-        streams[state.id] = state
-        link.connection.send([.streamOpen(.init(id: state.id, name: streamName, credit: UInt32(Self.streamWindow)))])
-        let timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000)) { [weak self] () -> Void in
-            self?.assumeIsolated { node in
-                guard state.opener != nil else { return }
-                node.streamAbort(state, reason: "\(peer.name) did not accept stream '\(name)' in time", tellPeer: true)
-            }
+        let (id, actions) = try engine.openStream(streamName, to: peer.id, timeout: Self.milliseconds(timeout), at: time())
+        let state = StreamState(id: id, peer: link.peer, name: streamName, opened: false)
+        streams[id] = state
+        perform(actions)
+        while !state.opened && !state.ended {
+            await withCheckedContinuation { state.opener = $0 }
         }
-        await withCheckedContinuation { state.opener = $0 }
-        timer.cancel()
-        if let failure = state.failure { throw SessionError("stream_refused", failure) }
+        if !state.opened || state.failure != nil { throw SessionError("stream_refused", state.failure ?? "the stream was closed") }
         return ByteStream(node: self, state: state)
     }
 
-    /// Waits for the next stream named `name` from any peer that shares a room with us. An open that
-    /// arrived up to 10 s before is taken too. `isAlive` is asked before handing a stream over (the
-    /// program that waited may have gone).
-    public func acceptStream(_ name: String, isAlive: @escaping @Sendable () -> Bool) async throws(SessionError) -> ByteStream {
-        guard let streamName = StreamName(name) else {
-            throw SessionError("bad_request", "stream name '\(name.prefix(64))' is not valid: use 1-64 letters, digits, '.', '_' or '-'")
-        }
-        if let index = pendingStreamOpens.firstIndex(where: { $0.open.name == streamName }) {
-            let pending = pendingStreamOpens.remove(at: index)
-            pending.timer.cancel()
-            if let stream = take(pending.open, from: pending.peer) { return stream }
-        }
+    /// Waits for the next stream named `name` from `from` (nil: any peer that shares a room with us).
+    /// An open that arrived up to 10 s before is taken too. `isAlive` is asked before an open is
+    /// accepted for this program (it may have gone).
+    public func acceptStream(_ name: String, from: PeerID? = nil, isAlive: @escaping @Sendable () -> Bool) async throws(SessionError) -> ByteStream {
+        let streamName = try Self.streamName(name)
+        nextStreamAcceptor += 1
+        let acceptor = nextStreamAcceptor
+        let actions = try engine.acceptStream(streamName, from: from, acceptor: acceptor)
         let stream: ByteStream? = await withCheckedContinuation { continuation in
-            streamAcceptors.append(StreamAcceptor(name: streamName, isAlive: isAlive, continuation: continuation))
+            streamAcceptors[acceptor] = StreamAcceptor(isAlive: isAlive, continuation: continuation)
+            perform(actions)
         }
         guard let stream else { throw SessionError("stopped", "lanchatd is stopping") }
         return stream
     }
 
-    /// Accepts an open: tells the peer, returns the program's end.
-    private func take(_ open: WireFrame.StreamOpen, from peer: SessionPeer) -> ByteStream? {
-        guard let link = links[peer.id] else { return nil }
-        let state = StreamState(id: open.id, peer: peer, name: open.name)
-        state.sendCredit = Int(open.credit)
-        state.receiveAllowance = Self.streamWindow
-        streams[open.id] = state
-        link.connection.send([.streamAccept(id: open.id, credit: UInt32(Self.streamWindow))])
-        return ByteStream(node: self, state: state)
+    private static func streamName(_ name: String) throws(SessionError) -> StreamName {
+        guard let streamName = StreamName(name) else {
+            throw SessionError("bad_request", "stream name '\(name.prefix(64))' is not valid: use 1-64 letters, digits, '.', '_' or '-'")
+        }
+        return streamName
     }
 
-    func streamFrame(_ frame: WireFrame, from link: Link) {
-        switch frame {
-        case .streamOpen(let open):
-            guard streams[open.id] == nil, !pendingStreamOpens.contains(where: { $0.open.id == open.id }) else { return }
-            guard sharesRoom(with: link.peer.id) else {
-                link.connection.send([.streamEnd(.init(id: open.id, status: .refused, text: "refused: you share no room with \(configuration.ownName)"))])
-                return
-            }
-            while let index = streamAcceptors.firstIndex(where: { $0.name == open.name }) {
-                let acceptor = streamAcceptors.remove(at: index)
-                guard acceptor.isAlive() else {
-                    acceptor.continuation.resume(returning: nil)
-                    continue
-                }
-                acceptor.continuation.resume(returning: take(open, from: link.peer))
-                return
-            }
-            guard pendingStreamOpens.count < 64 else {
-                link.connection.send([.streamEnd(.init(id: open.id, status: .refused, text: "refused: too many streams waiting"))])
-                return
-            }
-            let timer = eventLoop.scheduleTask(in: .seconds(10)) { [weak self] () -> Void in
-                self?.assumeIsolated { node in
-                    guard let index = node.pendingStreamOpens.firstIndex(where: { $0.open.id == open.id }) else { return }
-                    let pending = node.pendingStreamOpens.remove(at: index)
-                    node.links[pending.peer.id]?.connection.send([.streamEnd(.init(
-                        id: open.id, status: .refused, text: "refused: nobody on \(node.configuration.ownName) accepts streams named '\(open.name)'"))])
-                }
-            }
-            pendingStreamOpens.append(PendingStreamOpen(open: open, peer: link.peer, timer: timer))
-        case .streamAccept(let id, let credit):
-            guard let state = streams[id], state.peer.id == link.peer.id, let opener = state.opener else { return }
-            state.sendCredit = Int(credit)
-            state.opener = nil
-            opener.resume()
-        case .streamData(let id, let data):
-            guard let state = streams[id], state.peer.id == link.peer.id, state.opener == nil else { return }
-            guard !state.remoteFinished, data.readableBytes <= state.receiveAllowance else {
-                streamAbort(state, reason: "\(link.peer.name) sent more than it was allowed", tellPeer: true)
-                return
-            }
-            state.receiveAllowance -= data.readableBytes
-            if data.readableBytes > 0 { state.inbound.append(data) }
-            state.reader?.resume()
-            state.reader = nil
-        case .streamCredit(let id, let bytes):
-            guard let state = streams[id], state.peer.id == link.peer.id else { return }
-            guard state.sendCredit + Int(bytes) <= 1 << 31 else {
-                streamAbort(state, reason: "\(link.peer.name) granted an impossible credit", tellPeer: true)
-                return
-            }
-            state.sendCredit += Int(bytes)
-            state.writer?.resume()
-            state.writer = nil
-        case .streamEnd(let end):
-            if let index = pendingStreamOpens.firstIndex(where: { $0.open.id == end.id && $0.peer.id == link.peer.id }) {
-                pendingStreamOpens.remove(at: index).timer.cancel()
-                return
-            }
-            guard let state = streams[end.id], state.peer.id == link.peer.id else { return }
-            switch end.status {
-            case .finished:
-                state.remoteFinished = true
-                state.reader?.resume()
-                state.reader = nil
-                forgetIfDone(state)
-            case .refused:
-                streamAbort(state, reason: end.text.isEmpty ? "\(link.peer.name) refused the stream" : end.text, tellPeer: false)
-            case .aborted:
-                streamAbort(state, reason: end.text.isEmpty ? "\(link.peer.name) aborted the stream" : "\(link.peer.name): \(end.text)", tellPeer: false)
-            }
-        default:
-            break
+    /// Before the engine sees a STREAM_OPEN: programs that stopped waiting are no longer offered it.
+    func forgetGoneStreamAcceptors() {
+        for (id, acceptor) in streamAcceptors.sorted(by: { $0.key < $1.key }) where !acceptor.isAlive() {
+            streamAcceptors[id] = nil
+            engine.cancelStreamAcceptor(id)
+            acceptor.continuation.resume(returning: nil)
         }
+    }
+
+    /// Performs what the engine said about a stream, for the program's side.
+    func streamSignal(_ id: WireID, _ signal: StreamSignal) {
+        guard let state = streams[id] else { return }
+        switch signal {
+        case .opened:
+            state.opened = true
+            state.opener?.resume()
+            state.opener = nil
+        case .data(let data):
+            state.inbound.append(data)
+            state.wakeReader()
+        case .credit:
+            state.wakeWriter()
+        case .remoteFinished:
+            state.remoteFinished = true
+            state.wakeReader()
+        case .ended(let failure):
+            streams[id] = nil
+            state.ended = true
+            state.failure = failure
+            state.wakeAll()
+        }
+    }
+
+    func streamHandedOver(_ acceptor: UInt64, _ accepted: AcceptedStream?) {
+        guard let waiting = streamAcceptors.removeValue(forKey: acceptor) else { return }
+        guard let accepted else { return waiting.continuation.resume(returning: nil) }
+        let state = StreamState(id: accepted.id, peer: accepted.peer, name: accepted.name, opened: true)
+        streams[accepted.id] = state
+        waiting.continuation.resume(returning: ByteStream(node: self, state: state))
     }
 
     func streamWrite(_ state: StreamState, _ data: ByteBuffer) async throws(SessionError) {
         var rest = data
         while rest.readableBytes > 0 {
             if let failure = state.failure { throw SessionError("stream_aborted", failure) }
-            guard !state.localFinished else { throw SessionError("stream_finished", "the stream was finished") }
-            guard let link = links[state.peer.id] else {
-                streamAbort(state, reason: "the connection to \(state.peer.name) was lost", tellPeer: false)
-                continue
-            }
-            let count = min(rest.readableBytes, state.sendCredit, Self.streamChunk)
-            if count == 0 {
+            guard !state.localFinished, !state.ended else { throw SessionError("stream_finished", "the stream was finished") }
+            let (taken, actions) = try engine.streamSend(state.id, &rest)
+            perform(actions)
+            if taken == 0, rest.readableBytes > 0, !state.ended {
                 await withCheckedContinuation { state.writer = $0 }
-                continue
             }
-            state.sendCredit -= count
-            link.connection.send([.streamData(id: state.id, data: rest.readSlice(length: count)!)])
         }
     }
 
     func streamFinish(_ state: StreamState) {
-        guard !state.localFinished, state.failure == nil else { return }
+        guard !state.localFinished, !state.ended else { return }
         state.localFinished = true
-        links[state.peer.id]?.connection.send([.streamEnd(.init(id: state.id, status: .finished))])
-        forgetIfDone(state)
+        perform(engine.streamFinish(state.id))
     }
 
     func streamRead(_ state: StreamState) async throws(SessionError) -> ByteBuffer? {
         while true {
-            if !state.inbound.isEmpty {
-                let data = state.inbound.removeFirst()
-                state.consumed += data.readableBytes
-                if state.consumed >= Self.streamGrantEvery, !state.remoteFinished, state.failure == nil {
-                    links[state.peer.id]?.connection.send([.streamCredit(id: state.id, bytes: UInt32(state.consumed))])
-                    state.receiveAllowance += state.consumed
-                    state.consumed = 0
-                }
+            if let data = state.inbound.popFirst() {
+                perform(engine.streamConsumed(state.id, data.readableBytes))
                 return data
             }
             if let failure = state.failure { throw SessionError("stream_aborted", failure) }
-            if state.remoteFinished { return nil }
+            if state.remoteFinished || state.ended { return nil }
             await withCheckedContinuation { state.reader = $0 }
         }
     }
 
-    func streamAbort(_ state: StreamState, reason: String, tellPeer: Bool) {
-        guard state.failure == nil, !(state.localFinished && state.remoteFinished) else { return }
-        state.failure = reason
-        if tellPeer {
-            let text = String(decoding: Array(reason.utf8.prefix(1000)), as: UTF8.self)
-            links[state.peer.id]?.connection.send([.streamEnd(.init(id: state.id, status: .aborted, text: text))])
-        }
-        streams[state.id] = nil
-        state.wakeAll()
-    }
-
-    private func forgetIfDone(_ state: StreamState) {
-        guard state.localFinished && state.remoteFinished else { return }
-        streams[state.id] = nil
-        state.wakeAll()
+    func streamAbort(_ state: StreamState, reason: String) {
+        perform(engine.streamAbort(state.id, reason: reason))
     }
 
     func streamClosed(_ state: StreamState) async -> String? {
-        while state.failure == nil && !(state.localFinished && state.remoteFinished) {
+        while !state.ended {
             await withCheckedContinuation { state.closers.append($0) }
         }
         return state.failure
     }
 
-    /// The connection to `peer` ended: its streams are aborted, its pending opens dropped.
-    func streamsLost(peer: PeerID, reason: String) {
-        for state in streams.values where state.peer.id == peer {
-            streamAbort(state, reason: "the connection to \(state.peer.name) was lost (\(reason))", tellPeer: false)
-        }
-        pendingStreamOpens.removeAll { pending in
-            guard pending.peer.id == peer else { return false }
-            pending.timer.cancel()
-            return true
-        }
-    }
-
+    /// The node stops: streams aborted (their peers told), waiting programs answered.
     func closeStreams() {
-        for state in streams.values { streamAbort(state, reason: "lanchatd is stopping", tellPeer: true) }
-        for acceptor in streamAcceptors { acceptor.continuation.resume(returning: nil) }
-        streamAcceptors = []
+        for action in engine.stopStreams() {
+            switch action {
+            case .stream(let id, let signal): streamSignal(id, signal)
+            case .streamHandedOver(let acceptor, let accepted): streamHandedOver(acceptor, accepted)
+            default: break  // the connections are closed already
+            }
+        }
     }
-}
-
-struct StreamAcceptor {
-    var name: StreamName
-    var isAlive: @Sendable () -> Bool
-    var continuation: CheckedContinuation<ByteStream?, Never>
 }

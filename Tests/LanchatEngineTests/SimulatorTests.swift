@@ -22,6 +22,7 @@ import Testing
         let started = ContinuousClock.now
         var events = 0
         var messages = 0
+        var streams = (opened: 0, clean: 0, bytes: 0)
         var failed: [UInt64] = []
         for seed in first..<(first + UInt64(count)) {
             let simulator = Simulator(seed: seed)
@@ -34,10 +35,14 @@ import Testing
             }
             events += simulator.events
             messages += simulator.sent.count
+            streams.opened += simulator.streamPlans.count
+            streams.clean += simulator.cleanStreams
+            streams.bytes += simulator.streamBytes
         }
         let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed))"
         print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(events) events, "
-            + "\(messages) reliable messages checked, in \(ContinuousClock.now - started)")
+            + "\(messages) reliable messages checked, \(streams.opened) streams opened (\(streams.clean) ended cleanly at the reader, "
+            + "\(streams.bytes) bytes read and checked), in \(ContinuousClock.now - started)")
     }
 
     /// Without faults, the same commands must also keep every invariant (a baseline for the faults).

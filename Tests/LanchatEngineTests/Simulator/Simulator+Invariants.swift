@@ -3,7 +3,7 @@ import LanchatEngine
 
 /// What must hold once the network has healed and every node has run quietly for a while.
 extension Simulator {
-    private func fail(_ text: String) -> Violation {
+    func fail(_ text: String) -> Violation {
         Violation(description: "seed \(seed): \(text)\n  replay: SIMULATOR_SEED=\(seed) swift test --filter SimulatorTests\n  last steps:\n    "
             + trace.suffix(40).joined(separator: "\n    "))
     }

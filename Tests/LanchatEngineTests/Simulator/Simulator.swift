@@ -56,6 +56,10 @@ final class Simulator {
         case dialFailed(node: Int, incarnation: Int, PeerID)
         case restart(node: Int)
         case step
+        /// A simulated program on a node: starts waiting for a stream, works on one, or gives up waiting.
+        case acceptStream(node: Int, incarnation: Int, plan: Int)
+        case program(node: Int, incarnation: Int, WireID)
+        case acceptorGivesUp(node: Int, incarnation: Int, acceptor: UInt64)
     }
 
     /// A reliable message some node's `send` accepted: who must end up with it.
@@ -90,6 +94,14 @@ final class Simulator {
     var slow: [Int: Int64] = [:]
     /// Invitations to send once the dial they waited for ends: (inviter, invitee, room, timeout).
     var intents: [(from: Int, to: Int, room: RoomID, timeout: Int64)] = []
+    /// Streams the simulated programs opened, their programs, and programs waiting to accept one.
+    var streamPlans: [StreamPlan] = []
+    var programs: [ProgramKey: StreamProgram] = [:]
+    var waitingAcceptors: [UInt64: (node: Int, plan: Int)] = [:]
+    var nextAcceptor: UInt64 = 0
+    var streamViolations: [String] = []
+    var cleanStreams = 0
+    var streamBytes = 0
     var trace: [String] = []
     var events = 0
     let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
@@ -145,6 +157,7 @@ final class Simulator {
         try checkMembership()
         try checkDelivery()
         try checkInvitations()
+        try checkStreams()
         // Everyone leaves every room: nothing may stay scheduled or queued.
         for index in nodes.indices {
             for room in nodes[index].engine?.roomNames ?? [] { command(index) { engine throws(SessionError) in try engine.leave(RoomID(room)!, at: self.time(index)) } }
@@ -168,7 +181,7 @@ final class Simulator {
         queue.indices.min(by: { (queue[$0].time, queue[$0].order) < (queue[$1].time, queue[$1].order) })
     }
 
-    private func alive(_ node: Int, _ incarnation: Int) -> Bool {
+    func alive(_ node: Int, _ incarnation: Int) -> Bool {
         nodes[node].engine != nil && nodes[node].incarnation == incarnation
     }
 
@@ -233,6 +246,15 @@ final class Simulator {
             if let target = nodes.firstIndex(where: { $0.peer.id == peer }) { intents.removeAll { $0.from == node && $0.to == target } }
         case .restart(let node):
             if nodes[node].engine == nil { boot(node) }
+        case .acceptStream(let node, let incarnation, let plan):
+            guard alive(node, incarnation) else { return }
+            startAccepting(node, plan: plan)
+        case .program(let node, let incarnation, let id):
+            guard alive(node, incarnation) else { return }
+            runProgram(node, id)
+        case .acceptorGivesUp(let node, let incarnation, let acceptor):
+            guard alive(node, incarnation), waitingAcceptors.removeValue(forKey: acceptor) != nil else { return }
+            nodes[node].engine?.cancelStreamAcceptor(acceptor)
         }
     }
 
@@ -294,6 +316,10 @@ final class Simulator {
             log("n\(node): invite \(id.description.prefix(6)) -> \(outcome)")
         case .peerConnected, .peerDisconnected:
             break
+        case .stream(let id, let signal):
+            streamSignal(node, id, signal)
+        case .streamHandedOver(let acceptor, let accepted):
+            handedOver(node, acceptor, accepted)
         }
     }
 
@@ -385,6 +411,7 @@ final class Simulator {
         nodes[index].incarnation += 1
         var configuration = SessionStateMachine.Configuration(ownID: nodes[index].peer.id, ownName: nodes[index].peer.name, port: 7473, autoAccept: .never)
         configuration.defaultInviteTimeout = 20_000
+        configuration.streamLimits = Self.streamLimits
         let ids = IDGenerator(seed: seed ^ UInt64(index &* 1_000_003) ^ UInt64(nodes[index].incarnation) << 40)
         let engine = SessionStateMachine(
             configuration: configuration, restored: try! nodes[index].store.restored(ownID: nodes[index].peer.id, knownPeers: nodes[index].known),
@@ -429,6 +456,7 @@ final class Simulator {
         case 25..<40: answer(node, accept: !chance(15))
         case 40..<80: send(from: node)
         case 80..<83: leaveRandomRoom(node)
+        case 83..<88: openStream(from: node)
         default: if options.faults { fault() } else { send(from: node) }
         }
     }
