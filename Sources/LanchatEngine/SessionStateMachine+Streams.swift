@@ -80,6 +80,12 @@ public struct AcceptedStream: Equatable, Sendable {
     public var id: WireID
     public var peer: SessionPeer
     public var name: StreamName
+
+    public init(id: WireID, peer: SessionPeer, name: StreamName) {
+        self.id = id
+        self.peer = peer
+        self.name = name
+    }
 }
 
 extension SessionStateMachine {
