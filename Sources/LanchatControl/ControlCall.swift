@@ -22,7 +22,8 @@ public enum ControlCall: Equatable, Sendable {
     case transfers
     case cancel(id: String)
     case stream(peer: String, name: String)
-    case streamAccept(name: String)
+    /// `from`: only a stream this peer opens (name, instance or id prefix); nil: any member's.
+    case streamAccept(name: String, from: String?)
     case connect(address: String, confirm: String?)
     case disconnect(peer: String)
 
@@ -130,8 +131,9 @@ public enum ControlCall: Equatable, Sendable {
             p["file_token"] = token
         case .stream(let peer, let name):
             p = ["peer": peer, "name": name]
-        case .streamAccept(let name):
+        case .streamAccept(let name, let from):
             p = ["name": name]
+            p["peer"] = from
         case .connect(let address, let confirm):
             p = ["address": address]
             p["confirm"] = confirm
@@ -139,11 +141,12 @@ public enum ControlCall: Equatable, Sendable {
         return p
     }
 
-    /// `stream` and `stream-accept`: the stream's name, and the peer to open it to (nil: wait for one).
-    public var streamTarget: (name: String, peer: String?)? {
+    /// `stream` and `stream-accept`: the stream's name, whether we open it (or wait for one), and the
+    /// peer (to open it to; to take it from, nil: any member).
+    public var streamTarget: (name: String, accept: Bool, peer: String?)? {
         switch self {
-        case .stream(let peer, let name): (name, peer)
-        case .streamAccept(let name): (name, nil)
+        case .stream(let peer, let name): (name, false, peer)
+        case .streamAccept(let name, let from): (name, true, from)
         default: nil
         }
     }
@@ -200,7 +203,7 @@ public enum ControlCall: Equatable, Sendable {
             self = .sendFile(peer: peer, path: path, fileToken: p.optional("file_token"))
         case .cancel: self = .cancel(id: try p.required("id"))
         case .stream: self = .stream(peer: try p.required("peer"), name: try p.required("name"))
-        case .streamAccept: self = .streamAccept(name: try p.required("name"))
+        case .streamAccept: self = .streamAccept(name: try p.required("name"), from: p.optional("peer"))
         case .connect:
             guard let address = p.optional("address") else { throw .badRequest("connect needs params.address (HOST[:PORT])") }
             self = .connect(address: address, confirm: p.optional("confirm"))

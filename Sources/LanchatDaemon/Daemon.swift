@@ -199,8 +199,8 @@ struct DaemonControlHandler: ControlHandler {
         return response
     }
 
-    func stream(named name: String, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
-        try await sessions.stream(named: name, peer: peer, isAlive: isAlive)
+    func stream(named name: String, accept: Bool, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+        try await sessions.stream(named: name, accept: accept, peer: peer, isAlive: isAlive)
     }
 
     func status() async -> DaemonStatus {

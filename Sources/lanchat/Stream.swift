@@ -11,19 +11,22 @@ struct StreamCommand: ParsableCommand {
             `lanchat stream --accept NAME` takes it the same way. Each side ends its direction at the end
             of its stdin (a terminal's at once when the other side's data ended); a side exits once both
             directions ended (0) or the stream broke (1).
-            Example: `tar c dir | lanchat stream h2 backup` and, on h2, `lanchat stream --accept backup | tar x`.
+            Example: `tar c dir | lanchat stream h2 backup` and, on h2, `lanchat stream --accept backup --from h1 | tar x`
+            (without --from, any member of a room you share may be the one whose stream is taken).
             A terminal on stderr shows bytes sent and received.
             """)
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Wait for a stream named NAME from a peer instead of opening one.") var accept = false
+    @Option(help: "With --accept: take the stream only from this peer (name or id prefix), not from any member.") var from: String?
     @Flag(help: "Print a JSON summary on stderr at the end.") var json = false
     @Argument(help: "PEER NAME, or with --accept: NAME.") var arguments: [String]
 
     func validate() throws {
         guard arguments.count == (accept ? 1 : 2) else {
-            throw ValidationError(accept ? "usage: lanchat stream --accept NAME" : "usage: lanchat stream PEER NAME")
+            throw ValidationError(accept ? "usage: lanchat stream --accept NAME [--from PEER]" : "usage: lanchat stream PEER NAME")
         }
+        guard accept || from == nil else { throw ValidationError("--from goes with --accept (a stream you open names its peer already)") }
     }
 
     func run() throws {
@@ -34,7 +37,7 @@ struct StreamCommand: ParsableCommand {
         let response: ControlResponse
         do {
             response = accept
-                ? try client.call(.streamAccept(name: arguments[0]))
+                ? try client.call(.streamAccept(name: arguments[0], from: from))
                 : try client.call(.stream(peer: arguments[0], name: arguments[1]))
         } catch { fail(error.message) }
         guard let entry = response.stream else { fail("the daemon sent no stream") }

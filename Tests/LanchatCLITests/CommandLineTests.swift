@@ -34,6 +34,7 @@ import Testing
         ["ping", "bob", "--count", "101"],
         ["stream", "bob"],                          // PEER NAME
         ["stream", "--accept", "a", "b"],           // only NAME
+        ["stream", "bob", "logs", "--from", "carol"], // --from only with --accept
         ["invite"],                                 // no peer
         ["no-such-command"],
     ])
@@ -61,7 +62,8 @@ import Testing
         let open = try parse(["stream", "bob", "logs"], as: StreamCommand.self)
         #expect(!open.accept && open.arguments == ["bob", "logs"])
         let accept = try parse(["stream", "--accept", "logs", "--json"], as: StreamCommand.self)
-        #expect(accept.accept && accept.json && accept.arguments == ["logs"])
+        #expect(accept.accept && accept.json && accept.arguments == ["logs"] && accept.from == nil)
+        #expect(try parse(["stream", "--accept", "logs", "--from", "bob"], as: StreamCommand.self).from == "bob")
         let sendFile = try parse(["send-file", "--to", "bob", "--to", "carol", "a.bin", "b.bin"], as: SendFile.self)
         #expect(sendFile.to == ["bob", "carol"] && sendFile.paths == ["a.bin", "b.bin"] && sendFile.room == nil)
         let history = try parse(["history", "--room", "lab", "--limit", "7"], as: History.self)

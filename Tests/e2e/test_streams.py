@@ -157,3 +157,35 @@ def test_a_hostile_peer_cannot_flood_a_stream(lan):
     assert wait_process(acceptor, 15, "the flooded acceptor to exit") == 1
     assert "more than it was allowed" in acceptor.stderr.read().decode()
     assert b.process.poll() is None
+
+
+def test_an_acceptor_that_names_its_peer_is_not_fed_by_another_member(lan):
+    """`lanchat stream --accept NAME --from PEER`: a member that opens NAME first does not get its bytes
+    into the acceptor's pipe (issue 11: `... | tar x` fed by the wrong member); the named peer's stream
+    is taken, and the acceptor says whom it got."""
+    from testlan import wait_for
+    lan.up(3)
+    lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    lan.start_daemon("h3", name="carol", extra=["--auto-accept", "all"])
+    wait_for(lambda: {"bob", "carol"} <= {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="discovery")
+    for peer in ("bob", "carol"):
+        assert lan.lanchat_json("h1", "invite", peer, "--room", "lab", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: len(lan.lanchat_json("h3", "members", "lab")["members"]) == 2, timeout=20, what="carol to know the whole room")
+    acceptor = lan.popen("h2", [LANCHAT, "stream", "--accept", "backup", "--from", "alice", "--json"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    # Carol, a member too, opens "backup" first: held, not given to the acceptor waiting for alice.
+    mallory = lan.popen("h3", [LANCHAT, "stream", "bob", "backup"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    mallory.stdin.write(b"rm -rf /\n")
+    mallory.stdin.flush()
+    time.sleep(1.5)
+    assert acceptor.poll() is None, "the acceptor took a stream before alice opened one"
+    result = lan.run("h1", [LANCHAT, "stream", "bob", "backup"], input="from alice\n", timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert wait_process(acceptor, 15, "the acceptor to end after alice's stream") == 0
+    assert acceptor.stdout.read() == b"from alice\n"
+    assert json.loads(acceptor.stderr.read().decode().strip().splitlines()[-1])["peer"] == "alice"
+    # Carol's open is refused once nobody took it (10 s), with the reason.
+    assert wait_process(mallory, 30, "carol's unwanted stream to be refused") == 1
+    assert "nobody on bob accepts streams named 'backup'" in mallory.stderr.read().decode()

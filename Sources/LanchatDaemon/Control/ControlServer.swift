@@ -11,9 +11,9 @@ public protocol ControlHandler: Sendable {
     /// Every method answered by one response (all but `watch`, `stream` and `stream-accept`).
     func respond(to call: ControlCall, id: Int) async -> ControlResponse
     func events() -> AsyncStream<ControlEvent>
-    /// Opens a named stream to `peer`, or (`peer` nil) waits for one from any peer. `isAlive`: whether
-    /// the client that asked is still connected.
-    func stream(named name: String, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream
+    /// Opens a named stream to `peer` (`accept` false), or waits for one (from `peer` only, if given).
+    /// `isAlive`: whether the client that asked is still connected.
+    func stream(named name: String, accept: Bool, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream
 }
 
 /// A named stream as the control server pipes it to a client.
@@ -126,7 +126,7 @@ public final class ControlServer: Service {
                             let channel = connection.channel
                             let stream: any ControlStream
                             do throws(ControlError) {
-                                stream = try await handler.stream(named: target.name, peer: target.peer) { channel.isActive }
+                                stream = try await handler.stream(named: target.name, accept: target.accept, peer: target.peer) { channel.isActive }
                             } catch {
                                 try await send(ControlResponse.failure(id: request.id, error))
                                 continue

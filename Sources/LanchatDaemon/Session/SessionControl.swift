@@ -191,13 +191,14 @@ struct SessionControl: Sendable {
         }
     }
 
-    /// Opens a named stream to `query`, or (nil) waits for one from any peer.
-    func stream(named name: String, peer query: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+    /// Opens a named stream to `query` (`accept` false), or waits for one (from `query` only, if given).
+    func stream(named name: String, accept: Bool, peer query: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
         var target: SessionPeer?
         if let query { target = try await peer(query) }
         do throws(SessionError) {
-            if let target { return SessionStream(stream: try await node.openStream(name, to: target)) }
-            return SessionStream(stream: try await node.acceptStream(name, isAlive: isAlive))
+            if accept { return SessionStream(stream: try await node.acceptStream(name, from: target?.id, isAlive: isAlive)) }
+            guard let target else { throw SessionError("bad_request", "stream needs params.peer") }
+            return SessionStream(stream: try await node.openStream(name, to: target))
         } catch {
             throw ControlError(code: error.code, message: error.message)
         }
