@@ -367,8 +367,13 @@ extension SessionNode {
             times[1].tv_nsec = Int(modified % 1000) * 1_000_000
             futimens(fd, times)
             close(fd)
-            while true {
-                let final = SafeFileName.unique(name) { candidate in access(directory + "/" + candidate, F_OK) == 0 }
+            // A name is taken by anything there, a dangling symbolic link included (lstat, not access).
+            func taken(_ candidate: String) -> Bool {
+                var info = stat()
+                return lstat(directory + "/" + candidate, &info) == 0
+            }
+            for _ in 0..<100 {
+                guard let final = SafeFileName.unique(name, exists: taken) else { break }
                 let target = directory + "/" + final
                 // link() fails if the name was taken meanwhile: no file is ever overwritten.
                 if link(part, target) == 0 {
@@ -377,6 +382,7 @@ extension SessionNode {
                 }
                 guard errno == EEXIST else { throw SessionError("write_failed", "cannot place \(final): \(String(cString: strerror(errno)))") }
             }
+            throw SessionError("write_failed", "no free name for \(name) in \(directory) (too many files of that name)")
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }

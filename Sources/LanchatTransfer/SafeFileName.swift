@@ -47,17 +47,33 @@ public enum SafeFileName {
         }
     }
 
-    /// Cuts a name to `maximumBytes` of UTF-8 on a character boundary, keeping an extension of up to 16 bytes.
+    /// Cuts a name to `maximumBytes` of UTF-8, keeping an extension of up to 16 bytes.
     static func truncate(_ name: String) -> String {
         guard name.utf8.count > maximumBytes else { return name }
         let (stem, suffix) = split(name)
         let keep = suffix.utf8.count <= 16 ? suffix : ""
+        return cut(stem, toBytes: maximumBytes - keep.utf8.count) + keep
+    }
+
+    /// The longest start of `text` of at most `limit` UTF-8 bytes: whole characters if at least one
+    /// fits, else whole scalars (one character can be hundreds of bytes of combining marks). Never empty
+    /// for a non-empty `text` and `limit >= 4`, so a cut stem never leaves a bare ".ext" (a hidden file).
+    static func cut(_ text: String, toBytes limit: Int) -> String {
         var result = ""
-        for character in stem {
-            if result.utf8.count + String(character).utf8.count + keep.utf8.count > maximumBytes { break }
+        for character in text {
+            if result.utf8.count + character.utf8.count > limit { break }
             result.append(character)
         }
-        return result + keep
+        guard result.isEmpty else { return result }
+        var scalars = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let width = UTF8.width(scalar)
+            if bytes + width > limit { break }
+            scalars.append(scalar)
+            bytes += width
+        }
+        return String(scalars)
     }
 
     /// "report.tar.gz" -> ("report.tar", ".gz"); "README" -> ("README", "").
@@ -66,16 +82,19 @@ public enum SafeFileName {
         return (String(name[..<dot]), String(name[dot...]))
     }
 
-    /// The first of `name`, `name (1).ext`, `name (2).ext`, ... for which `exists` is false.
-    public static func unique(_ name: String, exists: (String) -> Bool) -> String {
+    /// The first of `name`, `name (1).ext`, `name (2).ext`, ... for which `exists` is false, each within
+    /// `maximumBytes` (the stem is cut to make room for the counter, so a name of the maximum length
+    /// still gets distinct candidates); nil after `attempts` taken names. Always ends.
+    public static func unique(_ name: String, attempts: Int = 10_000, exists: (String) -> Bool) -> String? {
         guard exists(name) else { return name }
         let (stem, suffix) = split(name)
-        var counter = 1
-        while true {
-            let candidate = truncate("\(stem) (\(counter))\(suffix)")
+        for counter in 1...max(1, attempts) {
+            let tag = " (\(counter))"
+            let tail = tag.utf8.count + suffix.utf8.count <= 64 ? tag + suffix : tag
+            let candidate = cut(stem, toBytes: maximumBytes - tail.utf8.count) + tail
             if !exists(candidate) { return candidate }
-            counter += 1
         }
+        return nil
     }
 
     /// For messages: the name with control characters shown as `?` and cut to 80 characters.

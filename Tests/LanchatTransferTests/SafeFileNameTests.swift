@@ -52,6 +52,34 @@ import Testing
         #expect(SafeFileName.unique("archive.tar.gz", exists: taken.contains) == "archive.tar (1).gz")
     }
 
+    /// Issue 11, item 8: a 255-byte name received twice hung the file thread (the counter was cut off
+    /// again, so every candidate was the taken name).
+    @Test(arguments: [String(repeating: "a", count: 251) + ".txt", String(repeating: "漢", count: 85), String(repeating: "b", count: 255)])
+    func namesOfTheMaximumLengthStillGetDistinctCandidates(name: String) throws {
+        let safe = try SafeFileName.make(from: Array(name.utf8)).get()
+        var taken: Set<String> = [safe]
+        for expected in 1...30 {
+            let next = try #require(SafeFileName.unique(safe, exists: taken.contains))
+            #expect(next.utf8.count <= SafeFileName.maximumBytes)
+            #expect(next.contains("(\(expected))"))
+            #expect(!taken.contains(next) && !next.hasPrefix("."))
+            taken.insert(next)
+        }
+    }
+
+    @Test func uniqueAlwaysEndsEvenIfEveryNameIsTaken() {
+        #expect(SafeFileName.unique("photo.jpg", attempts: 50) { _ in true } == nil)
+    }
+
+    @Test func aCutNeverLeavesABareExtension() throws {
+        // One character of 300 combining marks: no whole character fits beside the extension.
+        let name = "x" + String(repeating: "\u{301}", count: 300) + ".bashrc"
+        let safe = try SafeFileName.make(from: Array(name.utf8)).get()
+        #expect(safe.utf8.count <= 255 && safe.unicodeScalars.first == "x" && safe.hasSuffix(".bashrc"))
+        let again = try #require(SafeFileName.unique(safe) { $0 == safe })
+        #expect(!again.hasPrefix(".") && again.utf8.count <= 255)
+    }
+
     @Test func randomBytesNeverEscape() {
         var generator = SystemRandomNumberGenerator()
         let pieces: [[UInt8]] = ["/", ".", "\\", "a", "\n", "\u{0}", " ", "\u{301}", "\u{202E}", "é", "\u{FEFF}"].map { Array($0.utf8) }

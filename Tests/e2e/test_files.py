@@ -204,3 +204,31 @@ def test_a_file_over_the_size_limit_is_refused_with_the_limit(lan):
     last = json.loads(result.stdout.splitlines()[-1])
     assert last["state"] == "refused" and "over this peer's limit of 1048576 bytes" in last["error"], last
     assert not os.path.exists(downloads) or os.listdir(downloads) == []
+
+
+def test_a_255_byte_name_twice_and_a_dangling_link_still_get_names(lan):
+    """Issue 11, item 8: a file with a 255-byte name received twice hung the daemon's only file thread
+    (every counted candidate was cut back to the taken name), and so did a dangling symbolic link at the
+    target name. Both now land under a free name, the link is left alone, and the daemon goes on."""
+    downloads = os.path.join(lan.dir, "downloads")
+    a, b = pair(lan, downloads)
+    long_name = "漢" * 85                      # 255 bytes of UTF-8
+    source = os.path.join(lan.dir, long_name)
+    with open(source, "wb") as f:
+        f.write(os.urandom(4096))
+    os.makedirs(downloads, exist_ok=True)
+    os.symlink("/nonexistent/target", os.path.join(downloads, "linked.bin"))
+    linked = os.path.join(lan.dir, "linked.bin")
+    with open(linked, "wb") as f:
+        f.write(b"not through the link")
+    for path in (source, source, linked):
+        result = lan.lanchat("h1", "send-file", "--to", "bob", path, timeout=60)
+        assert json.loads(result.stdout.splitlines()[-1])["state"] == "complete", result.stdout
+    landed = set(os.listdir(downloads))
+    assert long_name in landed, landed
+    counted = [n for n in landed if n.startswith("漢") and n != long_name]
+    assert len(counted) == 1 and counted[0].endswith(" (1)") and len(counted[0].encode()) <= 255, landed
+    assert os.readlink(os.path.join(downloads, "linked.bin")) == "/nonexistent/target"
+    assert open(os.path.join(downloads, "linked (1).bin"), "rb").read() == b"not through the link"
+    # Still serving: a message goes through.
+    assert lan.lanchat_json("h1", "send", "--room", "lab", "still here")["sent_now"] == 1
