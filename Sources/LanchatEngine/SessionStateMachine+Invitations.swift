@@ -144,6 +144,9 @@ extension SessionStateMachine {
         switch reply.outcome {
         case .accepted:
             addMember(entry.room, link.peer, hintFrom: link, at: now, &out)
+            let newcomer = RoomMember(room: entry.room, peer: link.peer.id)
+            if !historyOwed.contains(newcomer) { historyOwed.append(newcomer) }
+            if historyOwed.count > configuration.maximumUnansweredInvitations { historyOwed.removeFirst() }
             trustOnFirstUse(link.peer, &out)
             // (addMember sent the newcomer the members, and introduced it to them.)
             closeOutgoingInvitation(reply.id, .accepted, &out)

@@ -79,6 +79,7 @@ extension SessionStateMachine {
         _ room: RoomID, _ peer: SessionPeer, reason: String, keepQueued: Bool = false, at now: EngineTime, _ out: inout [SessionAction]
     ) {
         rooms[room]?.members[peer.id] = nil
+        historyOwed.removeAll { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
         departed.remove(RoomMember(room: room, peer: peer.id))
@@ -199,6 +200,7 @@ extension SessionStateMachine {
         guard let state = rooms.removeValue(forKey: room) else {
             throw SessionError("unknown_room", "you are not in room '\(room)'")
         }
+        historyOwed.removeAll { $0.room == room }
         var out: [SessionAction] = []
         for id in state.members.keys.sorted() {
             if let handle = links.handle(id) { out.append(.send(handle, [.roomLeave(.init(room: room, text: ""))])) }

@@ -7,6 +7,12 @@ import NIOCore
 /// each STREAM_DATA against what it allowed and hands it to the shell (`.stream(id, .data)`), and
 /// slices what the program writes into STREAM_DATA frames within the credit the peer granted. The shell
 /// keeps the program's side: its waiting reads and writes, and the bytes not read yet.
+///
+/// A stream lives on one connection: the one its STREAM_OPEN came or went on. Its frames go on that
+/// connection only, frames for it on another are ignored, and it ends when that connection closes,
+/// whichever connection serves the peer by then. (Bound to "the peer's connection" instead, it outlived
+/// a connection one side had already given up when the two sides briefly disagreed about which of two
+/// simultaneous connections serves them: the simulator found the stream left open on one side.)
 public struct StreamTable: Sendable {
     public struct Limits: Sendable, Equatable {
         /// Credit granted per direction when a stream opens, and the most a side may have outstanding.
@@ -29,6 +35,7 @@ public struct StreamTable: Sendable {
 
     struct Stream: Sendable, Equatable {
         var peer: SessionPeer
+        var handle: LinkHandle
         var name: StreamName
         /// We opened it and wait for STREAM_ACCEPT.
         var opening: Bool
@@ -45,6 +52,7 @@ public struct StreamTable: Sendable {
     struct PendingOpen: Sendable, Equatable {
         var open: WireFrame.StreamOpen
         var peer: SessionPeer
+        var handle: LinkHandle
     }
 
     struct Acceptor: Sendable, Equatable {
@@ -100,7 +108,7 @@ extension SessionStateMachine {
         }
         let id = ids.wireID()
         let window = streamTable.limits.window
-        streamTable.streams[id] = StreamTable.Stream(peer: entry.peer, name: name, opening: true, receiveAllowance: window)
+        streamTable.streams[id] = StreamTable.Stream(peer: entry.peer, handle: entry.handle, name: name, opening: true, receiveAllowance: window)
         timers.schedule(.streamOpen(id), at: now.monotonic + max(1, timeout))
         return (id, [.send(entry.handle, [.streamOpen(.init(id: id, name: name, credit: UInt32(window)))])])
     }
@@ -113,7 +121,7 @@ extension SessionStateMachine {
         if let index = streamTable.pendingOpens.firstIndex(where: { $0.open.name == name && (from == nil || $0.peer.id == from) }) {
             let pending = streamTable.pendingOpens.remove(at: index)
             timers.cancel(.pendingStreamOpen(pending.open.id))
-            if take(pending.open, from: pending.peer, acceptor: acceptor, &out) { return out }
+            if take(pending.open, from: pending.peer, on: pending.handle, acceptor: acceptor, &out) { return out }
         }
         guard streamTable.acceptors.count < streamTable.limits.maximumAcceptors else {
             throw SessionError("busy", "\(streamTable.limits.maximumAcceptors) programs are waiting for streams already")
@@ -134,10 +142,7 @@ extension SessionStateMachine {
         guard !stream.localFinished else { throw SessionError("stream_finished", "the stream was finished") }
         guard !stream.opening else { return (0, []) }
         var out: [SessionAction] = []
-        guard let handle = links.handle(stream.peer.id) else {
-            abortStream(id, reason: "the connection to \(stream.peer.name) was lost", tellPeer: false, &out)
-            return (0, out)
-        }
+        let handle = stream.handle
         var frames: [WireFrame] = []
         var taken = 0
         while data.readableBytes > 0, stream.sendCredit > 0 {
@@ -157,8 +162,8 @@ extension SessionStateMachine {
         guard var stream = streamTable.streams[id], count > 0 else { return [] }
         stream.consumed += count
         var out: [SessionAction] = []
-        if stream.consumed >= streamTable.limits.grantEvery, !stream.remoteFinished, let handle = links.handle(stream.peer.id) {
-            out.append(.send(handle, [.streamCredit(id: id, bytes: UInt32(stream.consumed))]))
+        if stream.consumed >= streamTable.limits.grantEvery, !stream.remoteFinished {
+            out.append(.send(stream.handle, [.streamCredit(id: id, bytes: UInt32(stream.consumed))]))
             stream.receiveAllowance += stream.consumed
             stream.consumed = 0
         }
@@ -172,7 +177,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         stream.localFinished = true
         streamTable.streams[id] = stream
-        if let handle = links.handle(stream.peer.id) { out.append(.send(handle, [.streamEnd(.init(id: id, status: .finished))])) }
+        out.append(.send(stream.handle, [.streamEnd(.init(id: id, status: .finished))]))
         forgetIfDone(id, &out)
         return out
     }
@@ -201,33 +206,33 @@ extension SessionStateMachine {
 
     // MARK: Streams: frames and time
 
-    mutating func streamFrame(_ frame: WireFrame, from entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+    mutating func streamFrame(_ frame: WireFrame, from entry: LinkTable.Entry, on handle: LinkHandle, at now: EngineTime, _ out: inout [SessionAction]) {
         let peer = entry.peer
         switch frame {
         case .streamOpen(let open):
             guard streamTable.streams[open.id] == nil, !streamTable.pendingOpens.contains(where: { $0.open.id == open.id }) else { return }
             guard sharesRoom(with: peer.id) else {
-                out.append(.send(entry.handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: you share no room with \(configuration.ownName)"))]))
+                out.append(.send(handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: you share no room with \(configuration.ownName)"))]))
                 return
             }
             guard open.credit <= 1 << 31 else {
-                out.append(.send(entry.handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: impossible credit"))]))
+                out.append(.send(handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: impossible credit"))]))
                 return
             }
             if let index = streamTable.acceptors.firstIndex(where: { $0.acceptor.name == open.name && ($0.acceptor.from == nil || $0.acceptor.from == peer.id) }) {
                 let waiting = streamTable.acceptors.remove(at: index)
-                if !take(open, from: peer, acceptor: waiting.id, &out) { streamTable.acceptors.insert(waiting, at: index) }
+                if !take(open, from: peer, on: handle, acceptor: waiting.id, &out) { streamTable.acceptors.insert(waiting, at: index) }
                 return
             }
             let fromPeer = streamTable.pendingOpens.filter { $0.peer.id == peer.id }.count
             guard streamTable.pendingOpens.count < streamTable.limits.maximumPendingOpens, fromPeer < streamTable.limits.maximumPendingOpensPerPeer else {
-                out.append(.send(entry.handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: too many streams waiting"))]))
+                out.append(.send(handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: too many streams waiting"))]))
                 return
             }
-            streamTable.pendingOpens.append(StreamTable.PendingOpen(open: open, peer: peer))
+            streamTable.pendingOpens.append(StreamTable.PendingOpen(open: open, peer: peer, handle: handle))
             timers.schedule(.pendingStreamOpen(open.id), at: now.monotonic + streamTable.limits.pendingOpenLifetime)
         case .streamAccept(let id, let credit):
-            guard var stream = streamTable.streams[id], stream.peer.id == peer.id, stream.opening else { return }
+            guard var stream = streamTable.streams[id], stream.peer.id == peer.id, stream.handle == handle, stream.opening else { return }
             guard credit <= 1 << 31 else {
                 abortStream(id, reason: "\(peer.name) granted an impossible credit", tellPeer: true, &out)
                 return
@@ -238,7 +243,7 @@ extension SessionStateMachine {
             timers.cancel(.streamOpen(id))
             out.append(.stream(id, .opened))
         case .streamData(let id, let data):
-            guard var stream = streamTable.streams[id], stream.peer.id == peer.id, !stream.opening else { return }
+            guard var stream = streamTable.streams[id], stream.peer.id == peer.id, stream.handle == handle, !stream.opening else { return }
             guard !stream.remoteFinished, data.readableBytes <= stream.receiveAllowance else {
                 abortStream(id, reason: "\(peer.name) sent more than it was allowed", tellPeer: true, &out)
                 return
@@ -247,7 +252,7 @@ extension SessionStateMachine {
             streamTable.streams[id] = stream
             if data.readableBytes > 0 { out.append(.stream(id, .data(data))) }
         case .streamCredit(let id, let bytes):
-            guard var stream = streamTable.streams[id], stream.peer.id == peer.id else { return }
+            guard var stream = streamTable.streams[id], stream.peer.id == peer.id, stream.handle == handle else { return }
             guard stream.sendCredit + Int(bytes) <= 1 << 31 else {
                 abortStream(id, reason: "\(peer.name) granted an impossible credit", tellPeer: true, &out)
                 return
@@ -256,12 +261,12 @@ extension SessionStateMachine {
             streamTable.streams[id] = stream
             out.append(.stream(id, .credit))
         case .streamEnd(let end):
-            if let index = streamTable.pendingOpens.firstIndex(where: { $0.open.id == end.id && $0.peer.id == peer.id }) {
+            if let index = streamTable.pendingOpens.firstIndex(where: { $0.open.id == end.id && $0.peer.id == peer.id && $0.handle == handle }) {
                 timers.cancel(.pendingStreamOpen(end.id))
                 streamTable.pendingOpens.remove(at: index)
                 return
             }
-            guard var stream = streamTable.streams[end.id], stream.peer.id == peer.id else { return }
+            guard var stream = streamTable.streams[end.id], stream.peer.id == peer.id, stream.handle == handle else { return }
             switch end.status {
             case .finished:
                 guard !stream.remoteFinished else { return }
@@ -289,34 +294,32 @@ extension SessionStateMachine {
     mutating func pendingStreamOpenExpired(_ id: WireID, _ out: inout [SessionAction]) {
         guard let index = streamTable.pendingOpens.firstIndex(where: { $0.open.id == id }) else { return }
         let pending = streamTable.pendingOpens.remove(at: index)
-        if let handle = links.handle(pending.peer.id) {
-            out.append(.send(handle, [.streamEnd(.init(
-                id: id, status: .refused, text: "refused: nobody on \(configuration.ownName) accepts streams named '\(pending.open.name)'"))]))
-        }
+        out.append(.send(pending.handle, [.streamEnd(.init(
+            id: id, status: .refused, text: "refused: nobody on \(configuration.ownName) accepts streams named '\(pending.open.name)'"))]))
     }
 
-    /// The connection to `peer` ended: its streams are aborted, its waiting opens dropped.
-    mutating func streamsLost(_ peer: PeerID, reason: String, _ out: inout [SessionAction]) {
-        for (id, stream) in streamTable.streams.sorted(by: { $0.key.description < $1.key.description }) where stream.peer.id == peer {
+    /// A connection ended (serving its peer or not): the streams on it are aborted, the opens that came
+    /// on it dropped.
+    mutating func streamsLost(on handle: LinkHandle, reason: String, _ out: inout [SessionAction]) {
+        for (id, stream) in streamTable.streams.sorted(by: { $0.key.description < $1.key.description }) where stream.handle == handle {
             abortStream(id, reason: "the connection to \(stream.peer.name) was lost (\(reason))", tellPeer: false, &out)
         }
-        for pending in streamTable.pendingOpens where pending.peer.id == peer { timers.cancel(.pendingStreamOpen(pending.open.id)) }
-        streamTable.pendingOpens.removeAll { $0.peer.id == peer }
+        for pending in streamTable.pendingOpens where pending.handle == handle { timers.cancel(.pendingStreamOpen(pending.open.id)) }
+        streamTable.pendingOpens.removeAll { $0.handle == handle }
     }
 
     // MARK: Streams: helpers
 
     /// Accepts an open for a waiting program: tells the peer, hands the stream over. False if the peer
     /// is no longer connected or too many streams are open (the open is then refused).
-    private mutating func take(_ open: WireFrame.StreamOpen, from peer: SessionPeer, acceptor: UInt64, _ out: inout [SessionAction]) -> Bool {
-        guard let handle = links.handle(peer.id) else { return false }
+    private mutating func take(_ open: WireFrame.StreamOpen, from peer: SessionPeer, on handle: LinkHandle, acceptor: UInt64, _ out: inout [SessionAction]) -> Bool {
         guard streamTable.streams.count < streamTable.limits.maximumStreams else {
             out.append(.send(handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: too many open streams"))]))
             return false
         }
         let window = streamTable.limits.window
         streamTable.streams[open.id] = StreamTable.Stream(
-            peer: peer, name: open.name, opening: false, sendCredit: Int(open.credit), receiveAllowance: window)
+            peer: peer, handle: handle, name: open.name, opening: false, sendCredit: Int(open.credit), receiveAllowance: window)
         out.append(.send(handle, [.streamAccept(id: open.id, credit: UInt32(window))]))
         out.append(.streamHandedOver(acceptor: acceptor, AcceptedStream(id: open.id, peer: peer, name: open.name)))
         return true
@@ -325,9 +328,9 @@ extension SessionStateMachine {
     private mutating func abortStream(_ id: WireID, reason: String, tellPeer: Bool, _ out: inout [SessionAction]) {
         guard let stream = streamTable.streams.removeValue(forKey: id) else { return }
         timers.cancel(.streamOpen(id))
-        if tellPeer, let handle = links.handle(stream.peer.id) {
+        if tellPeer {
             let text = String(decoding: Array(reason.utf8.prefix(1000)), as: UTF8.self)
-            out.append(.send(handle, [.streamEnd(.init(id: id, status: .aborted, text: text))]))
+            out.append(.send(stream.handle, [.streamEnd(.init(id: id, status: .aborted, text: text))]))
         }
         out.append(.stream(id, .ended(failure: reason)))
     }

@@ -143,6 +143,10 @@ public struct SessionStateMachine: Sendable {
     var tombstones: [RoomMember: Int64] = [:]
     /// Peers the shell's own conversations (transfers) need a connection to.
     var transferPeers: Set<PeerID> = []
+    /// Newcomers we invited that may ask us for the room's history once (HISTORY_REQUEST is answered
+    /// once per join, not on demand: each answer reads and sends up to `history-for-newcomers` messages).
+    /// Oldest first, at most `maximumUnansweredInvitations`.
+    var historyOwed: [RoomMember] = []
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
 
@@ -238,6 +242,8 @@ public struct SessionStateMachine: Sendable {
     /// A connection ended (whether or not it served its peer).
     public mutating func linkDown(_ handle: LinkHandle, reason: PeerCloseReason, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
+        // Streams live on their own connection, whether or not it was the one serving the peer.
+        streamsLost(on: handle, reason: "\(reason)", &out)
         guard let entry = links.closed(handle, reason: reason) else { return out }
         let id = entry.peer.id
         timers.cancel(.retransmit(id))
@@ -253,7 +259,6 @@ public struct SessionStateMachine: Sendable {
             closeOutgoingInvitation(wireID, outcome, &out)
         }
         out.append(.peerDisconnected(id, reason: "connection \(reason)"))
-        streamsLost(id, reason: "\(reason)", &out)
         for (wireID, entry) in pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
             timers.cancel(.incomingInvitation(wireID))
             pending[wireID] = nil
@@ -326,10 +331,12 @@ public struct SessionStateMachine: Sendable {
                 removeMember(leave.room, entry.peer, reason: leave.text, keepQueued: leave.text == Self.notAMember, at: now, &out)
                 bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)
             case .historyRequest(let room, let since):
-                guard rooms[room]?.members[entry.peer.id] != nil else { break }
+                guard rooms[room]?.members[entry.peer.id] != nil,
+                      let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }
+                historyOwed.remove(at: owed)
                 out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer))
             case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
-                streamFrame(frame, from: entry, at: now, &out)
+                streamFrame(frame, from: entry, on: handle, at: now, &out)
             default:
                 break
             }

@@ -62,3 +62,34 @@ import Testing
         #expect(storable(sender: bob.id.rawValue, kind: .file)?.kind == .file)
     }
 }
+
+/// HISTORY_REQUEST is answered once per join, to the newcomer we invited, not on demand (issue 11, item 5).
+@Suite struct HistoryRequestTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let lab = RoomID("lab")!
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    func sendsHistory(_ actions: [SessionAction]) -> Bool {
+        actions.contains { if case .sendHistory = $0 { true } else { false } }
+    }
+
+    @Test func onlyTheNewcomerWeInvitedAndOnlyOnce() {
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never), restored: .init(),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(0))
+        _ = node.beginInvite(bob, room: lab, at: at(0))
+        guard case .sent(let id) = node.sendInvite(bob, room: lab, context: [], timeout: 10_000, at: at(1)).0 else {
+            Issue.record("no invitation sent")
+            return
+        }
+        let request = WireFrame.historyRequest(room: lab, sinceMilliseconds: 0)
+        #expect(!sendsHistory(node.received([request], on: LinkHandle(1), at: at(2))))  // not a member yet
+        _ = node.received([.inviteReply(.init(id: id, outcome: .accepted, reason: ""))], on: LinkHandle(1), at: at(3))
+        #expect(sendsHistory(node.received([request], on: LinkHandle(1), at: at(4))))
+        #expect(!sendsHistory(node.received([request], on: LinkHandle(1), at: at(5))))   // again: nothing
+    }
+}
