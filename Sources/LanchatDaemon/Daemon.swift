@@ -125,7 +125,8 @@ public enum Daemon {
         let handler = DaemonControlHandler(
             advertisement: advertisement, port: listener.port, downloads: downloads, discovery: discovery, staticPeers: staticPeers,
             connector: connector, hub: hub,
-            startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(node: node, discovery: discovery, passedFiles: passedFiles))
+            startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(
+                node: node, discovery: discovery, passedFiles: passedFiles, sendsOnlyHandedOverFiles: configuration.socketGroup != nil))
         let control: ControlServer
         do {
             control = try await ControlServer(configuration: configuration, handler: handler, eventLoopGroup: eventLoopGroup, logger: logger)

@@ -39,6 +39,14 @@ extension SessionNode {
             pump(accept.id)
         case .resourceChunk(let chunk):
             guard var transfer = incomingTransfers[chunk.id], transfer.peer.id == link.peer.id else { return }
+            // The sender keeps at most its window (4 MiB) past what we reported written; one that sends
+            // far past it would fill this daemon's memory with queued chunks.
+            if chunk.offset + UInt64(chunk.data.readableBytes) > transfer.acknowledged + Self.maximumUnreportedBytes {
+                let actions = transfer.machine.writeFailed("\(link.peer.name) sent past its window (more than \(Self.maximumUnreportedBytes >> 20) MiB ahead of what was written)")
+                incomingTransfers[chunk.id] = transfer
+                performIncoming(actions, for: chunk.id, link: link)
+                return
+            }
             let actions = transfer.machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
             for case .write(let offset, let count) in actions {
                 // After a resume, the start of a chunk may be held already: only the new bytes count.
@@ -95,6 +103,15 @@ extension SessionNode {
             return
         }
         guard !resumingTransfers.contains(offer.id) else { return }
+        // A member may have a few transfers coming in at once, everyone together a few more: each holds a
+        // part file open and reserves disk space (a thousand one-byte offers used up the descriptors).
+        let fromPeer = incomingTransfers.values.filter { $0.peer.id == link.peer.id }.count
+        let total = incomingTransfers.count + resumingTransfers.count
+        guard fromPeer < Self.maximumIncomingPerPeer, total < Self.maximumIncoming else {
+            let limit = fromPeer >= Self.maximumIncomingPerPeer ? "\(Self.maximumIncomingPerPeer) from one peer" : "\(Self.maximumIncoming) in all"
+            link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "too many transfers at once (\(limit)); offer it again when one has ended"))])
+            return
+        }
         // History only from the member we asked, for the room we asked about.
         if offer.kind == .history {
             guard let room = offer.room, historyRequested[room] == link.peer.id else {
@@ -132,10 +149,16 @@ extension SessionNode {
         start(offer, from: link, partPath: partPath, fd: -1, partial: 0, hasher: SHA256())
     }
 
+    /// Incoming transfers at once, from one peer and in all.
+    static let maximumIncomingPerPeer = 16
+    static let maximumIncoming = 64
+    /// How far past what we reported written a sender may send (its window is 4 MiB).
+    static let maximumUnreportedBytes: UInt64 = 16 << 20
+
     /// After a restart: the `.part` file holds what arrived before; hash it (the final check covers it)
     /// and ask the sender for the rest.
     private func resume(_ offer: WireFrame.ResourceOffer, from link: Link, partPath: String) {
-        let fd = open(partPath, O_RDWR | O_CLOEXEC)
+        let fd = open(partPath, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else {
             start(offer, from: link, partPath: partPath, fd: -1, partial: 0, hasher: SHA256())
             return
@@ -207,7 +230,9 @@ extension SessionNode {
             unlink(partPath)
             try? store.updateTransfer(id: offer.id.description, state: "failed", now: Self.nowMilliseconds())
         } else if fd < 0 {
-            fd = open(partPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            // A new part file, never one found there (a link planted at its name included).
+            unlink(partPath)
+            fd = open(partPath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             if fd < 0 {
                 let text = "cannot write in \(storage(for: offer.kind).role) \(storage(for: offer.kind).path): \(String(cString: strerror(errno)))"
                 link.connection.send([.resourceEnd(.init(id: offer.id, status: .failed, text: text))])

@@ -50,3 +50,43 @@ def test_a_poisoned_history_is_refused_and_the_daemon_restarts_and_sends(lan):
     assert sent["recipients"] == 1
     mine = [m for m in lan.lanchat_json("h2", "history", "--room", "drop") if m["text"] == "after the restart"]
     assert len(mine) == 1 and 1 <= mine[0]["sequence"] < 1 << 32, mine
+
+
+def open_descriptors(lan, daemon):
+    """The daemon's open descriptors, counted inside its host (its own PID namespace)."""
+    return int(lan.run(daemon.host, ["sh", "-c", f"ls /proc/{daemon.pid()}/fd | wc -l"]).stdout)
+
+
+def test_a_flood_of_one_byte_offers_is_bounded_and_the_daemon_serves(lan):
+    """Issue 11, item 5: about 1,000 one-byte offers (no bytes ever sent) exhausted the daemon's
+    descriptors. Now at most 16 from one member are taken at once; the rest are refused with the limit."""
+    daemon, port = solo(lan)
+    before = open_descriptors(lan, daemon)
+    out = attack(lan, port, "offer-flood", "300")
+    assert out["joined"] and out["pong_after"], out
+    assert out["accepted"] == 16 and out["refused"] == 284, out
+    assert "too many transfers at once (16 from one peer)" in out["refusal"], out
+    assert open_descriptors(lan, daemon) <= before + 16 + 8, (before, open_descriptors(lan, daemon))
+    assert lan.lanchat_json("h2", "status")["name"] == "bob"
+
+
+def test_a_group_daemon_sends_only_files_handed_over(lan):
+    """Issue 11, item 10: with a socket group, other local users reach the daemon; it must not send a
+    path it opens with its own rights (its identity key, for one)."""
+    lan.up(2)
+    lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all", "--socket-group", "root"])
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    from testlan import wait_for
+    wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h1")), timeout=20, what="discovery")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    probe = ("import json,socket,sys; s=socket.socket(socket.AF_UNIX); s.connect('/run/lanchat/lanchatd.sock'); "
+             "s.sendall(json.dumps({'id':1,'method':'send-file','params':{'peer':'bob','path':'/etc/hostname'}}).encode()+b'\\n'); "
+             "print(s.makefile().readline())")
+    answer = json.loads(lan.run("h1", ["python3", "-c", probe]).stdout)
+    assert answer["ok"] is False and answer["error"]["code"] == "bad_file" and "hands over" in answer["error"]["message"], answer
+    # lanchat send-file hands the descriptor over: that works.
+    source = os.path.join(lan.dir, "note.txt")
+    with open(source, "w") as f:
+        f.write("handed over")
+    result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=60)
+    assert json.loads(result.stdout.splitlines()[-1])["state"] == "complete", result.stdout

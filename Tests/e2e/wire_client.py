@@ -233,6 +233,25 @@ def main():
             c.send(chunk(rid, 0, records))
             got = c.frames_until(0x43, timeout=10)
             out["end_status"] = got[2][16] if got and got[0] == 0x43 else None
+    elif scenario == "offer-flood":
+        # A member offers many one-byte files and never sends a byte: each accepted one would hold a
+        # part file open. Counted: accepted, refused (with the last refusal's text).
+        c.send(invite("drop"))
+        got = c.frames_until(0x03)
+        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        accepted, refused, text = 0, 0, None
+        for _ in range(int(sys.argv[4])):
+            c.send(offer(os.urandom(16), b"one.bin", b"x"))
+            got = c.frames_until((0x41, 0x43))
+            if got and got[0] == 0x41:
+                accepted += 1
+            elif got and got[0] == 0x43:
+                refused += 1
+                text = got[2][19:].decode("utf-8", "replace")
+        out.update(accepted=accepted, refused=refused, refusal=text)
+        c.send(frame(0x20, struct.pack(">Q", 9)))
+        got = c.frames_until(0x21)
+        out["pong_after"] = got is not None and got[0] == 0x21
     elif scenario == "unknown-type":
         c.send(frame(0x7E, b"xx"))
         got = c.frames_until(0x2F)

@@ -15,6 +15,9 @@ struct SessionControl: Sendable {
     let node: SessionNode
     let discovery: DiscoveryService
     var passedFiles = PassedFiles()
+    /// With a socket group, other local users reach the daemon: it then sends only files a client
+    /// opened and handed over, never a path it would open with its own rights (its key included).
+    var sendsOnlyHandedOverFiles = false
     static let defaultRoom = "lobby"
 
     private func room(_ text: String) throws(ControlError) -> RoomID {
@@ -160,6 +163,11 @@ struct SessionControl: Sendable {
     /// or else the daemon opens the path.
     func sendFile(to query: String, path: String, fileToken: String?) async throws(ControlError) -> TransferEntry? {
         var descriptor: Int32?
+        if fileToken == nil, sendsOnlyHandedOverFiles {
+            throw ControlError(
+                code: "bad_file",
+                message: "this daemon serves a group: it sends only files the client opens and hands over (lanchat send-file does), not paths it would open itself")
+        }
         if let fileToken {
             guard let fd = passedFiles.take(fileToken) else {
                 throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
