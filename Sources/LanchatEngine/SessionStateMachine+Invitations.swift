@@ -129,11 +129,15 @@ extension SessionStateMachine {
             out.append(.emit(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically")))
             return
         }
+        if pending[invite.id] != nil { return }
         guard pending.count < configuration.maximumPendingInvitations else {
             reply(.refused, "too many pending invitations", &out)
             return
         }
-        if pending[invite.id] != nil { return }
+        guard pending.values.filter({ $0.peer == peer.id }).count < configuration.maximumPendingInvitationsPerPeer else {
+            reply(.refused, "too many pending invitations from \(peer.name) (\(configuration.maximumPendingInvitationsPerPeer)); wait for an answer", &out)
+            return
+        }
         pending[invite.id] = PendingInvitation(invitation: invitation, peer: peer.id)
         timers.schedule(.incomingInvitation(invite.id), at: now.monotonic + timeout)
         out.append(.emit(.invitation(invitation)))

@@ -22,8 +22,10 @@ public struct SessionStateMachine: Sendable {
         public var defaultInviteTimeout: Int64 = 60_000
         /// The longest invitation timeout we honour.
         public var maximumInviteTimeout: Int64 = 3_600_000
-        /// Invitations waiting for an answer, at most.
+        /// Invitations waiting for an answer, at most (in all, and from one peer: one host cannot use up
+        /// everyone's share).
         public var maximumPendingInvitations = 64
+        public var maximumPendingInvitationsPerPeer = 4
         /// An unacknowledged reliable message is resent this often (milliseconds) while connected.
         public var retransmitInterval: Int64 = 5_000
         /// The longest wait between two dials of a member (milliseconds).

@@ -93,3 +93,30 @@ import Testing
         #expect(!sendsHistory(node.received([request], on: LinkHandle(1), at: at(5))))   // again: nothing
     }
 }
+
+@Suite struct InvitationBudgetTests {
+    @Test func onePeerCannotUseUpEveryonesPendingInvitations() {
+        let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+        let mallory = SessionPeer(id: SessionStateMachineTests.peerID(0x30), name: "mallory")
+        let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never), restored: .init(),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        let at = EngineTime(monotonic: 0, wall: 1_000_000)
+        _ = node.linkUp(LinkHandle(1), peer: mallory, dialedByUs: false, remoteAddress: nil, at: at)
+        _ = node.linkUp(LinkHandle(2), peer: bob, dialedByUs: false, remoteAddress: nil, at: at)
+        var refusals = 0
+        for n in 0..<10 {
+            let id = WireID(bytes: [UInt8](repeating: UInt8(n + 1), count: 16))!
+            let actions = node.received([.invite(.init(id: id, timeoutMilliseconds: 60_000, room: RoomID("r\(n)")!, context: []))], on: LinkHandle(1), at: at)
+            for case .send(_, let frames) in actions {
+                for case .inviteReply(let reply) in frames where reply.outcome == .refused { refusals += 1 }
+            }
+        }
+        #expect(refusals == 6)
+        #expect(node.invitations.count == 4)
+        let fromBob = WireID(bytes: [UInt8](repeating: 0x77, count: 16))!
+        _ = node.received([.invite(.init(id: fromBob, timeoutMilliseconds: 60_000, room: RoomID("lab")!, context: []))], on: LinkHandle(2), at: at)
+        #expect(node.invitations.count == 5)
+    }
+}
