@@ -84,7 +84,7 @@ public actor SessionNode {
     private let connector: PeerConnector
     let store: any SessionStore
     var knownPeers: KnownPeers
-    private let logger: Logger
+    let logger: Logger
 
     /// Every decision about links, invitations, rooms and delivery (pure; see LanchatEngine).
     var engine: SessionStateMachine

@@ -59,6 +59,42 @@ struct IncomingTransfer {
     var expected: [UInt8]?
 }
 
+/// A regular file open for sending: its descriptor (the transfer owns it), size and mtime.
+struct ResourceFile {
+    var fd: Int32
+    var path: String
+    var size: UInt64
+    var modified: UInt64
+
+    /// Opens `path` (or takes over `descriptor`, closing it on failure); only regular files.
+    static func open(_ path: String, descriptor: Int32?) throws(SessionError) -> ResourceFile {
+        let fd: Int32
+        if let descriptor {
+            fd = descriptor
+        } else {
+            var info = stat()
+            guard stat(path, &info) == 0 else {
+                throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            guard (info.st_mode & S_IFMT) == S_IFREG else { throw SessionError("bad_file", "\(path) is not a regular file") }
+            fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw SessionError("bad_file", "cannot open \(path): \(String(cString: strerror(errno)))") }
+        }
+        return try opened(fd, path: path)
+    }
+
+    /// A descriptor already open (closed on failure).
+    static func opened(_ fd: Int32, path: String) throws(SessionError) -> ResourceFile {
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw SessionError("bad_file", "\(path) is not a regular file")
+        }
+        let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
+        return ResourceFile(fd: fd, path: path, size: UInt64(info.st_size), modified: modified)
+    }
+}
+
 /// Ended transfers are remembered this long (a late re-offer is answered), and interrupted ones are
 /// given up after it (their `.part` file removed).
 let transferRetention: Int64 = 7 * 24 * 3600 * 1000
@@ -89,9 +125,11 @@ extension SessionNode {
         ResourceProgress(id: try await sendFile(path, to: peer), node: self)
     }
 
-    /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource.
+    /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource, on the
+    /// connection its request came on. The export is a temporary file in the history directory (under
+    /// the state directory, not `/tmp`), removed when the transfer ends.
     func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer) {
-        guard !messages.isEmpty else { return }
+        guard !messages.isEmpty, let link = links[peer.id] else { return }
         var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
         for message in messages {
             guard let id = WireID(hex: message.id) else { continue }
@@ -100,60 +138,62 @@ extension SessionNode {
                 timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body)
             try? record.encode(into: &buffer)
         }
-        var template = Array("/tmp/lanchat-history-XXXXXX".utf8CString)
+        let directory = storage(for: .history)
+        guard case .usable = directory.prepare() else {
+            logger.error("cannot export history for a newcomer", metadata: ["directory": "\(directory.path)"])
+            return
+        }
+        var template = Array((directory.path + "/.lanchat-history-out-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { return }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        let written = buffer.withUnsafeReadableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        guard written == buffer.readableBytes else { unlink(path); return }
-        Task {
-            do { _ = try await self.sendResource(path, to: peer, kind: .history, room: room, removeAfter: true) } catch { unlink(path) }
+        let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, 0) }
+        guard written == buffer.readableBytes else {
+            close(fd)
+            unlink(path)
+            return
+        }
+        do {
+            _ = try offerResource(ResourceFile.opened(fd, path: path), on: link, kind: .history, room: room, removeAfter: true)
+        } catch {
+            unlink(path)
         }
     }
 
     func sendResource(
         _ path: String, to peer: SessionPeer, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, removeAfter: Bool, descriptor: Int32? = nil
     ) async throws(SessionError) -> String {
-        var info = stat()
-        let fd: Int32
-        if let descriptor {
-            fd = descriptor
-        } else {
-            guard stat(path, &info) == 0 else {
-                throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))")
-            }
-            guard (info.st_mode & S_IFMT) == S_IFREG else { throw SessionError("bad_file", "\(path) is not a regular file") }
-            fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw SessionError("bad_file", "cannot open \(path): \(String(cString: strerror(errno)))") }
-        }
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            close(fd)
-            throw SessionError("bad_file", "\(path) is not a regular file")
-        }
-        let size = UInt64(info.st_size)
-        let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
-        let name = kind == .history ? "history of \(room?.rawValue ?? "?")" : path.split(separator: "/").last.map(String.init) ?? path
-        let id = WireID.random()
+        let file = try ResourceFile.open(path, descriptor: descriptor)
         let link: Link
         switch await dial(peer.id) {
         case .success(let value): link = value
         case .failure(let error):
-            close(fd)
+            close(file.fd)
             throw SessionError("unreachable", "\(peer.name): \(error.message)")
         }
-        // Hashed while sending (no pass over the file before the first byte goes out).
+        return try offerResource(file, on: link, kind: kind, room: room, removeAfter: removeAfter)
+    }
+
+    /// Offers an open file on a connection (hashed while it is sent: no pass over the file before the
+    /// first byte goes out). Returns the transfer id.
+    private func offerResource(
+        _ file: ResourceFile, on link: Link, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, removeAfter: Bool
+    ) throws(SessionError) -> String {
+        let name = kind == .history ? "history of \(room?.rawValue ?? "?")" : file.path.split(separator: "/").last.map(String.init) ?? file.path
+        let id = WireID.random()
         let offer = WireFrame.ResourceOffer(
-            id: id, room: room, kind: kind, name: Array(name.utf8), size: size, sha256: [], modifiedMilliseconds: modified, digestFollows: true)
+            id: id, room: room, kind: kind, name: Array(name.utf8), size: file.size, sha256: [], modifiedMilliseconds: file.modified,
+            digestFollows: true)
         if !removeAfter {
             // Kept until it ends, so that a restarted daemon resumes it.
             try? store.saveTransfer(StoredTransfer(
-                id: id.description, outgoing: true, peerID: link.peer.id.rawValue, peerName: link.peer.name, path: path, name: name,
-                size: Int64(size), sha256: Hex.string(offer.sha256), modified: Int64(modified)), now: Self.nowMilliseconds())
+                id: id.description, outgoing: true, peerID: link.peer.id.rawValue, peerName: link.peer.name, path: file.path, name: name,
+                size: Int64(file.size), sha256: Hex.string(offer.sha256), modified: Int64(file.modified)), now: Self.nowMilliseconds())
         }
         outgoingTransfers[id] = OutgoingTransfer(
-            id: id, peer: link.peer, path: path, name: name, fd: fd, size: size, machine: OutgoingResource(size: size), offer: offer,
-            removeAfter: removeAfter)
+            id: id, peer: link.peer, path: file.path, name: name, fd: file.fd, size: file.size, machine: OutgoingResource(size: file.size),
+            offer: offer, removeAfter: removeAfter)
         link.connection.send([.resourceOffer(offer)])
         report(outgoingInfo(outgoingTransfers[id]!))
         return id.description
@@ -163,6 +203,17 @@ extension SessionNode {
     /// ended long ago are forgotten, and given-up `.part` files removed.
     func restoreTransfers() {
         let now = Self.nowMilliseconds()
+        // History exports of an earlier run (sent to newcomers, never resumed) are not needed any more.
+        let historyDirectory = storage(for: .history).path
+        if let directory = opendir(historyDirectory) {
+            var stale: [String] = []
+            while let entry = readdir(directory) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name.hasPrefix(".lanchat-history-out-") { stale.append(name) }
+            }
+            closedir(directory)
+            for name in stale { unlink(historyDirectory + "/" + name) }
+        }
         for old in (try? store.pruneTransfers(before: now - transferRetention)) ?? [] where !old.outgoing && old.state == "active" {
             unlink(old.path)
         }
@@ -394,7 +445,10 @@ extension SessionNode {
     }
 
     func closeTransfers() {
-        for transfer in outgoingTransfers.values { close(transfer.fd) }
+        for transfer in outgoingTransfers.values {
+            close(transfer.fd)
+            if transfer.removeAfter { unlink(transfer.path) }
+        }
         for transfer in incomingTransfers.values where transfer.fd >= 0 { close(transfer.fd) }
         outgoingTransfers = [:]
         incomingTransfers = [:]

@@ -387,3 +387,8 @@ def test_a_newcomer_gets_the_history_it_missed_from_its_inviter(lan):
     wait_for(lambda: "while carol was out" in texts(lan, "h3"), timeout=20, what="the missed message at carol")
     got = texts(lan, "h3")
     assert len(got) == 52 and len(set(got)) == 52
+    # The inviters' history exports (temporary files under their state directories) are gone once sent.
+    for host in ("h1", "h2"):
+        incoming = os.path.join(lan.dir, host, "state", "incoming")
+        wait_for(lambda: not any(n.startswith(".lanchat-history-out-") for n in (os.listdir(incoming) if os.path.isdir(incoming) else [])),
+                 what=f"no history export left on {host}")
