@@ -39,14 +39,6 @@ extension SessionNode {
             pump(accept.id)
         case .resourceChunk(let chunk):
             guard var transfer = incomingTransfers[chunk.id], transfer.peer.id == link.peer.id else { return }
-            // The sender keeps at most its window (4 MiB) past what we reported written; one that sends
-            // far past it would fill this daemon's memory with queued chunks.
-            if chunk.offset + UInt64(chunk.data.readableBytes) > transfer.acknowledged + Self.maximumUnreportedBytes {
-                let actions = transfer.machine.writeFailed("\(link.peer.name) sent past its window (more than \(Self.maximumUnreportedBytes >> 20) MiB ahead of what was written)")
-                incomingTransfers[chunk.id] = transfer
-                performIncoming(actions, for: chunk.id, link: link)
-                return
-            }
             let actions = transfer.machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
             for case .write(let offset, let count) in actions {
                 // After a resume, the start of a chunk may be held already: only the new bytes count.
@@ -56,9 +48,9 @@ extension SessionNode {
                 transfer.queue.append((offset, data))
             }
             incomingTransfers[chunk.id] = transfer
-            // Progress is reported once bytes are written (see `write`), not when they arrive: a disk
-            // slower than the network then holds the sender back instead of filling this daemon's memory.
-            performIncoming(actions.filter { if case .sendAccept = $0 { false } else { true } }, for: chunk.id, link: link)
+            // Progress is reported as bytes are written (`write`, through the machine's `written`); a sender
+            // far past what was reported is stopped by the machine.
+            performIncoming(actions, for: chunk.id, link: link)
             write(chunk.id)
         case .resourceDigest(let id, let digest):
             guard var transfer = incomingTransfers[id], transfer.peer.id == link.peer.id, transfer.offer.digestFollows else { return }
@@ -94,9 +86,6 @@ extension SessionNode {
             guard transfer.peer.id == link.peer.id, transfer.offer.size == offer.size, transfer.offer.sha256 == offer.sha256 else { return }
             transfer.interrupted = false
             let actions = transfer.machine.resumed()
-            // The sender goes on from what arrived (queued bytes are still written): later progress
-            // must not go below it.
-            transfer.acknowledged = max(transfer.acknowledged, transfer.machine.received)
             incomingTransfers[offer.id] = transfer
             performIncoming(actions, for: offer.id, link: link)
             report(incomingInfo(transfer, state: "active"))
@@ -152,8 +141,6 @@ extension SessionNode {
     /// Incoming transfers at once, from one peer and in all.
     static let maximumIncomingPerPeer = 16
     static let maximumIncoming = 64
-    /// How far past what we reported written a sender may send (its window is 4 MiB).
-    static let maximumUnreportedBytes: UInt64 = 16 << 20
 
     /// After a restart: the `.part` file holds what arrived before; hash it (the final check covers it)
     /// and ask the sender for the rest.
@@ -249,7 +236,7 @@ extension SessionNode {
         }
         incomingTransfers[offer.id] = IncomingTransfer(
             id: offer.id, peer: link.peer, offer: offer, machine: machine, fd: fd, partPath: partPath, hasher: hasher,
-            startOffset: machine.received, written: machine.received, acknowledged: machine.received,
+            startOffset: machine.received, written: machine.received,
             expected: offer.digestFollows ? nil : offer.sha256)
         performIncoming(actions, for: offer.id, link: link)
         write(offer.id)  // an empty (or already complete) resource has no chunk to wait for: verify now
@@ -352,22 +339,16 @@ extension SessionNode {
                 if case .success(let hasher) = result {
                     transfer.hasher = hasher.value
                     if let last = batch.last { transfer.written = last.offset + UInt64(last.data.readableBytes) }
-                    // Progress every 1 MiB written (the sender keeps at most 4 MiB past it).
-                    if transfer.written > transfer.acknowledged, transfer.written - transfer.acknowledged >= 1 << 20,
-                       transfer.written < transfer.machine.size, !transfer.interrupted {
-                        transfer.acknowledged = transfer.written
-                        node.links[transfer.peer.id]?.connection.send([.resourceAccept(.init(id: id, offset: transfer.written))])
-                        if transfer.written - transfer.lastReport >= 8 << 20 {
-                            transfer.lastReport = transfer.written
-                            node.report(node.incomingInfo(transfer, state: "active"))
-                        }
-                    }
                 }
+                // Progress as the machine decides it (every 1 MiB written; the sender keeps at most 4 MiB past it).
+                let progress = transfer.interrupted ? [] : transfer.machine.written(upTo: transfer.written)
                 node.incomingTransfers[id] = transfer
+                if !progress.isEmpty { node.performIncoming(progress, for: id, link: node.links[transfer.peer.id]) }
+                guard var current = node.incomingTransfers[id] else { return }
                 if case .failure(let error) = result {
-                    let actions = transfer.machine.writeFailed("the receiver cannot write the file: \(error)")
-                    node.incomingTransfers[id] = transfer
-                    node.performIncoming(actions, for: id, link: node.links[transfer.peer.id])
+                    let actions = current.machine.writeFailed("the receiver cannot write the file: \(error)")
+                    node.incomingTransfers[id] = current
+                    node.performIncoming(actions, for: id, link: node.links[current.peer.id])
                     return
                 }
                 node.write(id)

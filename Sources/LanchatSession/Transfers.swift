@@ -52,9 +52,8 @@ struct IncomingTransfer {
     var lastReport: UInt64 = 0
     /// The connection dropped; the `.part` file is kept until the sender offers it again.
     var interrupted = false
-    /// Bytes written to the `.part` file, and the last progress reported to the sender.
+    /// Bytes written to the `.part` file (the machine reports progress from it).
     var written: UInt64 = 0
-    var acknowledged: UInt64 = 0
     /// The SHA-256 to check: from the offer, or from RESOURCE_DIGEST when the offer said it follows.
     var expected: [UInt8]?
 }

@@ -1,9 +1,11 @@
 /// The two ends of one resource transfer (a file, or a room's history), as pure state machines: the
 /// caller does the file I/O and the network, these decide what comes next. Offsets are bytes of the
-/// resource; `RESOURCE_ACCEPT(offset)` is both "start from here" and, later, "I hold this much"
+/// resource; `RESOURCE_ACCEPT(offset)` is both "start from here" and, later, "I have written this much"
 /// (flow control and the resume point). Rule that keeps both ends from waiting on each other: the
-/// receiver reports progress at least every `Limits.progressEvery` bytes (1 MiB), and a sender's window
-/// is at least twice that (`OutgoingResource` defaults to 4 MiB).
+/// receiver reports progress at least every `Limits.progressEvery` bytes written (1 MiB), and a sender's
+/// window is at least twice that (`OutgoingResource` defaults to 4 MiB). Progress counts bytes written,
+/// not bytes arrived: a disk slower than the network then holds the sender back instead of filling the
+/// receiver's memory, and a sender far past what was reported (`Limits.maximumAhead`) is stopped.
 
 /// The receiving end.
 public struct IncomingResource: Sendable {
@@ -16,19 +18,24 @@ public struct IncomingResource: Sendable {
         /// /x: Permission denied"), or `nil`. When set, `freeBytes` means nothing and offers are refused
         /// with this text, never as a lack of space.
         public var storageProblem: String?
-        /// Send progress (RESOURCE_ACCEPT) after this many new bytes.
+        /// Send progress (RESOURCE_ACCEPT) after this many new bytes written.
         public var progressEvery: UInt64
+        /// How far past the last progress reported the sender may send (its window is 4 MiB; more
+        /// would pile up in the receiver's memory).
+        public var maximumAhead: UInt64
 
-        public init(maximumSize: UInt64, freeBytes: UInt64, storageProblem: String? = nil, progressEvery: UInt64 = 1 << 20) {
+        public init(maximumSize: UInt64, freeBytes: UInt64, storageProblem: String? = nil, progressEvery: UInt64 = 1 << 20,
+                    maximumAhead: UInt64 = 16 << 20) {
             self.maximumSize = maximumSize
             self.freeBytes = freeBytes
             self.storageProblem = storageProblem
             self.progressEvery = progressEvery
+            self.maximumAhead = maximumAhead
         }
     }
 
     public enum Action: Equatable, Sendable {
-        /// Tell the sender to start (or resume) at this offset, or report progress.
+        /// Tell the sender to start (or resume) at this offset, or report progress (bytes written).
         case sendAccept(UInt64)
         /// Append the chunk's bytes to the `.part` file (they start at `offset`).
         case write(offset: UInt64, count: Int)
@@ -48,8 +55,10 @@ public struct IncomingResource: Sendable {
     public let name: String?
     public private(set) var received: UInt64
     public private(set) var state: State = .receiving
-    private var lastProgress: UInt64
+    /// The last offset told to the sender (RESOURCE_ACCEPT).
+    public private(set) var reported: UInt64
     private let progressEvery: UInt64
+    private let maximumAhead: UInt64
 
     /// Decides on an offer. `partialBytes`: what a `.part` file from an earlier attempt holds (its bytes
     /// are trusted only because the final SHA-256 check covers them). Returns the first actions.
@@ -70,7 +79,7 @@ public struct IncomingResource: Sendable {
         guard size - resume <= limits.freeBytes else {
             return refused(size: size, "not enough free space (\(size - resume) bytes needed, \(limits.freeBytes) free)")
         }
-        var machine = IncomingResource(size: size, name: name, received: resume, progressEvery: limits.progressEvery)
+        var machine = IncomingResource(size: size, name: name, received: resume, progressEvery: limits.progressEvery, maximumAhead: limits.maximumAhead)
         var actions: [Action] = [.sendAccept(resume)]
         if resume == size {
             machine.state = .verifying
@@ -79,12 +88,13 @@ public struct IncomingResource: Sendable {
         return (machine, actions)
     }
 
-    private init(size: UInt64, name: String?, received: UInt64, progressEvery: UInt64) {
+    private init(size: UInt64, name: String?, received: UInt64, progressEvery: UInt64, maximumAhead: UInt64 = 16 << 20) {
         self.size = size
         self.name = name
         self.received = received
-        self.lastProgress = received
+        self.reported = received
         self.progressEvery = max(1, progressEvery)
+        self.maximumAhead = maximumAhead
     }
 
     private static func refused(size: UInt64, _ text: String) -> (IncomingResource, [Action]) {
@@ -105,6 +115,9 @@ public struct IncomingResource: Sendable {
         guard end <= size else {
             return fail("the sender sent more than the \(size) bytes it offered", removePart: true)
         }
+        guard end <= reported + maximumAhead else {
+            return fail("the sender sent past its window (more than \(maximumAhead) bytes ahead of what was written)", removePart: true)
+        }
         guard end > received else { return [] }  // all held already
         let fresh = Int(end - received)
         let start = received
@@ -113,18 +126,23 @@ public struct IncomingResource: Sendable {
         if received == size {
             state = .verifying
             actions.append(.verify)
-        } else if received - lastProgress >= progressEvery {
-            lastProgress = received
-            actions.append(.sendAccept(received))
         }
         return actions
+    }
+
+    /// The bytes before `offset` are on disk: report progress every `progressEvery` bytes (not at the
+    /// end: the verdict tells the sender that).
+    public mutating func written(upTo offset: UInt64) -> [Action] {
+        guard state == .receiving, offset > reported, offset - reported >= progressEvery, offset < size else { return [] }
+        reported = offset
+        return [.sendAccept(offset)]
     }
 
     /// The sender offered this resource again (a new connection after a drop): tell it where to go on.
     /// Nothing while verifying: the outcome goes to the new connection when known.
     public mutating func resumed() -> [Action] {
         guard state == .receiving else { return [] }
-        lastProgress = received
+        reported = received
         return [.sendAccept(received)]
     }
 

@@ -9,7 +9,11 @@ import Testing
         #expect(actions == [.sendAccept(0)])
         #expect(machine.name == "a.txt")
         #expect(machine.chunk(offset: 0, count: 60) == [.write(offset: 0, count: 60)])
-        #expect(machine.chunk(offset: 60, count: 60) == [.write(offset: 60, count: 60), .sendAccept(120)])
+        #expect(machine.chunk(offset: 60, count: 60) == [.write(offset: 60, count: 60)])
+        // Progress counts what is written, every 100 bytes.
+        #expect(machine.written(upTo: 60).isEmpty)
+        #expect(machine.written(upTo: 120) == [.sendAccept(120)])
+        #expect(machine.reported == 120)
         #expect(machine.chunk(offset: 120, count: 130) == [.write(offset: 120, count: 130), .verify])
         #expect(machine.verified(true) == [.place(name: "a.txt"), .end(status: .complete, text: "", removePart: false)])
         #expect(machine.state == .done(.complete))
@@ -136,6 +140,7 @@ import Testing
                 case .write(let offset, let count):
                     #expect(offset == written)
                     written += UInt64(count)
+                    pending += receiver.written(upTo: written)
                 case .verify: pending += receiver.verified(true); verified = true
                 case .place, .end: break
                 }
@@ -184,8 +189,8 @@ import Testing
                 guard !inFlight.isEmpty else { break }
                 let chunk = inFlight.removeFirst()
                 let actions = receiver.chunk(offset: chunk.offset, count: chunk.count)
-                toSender = actions
                 written += Self.apply(actions, &receiver, &done)
+                toSender = receiver.written(upTo: written)
             }
             #expect(written == size && receiver.state == .done(.complete))
             #expect(sender.resent == lost)
@@ -206,6 +211,27 @@ import Testing
             }
         }
         return written
+    }
+
+    @Test func aSenderFarPastWhatWasReportedIsStopped() {
+        var (machine, _) = IncomingResource.offer(
+            rawName: Array("f".utf8), size: 10_000, limits: .init(maximumSize: 1 << 20, freeBytes: 1 << 20, progressEvery: 100, maximumAhead: 500),
+            partialBytes: 0)
+        #expect(machine.chunk(offset: 0, count: 500) == [.write(offset: 0, count: 500)])
+        // Nothing written yet, so nothing reported: the next byte is past the window.
+        guard case .end(.failed, let text, true)? = machine.chunk(offset: 500, count: 1).first else {
+            Issue.record("a chunk past the window was taken")
+            return
+        }
+        #expect(text.contains("past its window"))
+        #expect(machine.state == .done(.failed))
+        // Once progress is reported, the window moves with it.
+        var (honest, _) = IncomingResource.offer(
+            rawName: Array("f".utf8), size: 10_000, limits: .init(maximumSize: 1 << 20, freeBytes: 1 << 20, progressEvery: 100, maximumAhead: 500),
+            partialBytes: 0)
+        _ = honest.chunk(offset: 0, count: 500)
+        #expect(honest.written(upTo: 400) == [.sendAccept(400)])
+        #expect(honest.chunk(offset: 500, count: 400) == [.write(offset: 500, count: 400)])
     }
 
     @Test func chunksAlreadyHeldAreSkippedAfterAResume() {
