@@ -67,7 +67,8 @@ public enum ControlCall: Equatable, Sendable {
     }
 
     public static let pingCountRange = 1...100
-    public static let historyLimitRange = 1...1_000_000
+    /// One answer holds them all in memory (about 300 bytes each as JSON): 100,000 is some 30 MB.
+    public static let historyLimitRange = 1...100_000
 
     public var method: ControlMethod {
         switch self {

@@ -170,7 +170,7 @@ struct History: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
-        guard (1...1_000_000).contains(limit) else { throw ValidationError("--limit must be 1-1000000") }
+        guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be 1-100000") }
     }
 
     func run() throws {
