@@ -80,7 +80,9 @@ final class EventLog: Sendable {
     var all: [SessionEvent] { events.withLock { $0 } }
 }
 
-func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
+/// Waits for `condition`, failing the test after `timeout` (generous: these tests run beside CPU-heavy
+/// ones on a 2-core machine, and a wait that only ever passes is free).
+func eventually(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return }
