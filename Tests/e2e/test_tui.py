@@ -97,6 +97,7 @@ def test_messages_arrive_above_a_half_typed_line(lan):
         # Ctrl-C leaves and gives the terminal back (canonical mode and echo on).
         ui.keys("C-c")
         ui.wait(lambda lines: any(line.startswith("EXITED 0") for line in lines), "lanchat to exit")
+        ui.wait(lambda lines: any("icanon" in line for line in lines), "stty's report after lanchat exited")
         after = ui.screen()
         assert " icanon" in after and " echo" in after and "-icanon" not in after, after
     finally:
@@ -123,6 +124,8 @@ def test_resize_sigterm_and_a_stopping_daemon_leave_the_terminal_sane(lan):
         # SIGTERM: the terminal comes back.
         lan.run("h1", ["pkill", "-TERM", "-x", "lanchat"])
         ui.wait(lambda lines: any(line.startswith("EXITED") for line in lines), "lanchat to exit on SIGTERM")
+        # (The shell prints stty's report a moment after EXITED: wait for it, not only for EXITED.)
+        ui.wait(lambda lines: any("icanon" in line for line in lines), "stty's report after lanchat exited")
         assert " icanon" in ui.screen() and "-icanon" not in ui.screen()
     finally:
         ui.close()
@@ -131,6 +134,7 @@ def test_resize_sigterm_and_a_stopping_daemon_leave_the_terminal_sane(lan):
         ui.wait(lambda lines: "alice" in lines[-2], "the status line")
         alice.stop()
         ui.wait(lambda lines: any(line.startswith("EXITED 1") for line in lines), "lanchat to exit when the daemon stops")
+        ui.wait(lambda lines: any("icanon" in line for line in lines), "stty's report after lanchat exited")
         screen = ui.screen()
         assert "lanchatd closed the connection" in screen and " icanon" in screen and "-icanon" not in screen, screen
     finally:
