@@ -1,7 +1,8 @@
 /// A control request's method with its parameters, typed and checked: the one place that knows each
-/// method's parameters (names on the wire, which are required, their ranges). The daemon decodes a
-/// request into a `ControlCall` once and answers it with one switch; clients build one and send
-/// `request(id:)`. On the wire parameters stay a JSON object of strings (docs/control-api.md), so
+/// method's parameters on the wire (names, which are required, numbers and their ranges, flags). The
+/// daemon decodes a request into a `ControlCall` once and answers it with one switch; clients build one
+/// and send `request(id:)`. What needs the daemon's state (does the room or peer exist, is a name valid
+/// as a room or stream name) is checked where the daemon acts on it. On the wire parameters stay a JSON object of strings (docs/control-api.md), so
 /// clients in other languages keep working.
 public enum ControlCall: Equatable, Sendable {
     case status
@@ -140,16 +141,6 @@ public enum ControlCall: Equatable, Sendable {
             p["confirm"] = confirm
         }
         return p
-    }
-
-    /// `stream` and `stream-accept`: the stream's name, whether we open it (or wait for one), and the
-    /// peer (to open it to; to take it from, nil: any member).
-    public var streamTarget: (name: String, accept: Bool, peer: String?)? {
-        switch self {
-        case .stream(let peer, let name): (name, false, peer)
-        case .streamAccept(let name, let from): (name, true, from)
-        default: nil
-        }
     }
 
     public func request(id: Int) -> ControlRequest {

@@ -65,9 +65,13 @@ public struct StoredTransfer: Equatable, Sendable {
     public var sentMark: Int64
     /// Outgoing: bytes sent more than once so far (resumes).
     public var resent: Int64
+    /// Outgoing: which file it is ("device:inode" when it was opened), so that after a restart the path is
+    /// reopened only if it is still that very file ("": not recorded, by a store of schema 2).
+    public var fileIdentity: String
 
     public init(id: String, outgoing: Bool, peerID: String, peerName: String, path: String, name: String, size: Int64, sha256: String,
-                modified: Int64, room: String = "", state: String = "active", sentMark: Int64 = 0, resent: Int64 = 0) {
+                modified: Int64, room: String = "", state: String = "active", sentMark: Int64 = 0, resent: Int64 = 0,
+                fileIdentity: String = "") {
         self.id = id
         self.outgoing = outgoing
         self.peerID = peerID
@@ -81,5 +85,6 @@ public struct StoredTransfer: Equatable, Sendable {
         self.state = state
         self.sentMark = sentMark
         self.resent = resent
+        self.fileIdentity = fileIdentity
     }
 }

@@ -200,8 +200,12 @@ struct DaemonControlHandler: ControlHandler {
         return response
     }
 
-    func stream(named name: String, accept: Bool, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
-        try await sessions.stream(named: name, accept: accept, peer: peer, isAlive: isAlive)
+    func openStream(named name: String, to peer: String) async throws(ControlError) -> any ControlStream {
+        try await sessions.openStream(named: name, to: peer)
+    }
+
+    func acceptStream(named name: String, from peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+        try await sessions.acceptStream(named: name, from: peer, isAlive: isAlive)
     }
 
     func status() async -> DaemonStatus {

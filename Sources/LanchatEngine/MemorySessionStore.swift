@@ -10,11 +10,20 @@ public final class MemorySessionStore: SessionStore {
     private var roomOrder: [String] = []
     private var members: [String: [StoredMember]] = [:]
     private var saved: [String: (transfer: StoredTransfer, touched: Int64)] = [:]
+    private var depth = 0
 
     public init() {}
 
+    /// Nested calls join the outer one, as in SQLite (`ChatStore`): only the outermost rolls back.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
+        if depth > 0 {
+            depth += 1
+            defer { depth -= 1 }
+            return try body()
+        }
         let before = (messages, queues, roomOrder, members, saved)
+        depth = 1
+        defer { depth = 0 }
         do {
             return try body()
         } catch {
@@ -35,9 +44,10 @@ public final class MemorySessionStore: SessionStore {
         return true
     }
 
-    /// History order: timestamp, then sender, then sequence.
+    /// History order: timestamp, then sender, then sequence (as SQLite orders it), then id, so that ties
+    /// (which a sender's sequences make rare) never depend on a dictionary's order.
     private static func ordered(_ messages: some Sequence<StoredMessage>) -> [StoredMessage] {
-        messages.sorted { ($0.timestamp, $0.senderID, $0.sequence) < ($1.timestamp, $1.senderID, $1.sequence) }
+        messages.sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
     }
 
     public func history(room: String?, limit: Int) -> [StoredMessage] {

@@ -147,12 +147,7 @@ extension SessionStateMachine {
         guard let entry = outgoing[reply.id], entry.peer.id == link.peer.id else { return }
         switch reply.outcome {
         case .accepted:
-            addMember(entry.room, link.peer, hintFrom: link, at: now, &out)
-            let newcomer = RoomMember(room: entry.room, peer: link.peer.id)
-            if !historyOwed.contains(newcomer) { historyOwed.append(newcomer) }
-            if historyOwed.count > configuration.maximumUnansweredInvitations { historyOwed.removeFirst() }
-            trustOnFirstUse(link.peer, &out)
-            // (addMember sent the newcomer the members, and introduced it to them.)
+            admitInvitee(entry.room, from: link, at: now, &out)
             closeOutgoingInvitation(reply.id, .accepted, &out)
         case .declined: closeOutgoingInvitation(reply.id, .declined(reply.reason), &out)
         case .expired: closeOutgoingInvitation(reply.id, .expired, answered: true, &out)

@@ -32,6 +32,17 @@ extension SessionStateMachine {
         out.append(.requestHistory(room, link.handle))
     }
 
+    /// A peer we invited is in: by its INVITE_REPLY, or by its member list when that reply was lost. It is
+    /// a member (sent the members, introduced to them), its key is recorded, and it may ask us for the
+    /// room's history once (at most `maximumUnansweredInvitations` newcomers are owed it at a time).
+    mutating func admitInvitee(_ room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        addMember(room, link.peer, hintFrom: link, at: now, &out)
+        trustOnFirstUse(link.peer, &out)
+        let newcomer = RoomMember(room: room, peer: link.peer.id)
+        if !historyOwed.contains(newcomer) { historyOwed.append(newcomer) }
+        if historyOwed.count > configuration.maximumUnansweredInvitations { historyOwed.removeFirst() }
+    }
+
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         if rooms[room] == nil { rooms[room] = Room() }
         guard rooms[room]!.members[peer.id] == nil else { return }
@@ -97,8 +108,7 @@ extension SessionStateMachine {
         if room.members[sender] == nil, let index = unanswered.firstIndex(of: RoomMember(room: update.room, peer: sender)) {
             // We invited it and its answer was lost: it accepted.
             unanswered.remove(at: index)
-            addMember(update.room, link.peer, hintFrom: link, at: now, &out)
-            trustOnFirstUse(link.peer, &out)
+            admitInvitee(update.room, from: link, at: now, &out)
         }
         guard rooms[update.room]?.members[sender] != nil else {
             // A repeated claim (a resync) keeps the time of the first: it expires all the same.

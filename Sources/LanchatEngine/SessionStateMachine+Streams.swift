@@ -61,6 +61,9 @@ public struct StreamTable: Sendable {
         var from: PeerID?
     }
 
+    /// The most credit a side may have outstanding (the wire field is 32 bits; a grant past it is a lie).
+    static let maximumCredit = 1 << 31
+
     var limits = Limits()
     var streams: [WireID: Stream] = [:]
     /// Oldest first.
@@ -215,7 +218,7 @@ extension SessionStateMachine {
                 out.append(.send(handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: you share no room with \(configuration.ownName)"))]))
                 return
             }
-            guard open.credit <= 1 << 31 else {
+            guard open.credit <= StreamTable.maximumCredit else {
                 out.append(.send(handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: impossible credit"))]))
                 return
             }
@@ -233,7 +236,7 @@ extension SessionStateMachine {
             timers.schedule(.pendingStreamOpen(open.id), at: now.monotonic + streamTable.limits.pendingOpenLifetime)
         case .streamAccept(let id, let credit):
             guard var stream = streamTable.streams[id], stream.peer.id == peer.id, stream.handle == handle, stream.opening else { return }
-            guard credit <= 1 << 31 else {
+            guard credit <= StreamTable.maximumCredit else {
                 abortStream(id, reason: "\(peer.name) granted an impossible credit", tellPeer: true, &out)
                 return
             }
@@ -253,7 +256,7 @@ extension SessionStateMachine {
             if data.readableBytes > 0 { out.append(.stream(id, .data(data))) }
         case .streamCredit(let id, let bytes):
             guard var stream = streamTable.streams[id], stream.peer.id == peer.id, stream.handle == handle else { return }
-            guard stream.sendCredit + Int(bytes) <= 1 << 31 else {
+            guard stream.sendCredit + Int(bytes) <= StreamTable.maximumCredit else {
                 abortStream(id, reason: "\(peer.name) granted an impossible credit", tellPeer: true, &out)
                 return
             }
@@ -310,8 +313,8 @@ extension SessionStateMachine {
 
     // MARK: Streams: helpers
 
-    /// Accepts an open for a waiting program: tells the peer, hands the stream over. False if the peer
-    /// is no longer connected or too many streams are open (the open is then refused).
+    /// Accepts an open for a waiting program: tells the peer, hands the stream over. False if too many
+    /// streams are open (the open is then refused; the program keeps waiting).
     private mutating func take(_ open: WireFrame.StreamOpen, from peer: SessionPeer, on handle: LinkHandle, acceptor: UInt64, _ out: inout [SessionAction]) -> Bool {
         guard streamTable.streams.count < streamTable.limits.maximumStreams else {
             out.append(.send(handle, [.streamEnd(.init(id: open.id, status: .refused, text: "refused: too many open streams"))]))
@@ -326,8 +329,7 @@ extension SessionStateMachine {
     }
 
     private mutating func abortStream(_ id: WireID, reason: String, tellPeer: Bool, _ out: inout [SessionAction]) {
-        guard let stream = streamTable.streams.removeValue(forKey: id) else { return }
-        timers.cancel(.streamOpen(id))
+        guard let stream = forget(id) else { return }
         if tellPeer {
             let text = String(decoding: Array(reason.utf8.prefix(1000)), as: UTF8.self)
             out.append(.send(stream.handle, [.streamEnd(.init(id: id, status: .aborted, text: text))]))
@@ -335,9 +337,16 @@ extension SessionStateMachine {
         out.append(.stream(id, .ended(failure: reason)))
     }
 
+    /// Removes a stream and its timer.
+    @discardableResult
+    private mutating func forget(_ id: WireID) -> StreamTable.Stream? {
+        timers.cancel(.streamOpen(id))
+        return streamTable.streams.removeValue(forKey: id)
+    }
+
     private mutating func forgetIfDone(_ id: WireID, _ out: inout [SessionAction]) {
         guard let stream = streamTable.streams[id], stream.localFinished, stream.remoteFinished else { return }
-        streamTable.streams[id] = nil
+        forget(id)
         out.append(.stream(id, .ended(failure: nil)))
     }
 }

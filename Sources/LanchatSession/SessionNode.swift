@@ -117,7 +117,7 @@ public actor SessionNode {
     var streamAcceptors: [UInt64: StreamAcceptor] = [:]
     var nextStreamAcceptor: UInt64 = 0
     /// Offers being resumed from a `.part` file (hashing what it holds).
-    var resumingTransfers: Set<WireID> = []
+    var resumingTransfers: [WireID: PeerID] = [:]
     let fileIO: NIOThreadPool
 
     public init(
@@ -170,6 +170,7 @@ public actor SessionNode {
                 group.addTask { _ = await self.dial(peer) }
             }
         }
+        closeStreams()
         stopped = true
         timerWakeup?.cancel()
         checkpointWakeup?.cancel()
@@ -179,7 +180,6 @@ public actor SessionNode {
         for waiter in inviteWaiters.values { waiter.resume(returning: .unreachable("the node stopped")) }
         inviteWaiters = [:]
         closeTransfers()
-        closeStreams()
         eventSink.finish()
         store.close()
         try? await fileIO.shutdownGracefully()

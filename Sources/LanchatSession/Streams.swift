@@ -125,6 +125,8 @@ extension SessionNode {
     /// accepted for this program (it may have gone).
     public func acceptStream(_ name: String, from: PeerID? = nil, isAlive: @escaping @Sendable () -> Bool) async throws(SessionError) -> ByteStream {
         let streamName = try Self.streamName(name)
+        // Programs that stopped waiting do not count against the limit of waiting programs.
+        forgetGoneStreamAcceptors()
         nextStreamAcceptor += 1
         let acceptor = nextStreamAcceptor
         let actions = try engine.acceptStream(streamName, from: from, acceptor: acceptor)
@@ -226,14 +228,9 @@ extension SessionNode {
         return state.failure
     }
 
-    /// The node stops: streams aborted (their peers told), waiting programs answered.
+    /// The node stops: streams aborted (their peers told, before the connections close), waiting
+    /// programs answered.
     func closeStreams() {
-        for action in engine.stopStreams() {
-            switch action {
-            case .stream(let id, let signal): streamSignal(id, signal)
-            case .streamHandedOver(let acceptor, let accepted): streamHandedOver(acceptor, accepted)
-            default: break  // the connections are closed already
-            }
-        }
+        perform(engine.stopStreams())
     }
 }

@@ -91,16 +91,7 @@ extension SessionNode {
             report(incomingInfo(transfer, state: "active"))
             return
         }
-        guard !resumingTransfers.contains(offer.id) else { return }
-        // A member may have a few transfers coming in at once, everyone together a few more: each holds a
-        // part file open and reserves disk space (a thousand one-byte offers used up the descriptors).
-        let fromPeer = incomingTransfers.values.filter { $0.peer.id == link.peer.id }.count
-        let total = incomingTransfers.count + resumingTransfers.count
-        guard fromPeer < Self.maximumIncomingPerPeer, total < Self.maximumIncoming else {
-            let limit = fromPeer >= Self.maximumIncomingPerPeer ? "\(Self.maximumIncomingPerPeer) from one peer" : "\(Self.maximumIncoming) in all"
-            link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "too many transfers at once (\(limit)); offer it again when one has ended"))])
-            return
-        }
+        guard resumingTransfers[offer.id] == nil else { return }
         // History only from the member we asked, for the room we asked about.
         if offer.kind == .history {
             guard let room = offer.room, historyRequested[room] == link.peer.id else {
@@ -118,22 +109,34 @@ extension SessionNode {
         // A history resource is not a download: its part file goes to the state directory's `incoming`,
         // never the download directory.
         let partPath = storage(for: offer.kind).path + "/.lanchat-" + offer.id.description + ".part"
-        if offer.kind == .file, let saved = try? store.transfer(id: offer.id.description), !saved.outgoing,
-           saved.peerID == link.peer.id.rawValue {
-            switch saved.state {
-            case "complete":
-                // Received before; the sender missed our answer (the connection dropped): say it again.
-                link.connection.send([.resourceEnd(.init(id: offer.id, status: .complete))])
-                return
-            case "cancelled":
-                link.connection.send([.resourceEnd(.init(id: offer.id, status: .cancelled, text: "cancelled by the receiver"))])
-                return
-            case "active" where saved.size == Int64(offer.size) && saved.sha256 == Hex.string(offer.sha256) && saved.path == partPath:
-                resume(offer, from: link, partPath: partPath)
-                return
-            default:
-                break  // failed before: a new attempt from the start
-            }
+        // What this peer sent us under this id before (a re-offer after a dropped connection or a restart).
+        let saved = offer.kind == .file
+            ? (try? store.transfer(id: offer.id.description)).flatMap { !$0.outgoing && $0.peerID == link.peer.id.rawValue ? $0 : nil } : nil
+        switch saved?.state {
+        case "complete":
+            // Received before; the sender missed our answer (the connection dropped): say it again.
+            link.connection.send([.resourceEnd(.init(id: offer.id, status: .complete))])
+            return
+        case "cancelled":
+            link.connection.send([.resourceEnd(.init(id: offer.id, status: .cancelled, text: "cancelled by the receiver"))])
+            return
+        default:
+            break  // active (resumed below) or failed before (a new attempt from the start)
+        }
+        // A member may have a few transfers coming in at once, everyone together a few more: each holds a
+        // part file open and reserves disk space (a thousand one-byte offers used up the descriptors).
+        let fromPeer = incomingTransfers.values.filter { $0.peer.id == link.peer.id }.count + resumingTransfers.values.filter { $0 == link.peer.id }.count
+        let total = incomingTransfers.count + resumingTransfers.count
+        guard fromPeer < Self.maximumIncomingPerPeer, total < Self.maximumIncoming else {
+            let limit = fromPeer >= Self.maximumIncomingPerPeer ? "\(Self.maximumIncomingPerPeer) from one peer" : "\(Self.maximumIncoming) in all"
+            link.connection.send([.resourceEnd(.init(id: offer.id, status: .refused, text: "too many transfers at once (\(limit)); offer it again when one has ended"))])
+            // A refused history is not taken later either.
+            if offer.kind == .history, let room = offer.room { engine.historyEnded(room) }
+            return
+        }
+        if let saved, saved.state == "active", saved.size == Int64(offer.size), saved.sha256 == Hex.string(offer.sha256), saved.path == partPath {
+            resume(offer, from: link, partPath: partPath)
+            return
         }
         start(offer, from: link, partPath: partPath, fd: -1, partial: 0, hasher: SHA256())
     }
@@ -150,7 +153,7 @@ extension SessionNode {
             start(offer, from: link, partPath: partPath, fd: -1, partial: 0, hasher: SHA256())
             return
         }
-        resumingTransfers.insert(offer.id)
+        resumingTransfers[offer.id] = link.peer.id
         let size = offer.size
         let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(UInt64, SHA256)> in
             var info = stat()
@@ -173,7 +176,7 @@ extension SessionNode {
         future.whenComplete { [weak self] result in
             guard let self else { return }
             self.assumeIsolated { node in
-                node.resumingTransfers.remove(offer.id)
+                node.resumingTransfers[offer.id] = nil
                 guard let link = node.links[link.peer.id] else {
                     close(fd)  // gone again; the next offer starts over from the file
                     return

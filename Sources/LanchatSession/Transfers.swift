@@ -24,8 +24,9 @@ struct OutgoingTransfer {
     /// Acknowledged bytes when `started` was set (the rate counts this run only).
     var startOffset: UInt64 = 0
     var state = "offered"
-    /// A temporary file (a history export) to delete when done; such transfers are not resumed.
-    var removeAfter = false
+    /// A history export: its file has no name (only the descriptor reads it, and it goes when the
+    /// transfer ends, a crash included); not saved, not resumed.
+    var ephemeral = false
     /// What the store says was possibly handed to a connection (an upper bound, written ahead).
     var sentMark: UInt64 = 0
     /// The sender hashes what it reads, in order, while sending (RESOURCE_DIGEST once all is read).
@@ -58,12 +59,16 @@ struct IncomingTransfer {
     var expected: [UInt8]?
 }
 
-/// A regular file open for sending: its descriptor (the transfer owns it), size and mtime.
+/// A regular file open for sending: its descriptor (the transfer owns it), size, mtime and identity.
 struct ResourceFile {
     var fd: Int32
     var path: String
     var size: UInt64
     var modified: UInt64
+    /// "device:inode": after a restart, the path is reopened only if it is still this file.
+    var identity: String
+
+    static func identity(_ info: stat) -> String { "\(info.st_dev):\(info.st_ino)" }
 
     /// Opens `path` (or takes over `descriptor`, closing it on failure); only regular files.
     static func open(_ path: String, descriptor: Int32?) throws(SessionError) -> ResourceFile {
@@ -90,7 +95,7 @@ struct ResourceFile {
             throw SessionError("bad_file", "\(path) is not a regular file")
         }
         let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
-        return ResourceFile(fd: fd, path: path, size: UInt64(info.st_size), modified: modified)
+        return ResourceFile(fd: fd, path: path, size: UInt64(info.st_size), modified: modified, identity: identity(info))
     }
 }
 
@@ -109,13 +114,13 @@ extension SessionNode {
     /// Offers a file to a peer; progress and the outcome arrive as `.transfer` events. Returns the
     /// transfer id once the file is hashed and the offer is sent.
     public func sendFile(_ path: String, to peer: SessionPeer) async throws(SessionError) -> String {
-        try await sendResource(path, to: peer, kind: .file, room: nil, removeAfter: false)
+        try await sendResource(path, to: peer)
     }
 
     /// Sends the file open on `descriptor` (the node takes it over and closes it), named after `path`:
     /// for a daemon that cannot open people's files itself (the client passed the descriptor).
     public func sendFile(descriptor: Int32, path: String, to peer: SessionPeer) async throws(SessionError) -> String {
-        try await sendResource(path, to: peer, kind: .file, room: nil, removeAfter: false, descriptor: descriptor)
+        try await sendResource(path, to: peer, descriptor: descriptor)
     }
 
     /// Like `sendFile`, returning a handle to follow and cancel the transfer (Multipeer Connectivity's
@@ -147,22 +152,18 @@ extension SessionNode {
         guard fd >= 0 else { return }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        // Only the descriptor reads it from here on: nameless, it cannot outlive the transfer.
+        unlink(path)
         let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, 0) }
         guard written == buffer.readableBytes else {
             close(fd)
-            unlink(path)
             return
         }
-        do {
-            _ = try offerResource(ResourceFile.opened(fd, path: path), on: link, kind: .history, room: room, removeAfter: true)
-        } catch {
-            unlink(path)
-        }
+        _ = try? offerResource(ResourceFile.opened(fd, path: path), on: link, kind: .history, room: room, ephemeral: true)
     }
 
-    func sendResource(
-        _ path: String, to peer: SessionPeer, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, removeAfter: Bool, descriptor: Int32? = nil
-    ) async throws(SessionError) -> String {
+    /// Opens (or takes over `descriptor`), dials the peer and offers the file.
+    func sendResource(_ path: String, to peer: SessionPeer, descriptor: Int32? = nil) async throws(SessionError) -> String {
         let file = try ResourceFile.open(path, descriptor: descriptor)
         let link: Link
         switch await dial(peer.id) {
@@ -171,28 +172,29 @@ extension SessionNode {
             close(file.fd)
             throw SessionError("unreachable", "\(peer.name): \(error.message)")
         }
-        return try offerResource(file, on: link, kind: kind, room: room, removeAfter: removeAfter)
+        return try offerResource(file, on: link, kind: .file, room: nil, ephemeral: false)
     }
 
     /// Offers an open file on a connection (hashed while it is sent: no pass over the file before the
     /// first byte goes out). Returns the transfer id.
     private func offerResource(
-        _ file: ResourceFile, on link: Link, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, removeAfter: Bool
+        _ file: ResourceFile, on link: Link, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, ephemeral: Bool
     ) throws(SessionError) -> String {
         let name = kind == .history ? "history of \(room?.rawValue ?? "?")" : file.path.split(separator: "/").last.map(String.init) ?? file.path
         let id = WireID.random()
         let offer = WireFrame.ResourceOffer(
             id: id, room: room, kind: kind, name: Array(name.utf8), size: file.size, sha256: [], modifiedMilliseconds: file.modified,
             digestFollows: true)
-        if !removeAfter {
+        if !ephemeral {
             // Kept until it ends, so that a restarted daemon resumes it.
             try? store.saveTransfer(StoredTransfer(
                 id: id.description, outgoing: true, peerID: link.peer.id.rawValue, peerName: link.peer.name, path: file.path, name: name,
-                size: Int64(file.size), sha256: Hex.string(offer.sha256), modified: Int64(file.modified)), now: Self.nowMilliseconds())
+                size: Int64(file.size), sha256: Hex.string(offer.sha256), modified: Int64(file.modified), fileIdentity: file.identity),
+                now: Self.nowMilliseconds())
         }
         outgoingTransfers[id] = OutgoingTransfer(
             id: id, peer: link.peer, path: file.path, name: name, fd: file.fd, size: file.size, machine: OutgoingResource(size: file.size),
-            offer: offer, removeAfter: removeAfter)
+            offer: offer, ephemeral: ephemeral)
         link.connection.send([.resourceOffer(offer)])
         report(outgoingInfo(outgoingTransfers[id]!))
         return id.description
@@ -202,17 +204,6 @@ extension SessionNode {
     /// ended long ago are forgotten, and given-up `.part` files removed.
     func restoreTransfers() {
         let now = Self.nowMilliseconds()
-        // History exports of an earlier run (sent to newcomers, never resumed) are not needed any more.
-        let historyDirectory = storage(for: .history).path
-        if let directory = opendir(historyDirectory) {
-            var stale: [String] = []
-            while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                if name.hasPrefix(".lanchat-history-out-") { stale.append(name) }
-            }
-            closedir(directory)
-            for name in stale { unlink(historyDirectory + "/" + name) }
-        }
         for old in (try? store.pruneTransfers(before: now - transferRetention)) ?? [] where !old.outgoing && old.state == "active" {
             unlink(old.path)
         }
@@ -220,11 +211,14 @@ extension SessionNode {
             guard let id = WireID(hex: saved.id), let peerID = PeerID(saved.peerID), let digest = Hex.bytes(saved.sha256) else { continue }
             let peer = SessionPeer(id: peerID, name: saved.peerName)
             var info = stat()
-            let fd = open(saved.path, O_RDONLY | O_CLOEXEC)
+            let fd = open(saved.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)  // (never blocks on a FIFO put at the path)
             let openError = errno
             let modified = fd >= 0 && fstat(fd, &info) == 0
                 ? Int64(info.st_mtim.tv_sec) * 1000 + Int64(info.st_mtim.tv_nsec / 1_000_000) : -1
-            guard fd >= 0, Int64(info.st_size) == saved.size, modified == saved.modified else {
+            // The very file that was sent (its device and inode), not whatever the path names now: a
+            // client that handed over its own file must not get another one sent under that path.
+            let same = fd >= 0 && (saved.fileIdentity.isEmpty || ResourceFile.identity(info) == saved.fileIdentity)
+            guard fd >= 0, same, Int64(info.st_size) == saved.size, modified == saved.modified else {
                 if fd >= 0 { close(fd) }
                 try? store.updateTransfer(id: saved.id, state: "failed", now: now)
                 keepEnded(TransferInfo(
@@ -289,7 +283,7 @@ extension SessionNode {
             guard transfer.machine.isFinishedSending, transfer.digest == nil else { return }
         }
         let (offset, count) = next ?? (transfer.size, 0)
-        if !transfer.removeAfter, offset + UInt64(count) > transfer.sentMark {
+        if !transfer.ephemeral, offset + UInt64(count) > transfer.sentMark {
             // Written ahead (8 MiB at a time), so that after a crash what was sent twice is never under-counted.
             transfer.sentMark = min(transfer.size, offset + UInt64(count) + (8 << 20))
             try? store.updateTransfer(id: id.description, sentMark: Int64(transfer.sentMark), now: Self.nowMilliseconds())
@@ -357,13 +351,12 @@ extension SessionNode {
     func endOutgoingTransfer(_ id: WireID, state: String, error: String?) {
         guard var transfer = outgoingTransfers.removeValue(forKey: id) else { return }
         close(transfer.fd)
-        if state == "cancelled", links[transfer.peer.id] == nil, !transfer.removeAfter {
+        if state == "cancelled", links[transfer.peer.id] == nil, !transfer.ephemeral {
             // The receiver is told when it is back (it keeps a `.part` file until then).
             try? store.updateTransfer(id: id.description, state: "cancelled", now: Self.nowMilliseconds())
         } else {
             try? store.deleteTransfer(id: id.description)
         }
-        if transfer.removeAfter { unlink(transfer.path) }
         transfer.state = state
         if state == "complete" { _ = try? transfer.machine.accepted(transfer.size) }
         let info = outgoingInfo(transfer, error: error)
@@ -421,7 +414,7 @@ extension SessionNode {
     /// (receiver); a history resource is simply lost (the newcomer asks again when it reconnects).
     func transfersLost(peer: PeerID, reason: String) {
         for (id, var transfer) in outgoingTransfers where transfer.peer.id == peer {
-            if transfer.removeAfter {
+            if transfer.ephemeral {
                 endOutgoingTransfer(id, state: "failed", error: reason)
                 continue
             }
@@ -444,10 +437,7 @@ extension SessionNode {
     }
 
     func closeTransfers() {
-        for transfer in outgoingTransfers.values {
-            close(transfer.fd)
-            if transfer.removeAfter { unlink(transfer.path) }
-        }
+        for transfer in outgoingTransfers.values { close(transfer.fd) }
         for transfer in incomingTransfers.values where transfer.fd >= 0 { close(transfer.fd) }
         outgoingTransfers = [:]
         incomingTransfers = [:]

@@ -6,7 +6,7 @@ import LanchatCore
 /// daemon. Writes happen inside `transaction`, so that a batch costs one commit.
 public final class ChatStore: SessionStore {
     public static let fileName = "history.sqlite3"
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     private let db: SQLiteDatabase
     private var depth = 0
 
@@ -41,9 +41,14 @@ public final class ChatStore: SessionStore {
                 id TEXT PRIMARY KEY, outgoing INTEGER NOT NULL, peer_id TEXT NOT NULL, peer_name TEXT NOT NULL,
                 path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
                 modified INTEGER NOT NULL, room TEXT NOT NULL, state TEXT NOT NULL, sent_mark INTEGER NOT NULL,
-                resent INTEGER NOT NULL, updated_at INTEGER NOT NULL);
-            PRAGMA user_version = 2;
+                resent INTEGER NOT NULL, updated_at INTEGER NOT NULL, file_identity TEXT NOT NULL DEFAULT '');
             """)
+        // Schema 3 added `transfers.file_identity` (a file of schema 2 gains it, empty).
+        let columns = try db.query("PRAGMA table_info(transfers)").map { $0[1].string }
+        if !columns.contains("file_identity") {
+            try db.execute("ALTER TABLE transfers ADD COLUMN file_identity TEXT NOT NULL DEFAULT ''")
+        }
+        try db.execute("PRAGMA user_version = 3")
     }
 
     /// Runs `body` in one transaction (nested calls join the outer one). Rolls back on error.
@@ -220,12 +225,12 @@ public final class ChatStore: SessionStore {
     public func saveTransfer(_ transfer: StoredTransfer, now: Int64) throws(Error) {
         try db.query(
             """
-            INSERT OR REPLACE INTO transfers (id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent, updated_at)
-            VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+            INSERT OR REPLACE INTO transfers (id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent, updated_at, file_identity)
+            VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
             """,
             [.text(transfer.id), .integer(transfer.outgoing ? 1 : 0), .text(transfer.peerID), .text(transfer.peerName), .text(transfer.path),
              .text(transfer.name), .integer(transfer.size), .text(transfer.sha256), .integer(transfer.modified), .text(transfer.room),
-             .text(transfer.state), .integer(transfer.sentMark), .integer(transfer.resent), .integer(now)])
+             .text(transfer.state), .integer(transfer.sentMark), .integer(transfer.resent), .integer(now), .text(transfer.fileIdentity)])
     }
 
     public func transfer(id: String) throws(Error) -> StoredTransfer? {
@@ -254,12 +259,12 @@ public final class ChatStore: SessionStore {
         return old
     }
 
-    private static let transferColumns = "id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent"
+    private static let transferColumns = "id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent, file_identity"
 
     private static func transfer(_ row: SQLiteDatabase.Row) -> StoredTransfer {
         StoredTransfer(
             id: row[0].string, outgoing: row[1].int != 0, peerID: row[2].string, peerName: row[3].string, path: row[4].string,
             name: row[5].string, size: row[6].int, sha256: row[7].string, modified: row[8].int, room: row[9].string,
-            state: row[10].string, sentMark: row[11].int, resent: row[12].int)
+            state: row[10].string, sentMark: row[11].int, resent: row[12].int, fileIdentity: row[13].string)
     }
 }

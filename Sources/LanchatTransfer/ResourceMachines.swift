@@ -88,7 +88,7 @@ public struct IncomingResource: Sendable {
         return (machine, actions)
     }
 
-    private init(size: UInt64, name: String?, received: UInt64, progressEvery: UInt64, maximumAhead: UInt64 = 16 << 20) {
+    private init(size: UInt64, name: String?, received: UInt64, progressEvery: UInt64, maximumAhead: UInt64) {
         self.size = size
         self.name = name
         self.received = received
@@ -98,7 +98,7 @@ public struct IncomingResource: Sendable {
     }
 
     private static func refused(size: UInt64, _ text: String) -> (IncomingResource, [Action]) {
-        var machine = IncomingResource(size: size, name: nil, received: 0, progressEvery: 1)
+        var machine = IncomingResource(size: size, name: nil, received: 0, progressEvery: 1, maximumAhead: 0)
         machine.state = .done(.refused)
         return (machine, [.end(status: .refused, text: text, removePart: false)])
     }

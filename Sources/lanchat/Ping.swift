@@ -11,7 +11,9 @@ struct Ping: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
-        guard (1...100).contains(count) else { throw ValidationError("--count must be 1-100") }
+        guard ControlCall.pingCountRange.contains(count) else {
+            throw ValidationError("--count must be \(ControlCall.pingCountRange.lowerBound)-\(ControlCall.pingCountRange.upperBound)")
+        }
     }
 
     func run() throws {

@@ -170,7 +170,7 @@ struct History: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
-        guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be 1-100000") }
+        guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)") }
     }
 
     func run() throws {

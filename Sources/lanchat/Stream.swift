@@ -29,17 +29,16 @@ struct StreamCommand: ParsableCommand {
         guard accept || from == nil else { throw ValidationError("--from goes with --accept (a stream you open names its peer already)") }
     }
 
+    /// What this command asks the daemon.
+    var call: ControlCall { accept ? .streamAccept(name: arguments[0], from: from) : .stream(peer: arguments[0], name: arguments[1]) }
+
     func run() throws {
         // A reader that goes away is reported (and the peer told), not a silent SIGPIPE death.
         signal(SIGPIPE, SIG_IGN)
         let client = try global.connect(timeoutSeconds: 60)
         client.setTimeout(seconds: 0)
         let response: ControlResponse
-        do {
-            response = accept
-                ? try client.call(.streamAccept(name: arguments[0], from: from))
-                : try client.call(.stream(peer: arguments[0], name: arguments[1]))
-        } catch { fail(error.message) }
+        do { response = try client.call(call) } catch { fail(error.message) }
         guard let entry = response.stream else { fail("the daemon sent no stream") }
         let (fd, buffered) = client.detach()
         let progress = StreamProgress(entry: entry, terminal: isatty(2) == 1 && !json)

@@ -109,6 +109,20 @@ import Testing
         #expect(try store.outbox(peerID: Self.bob).map(\.sequence) == [1])
     }
 
+    @Test(arguments: Kind.allCases) func aNestedTransactionJoinsTheOuterOne(kind: Kind) throws {
+        struct Refused: Error {}
+        let store = try kind.make()
+        try store.transaction {
+            try store.insert(message(1), now: 0)
+            // An inner failure the outer body catches does not undo the inner writes (no savepoints).
+            try? store.transaction {
+                try store.insert(message(2), now: 0)
+                throw Refused()
+            }
+        }
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 2])
+    }
+
     @Test(arguments: Kind.allCases) func transfers(kind: Kind) throws {
         let store = try kind.make()
         func transfer(_ n: Int, state: String = "active") -> StoredTransfer {

@@ -7,7 +7,6 @@ import os
 
 from testlan import BIN, wait_for
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def sha(path):
@@ -54,7 +53,7 @@ def test_hostile_names_land_inside_the_download_directory_or_are_refused(lan):
     downloads = os.path.join(lan.dir, "downloads")
     a, b = pair(lan, downloads)
     port = str(b.status()["port"])
-    out = json.loads(lan.run("h1", ["python3", os.path.join(HERE, "wire_client.py"), lan.addr("h2"), port, "hostile-names"]).stdout)
+    out = lan.wire_client("h1", "h2", port, "hostile-names")
     assert out["no_room"] == 1, out           # refused: shares no room
     assert out["joined"] is True
     statuses = {name: (status, text) for name, status, text in out["results"]}

@@ -1,11 +1,11 @@
-"""What a member of a room cannot make a daemon keep or show (issue 11): a forged system notice, and a
-poisoned history (records under the newcomer's own id, a sequence past 2^63 - 1) followed by a
-restart. Each shows the attack, then that the daemon still serves. The attacker is Tests/e2e/wire_client.py,
-an independent implementation of the wire protocol."""
+"""What a member of a room or a local user cannot make a daemon do (issue 11): show a forged system
+notice; keep a poisoned history (records under the newcomer's own id, a sequence past 2^63 - 1) and
+then fail to restart; use up its descriptors with one-byte offers; have a daemon that serves a group
+send a path it opens itself. Each shows the attack, then that the daemon still serves. The attacker
+is Tests/e2e/wire_client.py, an independent implementation of the wire protocol."""
 import json
 import os
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def solo(lan):
@@ -15,8 +15,7 @@ def solo(lan):
 
 
 def attack(lan, port, scenario, *extra):
-    return json.loads(lan.run("h1", ["python3", os.path.join(HERE, "wire_client.py"), lan.addr("h2"), port, scenario, *extra],
-                              timeout=60).stdout)
+    return lan.wire_client("h1", "h2", port, scenario, *extra)
 
 
 def test_a_members_forged_system_notice_is_never_shown_as_one(lan):

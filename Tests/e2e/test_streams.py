@@ -10,7 +10,6 @@ import time
 from test_files import pair
 from testlan import BIN, read_line, wait_process
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 LANCHAT = os.path.join(BIN, "lanchat")
 
@@ -149,7 +148,7 @@ def test_a_hostile_peer_cannot_flood_a_stream(lan):
     acceptor = lan.popen("h2", [LANCHAT, "stream", "--accept", "flood"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(0.5)
     port = str(b.status()["port"])
-    out = json.loads(lan.run("h1", ["python3", os.path.join(HERE, "wire_client.py"), lan.addr("h2"), port, "hostile-streams"], timeout=60).stdout)
+    out = lan.wire_client("h1", "h2", port, "hostile-streams")
     assert out["no_room"] == 1 and out["joined"] and out["pong_after_junk"], out
     assert out["credit"] == 4 << 20, out
     assert out["abort_status"] == 2 and "more than it was allowed" in out["abort_text"], out

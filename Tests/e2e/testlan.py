@@ -194,6 +194,12 @@ class TestLAN:
     def lanchat_json(self, host, *args, socket=None):
         return json.loads(self.lanchat(host, *args, "--json", socket=socket).stdout)
 
+    def wire_client(self, host, target, port, scenario, *extra, timeout=60):
+        """Runs Tests/e2e/wire_client.py (an independent client side of the wire protocol) on `host`
+        against the daemon on `target`; returns the observations it prints."""
+        client = os.path.join(ROOT, "Tests", "e2e", "wire_client.py")
+        return json.loads(self.run(host, ["python3", client, self.addr(target), str(port), scenario, *extra], timeout=timeout).stdout)
+
     def start_daemon(self, host, name=None, extra=(), socket=None, tag=None, default_paths=False, prefix=()):
         """Starts lanchatd on `host`: with its state in this LAN's directory (`tag/state`), or, with
         `default_paths`, with only the flags in `extra`, as a person would start it (state, socket and

@@ -11,9 +11,11 @@ public protocol ControlHandler: Sendable {
     /// Every method answered by one response (all but `watch`, `stream` and `stream-accept`).
     func respond(to call: ControlCall, id: Int) async -> ControlResponse
     func events() -> AsyncStream<ControlEvent>
-    /// Opens a named stream to `peer` (`accept` false), or waits for one (from `peer` only, if given).
-    /// `isAlive`: whether the client that asked is still connected.
-    func stream(named name: String, accept: Bool, peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream
+    /// Opens a named stream to `peer`.
+    func openStream(named name: String, to peer: String) async throws(ControlError) -> any ControlStream
+    /// Waits for a stream named `name` (from `peer` only, if given). `isAlive`: whether the client that
+    /// asked is still connected.
+    func acceptStream(named name: String, from peer: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream
 }
 
 /// A named stream as the control server pipes it to a client.
@@ -122,15 +124,15 @@ public final class ControlServer: Service {
                         }
                         logger.debug("control request", metadata: ["control.method": "\(call.method.rawValue)"])
                         // Only how the connection goes on differs: a stream, events, or one answer.
-                        if let target = call.streamTarget {
-                            let channel = connection.channel
-                            let stream: any ControlStream
-                            do throws(ControlError) {
-                                stream = try await handler.stream(named: target.name, accept: target.accept, peer: target.peer) { channel.isActive }
-                            } catch {
-                                try await send(ControlResponse.failure(id: request.id, error))
-                                continue
-                            }
+                        let channel = connection.channel
+                        let opened: (any ControlStream)?
+                        do throws(ControlError) {
+                            opened = try await stream(for: call) { channel.isActive }
+                        } catch {
+                            try await send(ControlResponse.failure(id: request.id, error))
+                            continue
+                        }
+                        if let stream = opened {
                             var response = ControlResponse(id: request.id)
                             response.stream = stream.entry
                             try await send(response)
@@ -148,6 +150,15 @@ public final class ControlServer: Service {
                     }
                 }
             }
+        }
+    }
+
+    /// `stream` and `stream-accept`: the stream, once open; nil for every other method.
+    private func stream(for call: ControlCall, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> (any ControlStream)? {
+        switch call {
+        case .stream(let peer, let name): try await handler.openStream(named: name, to: peer)
+        case .streamAccept(let name, let from): try await handler.acceptStream(named: name, from: from, isAlive: isAlive)
+        default: nil
         }
     }
 

@@ -199,14 +199,21 @@ struct SessionControl: Sendable {
         }
     }
 
-    /// Opens a named stream to `query` (`accept` false), or waits for one (from `query` only, if given).
-    func stream(named name: String, accept: Bool, peer query: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
-        var target: SessionPeer?
-        if let query { target = try await peer(query) }
+    func openStream(named name: String, to query: String) async throws(ControlError) -> any ControlStream {
+        let target = try await peer(query)
         do throws(SessionError) {
-            if accept { return SessionStream(stream: try await node.acceptStream(name, from: target?.id, isAlive: isAlive)) }
-            guard let target else { throw SessionError("bad_request", "stream needs params.peer") }
             return SessionStream(stream: try await node.openStream(name, to: target))
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    /// Waits for a stream named `name` (from `query` only, if given).
+    func acceptStream(named name: String, from query: String?, isAlive: @escaping @Sendable () -> Bool) async throws(ControlError) -> any ControlStream {
+        var from: PeerID?
+        if let query { from = try await peer(query).id }
+        do throws(SessionError) {
+            return SessionStream(stream: try await node.acceptStream(name, from: from, isAlive: isAlive))
         } catch {
             throw ControlError(code: error.code, message: error.message)
         }

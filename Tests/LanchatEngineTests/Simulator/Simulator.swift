@@ -208,7 +208,14 @@ final class Simulator {
             guard let link = links[id], link.up, var engine = nodes[to].engine else { return }
             // As the shell: a history resource is taken only from the member we asked.
             guard engine.historyRequested[room] == nodes[from].peer.id else { return }
-            for message in messages { nodes[to].store.insert(message, now: time(to).wall) }
+            // As the shell: each record through the engine's rule for what may be kept.
+            for message in messages {
+                guard let id = WireID(hex: message.id), let kept = SessionStateMachine.storable(
+                    id: id, room: room, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
+                    timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
+                    ownID: nodes[to].peer.id) else { continue }
+                nodes[to].store.insert(kept, now: time(to).wall)
+            }
             engine.historyEnded(room)
             nodes[to].engine = engine
         case .linkDown(let node, let incarnation, let handle, let reason):
