@@ -96,3 +96,30 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(info.st_mode & 0o777 == 0o600)
     }
 }
+
+@Suite struct ChatStoreSchemaTests {
+    /// A history file of schema 2 (before transfers recorded which file they send) opens, gains the
+    /// column, and keeps its rows.
+    @Test func aSchemaTwoFileIsUpgraded() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let old = try SQLiteDatabase(path: path)
+        try old.execute("""
+            CREATE TABLE transfers (
+                id TEXT PRIMARY KEY, outgoing INTEGER NOT NULL, peer_id TEXT NOT NULL, peer_name TEXT NOT NULL,
+                path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
+                modified INTEGER NOT NULL, room TEXT NOT NULL, state TEXT NOT NULL, sent_mark INTEGER NOT NULL,
+                resent INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+            INSERT INTO transfers VALUES ('\(String(repeating: "a", count: 32))', 1, 'p', 'bob', '/f', 'f', 3, '', 0, '', 'active', 0, 0, 5);
+            PRAGMA user_version = 2;
+            """)
+        old.close()
+        let store = try ChatStore(path: path)
+        let kept = try #require(try store.transfers().first)
+        #expect(kept.name == "f" && kept.state == "active" && kept.fileIdentity == "")
+        var next = kept
+        next.id = String(repeating: "b", count: 32)
+        next.fileIdentity = "2049:1234"
+        try store.saveTransfer(next, now: 6)
+        #expect(try store.transfer(id: next.id)?.fileIdentity == "2049:1234")
+    }
+}
