@@ -49,7 +49,7 @@ let package = Package(
         // Pure terminal input for the interactive mode: key decoding and the line editor.
         .target(name: "LanchatTerminal"),
         .target(name: "LanchatWire", dependencies: ["LanchatCore", .product(name: "NIOCore", package: "swift-nio")]),
-        .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
+        .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire", "LanchatTransfer", .product(name: "NIOCore", package: "swift-nio")]),
         .target(
             name: "LanchatSession",
             dependencies: [
@@ -124,7 +124,9 @@ let package = Package(
         .testTarget(name: "LanchatTerminalTests", dependencies: ["LanchatTerminal"]),
         .testTarget(name: "LanchatDaemonTests", dependencies: ["LanchatCore", "LanchatDaemon"]),
         .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatCore", "LanchatStore", "LanchatEngine"]),
-        .testTarget(name: "LanchatEngineTests", dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire"]),
+        .testTarget(
+            name: "LanchatEngineTests",
+            dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
         .testTarget(
             name: "LanchatSessionTests",

@@ -33,7 +33,9 @@ public enum SessionAction: Equatable, Sendable {
     case stream(WireID, StreamSignal)
     /// A program waiting to accept a stream gets one (nil: the engine stops).
     case streamHandedOver(acceptor: UInt64, AcceptedStream?)
-    /// The conversations the shell still runs itself (transfers) learn about links.
+    /// File work for a transfer (the shell answers with the input each names).
+    case file(FileAction)
+    /// The connection that serves a peer now, and the end of it (the shell keeps its own map).
     case peerConnected(SessionPeer, LinkHandle)
     case peerDisconnected(PeerID, reason: String)
 }
@@ -51,6 +53,10 @@ public enum StoreOperation: Equatable, Sendable {
     case saveRoom(RoomID, [StoredMember])
     case deleteRoom(RoomID)
     case rememberPeer(label: String, id: PeerID)
+    /// A transfer that must outlive the process (to resume it, or to answer a re-offer).
+    case saveTransfer(StoredTransfer)
+    case updateTransfer(WireID, state: TransferState?, sentMark: UInt64?, resent: UInt64?)
+    case deleteTransfer(WireID)
 }
 
 /// Where and how to dial a peer.

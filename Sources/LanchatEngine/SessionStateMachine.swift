@@ -47,6 +47,8 @@ public struct SessionStateMachine: Sendable {
         public var maximumTombstones = 1024
         /// Stream windows, chunk size and caps (the simulator makes them small).
         public var streamLimits = StreamTable.Limits()
+        /// Transfer caps, windows and the largest file accepted.
+        public var transferLimits = TransferLimits()
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy) {
             self.ownID = ownID
@@ -143,14 +145,14 @@ public struct SessionStateMachine: Sendable {
     /// Members that told us themselves that they are not in a room (ROOM_LEAVE), until when: another
     /// member's stale list does not bring them back meanwhile; only a direct admission does.
     var tombstones: [RoomMember: Int64] = [:]
-    /// Peers the shell's own conversations (transfers) need a connection to.
-    var transferPeers: Set<PeerID> = []
     /// Newcomers we invited that may ask us for the room's history once (HISTORY_REQUEST is answered
     /// once per join, not on demand: each answer reads and sends up to `history-for-newcomers` messages).
     /// Oldest first, at most `maximumUnansweredInvitations`.
     var historyOwed: [RoomMember] = []
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
+    /// Files and history resources (`+Transfers`).
+    var transfers = TransferTable()
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
@@ -161,6 +163,7 @@ public struct SessionStateMachine: Sendable {
         self.ids = ids
         self.shortCode = shortCode
         streamTable.limits = configuration.streamLimits
+        transfers.limits = configuration.transferLimits
         known = restored.knownPeers
         sequences = restored.lastSequences
         for (room, members) in restored.rooms {
@@ -237,6 +240,7 @@ public struct SessionStateMachine: Sendable {
         }
         flushOutbox(to: peer.id, at: now, &out)
         out.append(.peerConnected(peer, handle))
+        resumeTransfers(to: peer.id, on: handle, at: now, &out)
         scheduleResync(at: now)
         return (handle, out)
     }
@@ -261,6 +265,7 @@ public struct SessionStateMachine: Sendable {
             closeOutgoingInvitation(wireID, outcome, &out)
         }
         out.append(.peerDisconnected(id, reason: "connection \(reason)"))
+        transfersLost(id, reason: "connection \(reason)", at: now, &out)
         for (wireID, entry) in pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
             timers.cancel(.incomingInvitation(wireID))
             pending[wireID] = nil
@@ -315,7 +320,6 @@ public struct SessionStateMachine: Sendable {
     // MARK: Frames
 
     /// Frames that arrived on a connection, as one batch (the shell commits their writes at once).
-    /// Transfer frames are not the engine's yet: the shell handles them itself.
     public mutating func received(_ frames: [WireFrame], on handle: LinkHandle, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard let entry = links.peer(on: handle) else { return out }
@@ -339,6 +343,9 @@ public struct SessionStateMachine: Sendable {
                 out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer))
             case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
                 streamFrame(frame, from: entry, on: handle, at: now, &out)
+            case .resourceOffer, .resourceAccept, .resourceChunk, .resourceDigest, .resourceEnd:
+                // On the connection that serves the peer (frames on a replaced one still count).
+                transferFrame(frame, from: entry, at: now, &out)
             default:
                 break
             }
@@ -351,15 +358,6 @@ public struct SessionStateMachine: Sendable {
         }
         scheduleRedial(at: now, &out)
         scheduleResync(at: now)
-        return out
-    }
-
-    /// The shell's transfers need (or no longer need) connections to these peers.
-    public mutating func setTransferPeers(_ peers: Set<PeerID>, at now: EngineTime) -> [SessionAction] {
-        var out: [SessionAction] = []
-        guard peers != transferPeers else { return out }
-        transferPeers = peers
-        scheduleRedial(at: now, &out)
         return out
     }
 
@@ -402,11 +400,13 @@ extension SessionStateMachine {
         public var streams: Int
         public var pendingStreamOpens: Int
         public var streamAcceptors: Int
+        public var outgoingTransfers: Int
+        public var incomingTransfers: Int
 
         public var description: String {
             "links \(links), dialing \(dialing), invitations \(pendingInvitations) in / \(outgoingInvitations) out, timers \(timers), "
                 + "claims \(claims), redials \(redials), outbox \(outbox), streams \(streams) (+\(pendingStreamOpens) waiting, "
-                + "\(streamAcceptors) acceptors)"
+                + "\(streamAcceptors) acceptors), transfers \(outgoingTransfers) out / \(incomingTransfers) in"
         }
     }
 
@@ -415,6 +415,7 @@ extension SessionStateMachine {
             links: links.peers.count, dialing: links.dialing.count, pendingInvitations: pending.count, outgoingInvitations: outgoing.count,
             timers: timers.deadlines.keys.sorted { $0.description < $1.description }, claims: claims.values.reduce(0) { $0 + $1.count },
             redials: redials.count, outbox: outbox.values.reduce(0) { $0 + $1.count }, streams: streamTable.streams.count,
-            pendingStreamOpens: streamTable.pendingOpens.count, streamAcceptors: streamTable.acceptors.count)
+            pendingStreamOpens: streamTable.pendingOpens.count, streamAcceptors: streamTable.acceptors.count,
+            outgoingTransfers: transfers.outgoing.count, incomingTransfers: transfers.incoming.count)
     }
 }

@@ -22,6 +22,13 @@ extension SessionStore {
             try deleteRoom(room.rawValue)
         case .rememberPeer:
             break
+        case .saveTransfer(let transfer):
+            try saveTransfer(transfer, now: now)
+        case .updateTransfer(let id, let state, let sentMark, let resent):
+            try updateTransfer(id: id.description, state: state?.rawValue, sentMark: sentMark.map { Int64(clamping: $0) },
+                               resent: resent.map { Int64(clamping: $0) }, now: now)
+        case .deleteTransfer(let id):
+            try deleteTransfer(id: id.description)
         }
         return false
     }

@@ -23,7 +23,7 @@ import NIOPosix
 /// The node is the I/O shell of `SessionStateMachine` (LanchatEngine), which decides everything about
 /// links, invitations, rooms, delivery and redialing: the node feeds it what happens (connections,
 /// frames, time, API calls) and performs the actions it returns (writes to the store, frames to send,
-/// dials, events). File transfers (Transfers.swift) are still decided here; streams (Streams.swift) are the engine's.
+/// dials, events, file work for transfers).
 public actor SessionNode {
     public struct Configuration: Sendable {
         public var ownID: PeerID
@@ -108,16 +108,12 @@ public actor SessionNode {
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false
 
-    /// File transfers (Transfers.swift).
-    var outgoingTransfers: [WireID: OutgoingTransfer] = [:]
-    var incomingTransfers: [WireID: IncomingTransfer] = [:]
-    var finishedTransfers: [TransferInfo] = []
+    /// The files of transfers (the engine decides the transfers; Transfers+Files.swift does their file work).
+    var files: [WireID: TransferFile] = [:]
     /// Named byte streams as programs on this side see them (Streams.swift; the engine decides the protocol).
     var streams: [WireID: StreamState] = [:]
     var streamAcceptors: [UInt64: StreamAcceptor] = [:]
     var nextStreamAcceptor: UInt64 = 0
-    /// Offers being resumed from a `.part` file (hashing what it holds).
-    var resumingTransfers: [WireID: PeerID] = [:]
     let fileIO: NIOThreadPool
 
     public init(
@@ -141,6 +137,7 @@ public actor SessionNode {
         engineConfiguration.maximumPendingInvitations = configuration.maximumPendingInvitations
         engineConfiguration.retransmitInterval = Self.milliseconds(configuration.retransmitInterval)
         engineConfiguration.maximumReconnectDelay = Self.milliseconds(configuration.maximumReconnectDelay)
+        engineConfiguration.transferLimits.maximumSize = configuration.maximumFileSize
         let ownID = configuration.ownID
         engine = SessionStateMachine(
             configuration: engineConfiguration, restored: restored, addressBook: directory, ids: .system(),
@@ -162,7 +159,6 @@ public actor SessionNode {
     /// GOODBYE to every peer.
     public func run() async {
         restoreTransfers()
-        syncTransferPeers()
         perform(engine.start(at: time()))
         // Redials run here, as children of this task, so none outlives the node.
         await withDiscardingTaskGroup { group in
@@ -202,8 +198,6 @@ public actor SessionNode {
                 node.timerWakeup = nil
                 node.timerDeadline = nil
                 guard !node.stopped else { return }
-                // Transfers that ended meanwhile no longer need their peer: tell the engine before it redials.
-                node.syncTransferPeers()
                 node.perform(node.engine.tick(at: node.time()))
             }
         }
@@ -278,14 +272,14 @@ public actor SessionNode {
             case .peerConnected(let peer, let handle):
                 guard let link = openLinks[handle] else { break }
                 links[peer.id] = link
-                resumeTransfers(to: link)
             case .stream(let id, let signal):
                 streamSignal(id, signal)
             case .streamHandedOver(let acceptor, let accepted):
                 streamHandedOver(acceptor, accepted)
-            case .peerDisconnected(let peer, let reason):
-                transfersLost(peer: peer, reason: reason)
-                syncTransferPeers()
+            case .file(let file):
+                performFile(file)
+            case .peerDisconnected:
+                break
             }
         }
         armTimer()
@@ -315,12 +309,6 @@ public actor SessionNode {
             }
         }
         if !frames.isEmpty { link.connection.send(frames) }
-    }
-
-    /// Tells the engine which peers waiting transfers need (it redials them like room members).
-    func syncTransferPeers() {
-        let actions = engine.setTransferPeers(transferPeers, at: time())
-        if !actions.isEmpty { perform(actions) } else { armTimer() }
     }
 
     // MARK: Connections
@@ -404,33 +392,16 @@ public actor SessionNode {
         guard !stopped else { return }
         switch event {
         case .frames(let frames):
-            var sessionFrames: [WireFrame] = []
-            var own: [WireFrame] = []
-            for frame in frames {
-                switch frame {
-                case .resourceOffer, .resourceAccept, .resourceChunk, .resourceEnd, .resourceDigest:
-                    own.append(frame)
-                case .streamOpen:
-                    forgetGoneStreamAcceptors()
-                    sessionFrames.append(frame)
-                default:
-                    sessionFrames.append(frame)
-                }
-            }
-            if !sessionFrames.isEmpty, !perform(engine.received(sessionFrames, on: link.handle, at: time())) {
+            if frames.contains(where: { if case .streamOpen = $0 { true } else { false } }) { forgetGoneStreamAcceptors() }
+            if !perform(engine.received(frames, on: link.handle, at: time())) {
                 logger.error("cannot store frames from a peer", metadata: ["peer.name": "\(link.peer.name)"])
             }
-            for frame in own { transferFrame(frame, from: link) }
         case .closed(let reason):
             openLinks[link.handle] = nil
             if links[link.peer.id] === link { links[link.peer.id] = nil }
             perform(engine.linkDown(link.handle, reason: reason, at: time()))
         }
     }
-
-    func sharesRoom(with peer: PeerID) -> Bool { engine.sharesRoom(with: peer) }
-
-    var historyRequested: [RoomID: PeerID] { engine.historyRequested }
 
     func emitTransfer(_ info: TransferInfo) {
         eventSink.yield(.transfer(info))

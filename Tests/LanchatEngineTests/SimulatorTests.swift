@@ -15,7 +15,8 @@ import Testing
             let simulator = Simulator(seed: seed, options: options)
             if Self.environment["SIMULATOR_TRACE"] == "1" { simulator.verbose = true }
             try simulator.run()
-            print("simulator: seed \(seed) passed (\(simulator.events) events, \(simulator.sent.count) reliable messages)")
+            print("simulator: seed \(seed) passed (\(simulator.events) events, \(simulator.sent.count) reliable messages, "
+                + "\(simulator.transferStats.count) files sent, \(simulator.filesPlaced) placed)")
             return
         }
         let count = Self.environment["SIMULATOR_SCHEDULES"].flatMap { Int($0) } ?? 300
@@ -24,6 +25,7 @@ import Testing
         var events = 0
         var messages = 0
         var streams = (opened: 0, clean: 0, bytes: 0)
+        var files = (sent: 0, placed: 0, bytes: 0, resent: 0, corrupted: 0)
         var failed: [UInt64] = []
         for seed in first..<(first + UInt64(count)) {
             let simulator = Simulator(seed: seed)
@@ -40,11 +42,17 @@ import Testing
             streams.opened += simulator.streamPlans.count
             streams.clean += simulator.cleanStreams
             streams.bytes += simulator.streamBytes
+            files.sent += simulator.transferStats.count
+            files.placed += simulator.filesPlaced
+            files.bytes += simulator.placedBytes
+            files.resent += simulator.transferStats.values.reduce(0) { $0 + $1.resent }
+            files.corrupted += simulator.corrupted.count
         }
         let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed))"
         print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(events) events, "
             + "\(messages) reliable messages checked, \(streams.opened) streams opened (\(streams.clean) ended cleanly at the reader, "
-            + "\(streams.bytes) bytes read and checked), in \(ContinuousClock.now - started)")
+            + "\(streams.bytes) bytes read and checked), \(files.sent) files sent (\(files.placed) placed and checked, \(files.bytes) bytes; "
+            + "\(files.resent) bytes sent again after interruptions; \(files.corrupted) damaged on disk, none placed), in \(ContinuousClock.now - started)")
     }
 
     /// Without faults, the same commands must also keep every invariant (a baseline for the faults).

@@ -29,6 +29,8 @@ final class Simulator {
         /// Milliseconds added to the virtual clock for this node's wall clock (skew).
         var skew: Int64 = 0
         var incarnation = 0
+        /// Part files (they survive a crash: what was written is on disk), by transfer id.
+        var disk: [WireID: [UInt8]] = [:]
     }
 
     final class Link {
@@ -60,6 +62,8 @@ final class Simulator {
         case acceptStream(node: Int, incarnation: Int, plan: Int)
         case program(node: Int, incarnation: Int, WireID)
         case acceptorGivesUp(node: Int, incarnation: Int, acceptor: UInt64)
+        /// The simulated file thread finished something a transfer asked for.
+        case fileDone(node: Int, incarnation: Int, FileDone)
     }
 
     /// A reliable message some node's `send` accepted: who must end up with it.
@@ -102,6 +106,14 @@ final class Simulator {
     var streamViolations: [String] = []
     var cleanStreams = 0
     var streamBytes = 0
+    /// Files the simulated programs sent (their bytes, by transfer id), and what each transfer cost.
+    var originals: [WireID: [UInt8]] = [:]
+    var transferStats: [WireID: TransferStats] = [:]
+    var transferViolations: [String] = []
+    var filesPlaced = 0
+    /// Transfers whose part file the simulated disk damaged.
+    var corrupted: Set<WireID> = []
+    var placedBytes = 0
     var trace: [String] = []
     var events = 0
     let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
@@ -158,6 +170,7 @@ final class Simulator {
         try checkDelivery()
         try checkInvitations()
         try checkStreams()
+        try checkTransfers()
         // Everyone leaves every room: nothing may stay scheduled or queued.
         for index in nodes.indices {
             for room in nodes[index].engine?.roomNames ?? [] { command(index) { engine throws(SessionError) in try engine.leave(RoomID(room)!, at: self.time(index)) } }
@@ -262,6 +275,9 @@ final class Simulator {
         case .acceptorGivesUp(let node, let incarnation, let acceptor):
             guard alive(node, incarnation), waitingAcceptors.removeValue(forKey: acceptor) != nil else { return }
             nodes[node].engine?.cancelStreamAcceptor(acceptor)
+        case .fileDone(let node, let incarnation, let done):
+            guard alive(node, incarnation) else { return }
+            fileDone(node, done)
         }
     }
 
@@ -295,6 +311,7 @@ final class Simulator {
         case .persist:
             break
         case .send(let handle, let frames):
+            countTransfers(frames)
             transmit(frames, from: node, on: handle)
         case .sendUnreliable(let handle, let frames):
             if !chance(10) { transmit(frames, from: node, on: handle) }
@@ -317,12 +334,16 @@ final class Simulator {
         case .requestHistory(let room, let handle):
             let latest = nodes[node].store.latestTimestamp(room: room.rawValue)
             transmit([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))], from: node, on: handle)
+        case .emit(.transfer(let info)):
+            if info.state != "active" { log("n\(node): transfer \(info.id.prefix(6)) \(info.direction) \(info.state)\(info.error.map { ": \($0)" } ?? "")") }
         case .emit(let event):
             if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
         case .inviteFinished(let id, let outcome):
             log("n\(node): invite \(id.description.prefix(6)) -> \(outcome)")
         case .peerConnected, .peerDisconnected:
             break
+        case .file(let action):
+            performFile(action, node: node)
         case .stream(let id, let signal):
             streamSignal(node, id, signal)
         case .streamHandedOver(let acceptor, let accepted):
@@ -419,11 +440,13 @@ final class Simulator {
         var configuration = SessionStateMachine.Configuration(ownID: nodes[index].peer.id, ownName: nodes[index].peer.name, port: 7473, autoAccept: .never)
         configuration.defaultInviteTimeout = 20_000
         configuration.streamLimits = Self.streamLimits
+        configuration.transferLimits = Self.transferLimits
         let ids = IDGenerator(seed: seed ^ UInt64(index &* 1_000_003) ^ UInt64(nodes[index].incarnation) << 40)
         let engine = SessionStateMachine(
             configuration: configuration, restored: try! nodes[index].store.restored(ownID: nodes[index].peer.id, knownPeers: nodes[index].known),
             addressBook: NoAddresses(), ids: ids, shortCode: { _ in "0000-0000" })
         nodes[index].engine = engine
+        restoreTransfers(index)
         log("n\(index) starts (incarnation \(nodes[index].incarnation))")
         perform(index) { $0.start(at: self.time(index)) }
     }
@@ -431,6 +454,7 @@ final class Simulator {
     func crash(_ index: Int) {
         guard nodes[index].engine != nil else { return }
         log("n\(index) crashes")
+        noteCrash(index)
         nodes[index].engine = nil
         for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (link.ends.node == index || link.ends.other == index) {
             drop(link, reason: .lost, closer: nil)
@@ -463,7 +487,8 @@ final class Simulator {
         case 25..<40: answer(node, accept: !chance(15))
         case 40..<80: send(from: node)
         case 80..<83: leaveRandomRoom(node)
-        case 83..<88: openStream(from: node)
+        case 83..<86: openStream(from: node)
+        case 86..<89: sendFile(from: node)
         default: if options.faults { fault() } else { send(from: node) }
         }
     }

@@ -1,0 +1,301 @@
+import LanchatCore
+import LanchatTransfer
+import LanchatWire
+import NIOCore
+
+/// The receiving end of transfers: an offer decided (who may send, the caps, the name and size, the
+/// part file), chunks handed to the shell to write in order, progress once written, the digest checked,
+/// the file placed or a room's history imported (`IncomingResource` per transfer).
+extension SessionStateMachine {
+    // MARK: Receiving
+
+    mutating func offered(_ offer: WireFrame.ResourceOffer, from entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        let peer = entry.peer
+        // An id we send under is never also received under (a member that offers our own id back is ignored).
+        guard transfers.outgoing[offer.id] == nil else { return }
+        if var transfer = transfers.incoming[offer.id] {
+            // Offered again over a new connection: go on from what is held (no byte is asked for twice).
+            guard transfer.peer.id == peer.id, transfer.offer.size == offer.size, transfer.offer.sha256 == offer.sha256,
+                  transfer.stage == .receiving || transfer.stage == .verifying || transfer.stage == .placing,
+                  var machine = transfer.machine else { return }
+            transfer.interrupted = false
+            var actions = machine.resumed()
+            if machine.state == .verifying, transfer.expected == nil {
+                // Every byte is here but the digest was lost with the connection: the sender sends it
+                // again after an accept (at the end: nothing else is sent).
+                actions.append(.sendAccept(machine.size))
+            }
+            transfer.machine = machine
+            transfer.lastReport = machine.received
+            transfers.incoming[offer.id] = transfer
+            performIncoming(actions, offer.id, at: now, &out)
+            out.append(.emit(.transfer(info(transfer, id: offer.id, state: .active, at: now))))
+            return
+        }
+        // History only from the member we asked, for the room we asked about.
+        if offer.kind == .history {
+            guard let room = offer.room, historyRequested[room] == peer.id else {
+                out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
+                return
+            }
+        }
+        // Files come only from people we share a room with (they were invited, or invited us).
+        guard offer.kind == .history || sharesRoom(with: peer.id) else {
+            out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "you share no room with \(configuration.ownName)"))]))
+            out.append(.emit(.transfer(TransferInfo(
+                state: TransferState.refused.rawValue, id: offer.id.description, direction: .incoming, peer: peer,
+                name: SafeFileName.printable(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))))
+            return
+        }
+        transfers.incoming[offer.id] = TransferTable.Incoming(peer: peer, offer: offer, stage: .lookingUp, started: now.monotonic)
+        if offer.kind == .file {
+            out.append(.file(.lookUp(offer, from: peer)))
+        } else {
+            out += incomingLookedUp(offer.id, .none, at: now)
+        }
+    }
+
+    /// What the store knows of an offered id (answer to `FileAction.lookUp`).
+    public mutating func incomingLookedUp(_ id: WireID, _ record: IncomingRecord, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard var transfer = transfers.incoming[id], transfer.stage == .lookingUp else { return out }
+        let handle = links.handle(transfer.peer.id)
+        func answer(_ status: WireFrame.ResourceEnd.Status, _ text: String) {
+            transfers.incoming[id] = nil
+            if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: status, text: text))])) }
+        }
+        switch record {
+        case .received:
+            // Received before; the sender missed our answer (the connection dropped): say it again.
+            answer(.complete, "")
+            return out
+        case .cancelled:
+            answer(.cancelled, "cancelled by the receiver")
+            return out
+        case .none, .partial:
+            break
+        }
+        // A member may have a few transfers coming in at once, everyone together a few more: each holds a
+        // part file open and reserves disk space (a thousand one-byte offers used up the descriptors).
+        let limits = transfers.limits
+        let fromPeer = transfers.incomingCount(from: transfer.peer.id) - 1
+        let total = transfers.incoming.count - 1
+        guard fromPeer < limits.maximumIncomingPerPeer, total < limits.maximumIncoming else {
+            let limit = fromPeer >= limits.maximumIncomingPerPeer ? "\(limits.maximumIncomingPerPeer) from one peer" : "\(limits.maximumIncoming) in all"
+            answer(.refused, "too many transfers at once (\(limit)); offer it again when one has ended")
+            // A refused history is not taken later either.
+            if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
+            return out
+        }
+        // The name and the size are checked before any file is made for them.
+        let (check, refusal) = IncomingResource.offer(
+            rawName: transfer.offer.name, size: transfer.offer.size, limits: .init(maximumSize: limits.maximumSize, freeBytes: .max), partialBytes: 0)
+        if case .done = check.state {
+            transfer.machine = check
+            transfers.incoming[id] = transfer
+            performIncoming(refusal, id, at: now, &out)
+            return out
+        }
+        transfer.stage = .opening
+        transfers.incoming[id] = transfer
+        out.append(.file(.openPart(transfer.offer, resume: record == .partial)))
+        return out
+    }
+
+    /// Whether an offer waits for its part file (the shell closes a file that comes too late).
+    public func isOpeningPart(_ id: WireID) -> Bool { transfers.incoming[id]?.stage == .opening }
+
+    /// The part file is ready, or cannot be (answer to `FileAction.openPart`).
+    public mutating func partOpened(_ id: WireID, _ result: PartOpening, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard var transfer = transfers.incoming[id], transfer.stage == .opening else { return out }
+        var free: UInt64 = 0
+        var problem: String?
+        var held: UInt64 = 0
+        switch result {
+        case .opened(let path, let bytes, let freeBytes):
+            transfer.partPath = path
+            held = bytes
+            free = freeBytes
+        case .unusable(let text):
+            problem = text
+        case .failed(let text):
+            transfers.incoming[id] = nil
+            if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
+            if let handle = links.handle(transfer.peer.id) {
+                out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: text))]))
+            }
+            let info = info(transfer, id: id, state: .failed, error: text, at: now)
+            out.append(.emit(.transfer(info)))
+            return out
+        }
+        let reserved = transfers.reserved
+        let (machine, actions) = IncomingResource.offer(
+            rawName: transfer.offer.name, size: transfer.offer.size,
+            limits: .init(maximumSize: transfers.limits.maximumSize, freeBytes: free > reserved ? free - reserved : 0, storageProblem: problem,
+                          progressEvery: transfers.limits.progressEvery),
+            partialBytes: held)
+        transfer.machine = machine
+        transfer.stage = .receiving
+        transfer.written = machine.received
+        transfer.startOffset = machine.received
+        transfer.lastReport = machine.received
+        transfer.expected = transfer.offer.digestFollows ? nil : transfer.offer.sha256
+        transfers.incoming[id] = transfer
+        if let name = machine.name, transfer.offer.kind == .file {
+            out.append(.persist(.saveTransfer(StoredTransfer(
+                id: id.description, outgoing: false, peerID: transfer.peer.id.rawValue, peerName: transfer.peer.name, path: transfer.partPath,
+                name: name, size: Int64(transfer.offer.size), sha256: Hex.string(transfer.offer.sha256),
+                modified: Int64(transfer.offer.modifiedMilliseconds)))))
+        }
+        performIncoming(actions, id, at: now, &out)
+        if let current = transfers.incoming[id] { out.append(.emit(.transfer(info(current, id: id, state: .active, at: now)))) }
+        return out
+    }
+
+    /// The shell wrote every byte before `offset` (answer to `FileAction.write`).
+    public mutating func written(_ id: WireID, upTo offset: UInt64, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard var transfer = transfers.incoming[id], var machine = transfer.machine else { return out }
+        transfer.written = max(transfer.written, offset)
+        // Progress as the machine decides it (every `progressEvery` written; the sender stays within its window of it).
+        let progress = transfer.interrupted ? [] : machine.written(upTo: transfer.written)
+        transfer.machine = machine
+        transfers.incoming[id] = transfer
+        performIncoming(progress, id, at: now, &out)
+        verifyIfWritten(id, &out)
+        return out
+    }
+
+    /// Asks for the hash once every byte is written and the expected digest is known.
+    mutating func verifyIfWritten(_ id: WireID, _ out: inout [SessionAction]) {
+        guard var transfer = transfers.incoming[id], transfer.verifyWhenWritten, transfer.expected != nil,
+              let machine = transfer.machine, transfer.written == machine.size else { return }
+        transfer.verifyWhenWritten = false
+        transfer.stage = .verifying
+        transfers.incoming[id] = transfer
+        out.append(.file(.verify(id)))
+    }
+
+    /// The part file's SHA-256 (answer to `FileAction.verify`).
+    public mutating func hashed(_ id: WireID, digest: [UInt8], at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard var transfer = transfers.incoming[id], transfer.stage == .verifying, var machine = transfer.machine else { return out }
+        let actions = machine.verified(digest == transfer.expected)
+        transfer.machine = machine
+        transfers.incoming[id] = transfer
+        performIncoming(actions, id, at: now, &out)
+        return out
+    }
+
+    /// The file is in place (answer to `FileAction.place`).
+    public mutating func placed(_ id: WireID, path: String, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard let transfer = transfers.incoming[id], transfer.stage == .placing else { return out }
+        transfers.incoming[id] = nil
+        out.append(.persist(.updateTransfer(id, state: .complete, sentMark: nil, resent: nil)))
+        if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
+        let info = info(transfer, id: id, state: .complete, path: path, at: now)
+        transfers.keep(info)
+        out.append(.emit(.transfer(info)))
+        return out
+    }
+
+    /// A history resource was read and merged: `added` new records, `refused` ones the rules keep out;
+    /// `error` if it could not be read or stored (answer to `FileAction.importHistory`).
+    public mutating func historyImported(_ id: WireID, added: Int, refused: Int, error: String?, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard let transfer = transfers.incoming[id], transfer.stage == .placing, let room = transfer.offer.room else { return out }
+        transfers.incoming[id] = nil
+        historyEnded(room)
+        let handle = links.handle(transfer.peer.id)
+        let info: TransferInfo
+        if let error {
+            if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: error))])) }
+            info = self.info(transfer, id: id, state: .failed, error: error, at: now)
+        } else {
+            if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
+            var text = "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history"
+            if refused > 0 { text += "; \(refused) refused (not a member's message, or numbers out of range)" }
+            notice(room, text, at: now, &out)
+            info = self.info(transfer, id: id, state: .complete, at: now)
+        }
+        transfers.keep(info)
+        out.append(.emit(.transfer(info)))
+        return out
+    }
+
+    /// Reading, writing or placing failed (the disk filled up, the file changed while being sent).
+    public mutating func fileFailed(_ id: WireID, _ reason: String, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        if let transfer = transfers.outgoing[id] {
+            transfers.outgoing[id]?.readingAttempt = nil
+            if let handle = links.handle(transfer.peer.id) {
+                out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: reason))]))
+            }
+            endOutgoing(id, .failed, error: reason, at: now, &out)
+        } else if let transfer = transfers.incoming[id], var machine = transfer.machine {
+            if transfer.stage == .placing {
+                endIncoming(id, .failed, text: reason, tell: true, at: now, &out)
+                return out
+            }
+            let actions = machine.writeFailed("the receiver cannot write the file: \(reason)")
+            transfers.incoming[id]?.machine = machine
+            performIncoming(actions, id, at: now, &out)
+        }
+        return out
+    }
+
+    /// Performs what an incoming transfer's machine decided.
+    mutating func performIncoming(_ actions: [IncomingResource.Action], _ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) {
+        for action in actions {
+            guard var transfer = transfers.incoming[id] else { return }
+            switch action {
+            case .sendAccept(let offset):
+                if !transfer.interrupted, let handle = links.handle(transfer.peer.id) {
+                    out.append(.send(handle, [.resourceAccept(.init(id: id, offset: offset))]))
+                }
+                if offset >= transfer.lastReport + transfers.limits.reportEvery {
+                    transfer.lastReport = offset
+                    transfers.incoming[id] = transfer
+                    out.append(.emit(.transfer(info(transfer, id: id, state: .active, at: now))))
+                }
+            case .write:
+                break  // handed to the shell by the caller, with the chunk's bytes
+            case .verify:
+                transfers.incoming[id]?.verifyWhenWritten = true
+                verifyIfWritten(id, &out)
+            case .place(let name):
+                transfers.incoming[id]?.stage = .placing
+                if transfer.offer.kind == .history, let room = transfer.offer.room {
+                    out.append(.file(.importHistory(id, room, from: transfer.peer)))
+                } else {
+                    out.append(.file(.place(id, name: name, modifiedMilliseconds: transfer.offer.modifiedMilliseconds)))
+                }
+            case .end(let status, let text, _):
+                // "complete" is said once the file is in place, not before.
+                guard status != .complete else { continue }
+                let state: TransferState = switch status { case .refused: .refused; case .cancelled: .cancelled; default: .failed }
+                endIncoming(id, state, text: text, tell: true, at: now, &out)
+            }
+        }
+    }
+
+    /// Ends an incoming transfer: the sender is told (`tell`), the part file goes, the store keeps the outcome.
+    mutating func endIncoming(
+        _ id: WireID, _ state: TransferState, text: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]
+    ) {
+        guard let transfer = transfers.incoming.removeValue(forKey: id) else { return }
+        if tell, let handle = links.handle(transfer.peer.id) {
+            let status: WireFrame.ResourceEnd.Status = switch state { case .refused: .refused; case .cancelled: .cancelled; default: .failed }
+            out.append(.send(handle, [.resourceEnd(.init(id: id, status: status, text: text))]))
+        }
+        // (Also before a part file was opened: one an earlier attempt left under this id goes too.)
+        out.append(.file(.close(id, removePart: true)))
+        if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: state, sentMark: nil, resent: nil))) }
+        if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
+        let info = info(transfer, id: id, state: state, error: text, at: now)
+        transfers.keep(info)
+        out.append(.emit(.transfer(info)))
+    }
+}

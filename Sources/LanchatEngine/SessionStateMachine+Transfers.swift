@@ -1,0 +1,342 @@
+import LanchatCore
+import LanchatTransfer
+import LanchatWire
+import NIOCore
+
+/// Resources (files, and a room's history for a newcomer): offer, accept, chunks within a window,
+/// digest, end; resume after a dropped connection or a restart of either side; progress. The two
+/// ends are `OutgoingResource` and `IncomingResource` (LanchatTransfer); this part runs them per
+/// transfer and asks the shell for the file work (`FileAction`), which answers with the inputs below.
+extension SessionStateMachine {
+    // MARK: Sending
+
+    /// Offers an open file (or a history export, `ephemeral`) to a connected peer. Returns its id.
+    public mutating func offerResource(
+        _ file: OfferedFile, to peer: PeerID, kind: WireFrame.ResourceOffer.Kind = .file, room: RoomID? = nil, ephemeral: Bool = false,
+        at now: EngineTime
+    ) throws(SessionError) -> (WireID, [SessionAction]) {
+        guard let entry = links.entry(peer) else { throw SessionError("unreachable", "not connected to \(peer.short)") }
+        var out: [SessionAction] = []
+        let id = ids.wireID()
+        let offer = Self.offer(id, file, kind: kind, room: room, digest: nil)
+        if !ephemeral {
+            // Kept until it ends, so that a restarted daemon resumes it.
+            out.append(.persist(.saveTransfer(StoredTransfer(
+                id: id.description, outgoing: true, peerID: peer.rawValue, peerName: entry.peer.name, path: file.path, name: file.name,
+                size: Int64(file.size), sha256: Hex.string(offer.sha256), modified: Int64(file.modifiedMilliseconds), fileIdentity: file.identity))))
+        }
+        let transfer = TransferTable.Outgoing(
+            peer: entry.peer, file: file, offer: offer, machine: OutgoingResource(
+                size: file.size, chunkSize: transfers.limits.chunkSize, window: transfers.limits.window),
+            ephemeral: ephemeral, started: now.monotonic)
+        transfers.outgoing[id] = transfer
+        out.append(.send(entry.handle, [.resourceOffer(offer)]))
+        out.append(.emit(.transfer(info(transfer, id: id, at: now))))
+        return (id, out)
+    }
+
+    /// After a restart: an outgoing transfer that had not ended, its file reopened by the shell (the very
+    /// same file). It waits for its peer; `digest` is known if it was sent before (zeros otherwise).
+    public mutating func restoreOutgoing(
+        _ id: WireID, to peer: SessionPeer, file: OfferedFile, digest: [UInt8], sentMark: UInt64, resent: UInt64
+    ) {
+        let known = digest.count == 32 && !digest.allSatisfy { $0 == 0 }
+        let offer = Self.offer(id, file, kind: .file, room: nil, digest: known ? digest : nil)
+        var transfer = TransferTable.Outgoing(
+            peer: peer, file: file, offer: offer, machine: OutgoingResource(
+                size: file.size, chunkSize: transfers.limits.chunkSize, window: transfers.limits.window, alreadySent: sentMark, resent: resent),
+            ephemeral: false, sentMark: sentMark)
+        transfer.state = .waiting
+        transfers.outgoing[id] = transfer
+    }
+
+    /// The RESOURCE_OFFER for a file (`digest` nil: hashed while sent, RESOURCE_DIGEST follows).
+    static func offer(
+        _ id: WireID, _ file: OfferedFile, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, digest: [UInt8]?
+    ) -> WireFrame.ResourceOffer {
+        WireFrame.ResourceOffer(
+            id: id, room: room, kind: kind, name: Array(file.name.utf8), size: file.size, sha256: digest ?? [],
+            modifiedMilliseconds: file.modifiedMilliseconds, digestFollows: digest == nil)
+    }
+
+    /// After a restart: an outgoing transfer cancelled while its receiver was away (it is told when back).
+    public mutating func restoreCancelled(_ id: WireID, to peer: PeerID) {
+        transfers.tellCancelled[id] = peer
+    }
+
+    /// The shell read what `FileAction.read` asked for (`digest`: the file's SHA-256 once all of it is hashed).
+    public mutating func fileRead(_ id: WireID, offset: UInt64, data: ByteBuffer, digest: [UInt8]?, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        guard var transfer = transfers.outgoing[id], let attempt = transfer.readingAttempt else { return out }
+        transfer.readingAttempt = nil
+        let current = attempt == transfer.attempt && transfer.state == .active
+        let handle = links.handle(transfer.peer.id)
+        if current, let handle, data.readableBytes > 0 {
+            out.append(.send(handle, [.resourceChunk(.init(id: id, offset: offset, data: data))]))
+        }
+        if let digest, transfer.digest == nil {
+            transfer.digest = digest
+            // The file's digest, whichever attempt's read learned it: the receiver may wait for nothing else.
+            if transfer.state == .active, let handle { out.append(.send(handle, [.resourceDigest(id: id, sha256: digest)])) }
+        }
+        transfers.outgoing[id] = transfer
+        pump(id, at: now, &out)
+        return out
+    }
+
+    /// Reads the next chunk if the window allows and no read is under way (or, all sent, the digest).
+    mutating func pump(_ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard var transfer = transfers.outgoing[id], transfer.readingAttempt == nil, transfer.state == .active,
+              links.isLinked(transfer.peer.id) else { return }
+        let next = transfer.machine.nextChunk()
+        if next == nil {
+            // Nothing left to send in this attempt; a resumed sender may still owe the digest.
+            guard transfer.machine.isFinishedSending, transfer.digest == nil else { return }
+        }
+        let (offset, count) = next ?? (transfer.file.size, 0)
+        if !transfer.ephemeral, offset + UInt64(count) > transfer.sentMark {
+            // Written ahead, so that after a crash what was sent twice is never under-counted.
+            transfer.sentMark = min(transfer.file.size, offset + UInt64(count) + transfers.limits.sentMarkAhead)
+            out.append(.persist(.updateTransfer(id, state: nil, sentMark: transfer.sentMark, resent: nil)))
+        }
+        transfer.readingAttempt = transfer.attempt
+        transfers.outgoing[id] = transfer
+        out.append(.file(.read(id, offset: offset, count: count)))
+    }
+
+    /// `cancelledHere`: the receiver is told (again) when a connection to it next comes up: it keeps its
+    /// part file until it hears, and a RESOURCE_END sent on a connection that then fails may be lost.
+    mutating func endOutgoing(
+        _ id: WireID, _ state: TransferState, error: String?, cancelledHere: Bool = false, at now: EngineTime, _ out: inout [SessionAction]
+    ) {
+        guard var transfer = transfers.outgoing.removeValue(forKey: id) else { return }
+        out.append(.file(.close(id, removePart: false)))
+        if cancelledHere, !transfer.ephemeral {
+            out.append(.persist(.updateTransfer(id, state: .cancelled, sentMark: nil, resent: nil)))
+            transfers.tellCancelled[id] = transfer.peer.id
+            if transfers.tellCancelled.count > transfers.limits.keptCancelled, let oldest = transfers.tellCancelled.orderedKeys.first(where: { $0 != id }) {
+                transfers.tellCancelled[oldest] = nil
+                out.append(.persist(.deleteTransfer(oldest)))
+            }
+        } else if !transfer.ephemeral {
+            out.append(.persist(.deleteTransfer(id)))
+        }
+        transfer.state = state
+        if state == .complete { try? transfer.machine.accepted(transfer.file.size) }
+        let info = info(transfer, id: id, error: error, at: now)
+        transfers.keep(info)
+        out.append(.emit(.transfer(info)))
+    }
+
+    // MARK: Frames
+
+    mutating func transferFrame(_ frame: WireFrame, from entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        let peer = entry.peer
+        switch frame {
+        case .resourceOffer(let offer):
+            offered(offer, from: entry, at: now, &out)
+        case .resourceAccept(let accept):
+            guard var transfer = transfers.outgoing[accept.id], transfer.peer.id == peer.id else { return }
+            // Answers go on the connection that serves the peer now (a frame may come on a replaced one).
+            let serving = links.handle(peer.id) ?? entry.handle
+            do { try transfer.machine.accepted(accept.offset) } catch {
+                out.append(.send(serving, [.resourceEnd(.init(id: accept.id, status: .failed, text: "bad offset \(accept.offset)"))]))
+                endOutgoing(accept.id, .failed, error: "the receiver sent a bad offset", at: now, &out)
+                return
+            }
+            if transfer.state == .offered {
+                transfer.state = .active
+                transfer.started = now.monotonic
+                transfer.startOffset = accept.offset
+                // A receiver that restarted lost the digest it was sent.
+                if let digest = transfer.digest { out.append(.send(serving, [.resourceDigest(id: accept.id, sha256: digest)])) }
+                if transfer.machine.resent > 0, !transfer.ephemeral {
+                    out.append(.persist(.updateTransfer(accept.id, state: nil, sentMark: nil, resent: transfer.machine.resent)))
+                }
+            }
+            transfers.outgoing[accept.id] = transfer
+            out.append(.emit(.transfer(info(transfer, id: accept.id, at: now))))
+            pump(accept.id, at: now, &out)
+        case .resourceChunk(let chunk):
+            guard var transfer = transfers.incoming[chunk.id], transfer.peer.id == peer.id, transfer.stage == .receiving,
+                  var machine = transfer.machine else { return }
+            let actions = machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
+            transfer.machine = machine
+            transfers.incoming[chunk.id] = transfer
+            for case .write(let offset, let count) in actions {
+                // After a resume, the start of a chunk may be held already: only the new bytes are written.
+                let skip = Int(offset - chunk.offset)
+                guard let data = chunk.data.getSlice(at: chunk.data.readerIndex + skip, length: count) else { continue }
+                out.append(.file(.write(chunk.id, offset: offset, data)))
+            }
+            performIncoming(actions, chunk.id, at: now, &out)
+        case .resourceDigest(let id, let digest):
+            guard var transfer = transfers.incoming[id], transfer.peer.id == peer.id, transfer.offer.digestFollows, transfer.expected == nil
+            else { return }
+            transfer.expected = digest
+            transfers.incoming[id] = transfer
+            verifyIfWritten(id, &out)
+        case .resourceEnd(let end):
+            if transfers.outgoing[end.id]?.peer.id == peer.id {
+                endOutgoing(end.id, TransferState(end.status), error: end.text.isEmpty ? nil : end.text, at: now, &out)
+            } else if let transfer = transfers.incoming[end.id], transfer.peer.id == peer.id {
+                if var machine = transfer.machine, transfer.stage != .opening, transfer.stage != .lookingUp {
+                    let actions = machine.cancel(byPeer: true)
+                    transfers.incoming[end.id]?.machine = machine
+                    performIncoming(actions, end.id, at: now, &out)
+                } else {
+                    endIncoming(end.id, .cancelled, text: "cancelled by the sender", tell: false, at: now, &out)
+                }
+            } else if end.status == .cancelled {
+                // Cancelled by the sender while we were apart (this node restarted meanwhile).
+                out.append(.file(.cancelledWhileApart(end.id, peer)))
+            }
+        default:
+            break
+        }
+    }
+
+    // MARK: Links
+
+    /// A connection to `peer` serves it now: offer again what waits for it (the receiver says where to go
+    /// on), and tell it about transfers cancelled here meanwhile. Also when this connection replaced
+    /// another one (both sides dialed at once): what was sent on the other may be lost.
+    mutating func resumeTransfers(to peer: PeerID, on handle: LinkHandle, at now: EngineTime, _ out: inout [SessionAction]) {
+        for id in transfers.outgoing.orderedKeys where transfers.outgoing[id]?.peer.id == peer {
+            guard var transfer = transfers.outgoing[id] else { continue }
+            transfer.machine.interrupted()
+            transfer.attempt += 1
+            transfer.state = .offered
+            transfers.outgoing[id] = transfer
+            out.append(.send(handle, [.resourceOffer(transfer.offer)]))
+        }
+        for id in transfers.tellCancelled.orderedKeys where transfers.tellCancelled[id] == peer {
+            transfers.tellCancelled[id] = nil
+            out.append(.send(handle, [.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))]))
+            out.append(.persist(.deleteTransfer(id)))
+        }
+    }
+
+    /// The connection that served `peer` ended: files wait to be resumed (sender) or keep their part
+    /// file (receiver); a history resource is lost (the newcomer asks again when it reconnects).
+    mutating func transfersLost(_ peer: PeerID, reason: String, at now: EngineTime, _ out: inout [SessionAction]) {
+        for id in transfers.outgoing.orderedKeys where transfers.outgoing[id]?.peer.id == peer {
+            guard var transfer = transfers.outgoing[id] else { continue }
+            if transfer.ephemeral {
+                endOutgoing(id, .failed, error: reason, at: now, &out)
+                continue
+            }
+            transfer.machine.interrupted()
+            transfer.attempt += 1
+            transfer.state = .waiting
+            transfers.outgoing[id] = transfer
+            out.append(.emit(.transfer(info(transfer, id: id, error: "\(reason); resumes when \(transfer.peer.name) is back", at: now))))
+        }
+        for id in transfers.incoming.orderedKeys where transfers.incoming[id]?.peer.id == peer {
+            guard var transfer = transfers.incoming[id] else { continue }
+            switch transfer.stage {
+            case .lookingUp, .opening:
+                // Not started: the next offer starts over (its part file, if any, is kept).
+                transfers.incoming[id] = nil
+                if transfer.stage == .opening { out.append(.file(.close(id, removePart: false))) }
+                if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
+            case .receiving, .verifying, .placing:
+                if transfer.offer.kind == .history, transfer.stage == .receiving, var machine = transfer.machine {
+                    let actions = machine.writeFailed(reason)
+                    transfers.incoming[id]?.machine = machine
+                    performIncoming(actions, id, at: now, &out)
+                    continue
+                }
+                transfer.interrupted = true
+                transfers.incoming[id] = transfer
+                out.append(.emit(.transfer(info(
+                    transfer, id: id, state: .interrupted, error: "\(reason); resumes when \(transfer.peer.name) offers it again", at: now))))
+            }
+        }
+    }
+
+    /// Peers that outgoing transfers wait for (redialed like room members).
+    var transferPeers: Set<PeerID> {
+        Set(transfers.outgoing.values.filter { $0.state == .waiting }.map(\.peer.id))
+    }
+
+    // MARK: The API
+
+    /// Cancels a transfer in either direction (by id or unique prefix); nil if none matches here.
+    /// Too late once a received file is being placed (it is complete).
+    public mutating func cancelTransfer(_ prefix: String, at now: EngineTime) throws(SessionError) -> (TransferInfo, [SessionAction])? {
+        var out: [SessionAction] = []
+        let lower = prefix.lowercased()
+        guard !lower.isEmpty else { return nil }
+        if let id = transfers.outgoing.orderedKeys.first(where: { $0.description.hasPrefix(lower) }), let transfer = transfers.outgoing[id] {
+            if let handle = links.handle(transfer.peer.id) {
+                out.append(.send(handle, [.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))]))
+            }
+            endOutgoing(id, .cancelled, error: "cancelled here", cancelledHere: true, at: now, &out)
+            return (transfers.ended.last!, out)
+        }
+        if let id = transfers.incoming.orderedKeys.first(where: { $0.description.hasPrefix(lower) }), let transfer = transfers.incoming[id] {
+            guard transfer.stage != .placing else {
+                throw SessionError("too_late", "\(transfer.machine?.name ?? "the file") is complete and being put in place")
+            }
+            if var machine = transfer.machine, transfer.stage != .lookingUp, transfer.stage != .opening {
+                let actions = machine.cancel(byPeer: false)
+                transfers.incoming[id]?.machine = machine
+                performIncoming(actions, id, at: now, &out)
+            } else {
+                endIncoming(id, .cancelled, text: "cancelled by the receiver", tell: true, at: now, &out)
+            }
+            guard let info = transfers.ended.last, info.id == id.description else { return nil }
+            return (info, out)
+        }
+        return nil
+    }
+
+    /// Every transfer under way (the last ended ones are `endedTransfers`).
+    public func transfersUnderWay(at now: EngineTime) -> [TransferInfo] {
+        var list = transfers.outgoing.orderedKeys.compactMap { id in transfers.outgoing[id].map { info($0, id: id, at: now) } }
+        for id in transfers.incoming.orderedKeys {
+            guard let transfer = transfers.incoming[id], transfer.machine != nil else { continue }
+            list.append(info(transfer, id: id, state: transfer.interrupted ? .interrupted : .active, at: now))
+        }
+        return list
+    }
+
+    /// The last ended transfers, oldest first.
+    public var endedTransfers: [TransferInfo] { transfers.ended }
+
+    /// Remembers an ended transfer the shell reported itself (one the engine never held).
+    public mutating func keepEnded(_ info: TransferInfo) {
+        transfers.keep(info)
+    }
+
+    // MARK: Reports
+
+    func info(_ transfer: TransferTable.Outgoing, id: WireID, error: String? = nil, at now: EngineTime) -> TransferInfo {
+        let done = transfer.machine.acknowledged
+        return TransferInfo(
+            state: transfer.state.rawValue, id: id.description, direction: .outgoing, peer: transfer.peer, name: transfer.file.name,
+            size: transfer.file.size, done: done, rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now),
+            path: transfer.file.path, error: error, resent: transfer.machine.resent)
+    }
+
+    func info(
+        _ transfer: TransferTable.Incoming, id: WireID, state: TransferState, path: String? = nil, error: String? = nil, at now: EngineTime
+    ) -> TransferInfo {
+        let done = transfer.machine?.received ?? 0
+        return TransferInfo(
+            state: state.rawValue, id: id.description, direction: .incoming, peer: transfer.peer,
+            name: transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name), size: transfer.offer.size, done: done,
+            rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now), path: path, error: error)
+    }
+
+    static func rate(_ bytes: UInt64, since start: Int64, at now: EngineTime) -> Double {
+        let elapsed = now.monotonic - start
+        return elapsed > 0 ? (Double(bytes) * 1000 / Double(elapsed)).rounded() : 0
+    }
+}
+
+extension Dictionary where Key == WireID {
+    /// The ids in a fixed order (the engine's output must not depend on hashing).
+    var orderedKeys: [WireID] { keys.sorted { $0.description < $1.description } }
+}

@@ -1,0 +1,200 @@
+import LanchatCore
+import LanchatTransfer
+import LanchatWire
+import NIOCore
+
+/// Where a transfer is, typed (people and programs see `rawValue`).
+public enum TransferState: String, Sendable, Equatable {
+    /// Sender: offered, waiting for the receiver's first RESOURCE_ACCEPT.
+    case offered
+    case active
+    /// Sender: the connection dropped; resumes when the peer is back.
+    case waiting
+    /// Receiver: the connection dropped; the part file is kept until the sender offers it again.
+    case interrupted
+    case complete, refused, failed, cancelled
+
+    public var ended: Bool {
+        switch self {
+        case .complete, .refused, .failed, .cancelled: true
+        default: false
+        }
+    }
+
+    init(_ status: WireFrame.ResourceEnd.Status) {
+        switch status {
+        case .complete: self = .complete
+        case .refused: self = .refused
+        case .cancelled: self = .cancelled
+        case .failed: self = .failed
+        }
+    }
+}
+
+/// File work the engine asks its shell for: the shell owns the descriptors, the hashing and the disk,
+/// and answers each with the input named here.
+public enum FileAction: Equatable, Sendable {
+    /// Sender: read `count` bytes at `offset` (hashing the file in order as it goes; after a restart
+    /// first what comes before). Answer `fileRead`, or `fileFailed`.
+    case read(WireID, offset: UInt64, count: Int)
+    /// Receiver: what the store says of this id from this peer (received before, cancelled here, a part
+    /// file to go on from). Answer `incomingLookedUp` (the shell may do so at once).
+    case lookUp(WireFrame.ResourceOffer, from: SessionPeer)
+    /// Receiver: make the part file ready (`resume`: keep and hash what it holds, unless it is longer than
+    /// the offer; otherwise a new, empty file), and say how much room there is. Answer `partOpened`.
+    case openPart(WireFrame.ResourceOffer, resume: Bool)
+    /// Receiver: write these bytes at `offset` (in the order asked, hashing them). Answer `written`.
+    case write(WireID, offset: UInt64, ByteBuffer)
+    /// Receiver: every byte is written: finish the hash. Answer `hashed`.
+    case verify(WireID)
+    /// Receiver: make the part file durable and give it a free name in the download directory, with the
+    /// sender's mtime. Answer `placed`, or `fileFailed`.
+    case place(WireID, name: String, modifiedMilliseconds: UInt64)
+    /// Receiver: read the history resource and keep what `SessionStateMachine.storable` allows. Answer
+    /// `historyImported`.
+    case importHistory(WireID, RoomID, from: SessionPeer)
+    /// The transfer ended: close its file (and remove the part file).
+    case close(WireID, removePart: Bool)
+    /// The sender says it cancelled a transfer this engine does not hold (it restarted meanwhile): if the
+    /// store has its part file, remove it and mark it cancelled.
+    case cancelledWhileApart(WireID, SessionPeer)
+}
+
+/// What the store knows of an incoming transfer id (from `FileAction.lookUp`).
+public enum IncomingRecord: Equatable, Sendable {
+    /// Nothing usable: start from the first byte.
+    case none
+    /// Received and placed before: the sender missed our answer.
+    case received
+    /// Cancelled here: the sender missed our answer.
+    case cancelled
+    /// An earlier attempt left a part file for the same offer: go on from what it holds.
+    case partial
+}
+
+/// How a part file came out (`FileAction.openPart`).
+public enum PartOpening: Equatable, Sendable {
+    /// Ready: `held` bytes are in it already (hashed), `freeBytes` are free where it is.
+    case opened(path: String, held: UInt64, freeBytes: UInt64)
+    /// The directory cannot be used (said as such, never as a lack of space).
+    case unusable(String)
+    /// The part file could not be created.
+    case failed(String)
+}
+
+/// A file being sent: what the sender knows of it.
+public struct OfferedFile: Equatable, Sendable {
+    public var path: String
+    public var name: String
+    public var size: UInt64
+    public var modifiedMilliseconds: UInt64
+    /// "device:inode" (kept so that a restart reopens only the very same file).
+    public var identity: String
+
+    public init(path: String, name: String, size: UInt64, modifiedMilliseconds: UInt64, identity: String) {
+        self.path = path
+        self.name = name
+        self.size = size
+        self.modifiedMilliseconds = modifiedMilliseconds
+        self.identity = identity
+    }
+}
+
+/// Transfer caps, windows and chunk sizes (the simulator makes them small).
+public struct TransferLimits: Sendable, Equatable {
+    /// Largest file accepted (`--max-file-size`).
+    public var maximumSize: UInt64 = 1 << 40
+    /// Incoming transfers at once, from one peer and in all.
+    public var maximumIncomingPerPeer = 16
+    public var maximumIncoming = 64
+    public var chunkSize = 128 * 1024
+    public var window: UInt64 = 4 << 20
+    /// Receiver: progress every this many bytes written.
+    public var progressEvery: UInt64 = 1 << 20
+    /// Sender: the store's upper bound of what was sent is written this far ahead.
+    public var sentMarkAhead: UInt64 = 8 << 20
+    /// Progress events (not frames) at most every this many bytes.
+    public var reportEvery: UInt64 = 8 << 20
+    /// Outgoing transfers cancelled here whose receiver is told again at the next connection, at most.
+    public var keptCancelled = 1024
+    /// Ended transfers kept for `lanchat transfers`.
+    public var keptEnded = 100
+
+    public init() {}
+}
+
+/// Every transfer one engine runs: outgoing (the read pump, the window, the digest, resume) and
+/// incoming (offer decided, chunks handed to be written, progress, verification, placing).
+struct TransferTable: Sendable {
+    var limits = TransferLimits()
+
+    struct Outgoing: Sendable {
+        var peer: SessionPeer
+        var file: OfferedFile
+        var offer: WireFrame.ResourceOffer
+        var machine: OutgoingResource
+        var state: TransferState = .offered
+        /// A history export: not saved, not resumed.
+        var ephemeral: Bool
+        var sentMark: UInt64 = 0
+        /// Counts connections: a read asked for on an earlier one is not sent on this one.
+        var attempt = 0
+        var readingAttempt: Int?
+        var digest: [UInt8]?
+        var started: Int64 = 0
+        var startOffset: UInt64 = 0
+    }
+
+    enum Stage: Equatable, Sendable {
+        case lookingUp, opening, receiving, verifying, placing
+    }
+
+    struct Incoming: Sendable {
+        var peer: SessionPeer
+        var offer: WireFrame.ResourceOffer
+        var stage: Stage
+        var machine: IncomingResource?
+        var partPath = ""
+        /// Bytes the shell has written, and bytes handed to it to write.
+        var written: UInt64 = 0
+        var expected: [UInt8]?
+        var verifyWhenWritten = false
+        var interrupted = false
+        var lastReport: UInt64 = 0
+        var started: Int64 = 0
+        var startOffset: UInt64 = 0
+    }
+
+    var outgoing: [WireID: Outgoing] = [:]
+    var incoming: [WireID: Incoming] = [:]
+    /// Outgoing transfers cancelled here: the receiver is told (again) at the next connection to it.
+    var tellCancelled: [WireID: PeerID] = [:]
+    /// The last ended transfers, newest last.
+    var ended: [TransferInfo] = []
+
+    func incomingCount(from peer: PeerID?) -> Int {
+        guard let peer else { return incoming.count }
+        return incoming.values.filter { $0.peer.id == peer }.count
+    }
+
+    /// Bytes still to come for the transfers receiving now (their free space is spoken for).
+    var reserved: UInt64 {
+        incoming.values.reduce(UInt64(0)) { total, transfer in
+            guard let machine = transfer.machine else { return total }
+            return total + (machine.size - machine.received)
+        }
+    }
+
+    mutating func keep(_ info: TransferInfo) {
+        ended.append(info)
+        if ended.count > limits.keptEnded { ended.removeFirst(ended.count - limits.keptEnded) }
+    }
+}
+
+extension SafeFileName {
+    /// For names that were refused: something printable to show.
+    public static func printable(_ raw: [UInt8]) -> String {
+        let decoded = String(decoding: raw.prefix(200), as: UTF8.self)
+        return String(String.UnicodeScalarView(decoded.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? "?" : $0 }))
+    }
+}

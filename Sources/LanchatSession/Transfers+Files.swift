@@ -1,0 +1,386 @@
+import Crypto
+import Glibc
+import LanchatCore
+import LanchatEngine
+import LanchatStore
+import LanchatTransfer
+import LanchatWire
+import NIOCore
+import NIOPosix
+
+/// The file work of transfers, as the engine asks for it (`FileAction`): reads that hash the sent file
+/// in order, part files made and resumed, writes in order on the file thread (hashed just before they
+/// are written), the hash at the end, placing under a free name, a room's history imported. Each answer
+/// goes back to the engine, which decides what follows.
+extension SessionNode {
+    func performFile(_ action: FileAction) {
+        switch action {
+        case .read(let id, let offset, let count): read(id, offset: offset, count: count)
+        case .lookUp(let offer, let peer): perform(engine.incomingLookedUp(offer.id, lookUp(offer, from: peer), at: time()))
+        case .openPart(let offer, let resume): openPart(offer.id, kind: offer.kind, size: offer.size, resume: resume)
+        case .write(let id, let offset, let data):
+            guard files[id] != nil else { return }
+            files[id]!.queue.append((offset, data))
+            write(id)
+        case .verify(let id):
+            guard var file = files[id] else { return }
+            let digest = Array(file.hasher.finalize())
+            file.hasher = SHA256()
+            files[id] = file
+            perform(engine.hashed(id, digest: digest, at: time()))
+        case .place(let id, let name, let modified): place(id, as: name, modified: modified)
+        case .importHistory(let id, let room, let peer): importHistory(id, room: room, from: peer)
+        case .close(let id, let removePart):
+            guard var file = files[id] else {
+                // Ended before its part file was handed over (being hashed, or never opened): a part file an
+                // earlier attempt left under this id goes (only ever one named after our own transfer id).
+                if removePart { for kind in [WireFrame.ResourceOffer.Kind.file, .history] { unlink(partPath(id, kind)) } }
+                return
+            }
+            guard !file.busy else {
+                // A read or write is under way on the file thread with this descriptor: closed after it.
+                file.closing = true
+                file.removeOnClose = removePart
+                files[id] = file
+                return
+            }
+            files[id] = nil
+            if file.fd >= 0 { close(file.fd) }
+            if removePart, file.incoming { unlink(file.path) }
+        case .cancelledWhileApart(let id, let peer):
+            guard let saved = try? store.transfer(id: id.description), !saved.outgoing, saved.state == "active",
+                  saved.peerID == peer.id.rawValue else { return }
+            unlink(saved.path)
+            try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
+            let info = TransferInfo(state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
+                                    size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: "cancelled by the sender")
+            engine.keepEnded(info)
+            emitTransfer(info)
+        }
+    }
+
+    /// After a read or write: the descriptor is closed now if the transfer ended meanwhile (or the node
+    /// stopped). Returns whether it was.
+    private func closedAfterWork(_ id: WireID, _ file: TransferFile) -> Bool {
+        guard file.closing || stopped else { return false }
+        files[id] = nil
+        if file.fd >= 0 { close(file.fd) }
+        if file.removeOnClose, file.incoming { unlink(file.path) }
+        return true
+    }
+
+    /// Hashes the file's bytes from `start` up to `end` (1 MiB at a time, on the file thread). Returns
+    /// where it stopped: `end`, or earlier at the end of the file or a read error.
+    nonisolated static func hash(_ fd: Int32, from start: UInt64, to end: UInt64, into hasher: inout SHA256) -> UInt64 {
+        var block = [UInt8](repeating: 0, count: Int(min(1 << 20, max(1, end - min(start, end)))))
+        var done = start
+        while done < end {
+            let want = Int(min(UInt64(block.count), end - done))
+            let n = block.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(done)) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            hasher.update(data: block[0..<n])
+            done += UInt64(n)
+        }
+        return done
+    }
+
+    /// Where the part file of a resource of this kind is written (files: the download directory, placed
+    /// there when verified; history: the state directory's `incoming`).
+    func storage(for kind: WireFrame.ResourceOffer.Kind) -> StorageDirectory {
+        switch kind {
+        case .history:
+            StorageDirectory(role: "the history directory", path: configuration.historyDirectory ?? configuration.downloadDirectory)
+        case .file:
+            StorageDirectory(role: "the download directory", path: configuration.downloadDirectory,
+                             mode: configuration.downloadsForGroup ? 0o750 : 0o700)  // (lanchatd's umask is 077)
+        }
+    }
+
+    func partPath(_ id: WireID, _ kind: WireFrame.ResourceOffer.Kind) -> String {
+        storage(for: kind).path + "/.lanchat-" + id.description + ".part"
+    }
+
+    // MARK: Sending
+
+    /// Reads a chunk on the file thread, hashing the file in order (after a restart, first what the
+    /// receiver already holds); the digest goes back with the read that hashed the last byte.
+    private func read(_ id: WireID, offset: UInt64, count: Int) {
+        guard var file = files[id], !file.busy else { return }
+        file.busy = true
+        let hashing = Handoff(value: (file.hasher, file.hashedUpTo))
+        file.hasher = SHA256()
+        files[id] = file
+        let fd = file.fd
+        let size = file.size
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(ByteBuffer, SHA256, UInt64)> in
+            var (hasher, hashed) = hashing.value
+            if hashed < offset {
+                hashed = SessionNode.hash(fd, from: hashed, to: offset, into: &hasher)
+                guard hashed == offset else { throw SessionError("bad_file", "the file changed while being sent (short read at \(hashed))") }
+            }
+            var buffer = ByteBufferAllocator().buffer(capacity: count)
+            if count > 0 {
+                let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
+                    max(0, pread(fd, pointer.baseAddress, count, off_t(offset)))
+                }
+                guard n == count else { throw SessionError("bad_file", "the file changed while being sent (short read at \(offset))") }
+                if offset + UInt64(count) > hashed {
+                    let skip = Int(hashed - offset)
+                    buffer.withUnsafeReadableBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[skip...])) }
+                    hashed = offset + UInt64(count)
+                }
+            }
+            return Handoff(value: (buffer, hasher, hashed))
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard var file = node.files[id] else { return }
+                file.busy = false
+                guard !node.closedAfterWork(id, file) else { return }
+                switch result {
+                case .success(let handoff):
+                    let (data, hasher, hashed) = handoff.value
+                    file.hasher = hasher
+                    if hashed == size, file.digest == nil { file.digest = Array(hasher.finalize()) }
+                    file.hashedUpTo = hashed
+                    let digest = file.digest
+                    node.files[id] = file
+                    node.perform(node.engine.fileRead(id, offset: offset, data: data, digest: digest, at: node.time()))
+                case .failure(let error):
+                    node.files[id] = file
+                    node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
+                }
+            }
+        }
+    }
+
+    // MARK: Receiving
+
+    /// What the store says of an offered id from this peer.
+    private func lookUp(_ offer: WireFrame.ResourceOffer, from peer: SessionPeer) -> IncomingRecord {
+        guard let saved = try? store.transfer(id: offer.id.description), !saved.outgoing, saved.peerID == peer.id.rawValue else { return .none }
+        switch saved.state {
+        case "complete": return .received
+        case "cancelled": return .cancelled
+        case "active":
+            let same = saved.size == Int64(offer.size) && saved.sha256 == Hex.string(offer.sha256) && saved.path == partPath(offer.id, offer.kind)
+            return same ? .partial : .none
+        default: return .none  // failed before: a new attempt from the start
+        }
+    }
+
+    /// Makes the part file ready: a new one (never one found there: a link planted at its name
+    /// included), or after a restart the one that holds what arrived before, hashed on the file thread
+    /// (the final check covers it) so that the sender is asked only for the rest.
+    private func openPart(_ id: WireID, kind: WireFrame.ResourceOffer.Kind, size: UInt64, resume: Bool) {
+        let directory = storage(for: kind)
+        let status = directory.prepare()
+        guard case .usable(let free) = status else {
+            perform(engine.partOpened(id, .unusable(status.problem ?? "cannot use \(directory.role) \(directory.path)"), at: time()))
+            return
+        }
+        let path = partPath(id, kind)
+        if resume {
+            let fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            if fd >= 0 {
+                hashPart(id, fd: fd, path: path, size: size, free: free)
+                return
+            }
+        }
+        unlink(path)
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let text = "cannot write in \(directory.role) \(directory.path): \(String(cString: strerror(errno)))"
+            perform(engine.partOpened(id, .failed(text), at: time()))
+            return
+        }
+        files[id] = TransferFile(fd: fd, path: path, incoming: true)
+        perform(engine.partOpened(id, .opened(path: path, held: 0, freeBytes: free), at: time()))
+    }
+
+    private func hashPart(_ id: WireID, fd: Int32, path: String, size: UInt64, free: UInt64) {
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(UInt64, SHA256)> in
+            var info = stat()
+            // Longer than the offer: not this offer's bytes; start over.
+            guard fstat(fd, &info) == 0, UInt64(info.st_size) <= size else {
+                ftruncate(fd, 0)
+                return Handoff(value: (0, SHA256()))
+            }
+            var hasher = SHA256()
+            let held = SessionNode.hash(fd, from: 0, to: UInt64(info.st_size), into: &hasher)
+            return Handoff(value: (held, hasher))
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                // Gone meanwhile (the connection dropped): the next offer starts over from the file.
+                guard !node.stopped, node.engine.isOpeningPart(id), node.files[id] == nil else {
+                    close(fd)
+                    return
+                }
+                var held: UInt64 = 0
+                var hasher = SHA256()
+                switch result {
+                case .success(let handoff): (held, hasher) = handoff.value
+                case .failure: ftruncate(fd, 0)
+                }
+                node.files[id] = TransferFile(fd: fd, path: path, incoming: true, hasher: hasher, hashedUpTo: held)
+                node.perform(node.engine.partOpened(id, .opened(path: path, held: held, freeBytes: free), at: node.time()))
+            }
+        }
+    }
+
+    /// Writes queued chunks in order, one batch at a time, on the file thread, hashing them just before
+    /// (the bytes are still in the cache), not on the event loop that decrypts.
+    private func write(_ id: WireID) {
+        guard var file = files[id], !file.busy, !file.queue.isEmpty else { return }
+        let batch = file.queue
+        file.queue = []
+        file.busy = true
+        let handoff = Handoff(value: (batch, file.hasher))
+        file.hasher = SHA256()
+        files[id] = file
+        let fd = file.fd
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<SHA256> in
+            var hasher = handoff.value.1
+            for (offset, data) in handoff.value.0 {
+                data.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+                var written = 0
+                let total = data.readableBytes
+                while written < total {
+                    let n = data.withUnsafeReadableBytes { pointer in
+                        pwrite(fd, pointer.baseAddress! + written, total - written, off_t(offset) + off_t(written))
+                    }
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw SessionError("write_failed", String(cString: strerror(errno)))
+                    }
+                    written += n
+                }
+            }
+            return Handoff(value: hasher)
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard var file = node.files[id] else { return }
+                file.busy = false
+                guard !node.closedAfterWork(id, file) else { return }
+                switch result {
+                case .success(let hasher):
+                    file.hasher = hasher.value
+                    node.files[id] = file
+                    if let last = batch.last {
+                        node.perform(node.engine.written(id, upTo: last.offset + UInt64(last.data.readableBytes), at: node.time()))
+                    }
+                    node.write(id)
+                case .failure(let error):
+                    node.files[id] = file
+                    node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
+                }
+            }
+        }
+    }
+
+    /// fsync, then the part file gets a free name in the download directory (never overwriting a file),
+    /// keeping the sender's mtime.
+    private func place(_ id: WireID, as name: String, modified: UInt64) {
+        guard let file = files.removeValue(forKey: id) else { return }
+        let directory = configuration.downloadDirectory
+        let fd = file.fd
+        let part = file.path
+        let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> String in
+            defer { close(fd) }
+            guard fsync(fd) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            fchmod(fd, mode)
+            var times = [timespec](repeating: timespec(), count: 2)
+            times[0].tv_nsec = (1 << 30) - 2  // UTIME_OMIT: leave the access time
+            times[1].tv_sec = Int(modified / 1000)
+            times[1].tv_nsec = Int(modified % 1000) * 1_000_000
+            futimens(fd, times)
+            // A name is taken by anything there, a dangling symbolic link included (lstat, not access).
+            func taken(_ candidate: String) -> Bool {
+                var info = stat()
+                return lstat(directory + "/" + candidate, &info) == 0
+            }
+            for _ in 0..<100 {
+                guard let final = SafeFileName.unique(name, exists: taken) else { break }
+                let target = directory + "/" + final
+                // link() fails if the name was taken meanwhile: no file is ever overwritten.
+                if link(part, target) == 0 {
+                    unlink(part)
+                    return target
+                }
+                guard errno == EEXIST else { throw SessionError("write_failed", "cannot place \(final): \(String(cString: strerror(errno)))") }
+            }
+            throw SessionError("write_failed", "no free name for \(name) in \(directory) (too many files of that name)")
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard !node.stopped else { return }
+                switch result {
+                case .success(let path):
+                    node.perform(node.engine.placed(id, path: path, at: node.time()))
+                case .failure(let error):
+                    unlink(part)
+                    node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
+                }
+            }
+        }
+    }
+
+    /// Reads a received history resource and keeps each record the engine's rule allows (ids
+    /// de-duplicate), in one transaction.
+    private func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer) {
+        guard let file = files.removeValue(forKey: id) else { return }
+        let fd = file.fd
+        let part = file.path
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<[HistoryRecord]> in
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0 else { throw SessionError("history", "cannot read the history") }
+            let size = Int(info.st_size)
+            var buffer = ByteBufferAllocator().buffer(capacity: size)
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { max(0, pread(fd, $0.baseAddress, size, 0)) }
+            guard n == size else { throw SessionError("history", "short read of the history") }
+            return Handoff(value: try HistoryRecord.decodeAll(buffer))
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                unlink(part)
+                guard !node.stopped else { return }
+                switch result {
+                case .success(let handoff):
+                    var added = 0
+                    var refused = 0
+                    do {
+                        try node.store.transaction {
+                            for record in handoff.value {
+                                // Our own messages (a member that rejoins) we have, or never sent: skipped quietly.
+                                if record.senderID == node.configuration.ownID.rawValue { continue }
+                                guard let stored = SessionStateMachine.storable(
+                                    id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
+                                    timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: node.configuration.ownID)
+                                else {
+                                    refused += 1
+                                    continue
+                                }
+                                if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { added += 1 }
+                            }
+                        }
+                        node.perform(node.engine.historyImported(id, added: added, refused: refused, error: nil, at: node.time()))
+                    } catch {
+                        node.perform(node.engine.historyImported(id, added: 0, refused: 0, error: "cannot store the history: \(error)", at: node.time()))
+                    }
+                case .failure(let error):
+                    node.perform(node.engine.historyImported(id, added: 0, refused: 0, error: "invalid history: \(error)", at: node.time()))
+                }
+            }
+        }
+    }
+}
