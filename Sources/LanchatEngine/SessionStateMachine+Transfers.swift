@@ -60,8 +60,15 @@ extension SessionStateMachine {
     }
 
     /// After a restart: an outgoing transfer cancelled while its receiver was away (it is told when back).
-    public mutating func restoreCancelled(_ id: WireID, to peer: PeerID) {
-        transfers.tellCancelled[id] = peer
+    public mutating func restoreCancelled(_ id: WireID, to peer: PeerID, at now: EngineTime) {
+        transfers.tellCancelled[id] = .init(peer: peer, since: now.wall)
+    }
+
+    /// The shell found a transfer its sender cancelled while this node was stopped (`FileAction.cancelledWhileApart`),
+    /// and removed its part file, or had heard the cancel before: the sender hears that its cancel arrived.
+    public mutating func cancelHeard(_ id: WireID, from peer: PeerID) -> [SessionAction] {
+        guard let handle = links.handle(peer) else { return [] }
+        return [.send(handle, [.resourceEnd(.init(id: id, status: .cancelled, text: "the cancel was received"))])]
     }
 
     /// The shell read what `FileAction.read` asked for (`digest`: the file's SHA-256 once all of it is hashed).
@@ -113,8 +120,9 @@ extension SessionStateMachine {
         out.append(.file(.close(id, removePart: false)))
         if cancelledHere, !transfer.ephemeral {
             out.append(.persist(.updateTransfer(id, state: .cancelled, sentMark: nil, resent: nil)))
-            transfers.tellCancelled[id] = transfer.peer.id
-            if transfers.tellCancelled.count > transfers.limits.keptCancelled, let oldest = transfers.tellCancelled.orderedKeys.first(where: { $0 != id }) {
+            transfers.tellCancelled[id] = .init(peer: transfer.peer.id, since: now.wall)
+            if transfers.tellCancelled.count > transfers.limits.keptCancelled,
+               let oldest = transfers.tellCancelled.orderedKeys.filter({ $0 != id }).min(by: { transfers.tellCancelled[$0]!.since < transfers.tellCancelled[$1]!.since }) {
                 transfers.tellCancelled[oldest] = nil
                 out.append(.persist(.deleteTransfer(oldest)))
             }
@@ -179,13 +187,18 @@ extension SessionStateMachine {
         case .resourceEnd(let end):
             if transfers.outgoing[end.id]?.peer.id == peer.id {
                 endOutgoing(end.id, TransferState(end.status), error: end.text.isEmpty ? nil : end.text, at: now, &out)
+            } else if end.status == .cancelled, transfers.tellCancelled[end.id]?.peer == peer.id {
+                // The receiver heard our cancel: no need to tell it again.
+                transfers.tellCancelled[end.id] = nil
+                out.append(.persist(.deleteTransfer(end.id)))
             } else if let transfer = transfers.incoming[end.id], transfer.peer.id == peer.id {
+                // Either way the sender is answered (END cancelled): it tells a cancel until it hears that.
                 if var machine = transfer.machine, transfer.stage != .opening, transfer.stage != .lookingUp {
                     let actions = machine.cancel(byPeer: true)
                     transfers.incoming[end.id]?.machine = machine
                     performIncoming(actions, end.id, at: now, &out)
                 } else {
-                    endIncoming(end.id, .cancelled, text: "cancelled by the sender", tell: false, at: now, &out)
+                    endIncoming(end.id, .cancelled, text: "cancelled by the sender", tell: true, at: now, &out)
                 }
             } else if end.status == .cancelled {
                 // Cancelled by the sender while we were apart (this node restarted meanwhile).
@@ -210,10 +223,15 @@ extension SessionStateMachine {
             transfers.outgoing[id] = transfer
             out.append(.send(handle, [.resourceOffer(transfer.offer)]))
         }
-        for id in transfers.tellCancelled.orderedKeys where transfers.tellCancelled[id] == peer {
-            transfers.tellCancelled[id] = nil
+        // Kept until the receiver answers that it heard (an END on a connection that then failed is lost).
+        for id in transfers.tellCancelled.orderedKeys {
+            guard let tell = transfers.tellCancelled[id], tell.peer == peer else { continue }
+            guard now.wall - tell.since < transfers.limits.cancelTold else {
+                transfers.tellCancelled[id] = nil
+                out.append(.persist(.deleteTransfer(id)))
+                continue
+            }
             out.append(.send(handle, [.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))]))
-            out.append(.persist(.deleteTransfer(id)))
         }
     }
 

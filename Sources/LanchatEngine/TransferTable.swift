@@ -115,8 +115,10 @@ public struct TransferLimits: Sendable, Equatable {
     public var sentMarkAhead: UInt64 = 8 << 20
     /// Progress events (not frames) at most every this many bytes.
     public var reportEvery: UInt64 = 8 << 20
-    /// Outgoing transfers cancelled here whose receiver is told again at the next connection, at most.
+    /// Outgoing transfers cancelled here whose receiver is told again at each connection until it answers, at most.
     public var keptCancelled = 1024
+    /// ... and for at most this long (milliseconds; a receiver gives up an interrupted transfer after as long).
+    public var cancelTold: Int64 = 7 * 24 * 3600 * 1000
     /// Ended transfers kept for `lanchat transfers`.
     public var keptEnded = 100
 
@@ -167,8 +169,10 @@ struct TransferTable: Sendable {
 
     var outgoing: [WireID: Outgoing] = [:]
     var incoming: [WireID: Incoming] = [:]
-    /// Outgoing transfers cancelled here: the receiver is told (again) at the next connection to it.
-    var tellCancelled: [WireID: PeerID] = [:]
+    /// Outgoing transfers cancelled here (`since`: wall milliseconds): the receiver is told at each
+    /// connection to it until it answers that it heard.
+    struct TellCancel: Equatable { var peer: PeerID; var since: Int64 }
+    var tellCancelled: [WireID: TellCancel] = [:]
     /// The last ended transfers, newest last.
     var ended: [TransferInfo] = []
 

@@ -48,14 +48,19 @@ extension SessionNode {
             if file.fd >= 0 { close(file.fd) }
             if removePart, file.incoming { unlink(file.path) }
         case .cancelledWhileApart(let id, let peer):
-            guard let saved = try? store.transfer(id: id.description), !saved.outgoing, saved.state == "active",
-                  saved.peerID == peer.id.rawValue else { return }
+            guard let saved = try? store.transfer(id: id.description), !saved.outgoing, saved.peerID == peer.id.rawValue else { return }
+            guard saved.state == "active" else {
+                // Heard before, but the sender missed our answer: it keeps telling until it hears it.
+                if saved.state == TransferState.cancelled.rawValue { perform(engine.cancelHeard(id, from: peer.id)) }
+                return
+            }
             unlink(saved.path)
             try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
             let info = TransferInfo(state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
                                     size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: "cancelled by the sender")
             engine.keepEnded(info)
             emitTransfer(info)
+            perform(engine.cancelHeard(id, from: peer.id))
         }
     }
 

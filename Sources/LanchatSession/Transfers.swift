@@ -173,7 +173,7 @@ extension SessionNode {
         for saved in (try? store.transfers()) ?? [] where saved.outgoing {
             guard let id = WireID(hex: saved.id), let peerID = PeerID(saved.peerID) else { continue }
             if saved.state == "cancelled" {
-                engine.restoreCancelled(id, to: peerID)
+                engine.restoreCancelled(id, to: peerID, at: time())
                 continue
             }
             guard saved.state == "active", let digest = Hex.bytes(saved.sha256) else { continue }

@@ -212,4 +212,57 @@ import Testing
         #expect(files(node.received([.resourceOffer(offer)], on: LinkHandle(2), at: at(6))).isEmpty)
         #expect(node.diagnostics.incomingTransfers == 0)
     }
+
+    func cancels(_ actions: [SessionAction]) -> [WireID] {
+        frames(actions).compactMap { if case .resourceEnd(let end) = $0, end.status == .cancelled { end.id } else { nil } }
+    }
+
+    @Test func aCancelIsToldAtEachConnectionUntilTheReceiverAnswersAndNotPastItsTime() throws {
+        var node = engine()
+        let (id, _) = try node.offerResource(file, to: bob.id, at: at(0))
+        _ = node.received([.resourceAccept(.init(id: id, offset: 0))], on: handle, at: at(1))
+        let (_, cancelled) = try #require(try node.cancelTransfer(id.description, at: at(2)))
+        #expect(cancels(cancelled) == [id])
+        // The END may be lost with the connection: told again at the next one, and the next, until heard.
+        _ = node.linkDown(handle, reason: .lost, at: at(3))
+        #expect(cancels(node.linkUp(LinkHandle(2), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(4)).actions) == [id])
+        _ = node.linkDown(LinkHandle(2), reason: .lost, at: at(5))
+        #expect(cancels(node.linkUp(LinkHandle(3), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(6)).actions) == [id])
+        // The receiver's answer: persisted row gone, no answer back (two ENDs never bounce), not told again.
+        let heard = node.received([.resourceEnd(.init(id: id, status: .cancelled, text: "the cancel was received"))], on: LinkHandle(3), at: at(7))
+        #expect(heard.contains { if case .persist(.deleteTransfer(id)) = $0 { true } else { false } })
+        #expect(frames(heard).isEmpty)
+        _ = node.linkDown(LinkHandle(3), reason: .lost, at: at(8))
+        #expect(cancels(node.linkUp(LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(9)).actions).isEmpty)
+        // A cancel never heard (the receiver never got the offer) is told for a week, then forgotten.
+        let (other, _) = try node.offerResource(file, to: bob.id, at: at(10))
+        _ = try node.cancelTransfer(other.description, at: at(11))
+        _ = node.linkDown(LinkHandle(4), reason: .lost, at: at(12))
+        let week: Int64 = 7 * 24 * 3600 * 1000
+        let late = node.linkUp(LinkHandle(5), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(11 + week)).actions
+        #expect(cancels(late).isEmpty)
+        #expect(late.contains { if case .persist(.deleteTransfer(other)) = $0 { true } else { false } })
+    }
+
+    @Test func aReceiverAnswersTheSendersCancelOnceAndAnswersNothingElse() throws {
+        var node = engine()
+        let id = WireID(bytes: [UInt8](repeating: 0x42, count: 16))!
+        let offer = WireFrame.ResourceOffer(id: id, room: lab, kind: .file, name: Array("b.bin".utf8), size: 40, sha256: [UInt8](repeating: 1, count: 32),
+                                            modifiedMilliseconds: 1, digestFollows: false)
+        _ = node.received([.resourceOffer(offer)], on: handle, at: at(1))
+        _ = node.incomingLookedUp(id, .none, at: at(2))
+        _ = node.partOpened(id, .opened(path: "/d/.part", held: 0, freeBytes: 1 << 30), at: at(2))
+        let end = node.received([.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))], on: handle, at: at(3))
+        #expect(cancels(end) == [id])
+        #expect(ended(end)?.state == TransferState.cancelled.rawValue)
+        // Told again (our answer was lost): the engine no longer holds it, the shell looks in the store
+        // (`cancelledWhileApart`), and answers through `cancelHeard` only if it held it as cancelled.
+        let again = node.received([.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))], on: handle, at: at(4))
+        #expect(frames(again).isEmpty)
+        #expect(files(again).contains { if case .cancelledWhileApart(id, let peer) = $0 { peer.id == bob.id } else { false } })
+        #expect(cancels(node.cancelHeard(id, from: bob.id)) == [id])
+        // Other ENDs for transfers it does not hold are not answered.
+        #expect(frames(node.received([.resourceEnd(.init(id: id, status: .failed, text: "x"))], on: handle, at: at(5))).isEmpty)
+    }
+
 }

@@ -99,7 +99,7 @@ extension Simulator {
         for saved in nodes[index].store.transfers() where saved.outgoing {
             guard let id = WireID(hex: saved.id), let peer = PeerID(saved.peerID), let bytes = originals[id] else { continue }
             if saved.state == "cancelled" {
-                engine.restoreCancelled(id, to: peer)
+                engine.restoreCancelled(id, to: peer, at: time(index))
             } else if saved.state == "active" {
                 engine.restoreOutgoing(
                     id, to: SessionPeer(id: peer, name: saved.peerName),
@@ -214,10 +214,14 @@ extension Simulator {
         case .close(let id, let removePart):
             if removePart { nodes[node].disk[id] = nil }
         case .cancelledWhileApart(let id, let peer):
-            guard let saved = nodes[node].store.transfer(id: id.description), !saved.outgoing, saved.state == "active",
-                  saved.peerID == peer.id.rawValue else { return }
+            guard let saved = nodes[node].store.transfer(id: id.description), !saved.outgoing, saved.peerID == peer.id.rawValue else { return }
+            guard saved.state == "active" else {
+                if saved.state == "cancelled" { perform(node) { $0.cancelHeard(id, from: peer.id) } }
+                return
+            }
             nodes[node].disk[id] = nil
             nodes[node].store.updateTransfer(id: saved.id, state: "cancelled", sentMark: nil, resent: nil, now: time(node).wall)
+            perform(node) { $0.cancelHeard(id, from: peer.id) }
         }
     }
 
