@@ -73,11 +73,11 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
-        // The wire decoder's fuzz target: `scripts/fuzz.sh` builds it with libFuzzer; a plain build
-        // gives a binary that replays files through the same entry point.
+        // The decoders outside input reaches, as fuzz targets: `scripts/fuzz.sh TARGET` builds them with
+        // libFuzzer; a plain build gives a binary that replays files through the same entry points.
         .executableTarget(
-            name: "WireFuzz",
-            dependencies: ["LanchatCore", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]
+            name: "LanchatFuzz",
+            dependencies: ["DNSSD", "LanchatControl", "LanchatDiscovery", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .target(
             name: "LanchatDaemon",

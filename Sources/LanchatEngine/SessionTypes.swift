@@ -220,6 +220,9 @@ public enum PeerCloseReason: Equatable, Sendable, CustomStringConvertible {
     case lost
     /// We closed it.
     case local
+    /// We closed it: the peer stopped reading what we sent (its output budget was spent or nothing of
+    /// it was written for the stall time).
+    case notReading(String)
 
     public var description: String {
         switch self {
@@ -231,6 +234,7 @@ public enum PeerCloseReason: Equatable, Sendable, CustomStringConvertible {
         case .protocolError(let text): return "protocol error: \(text)"
         case .lost: return "connection lost"
         case .local: return "disconnected"
+        case .notReading(let text): return "stopped reading: \(text)"
         }
     }
 }

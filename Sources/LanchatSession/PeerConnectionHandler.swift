@@ -35,6 +35,16 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         public var advertisedID: String?
         public var heartbeatInterval: TimeAmount
         public var heartbeatTimeout: TimeAmount
+        /// The output budget: at most this many bytes handed to the connection and not yet written to its
+        /// socket, each write counted with `writeOverhead` more (what a waiting write costs in memory
+        /// beside its bytes: buffers, TLS record, promise; measured: a flood of waiting 14-byte PONGs
+        /// cost about 800 bytes each). More than any honest peer makes us queue (a transfer keeps at most
+        /// 4 MiB in flight, a stream what the peer granted, 4 MiB); a peer that makes us queue more is closed.
+        public var outputBudget: Int = 64 << 20
+        public var writeOverhead: Int = 1024
+        /// A peer that leaves output waiting and reads none of it for this long is closed (checked with
+        /// the heartbeat): it stopped reading, whatever it sends.
+        public var outputStall: TimeAmount = .seconds(30)
 
         public init(hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool?, advertisedID: String?,
                     heartbeatInterval: TimeAmount = .seconds(2), heartbeatTimeout: TimeAmount = .seconds(8)) {
@@ -78,6 +88,11 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     private var closeReason: PeerCloseReason?
     private var heartbeat: RepeatedTask?
     private var lastReceived = NIODeadline.now()
+    /// Bytes handed to the channel whose write has not completed, and since when some have been waiting
+    /// with none written (the output budget, `Configuration.outputBudget`).
+    private var pendingOutput = 0
+    private var overBudget = false
+    private var outputWaitingSince = NIODeadline.now()
     private var finished = false
 
     public init(configuration: Configuration, certificateID: NIOLockedValueBox<String?>, established: EventLoopPromise<HandshakeStateMachine.Session>) {
@@ -127,6 +142,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // The loop's clock, not the wall's: an EmbeddedEventLoop drives heartbeats in tests.
+        // Closing (TLS may still read while it says goodbye): what comes now is dropped, not kept.
+        guard !closed else { return }
         lastReceived = context.eventLoop.now
         var incoming = unwrapInboundIn(data)
         if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
@@ -205,7 +222,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         }
         switch frame {
         case .ping(let nonce):
-            write(.pong(nonce), context: context)
+            // With the rest of this tick's output (one TLS record, one flush for a burst of PINGs).
+            send([.pong(nonce)])
         case .pong(let nonce):
             pings.removeValue(forKey: nonce)?.succeed()
         case .goodbye(let goodbye):
@@ -269,6 +287,12 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
                 task.cancel()
                 return
             }
+            if handler.pendingOutput > 0, context.eventLoop.now - handler.outputWaitingSince > handler.configuration.outputStall {
+                let seconds = handler.configuration.outputStall.nanoseconds / 1_000_000_000
+                handler.stopReading("output waited \(seconds) s with none of it read", context: context)
+                task.cancel()
+                return
+            }
             handler.write(.ping(UInt64.random(in: 0...UInt64.max)), context: context)
         }
     }
@@ -285,8 +309,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             guard let raw = try? frame.encode(allocator: context.channel.allocator) else { continue }
             FrameEncoder().encode(data: raw, out: &out)
         }
-        context.write(wrapOutboundOut(out), promise: nil)
-        guard !flushScheduled else { return }
+        context.write(wrapOutboundOut(out), promise: counted(out.readableBytes, context: context))
+        guard !closed, !flushScheduled else { return }
         flushScheduled = true
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.eventLoop.execute {
@@ -300,7 +324,39 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         guard let raw = try? frame.encode(allocator: context.channel.allocator) else { return }
         var out = context.channel.allocator.buffer(capacity: raw.payload.readableBytes + RawFrame.headerLength)
         FrameEncoder().encode(data: raw, out: &out)
-        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(out), promise: counted(out.readableBytes, context: context))
+    }
+
+    /// Counts `bytes` against the output budget until their write completes (written to the socket, or
+    /// failed because the connection closed); a write past the budget closes the connection.
+    private func counted(_ bytes: Int, context: ChannelHandlerContext) -> EventLoopPromise<Void>? {
+        let loop = context.eventLoop
+        if pendingOutput == 0 { outputWaitingSince = loop.now }
+        let bytes = bytes + configuration.writeOverhead
+        pendingOutput += bytes
+        let promise = loop.makePromise(of: Void.self)
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        promise.futureResult.whenComplete { _ in
+            let handler = bound.value.0
+            handler.pendingOutput -= bytes
+            // Some output was read: what still waits waits from now.
+            handler.outputWaitingSince = loop.now
+        }
+        if pendingOutput > configuration.outputBudget, !closed, !overBudget {
+            // Closed on the next tick, not inside the caller's send.
+            overBudget = true
+            loop.execute {
+                let (handler, context) = bound.value
+                handler.stopReading("\(handler.pendingOutput >> 20) MiB of output waiting, over the budget of \(handler.configuration.outputBudget >> 20) MiB", context: context)
+            }
+        }
+        return promise
+    }
+
+    /// Closes a connection whose peer does not read (no GOODBYE: it would wait behind the rest).
+    private func stopReading(_ text: String, context: ChannelHandlerContext) {
+        closeReason = closeReason ?? .notReading(text)
+        fail(.closed, context: context, goodbye: nil)
     }
 
     private func fail(_ error: ConnectionError, context: ChannelHandlerContext, goodbye: WireFrame.Goodbye?) {

@@ -89,3 +89,28 @@ def test_a_group_daemon_sends_only_files_handed_over(lan):
         f.write("handed over")
     result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=60)
     assert json.loads(result.stdout.splitlines()[-1])["state"] == "complete", result.stdout
+
+
+def resident_kib(lan, daemon):
+    """The daemon's resident memory (VmRSS, KiB), read inside its host."""
+    status = lan.run(daemon.host, ["cat", f"/proc/{daemon.pid()}/status"]).stdout
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+
+
+def test_a_member_that_floods_pings_and_never_reads_is_closed_and_memory_stays_bounded(lan):
+    """Issue 11, item 1: the PONGs owed to a peer that does not read wait in the daemon's output. Each
+    connection has an output budget (64 MiB) and a stall time (30 s with nothing read): the flooder is
+    closed, shown not connected, and the daemon's memory stays within the budget."""
+    daemon, port = solo(lan)
+    before = resident_kib(lan, daemon)
+    out = attack(lan, port, "ping-flood", "60")
+    assert out["joined"], out
+    assert out["closed_after"] is not None and out["closed_after"] < 60, out
+    after = resident_kib(lan, daemon)
+    assert after - before < 96 * 1024, (before, after, out)
+    notices = [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "drop") if m["kind"] == "system"]
+    assert any(t.startswith("wire-client left: stopped reading") for t in notices), notices
+    members = {m["name"]: m for room in lan.lanchat_json("h2", "rooms") for m in room["members"]}
+    assert members["wire-client"]["state"] == "not_connected", members
+    assert lan.lanchat_json("h2", "status")["name"] == "bob"
+    print(f"ping flood: {out['pings']} PINGs, closed after {out['closed_after']} s; VmRSS {before} -> {after} KiB; {notices[-1]}")

@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def identity(directory):
@@ -252,6 +253,25 @@ def main():
         c.send(frame(0x20, struct.pack(">Q", 9)))
         got = c.frames_until(0x21)
         out["pong_after"] = got is not None and got[0] == 0x21
+    elif scenario == "ping-flood":
+        # A member that sends PINGs as fast as it can and never reads: every PONG the daemon owes waits
+        # in its output. Sent until the daemon closes the connection, for at most argv[4] seconds.
+        c.send(invite("drop"))
+        got = c.frames_until(0x03)
+        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        block = frame(0x20, struct.pack(">Q", 7)) * 2000
+        started, sent, closed = time.monotonic(), 0, None
+        c.sock.settimeout(5)
+        while time.monotonic() - started < float(sys.argv[4]):
+            try:
+                c.send(block)
+                sent += 2000
+            except (socket.timeout, TimeoutError):
+                continue  # the daemon reads no faster: go on pushing
+            except (ssl.SSLError, OSError):
+                closed = round(time.monotonic() - started, 1)
+                break
+        out.update(pings=sent, closed_after=closed)
     elif scenario == "unknown-type":
         c.send(frame(0x7E, b"xx"))
         got = c.frames_until(0x2F)
