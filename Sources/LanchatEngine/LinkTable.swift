@@ -12,6 +12,8 @@ struct LinkTable: Sendable, Equatable {
         /// Who dialed this connection.
         var dialer: PeerID
         var remoteAddress: String?
+        /// When it came up (monotonic milliseconds).
+        var since: Int64 = 0
     }
 
     /// What to do with a new connection.

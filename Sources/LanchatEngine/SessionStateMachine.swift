@@ -41,6 +41,9 @@ public struct SessionStateMachine: Sendable {
         public var resyncInterval: Int64 = 30_000
         /// Invitations without an answer remembered (see `unanswered`).
         public var maximumUnansweredInvitations = 256
+        /// Connections from peers that share no room with us (one about to invite us, a `lanchat ping`)
+        /// kept at once; past it the oldest of them with no invitation under way is closed.
+        public var maximumStrangerLinks = 64
         /// How long a member that left is not re-introduced by others (milliseconds); at most
         /// `maximumTombstones` are kept.
         public var tombstoneLifetime: Int64 = 60_000
@@ -223,13 +226,18 @@ public struct SessionStateMachine: Sendable {
             out.append(.emit(.security(peer: peer, text: Self.keyChangeText(name: peer.name, previous: previous, now: peer.id))))
             return (nil, out)
         }
-        let entry = LinkTable.Entry(handle: handle, peer: peer, dialer: dialedByUs ? configuration.ownID : peer.id, remoteAddress: remoteAddress)
+        let entry = LinkTable.Entry(
+            handle: handle, peer: peer, dialer: dialedByUs ? configuration.ownID : peer.id, remoteAddress: remoteAddress, since: now.monotonic)
         switch links.offer(entry, ownID: configuration.ownID) {
         case .keepExisting(let existing):
             out.append(.close(handle, .leaving, "duplicate connection"))
             return (existing, out)
         case .adopt(let replaced):
             if let replaced { out.append(.close(replaced, .leaving, "duplicate connection")) }
+        }
+        if !sharesRoom(with: peer.id), let crowded = strangerToClose(arriving: peer.id) {
+            out.append(.close(crowded, .leaving, "too many connections from peers outside \(configuration.ownName)'s rooms"))
+            if crowded == handle { return (nil, out) }
         }
         // The redial backoff is reset once the peer speaks on the connection (`received`), not here: a
         // peer that accepts TLS and then refuses us must not be redialed at once, again and again.
@@ -243,6 +251,17 @@ public struct SessionStateMachine: Sendable {
         resumeTransfers(to: peer.id, on: handle, at: now, &out)
         scheduleResync(at: now)
         return (handle, out)
+    }
+
+    /// With more stranger links (peers sharing no room with us) than allowed: the oldest one with no
+    /// invitation under way (either way), or the arriving one if all are busy; nil while within the cap.
+    func strangerToClose(arriving: PeerID) -> LinkHandle? {
+        let strangers = links.peers.filter { !sharesRoom(with: $0) }.compactMap { links.entry($0) }
+        guard strangers.count > configuration.maximumStrangerLinks else { return nil }
+        let busy = Set(pending.values.map(\.peer)).union(outgoing.values.map(\.peer.id))
+        let idle = strangers.filter { $0.peer.id != arriving && !busy.contains($0.peer.id) }
+        let oldest = idle.min { ($0.since, $0.handle.rawValue) < ($1.since, $1.handle.rawValue) }
+        return oldest?.handle ?? links.handle(arriving)
     }
 
     /// A connection ended (whether or not it served its peer).

@@ -21,6 +21,10 @@ public struct PeerTLS: Sendable {
         client.certificateChain = [.certificate(certificate.certificate)]
         client.privateKey = .privateKey(certificate.privateKey)
         client.certificateVerification = .noHostnameVerification
+        // A peer we close answers close_notify at once if it is honest; one that does not read must not
+        // hold the connection (and its descriptor) for NIOSSL's default 5 s.
+        server.shutdownTimeout = .seconds(1)
+        client.shutdownTimeout = .seconds(1)
         serverContext = try NIOSSLContext(configuration: server)
         clientContext = try NIOSSLContext(configuration: client)
     }

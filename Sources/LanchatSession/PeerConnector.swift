@@ -161,24 +161,94 @@ public struct PeerConnector: Sendable {
         }
     }
 
+    /// What a listener accepts at once: connections still in TLS and HELLO (a host that opens many and
+    /// stays silent holds each for the handshake timeout, 10 s) and open connections (each a
+    /// descriptor), in all and from one address (a LAN host needs one or two; others keep their share).
+    /// Past a cap a new connection is closed at once.
+    public struct AcceptLimits: Sendable {
+        public var handshakes = 64
+        public var handshakesPerAddress = 8
+        public var connections = 512
+        public var connectionsPerAddress = 32
+        public init() {}
+    }
+
+    /// Counts what `AcceptLimits` caps, for one listener.
+    final class AcceptGate: Sendable {
+        struct Counts {
+            var handshakes = 0
+            var connections = 0
+            var byAddress: [String: (handshakes: Int, connections: Int)] = [:]
+        }
+        let limits: AcceptLimits
+        private let counts = NIOLockedValueBox(Counts())
+        init(_ limits: AcceptLimits) { self.limits = limits }
+
+        /// Whether a new connection from `address` may start its handshake (counted if so).
+        func enter(_ address: String) -> Bool {
+            counts.withLockedValue { counts in
+                let mine = counts.byAddress[address] ?? (0, 0)
+                guard counts.connections < limits.connections, counts.handshakes < limits.handshakes,
+                      mine.connections < limits.connectionsPerAddress, mine.handshakes < limits.handshakesPerAddress else { return false }
+                counts.connections += 1
+                counts.handshakes += 1
+                counts.byAddress[address] = (mine.handshakes + 1, mine.connections + 1)
+                return true
+            }
+        }
+
+        func handshakeDone(_ address: String) { change(address, handshakes: -1, connections: 0) }
+        func closed(_ address: String) { change(address, handshakes: 0, connections: -1) }
+
+        private func change(_ address: String, handshakes: Int, connections: Int) {
+            counts.withLockedValue { counts in
+                counts.handshakes += handshakes
+                counts.connections += connections
+                let mine = counts.byAddress[address] ?? (0, 0)
+                let now = (mine.handshakes + handshakes, mine.connections + connections)
+                counts.byAddress[address] = now == (0, 0) ? nil : now
+            }
+        }
+    }
+
+    public struct Refused: Error, CustomStringConvertible {
+        public let description: String
+    }
+
     /// Listens for peers on `port` (0 = any free port; IPv6 and IPv4 where the host has IPv6, else IPv4).
-    /// Each connection that completes TLS and HELLO goes to `established`; failures go to `failed`.
+    /// Each connection that completes TLS and HELLO goes to `established`; failures, and connections
+    /// closed at once because a cap of `limits` was reached, go to `failed`.
     public func listen(
-        port: Int, established: @escaping @Sendable (Connection) -> Void,
+        port: Int, limits: AcceptLimits = AcceptLimits(), established: @escaping @Sendable (Connection) -> Void,
         failed: @escaping @Sendable (_ remote: String, Error) -> Void = { _, _ in }
     ) async throws -> Channel {
         let connector = self
+        let gate = AcceptGate(limits)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let remote = channel.remoteAddress.map { "\($0)" } ?? "?"
-                    try connector.configureAccepted(channel) { result in
-                        switch result {
-                        case .success(let connection): established(connection)
-                        case .failure(let error): failed(remote, error)
+                    let address = channel.remoteAddress?.ipAddress ?? "?"
+                    guard gate.enter(address) else {
+                        let refused = Refused(description: "too many connections being set up (at most \(limits.handshakes), "
+                            + "\(limits.handshakesPerAddress) from one address) or open (\(limits.connections), \(limits.connectionsPerAddress) from one address)")
+                        failed(remote, refused)
+                        throw refused
+                    }
+                    channel.closeFuture.whenComplete { _ in gate.closed(address) }
+                    do {
+                        try connector.configureAccepted(channel) { result in
+                            gate.handshakeDone(address)
+                            switch result {
+                            case .success(let connection): established(connection)
+                            case .failure(let error): failed(remote, error)
+                            }
                         }
+                    } catch {
+                        gate.handshakeDone(address)
+                        throw error
                     }
                 }
             }

@@ -55,6 +55,28 @@ import Testing
         #expect(result.actions.first == .close(LinkHandle(1), .refused, "alice knows 'bob' with another key; refused"))
     }
 
+    @Test func strangersBeyondTheCapCloseTheOldestIdleOneNeverAMemberNorOneInvitingUs() {
+        var configuration = SessionStateMachine.Configuration(ownID: small.id, ownName: small.name, port: 7473, autoAccept: .never)
+        configuration.maximumStrangerLinks = 3
+        var node = SessionStateMachine(
+            configuration: configuration, restored: .init(rooms: [(lab, [StoredMember(peerID: large.id.rawValue, name: large.name, port: 7473, addresses: [])])]),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: true, remoteAddress: nil, at: at(0))
+        func stranger(_ n: Int) -> SessionPeer { SessionPeer(id: Self.peerID(UInt8(0x40 + n)), name: "s\(n)") }
+        func closes(_ actions: [SessionAction]) -> [LinkHandle] {
+            actions.compactMap { if case .close(let handle, _, _) = $0 { handle } else { nil } }
+        }
+        for n in 1...3 { #expect(closes(node.linkUp(LinkHandle(10 + n), peer: stranger(n), dialedByUs: false, remoteAddress: nil, at: at(Int64(n))).actions).isEmpty) }
+        // s1 invites us: busy, kept. The fourth stranger closes the oldest idle one, s2 (never bob, a member).
+        _ = node.received([.invite(.init(id: WireID(bytes: [UInt8](repeating: 9, count: 16))!, timeoutMilliseconds: 30_000, room: RoomID("x")!, context: []))],
+                          on: LinkHandle(11), at: at(5))
+        let fourth = node.linkUp(LinkHandle(14), peer: stranger(4), dialedByUs: false, remoteAddress: nil, at: at(6))
+        #expect(closes(fourth.actions) == [LinkHandle(12)])
+        #expect(fourth.actions.contains { if case .close(_, .leaving, let text) = $0 { text.contains("too many connections from peers outside") } else { false } })
+        #expect(fourth.serving == LinkHandle(14))
+    }
+
     @Test func anInvitationExpiresOnItsTimer() {
         var node = engine(small)
         _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))

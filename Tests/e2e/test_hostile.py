@@ -114,3 +114,100 @@ def test_a_member_that_floods_pings_and_never_reads_is_closed_and_memory_stays_b
     assert members["wire-client"]["state"] == "not_connected", members
     assert lan.lanchat_json("h2", "status")["name"] == "bob"
     print(f"ping flood: {out['pings']} PINGs, closed after {out['closed_after']} s; VmRSS {before} -> {after} KiB; {notices[-1]}")
+
+
+CONNECTION_FLOOD = r'''
+import json, os, resource, socket, ssl, struct, subprocess, sys, tempfile, time
+host, port, count, silent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+sources = sys.argv[6].split(",")
+resource.setrlimit(resource.RLIMIT_NOFILE, (count + silent + 256, count + silent + 256))
+sys.path.insert(0, sys.argv[5])
+from wire_client import hello, identity
+work = tempfile.mkdtemp()
+held, established, refused, started = [], 0, 0, time.monotonic()
+for n in range(count):
+    # A fresh key for every connection: each is a peer we have never seen, sharing no room with us.
+    directory = os.path.join(work, str(n))
+    os.makedirs(directory)
+    key, cert, peer_id = identity(directory)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(cert, key)
+    try:
+        s = context.wrap_socket(socket.create_connection((host, port), timeout=10, source_address=(sources[n % len(sources)], 0)))
+        s.sendall(hello(peer_id, name=f"stranger-{n}"))
+        s.settimeout(10)
+        if s.recv(6):
+            established += 1
+            held.append(s)
+    except OSError:
+        refused += 1
+flood_seconds = round(time.monotonic() - started, 1)
+# Connections that stay silent (no TLS at all): each holds a handshake slot until its timeout.
+quiet = []
+for _ in range(silent):
+    try:
+        quiet.append(socket.create_connection((host, port), timeout=5, source_address=(sources[0], 0)))
+    except OSError:
+        pass
+# What the daemon said to the held ones (without waiting): a GOODBYE saying why, or a close.
+evicted = closed = 0
+for s in held:
+    s.settimeout(0)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (ssl.SSLWantReadError, BlockingIOError):
+        pass
+    except OSError:
+        closed += 1
+    if b"too many connections from peers outside" in data:
+        evicted += 1
+print(json.dumps({"established": established, "refused": refused, "seconds": flood_seconds, "silent": len(quiet),
+                  "evicted": evicted, "closed": closed}), flush=True)
+# Hold everything open while the test checks the daemon; closed when the test ends this process.
+sys.stdin.read()
+'''
+
+
+def test_thousands_of_strangers_and_silent_connections_leave_the_daemon_serving(lan):
+    """Issue 11, item 2: 2,000 connections from one host with four addresses, each TLS with a fresh key
+    and a HELLO (strangers: no room shared), then 200 silent ones (no TLS). The daemon keeps at most 32
+    connections and 8 handshakes from one address (512 and 64 in all) and 64 strangers' connections (the
+    oldest idle one goes); while the attacker holds all of it open, another host still pings it, joins
+    a room and gets a message through."""
+    lan.up(3)
+    daemon = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    lan.start_daemon("h3", name="carol")
+    sources = [f"198.18.0.{n}" for n in (201, 202, 203, 204)]
+    for source in sources:
+        lan.run("h1", ["ip", "addr", "add", f"{source}/24", "dev", "lan0"])
+    before = open_descriptors(lan, daemon)
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    attacker = lan.popen("h1", [sys.executable, "-c", CONNECTION_FLOOD, lan.addr("h2"), str(daemon.status()["port"]), "2000", "200", here,
+                                ",".join(sources)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        out = json.loads(attacker.stdout.readline())
+        assert out["established"] + out["refused"] == 2000, out
+        during = open_descriptors(lan, daemon)
+        # At most 32 from each of the four addresses (the silent ones included), and what the daemon had.
+        assert during <= before + 4 * 32 + 8, (before, during, out)
+        assert out["refused"] > 0 and out["evicted"] > 0, out
+        from testlan import wait_for
+        wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h3")), timeout=20, what="carol to see bob")
+        assert json.loads(lan.lanchat("h3", "ping", "bob", "--json").stdout)["encrypted"] is True
+        assert lan.lanchat_json("h3", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+        assert lan.lanchat_json("h3", "send", "--room", "lab", "still here")["recipients"] == 1
+        wait_for(lambda: "still here" in [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab")], timeout=15, what="the message")
+        assert daemon.process.poll() is None
+        assert "too many connections being set up" in daemon.log(), daemon.log()[-3000:]
+        print(f"connection flood: {out}; descriptors {before} -> {during}")
+    finally:
+        attacker.kill()

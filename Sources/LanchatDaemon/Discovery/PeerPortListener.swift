@@ -26,7 +26,11 @@ public final class PeerPortListener: Service {
             logger.info("peer connected", metadata: ["peer.id": "\(connection.session.peerID.prefix(12))", "peer.address": "\(connection.channel.remoteAddress.map { "\($0)" } ?? "?")"])
             if let handler = sink.handler.withLock({ $0 }) { handler(connection) } else { connection.leave(.shutdown) }
         } failed: { remote, error in
-            logger.info("peer connection refused or closed", metadata: ["peer.address": "\(remote)", "error": "\(error)"])
+            // At most one line a second (a flood of connections must not become a flood of log lines).
+            guard let suppressed = sink.mayLog() else { return }
+            var metadata: Logger.Metadata = ["peer.address": "\(remote)", "error": "\(error)"]
+            if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+            logger.info("peer connection refused or closed", metadata: metadata)
         }
         self.port = server.localAddress?.port ?? port
     }
@@ -49,4 +53,18 @@ public final class PeerPortListener: Service {
 
 private final class ConnectionSink: Sendable {
     let handler = Mutex<(@Sendable (PeerConnector.Connection) -> Void)?>(nil)
+    private let logged = Mutex<(last: ContinuousClock.Instant?, suppressed: Int)>((nil, 0))
+
+    /// Whether to log a refused connection now, and how many were not logged since the last line.
+    func mayLog() -> Int? {
+        logged.withLock { state in
+            let now = ContinuousClock.now
+            if let last = state.last, now - last < .seconds(1) {
+                state.suppressed += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.suppressed
+        }
+    }
 }
