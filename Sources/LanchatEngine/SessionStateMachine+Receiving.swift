@@ -19,6 +19,8 @@ extension SessionStateMachine {
                   transfer.stage == .receiving || transfer.stage == .verifying || transfer.stage == .placing,
                   var machine = transfer.machine else { return }
             transfer.interrupted = false
+            transfer.lastProgress = now.monotonic
+            timers.scheduleNoLaterThan(.transferStalls, at: now.monotonic + transfers.limits.stallTimeout)
             var actions = machine.resumed()
             if machine.state == .verifying, transfer.expected == nil {
                 // Every byte is here but the digest was lost with the connection: the sender sends it
@@ -137,6 +139,8 @@ extension SessionStateMachine {
             partialBytes: held)
         transfer.machine = machine
         transfer.stage = .receiving
+        transfer.lastProgress = now.monotonic
+        timers.scheduleNoLaterThan(.transferStalls, at: now.monotonic + transfers.limits.stallTimeout)
         transfer.written = machine.received
         transfer.startOffset = machine.received
         transfer.lastReport = machine.received
@@ -157,6 +161,7 @@ extension SessionStateMachine {
     public mutating func written(_ id: WireID, upTo offset: UInt64, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard var transfer = transfers.incoming[id], var machine = transfer.machine else { return out }
+        if offset > transfer.written { transfer.lastProgress = now.monotonic }
         transfer.written = max(transfer.written, offset)
         // Progress as the machine decides it (every `progressEvery` written; the sender stays within its window of it).
         let progress = transfer.interrupted ? [] : machine.written(upTo: transfer.written)
@@ -281,11 +286,25 @@ extension SessionStateMachine {
         }
     }
 
+    /// Incoming transfers receiving on a live connection with no byte come or written for the stall
+    /// timeout fail (a member that offers and never sends must not keep a slot and its reservation).
+    mutating func failStalledTransfers(at now: EngineTime, _ out: inout [SessionAction]) {
+        let timeout = transfers.limits.stallTimeout
+        for id in transfers.incoming.orderedKeys {
+            guard let transfer = transfers.incoming[id], transfer.stage == .receiving, !transfer.interrupted,
+                  transfer.lastProgress + timeout <= now.monotonic else { continue }
+            endIncoming(id, .failed, text: "no data for \(timeout / 1000) s", tell: true, at: now, &out)
+        }
+        let waiting = transfers.incoming.values.filter { $0.stage == .receiving && !$0.interrupted }.map(\.lastProgress)
+        if let oldest = waiting.min() { timers.schedule(.transferStalls, at: oldest + timeout) }
+    }
+
     /// Ends an incoming transfer: the sender is told (`tell`), the part file goes, the store keeps the outcome.
     mutating func endIncoming(
         _ id: WireID, _ state: TransferState, text: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]
     ) {
         guard let transfer = transfers.incoming.removeValue(forKey: id) else { return }
+        if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
         if tell, let handle = links.handle(transfer.peer.id) {
             let status: WireFrame.ResourceEnd.Status = switch state { case .refused: .refused; case .cancelled: .cancelled; default: .failed }
             out.append(.send(handle, [.resourceEnd(.init(id: id, status: status, text: text))]))

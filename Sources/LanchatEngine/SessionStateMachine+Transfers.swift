@@ -170,6 +170,7 @@ extension SessionStateMachine {
                   var machine = transfer.machine else { return }
             let actions = machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
             transfer.machine = machine
+            transfer.lastProgress = now.monotonic
             transfers.incoming[chunk.id] = transfer
             for case .write(let offset, let count) in actions {
                 // After a resume, the start of a chunk may be held already: only the new bytes are written.
@@ -271,6 +272,7 @@ extension SessionStateMachine {
                     transfer, id: id, state: .interrupted, error: "\(reason); resumes when \(transfer.peer.name) offers it again", at: now))))
             }
         }
+        if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
     }
 
     /// Peers that outgoing transfers wait for (redialed like room members).

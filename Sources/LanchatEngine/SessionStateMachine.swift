@@ -208,6 +208,7 @@ public struct SessionStateMachine: Sendable {
             case .resync: resync(at: now, &out)
             case .streamOpen(let id): streamOpenTimedOut(id, &out)
             case .pendingStreamOpen(let id): pendingStreamOpenExpired(id, &out)
+            case .transferStalls: failStalledTransfers(at: now, &out)
             }
         }
         return out

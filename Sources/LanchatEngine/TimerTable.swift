@@ -20,6 +20,8 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
     case streamOpen(WireID)
     /// An open nobody here accepted is refused.
     case pendingStreamOpen(WireID)
+    /// Incoming transfers that got no byte for the stall timeout fail.
+    case transferStalls
 
     public var description: String {
         switch self {
@@ -31,6 +33,7 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
         case .resync: "resync members"
         case .streamOpen(let id): "stream \(id.description.prefix(8)) not accepted"
         case .pendingStreamOpen(let id): "open \(id.description.prefix(8)) refused"
+        case .transferStalls: "stalled transfers fail"
         }
     }
 }

@@ -121,6 +121,9 @@ public struct TransferLimits: Sendable, Equatable {
     public var cancelTold: Int64 = 7 * 24 * 3600 * 1000
     /// Ended transfers kept for `lanchat transfers`.
     public var keptEnded = 100
+    /// Receiver: a transfer under way on a live connection that gets no byte and writes none for this
+    /// long (milliseconds) fails, and gives back its free-space reservation and its slot.
+    public var stallTimeout: Int64 = 120_000
 
     public init() {}
 }
@@ -162,6 +165,8 @@ struct TransferTable: Sendable {
         var expected: [UInt8]?
         var verifyWhenWritten = false
         var interrupted = false
+        /// When a byte last came or was written (monotonic milliseconds; see `TransferLimits.stallTimeout`).
+        var lastProgress: Int64 = 0
         var lastReport: UInt64 = 0
         var started: Int64 = 0
         var startOffset: UInt64 = 0

@@ -265,4 +265,25 @@ import Testing
         #expect(frames(node.received([.resourceEnd(.init(id: id, status: .failed, text: "x"))], on: handle, at: at(5))).isEmpty)
     }
 
+
+    @Test func anAcceptedTransferThatGetsNoByteFailsAfterTheStallTimeAndGivesBackItsSlot() throws {
+        var node = engine()
+        let id = WireID(bytes: [UInt8](repeating: 0x51, count: 16))!
+        let offer = WireFrame.ResourceOffer(id: id, room: lab, kind: .file, name: Array("s.bin".utf8), size: 40, sha256: [UInt8](repeating: 1, count: 32),
+                                            modifiedMilliseconds: 1, digestFollows: false)
+        _ = node.received([.resourceOffer(offer)], on: handle, at: at(0))
+        _ = node.incomingLookedUp(id, .none, at: at(0))
+        _ = node.partOpened(id, .opened(path: "/d/.part", held: 0, freeBytes: 1 << 30), at: at(0))
+        // Bytes that come (or are written) push the deadline out.
+        _ = node.received([.resourceChunk(.init(id: id, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 1, count: 10))))], on: handle, at: at(60_000))
+        #expect(ended(node.tick(at: at(120_000))) == nil)
+        let stalled = node.tick(at: at(180_000))
+        #expect(ended(stalled)?.state == TransferState.failed.rawValue)
+        #expect(ended(stalled)?.error == "no data for 120 s")
+        #expect(frames(stalled).contains(.resourceEnd(.init(id: id, status: .failed, text: "no data for 120 s"))))
+        #expect(files(stalled).contains(.close(id, removePart: true)))
+        #expect(node.diagnostics.incomingTransfers == 0)
+        #expect(!node.diagnostics.timers.contains(.transferStalls))
+    }
+
 }
