@@ -56,7 +56,15 @@ public enum PeerEvent: Equatable, Sendable {
 /// (found, changed, lost). It de-duplicates the repeated browse reports Avahi gives (one per interface
 /// and address family), recognises our own advertisement by peer id, and after a browse restart
 /// (avahi-daemon restarted) drops the peers the new browse did not report again (`sweep`).
+///
+/// Anyone on the link can announce services: the table holds at most `maximumEntries` instances
+/// (later ones are not resolved) and lists at most `maximumPerHost` from one host (by SRV host name
+/// or address; more are kept unlisted and not refreshed), so that a flood of announcements neither
+/// grows it without bound nor buries real peers.
 public struct PeerTable: Sendable {
+    public static let maximumEntries = 4096
+    public static let maximumPerHost = 8
+
     public enum Action: Equatable, Sendable {
         /// Resolve this instance, then call `resolved` (if that fails, the entry simply stays unlisted).
         case resolve(ServiceInstance)
@@ -70,6 +78,8 @@ public struct PeerTable: Sendable {
         case listed
         /// Our own advertisement: never listed.
         case ourself
+        /// Resolved, but its host already has `maximumPerHost` listed: not listed, not refreshed.
+        case crowded
     }
 
     private struct Entry {
@@ -109,6 +119,7 @@ public struct PeerTable: Sendable {
             entries[key] = entry
             return []
         }
+        guard entries.count < Self.maximumEntries else { return [] }
         entries[key] = Entry(
             state: .resolving,
             peer: DiscoveredPeer(
@@ -154,12 +165,30 @@ public struct PeerTable: Sendable {
             peer.problem = problem
         }
         let wasListed = entry.state == .listed
+        if !wasListed, crowds(peer, other: key) {
+            entry.state = .crowded
+            entry.peer = peer
+            entries[key] = entry
+            return []
+        }
         let old = entry.peer
         entry.state = .listed
         entry.peer = peer
         entries[key] = entry
         if !wasListed { return [.emit(.found(peer))] }
         return old == peer ? [] : [.emit(.changed(peer))]
+    }
+
+    /// Whether `peer`'s host (its SRV host name, or its first address) already has `maximumPerHost`
+    /// instances listed besides `other`.
+    private func crowds(_ peer: DiscoveredPeer, other key: ServiceInstance.Key) -> Bool {
+        let host = peer.hostName.lowercased()
+        let address = peer.addresses.first
+        let same = entries.filter { entryKey, entry in
+            entryKey != key && entry.state == .listed
+                && (entry.peer.hostName.lowercased() == host || (address != nil && entry.peer.addresses.first == address))
+        }
+        return same.count >= Self.maximumPerHost
     }
 
     /// Whether the instance is still in the table (a resolve for it is still wanted).

@@ -144,9 +144,11 @@ extension SessionStateMachine {
         case .resourceOffer(let offer):
             offered(offer, from: entry, at: now, &out)
         case .resourceAccept(let accept):
-            guard var transfer = transfers.outgoing[accept.id], transfer.peer.id == peer.id else { return }
-            // Answers go on the connection that serves the peer now (a frame may come on a replaced one).
-            let serving = links.handle(peer.id) ?? entry.handle
+            // Only from the connection that serves the peer: when it replaced another, the transfer was
+            // offered again on it, and an accept still coming on the old one (progress sent before the
+            // receiver heard the new offer) would restart the sender where the receiver no longer is.
+            guard var transfer = transfers.outgoing[accept.id], transfer.peer.id == peer.id, links.handle(peer.id) == entry.handle else { return }
+            let serving = entry.handle
             do { try transfer.machine.accepted(accept.offset) } catch {
                 out.append(.send(serving, [.resourceEnd(.init(id: accept.id, status: .failed, text: "bad offset \(accept.offset)"))]))
                 endOutgoing(accept.id, .failed, error: "the receiver sent a bad offset", at: now, &out)
@@ -192,6 +194,10 @@ extension SessionStateMachine {
                 // The receiver heard our cancel: no need to tell it again.
                 transfers.tellCancelled[end.id] = nil
                 out.append(.persist(.deleteTransfer(end.id)))
+            } else if transfers.incoming[end.id]?.peer.id == peer.id, end.status != .cancelled {
+                // The sender gave up (its file failed, or it found our offset bad): said as it said it.
+                let text = end.text.isEmpty ? "the sender ended it" : "the sender: \(end.text)"
+                endIncoming(end.id, end.status == .refused ? .refused : .failed, text: text, tell: false, at: now, &out)
             } else if let transfer = transfers.incoming[end.id], transfer.peer.id == peer.id {
                 // Either way the sender is answered (END cancelled): it tells a cancel until it hears that.
                 if var machine = transfer.machine, transfer.stage != .opening, transfer.stage != .lookingUp {

@@ -36,6 +36,22 @@ private func events(_ actions: [PeerTable.Action]) -> [String] {
         #expect(table.peers.isEmpty)
     }
 
+    @Test func aFloodFromOneHostListsAtMostEightOfItsInstancesAndLeavesOthersListed() {
+        var table = PeerTable(ownID: idSelf)
+        for n in 0..<2000 {
+            _ = table.added(instance("fake \(n)"))
+            _ = table.resolved(instance("fake \(n)"), service(id: nil, name: "fake", host: "evil-\(n % 3).local"), addresses: ["198.18.0.66"])
+        }
+        // The same address under other host names counts as the same host.
+        #expect(table.peers.count == PeerTable.maximumPerHost)
+        #expect(table.instancesToRefresh.count == PeerTable.maximumPerHost)
+        #expect(events(table.added(instance("real"))) == ["resolve real"])
+        #expect(events(table.resolved(instance("real"), service(id: idA, host: "h2.local"), addresses: ["198.18.0.12"])) == ["found real"])
+        // And the table stops growing at its cap: later instances are not even resolved.
+        for n in 2000..<PeerTable.maximumEntries { _ = table.added(instance("fake \(n)")) }
+        #expect(table.added(instance("one too many")).isEmpty)
+    }
+
     @Test func repeatedReportsAreDeduplicated() {
         var table = PeerTable(ownID: idSelf)
         _ = table.added(instance("a", interface: 2))

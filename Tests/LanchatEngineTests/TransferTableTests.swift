@@ -286,4 +286,24 @@ import Testing
         #expect(!node.diagnostics.timers.contains(.transferStalls))
     }
 
+
+    @Test func anAcceptStillComingOnAReplacedConnectionIsNotTakenAsTheAnswerToTheNewOffer() throws {
+        var node = engine()
+        let (id, _) = try node.offerResource(file, to: bob.id, at: at(0))
+        _ = node.received([.resourceAccept(.init(id: id, offset: 0))], on: handle, at: at(1))
+        // A newer connection from the same dialer replaces handle 1: offered again there.
+        let up = node.linkUp(LinkHandle(2), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(2)).actions
+        #expect(frames(up).contains { if case .resourceOffer(let offer) = $0 { offer.id == id } else { false } })
+        // Progress the receiver sent on the old connection before it heard the new offer: ignored.
+        let stale = node.received([.resourceAccept(.init(id: id, offset: 10))], on: handle, at: at(3))
+        #expect(files(stale).isEmpty && frames(stale).isEmpty)
+        // The answer on the new connection restarts it where the receiver is.
+        let answer = node.received([.resourceAccept(.init(id: id, offset: 20))], on: LinkHandle(2), at: at(4))
+        #expect(ended(answer) == nil)
+        // (The read the first accept asked for comes back first: not sent, it belongs to the old attempt.)
+        let read = node.fileRead(id, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 7, count: 10)), digest: nil, at: at(5))
+        #expect(frames(read).isEmpty)
+        #expect(files(read) == [.read(id, offset: 20, count: 10)])
+    }
+
 }

@@ -1,6 +1,9 @@
 """Publishes hostile _chat-service._tcp services with hand-built mDNS responses, things avahi-publish
-refuses to send: instance names that are not UTF-8, control characters, oversized TXT records.
-Run on a simulated host without avahi (it binds UDP 5353). Usage: mdns_raw.py ADDRESS HOSTNAME"""
+refuses to send: instance names that are not UTF-8, control characters, oversized TXT records; or, with
+--flood N, N lanchat-looking services at once (fresh ids, all on this host).
+Run on a simulated host without avahi (it binds UDP 5353). Usage: mdns_raw.py ADDRESS HOSTNAME [--flood N]"""
+import base64
+import os
 import socket
 import struct
 import sys
@@ -33,8 +36,16 @@ def services():
     yield [b"garbage-txt"] + service, [b"\x00\x01\x02", b"=", b"==", b"v"]
 
 
+def flood(count):
+    service = [b"_chat-service", b"_tcp", b"local"]
+    for n in range(count):
+        peer_id = base64.b32encode(os.urandom(32)).decode().lower().rstrip("=").encode()
+        yield [b"flood-%d" % n] + service, [b"v=1", b"id=" + peer_id, b"name=flood-%d" % n, b"enc=required"]
+
+
 def main():
     address, host = sys.argv[1], sys.argv[2]
+    many = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--flood" else None
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("0.0.0.0", 5353))
@@ -43,7 +54,7 @@ def main():
     target = name([host.encode(), b"local"])
     answers = []
     port = 40000
-    for labels, items in services():
+    for labels, items in (flood(many) if many else services()):
         instance = name(labels)
         answers.append(record(name([b"_chat-service", b"_tcp", b"local"]), 12, instance, cache_flush=False))
         answers.append(record(instance, 33, struct.pack("!HHH", 0, 0, port) + target))
@@ -57,8 +68,10 @@ def main():
         chunk = answers[index:index + per] + [answers[-1]]
         packets.append(struct.pack("!HHHHHH", 0, 0x8400, 0, len(chunk), 0, 0) + b"".join(chunk))
     for _ in range(3):
-        for packet in packets:
+        for index, packet in enumerate(packets):
             sock.sendto(packet, GROUP)
+            if index % 50 == 49:
+                time.sleep(0.02)  # (a burst past the socket buffers would only be dropped here)
         time.sleep(0.3)
 
 
