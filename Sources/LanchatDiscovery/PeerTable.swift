@@ -63,7 +63,9 @@ public enum PeerEvent: Equatable, Sendable {
 /// grows it without bound nor buries real peers.
 public struct PeerTable: Sendable {
     public static let maximumEntries = 4096
-    public static let maximumPerHost = 8
+    /// (Several users of one machine may each run lanchatd; and a daemon that restarts leaves its old
+    /// instance listed until Avahi reports it gone: eight was too few for the discovery benchmark.)
+    public static let maximumPerHost = 32
 
     public enum Action: Equatable, Sendable {
         /// Resolve this instance, then call `resolved` (if that fails, the entry simply stays unlisted).
