@@ -186,11 +186,13 @@ public struct PeerTable: Sendable {
     private func crowds(_ peer: DiscoveredPeer, other key: ServiceInstance.Key) -> Bool {
         let host = peer.hostName.lowercased()
         let address = peer.addresses.first
-        let same = entries.filter { entryKey, entry in
-            entryKey != key && entry.state == .listed
-                && (entry.peer.hostName.lowercased() == host || (address != nil && entry.peer.addresses.first == address))
+        var same = 0
+        for (entryKey, entry) in entries where entryKey != key && entry.state == .listed {
+            guard (address != nil && entry.peer.addresses.first == address) || entry.peer.hostName.lowercased() == host else { continue }
+            same += 1
+            if same >= Self.maximumPerHost { return true }
         }
-        return same.count >= Self.maximumPerHost
+        return false
     }
 
     /// Whether the instance is still in the table (a resolve for it is still wanted).

@@ -138,6 +138,8 @@ public actor SessionNode {
         engineConfiguration.retransmitInterval = Self.milliseconds(configuration.retransmitInterval)
         engineConfiguration.maximumReconnectDelay = Self.milliseconds(configuration.maximumReconnectDelay)
         engineConfiguration.transferLimits.maximumSize = configuration.maximumFileSize
+        // A cancel is told for as long as a receiver keeps an interrupted transfer (one retention, not two).
+        engineConfiguration.transferLimits.cancelTold = transferRetention
         let ownID = configuration.ownID
         engine = SessionStateMachine(
             configuration: engineConfiguration, restored: restored, addressBook: directory, ids: .system(),

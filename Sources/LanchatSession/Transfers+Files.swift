@@ -54,13 +54,26 @@ extension SessionNode {
                 if saved.state == TransferState.cancelled.rawValue { perform(engine.cancelHeard(id, from: peer.id)) }
                 return
             }
-            unlink(saved.path)
-            try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
-            let info = TransferInfo(state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
-                                    size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: "cancelled by the sender")
-            engine.keepEnded(info)
-            emitTransfer(info)
+            cancelSaved(saved, peer: peer, error: "cancelled by the sender")
             perform(engine.cancelHeard(id, from: peer.id))
+        }
+    }
+
+    /// When a read or write with `id`'s descriptor is done on the file thread: the descriptor is no longer
+    /// busy; it is closed if the transfer ended meanwhile (or the node stopped); otherwise `body` gets the
+    /// file (to store back before anything else runs) and the outcome.
+    private func afterFileWork<Value: Sendable>(
+        _ id: WireID, _ future: EventLoopFuture<Value>,
+        _ body: @escaping @Sendable (isolated SessionNode, TransferFile, Result<Value, any Error>) -> Void
+    ) {
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard var file = node.files[id] else { return }
+                file.busy = false
+                guard !node.closedAfterWork(id, file) else { return }
+                body(node, file, result)
+            }
         }
     }
 
@@ -138,25 +151,20 @@ extension SessionNode {
             }
             return Handoff(value: (buffer, hasher, hashed))
         }
-        future.whenComplete { [weak self] result in
-            guard let self else { return }
-            self.assumeIsolated { node in
-                guard var file = node.files[id] else { return }
-                file.busy = false
-                guard !node.closedAfterWork(id, file) else { return }
-                switch result {
-                case .success(let handoff):
-                    let (data, hasher, hashed) = handoff.value
-                    file.hasher = hasher
-                    if hashed == size, file.digest == nil { file.digest = Array(hasher.finalize()) }
-                    file.hashedUpTo = hashed
-                    let digest = file.digest
-                    node.files[id] = file
-                    node.perform(node.engine.fileRead(id, offset: offset, data: data, digest: digest, at: node.time()))
-                case .failure(let error):
-                    node.files[id] = file
-                    node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
-                }
+        afterFileWork(id, future) { node, file, result in
+            var file = file
+            switch result {
+            case .success(let handoff):
+                let (data, hasher, hashed) = handoff.value
+                file.hasher = hasher
+                if hashed == size, file.digest == nil { file.digest = Array(hasher.finalize()) }
+                file.hashedUpTo = hashed
+                let digest = file.digest
+                node.files[id] = file
+                node.perform(node.engine.fileRead(id, offset: offset, data: data, digest: digest, at: node.time()))
+            case .failure(let error):
+                node.files[id] = file
+                node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
             }
         }
     }
@@ -267,24 +275,19 @@ extension SessionNode {
             }
             return Handoff(value: hasher)
         }
-        future.whenComplete { [weak self] result in
-            guard let self else { return }
-            self.assumeIsolated { node in
-                guard var file = node.files[id] else { return }
-                file.busy = false
-                guard !node.closedAfterWork(id, file) else { return }
-                switch result {
-                case .success(let hasher):
-                    file.hasher = hasher.value
-                    node.files[id] = file
-                    if let last = batch.last {
-                        node.perform(node.engine.written(id, upTo: last.offset + UInt64(last.data.readableBytes), at: node.time()))
-                    }
-                    node.write(id)
-                case .failure(let error):
-                    node.files[id] = file
-                    node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
+        afterFileWork(id, future) { node, file, result in
+            var file = file
+            switch result {
+            case .success(let hasher):
+                file.hasher = hasher.value
+                node.files[id] = file
+                if let last = batch.last {
+                    node.perform(node.engine.written(id, upTo: last.offset + UInt64(last.data.readableBytes), at: node.time()))
                 }
+                node.write(id)
+            case .failure(let error):
+                node.files[id] = file
+                node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
             }
         }
     }

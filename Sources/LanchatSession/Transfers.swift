@@ -233,16 +233,22 @@ extension SessionNode {
         if let saved = ((try? store.transfers()) ?? []).first(where: { !$0.outgoing && $0.state == "active" && $0.id.hasPrefix(lower) }),
            let peer = PeerID(saved.peerID) {
             // Interrupted and this daemon restarted since: remove the partial file; a later offer is refused.
-            unlink(saved.path)
-            try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
-            let info = TransferInfo(state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming,
-                                    peer: SessionPeer(id: peer, name: saved.peerName), name: saved.name, size: UInt64(max(0, saved.size)),
-                                    done: 0, rate: 0, error: "cancelled here")
-            engine.keepEnded(info)
-            emitTransfer(info)
-            return info
+            return cancelSaved(saved, peer: SessionPeer(id: peer, name: saved.peerName), error: "cancelled here")
         }
         throw SessionError("unknown_transfer", "no active transfer '\(prefix)' (see `lanchat transfers`)")
+    }
+
+    /// Cancels an incoming transfer known only to the store (interrupted before a restart): its part
+    /// file goes, the store and `lanchat transfers` say cancelled.
+    @discardableResult
+    func cancelSaved(_ saved: StoredTransfer, peer: SessionPeer, error: String) -> TransferInfo {
+        unlink(saved.path)
+        try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
+        let info = TransferInfo(state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
+                                size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: error)
+        engine.keepEnded(info)
+        emitTransfer(info)
+        return info
     }
 
     /// The node stops: every transfer file is closed (one in use on the file thread once that is done).
