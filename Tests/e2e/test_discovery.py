@@ -214,10 +214,10 @@ def test_an_mdns_flood_of_2000_services_leaves_real_peers_resolvable(lan):
     daemon = lan.start_daemon("h1", name="victim", extra=["--auto-accept", "all"])
     lan.run("evil", [sys.executable, os.path.join(HERE, "mdns_raw.py"), lan.addr("evil"), "evil", "--flood", "2000"], timeout=120)
     wait_for(lambda: len([p for p in lan.peers("h1", all=True) if p["instance"].startswith("flood-")]) >= 32,
-             timeout=30, what="h1 to list the first of the flood")
+             timeout=60, what="h1 to list the first of the flood")
     lan.start_daemon("h2", name="real")
     real = wait_for(lambda: next((p for p in lan.peers("h1") if p["name"] == "real" and p["addresses"]), None),
-                    timeout=30, what="h1 to list the real peer despite the flood")
+                    timeout=60, what="h1 to list the real peer despite the flood")
     flooded = [p for p in lan.peers("h1", all=True) if p["instance"].startswith("flood-")]
     assert len(flooded) == 32, len(flooded)
     assert json.loads(lan.lanchat("h1", "ping", "real", "--json").stdout)["encrypted"] is True
