@@ -73,19 +73,11 @@ public struct Identity: Sendable {
         return identity
     }
 
-    /// Writes the key to a temporary file created with mode 0600, syncs it, and renames it into place.
+    /// Writes the key to a temporary file created with mode 0600, syncs it, renames it into place and
+    /// syncs the directory (the key is the peer's identity: it must outlive a power loss).
     private static func write(_ pem: String, to path: String) throws(LoadError) {
-        let temp = path + ".tmp.\(getpid())"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw LoadError(code: .cannotCreate, path: path, detail: String(cString: strerror(errno))) }
-        let bytes = Array(pem.utf8)
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == bytes.count, synced, rename(temp, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temp)
-            throw LoadError(code: .cannotCreate, path: path, detail: reason)
+        do { try DurableFile.replace(path, with: Array(pem.utf8)) } catch {
+            throw LoadError(code: .cannotCreate, path: path, detail: error.reason)
         }
     }
 }

@@ -74,16 +74,8 @@ public struct KnownPeers: Sendable {
         do { data = try encoder.encode(entries.values.sorted { $0.label < $1.label }) } catch {
             throw Error(description: "cannot encode the known-peers record: \(error)")
         }
-        let temp = path + ".tmp.\(getpid())"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Error(description: "cannot write \(temp): \(String(cString: strerror(errno)))") }
-        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == data.count, synced, rename(temp, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temp)
-            throw Error(description: "cannot save \(path): \(reason)")
+        do { try DurableFile.replace(path, with: Array(data)) } catch {
+            throw Error(description: "cannot save \(path): \(error.reason)")
         }
     }
 }

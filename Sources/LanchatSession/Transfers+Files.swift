@@ -320,6 +320,9 @@ extension SessionNode {
                 // link() fails if the name was taken meanwhile: no file is ever overwritten.
                 if link(part, target) == 0 {
                     unlink(part)
+                    // The new name is on disk only once the directory is: a power loss after "received"
+                    // must not lose the file. (A failure here, EIO, leaves the file in place.)
+                    DurableFile.syncDirectory(containing: target)
                     return target
                 }
                 guard errno == EEXIST else { throw SessionError("write_failed", "cannot place \(final): \(String(cString: strerror(errno)))") }

@@ -2,8 +2,10 @@ import Glibc
 import LanchatCore
 
 /// History, rooms and the outbox of unacknowledged reliable messages, in one SQLite file
-/// (`history.sqlite3` in the state directory). WAL mode: a committed write survives a crash of the
-/// daemon. Writes happen inside `transaction`, so that a batch costs one commit.
+/// (`history.sqlite3` in the state directory). WAL mode with `synchronous=FULL`: a committed write is
+/// on disk (the log is synced at each commit), so it survives a power loss, not only a crash of the
+/// daemon; an acknowledgement is sent only after the commit. Writes happen inside `transaction`, so
+/// that a batch (every frame of one read from a connection) costs one commit and one sync.
 public final class ChatStore: SessionStore {
     public static let fileName = "history.sqlite3"
     public static let schemaVersion: Int64 = 3
@@ -15,11 +17,11 @@ public final class ChatStore: SessionStore {
     public init(path: String) throws(Error) {
         db = try SQLiteDatabase(path: path)
         chmod(path, 0o600)
-        // WAL: a commit is one append (no fsync); checkpoints run from `checkpoint()` between messages,
-        // not inside a commit (unless the log grows past 16k pages).
+        // WAL: a commit is one append and one fsync of the log; checkpoints run from `checkpoint()`
+        // between messages, not inside a commit (unless the log grows past 16k pages).
         // Exclusive locking: only this daemon opens the file, so no lock syscalls per transaction (and a
         // second daemon on the same state directory gets "database is locked" instead of sharing it).
-        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-1024;")
+        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-1024;")
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {
             throw Error(description: "\(path) was written by a newer lanchatd (schema \(version)); this one knows \(Self.schemaVersion)")
