@@ -91,7 +91,8 @@ extension SessionStateMachine {
         }
         // The name and the size are checked before any file is made for them.
         let (check, refusal) = IncomingResource.offer(
-            rawName: transfer.offer.name, size: transfer.offer.size, limits: .init(maximumSize: limits.maximumSize, freeBytes: .max), partialBytes: 0)
+            rawName: transfer.offer.name, size: transfer.offer.size,
+            limits: .init(maximumSize: transfer.offer.kind == .history ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max), partialBytes: 0)
         if case .done = check.state {
             transfer.machine = check
             transfers.incoming[id] = transfer

@@ -104,6 +104,9 @@ public struct OfferedFile: Equatable, Sendable {
 public struct TransferLimits: Sendable, Equatable {
     /// Largest file accepted (`--max-file-size`).
     public var maximumSize: UInt64 = 1 << 40
+    /// Largest history resource accepted from an inviter: 512 MiB holds the 1,000,000 messages a
+    /// sender may export at most (`--history-for-newcomers`) at about 500 bytes each.
+    public var maximumHistorySize: UInt64 = 512 << 20
     /// Incoming transfers at once, from one peer and in all.
     public var maximumIncomingPerPeer = 16
     public var maximumIncoming = 64

@@ -206,7 +206,7 @@ public actor SessionNode {
     }
 
     /// Checkpoints the store's write-ahead log two seconds after a write (not on every write).
-    private func scheduleCheckpoint() {
+    func scheduleCheckpoint() {
         guard !stopped, checkpointWakeup == nil else { return }
         checkpointWakeup = eventLoop.scheduleTask(in: .seconds(2)) { [weak self] in
             self?.assumeIsolated { node in

@@ -344,34 +344,34 @@ extension SessionNode {
         }
     }
 
-    /// Reads a received history resource and keeps each record the engine's rule allows (ids
-    /// de-duplicate), in one transaction.
+    /// Reads a received history resource in pieces and keeps each record the engine's rule allows (ids
+    /// de-duplicate): the file thread decodes up to `historyBatch` records from at most a 1 MiB read,
+    /// the event loop stores them in one transaction, then the next piece. So neither the file nor the
+    /// event loop is held whole: memory stays at a piece, and peers are served between batches.
     private func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer) {
         guard let file = files.removeValue(forKey: id) else { return }
-        let fd = file.fd
-        let part = file.path
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<[HistoryRecord]> in
-            defer { close(fd) }
-            var info = stat()
-            guard fstat(fd, &info) == 0 else { throw SessionError("history", "cannot read the history") }
-            let size = Int(info.st_size)
-            var buffer = ByteBufferAllocator().buffer(capacity: size)
-            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { max(0, pread(fd, $0.baseAddress, size, 0)) }
-            guard n == size else { throw SessionError("history", "short read of the history") }
-            return Handoff(value: try HistoryRecord.decodeAll(buffer))
+        importHistoryBatch(id, room: room, reader: Handoff(value: HistoryFileReader(fd: file.fd, path: file.path)), added: 0, refused: 0)
+    }
+
+    private func importHistoryBatch(_ id: WireID, room: RoomID, reader: Handoff<HistoryFileReader>, added: Int, refused: Int) {
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(HistoryFileReader, [HistoryRecord])> in
+            var reader = reader.value
+            let records = try reader.next(maximumCount: Self.historyBatch)
+            return Handoff(value: (reader, records))
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }
             self.assumeIsolated { node in
-                unlink(part)
-                guard !node.stopped else { return }
+                guard !node.stopped else { return node.historyImportEnded(id, reader: reader.value, error: nil, added: added, refused: refused) }
                 switch result {
                 case .success(let handoff):
-                    var added = 0
-                    var refused = 0
+                    let (next, records) = handoff.value
+                    guard !records.isEmpty else { return node.historyImportEnded(id, reader: reader.value, error: nil, added: added, refused: refused) }
+                    var added = added
+                    var refused = refused
                     do {
                         try node.store.transaction {
-                            for record in handoff.value {
+                            for record in records {
                                 // Our own messages (a member that rejoins) we have, or never sent: skipped quietly.
                                 if record.senderID == node.configuration.ownID.rawValue { continue }
                                 guard let stored = SessionStateMachine.storable(
@@ -384,14 +384,69 @@ extension SessionNode {
                                 if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { added += 1 }
                             }
                         }
-                        node.perform(node.engine.historyImported(id, added: added, refused: refused, error: nil, at: node.time()))
                     } catch {
-                        node.perform(node.engine.historyImported(id, added: 0, refused: 0, error: "cannot store the history: \(error)", at: node.time()))
+                        return node.historyImportEnded(id, reader: next, error: "cannot store the history: \(error)", added: added, refused: refused)
                     }
+                    node.scheduleCheckpoint()
+                    node.importHistoryBatch(id, room: room, reader: Handoff(value: next), added: added, refused: refused)
                 case .failure(let error):
-                    node.perform(node.engine.historyImported(id, added: 0, refused: 0, error: "invalid history: \(error)", at: node.time()))
+                    node.historyImportEnded(id, reader: reader.value, error: "invalid history: \(error)", added: added, refused: refused)
                 }
             }
         }
+    }
+
+    private func historyImportEnded(_ id: WireID, reader: HistoryFileReader, error: String?, added: Int, refused: Int) {
+        reader.close()
+        guard !stopped else { return }
+        perform(engine.historyImported(id, added: added, refused: refused, error: error, at: time()))
+    }
+
+    /// Records stored per transaction when a history is imported.
+    static let historyBatch = 2000
+
+}
+
+/// Reads a history resource from its part file in pieces (on the file thread, one call at a time).
+struct HistoryFileReader {
+    let fd: Int32
+    let path: String
+    private var offset = 0
+    private var buffer = ByteBufferAllocator().buffer(capacity: 0)
+    private var ended = false
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    /// The next records (at most `maximumCount`); none once the file is read to its end. Throws if a
+    /// record is invalid or the file ends inside one.
+    mutating func next(maximumCount: Int) throws -> [HistoryRecord] {
+        while true {
+            let records = try HistoryRecord.decodeSome(&buffer, maximumCount: maximumCount)
+            if !records.isEmpty { return records }
+            if ended {
+                guard buffer.readableBytes == 0 else { throw SessionError("history", "the history ends inside a record") }
+                return []
+            }
+            buffer.discardReadBytes()
+            let piece = 1 << 20
+            var failure: Int32 = 0
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: piece) { bytes in
+                let count = pread(fd, bytes.baseAddress, piece, offset)
+                if count < 0 { failure = errno }
+                return max(0, count)
+            }
+            guard failure == 0 else { throw SessionError("history", "cannot read the history: \(String(cString: strerror(failure)))") }
+            if n == 0 { ended = true }
+            offset += n
+        }
+    }
+
+    /// Closes and removes the part file.
+    func close() {
+        Glibc.close(fd)
+        unlink(path)
     }
 }

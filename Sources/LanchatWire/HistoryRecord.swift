@@ -45,21 +45,47 @@ public struct HistoryRecord: Equatable, Sendable {
 
     /// Decodes every record of a history resource; any bad record makes the whole resource invalid.
     public static func decodeAll(_ bytes: ByteBuffer, limit: Int = 1_000_000) throws(WireError) -> [HistoryRecord] {
-        var reader = FieldReader(buffer: bytes)
-        var records: [HistoryRecord] = []
-        while reader.buffer.readableBytes > 0 {
-            guard records.count < limit else { throw .fieldTooLong(field: "records", length: records.count + 1, limit: limit) }
-            let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
-            let sender = try reader.lengthPrefixed("sender_id", lengthType: UInt8.self, limit: 52)
-            guard WireFrame.isPeerID(sender) else { throw .invalidValue(field: "sender_id") }
-            let name = try reader.text("sender_name", lengthType: UInt8.self, limit: WireFrame.maximumNameBytes)
-            let sequence = try reader.u64("sequence")
-            let timestamp = try reader.u64("timestamp_ms")
-            guard let kind = WireFrame.Message.Kind(rawValue: try reader.u8("kind")), kind != .system else { throw .invalidValue(field: "kind") }
-            let body = try reader.text("body", lengthType: UInt32.self, limit: WireFrame.Message.maximumBody, multiline: true)
-            records.append(HistoryRecord(id: id, senderID: String(decoding: sender, as: UTF8.self), senderName: name, sequence: sequence,
-                                         timestampMilliseconds: timestamp, kind: kind, body: body))
+        var buffer = bytes
+        let records = try decodeSome(&buffer, maximumCount: limit)
+        guard buffer.readableBytes == 0 else {
+            if records.count == limit { throw .fieldTooLong(field: "records", length: limit + 1, limit: limit) }
+            throw .truncated(field: "record")
         }
         return records
+    }
+
+    /// Decodes complete records from the front of `buffer` (at most `maximumCount`), for reading a
+    /// history resource in pieces: a record cut off by the end of the buffer stays there, to be
+    /// completed by the next piece; any invalid field throws at once. A record is at most
+    /// `maximumLength` bytes, so a reader never needs to hold more than that beyond a piece.
+    public static func decodeSome(_ buffer: inout ByteBuffer, maximumCount: Int) throws(WireError) -> [HistoryRecord] {
+        var records: [HistoryRecord] = []
+        while buffer.readableBytes > 0, records.count < maximumCount {
+            var reader = FieldReader(buffer: buffer)
+            do throws(WireError) {
+                records.append(try decode(&reader))
+            } catch {
+                if case .truncated = error { break }
+                throw error
+            }
+            buffer = reader.buffer
+        }
+        return records
+    }
+
+    /// The largest encoded record.
+    public static let maximumLength = 16 + 1 + 52 + 1 + WireFrame.maximumNameBytes + 8 + 8 + 1 + 4 + WireFrame.Message.maximumBody
+
+    private static func decode(_ reader: inout FieldReader) throws(WireError) -> HistoryRecord {
+        let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
+        let sender = try reader.lengthPrefixed("sender_id", lengthType: UInt8.self, limit: 52)
+        guard WireFrame.isPeerID(sender) else { throw .invalidValue(field: "sender_id") }
+        let name = try reader.text("sender_name", lengthType: UInt8.self, limit: WireFrame.maximumNameBytes)
+        let sequence = try reader.u64("sequence")
+        let timestamp = try reader.u64("timestamp_ms")
+        guard let kind = WireFrame.Message.Kind(rawValue: try reader.u8("kind")), kind != .system else { throw .invalidValue(field: "kind") }
+        let body = try reader.text("body", lengthType: UInt32.self, limit: WireFrame.Message.maximumBody, multiline: true)
+        return HistoryRecord(id: id, senderID: String(decoding: sender, as: UTF8.self), senderName: name, sequence: sequence,
+                             timestampMilliseconds: timestamp, kind: kind, body: body)
     }
 }

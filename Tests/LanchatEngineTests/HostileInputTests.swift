@@ -120,3 +120,52 @@ import Testing
         #expect(node.invitations.count == 5)
     }
 }
+
+/// A history resource has its own size limit (issue 11, item 4): the inviter we asked cannot make us
+/// take more than `maximumHistorySize`.
+@Suite struct HistorySizeTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let lab = RoomID("lab")!
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    func offer(_ byte: UInt8, size: UInt64) -> WireFrame {
+        .resourceOffer(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: .history, name: Array("history of lab".utf8),
+                             size: size, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0, digestFollows: true))
+    }
+
+    func refusal(_ actions: [SessionAction]) -> String? {
+        for case .send(_, let frames) in actions {
+            for case .resourceEnd(let end) in frames where end.status == .refused { return end.text }
+        }
+        return nil
+    }
+
+    @Test func aHistoryLargerThanTheLimitIsRefused() {
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .all), restored: .init(),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, at: at(0))
+        let invite = WireFrame.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: lab, context: []))
+        let joined = node.received([invite], on: LinkHandle(1), at: at(1))
+        #expect(joined.contains { if case .requestHistory(lab, LinkHandle(1)) = $0 { true } else { false } })
+        let limit = TransferLimits().maximumHistorySize
+        let big = refusal(node.received([offer(2, size: limit + 1)], on: LinkHandle(1), at: at(2)))
+        #expect(big?.contains("limit of \(limit) bytes") == true, "\(big ?? "not refused")")
+        // Refused history is not asked for again on this join: a second offer is refused as unasked.
+        #expect(refusal(node.received([offer(3, size: 1000)], on: LinkHandle(1), at: at(3))) == "history was not asked for")
+    }
+
+    @Test func aHistoryWithinTheLimitIsTaken() {
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .all), restored: .init(),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, at: at(0))
+        _ = node.received([.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: lab, context: []))],
+                          on: LinkHandle(1), at: at(1))
+        #expect(refusal(node.received([offer(2, size: TransferLimits().maximumHistorySize)], on: LinkHandle(1), at: at(2))) == nil)
+    }
+}

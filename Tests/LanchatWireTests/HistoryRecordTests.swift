@@ -16,6 +16,39 @@ import Testing
         #expect(try HistoryRecord.decodeAll(ByteBuffer()).isEmpty)
     }
 
+    @Test func recordsReadInPiecesOfAnySizeAreTheSame() throws {
+        var whole = ByteBuffer()
+        let records = (0..<40).map {
+            HistoryRecord(id: .random(), senderID: sender, senderName: "bob", sequence: UInt64($0), timestampMilliseconds: 7,
+                          kind: .text, body: String(repeating: "x", count: $0 * 37))
+        }
+        var longest = 0
+        for record in records {
+            let before = whole.readableBytes
+            try record.encode(into: &whole)
+            longest = max(longest, whole.readableBytes - before)
+        }
+        for piece in [1, 2, 7, 64, 1000, whole.readableBytes] {
+            var buffer = ByteBuffer()
+            var decoded: [HistoryRecord] = []
+            var offset = 0
+            while offset < whole.readableBytes {
+                let length = min(piece, whole.readableBytes - offset)
+                buffer.writeImmutableBuffer(whole.getSlice(at: offset, length: length)!)
+                offset += length
+                while case let more = try HistoryRecord.decodeSome(&buffer, maximumCount: 3), !more.isEmpty { decoded += more }
+                // What stays is part of one record: a reader holds at most one record beyond a piece.
+                #expect(buffer.readableBytes < longest)
+            }
+            #expect(decoded == records)
+            #expect(buffer.readableBytes == 0)
+        }
+        // An invalid length is refused before its bytes arrive.
+        var header = ByteBuffer(bytes: [UInt8](repeating: 1, count: 16))
+        header.writeInteger(UInt8(200))
+        #expect(throws: WireError.self) { try HistoryRecord.decodeSome(&header, maximumCount: 10) }
+    }
+
     @Test func hostileHistoryIsRefusedWhole() throws {
         var good = ByteBuffer()
         try HistoryRecord(id: .random(), senderID: sender, senderName: "a", sequence: 1, timestampMilliseconds: 2, kind: .text, body: "hi").encode(into: &good)
