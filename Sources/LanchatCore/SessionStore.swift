@@ -39,6 +39,10 @@ public protocol SessionStore: AnyObject {
     func saveRoom(_ room: String, members: [StoredMember], now: Int64) throws
     func deleteRoom(_ room: String) throws
 
+    // Ids a room member proved with its key (TLS): a plaintext connection may not claim them.
+    func rememberKeyed(peerID: String, now: Int64) throws
+    func keyedPeers() throws -> [String]
+
     // Transfers
     /// Creates or replaces.
     func saveTransfer(_ transfer: StoredTransfer, now: Int64) throws

@@ -290,9 +290,11 @@ struct DaemonControlHandler: ControlHandler {
         let clock = ContinuousClock()
         let started = clock.now
         let connection: PeerConnector.Connection
+        // The advertisement is unauthenticated: an id seen with a key is pinged with TLS whatever it says.
+        var theirs = EncryptionPreference(rawValue: advertisement.encryption.rawValue)!
+        if connector.encryption != .none, await node.isKeyed(advertisement.peerID) { theirs = .required }
         do {
-            connection = try await connector.dial(
-                address, expected: advertisement.peerID, theirs: EncryptionPreference(rawValue: advertisement.encryption.rawValue)!)
+            connection = try await connector.dial(address, expected: advertisement.peerID, theirs: theirs)
         } catch {
             throw ControlError(code: "connect_failed", message: "\(advertisement.displayName): \(error.description)")
         }

@@ -14,6 +14,9 @@ struct LinkTable: Sendable, Equatable {
         var remoteAddress: String?
         /// When it came up (monotonic milliseconds).
         var since: Int64 = 0
+        /// TLS with the peer's key verified against its id; false for a plaintext connection, whose
+        /// HELLO id is only a claim.
+        var authenticated = true
     }
 
     /// What to do with a new connection.

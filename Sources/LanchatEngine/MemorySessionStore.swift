@@ -10,6 +10,7 @@ public final class MemorySessionStore: SessionStore {
     private var roomOrder: [String] = []
     private var members: [String: [StoredMember]] = [:]
     private var saved: [String: (transfer: StoredTransfer, touched: Int64)] = [:]
+    private var keyed: [String] = []
     private var depth = 0
 
     public init() {}
@@ -21,13 +22,13 @@ public final class MemorySessionStore: SessionStore {
             defer { depth -= 1 }
             return try body()
         }
-        let before = (messages, queues, roomOrder, members, saved)
+        let before = (messages, queues, roomOrder, members, saved, keyed)
         depth = 1
         defer { depth = 0 }
         do {
             return try body()
         } catch {
-            (messages, queues, roomOrder, members, saved) = before
+            (messages, queues, roomOrder, members, saved, keyed) = before
             throw error
         }
     }
@@ -116,6 +117,12 @@ public final class MemorySessionStore: SessionStore {
         members[room] = nil
         roomOrder.removeAll { $0 == room }
     }
+
+    public func rememberKeyed(peerID: String, now: Int64) {
+        if !keyed.contains(peerID) { keyed.append(peerID) }
+    }
+
+    public func keyedPeers() -> [String] { keyed }
 
     // MARK: Transfers
 

@@ -122,7 +122,8 @@ extension SessionStateMachine {
             id: invite.id.description, from: peer, room: invite.room.rawValue, context: invite.context,
             shortCode: shortCode(peer.id), receivedAt: now.wall, expiresAt: now.wall + timeout)
         let mutual = outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
-        let isKnown = known.check(label: peer.name, id: peer.id) == .known
+        // Known means known by key: a plaintext connection proves no key.
+        let isKnown = link.authenticated && known.check(label: peer.name, id: peer.id) == .known
         if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && isKnown) {
             reply(.accepted, "", &out)
             join(invite.room, invitedBy: link, at: now, &out)
@@ -193,7 +194,8 @@ extension SessionStateMachine {
         }
     }
 
-    /// Records the peer's key under its name the first time we share a room (trust on first use).
+    /// Records the peer's key under its name the first time we share a room (trust on first use), on a
+    /// connection that proved the key (TLS).
     mutating func trustOnFirstUse(_ peer: SessionPeer, _ out: inout [SessionAction]) {
         guard known.check(label: peer.name, id: peer.id) == .new else { return }
         known.remember(label: peer.name, id: peer.id)

@@ -52,6 +52,11 @@ public struct SessionStateMachine: Sendable {
         public var streamLimits = StreamTable.Limits()
         /// Transfer caps, windows and the largest file accepted.
         public var transferLimits = TransferLimits()
+        /// Our encryption preference. With `none` no connection proves an id, so ids seen with a key
+        /// are not protected (see `keyed`).
+        public var encryption: EncryptionPreference = .required
+        /// Ids remembered as seen with a key, at most (after that, new ones are not added).
+        public var maximumKeyedPeers = 65_536
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy) {
             self.ownID = ownID
@@ -106,13 +111,17 @@ public struct SessionStateMachine: Sendable {
         /// Reliable messages not yet acknowledged: (recipient, message, room).
         public var outbox: [(peer: PeerID, message: WireID, room: RoomID)]
         public var knownPeers: KnownPeerBook
+        /// Ids that a room member proved with its key on a TLS connection (see `keyed`).
+        public var keyedPeers: Set<PeerID>
 
         public init(rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
-                    outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook()) {
+                    outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
+                    keyedPeers: Set<PeerID> = []) {
             self.rooms = rooms
             self.lastSequences = lastSequences
             self.outbox = outbox
             self.knownPeers = knownPeers
+            self.keyedPeers = keyedPeers
         }
     }
 
@@ -124,6 +133,10 @@ public struct SessionStateMachine: Sendable {
     let shortCode: @Sendable (PeerID) -> String
     var ids: IDGenerator
     public internal(set) var known: KnownPeerBook
+    /// Ids a room member has proved with its key (TLS) at least once, kept in the store. A plaintext
+    /// connection (`--encryption optional`) claiming one of them is refused, and one of them is dialed
+    /// with TLS whatever its advertisement says: only an id never seen with a key can go without one.
+    public internal(set) var keyed: Set<PeerID>
     var links = LinkTable()
     var timers = TimerTable()
     var rooms: [RoomID: Room] = [:]
@@ -168,6 +181,7 @@ public struct SessionStateMachine: Sendable {
         streamTable.limits = configuration.streamLimits
         transfers.limits = configuration.transferLimits
         known = restored.knownPeers
+        keyed = restored.keyedPeers
         sequences = restored.lastSequences
         for (room, members) in restored.rooms {
             var state = Room()
@@ -218,17 +232,25 @@ public struct SessionStateMachine: Sendable {
 
     /// A connection to `peer` is established (TLS and HELLO done). Returns the handle that serves the
     /// peer now (the new one, or an existing one the duplicate rule keeps), or nil if it was refused.
+    /// `authenticated`: the peer's key was verified against its id (TLS); false for plaintext.
     public mutating func linkUp(
-        _ handle: LinkHandle, peer: SessionPeer, dialedByUs: Bool, remoteAddress: String?, at now: EngineTime
+        _ handle: LinkHandle, peer: SessionPeer, dialedByUs: Bool, remoteAddress: String?, authenticated: Bool = true, at now: EngineTime
     ) -> (serving: LinkHandle?, actions: [SessionAction]) {
         var out: [SessionAction] = []
+        if !authenticated, configuration.encryption != .none, keyed.contains(peer.id) || links.entry(peer.id)?.authenticated == true {
+            // A plaintext HELLO proves nothing: it may not speak for an id that was proved with a key.
+            out.append(.close(handle, .refused, "\(configuration.ownName) knows \(peer.id.short) by its key: connect with encryption"))
+            out.append(.emit(.security(peer: peer, text: Self.plaintextClaimText(peer))))
+            return (nil, out)
+        }
         if case .changed(let previous) = known.check(label: peer.name, id: peer.id) {
             out.append(.close(handle, .refused, "\(configuration.ownName) knows '\(peer.name)' with another key; refused"))
             out.append(.emit(.security(peer: peer, text: Self.keyChangeText(name: peer.name, previous: previous, now: peer.id))))
             return (nil, out)
         }
         let entry = LinkTable.Entry(
-            handle: handle, peer: peer, dialer: dialedByUs ? configuration.ownID : peer.id, remoteAddress: remoteAddress, since: now.monotonic)
+            handle: handle, peer: peer, dialer: dialedByUs ? configuration.ownID : peer.id, remoteAddress: remoteAddress, since: now.monotonic,
+            authenticated: authenticated)
         switch links.offer(entry, ownID: configuration.ownID) {
         case .keepExisting(let existing):
             out.append(.close(handle, .leaving, "duplicate connection"))
@@ -240,6 +262,7 @@ public struct SessionStateMachine: Sendable {
             out.append(.close(crowded, .leaving, "too many connections from peers outside \(configuration.ownName)'s rooms"))
             if crowded == handle { return (nil, out) }
         }
+        if authenticated, sharesRoom(with: peer.id) { markKeyed(peer.id, &out) }
         // The redial backoff is reset once the peer speaks on the connection (`received`), not here: a
         // peer that accepts TLS and then refuses us must not be redialed at once, again and again.
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[peer.id] != nil {
@@ -263,6 +286,18 @@ public struct SessionStateMachine: Sendable {
         let idle = strangers.filter { $0.peer.id != arriving && !busy.contains($0.peer.id) }
         let oldest = idle.min { ($0.since, $0.handle.rawValue) < ($1.since, $1.handle.rawValue) }
         return oldest?.handle ?? links.handle(arriving)
+    }
+
+    /// Remembers that `id` proved itself with its key (a room member on a TLS connection).
+    mutating func markKeyed(_ id: PeerID, _ out: inout [SessionAction]) {
+        guard !keyed.contains(id), keyed.count < configuration.maximumKeyedPeers else { return }
+        keyed.insert(id)
+        out.append(.persist(.rememberKeyed(id)))
+    }
+
+    static func plaintextClaimText(_ peer: SessionPeer) -> String {
+        "REFUSED: a connection without encryption claimed to be '\(peer.name)' (\(peer.id.short)), an id known by its key. "
+            + "Someone on the network may be impersonating it."
     }
 
     /// A connection ended (whether or not it served its peer).
@@ -320,6 +355,8 @@ public struct SessionStateMachine: Sendable {
             let text = Self.keyChangeText(name: name, previous: previous, now: peer)
             return (nil, SessionError("key_changed", text), [.emit(.security(peer: SessionPeer(id: peer, name: name), text: text))])
         }
+        // An id seen with a key is dialed with TLS, whatever its (unauthenticated) TXT record says.
+        if keyed.contains(peer), configuration.encryption != .none { encryption = .required }
         _ = links.startDialing(peer)
         return (DialPlan(peer: peer, name: name, candidates: candidates, encryption: encryption), nil, [])
     }

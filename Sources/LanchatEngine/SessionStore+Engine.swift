@@ -22,6 +22,8 @@ extension SessionStore {
             try deleteRoom(room.rawValue)
         case .rememberPeer:
             break
+        case .rememberKeyed(let peer):
+            try rememberKeyed(peerID: peer.rawValue, now: now)
         case .saveTransfer(let transfer):
             try saveTransfer(transfer, now: now)
         case .updateTransfer(let id, let state, let sentMark, let resent):
@@ -48,6 +50,9 @@ extension SessionStore {
         for entry in try outboxEntries() {
             guard let peer = PeerID(entry.peerID), let message = WireID(hex: entry.messageID), let room = RoomID(entry.room) else { continue }
             restored.outbox.append((peer, message, room))
+        }
+        for id in try keyedPeers() {
+            if let peer = PeerID(id) { restored.keyedPeers.insert(peer) }
         }
         return restored
     }

@@ -62,6 +62,10 @@ extension SessionNode {
 
     public func isConnected(_ id: PeerID) -> Bool { engine.isConnected(id) }
 
+    /// Whether `id` was proved with its key by a room member's TLS connection (it is then always dialed
+    /// with TLS, whatever its advertisement says).
+    public func isKeyed(_ id: PeerID) -> Bool { engine.keyed.contains(id) }
+
     public struct SendReceipt: Sendable {
         public var message: StoredMessage
         public var recipients: Int

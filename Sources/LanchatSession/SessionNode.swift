@@ -137,6 +137,7 @@ public actor SessionNode {
         engineConfiguration.maximumPendingInvitations = configuration.maximumPendingInvitations
         engineConfiguration.retransmitInterval = Self.milliseconds(configuration.retransmitInterval)
         engineConfiguration.maximumReconnectDelay = Self.milliseconds(configuration.maximumReconnectDelay)
+        engineConfiguration.encryption = configuration.encryption
         engineConfiguration.transferLimits.maximumSize = configuration.maximumFileSize
         // A cancel is told for as long as a receiver keeps an interrupted transfer (one retention, not two).
         engineConfiguration.transferLimits.cancelTold = transferRetention
@@ -370,7 +371,8 @@ public actor SessionNode {
         nextHandle += 1
         let link = Link(handle: handle, connection: connection, peer: peer)
         openLinks[handle] = link
-        let (serving, actions) = engine.linkUp(handle, peer: peer, dialedByUs: connection.dialed, remoteAddress: link.remoteAddress, at: time())
+        let (serving, actions) = engine.linkUp(
+            handle, peer: peer, dialedByUs: connection.dialed, remoteAddress: link.remoteAddress, authenticated: connection.encrypted, at: time())
         if serving != handle {
             // Refused, or a duplicate the existing connection wins over: never attached, so close it here.
             perform(actions)

@@ -39,6 +39,8 @@ public final class ChatStore: SessionStore {
             CREATE TABLE IF NOT EXISTS members (
                 room TEXT NOT NULL, peer_id TEXT NOT NULL, name TEXT NOT NULL, port INTEGER NOT NULL,
                 addresses TEXT NOT NULL, PRIMARY KEY (room, peer_id));
+            -- Added without a new schema number: an older lanchatd ignores the table.
+            CREATE TABLE IF NOT EXISTS keyed_peers (peer_id TEXT PRIMARY KEY, first_seen INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS transfers (
                 id TEXT PRIMARY KEY, outgoing INTEGER NOT NULL, peer_id TEXT NOT NULL, peer_name TEXT NOT NULL,
                 path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
@@ -220,6 +222,14 @@ public final class ChatStore: SessionStore {
     public func deleteRoom(_ room: String) throws(Error) {
         try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
         try db.query("DELETE FROM rooms WHERE room = ?", [.text(room)])
+    }
+
+    public func rememberKeyed(peerID: String, now: Int64) throws(Error) {
+        try db.query("INSERT OR IGNORE INTO keyed_peers (peer_id, first_seen) VALUES (?, ?)", [.text(peerID), .integer(now)])
+    }
+
+    public func keyedPeers() throws(Error) -> [String] {
+        try db.query("SELECT peer_id FROM keyed_peers ORDER BY first_seen, peer_id").map { $0[0].string }
     }
 
     // MARK: Transfers

@@ -5,6 +5,10 @@ send a path it opens itself. Each shows the attack, then that the daemon still s
 is Tests/e2e/wire_client.py, an independent implementation of the wire protocol."""
 import json
 import os
+import subprocess
+import sys
+
+from testlan import wait_for
 
 
 
@@ -211,3 +215,56 @@ def test_thousands_of_strangers_and_silent_connections_leave_the_daemon_serving(
         print(f"connection flood: {out}; descriptors {before} -> {during}")
     finally:
         attacker.kill()
+
+
+LISTENER = r'''
+import socket, sys
+server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("0.0.0.0", int(sys.argv[1]))); server.listen(8); server.settimeout(float(sys.argv[2]))
+try:
+    connection, _ = server.accept()
+    connection.settimeout(5)
+    print(connection.recv(1).hex() or "empty", flush=True)
+except OSError:
+    print("no connection", flush=True)
+'''
+
+
+def test_a_plaintext_hello_claiming_a_members_id_is_refused_by_an_optional_daemon(lan):
+    """`--encryption optional` takes plaintext callers, but a plaintext HELLO proves no id: one that
+    claims bob's id (bob proved it with his key as a member of alice's room) is refused, takes none of
+    bob's queued messages, and a spoofed `enc=none` advertisement under bob's id still gets TLS."""
+    lan.up(3)
+    alice = lan.start_daemon("h1", name="alice", extra=["--encryption", "optional"])
+    bob = lan.start_daemon("h2", name="bob", extra=["--encryption", "optional", "--auto-accept", "all"])
+    bob_id, alice_port = bob.status()["id"], str(alice.status()["port"])
+    wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h1")), timeout=20, what="discovery")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    assert lan.lanchat_json("h1", "ping", "bob")["encrypted"] is True
+    bob.stop()
+    lan.lanchat("h1", "send", "--room", "lab", "queued for bob")
+
+    # Mallory, on h3, says HELLO in plaintext as bob.
+    out = lan.wire_client("h3", "h1", alice_port, "plain-claim", bob_id, "bob")
+    assert out["goodbye"] is not None and out["goodbye"]["reason"] == 4, out
+    assert "connect with encryption" in out["goodbye"]["text"], out
+    assert 0x10 not in out["types"] and 0x04 not in out["types"], out   # no MESSAGE, no ROOM_MEMBERS
+    assert "without encryption claimed to be" in alice.log()
+    # An id never seen with a key may still come in plaintext: that is what `optional` offers.
+    stranger = lan.wire_client("h3", "h1", alice_port, "plain-claim", "a" * 52, "someone")
+    # (It is answered with HELLO and heartbeats, and dropped only when it does not answer them.)
+    assert stranger["types"][:2] == [0x01, 0x20] and (stranger["goodbye"] or {}).get("reason") != 4, stranger
+
+    # A spoofed advertisement: bob's id, `enc=none`, an address of mallory's. Alice's redial of bob
+    # (she has a message queued for him) reaches it, and starts with TLS (0x16), not a plaintext HELLO.
+    listener = lan.popen("h3", [sys.executable, "-c", LISTENER, "7999", "45"], stdout=subprocess.PIPE, text=True)
+    lan.popen("h3", ["avahi-publish", "-s", "bob", "_chat-service._tcp", "7999", "v=1", f"id={bob_id}", "name=bob", "enc=none"],
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = listener.communicate(timeout=60)[0].strip()
+    assert first == "16", f"alice's first byte to the spoofed bob: {first}"
+
+    # The real bob comes back and gets what was queued for him.
+    bob.start()
+    wait_for(lambda: "queued for bob" in [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab")],
+             timeout=45, what="bob to get the queued message")
+    assert alice.process.poll() is None

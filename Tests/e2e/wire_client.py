@@ -114,8 +114,37 @@ class Connection:
                 self.send(frame(0x21, got[2]))
 
 
+def plain_claim(host, port, peer_id, name):
+    """Plaintext HELLO under someone else's id (for an `optional` daemon, which sniffs the first byte):
+    reports the frame types the daemon sent before it closed, and its GOODBYE."""
+    sock = socket.create_connection((host, port), timeout=10)
+    sock.sendall(hello(peer_id, name))
+    buffer, types, goodbye = b"", [], None
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            data = sock.recv(65536)
+        except (socket.timeout, TimeoutError, OSError):
+            break
+        if not data:
+            break
+        buffer += data
+        while len(buffer) >= 4 and len(buffer) >= 4 + struct.unpack(">I", buffer[:4])[0]:
+            length = struct.unpack(">I", buffer[:4])[0]
+            body, buffer = buffer[4:4 + length], buffer[4 + length:]
+            types.append(body[0])
+            if body[0] == 0x2F:
+                goodbye = {"reason": body[2], "text": body[5:5 + struct.unpack(">H", body[3:5])[0]].decode()}
+    sock.close()
+    return {"types": types, "goodbye": goodbye}
+
+
 def main():
     host, port, scenario = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if scenario == "plain-claim":
+        print(json.dumps(plain_claim(host, port, sys.argv[4], sys.argv[5])))
+        return
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
     c = Connection(host, port, key, cert)
