@@ -33,16 +33,23 @@ public final class ControlClient {
     public static let maximumResponseLength = 16 * 1024 * 1024
 
     public let path: String
-    private let fd: Int32
+    private var fd: Int32
     private var framer = LineFramer(maximumLineLength: ControlClient.maximumResponseLength)
     private var nextID = 1
+    private var timeoutSeconds: Int
 
     /// Connects, or throws an error that says what to do (start the daemon, fix permissions...).
     public init(path: String, timeoutSeconds: Int = 10) throws(ControlError) {
         self.path = path
+        self.fd = try Self.openSocket(path)
+        self.timeoutSeconds = timeoutSeconds
+        setTimeout(seconds: timeoutSeconds)
+    }
+
+    private static func openSocket(_ path: String) throws(ControlError) -> Int32 {
         switch connectUnixSocket(path: path) {
         case .success(let fd):
-            self.fd = fd
+            return fd
         case .failure(let error):
             switch error.code {
             case ENAMETOOLONG:
@@ -57,7 +64,6 @@ public final class ControlClient {
                 throw ControlError(code: "connect_failed", message: "cannot connect to \(path): \(errnoDescription(error.code))")
             }
         }
-        setTimeout(seconds: timeoutSeconds)
     }
 
     private var detached = false
@@ -73,31 +79,87 @@ public final class ControlClient {
 
     /// Sets the receive timeout (0 = wait forever, for watches).
     public func setTimeout(seconds: Int) {
+        timeoutSeconds = seconds
         var tv = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Sends a request and returns its response, turning an error response into a thrown error.
+    ///
+    /// The daemon closes a connection that stays idle (`control-idle-timeout`) without running anything
+    /// sent after it decided so; a call on such a connection connects again and is sent once more, so a
+    /// client that keeps one connection for calls now and then (the interactive mode) goes on working.
     public func call(_ call: ControlCall) throws(ControlError) -> ControlResponse {
-        let request = call.request(id: nextID)
+        let request = ControlJSON.line(call.request(id: nextID))
         nextID += 1
-        try send(ControlJSON.line(request))
-        let response = try readResponse()
+        if hungUp() { try reconnect() }
+        var answer = try exchange(request)
+        if answer == nil {
+            try reconnect()
+            answer = try exchange(request)
+        }
+        guard let response = answer else { throw ControlError(code: "connection_lost", message: "lanchatd closed the connection") }
         if !response.ok { throw response.error ?? ControlError(code: "failed", message: "the daemon reported a failure without a reason") }
         return response
     }
 
+    /// Sends one request line and reads its answer; `nil` if the daemon had closed the connection without
+    /// reading the request (it was idle: the send found the connection closed, or the daemon said so).
+    private func exchange(_ request: [UInt8]) throws(ControlError) -> ControlResponse? {
+        if let error = write(request) {
+            if error == EPIPE || error == ECONNRESET { return nil }
+            throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(error)))")
+        }
+        let response = try readResponse()
+        if response.id == nil, response.error?.code == "idle" { return nil }
+        return response
+    }
+
+    /// Whether the daemon has closed this connection (after a line saying why, which is read and dropped).
+    private func hungUp() -> Bool {
+        var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&waiting, 1, 0) == 1 else { return false }
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 {
+                framer.append(chunk[..<n])
+                continue
+            }
+            if n < 0, errno == EINTR { continue }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { return false }
+            while let line = try? framer.nextLine() { ControlTrace.record(line) }
+            return true
+        }
+    }
+
+    private func reconnect() throws(ControlError) {
+        let fresh = try Self.openSocket(path)
+        close(fd)
+        fd = fresh
+        framer = LineFramer(maximumLineLength: ControlClient.maximumResponseLength)
+        setTimeout(seconds: timeoutSeconds)
+    }
+
     /// Sends raw bytes (tests use this for hostile requests).
     public func send(_ bytes: [UInt8]) throws(ControlError) {
+        if let error = write(bytes) {
+            throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(error)))")
+        }
+    }
+
+    /// Writes all of `bytes`; the errno if that failed.
+    private func write(_ bytes: [UInt8]) -> Int32? {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(errno)))")
+                return errno
             }
             offset += n
         }
+        return nil
     }
 
     /// Reads the next line from the daemon (a response or an event). Returns `nil` at end of stream.

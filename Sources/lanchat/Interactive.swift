@@ -21,7 +21,7 @@ struct Interactive: ParsableCommand {
           /room [ROOM]              show or switch the current room
           /rooms  /members          your rooms; the current room's members
           /leave [ROOM]             leave a room (default: the current one)
-          /history [N]              the last N messages of the current room
+          /history [N]              the last N messages of the current room (default 20, at most \(ControlCall.historyLimitRange.upperBound))
           /send-file PATH           send a file to every member of the current room
           /transfers                file transfers
           /quit                     leave this program (lanchatd keeps running)
@@ -193,8 +193,12 @@ struct Interactive: ParsableCommand {
                 if list.isEmpty { state.say("no transfers") }
                 for entry in list { state.say("\(entry.id.prefix(8))  \(progressLine(entry))") }
             case "history":
-                let limit = arguments.first.flatMap { Int($0) } ?? 20
-                for message in try client.call(.history(room: state.room, limit: max(1, min(limit, 10000)))).history ?? [] { state.say(describe(message)) }
+                let range = ControlCall.historyLimitRange
+                guard let limit = arguments.first.map({ Int($0) }) ?? 20, range.contains(limit) else {
+                    state.say("usage: /history [N], N from \(range.lowerBound) to \(range.upperBound)")
+                    return true
+                }
+                for message in try client.call(.history(room: state.room, limit: limit)).history ?? [] { state.say(describe(message)) }
             default:
                 state.say("unknown command /\(name); /help lists them")
             }

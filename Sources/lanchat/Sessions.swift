@@ -166,7 +166,7 @@ struct History: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Option(help: "Only this room.") var room: String?
-    @Option(help: "The last N messages.") var limit = 50
+    @Option(help: "The last N messages, 1-\(ControlCall.historyLimitRange.upperBound); more is an error, not a shorter list.") var limit = 50
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {

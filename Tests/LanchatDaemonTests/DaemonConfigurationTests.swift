@@ -71,6 +71,15 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         }
     }
 
+    @Test func controlIdleTimeoutDefaultsToAMinute() throws {
+        #expect(try resolve().controlIdleTimeout == 60)
+        #expect(try resolve(environment: ["LANCHATD_CONTROL_IDLE_TIMEOUT": "2"]).controlIdleTimeout == 2)
+        let settings = try DaemonConfiguration.parseFile("control-idle-timeout = 300")
+        var config = try resolve()
+        for (key, value) in settings { try config.apply(key: key, value: value) }
+        #expect(config.controlIdleTimeout == 300)
+    }
+
     @Test func parsesAConfigFile() throws {
         let settings = try DaemonConfiguration.parseFile("""
             # comment
@@ -97,7 +106,7 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
     @Test(arguments: [
         ("port", "65536"), ("port", "-1"), ("port", "http"), ("encryption", "sometimes"), ("auto-accept", "yes"),
         ("log-level", "loud"), ("interface", "a/b"), ("interface", String(repeating: "i", count: 20)), ("name", "\u{7}\u{7}"),
-        ("state-dir", ""), ("socket-group", "a b"), ("refresh-interval", "0"),
+        ("state-dir", ""), ("socket-group", "a b"), ("refresh-interval", "0"), ("control-idle-timeout", "0"),
         ("max-file-size", ""), ("max-file-size", "-1"), ("max-file-size", "4X"), ("max-file-size", "1.5G"), ("max-file-size", "G"),
         ("max-file-size", "99999999999999999999"), ("max-file-size", "9999999999T"),
     ])

@@ -2,8 +2,10 @@
 import json
 import os
 import stat
+import subprocess
+import time
 
-from testlan import BIN, wait_for
+from testlan import BIN, read_line, wait_for, wait_process
 
 PROBE = r'''
 import json, socket, sys
@@ -96,3 +98,131 @@ def test_identity_key_is_private_and_stable_across_restarts(lan):
     assert daemon.stop() == 0
     daemon.start()
     assert daemon.status()["id"] == first
+
+
+IDLE_PROBE = r'''
+import json, socket, sys, threading, time
+path, timeout = sys.argv[1], float(sys.argv[2])
+results = {}
+
+def connect():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.settimeout(timeout + 8)
+    return s, s.makefile("rb"), time.monotonic()
+
+def closed_with(f, started):
+    """The idle line, EOF after it, and when it came."""
+    line = f.readline()
+    return {"line": json.loads(line) if line else None, "after": time.monotonic() - started, "then": f.readline().decode()}
+
+def quiet_for(s, seconds):
+    """Whether the daemon closed the connection or sent an error within `seconds` (events are fine)."""
+    s.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    data = b""
+    while time.monotonic() < deadline:
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            continue
+        if not chunk:
+            return "closed: " + data.decode(errors="replace")
+        data += chunk
+        if b'"ok":false' in data:
+            return "error: " + data.decode(errors="replace")
+    return "open"
+
+def idle():
+    s, f, started = connect()
+    results["idle"] = closed_with(f, started)
+
+def slow_loris():
+    s, f, started = connect()
+    s.sendall(b'{"id":1,')
+    def drip():
+        try:
+            while True:
+                time.sleep(timeout / 8)
+                s.sendall(b" ")
+        except OSError:
+            pass
+    threading.Thread(target=drip, daemon=True).start()
+    results["slow_loris"] = closed_with(f, started)
+
+def watch():
+    s, f, started = connect()
+    s.sendall(b'{"id":1,"method":"watch"}\n')
+    results["watch_answer"] = json.loads(f.readline())
+    results["watch"] = quiet_for(s, timeout * 2)
+
+def waiting_call():
+    # stream-accept waits for an open as long as the client stays: a call in progress is never idle.
+    s, f, started = connect()
+    s.sendall(b'{"id":1,"method":"stream-accept","params":{"name":"never"}}\n')
+    results["waiting_call"] = quiet_for(s, timeout * 2)
+
+def busy_client():
+    # Each answer starts the deadline again: calls 0.6 timeouts apart keep the connection past it.
+    s, f, started = connect()
+    answers = []
+    for i in range(4):
+        s.sendall(json.dumps({"id": i, "method": "status"}).encode() + b"\n")
+        answers.append(json.loads(f.readline())["ok"])
+        time.sleep(timeout * 0.6)
+    s.sendall(b'{"id":9,"method":"history","params":{"limit":"100001"}}\n')
+    answers.append(json.loads(f.readline()).get("error"))
+    results["busy_client"] = {"answers": answers, "after": time.monotonic() - started}
+
+threads = [threading.Thread(target=t) for t in (idle, slow_loris, watch, waiting_call, busy_client)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(timeout * 4 + 10)
+print(json.dumps(results))
+'''
+
+
+def test_idle_control_connections_are_closed_but_watches_calls_and_clients_go_on(lan):
+    lan.up(1)
+    config = os.path.join(lan.dir, "idle.conf")
+    with open(config, "w") as f:
+        f.write("control-idle-timeout = 2\n")
+    lan.start_daemon("h1", name="idle", extra=["--config", config])
+    out = json.loads(lan.run("h1", ["python3", "-c", IDLE_PROBE, "/run/lanchat/lanchatd.sock", "2"], timeout=40).stdout)
+    for case in ("idle", "slow_loris"):
+        closed = out[case]
+        assert closed["line"] == {"ok": False, "error": {"code": "idle", "message": closed["line"]["error"]["message"]}}, closed
+        assert "no request in 2 s (control-idle-timeout)" in closed["line"]["error"]["message"]
+        assert 1.9 <= closed["after"] < 5, closed   # closed at the deadline, not long after
+        assert closed["then"] == "", closed         # and the connection ends there
+    assert out["watch_answer"] == {"id": 1, "ok": True}
+    assert out["watch"] == "open"
+    assert out["waiting_call"] == "open"
+    assert out["busy_client"]["answers"][:4] == [True] * 4 and out["busy_client"]["after"] > 4
+    assert out["busy_client"]["answers"][4] == {"code": "bad_request", "message": "params.limit must be 1-100000"}
+    # Still serving, and the idle holders are gone.
+    assert lan.lanchat_json("h1", "status")["name"] == "idle"
+
+    # The interactive mode keeps one connection for its calls: after an idle period longer than the
+    # timeout, the next call connects again by itself.
+    session = lan.popen("h1", [os.path.join(BIN, "lanchat")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True)
+    try:
+        read_line(session.stdout, 20, "the interactive greeting", match=lambda line: "you are in no room yet" in line)
+        time.sleep(3)
+        session.stdin.write("/rooms\n")
+        session.stdin.flush()
+        line = read_line(session.stdout, 20, "the answer to /rooms after an idle period", match=lambda line: "room" in line or "error" in line)
+        assert line.strip() == "you are in no room", line
+        time.sleep(3)
+        session.stdin.write("/history 0\n/rooms\n/quit\n")
+        session.stdin.flush()
+        line = read_line(session.stdout, 20, "the answer to /history 0", match=lambda line: "history" in line or "error" in line)
+        assert line.strip() == "usage: /history [N], N from 1 to 100000", line
+        line = read_line(session.stdout, 20, "the answer to /rooms after a second idle period", match=lambda line: "room" in line or "error" in line)
+        assert line.strip() == "you are in no room", line
+        assert wait_process(session, 20, "lanchat to quit") == 0
+    finally:
+        if session.poll() is None:
+            session.kill()

@@ -139,3 +139,35 @@ def test_resize_sigterm_and_a_stopping_daemon_leave_the_terminal_sane(lan):
         assert "lanchatd closed the connection" in screen and " icanon" in screen and "-icanon" not in screen, screen
     finally:
         ui.close()
+
+
+def test_the_terminal_ui_goes_on_after_an_idle_period_longer_than_the_control_timeout(lan):
+    # The UI keeps a watch (never idle) and one connection for its calls, which the daemon closes when
+    # idle: the next call connects again by itself.
+    lan.up(2)
+    config = os.path.join(lan.dir, "idle.conf")
+    with open(config, "w") as f:
+        f.write("control-idle-timeout = 2\n")
+    lan.start_daemon("h1", name="alice", extra=["--config", config])
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    wait_for(lambda: "bob" in {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="discovery")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    ui = Tmux(lan, "h1", "idle", [os.path.join(BIN, "lanchat")])
+    try:
+        ui.wait(lambda lines: "[lab] 1/1" in lines[-2] and lines[-1] == "[lab]", "the status and input lines")
+        time.sleep(5)
+        ui.keys("-l", "said after an idle while")
+        ui.keys("Enter")
+        wait_for(lambda: "said after an idle while" in [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab")],
+                 what="alice's line at bob")
+        time.sleep(5)
+        ui.keys("-l", "/members")
+        ui.keys("Enter")
+        ui.wait(lambda lines: any(line.startswith("bob (") and line.endswith("connected") for line in lines[:-2]), "the members after another idle while")
+        # Events still arrive on the watch.
+        lan.lanchat("h2", "send", "--room", "lab", "still here")
+        ui.wait(lambda lines: any("bob: still here" in line for line in lines[:-2]), "bob's message")
+        screen = ui.screen()
+        assert "error" not in screen and "EXITED" not in screen, screen
+    finally:
+        ui.close()

@@ -41,6 +41,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public var sweepDelay: Int = 5
     /// Control connections served at once; more are refused.
     public var maximumControlConnections: Int = 64
+    /// Seconds a control connection may stay idle (no call in progress, no watch or stream, no complete
+    /// request line) before the daemon closes it, so that idle holders cannot take every connection.
+    public var controlIdleTimeout: Int = 60
     /// Longest control request line, in bytes.
     public var maximumRequestLength: Int = 1024 * 1024
     /// Events buffered for a slow `watch` client before the oldest are dropped.
@@ -61,7 +64,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public static let fileKeys: Set<String> = [
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
-        "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
+        "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
     ]
 
     /// Defaults for the current user and environment.
@@ -141,6 +144,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         case "refresh-interval": refreshInterval = try integer(1...86400)
         case "sweep-delay": sweepDelay = try integer(1...600)
         case "max-control-connections": maximumControlConnections = try integer(1...10000)
+        case "control-idle-timeout": controlIdleTimeout = try integer(1...86400)
         case "max-request-length": maximumRequestLength = try integer(1024...(16 * 1024 * 1024))
         case "watch-buffer": watchBufferSize = try integer(16...1_000_000)
         case "history-for-newcomers": historyForNewcomers = try integer(0...1_000_000)

@@ -96,59 +96,104 @@ public final class ControlServer: Service {
     }
 
     private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
+        let idle = IdleWatch(ControlIdleRule(timeout: .seconds(configuration.controlIdleTimeout), now: .now))
         try await connection.executeThenClose { inbound, outbound in
-            func send(_ response: ControlResponse) async throws { try await Self.send(response, to: outbound) }
-            var framer = LineFramer(maximumLineLength: configuration.maximumRequestLength)
-            var iterator = inbound.makeAsyncIterator()
-            while let buffer = try await iterator.next() {
-                framer.append(buffer.readableBytesView)
-                while true {
-                    let line: [UInt8]
-                    do {
-                        guard let next = try framer.nextLine() else { break }
-                        line = next
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await self.closeWhenIdle(idle, connection.channel, outbound) }
+                do {
+                    try await answer(connection, inbound, outbound, idle)
+                } catch {
+                    group.cancelAll()
+                    throw error
+                }
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Answers requests until the client leaves, or the connection becomes a watch or a stream and that ends.
+    private func answer(
+        _ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ inbound: NIOAsyncChannelInboundStream<ByteBuffer>,
+        _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, _ idle: IdleWatch
+    ) async throws {
+        func send(_ response: ControlResponse) async throws { try await Self.send(response, to: outbound) }
+        var framer = LineFramer(maximumLineLength: configuration.maximumRequestLength)
+        var iterator = inbound.makeAsyncIterator()
+        while let buffer = try await iterator.next() {
+            framer.append(buffer.readableBytesView)
+            while true {
+                let line: [UInt8]
+                do {
+                    guard let next = try framer.nextLine() else { break }
+                    line = next
+                } catch {
+                    guard idle.callStarted() else { return }
+                    let error = ControlError.badRequest("request longer than \(configuration.maximumRequestLength) bytes; closing")
+                    try await send(ControlResponse.failure(id: nil, error))
+                    return
+                }
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
+                // The idle rule may have closed the connection while this line came in: it is not run.
+                guard idle.callStarted() else { return }
+                switch ControlJSON.decodeRequest(line) {
+                case .failure(let error):
+                    try await send(ControlResponse.failure(id: nil, error))
+                case .success(let request):
+                    let call: ControlCall
+                    do throws(ControlError) { call = try ControlCall(request) } catch {
+                        try await send(ControlResponse.failure(id: request.id, error))
+                        idle.callEnded()
+                        continue
+                    }
+                    logger.debug("control request", metadata: ["control.method": "\(call.method.rawValue)"])
+                    // Only how the connection goes on differs: a stream, events, or one answer.
+                    let channel = connection.channel
+                    let opened: (any ControlStream)?
+                    do throws(ControlError) {
+                        opened = try await stream(for: call) { channel.isActive }
                     } catch {
-                        let error = ControlError.badRequest("request longer than \(configuration.maximumRequestLength) bytes; closing")
-                        try await send(ControlResponse.failure(id: nil, error))
+                        try await send(ControlResponse.failure(id: request.id, error))
+                        idle.callEnded()
+                        continue
+                    }
+                    if let stream = opened {
+                        idle.exempt()
+                        var response = ControlResponse(id: request.id)
+                        response.stream = stream.entry
+                        try await send(response)
+                        try await pipe(stream, buffered: framer.takeBuffered(), from: &iterator, to: outbound)
                         return
                     }
-                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
-                    switch ControlJSON.decodeRequest(line) {
-                    case .failure(let error):
-                        try await send(ControlResponse.failure(id: nil, error))
-                    case .success(let request):
-                        let call: ControlCall
-                        do throws(ControlError) { call = try ControlCall(request) } catch {
-                            try await send(ControlResponse.failure(id: request.id, error))
-                            continue
-                        }
-                        logger.debug("control request", metadata: ["control.method": "\(call.method.rawValue)"])
-                        // Only how the connection goes on differs: a stream, events, or one answer.
-                        let channel = connection.channel
-                        let opened: (any ControlStream)?
-                        do throws(ControlError) {
-                            opened = try await stream(for: call) { channel.isActive }
-                        } catch {
-                            try await send(ControlResponse.failure(id: request.id, error))
-                            continue
-                        }
-                        if let stream = opened {
-                            var response = ControlResponse(id: request.id)
-                            response.stream = stream.entry
-                            try await send(response)
-                            try await pipe(stream, buffered: framer.takeBuffered(), from: &iterator, to: outbound)
-                            return
-                        }
-                        if call == .watch {
-                            // Subscribe before answering, so no event between the two is missed.
-                            let events = handler.events()
-                            try await send(ControlResponse(id: request.id))
-                            try await streamEvents(events, to: outbound, until: &iterator)
-                            return
-                        }
-                        try await send(await handler.respond(to: call, id: request.id))
+                    if call == .watch {
+                        idle.exempt()
+                        // Subscribe before answering, so no event between the two is missed.
+                        let events = handler.events()
+                        try await send(ControlResponse(id: request.id))
+                        try await streamEvents(events, to: outbound, until: &iterator)
+                        return
                     }
+                    try await send(await handler.respond(to: call, id: request.id))
                 }
+                idle.callEnded()
+            }
+        }
+    }
+
+    /// Closes the connection once the idle rule says so, first telling the client why (if it reads).
+    private func closeWhenIdle(_ idle: IdleWatch, _ channel: any Channel, _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async {
+        while true {
+            switch idle.check() {
+            case .stop:
+                return
+            case .checkAt(let instant):
+                do { try await Task.sleep(until: instant, clock: .continuous) } catch { return }
+            case .close:
+                let seconds = configuration.controlIdleTimeout
+                let error = ControlError(code: "idle", message: "closing this connection: no request in \(seconds) s (control-idle-timeout); connect again to go on")
+                try? await Self.send(ControlResponse.failure(id: nil, error), to: outbound)
+                logger.debug("control connection closed: idle", metadata: ["control.idle_seconds": "\(seconds)"])
+                try? await channel.close()
+                return
             }
         }
     }
@@ -255,6 +300,18 @@ extension ControlServer {
             }
         }
     }
+}
+
+/// The idle rule of one connection, shared by the task that answers it and the one that closes it.
+private final class IdleWatch: Sendable {
+    private let rule: Mutex<ControlIdleRule>
+
+    init(_ rule: ControlIdleRule) { self.rule = Mutex(rule) }
+
+    func callStarted() -> Bool { rule.withLock { $0.callStarted() } }
+    func callEnded() { rule.withLock { $0.callEnded(now: .now) } }
+    func exempt() { rule.withLock { $0.exempt() } }
+    func check() -> ControlIdleRule.Decision { rule.withLock { $0.check(now: .now) } }
 }
 
 /// Moves the inbound iterator into the child task that drains it; the parent no longer touches it.
