@@ -112,13 +112,32 @@ extension SessionStateMachine {
             admitInvitee(update.room, from: link, at: now, &out)
         }
         guard rooms[update.room]?.members[sender] != nil else {
-            // A repeated claim (a resync) keeps the time of the first: it expires all the same.
-            let since = claims[update.room]?[sender]?.at ?? now.monotonic
-            claims[update.room, default: [:]][sender] = Claim(members: update.members, at: since)
-            timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
+            keepClaim(update, from: sender, at: now)
             return
         }
         merge(update.members, into: update.room, from: link, at: now, &out)
+    }
+
+    /// Keeps a non-member's claim to be in a room until a member vouches for it or it expires. A
+    /// repeated claim (a resync) keeps the time of the first: it expires all the same. One peer holds at
+    /// most `maximumClaimsPerPeer` (more are ignored: it sends them again at its next resync); past
+    /// `maximumClaims` in all, the oldest goes (each holds up to 1,024 members).
+    private mutating func keepClaim(_ update: WireFrame.RoomMembers, from sender: PeerID, at now: EngineTime) {
+        let since = claims[update.room]?[sender]?.at
+        if since == nil {
+            let held = claims.values.reduce(0) { $0 + ($1[sender] == nil ? 0 : 1) }
+            guard held < configuration.maximumClaimsPerPeer else { return }
+            if claims.values.reduce(0, { $0 + $1.count }) >= configuration.maximumClaims {
+                let oldest = claims.flatMap { room, byPeer in byPeer.map { (room: room, peer: $0.key, at: $0.value.at) } }
+                    .min { ($0.at, $0.room.rawValue, $0.peer.rawValue) < ($1.at, $1.room.rawValue, $1.peer.rawValue) }
+                if let oldest {
+                    claims[oldest.room]?[oldest.peer] = nil
+                    if claims[oldest.room]?.isEmpty == true { claims[oldest.room] = nil }
+                }
+            }
+        }
+        claims[update.room, default: [:]][sender] = Claim(members: update.members, at: since ?? now.monotonic)
+        timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
     }
 
     private mutating func merge(_ members: [WireFrame.Member], into room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {

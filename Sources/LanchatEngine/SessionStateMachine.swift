@@ -55,6 +55,10 @@ public struct SessionStateMachine: Sendable {
         /// Our encryption preference. With `none` no connection proves an id, so ids seen with a key
         /// are not protected (see `keyed`).
         public var encryption: EncryptionPreference = .required
+        /// Membership claims kept (a ROOM_MEMBERS from a peer we do not count as a member yet): from one
+        /// peer, and in all.
+        public var maximumClaimsPerPeer = 8
+        public var maximumClaims = 256
         /// Ids remembered as seen with a key, at most (after that, new ones are not added).
         public var maximumKeyedPeers = 65_536
 

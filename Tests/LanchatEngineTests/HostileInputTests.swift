@@ -169,3 +169,32 @@ import Testing
         #expect(refusal(node.received([offer(2, size: TransferLimits().maximumHistorySize)], on: LinkHandle(1), at: at(2))) == nil)
     }
 }
+
+/// Membership claims (ROOM_MEMBERS from a peer we do not count as a member yet) are bounded per peer
+/// and in all (issue 11, item 2).
+@Suite struct ClaimBudgetTests {
+    @Test func onePeerHoldsAFewClaimsAndAllTogetherAreCapped() {
+        let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+        let rooms = (0..<40).map { RoomID("r\($0)")! }
+        var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never)
+        configuration.maximumClaims = 20
+        var node = SessionStateMachine(
+            configuration: configuration, restored: .init(rooms: rooms.map { ($0, []) }),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: EngineTime(monotonic: 0, wall: 1_000_000))
+        func claimAll(_ handle: Int, _ peer: SessionPeer, at ms: Int64) {
+            let at = EngineTime(monotonic: ms, wall: 1_000_000 + ms)
+            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: false, remoteAddress: nil, at: at)
+            let frames = rooms.map { WireFrame.roomMembers(.init(room: $0, members: [.init(peerID: peer.id.rawValue, name: peer.name)])) }
+            _ = node.received(frames, on: LinkHandle(handle), at: at)
+        }
+        let mallory = SessionPeer(id: SessionStateMachineTests.peerID(0x30), name: "mallory")
+        claimAll(1, mallory, at: 1)
+        #expect(node.diagnostics.claims == configuration.maximumClaimsPerPeer)
+        // Others' claims push the oldest out; the total stays at the cap.
+        for n in 0..<4 {
+            claimAll(2 + n, SessionPeer(id: SessionStateMachineTests.peerID(UInt8(0x40 + n)), name: "p\(n)"), at: Int64(10 + n))
+        }
+        #expect(node.diagnostics.claims == configuration.maximumClaims)
+    }
+}
