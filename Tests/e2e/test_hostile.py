@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from testlan import wait_for
 
@@ -268,3 +269,90 @@ def test_a_plaintext_hello_claiming_a_members_id_is_refused_by_an_optional_daemo
     wait_for(lambda: "queued for bob" in [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab")],
              timeout=45, what="bob to get the queued message")
     assert alice.process.poll() is None
+
+
+HANDSHAKE_FLOOD = r'''
+import multiprocessing, os, socket, ssl, sys, tempfile, time
+host, port, seconds, workers, here = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+sources = sys.argv[6].split(",")
+sys.path.insert(0, here)
+from wire_client import hello, identity
+key, cert, peer_id = identity(tempfile.mkdtemp())
+def work(n, results):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(cert, key)
+    done, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            s = context.wrap_socket(socket.create_connection((host, port), timeout=5, source_address=(sources[n % len(sources)], 0)))
+            s.sendall(hello(peer_id, name=f"flood-{n}"))
+            s.settimeout(5)
+            s.recv(6)
+            s.close()
+            done += 1
+        except OSError:
+            pass
+    results.put(done)
+results = multiprocessing.Queue()
+processes = [multiprocessing.Process(target=work, args=(n, results)) for n in range(workers)]
+for p in processes: p.start()
+print(sum(results.get() for _ in processes), flush=True)
+for p in processes: p.join()
+'''
+
+CONTROL_PROBE = r'''
+import json, socket, sys, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+s = socket.socket(socket.AF_UNIX); s.connect(path); s.settimeout(10)
+latencies, n, end = [], 0, time.monotonic() + seconds
+reader = s.makefile("rb")
+while time.monotonic() < end:
+    n += 1
+    started = time.monotonic()
+    s.sendall(json.dumps({"id": n, "method": "status"}).encode() + b"\n")
+    answer = json.loads(reader.readline())
+    assert answer["id"] == n and "status" in answer, answer
+    latencies.append((time.monotonic() - started) * 1000)
+    time.sleep(0.05)
+print(json.dumps(sorted(latencies)))
+'''
+
+
+def test_a_tls_handshake_flood_does_not_starve_the_control_api(lan):
+    """Issue 11, item 2: TLS work shares the event loops with the control API. While 16 processes on
+    another host open TLS connections (with a key and HELLO) as fast as they can from four addresses,
+    `status` on the control socket is still answered; its latency is printed next to the same probe
+    with no flood, measured in this test (each answer has a 10 s deadline: no timing is asserted)."""
+    lan.up(3)
+    socket_path = "/run/lanchat/probe.sock"
+    daemon = lan.start_daemon("h2", name="bob", socket=socket_path)
+    sources = [f"198.18.0.{n}" for n in (211, 212, 213, 214)]
+    for source in sources:
+        lan.run("h1", ["ip", "addr", "add", f"{source}/24", "dev", "lan0"])
+
+    def probe(seconds):
+        return json.loads(lan.run("h2", [sys.executable, "-c", CONTROL_PROBE, socket_path, str(seconds)], timeout=seconds + 60).stdout)
+
+    def summary(latencies):
+        return (f"p50 {latencies[len(latencies) // 2]:.1f} ms, p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms, "
+                f"max {latencies[-1]:.1f} ms ({len(latencies)} calls)")
+
+    idle = probe(3)
+    here = os.path.dirname(os.path.abspath(__file__))
+    flood = lan.popen("h1", [sys.executable, "-c", HANDSHAKE_FLOOD, lan.addr("h2"), str(daemon.status()["port"]), "12", "16", here,
+                             ",".join(sources)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        during = probe(8)
+        handshakes = int(flood.communicate(timeout=90)[0].strip())
+    finally:
+        flood.kill()
+    print(f"\ncontrol `status` idle: {summary(idle)}; during {handshakes} TLS handshakes in 12 s: {summary(during)}")
+    assert handshakes > 0
+    assert len(during) > 0 and daemon.process.poll() is None
+    # And the daemon still serves a peer.
+    lan.start_daemon("h3", name="carol")
+    wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h3")), timeout=20, what="carol to see bob")
+    assert lan.lanchat_json("h3", "ping", "bob")["encrypted"] is True
