@@ -100,4 +100,35 @@ import Testing
         #expect(written.contains { if case .goodbye(let goodbye) = $0 { goodbye.reason == .protocolError } else { false } })
         guard case .closed(.protocolError)? = events.list.last else { Issue.record("not closed as a protocol error: \(events.list)"); return }
     }
+
+    /// Holds every write from the handler: a peer that never reads (its socket buffer full).
+    final class StuckWrites: ChannelOutboundHandler, @unchecked Sendable {
+        typealias OutboundIn = ByteBuffer
+        var held: [EventLoopPromise<Void>?] = []
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) { held.append(promise) }
+        func flush(context: ChannelHandlerContext) {}
+        func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+            for promise in held { promise?.fail(ChannelError.ioOnClosedChannel) }
+            held = []
+            context.close(mode: mode, promise: promise)
+        }
+    }
+
+    @Test func aPeerThatSendsButNeverReadsIsClosedAfterTheOutputStall() throws {
+        let (channel, _, events, _) = try established()
+        _ = try decodeAll(channel)
+        try channel.pipeline.syncOperations.addHandler(StuckWrites(), position: .first)
+        let loop = channel.eventLoop as! EmbeddedEventLoop
+        // It keeps talking (so no heartbeat timeout), and our PONGs and PINGs pile up unread.
+        var seconds = 0
+        while seconds < 60, !events.list.contains(where: { if case .closed = $0 { true } else { false } }) {
+            try? channel.writeInbound(try bytes([.ping(UInt64(seconds))]))
+            loop.advanceTime(by: .seconds(1))
+            seconds += 1
+        }
+        guard case .closed(.notReading(let text))? = events.list.last else { Issue.record("not closed as not reading: \(events.list)"); return }
+        #expect(text.contains("waited 30 s with none of it read"), "\(text)")
+        #expect((30...33).contains(seconds), "closed after \(seconds) s")
+    }
 }
