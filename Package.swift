@@ -112,6 +112,8 @@ let package = Package(
                 "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

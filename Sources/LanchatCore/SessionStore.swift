@@ -6,6 +6,10 @@
 public protocol SessionStore: AnyObject {
     /// Runs `body` in one transaction (nested calls join the outer one); nothing of it stays on error.
     func transaction<T>(_ body: () throws -> T) throws -> T
+    /// The same; with `durable` false the commit need not be on disk when it returns (for writes whose
+    /// loss in a power failure is harmless: a removal from the outbox, whose message is then sent again
+    /// and de-duplicated by id). A later durable commit makes it durable too.
+    func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T
     /// Makes what was written durable in the background (between messages); the store stays usable.
     func checkpoint()
     /// The store is unusable afterwards.
@@ -57,6 +61,11 @@ public protocol SessionStore: AnyObject {
 }
 
 extension SessionStore {
+    /// A store whose commits are all alike (in memory) ignores `durable`.
+    public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
+        try transaction(body)
+    }
+
     public func updateTransfer(id: String, state: String, now: Int64) throws {
         try updateTransfer(id: id, state: state, sentMark: nil, resent: nil, now: now)
     }

@@ -230,8 +230,15 @@ public actor SessionNode {
         var inserted: Set<String> = []
         var committed = true
         if actions.contains(where: { if case .persist = $0 { true } else { false } }) {
+            // Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure,
+            // their messages are sent again and de-duplicated. Anything else is synced before what follows.
+            let durable = actions.contains { action in
+                guard case .persist(let operation) = action else { return false }
+                if case .acknowledge = operation { return false }
+                return true
+            }
             do {
-                try store.transaction {
+                try store.transaction(durable: durable) {
                     for case .persist(let operation) in actions { try apply(operation, inserted: &inserted) }
                 }
                 scheduleCheckpoint()

@@ -273,6 +273,14 @@ extension SessionNode {
                     written += n
                 }
             }
+            // Start writing the batch to the disk now, without waiting for it (DONTNEED starts the
+            // writeback of dirty pages, and drops the page cache once they are written): dirty pages of a
+            // large file would otherwise pile up until a sync (ours at the end, or a chat message's
+            // commit, which on ext4 waits for them) has to write them all at once.
+            if let first = handoff.value.0.first, let last = handoff.value.0.last {
+                let end = last.offset + UInt64(last.data.readableBytes)
+                _ = posix_fadvise(fd, off_t(first.offset), off_t(end - first.offset), POSIX_FADV_DONTNEED)
+            }
             return Handoff(value: hasher)
         }
         afterFileWork(id, future) { node, file, result in

@@ -76,6 +76,17 @@ public final class ChatStore: SessionStore {
         }
     }
 
+    /// A commit with `durable` false skips the sync of the log (`synchronous=NORMAL` for that commit).
+    public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
+        guard !durable, depth == 0 else { return try transaction(body) }
+        try db.execute("PRAGMA synchronous=NORMAL")
+        defer { try? db.execute("PRAGMA synchronous=FULL") }
+        return try transaction(body)
+    }
+
+    /// SQLite's `synchronous` setting now (2: FULL, 1: NORMAL).
+    var synchronousSetting: Int64 { (try? db.query("PRAGMA synchronous").first?.first?.int) ?? -1 }
+
     /// Checkpoints and closes the file; the store is unusable afterwards.
     public func close() {
         checkpoint()

@@ -1,6 +1,6 @@
 import Glibc
 import LanchatCore
-import LanchatStore
+@testable import LanchatStore
 import Testing
 
 func temporaryDirectory() -> String {
@@ -14,6 +14,20 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
 }
 
 @Suite struct ChatStoreTests {
+    /// Commits sync the log (FULL) unless asked not to, for that commit only, even if it fails.
+    @Test func commitsAreSyncedButOneMayOptOut() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        #expect(store.synchronousSetting == 2)
+        let inside = try store.transaction(durable: false) { store.synchronousSetting }
+        #expect(inside == 1)
+        #expect(store.synchronousSetting == 2)
+        struct Refused: Error {}
+        #expect(throws: Refused.self) { try store.transaction(durable: false) { throw Refused() } }
+        #expect(store.synchronousSetting == 2)
+        try store.transaction(durable: false) { try store.insert(message(1), now: 0) }
+        #expect(try store.history(room: "lab", limit: 10).count == 1)
+    }
+
     @Test func insertIsIdempotentByID() throws {
         let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
         #expect(try store.insert(message(1), now: 0))
