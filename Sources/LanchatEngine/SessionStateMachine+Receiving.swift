@@ -123,13 +123,8 @@ extension SessionStateMachine {
         case .unusable(let text):
             problem = text
         case .failed(let text):
-            transfers.incoming[id] = nil
-            if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
-            if let handle = links.handle(transfer.peer.id) {
-                out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: text))]))
-            }
-            let info = info(transfer, id: id, state: .failed, error: text, at: now)
-            out.append(.emit(.transfer(info)))
+            // Ended like any other transfer: the sender is told, and `lanchat transfers` lists it.
+            endIncoming(id, .failed, text: text, tell: true, at: now, &out)
             return out
         }
         let reserved = transfers.reserved

@@ -105,6 +105,21 @@ import Testing
         #expect(files(resumed) == [.read(id, offset: 10, count: 10)])
     }
 
+    @Test func aPartFileThatCannotBeCreatedEndsTheTransferLikeAnyOther() throws {
+        var node = engine()
+        let id = WireID(bytes: [UInt8](repeating: 4, count: 16))!
+        let offer = WireFrame.ResourceOffer(id: id, room: nil, kind: .file, name: Array("c.txt".utf8), size: 15, sha256: [UInt8](repeating: 5, count: 32),
+                                            modifiedMilliseconds: 9)
+        _ = node.received([.resourceOffer(offer)], on: handle, at: at(0))
+        _ = node.incomingLookedUp(id, .none, at: at(1))
+        let out = node.partOpened(id, .failed("cannot write in downloads /d: Permission denied"), at: at(2))
+        #expect(frames(out) == [.resourceEnd(.init(id: id, status: .failed, text: "cannot write in downloads /d: Permission denied"))])
+        #expect(ended(out)?.state == TransferState.failed.rawValue)
+        // Listed with the others (`lanchat transfers`), and its slot is free.
+        #expect(node.endedTransfers.map(\.id) == [id.description])
+        #expect(node.diagnostics.incomingTransfers == 0)
+    }
+
     @Test func aReceiverChecksTheOfferWritesInOrderVerifiesAndPlaces() throws {
         var node = engine()
         let id = WireID(bytes: [UInt8](repeating: 3, count: 16))!
