@@ -64,25 +64,38 @@ public struct IDGenerator: Sendable {
     }
 }
 
-/// What the known-peers record says of a name and a key (trust on first use).
+/// What the known-peers record says of a key and the name it comes with (trust on first use).
 public enum KnownPeerCheck: Equatable, Sendable {
+    /// Neither the key nor the name was met before.
     case new
+    /// The key was met before (under this name or another: the key is the peer).
     case known
-    case changed(previous: PeerID)
+    /// A key not met before, under a name known with other keys: another host of the same name, or
+    /// this host with a new key. A person is warned (with both codes); nothing is refused.
+    case nameKnownWithOtherKeys([PeerID])
 }
 
-/// The engine's copy of the known-peers record (label -> key). The shell loads it at start and writes
-/// what `.persist(.rememberPeer)` asks.
+/// The engine's copy of the known-peers record: key (peer id) -> the name it was met with, a label.
+/// The shell loads it at start and writes what `.persist(.rememberPeer)` asks.
 public struct KnownPeerBook: Sendable, Equatable {
-    public private(set) var entries: [String: PeerID]
+    public private(set) var labels: [PeerID: String]
 
-    public init(_ entries: [String: PeerID] = [:]) { self.entries = entries }
+    public init(_ labels: [PeerID: String] = [:]) { self.labels = labels }
 
     public func check(label: String, id: PeerID) -> KnownPeerCheck {
-        guard let known = entries[label] else { return .new }
-        return known == id ? .known : .changed(previous: known)
+        if labels[id] != nil { return .known }
+        let others = labels.filter { $0.value == label }.map(\.key).sorted { $0.rawValue < $1.rawValue }
+        return others.isEmpty ? .new : .nameKnownWithOtherKeys(others)
     }
 
-    mutating func remember(label: String, id: PeerID) { entries[label] = id }
-    mutating func forget(label: String) { entries[label] = nil }
+    public func knows(_ id: PeerID) -> Bool { labels[id] != nil }
+
+    mutating func remember(label: String, id: PeerID) { labels[id] = label }
+
+    /// Forgets every key known under `label`, or the key `label` names (its id); returns them.
+    mutating func forget(_ label: String) -> [PeerID] {
+        let ids = labels.filter { $0.value == label || $0.key.rawValue == label }.map(\.key).sorted { $0.rawValue < $1.rawValue }
+        for id in ids { labels[id] = nil }
+        return ids
+    }
 }

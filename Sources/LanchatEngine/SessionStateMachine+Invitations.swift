@@ -123,7 +123,7 @@ extension SessionStateMachine {
             shortCode: shortCode(peer.id), receivedAt: now.wall, expiresAt: now.wall + timeout)
         let mutual = outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
         // Known means known by key: a plaintext connection proves no key.
-        let isKnown = link.authenticated && known.check(label: peer.name, id: peer.id) == .known
+        let isKnown = link.authenticated && known.knows(peer.id)
         if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && isKnown) {
             reply(.accepted, "", &out)
             join(invite.room, invitedBy: link, at: now, &out)
@@ -196,16 +196,15 @@ extension SessionStateMachine {
 
     /// Records the peer's key under its name the first time we share a room (trust on first use), on a
     /// connection that proved the key (TLS).
+    /// A known key under a new name is the same peer: its label follows.
     mutating func trustOnFirstUse(_ peer: SessionPeer, _ out: inout [SessionAction]) {
-        guard known.check(label: peer.name, id: peer.id) == .new else { return }
+        guard known.labels[peer.id] != peer.name else { return }
         known.remember(label: peer.name, id: peer.id)
         out.append(.persist(.rememberPeer(label: peer.name, id: peer.id)))
     }
 
-    /// Forgets the key recorded for `name`, so that its next (new) key is accepted.
-    public mutating func forget(_ name: String) -> PeerID? {
-        guard let id = known.entries[name] else { return nil }
-        known.forget(label: name)
-        return id
+    /// Forgets the keys recorded under `name` (or the key whose id is `name`); returns them.
+    public mutating func forget(_ name: String) -> [PeerID] {
+        known.forget(name)
     }
 }

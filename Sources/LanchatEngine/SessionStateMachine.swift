@@ -137,6 +137,8 @@ public struct SessionStateMachine: Sendable {
     let shortCode: @Sendable (PeerID) -> String
     var ids: IDGenerator
     public internal(set) var known: KnownPeerBook
+    /// Keys already warned about (`warnOfNewKey`) while the node runs.
+    var warnedKeys: Set<PeerID> = []
     /// Ids a room member has proved with its key (TLS) at least once, kept in the store. A plaintext
     /// connection (`--encryption optional`) claiming one of them is refused, and one of them is dialed
     /// with TLS whatever its advertisement says: only an id never seen with a key can go without one.
@@ -247,10 +249,8 @@ public struct SessionStateMachine: Sendable {
             out.append(.emit(.security(peer: peer, text: Self.plaintextClaimText(peer))))
             return (nil, out)
         }
-        if case .changed(let previous) = known.check(label: peer.name, id: peer.id) {
-            out.append(.close(handle, .refused, "\(configuration.ownName) knows '\(peer.name)' with another key; refused"))
-            out.append(.emit(.security(peer: peer, text: Self.keyChangeText(name: peer.name, previous: previous, now: peer.id))))
-            return (nil, out)
+        if case .nameKnownWithOtherKeys(let others) = known.check(label: peer.name, id: peer.id) {
+            warnOfNewKey(peer, others: others, &out)
         }
         let entry = LinkTable.Entry(
             handle: handle, peer: peer, dialer: dialedByUs ? configuration.ownID : peer.id, remoteAddress: remoteAddress, since: now.monotonic,
@@ -338,7 +338,7 @@ public struct SessionStateMachine: Sendable {
         return out
     }
 
-    /// Where to dial `peer`, or why not (a known name with another key). Marks the peer as being dialed
+    /// Where to dial `peer` (and a warning if a known name comes with its new key). Marks the peer as being dialed
     /// until `dialFinished`.
     public mutating func prepareDial(_ peer: PeerID) -> (plan: DialPlan?, error: SessionError?, actions: [SessionAction]) {
         var candidates: [PeerCandidate] = []
@@ -355,14 +355,14 @@ public struct SessionStateMachine: Sendable {
                 name = name ?? member.name
             }
         }
-        if let name, case .changed(let previous) = known.check(label: name, id: peer) {
-            let text = Self.keyChangeText(name: name, previous: previous, now: peer)
-            return (nil, SessionError("key_changed", text), [.emit(.security(peer: SessionPeer(id: peer, name: name), text: text))])
+        var out: [SessionAction] = []
+        if let name, case .nameKnownWithOtherKeys(let others) = known.check(label: name, id: peer) {
+            warnOfNewKey(SessionPeer(id: peer, name: name), others: others, &out)
         }
         // An id seen with a key is dialed with TLS, whatever its (unauthenticated) TXT record says.
         if keyed.contains(peer), configuration.encryption != .none { encryption = .required }
         _ = links.startDialing(peer)
-        return (DialPlan(peer: peer, name: name, candidates: candidates, encryption: encryption), nil, [])
+        return (DialPlan(peer: peer, name: name, candidates: candidates, encryption: encryption), nil, out)
     }
 
     /// A dial ended (connected or not; a connection reports `linkUp` on its own).
@@ -373,9 +373,19 @@ public struct SessionStateMachine: Sendable {
         return out
     }
 
-    static func keyChangeText(name: String, previous: PeerID, now: PeerID) -> String {
-        "REFUSED: '\(name)' presents a different key than before (known fingerprint \(previous.short), now \(now.short)). "
-            + "Someone may be impersonating it. If it was reinstalled, compare short codes and run `lanchat forget \(name)`."
+    /// Tells the person, once per key while the node runs, that a name it knows comes with a new key.
+    /// Nothing is refused: the key is the peer, the name only a label, and two hosts may share one.
+    mutating func warnOfNewKey(_ peer: SessionPeer, others: [PeerID], _ out: inout [SessionAction]) {
+        if warnedKeys.count >= 1024 { warnedKeys = [] }
+        guard warnedKeys.insert(peer.id).inserted else { return }
+        out.append(.emit(.security(peer: peer, text: newKeyText(name: peer.name, others: others, now: peer.id))))
+    }
+
+    func newKeyText(name: String, others: [PeerID], now: PeerID) -> String {
+        let known = others.map { "\($0.short), code \(shortCode($0))" }.joined(separator: "; ")
+        return "WARNING: '\(name)' now comes with a key not met before (\(now.short), code \(shortCode(now))); "
+            + "'\(name)' was known with \(known). Another host may have the same name, or this one a new key: compare "
+            + "codes with its owner before you trust it. Both are kept apart by their ids (`lanchat peers`)."
     }
 
     // MARK: Frames

@@ -102,7 +102,7 @@ public enum SessionEvent: Sendable, Equatable {
     case inviteOutcome(id: String, peer: SessionPeer, room: String, outcome: InviteOutcome)
     case memberState(room: String, peer: SessionPeer, state: SessionPeerState)
     case message(ChatMessage)
-    /// A peer was refused for security reasons (a known name with another key).
+    /// A peer's identity needs a person's attention: a known name with a key not met before, or a plaintext claim of a keyed id.
     case security(peer: SessionPeer, text: String)
     /// A file transfer started, progressed, or ended.
     case transfer(TransferInfo)

@@ -2,24 +2,17 @@ import FoundationEssentials
 import Glibc
 import LanchatCore
 
-/// Trust on first use: which key (peer id) each known peer had when first met.
+/// Trust on first use: the keys (peer ids) met in rooms, each with the name it came with, a label.
 ///
-/// A peer is known by a label the caller chooses (the session layer uses display name and host,
-/// `alice@h1 on h1.local`). Meeting a label again with another id is a key change: the caller refuses
-/// loudly and the person decides (`forget` to accept the new key). Kept as JSON in the state
-/// directory, mode 0600, replaced atomically.
+/// The key is the peer: a known key under a new name is the same peer (its label follows), and a known
+/// name with a new key is another key, shown to the person with both codes (two hosts may share a name,
+/// `pi@raspberrypi` among them). Kept as JSON in the state directory, mode 0600, replaced atomically
+/// and synced. A record written by an older lanchatd (one key per name) reads the same.
 public struct KnownPeers: Sendable {
     public struct Entry: Codable, Equatable, Sendable {
         public var label: String
         public var id: PeerID
         public var firstSeen: Date
-    }
-
-    public enum Verdict: Equatable, Sendable {
-        case new
-        case known
-        /// The label was first seen with `previous`; now it presents another key.
-        case changed(previous: PeerID)
     }
 
     public struct Error: Swift.Error, Equatable, CustomStringConvertible {
@@ -29,10 +22,10 @@ public struct KnownPeers: Sendable {
     public static let fileName = "known_peers.json"
     public static let maximumFileSize = 4 * 1024 * 1024
     public let path: String
-    public private(set) var entries: [String: Entry] = [:]
+    public private(set) var entries: [PeerID: Entry] = [:]
 
     /// Loads the record (an absent file is an empty record). A corrupt file is an error and is left
-    /// as it is: losing it would silently trust every changed key.
+    /// as it is: losing it would silently make every known key new again.
     public init(directory: String) throws(Error) {
         path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
         var info = stat()
@@ -45,33 +38,36 @@ public struct KnownPeers: Sendable {
         }
         do {
             let list = try JSONDecoder().decode([Entry].self, from: data)
-            for entry in list { entries[entry.label] = entry }
+            for entry in list { entries[entry.id] = entry }
         } catch {
             throw Error(description: "\(path) is not a known-peers record (\(error)); move it away to start a new one (every peer will be new again)")
         }
     }
 
-    public func check(label: String, id: PeerID) -> Verdict {
-        guard let entry = entries[label] else { return .new }
-        return entry.id == id ? .known : .changed(previous: entry.id)
-    }
+    /// The name each known key came with.
+    public var labels: [PeerID: String] { entries.mapValues(\.label) }
 
-    /// Records the label's key (first use, or after the person accepted a change) and saves.
+    /// Records a key with its name (first use, or the name it now comes with) and saves.
     public mutating func remember(label: String, id: PeerID, now: Date = .now) throws(Error) {
-        entries[label] = Entry(label: label, id: id, firstSeen: now)
+        entries[id] = Entry(label: label, id: id, firstSeen: entries[id]?.firstSeen ?? now)
         try save()
     }
 
-    public mutating func forget(label: String) throws(Error) {
-        entries[label] = nil
+    /// Forgets the keys known under `label` (or the key whose id is `label`) and saves; returns them.
+    @discardableResult
+    public mutating func forget(label: String) throws(Error) -> [PeerID] {
+        let ids = entries.values.filter { $0.label == label || $0.id.rawValue == label }.map(\.id).sorted { $0.rawValue < $1.rawValue }
+        guard !ids.isEmpty else { return [] }
+        for id in ids { entries[id] = nil }
         try save()
+        return ids
     }
 
     private func save() throws(Error) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data
-        do { data = try encoder.encode(entries.values.sorted { $0.label < $1.label }) } catch {
+        do { data = try encoder.encode(entries.values.sorted { ($0.label, $0.id.rawValue) < ($1.label, $1.id.rawValue) }) } catch {
             throw Error(description: "cannot encode the known-peers record: \(error)")
         }
         do { try DurableFile.replace(path, with: Array(data)) } catch {

@@ -18,7 +18,7 @@ extension SessionNode {
         if case .finished(let outcome) = start { return outcome }
         switch await dial(peer.id) {
         case .success: break
-        case .failure(let error): return error.code == "key_changed" ? .refused(error.message) : .unreachable(error.message)
+        case .failure(let error): return .unreachable(error.message)
         }
         guard !stopped else { return .unreachable("the node stopped") }
         return await withCheckedContinuation { continuation in
@@ -99,15 +99,16 @@ extension SessionNode {
         perform(try engine.leave(room, at: time()))
     }
 
-    /// Forgets the key recorded for `name`, so that its next (new) key is accepted.
-    public func forget(_ name: String) throws(SessionError) -> PeerID? {
-        guard let entry = knownPeers.entries[name] else { return nil }
-        do { try knownPeers.forget(label: name) } catch { throw SessionError("storage", error.description) }
+    /// Forgets the keys recorded under `name` (or the key whose id is `name`): the next one met under
+    /// that name is new (no warning). Returns the keys forgotten.
+    public func forget(_ name: String) throws(SessionError) -> [PeerID] {
+        let ids: [PeerID]
+        do { ids = try knownPeers.forget(label: name) } catch { throw SessionError("storage", error.description) }
         _ = engine.forget(name)
-        return entry.id
+        return ids
     }
 
-    public var knownPeerEntries: [KnownPeers.Entry] { knownPeers.entries.values.sorted { $0.label < $1.label } }
+    public var knownPeerEntries: [KnownPeers.Entry] { knownPeers.entries.values.sorted { ($0.label, $0.id.rawValue) < ($1.label, $1.id.rawValue) } }
 
     public func history(room: String?, limit: Int) throws(SessionError) -> [StoredMessage] {
         do { return try store.history(room: room, limit: limit) } catch { throw SessionError("storage", "\(error)") }

@@ -130,7 +130,7 @@ public actor SessionNode {
         self.logger = logger
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(100_000))
         (dialRequests, dialRequestSink) = AsyncStream<PeerID>.makeStream()
-        let restored = try store.restored(ownID: configuration.ownID, knownPeers: KnownPeerBook(knownPeers.entries.mapValues(\.id)))
+        let restored = try store.restored(ownID: configuration.ownID, knownPeers: KnownPeerBook(knownPeers.labels))
         var engineConfiguration = SessionStateMachine.Configuration(
             ownID: configuration.ownID, ownName: configuration.ownName, port: configuration.port, autoAccept: configuration.autoAccept)
         engineConfiguration.defaultInviteTimeout = Self.milliseconds(configuration.defaultInviteTimeout)

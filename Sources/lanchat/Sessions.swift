@@ -182,14 +182,14 @@ struct History: ParsableCommand {
 
 struct Forget: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Forget the key recorded for a peer name, so its new key is accepted (after a reinstall).")
+        abstract: "Forget the keys recorded for a peer name (or one key, by its id): the next key met under that name is new, with no warning.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The peer's display name.") var peer: String
+    @Argument(help: "The peer's display name, or a peer id.") var peer: String
 
     func run() throws {
-        let id = request(global, .forget(peer: peer)).forgotten ?? "?"
-        print("forgot the key of \(printable(peer)) (\(id.prefix(12))); its next key will be trusted on first use")
+        let ids = (request(global, .forget(peer: peer)).forgotten ?? "?").split(separator: ",").map { String($0.prefix(12)) }
+        print("forgot \(ids.count == 1 ? "the key" : "\(ids.count) keys") of \(printable(peer)) (\(ids.joined(separator: ", ")))")
     }
 }
 

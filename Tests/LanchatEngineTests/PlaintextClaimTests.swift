@@ -15,7 +15,7 @@ import Testing
     func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
 
     func engine(encryption: EncryptionPreference = .optional, autoAccept: AutoAcceptPolicy = .never, keyed: Set<PeerID> = [],
-                known: [String: PeerID] = [:], directory: PeerDirectory = PeerDirectory()) -> SessionStateMachine {
+                known: [PeerID: String] = [:], directory: PeerDirectory = PeerDirectory()) -> SessionStateMachine {
         var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: autoAccept)
         configuration.encryption = encryption
         var node = SessionStateMachine(
@@ -79,7 +79,7 @@ import Testing
     }
 
     @Test func aPlaintextPeerIsNeitherTrustedOnFirstUseNorKnownForAutoAccept() {
-        var node = engine(autoAccept: .known, known: ["carol": carol.id])
+        var node = engine(autoAccept: .known, known: [carol.id: "carol"])
         _ = node.linkUp(LinkHandle(1), peer: carol, dialedByUs: false, remoteAddress: nil, authenticated: false, at: at(1))
         let invite = WireFrame.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: RoomID("den")!, context: []))
         let actions = node.received([invite], on: LinkHandle(1), at: at(2))

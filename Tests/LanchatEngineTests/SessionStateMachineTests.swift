@@ -1,5 +1,5 @@
 import LanchatCore
-import LanchatEngine
+@testable import LanchatEngine
 import LanchatWire
 import Testing
 
@@ -48,11 +48,35 @@ import Testing
         #expect(second.actions.first == .close(LinkHandle(1), .leaving, "duplicate connection"))
     }
 
-    @Test func aKnownNameWithAnotherKeyIsRefused() {
-        var node = engine(small, restored: .init(knownPeers: KnownPeerBook(["bob": Self.peerID(0x77)])))
+    /// Trust keyed by key (issue 12, item 4): a known name with a new key is a warning with both codes,
+    /// once, not a refusal; two keys under one name are both known; a known key under a new name is the
+    /// same peer, its label follows.
+    @Test func aKnownNameWithAnotherKeyIsAWarningNotARefusal() {
+        let old = Self.peerID(0x77)
+        var node = engine(small, restored: .init(knownPeers: KnownPeerBook([old: "bob"])))
         let result = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))
-        #expect(result.serving == nil)
-        #expect(result.actions.first == .close(LinkHandle(1), .refused, "alice knows 'bob' with another key; refused"))
+        #expect(result.serving == LinkHandle(1))
+        #expect(!result.actions.contains { if case .close = $0 { true } else { false } })
+        let warnings = result.actions.compactMap { if case .emit(.security(_, let text)) = $0 { text } else { nil } }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.contains("WARNING: 'bob'") == true && warnings.first?.contains(old.short) == true
+                && warnings.first?.contains(large.id.short) == true, "\(warnings)")
+        // Once per key: the next connection of the same key is not warned about again.
+        _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(1))
+        let again = node.linkUp(LinkHandle(2), peer: large, dialedByUs: false, remoteAddress: nil, at: at(2))
+        #expect(!again.actions.contains { if case .emit(.security) = $0 { true } else { false } })
+        #expect(node.prepareDial(large.id).error == nil)
+        // Both keys are kept once they share a room; each is known.
+        var out: [SessionAction] = []
+        node.trustOnFirstUse(large, &out)
+        #expect(out == [.persist(.rememberPeer(label: "bob", id: large.id))])
+        #expect(node.known.check(label: "bob", id: old) == .known && node.known.check(label: "bob", id: large.id) == .known)
+        // A known key under a new name: the same peer, relabelled.
+        out = []
+        node.trustOnFirstUse(SessionPeer(id: large.id, name: "bobby"), &out)
+        #expect(out == [.persist(.rememberPeer(label: "bobby", id: large.id))])
+        #expect(node.known.check(label: "bobby", id: large.id) == .known)
+        #expect(node.forget("bob") == [old])
     }
 
     @Test func strangersBeyondTheCapCloseTheOldestIdleOneNeverAMemberNorOneInvitingUs() {

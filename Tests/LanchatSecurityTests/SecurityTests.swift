@@ -144,15 +144,19 @@ private func handshake(server: Identity, makeClientHandler: @escaping @Sendable 
         return path
     }
 
-    @Test func firstUseThenKnownThenChangedAcrossRestarts() throws {
+    @Test func keysAreKnownByIdWithTheirNameAsALabelAcrossRestarts() throws {
         let dir = directory()
         let first = PeerID(digest: Array(repeating: 1, count: 32)), second = PeerID(digest: Array(repeating: 2, count: 32))
         var record = try KnownPeers(directory: dir)
-        #expect(record.check(label: "bob@h2 on h2.local", id: first) == .new)
-        try record.remember(label: "bob@h2 on h2.local", id: first)
-        let reloaded = try KnownPeers(directory: dir)
-        #expect(reloaded.check(label: "bob@h2 on h2.local", id: first) == .known)
-        #expect(reloaded.check(label: "bob@h2 on h2.local", id: second) == .changed(previous: first))
+        #expect(record.entries.isEmpty)
+        try record.remember(label: "pi@raspberrypi", id: first)
+        try record.remember(label: "pi@raspberrypi", id: second)   // two hosts, one name: both kept
+        var reloaded = try KnownPeers(directory: dir)
+        #expect(reloaded.labels == [first: "pi@raspberrypi", second: "pi@raspberrypi"])
+        try reloaded.remember(label: "pi@kitchen", id: first)      // renamed: the same key, a new label
+        #expect(try KnownPeers(directory: dir).labels == [first: "pi@kitchen", second: "pi@raspberrypi"])
+        #expect(try reloaded.forget(label: "pi@raspberrypi") == [second])
+        #expect(try KnownPeers(directory: dir).labels == [first: "pi@kitchen"])
         var info = stat()
         #expect(stat(dir + "/known_peers.json", &info) == 0 && info.st_mode & 0o777 == 0o600)
     }

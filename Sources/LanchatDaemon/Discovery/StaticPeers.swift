@@ -112,10 +112,7 @@ actor StaticPeers: Service {
             return result
         }
         guard await adopt(connection) else {
-            throw ControlError(
-                code: "key_changed",
-                message: "this daemon knows '\(name)' with another key; if its owner confirms the short code \(result.shortCode), "
-                    + "run `lanchat forget \(name)` and connect again")
+            throw ControlError(code: "refused", message: "the session layer refused the connection to '\(name)' (the daemon's log says why)")
         }
         let entry = Entry(host: address.host, port: address.port, id: id.rawValue, name: name, ip: ip)
         // The same address with another key (a reinstalled host the person confirmed again) replaces the old entry.

@@ -146,17 +146,18 @@ struct SessionControl: Sendable {
         }
     }
 
-    /// Forgets the key recorded for a display name; the answer is the forgotten peer id.
+    /// Forgets the keys recorded under a display name (or the key with that id); the answer is the
+    /// forgotten ids, comma-separated.
     func forget(_ name: String) async throws(ControlError) -> String {
-        let forgotten: PeerID?
+        let forgotten: [PeerID]
         do throws(SessionError) { forgotten = try await node.forget(name) } catch {
             throw ControlError(code: error.code, message: error.message)
         }
-        guard let id = forgotten else {
-            let known = await node.knownPeerEntries.map(\.label).joined(separator: ", ")
+        guard !forgotten.isEmpty else {
+            let known = Set(await node.knownPeerEntries.map(\.label)).sorted().joined(separator: ", ")
             throw ControlError(code: "unknown_peer", message: "no key is recorded for '\(name)' (known: \(known))")
         }
-        return id.rawValue
+        return forgotten.map(\.rawValue).joined(separator: ",")
     }
 
     /// Sends the file at `path`: a descriptor the client handed over under `fileToken` (`FilePassing`),

@@ -291,9 +291,9 @@ final class Simulator {
         var inserted: Set<String> = []
         for case .persist(let operation) in actions {
             if case .rememberPeer(let label, let id) = operation {
-                var entries = nodes[node].known.entries
-                entries[label] = id
-                nodes[node].known = KnownPeerBook(entries)
+                var labels = nodes[node].known.labels
+                labels[id] = label
+                nodes[node].known = KnownPeerBook(labels)
             } else if try! nodes[node].store.apply(operation, now: time(node).wall), case .insertMessage(let message, _) = operation {
                 inserted.insert(message.id)
             }
