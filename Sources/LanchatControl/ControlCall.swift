@@ -19,6 +19,7 @@ public enum ControlCall: Equatable, Sendable {
     case send(Send)
     case history(room: String?, limit: Int)
     case forget(peer: String)
+    case trust(peer: String)
     case sendFile(peer: String, path: String, fileToken: String?)
     case transfers
     case cancel(id: String)
@@ -87,6 +88,7 @@ public enum ControlCall: Equatable, Sendable {
         case .send: .send
         case .history: .history
         case .forget: .forget
+        case .trust: .trust
         case .sendFile: .sendFile
         case .transfers: .transfers
         case .cancel: .cancel
@@ -126,7 +128,7 @@ public enum ControlCall: Equatable, Sendable {
         case .history(let room, let limit):
             p = ["limit": String(limit)]
             p["room"] = room
-        case .forget(let peer), .disconnect(let peer):
+        case .forget(let peer), .trust(let peer), .disconnect(let peer):
             p = ["peer": peer]
         case .sendFile(let peer, let path, let token):
             p = ["peer": peer, "path": path]
@@ -189,6 +191,9 @@ public enum ControlCall: Equatable, Sendable {
         case .forget:
             guard let peer = p.optional("peer") else { throw .badRequest("forget needs params.peer (a display name)") }
             self = .forget(peer: peer)
+        case .trust:
+            guard let peer = p.optional("peer") else { throw .badRequest("trust needs params.peer (a name or an id prefix)") }
+            self = .trust(peer: peer)
         case .sendFile:
             let peer = try p.required("peer")
             guard let path = p.optional("path"), path.hasPrefix("/") else { throw .badRequest("send-file needs params.path, an absolute path") }

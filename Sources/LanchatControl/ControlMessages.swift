@@ -44,6 +44,9 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case history
     /// Forgets the recorded key of `params.peer` (a display name), after a legitimate key change.
     case forget
+    /// Records the key of `params.peer` (a name or id prefix, as `invite`) as known, after the person
+    /// compared its code: `--auto-accept known` takes it, and no warning is shown for it.
+    case trust
     /// Sends the file at `params.path` (read by the daemon) to `params.peer`.
     case sendFile = "send-file"
     /// File transfers: active ones and the last 100 that ended.
@@ -97,6 +100,8 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var sent: SendResult?
     public var history: [MessageInfo]?
     public var forgotten: String?
+    /// `trust`: the peer whose key is now known.
+    public var trusted: MemberInfo?
     public var transfer: TransferEntry?
     public var transfers: [TransferEntry]?
     public var stream: StreamEntry?

@@ -187,6 +187,7 @@ struct DaemonControlHandler: ControlHandler {
             case .send(let send): response.sent = try await sessions.send(send)
             case .history(let room, let limit): response.history = try await sessions.history(room: room, limit: limit)
             case .forget(let peer): response.forgotten = try await sessions.forget(peer)
+            case .trust(let peer): response.trusted = try await sessions.trust(peer)
             case .sendFile(let peer, let path, let token): response.transfer = try await sessions.sendFile(to: peer, path: path, fileToken: token)
             case .transfers: response.transfers = await sessions.transfers()
             case .cancel(let id): response.transfer = try await sessions.cancel(id)

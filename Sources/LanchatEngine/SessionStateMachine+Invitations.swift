@@ -203,6 +203,11 @@ extension SessionStateMachine {
         out.append(.persist(.rememberPeer(label: peer.name, id: peer.id)))
     }
 
+    /// The person vouches for `peer`'s key (the shell has saved it): known from now on.
+    public mutating func trust(_ peer: SessionPeer) {
+        known.remember(label: peer.name, id: peer.id)
+    }
+
     /// Forgets the keys recorded under `name` (or the key whose id is `name`); returns them.
     public mutating func forget(_ name: String) -> [PeerID] {
         known.forget(name)

@@ -108,6 +108,12 @@ extension SessionNode {
         return ids
     }
 
+    /// Records `peer`'s key as known under its name (the person compared its code).
+    public func trust(_ peer: SessionPeer) throws(SessionError) {
+        do { try knownPeers.remember(label: peer.name, id: peer.id) } catch { throw SessionError("storage", error.description) }
+        engine.trust(peer)
+    }
+
     public var knownPeerEntries: [KnownPeers.Entry] { knownPeers.entries.values.sorted { ($0.label, $0.id.rawValue) < ($1.label, $1.id.rawValue) } }
 
     public func history(room: String?, limit: Int) throws(SessionError) -> [StoredMessage] {

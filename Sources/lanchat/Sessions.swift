@@ -180,6 +180,24 @@ struct History: ParsableCommand {
     }
 }
 
+struct Trust: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record a peer's key as known, after comparing its code with its owner: `--auto-accept known` takes it, and no warning is shown for it.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The peer: a display name or an id prefix (see `lanchat peers`).") var peer: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        guard let trusted = request(global, .trust(peer: peer)).trusted else { fail("the daemon sent no answer") }
+        if json {
+            printJSON(trusted)
+            return
+        }
+        print("trusted \(printable(trusted.name)) (\(trusted.shortId)): its key is known from now on")
+    }
+}
+
 struct Forget: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Forget the keys recorded for a peer name (or one key, by its id): the next key met under that name is new, with no warning.")

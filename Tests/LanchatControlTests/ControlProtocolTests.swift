@@ -111,6 +111,7 @@ import Testing
         .send(.init(text: "hello\nthere", room: "lab", to: ["bob", "carol"], reliable: false)),
         .history(room: nil, limit: 50), .history(room: "lab", limit: 100_000),
         .forget(peer: "bob"),
+        .trust(peer: "bob"),
         .sendFile(peer: "bob", path: "/tmp/a b.bin", fileToken: nil), .sendFile(peer: "bob", path: "/x", fileToken: "t0k"),
         .cancel(id: "ff"), .stream(peer: "bob", name: "logs"), .streamAccept(name: "logs", from: nil), .streamAccept(name: "logs", from: "bob"),
         .connect(address: "10.0.0.2:5000", confirm: nil), .connect(address: "h", confirm: String(repeating: "a", count: 52)),

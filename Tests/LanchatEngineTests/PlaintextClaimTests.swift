@@ -95,6 +95,15 @@ import Testing
         #expect(!joined.contains { if case .persist(.rememberKeyed) = $0 { true } else { false } })
     }
 
+    @Test func aKeyThePersonTrustsIsKnownForAutoAccept() {
+        var node = engine(autoAccept: .known)
+        _ = node.linkUp(LinkHandle(1), peer: carol, dialedByUs: false, remoteAddress: nil, authenticated: true, at: at(1))
+        node.trust(carol)
+        let invite = WireFrame.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: RoomID("den")!, context: []))
+        _ = node.received([invite], on: LinkHandle(1), at: at(2))
+        #expect(node.roomNames.contains("den") && node.invitations.isEmpty)
+    }
+
     @Test func withEncryptionNoneNoIdIsProvedSoNoneIsRefused() {
         var node = engine(encryption: .none, keyed: [bob.id])
         #expect(node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, authenticated: false, at: at(1)).serving == LinkHandle(1))

@@ -425,6 +425,9 @@ def test_two_hosts_named_pi_at_raspberrypi_share_a_room_and_a_third_name_holder_
                      match=lambda l: "SECURITY" in l and fourth_id[:12] in l)
     watch.kill()
     assert "WARNING: 'pi@raspberrypi'" in line and ids["h2"][:12] in line and ids["h3"][:12] in line, line
+    # Carol compared the code with its owner: she records the fourth key as known.
+    trusted = lan.lanchat_json("h1", "trust", fourth_id[:12])
+    assert (trusted["id"], trusted["state"]) == (fourth_id, "known"), trusted
     # Nothing was refused for good: the room still carries messages both ways.
     lan.lanchat("h2", "send", "--room", "lab", "still here")
     wait_for(lambda: "still here" in {m["text"] for m in history(lan, "h3")} and "still here" in {m["text"] for m in history(lan, "h1")},

@@ -160,6 +160,13 @@ struct SessionControl: Sendable {
         return forgotten.map(\.rawValue).joined(separator: ",")
     }
 
+    /// Records a peer's key as known (the person compared its code).
+    func trust(_ query: String) async throws(ControlError) -> MemberInfo {
+        let target = try await peer(query)
+        do throws(SessionError) { try await node.trust(target) } catch { throw ControlError(code: error.code, message: error.message) }
+        return MemberInfo(name: target.name, id: target.id.rawValue, shortId: target.id.short, state: "known")
+    }
+
     /// Sends the file at `path`: a descriptor the client handed over under `fileToken` (`FilePassing`),
     /// or else the daemon opens the path.
     func sendFile(to query: String, path: String, fileToken: String?) async throws(ControlError) -> TransferEntry? {
