@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds release binaries and runs the benchmarks on a simulated LAN (root). Figures print next to
 # baselines measured in the same run.
-#   scripts/bench.sh                  discovery and idle (bench/discovery.py), then sessions (bench/sessions.py)
+#   scripts/bench.sh                  every benchmark below, one after the other
 #   scripts/bench.sh discovery ARGS   only discovery (--trials N, --idle-seconds S, --json)
 #   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --json)
 #   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --json)
+#   scripts/bench.sh search ARGS      only history search: index vs LIKE scan (--messages N, --json)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -16,13 +17,14 @@ case "${1:-all}" in
   discovery) shift; exec .venv/bin/python bench/discovery.py "$@" ;;
   sessions) shift; exec .venv/bin/python bench/sessions.py "$@" ;;
   files) shift; exec .venv/bin/python bench/files.py "$@" ;;
+  search) shift; exec .venv/bin/python bench/search.py "$@" ;;
   all)
     # Every benchmark runs even if an earlier one missed a figure; the exit status says whether any did.
     failed=()
-    for b in discovery sessions files; do
+    for b in discovery sessions files search; do
       .venv/bin/python "bench/$b.py" || failed+=("$b")
       echo
     done
     [ ${#failed[@]} -eq 0 ] || { echo "bench: figures missing in: ${failed[*]} (see above)" >&2; exit 1; } ;;
-  *) echo "bench: unknown benchmark '$1' (discovery, sessions, files, or nothing for all)" >&2; exit 1 ;;
+  *) echo "bench: unknown benchmark '$1' (discovery, sessions, files, search, or nothing for all)" >&2; exit 1 ;;
 esac

@@ -18,6 +18,8 @@ public enum ControlCall: Equatable, Sendable {
     case leave(room: String)
     case send(Send)
     case history(room: String?, limit: Int)
+    /// `history` with `grep`, `from` or `since_ms`: the last `limit` messages that match.
+    case search(Search)
     case forget(peer: String)
     case trust(peer: String)
     case sendFile(peer: String, path: String, fileToken: String?)
@@ -68,6 +70,25 @@ public enum ControlCall: Equatable, Sendable {
         }
     }
 
+    public struct Search: Equatable, Sendable {
+        public var room: String?
+        public var limit: Int
+        /// Words that must all begin words of a message (case and accents ignored).
+        public var grep: String?
+        /// A sender: display name or id prefix.
+        public var from: String?
+        /// Sent at or after (milliseconds since the epoch).
+        public var sinceMilliseconds: Int64?
+
+        public init(room: String? = nil, limit: Int = 50, grep: String? = nil, from: String? = nil, sinceMilliseconds: Int64? = nil) {
+            self.room = room
+            self.limit = limit
+            self.grep = grep
+            self.from = from
+            self.sinceMilliseconds = sinceMilliseconds
+        }
+    }
+
     public static let pingCountRange = 1...100
     /// One answer holds them all in memory (about 300 bytes each as JSON): 100,000 is some 30 MB.
     public static let historyLimitRange = 1...100_000
@@ -86,7 +107,7 @@ public enum ControlCall: Equatable, Sendable {
         case .members: .members
         case .leave: .leave
         case .send: .send
-        case .history: .history
+        case .history, .search: .history
         case .forget: .forget
         case .trust: .trust
         case .sendFile: .sendFile
@@ -128,6 +149,12 @@ public enum ControlCall: Equatable, Sendable {
         case .history(let room, let limit):
             p = ["limit": String(limit)]
             p["room"] = room
+        case .search(let search):
+            p = ["limit": String(search.limit)]
+            p["room"] = search.room
+            p["grep"] = search.grep
+            p["from"] = search.from
+            p["since_ms"] = search.sinceMilliseconds.map { String($0) }
         case .forget(let peer), .trust(let peer), .disconnect(let peer):
             p = ["peer": peer]
         case .sendFile(let peer, let path, let token):
@@ -187,7 +214,14 @@ public enum ControlCall: Equatable, Sendable {
             }
             self = .send(Send(text: text, room: p.optional("room"), to: to, reliable: try p.flag("reliable", default: true)))
         case .history:
-            self = .history(room: p.optional("room"), limit: try p.integer("limit", in: Self.historyLimitRange) ?? 50)
+            let limit = try p.integer("limit", in: Self.historyLimitRange) ?? 50
+            let since = try p.integer("since_ms", in: 0...Int(Int64.max)).map { Int64($0) }
+            if let grep = p.optional("grep"), grep.utf8.count > 1024 { throw .badRequest("params.grep is longer than 1024 bytes") }
+            if p.optional("grep") != nil || p.optional("from") != nil || since != nil {
+                self = .search(Search(room: p.optional("room"), limit: limit, grep: p.optional("grep"), from: p.optional("from"), sinceMilliseconds: since))
+            } else {
+                self = .history(room: p.optional("room"), limit: limit)
+            }
         case .forget:
             guard let peer = p.optional("peer") else { throw .badRequest("forget needs params.peer (a display name)") }
             self = .forget(peer: peer)

@@ -20,6 +20,8 @@ public protocol SessionStore: AnyObject {
     @discardableResult func insert(_ message: StoredMessage, now: Int64) throws -> Bool
     /// The last `limit` messages (of `room`, or all), oldest first.
     func history(room: String?, limit: Int) throws -> [StoredMessage]
+    /// The same, only those `filter` keeps (`lanchat history --grep`).
+    func search(room: String?, limit: Int, filter: HistoryFilter) throws -> [StoredMessage]
     /// What a newcomer is sent: the last `limit` text and file messages of `room` from `since` on, oldest first.
     func export(room: String, since: Int64, limit: Int) throws -> [StoredMessage]
     /// The newest timestamp of a text or file message in `room` (0 if none).
@@ -76,5 +78,39 @@ extension SessionStore {
 
     public func updateTransfer(id: String, resent: Int64, now: Int64) throws {
         try updateTransfer(id: id, state: nil, sentMark: nil, resent: resent, now: now)
+    }
+}
+
+/// What `history` keeps when a person searches it; every part is optional, and all given must hold.
+public struct HistoryFilter: Equatable, Sendable {
+    /// Words that must all begin a word of the message (case and accents ignored): "deploy fail"
+    /// matches "Deployment failed".
+    public var words: String?
+    /// The sender's display name, or a prefix (4 characters or more) of its id.
+    public var sender: String?
+    /// Sent at or after this time (milliseconds since the epoch).
+    public var since: Int64?
+
+    public init(words: String? = nil, sender: String? = nil, since: Int64? = nil) {
+        self.words = words
+        self.sender = sender
+        self.since = since
+    }
+
+    /// The words, as a search would split them: letters and digits, lowercased, accents kept (the
+    /// memory store's rule; SQLite's tokenizer also folds accents).
+    public static func tokens(_ text: String) -> [String] {
+        text.lowercased().split { !$0.isLetter && !$0.isNumber }.map(String.init)
+    }
+
+    /// Whether `message` passes (the memory store's rule, the same as the index's for ASCII text).
+    public func keeps(_ message: StoredMessage) -> Bool {
+        if let since, message.timestamp < since { return false }
+        if let sender, message.senderName != sender, !(sender.count >= 4 && message.senderID.hasPrefix(sender)) { return false }
+        if let words {
+            let body = Self.tokens(message.body)
+            for word in Self.tokens(words) where !body.contains(where: { $0.hasPrefix(word) }) { return false }
+        }
+        return true
     }
 }

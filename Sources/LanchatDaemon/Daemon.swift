@@ -186,6 +186,7 @@ struct DaemonControlHandler: ControlHandler {
             case .leave(let room): try await sessions.leave(room)
             case .send(let send): response.sent = try await sessions.send(send)
             case .history(let room, let limit): response.history = try await sessions.history(room: room, limit: limit)
+            case .search(let search): response.history = try await sessions.search(search)
             case .forget(let peer): response.forgotten = try await sessions.forget(peer)
             case .trust(let peer): response.trusted = try await sessions.trust(peer)
             case .sendFile(let peer, let path, let token): response.transfer = try await sessions.sendFile(to: peer, path: path, fileToken: token)

@@ -11,6 +11,9 @@ public final class MemorySessionStore: SessionStore {
     private var members: [String: [StoredMember]] = [:]
     private var saved: [String: (transfer: StoredTransfer, touched: Int64)] = [:]
     private var keyed: [String] = []
+    /// When each message was stored (0, 1, ...), as SQLite's rowid: a search with words takes the last
+    /// stored matches.
+    private var storedOrder: [String: Int] = [:]
     private var depth = 0
 
     public init() {}
@@ -22,13 +25,13 @@ public final class MemorySessionStore: SessionStore {
             defer { depth -= 1 }
             return try body()
         }
-        let before = (messages, queues, roomOrder, members, saved, keyed)
+        let before = (messages, queues, roomOrder, members, saved, keyed, storedOrder)
         depth = 1
         defer { depth = 0 }
         do {
             return try body()
         } catch {
-            (messages, queues, roomOrder, members, saved, keyed) = before
+            (messages, queues, roomOrder, members, saved, keyed, storedOrder) = before
             throw error
         }
     }
@@ -42,6 +45,7 @@ public final class MemorySessionStore: SessionStore {
     public func insert(_ message: StoredMessage, now: Int64) -> Bool {
         guard messages[message.id] == nil else { return false }
         messages[message.id] = message
+        storedOrder[message.id] = storedOrder.count
         return true
     }
 
@@ -53,6 +57,12 @@ public final class MemorySessionStore: SessionStore {
 
     public func history(room: String?, limit: Int) -> [StoredMessage] {
         Array(Self.ordered(messages.values.filter { room == nil || $0.room == room }).suffix(max(0, limit)))
+    }
+
+    public func search(room: String?, limit: Int, filter: HistoryFilter) -> [StoredMessage] {
+        let found = messages.values.filter { (room == nil || $0.room == room) && filter.keeps($0) }
+        guard filter.words != nil else { return Array(Self.ordered(found).suffix(max(0, limit))) }
+        return Self.ordered(found.sorted { storedOrder[$0.id]! > storedOrder[$1.id]! }.prefix(max(0, limit)))
     }
 
     public func export(room: String, since: Int64, limit: Int) -> [StoredMessage] {

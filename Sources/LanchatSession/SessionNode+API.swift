@@ -116,6 +116,10 @@ extension SessionNode {
 
     public var knownPeerEntries: [KnownPeers.Entry] { knownPeers.entries.values.sorted { ($0.label, $0.id.rawValue) < ($1.label, $1.id.rawValue) } }
 
+    public func search(room: String?, limit: Int, filter: HistoryFilter) throws(SessionError) -> [StoredMessage] {
+        do { return try store.search(room: room, limit: limit, filter: filter) } catch { throw SessionError("storage", "\(error)") }
+    }
+
     public func history(room: String?, limit: Int) throws(SessionError) -> [StoredMessage] {
         do { return try store.history(room: room, limit: limit) } catch { throw SessionError("storage", "\(error)") }
     }

@@ -47,6 +47,20 @@ public final class ChatStore: SessionStore {
                 modified INTEGER NOT NULL, room TEXT NOT NULL, state TEXT NOT NULL, sent_mark INTEGER NOT NULL,
                 resent INTEGER NOT NULL, updated_at INTEGER NOT NULL, file_identity TEXT NOT NULL DEFAULT '');
             """)
+        // The word index of message bodies (`search`), kept by triggers, so an older lanchatd keeps it
+        // too (no new schema number). A file made before it gets the index built once, here.
+        let indexed = !(try db.query("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'")).isEmpty
+        try db.execute("""
+            CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+                body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2');
+            CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+                INSERT INTO messages_fts (rowid, body) VALUES (new.rowid, new.body);
+            END;
+            CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', old.rowid, old.body);
+            END;
+            """)
+        if !indexed { try db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')") }
         // Schema 3 added `transfers.file_identity` (a file of schema 2 gains it, empty).
         let columns = try db.query("PRAGMA table_info(transfers)").map { $0[1].string }
         if !columns.contains("file_identity") {
@@ -127,6 +141,45 @@ public final class ChatStore: SessionStore {
                 "SELECT \(columns) FROM messages ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?", [.integer(Int64(limit))])
         }
         return rows.reversed().map(Self.message)
+    }
+
+    /// The last `limit` messages `filter` keeps, oldest first. With words, the index (`messages_fts`)
+    /// drives: each word of the query, quoted (so nothing in it is query syntax), must begin a word of
+    /// the message, and the index yields matches newest stored first, so the search stops at `limit`
+    /// (the last stored matches: a history imported later counts as later). Without words, by time.
+    public func search(room: String?, limit: Int, filter: HistoryFilter) throws(Error) -> [StoredMessage] {
+        var source = "messages m"
+        var order = "m.timestamp DESC, m.sender_id DESC, m.sequence DESC"
+        var conditions: [String] = []
+        var values: [SQLiteDatabase.Value] = []
+        if let words = filter.words {
+            let terms = words.split(whereSeparator: \.isWhitespace).map { "\"" + String($0).replacing("\"", with: "\"\"") + "\"*" }
+            if !terms.isEmpty {
+                // CROSS JOIN keeps the index as the outer loop (SQLite does not reorder it).
+                source = "messages_fts f CROSS JOIN messages m ON m.rowid = f.rowid"
+                order = "f.rowid DESC"
+                conditions.append("messages_fts MATCH ?")
+                values.append(.text(terms.joined(separator: " ")))
+            }
+        }
+        if let room {
+            conditions.append("m.room = ?")
+            values.append(.text(room))
+        }
+        if let sender = filter.sender {
+            conditions.append("(m.sender_name = ? OR (length(?) >= 4 AND substr(m.sender_id, 1, length(?)) = ?))")
+            values += [.text(sender), .text(sender), .text(sender), .text(sender)]
+        }
+        if let since = filter.since {
+            conditions.append("m.timestamp >= ?")
+            values.append(.integer(since))
+        }
+        let clause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
+        let rows = try db.query(
+            "SELECT m.id, m.room, m.sender_id, m.sender_name, m.sequence, m.timestamp, m.kind, m.body FROM \(source)\(clause) "
+                + "ORDER BY \(order) LIMIT ?",
+            values + [.integer(Int64(limit))])
+        return rows.map(Self.message).sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
     }
 
     private static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {

@@ -22,6 +22,7 @@ struct Interactive: ParsableCommand {
           /rooms  /members          your rooms; the current room's members
           /leave [ROOM]             leave a room (default: the current one)
           /history [N]              the last N messages of the current room (default 20, at most \(ControlCall.historyLimitRange.upperBound))
+          /grep WORDS               the current room's last 20 messages with these words
           /send-file PATH           send a file to every member of the current room
           /transfers                file transfers
           /quit                     leave this program (lanchatd keeps running)
@@ -199,6 +200,14 @@ struct Interactive: ParsableCommand {
                     return true
                 }
                 for message in try client.call(.history(room: state.room, limit: limit)).history ?? [] { state.say(describe(message)) }
+            case "grep":
+                guard !arguments.isEmpty else {
+                    state.say("usage: /grep WORDS")
+                    return true
+                }
+                let found = try client.call(.search(.init(room: state.room, limit: 20, grep: arguments.joined(separator: " ")))).history ?? []
+                if found.isEmpty { state.say("no message in \(state.room ?? "your rooms") has those words") }
+                for message in found { state.say(describe(message)) }
             default:
                 state.say("unknown command /\(name); /help lists them")
             }

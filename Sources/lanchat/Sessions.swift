@@ -162,19 +162,33 @@ struct Send: ParsableCommand {
 }
 
 struct History: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Messages kept in this daemon's history.")
+    static let configuration = CommandConfiguration(
+        abstract: "Messages kept in this daemon's history; with --grep, --from or --since, those that match (through an index).")
 
     @OptionGroup var global: GlobalOptions
     @Option(help: "Only this room.") var room: String?
     @Option(help: "The last N messages, 1-\(ControlCall.historyLimitRange.upperBound); more is an error, not a shorter list.") var limit = 50
+    @Option(help: "Only messages with these words (each must begin a word of the message; case and accents ignored).") var grep: String?
+    @Option(help: "Only messages from this peer (display name, or id prefix of 4 or more characters).") var from: String?
+    @Option(help: "Only messages since then: 90s, 30m, 2h, 7d, or a local date and time like 2026-11-23 or 2026-11-23T14:05.") var since: String?
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
         guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)") }
+        if let since, TimeSpec.milliseconds(since, now: 0) == nil {
+            throw ValidationError("--since must be a duration (90s, 30m, 2h, 7d) or a date and time (2026-11-23, 2026-11-23T14:05), not '\(since)'")
+        }
     }
 
     func run() throws {
-        let messages = request(global, .history(room: room, limit: limit), timeoutSeconds: 120).history ?? []
+        let call: ControlCall
+        if grep != nil || from != nil || since != nil {
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            call = .search(.init(room: room, limit: limit, grep: grep, from: from, sinceMilliseconds: since.flatMap { TimeSpec.milliseconds($0, now: now) }))
+        } else {
+            call = .history(room: room, limit: limit)
+        }
+        let messages = request(global, call, timeoutSeconds: 120).history ?? []
         if json { return printJSON(messages) }
         for message in messages { print(describe(message, showRoom: room == nil)) }
     }

@@ -110,6 +110,8 @@ import Testing
         .send(.init(text: "", room: nil, to: nil, reliable: true)),
         .send(.init(text: "hello\nthere", room: "lab", to: ["bob", "carol"], reliable: false)),
         .history(room: nil, limit: 50), .history(room: "lab", limit: 100_000),
+        .search(.init(room: "lab", limit: 20, grep: "deploy \"failed\"", from: "bob", sinceMilliseconds: 1_795_000_000_000)),
+        .search(.init(room: nil, limit: 50, grep: nil, from: "abcd", sinceMilliseconds: nil)),
         .forget(peer: "bob"),
         .trust(peer: "bob"),
         .sendFile(peer: "bob", path: "/tmp/a b.bin", fileToken: nil), .sendFile(peer: "bob", path: "/x", fileToken: "t0k"),

@@ -28,6 +28,23 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(try store.history(room: "lab", limit: 10).count == 1)
     }
 
+    /// A history file made before the word index gets it built when opened.
+    @Test func anOlderFileIsIndexedWhenOpened() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let store = try ChatStore(path: path)
+            try store.insert(message(1, body: "kept from before"), now: 0)
+            store.close()
+        }
+        let raw = try SQLiteDatabase(path: path)
+        try raw.execute("DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete; DROP TABLE messages_fts;")
+        raw.close()
+        let store = try ChatStore(path: path)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "before")).map(\.body) == ["kept from before"])
+        try store.insert(message(2, body: "and after"), now: 0)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "after")).count == 1)
+    }
+
     @Test func insertIsIdempotentByID() throws {
         let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
         #expect(try store.insert(message(1), now: 0))

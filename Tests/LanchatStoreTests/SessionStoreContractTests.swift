@@ -21,6 +21,33 @@ import Testing
     static let bob = String(repeating: "b", count: 52)
     static let carol = String(repeating: "c", count: 52)
 
+    /// `history --grep` (issue 13, item 6): words begin words of the body, case ignored; by sender name or
+    /// id prefix; since a time; in a room; the last `limit`; query syntax in the words is taken as text.
+    @Test(arguments: Kind.allCases) func searchKeepsWhatTheFilterSays(kind: Kind) throws {
+        let store = try kind.make()
+        var bobs = message(3, sender: Self.bob, body: "Deployment failed on h2")
+        bobs.senderName = "bob"
+        try store.insert(bobs, now: 0)
+        try store.insert(message(1, body: "the deploy is green"), now: 0)
+        try store.insert(message(2, body: "lunch?"), now: 0)
+        try store.insert(message(4, room: "other", body: "deploy again, failed again"), now: 0)
+        try store.insert(message(5, body: "say \"NEAR\" OR * deploy"), now: 0)
+        func found(_ filter: HistoryFilter, room: String? = nil, limit: Int = 100) throws -> [Int64] {
+            try store.search(room: room, limit: limit, filter: filter).map(\.sequence)
+        }
+        #expect(try found(.init(words: "deploy")) == [1, 3, 4, 5])
+        #expect(try found(.init(words: "DEPLOY fail")) == [3, 4])
+        #expect(try found(.init(words: "deploy"), room: "lab") == [1, 3, 5])
+        #expect(try found(.init(words: "deploy"), limit: 2) == [4, 5])
+        #expect(try found(.init(words: "ploy")) == [])                       // words begin words
+        #expect(try found(.init(words: "\"NEAR\" OR *")) == [5])            // syntax is text
+        #expect(try found(.init(sender: "bob")) == [3])
+        #expect(try found(.init(sender: String(Self.bob.prefix(6)))) == [3])
+        #expect(try found(.init(sender: "bbb")) == [])                       // an id prefix needs 4 characters
+        #expect(try found(.init(since: 1004)) == [4, 5])
+        #expect(try found(.init(words: "deploy", sender: "alice", since: 1002)) == [4, 5])
+    }
+
     @Test(arguments: Kind.allCases) func messagesHistoryAndExport(kind: Kind) throws {
         let store = try kind.make()
         #expect(try store.insert(message(1), now: 0))

@@ -432,3 +432,26 @@ def test_two_hosts_named_pi_at_raspberrypi_share_a_room_and_a_third_name_holder_
     lan.lanchat("h2", "send", "--room", "lab", "still here")
     wait_for(lambda: "still here" in {m["text"] for m in history(lan, "h3")} and "still here" in {m["text"] for m in history(lan, "h1")},
              timeout=30, what="a message after the fourth came")
+
+
+def test_history_grep_from_and_since_find_messages_through_the_index(lan):
+    """`lanchat history --grep/--from/--since` (issue 13, item 6): words that begin words of a message,
+    case and accents ignored, by sender, since a time; query syntax in the words is plain text."""
+    two_in_a_room(lan)
+    for host, text in (("h1", "Deployment failed on the café server"), ("h2", "the deploy is green again"),
+                       ("h1", "lunch at noon?"), ("h2", 'try "NEAR" OR * as words')):
+        lan.lanchat(host, "send", "--room", "lab", text)
+    wait_for(lambda: len([m for m in history(lan, "h2") if m["kind"] == "text"]) == 4, timeout=15, what="four messages on h2")
+
+    def grep(*args):
+        return [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab", *args)]
+    assert grep("--grep", "deploy") == ["Deployment failed on the café server", "the deploy is green again"]
+    assert grep("--grep", "DEPLOY FAIL") == ["Deployment failed on the café server"]
+    assert grep("--grep", "cafe") == ["Deployment failed on the café server"]        # accents ignored
+    assert grep("--grep", "deploy", "--from", "bob") == ["the deploy is green again"]
+    assert grep("--grep", '"NEAR" OR *') == ['try "NEAR" OR * as words']
+    assert grep("--grep", "ploy") == []
+    assert grep("--since", "1h", "--from", "alice") == ["Deployment failed on the café server", "lunch at noon?"]
+    assert grep("--since", "2099-01-01") == []
+    bad = lan.lanchat("h2", "history", "--since", "yesterday", check=False)
+    assert bad.returncode != 0 and "--since must be" in bad.stderr, bad.stderr

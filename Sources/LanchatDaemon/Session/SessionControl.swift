@@ -160,6 +160,17 @@ struct SessionControl: Sendable {
         return forgotten.map(\.rawValue).joined(separator: ",")
     }
 
+    /// `history --grep/--from/--since`: through the store's word index.
+    func search(_ search: ControlCall.Search) async throws(ControlError) -> [MessageInfo] {
+        let roomName = try search.room.map { text throws(ControlError) in try room(text).rawValue }
+        let filter = HistoryFilter(words: search.grep, sender: search.from, since: search.sinceMilliseconds)
+        do throws(SessionError) {
+            return try await node.search(room: roomName, limit: search.limit, filter: filter).map(SessionService.info)
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
     /// Records a peer's key as known (the person compared its code).
     func trust(_ query: String) async throws(ControlError) -> MemberInfo {
         let target = try await peer(query)
