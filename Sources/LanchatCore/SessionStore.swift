@@ -108,8 +108,10 @@ public struct HistoryFilter: Equatable, Sendable {
         if let since, message.timestamp < since { return false }
         if let sender, message.senderName != sender, !(sender.count >= 4 && message.senderID.hasPrefix(sender)) { return false }
         if let words {
+            let wanted = Self.tokens(words)
+            if wanted.isEmpty { return false }  // no word in it (only punctuation): nothing matches
             let body = Self.tokens(message.body)
-            for word in Self.tokens(words) where !body.contains(where: { $0.hasPrefix(word) }) { return false }
+            for word in wanted where !body.contains(where: { $0.hasPrefix(word) }) { return false }
         }
         return true
     }

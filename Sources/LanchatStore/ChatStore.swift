@@ -52,7 +52,7 @@ public final class ChatStore: SessionStore {
         let indexed = !(try db.query("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'")).isEmpty
         try db.execute("""
             CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-                body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2');
+                body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2', detail=none, columnsize=0);
             CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
                 INSERT INTO messages_fts (rowid, body) VALUES (new.rowid, new.body);
             END;
@@ -153,8 +153,11 @@ public final class ChatStore: SessionStore {
         var conditions: [String] = []
         var values: [SQLiteDatabase.Value] = []
         if let words = filter.words {
-            let terms = words.split(whereSeparator: \.isWhitespace).map { "\"" + String($0).replacing("\"", with: "\"\"") + "\"*" }
-            if !terms.isEmpty {
+            // One token per term (no phrases: the index keeps no positions, `detail=none`, which makes
+            // it smaller and its upkeep cheaper); quoted, so nothing in it is query syntax.
+            let terms = HistoryFilter.tokens(words).map { "\"" + $0.replacing("\"", with: "\"\"") + "\"*" }
+            guard !terms.isEmpty else { return [] }  // no word in it (only punctuation): nothing matches
+            do {
                 // CROSS JOIN keeps the index as the outer loop (SQLite does not reorder it).
                 source = "messages_fts f CROSS JOIN messages m ON m.rowid = f.rowid"
                 order = "f.rowid DESC"

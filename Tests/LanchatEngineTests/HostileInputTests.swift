@@ -142,15 +142,21 @@ import Testing
         return nil
     }
 
-    @Test func aHistoryLargerThanTheLimitIsRefused() {
+    /// Bob invited us to lab (accepted automatically): we asked him for its history.
+    func joined() -> SessionStateMachine {
         var node = SessionStateMachine(
             configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .all), restored: .init(),
             addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, at: at(0))
         let invite = WireFrame.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: lab, context: []))
-        let joined = node.received([invite], on: LinkHandle(1), at: at(1))
-        #expect(joined.contains { if case .requestHistory(lab, LinkHandle(1)) = $0 { true } else { false } })
+        let actions = node.received([invite], on: LinkHandle(1), at: at(1))
+        #expect(actions.contains { if case .requestHistory(lab, LinkHandle(1)) = $0 { true } else { false } })
+        return node
+    }
+
+    @Test func aHistoryLargerThanTheLimitIsRefused() {
+        var node = joined()
         let limit = TransferLimits().maximumHistorySize
         let big = refusal(node.received([offer(2, size: limit + 1)], on: LinkHandle(1), at: at(2)))
         #expect(big?.contains("limit of \(limit) bytes") == true, "\(big ?? "not refused")")
@@ -159,13 +165,7 @@ import Testing
     }
 
     @Test func aHistoryWithinTheLimitIsTaken() {
-        var node = SessionStateMachine(
-            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .all), restored: .init(),
-            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
-        _ = node.start(at: at(0))
-        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, at: at(0))
-        _ = node.received([.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: lab, context: []))],
-                          on: LinkHandle(1), at: at(1))
+        var node = joined()
         #expect(refusal(node.received([offer(2, size: TransferLimits().maximumHistorySize)], on: LinkHandle(1), at: at(2))) == nil)
     }
 }

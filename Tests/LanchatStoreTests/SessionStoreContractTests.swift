@@ -41,6 +41,7 @@ import Testing
         #expect(try found(.init(words: "deploy"), limit: 2) == [4, 5])
         #expect(try found(.init(words: "ploy")) == [])                       // words begin words
         #expect(try found(.init(words: "\"NEAR\" OR *")) == [5])            // syntax is text
+        #expect(try found(.init(words: "\" * ")) == [])                      // no word at all: nothing
         #expect(try found(.init(sender: "bob")) == [3])
         #expect(try found(.init(sender: String(Self.bob.prefix(6)))) == [3])
         #expect(try found(.init(sender: "bbb")) == [])                       // an id prefix needs 4 characters
