@@ -44,7 +44,7 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case history
     /// Forgets the recorded key of `params.peer` (a display name), after a legitimate key change.
     case forget
-    /// Records the key of `params.peer` (a name or id prefix, as `invite`) as known, after the person
+    /// Records the key of `params.peer` (an id prefix of 8 characters or more) as known, after the person
     /// compared its code: `--auto-accept known` takes it, and no warning is shown for it.
     case trust
     /// Sends the file at `params.path` (read by the daemon) to `params.peer`.

@@ -6,8 +6,8 @@ public enum TimeSpec {
     /// Milliseconds since the epoch, or nil if `text` is neither form.
     public static func milliseconds(_ text: String, now: Int64) -> Int64? {
         if let unit = text.last, let seconds = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800][unit],
-           let count = Int64(text.dropLast()), count >= 0, count <= 100 * 365 {
-            return now - count * Int64(seconds) * 1000
+           let count = Int64(text.dropLast()), count >= 0, count <= 100 * 365 * 86_400 / Int64(seconds) {
+            return max(0, now - count * Int64(seconds) * 1000)
         }
         let parts = text.split(whereSeparator: { $0 == "T" || $0 == " " })
         guard (1...2).contains(parts.count) else { return nil }
@@ -29,6 +29,6 @@ public enum TimeSpec {
         let seconds = mktime(&fields)
         // mktime normalises 31 February into March: such a date is refused, not moved.
         guard seconds != -1, fields.tm_mday == day, fields.tm_mon == month - 1 else { return nil }
-        return Int64(seconds) * 1000
+        return max(0, Int64(seconds) * 1000)
     }
 }

@@ -70,8 +70,9 @@ public enum KnownPeerCheck: Equatable, Sendable {
     case new
     /// The key was met before (under this name or another: the key is the peer).
     case known
-    /// A key not met before, under a name known with other keys: another host of the same name, or
-    /// this host with a new key. A person is warned (with both codes); nothing is refused.
+    /// A name known with other keys, from a key not met before (another host of the same name, or this
+    /// host with a new key) or from a known key that took that name. A person is warned (with the
+    /// codes); nothing is refused.
     case nameKnownWithOtherKeys([PeerID])
 }
 
@@ -83,8 +84,9 @@ public struct KnownPeerBook: Sendable, Equatable {
     public init(_ labels: [PeerID: String] = [:]) { self.labels = labels }
 
     public func check(label: String, id: PeerID) -> KnownPeerCheck {
-        if labels[id] != nil { return .known }
-        let others = labels.filter { $0.value == label }.map(\.key).sorted { $0.rawValue < $1.rawValue }
+        let others = labels.filter { $0.value == label && $0.key != id }.map(\.key).sorted { $0.rawValue < $1.rawValue }
+        // A known key that now takes a name known with other keys is shown too (it is not that peer).
+        if labels[id] == label || (labels[id] != nil && others.isEmpty) { return .known }
         return others.isEmpty ? .new : .nameKnownWithOtherKeys(others)
     }
 

@@ -50,7 +50,9 @@ struct LinkTable: Sendable, Equatable {
     mutating func offer(_ new: Entry, ownID: PeerID) -> Decision {
         let id = new.peer.id
         if let existing = byPeer[id] {
-            let keepExisting = existing.dialer != new.dialer && existing.dialer == min(ownID, id)
+            // A connection that proved the key (TLS) always wins over one that did not (plaintext).
+            let keepExisting = existing.authenticated && !new.authenticated
+                || (existing.authenticated == new.authenticated && existing.dialer != new.dialer && existing.dialer == min(ownID, id))
             if keepExisting { return .keepExisting(existing.handle) }
             byHandle[existing.handle] = nil
             retired[existing.handle] = existing

@@ -383,6 +383,10 @@ public struct SessionStateMachine: Sendable {
 
     func newKeyText(name: String, others: [PeerID], now: PeerID) -> String {
         let known = others.map { "\($0.short), code \(shortCode($0))" }.joined(separator: "; ")
+        if let before = self.known.labels[now] {
+            return "WARNING: the peer known as '\(before)' (\(now.short), code \(shortCode(now))) now calls itself '\(name)', "
+                + "a name known with \(known). It is not that peer; both are kept apart by their ids (`lanchat peers`)."
+        }
         return "WARNING: '\(name)' now comes with a key not met before (\(now.short), code \(shortCode(now))); "
             + "'\(name)' was known with \(known). Another host may have the same name, or this one a new key: compare "
             + "codes with its owner before you trust it. Both are kept apart by their ids (`lanchat peers`)."

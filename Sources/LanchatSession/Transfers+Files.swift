@@ -283,7 +283,10 @@ extension SessionNode {
                 let end = last.offset + UInt64(last.data.readableBytes)
                 _ = posix_fadvise(fd, off_t(first.offset), off_t(end - first.offset), POSIX_FADV_DONTNEED)
                 // And at most 8 MiB are in flight: every 8 MiB this thread waits until they are written.
-                if end >> 23 > first.offset >> 23 { fdatasync(fd) }
+                // Its error must not be lost: a failed write-back is reported once, to the first sync.
+                if end >> 23 > first.offset >> 23, fdatasync(fd) != 0 {
+                    throw SessionError("write_failed", String(cString: strerror(errno)))
+                }
             }
             return Handoff(value: hasher)
         }

@@ -52,7 +52,7 @@ public final class ChatStore: SessionStore {
         let indexed = !(try db.query("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'")).isEmpty
         try db.execute("""
             CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-                body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2', detail=none, columnsize=0);
+                body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2', columnsize=0);
             CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
                 INSERT INTO messages_fts (rowid, body) VALUES (new.rowid, new.body);
             END;
@@ -153,8 +153,8 @@ public final class ChatStore: SessionStore {
         var conditions: [String] = []
         var values: [SQLiteDatabase.Value] = []
         if let words = filter.words {
-            // One token per term (no phrases: the index keeps no positions, `detail=none`, which makes
-            // it smaller and its upkeep cheaper); quoted, so nothing in it is query syntax.
+            // Quoted, so nothing in it is query syntax. A term SQLite's tokenizer cuts further (a vowel
+            // sign in Devanagari, a joiner) becomes a phrase, which the index (with positions) answers.
             let terms = HistoryFilter.tokens(words).map { "\"" + $0.replacing("\"", with: "\"\"") + "\"*" }
             guard !terms.isEmpty else { return [] }  // no word in it (only punctuation): nothing matches
             do {

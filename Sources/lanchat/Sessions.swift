@@ -199,7 +199,7 @@ struct Trust: ParsableCommand {
         abstract: "Record a peer's key as known, after comparing its code with its owner: `--auto-accept known` takes it, and no warning is shown for it.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The peer: a display name or an id prefix (see `lanchat peers`).") var peer: String
+    @Argument(help: "The peer's id, or its first 8 characters or more (see `lanchat peers`): trust goes to a key, not a name.") var peer: String
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {

@@ -95,6 +95,15 @@ import Testing
         #expect(!joined.contains { if case .persist(.rememberKeyed) = $0 { true } else { false } })
     }
 
+    @Test func aTLSConnectionAlwaysReplacesAPlaintextOne() {
+        var node = engine()
+        // The plaintext link would win by the duplicate rule (dialed by the smaller id, carol's).
+        _ = node.linkUp(LinkHandle(1), peer: carol, dialedByUs: false, remoteAddress: nil, authenticated: false, at: at(1))
+        let (serving, actions) = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, authenticated: true, at: at(2))
+        #expect(serving == LinkHandle(2))
+        #expect(actions.contains(.close(LinkHandle(1), .leaving, "duplicate connection")))
+    }
+
     @Test func aKeyThePersonTrustsIsKnownForAutoAccept() {
         var node = engine(autoAccept: .known)
         _ = node.linkUp(LinkHandle(1), peer: carol, dialedByUs: false, remoteAddress: nil, authenticated: true, at: at(1))

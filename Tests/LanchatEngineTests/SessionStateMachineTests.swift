@@ -77,6 +77,12 @@ import Testing
         #expect(out == [.persist(.rememberPeer(label: "bobby", id: large.id))])
         #expect(node.known.check(label: "bobby", id: large.id) == .known)
         #expect(node.forget("bob") == [old])
+        // A known key that takes a name known with another key is shown too, not silently relabelled.
+        var carolKnown = engine(small, restored: .init(knownPeers: KnownPeerBook([old: "carol", large.id: "mallory"])))
+        let renamed = carolKnown.linkUp(LinkHandle(1), peer: SessionPeer(id: large.id, name: "carol"), dialedByUs: false, remoteAddress: nil, at: at(0))
+        let texts = renamed.actions.compactMap { if case .emit(.security(_, let text)) = $0 { text } else { nil } }
+        #expect(texts.count == 1 && texts[0].contains("known as 'mallory'") && texts[0].contains("now calls itself 'carol'"), "\(texts)")
+        #expect(carolKnown.known.check(label: "mallory", id: large.id) == .known)
     }
 
     @Test func strangersBeyondTheCapCloseTheOldestIdleOneNeverAMemberNorOneInvitingUs() {

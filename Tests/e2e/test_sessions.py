@@ -426,6 +426,7 @@ def test_two_hosts_named_pi_at_raspberrypi_share_a_room_and_a_third_name_holder_
     watch.kill()
     assert "WARNING: 'pi@raspberrypi'" in line and ids["h2"][:12] in line and ids["h3"][:12] in line, line
     # Carol compared the code with its owner: she records the fourth key as known.
+    assert lan.lanchat("h1", "trust", "pi@raspberrypi", check=False).returncode != 0   # a name is a label, not a key
     trusted = lan.lanchat_json("h1", "trust", fourth_id[:12])
     assert (trusted["id"], trusted["state"]) == (fourth_id, "known"), trusted
     # Nothing was refused for good: the room still carries messages both ways.

@@ -171,9 +171,14 @@ struct SessionControl: Sendable {
         }
     }
 
-    /// Records a peer's key as known (the person compared its code).
+    /// Records a peer's key as known (the person compared its code). Only by id: a name is an
+    /// unauthenticated label (anyone on the LAN may announce one), and trust is given to a key.
     func trust(_ query: String) async throws(ControlError) -> MemberInfo {
-        let target = try await peer(query)
+        let lower = query.lowercased()
+        guard lower.count >= 8, lower.allSatisfy({ ("a"..."z").contains($0) || ("2"..."7").contains($0) }) else {
+            throw ControlError(code: "bad_request", message: "trust takes the peer's id (8 characters or more, from `lanchat peers`), not a name: a name is only a label")
+        }
+        let target = try await peer(lower)
         do throws(SessionError) { try await node.trust(target) } catch { throw ControlError(code: error.code, message: error.message) }
         return MemberInfo(name: target.name, id: target.id.rawValue, shortId: target.id.short, state: "known")
     }
