@@ -1,0 +1,210 @@
+import FoundationEssentials
+import Glibc
+import LanchatCore
+import LanchatEngine
+import LanchatIdentity
+import LanchatSecurity
+import LanchatSession
+import LanchatStore
+import LanchatWire
+import Logging
+import NIOCore
+import NIOPosix
+
+// MARK: Session nodes
+
+/// What each node publishes in the rendezvous directory.
+struct Card: Codable {
+    var name: String
+    var id: String
+    var address: String
+    var port: Int
+}
+
+func writeFile(_ path: String, _ text: String) {
+    let temp = path + ".tmp"
+    guard let file = fopen(temp, "w") else { die("cannot write \(path)") }
+    fputs(text, file)
+    fclose(file)
+    rename(temp, path)
+}
+
+func readFile(_ path: String) -> String? {
+    guard let data = FileManager.default.contents(atPath: path) else { return nil }
+    return String(decoding: data, as: UTF8.self)
+}
+
+@MainActor
+func runNode(directory: String, name: String, address: String, rendezvous: String, total: Int, leader: Bool) async throws {
+    var logger = Logger(label: "bench")
+    logger.logLevel = .warning
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let identity = try Identity.loadOrCreate(in: directory)
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let hello = WireFrame.Hello(peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
+    let connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
+    let store = try ChatStore(path: directory + "/" + ChatStore.fileName)
+    let directoryOfPeers = PeerDirectory()
+    let nodeBox = NodeBox()
+    let listener = try await connector.listen(port: 0) { connection in
+        Task { await nodeBox.node?.accepted(connection) }
+    }
+    let port = listener.localAddress!.port!
+    let node = try SessionNode(
+        configuration: .init(ownID: identity.peerID, ownName: name, port: port, autoAccept: .all, encryption: .required),
+        eventLoop: group.next(), connector: connector, store: store, knownPeers: try KnownPeers(directory: directory),
+        directory: directoryOfPeers, logger: logger)
+    await nodeBox.set(node)
+    let maintenance = Task { await node.run() }
+
+    // Meet the others.
+    let card = Card(name: name, id: identity.peerID.rawValue, address: address, port: port)
+    writeFile("\(rendezvous)/\(name).card", String(decoding: try JSONEncoder().encode(card), as: UTF8.self))
+    var cards: [Card] = []
+    while cards.count < total {
+        cards = (try FileManager.default.contentsOfDirectory(atPath: rendezvous)).filter { $0.hasSuffix(".card") }.compactMap {
+            readFile("\(rendezvous)/\($0)").flatMap { try? JSONDecoder().decode(Card.self, from: Data($0.utf8)) }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    var peers: [SessionPeer] = []
+    for other in cards where other.name != name {
+        let id = PeerID(other.id)!
+        directoryOfPeers.update(id, PeerAddressHint(name: other.name, port: other.port, addresses: [other.address], encryption: .required))
+        peers.append(SessionPeer(id: id, name: other.name))
+    }
+    peers.sort { $0.name < $1.name }
+    let room = RoomID("bench")!
+
+    // The workload runs on the node's own executor (its event loop), as a program that embeds the
+    // library would: events arrive and sends go out without thread hops.
+    if leader {
+        let figures = try await lead(node: node, peers: peers, room: room, rendezvous: rendezvous)
+        emit(figures)
+    } else {
+        await member(node: node, room: room, rendezvous: rendezvous, name: name)
+    }
+    maintenance.cancel()
+    try? await Task.sleep(for: .milliseconds(300))
+}
+
+/// Members answer pings, count the throughput run, and record fan-out arrivals.
+func member(node: isolated SessionNode, room: RoomID, rendezvous: String, name: String) async {
+    var arrivals: [String: Double] = [:]
+    var counted = 0
+    for await event in node.events {
+        guard case .message(let message) = event, !message.outgoing, message.stored.kind == .text else { continue }
+        let body = message.stored.body
+        if body.hasPrefix("ping:") {
+            _ = try? node.send("pong:" + body.dropFirst(5), room: room, to: [PeerID(message.stored.senderID)!])
+        } else if body.hasPrefix("t:") {
+            counted += 1
+            if body == "t:last" {
+                _ = try? node.send("tdone:\(counted)", room: room, to: [PeerID(message.stored.senderID)!])
+                counted = 0
+            }
+        } else if body.hasPrefix("fan:") {
+            arrivals[String(body.dropFirst(4))] = now()
+        } else if body == "done" {
+            let lines = arrivals.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
+            writeFile("\(rendezvous)/\(name).arrivals", lines + "\n")
+            return
+        }
+    }
+}
+
+/// The leader: invitations, then the pair figures with the first member, then fan-out to all.
+func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendezvous: String) async throws -> [String: Double] {
+    var invites: [Double] = []
+    for peer in peers {
+        let start = now()
+        let outcome = await node.invite(peer, room: room, context: [], timeout: .seconds(10))
+        guard outcome == .accepted else { die("invitation to \(peer.name): \(outcome)") }
+        invites.append((now() - start) * 1000)
+    }
+    let first = peers[0]
+    var iterator = node.events.makeAsyncIterator()
+    func next(prefix: String) async -> String {
+        while let event = await iterator.next(isolation: node) {
+            if case .message(let message) = event, !message.outgoing, message.stored.body.hasPrefix(prefix) { return message.stored.body }
+        }
+        die("event stream ended")
+    }
+    // Wait for the mesh, so that introductions do not run during the measurements.
+    while !node.room(room)!.members.allSatisfy({ $0.state == .connected }) {
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    try await Task.sleep(for: .milliseconds(500))
+
+    // Round trip of a small reliable message.
+    var rtts: [Double] = []
+    for index in 0..<2100 {
+        let start = now()
+        _ = try node.send("ping:\(index)", room: room, to: [first.id])
+        _ = await next(prefix: "pong:")
+        if index >= 100 { rtts.append((now() - start) * 1e6) }
+    }
+    // One-way throughput: N small reliable messages, until the member has counted them all; first
+    // one call per message, then in batches of 100 (each still its own message, id and ack). The
+    // sender yields between calls so that the connection's I/O runs (it shares the thread).
+    func throughput(count: Int, batch: Int) async throws -> Double {
+        let start = now()
+        var index = 0
+        while index < count - 1 {
+            let end = min(index + batch, count - 1)
+            let texts = (index..<end).map { "t:\($0)" }
+            if batch == 1 { _ = try node.send(texts[0], room: room, to: [first.id]) } else { _ = try node.send(texts, room: room, to: [first.id]) }
+            index = end
+            await Task.yield()
+        }
+        _ = try node.send("t:last", room: room, to: [first.id])
+        let done = await next(prefix: "tdone:")
+        guard done == "tdone:\(count)" else { die("throughput run: member counted \(done)") }
+        return Double(count) / (now() - start)
+    }
+    let single = try await throughput(count: 20_000, batch: 1)
+    try await Task.sleep(for: .milliseconds(500))
+    let batched = try await throughput(count: 100_000, batch: 100)
+    try await Task.sleep(for: .milliseconds(500))
+
+    // Fan-out to the whole room.
+    var sent: [String: Double] = [:]
+    for index in 0..<300 {
+        sent["\(index)"] = now()
+        _ = try node.send("fan:\(index)", room: room)
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    try await Task.sleep(for: .milliseconds(500))
+    _ = try node.send("done", room: room)
+    var latest: [String: Double] = [:]
+    for peer in peers {
+        var text: String?
+        for _ in 0..<200 {
+            text = readFile("\(rendezvous)/\(peer.name).arrivals")
+            if text != nil { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        guard let text else { die("\(peer.name) wrote no arrivals") }
+        var seen = 0
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let time = Double(parts[1]) else { continue }
+            latest[String(parts[0])] = max(latest[String(parts[0])] ?? 0, time)
+            seen += 1
+        }
+        guard seen == sent.count else { die("\(peer.name) got \(seen) of \(sent.count) fan-out messages") }
+    }
+    let fanout = sent.map { (latest[$0.key]! - $0.value) * 1000 }
+    return [
+        "members_count": Double(peers.count),
+        "invite_first_ms": invites[0], "invite_p50_ms": percentile(invites, 0.5), "invite_max_ms": invites.max()!,
+        "rtt_p50_us": percentile(rtts, 0.5), "rtt_p99_us": percentile(rtts, 0.99),
+        "throughput_msgs_per_s": batched, "throughput_single_msgs_per_s": single,
+        "fanout_p50_ms": percentile(fanout, 0.5), "fanout_p99_ms": percentile(fanout, 0.99), "fanout_max_ms": fanout.max()!,
+    ]
+}
+
+actor NodeBox {
+    var node: SessionNode?
+    func set(_ node: SessionNode) { self.node = node }
+}
