@@ -216,11 +216,12 @@ public enum ControlCall: Equatable, Sendable {
         case .history:
             let limit = try p.integer("limit", in: Self.historyLimitRange) ?? 50
             let since = try p.integer("since_ms", in: 0...Int(Int64.max)).map { Int64($0) }
-            if let grep = p.optional("grep"), grep.utf8.count > 1024 { throw .badRequest("params.grep is longer than 1024 bytes") }
-            if p.optional("grep") != nil || p.optional("from") != nil || since != nil {
-                self = .search(Search(room: p.optional("room"), limit: limit, grep: p.optional("grep"), from: p.optional("from"), sinceMilliseconds: since))
+            let (room, grep, from) = (p.optional("room"), p.optional("grep"), p.optional("from"))
+            if let grep, grep.utf8.count > 1024 { throw .badRequest("params.grep is longer than 1024 bytes") }
+            if grep != nil || from != nil || since != nil {
+                self = .search(Search(room: room, limit: limit, grep: grep, from: from, sinceMilliseconds: since))
             } else {
-                self = .history(room: p.optional("room"), limit: limit)
+                self = .history(room: room, limit: limit)
             }
         case .forget:
             guard let peer = p.optional("peer") else { throw .badRequest("forget needs params.peer (a display name)") }

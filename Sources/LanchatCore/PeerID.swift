@@ -14,6 +14,13 @@ public struct PeerID: Hashable, Sendable, Comparable, CustomStringConvertible, C
         self.rawValue = lower
     }
 
+    /// Whether `text` (case-insensitive) could begin an id and names a key, not a name: at least
+    /// `minimumLength` characters of the id's alphabet.
+    public static func isPrefix(_ text: String, minimumLength: Int) -> Bool {
+        let bytes = Array(text.lowercased().utf8)
+        return bytes.count >= minimumLength && bytes.count <= length && bytes.allSatisfy { alphabet.contains($0) }
+    }
+
     /// The id of a public key, from the SHA-256 digest of its SubjectPublicKeyInfo DER.
     public init(digest: some Sequence<UInt8>) {
         self.rawValue = Self.base32(Array(digest))

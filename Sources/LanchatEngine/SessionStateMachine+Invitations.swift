@@ -196,9 +196,11 @@ extension SessionStateMachine {
 
     /// Records the peer's key under its name the first time we share a room (trust on first use), on a
     /// connection that proved the key (TLS).
-    /// A known key under a new name is the same peer: its label follows.
-    mutating func trustOnFirstUse(_ peer: SessionPeer, _ out: inout [SessionAction]) {
-        guard known.labels[peer.id] != peer.name else { return }
+    /// A known key under a new name is the same peer: its label follows. Only a connection that proved
+    /// the key (TLS) counts.
+    mutating func trustOnFirstUse(_ link: LinkTable.Entry, _ out: inout [SessionAction]) {
+        let peer = link.peer
+        guard link.authenticated, known.labels[peer.id] != peer.name else { return }
         known.remember(label: peer.name, id: peer.id)
         out.append(.persist(.rememberPeer(label: peer.name, id: peer.id)))
     }

@@ -27,7 +27,7 @@ extension SessionStateMachine {
             notice(room, "you joined \(room) (invited by \(link.peer.name))", at: now, &out)
         }
         addMember(room, link.peer, hintFrom: link, at: now, &out)
-        if link.authenticated { trustOnFirstUse(link.peer, &out) }
+        trustOnFirstUse(link, &out)
         historyRequested[room] = link.peer.id
         out.append(.requestHistory(room, link.handle))
     }
@@ -37,7 +37,7 @@ extension SessionStateMachine {
     /// room's history once (at most `maximumUnansweredInvitations` newcomers are owed it at a time).
     mutating func admitInvitee(_ room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         addMember(room, link.peer, hintFrom: link, at: now, &out)
-        if link.authenticated { trustOnFirstUse(link.peer, &out) }
+        trustOnFirstUse(link, &out)
         let newcomer = RoomMember(room: room, peer: link.peer.id)
         if !historyOwed.contains(newcomer) { historyOwed.append(newcomer) }
         if historyOwed.count > configuration.maximumUnansweredInvitations { historyOwed.removeFirst() }

@@ -68,12 +68,12 @@ import Testing
         #expect(node.prepareDial(large.id).error == nil)
         // Both keys are kept once they share a room; each is known.
         var out: [SessionAction] = []
-        node.trustOnFirstUse(large, &out)
+        node.trustOnFirstUse(LinkTable.Entry(handle: LinkHandle(2), peer: large, dialer: large.id, remoteAddress: nil), &out)
         #expect(out == [.persist(.rememberPeer(label: "bob", id: large.id))])
         #expect(node.known.check(label: "bob", id: old) == .known && node.known.check(label: "bob", id: large.id) == .known)
         // A known key under a new name: the same peer, relabelled.
         out = []
-        node.trustOnFirstUse(SessionPeer(id: large.id, name: "bobby"), &out)
+        node.trustOnFirstUse(LinkTable.Entry(handle: LinkHandle(2), peer: SessionPeer(id: large.id, name: "bobby"), dialer: large.id, remoteAddress: nil), &out)
         #expect(out == [.persist(.rememberPeer(label: "bobby", id: large.id))])
         #expect(node.known.check(label: "bobby", id: large.id) == .known)
         #expect(node.forget("bob") == [old])

@@ -175,7 +175,7 @@ struct SessionControl: Sendable {
     /// unauthenticated label (anyone on the LAN may announce one), and trust is given to a key.
     func trust(_ query: String) async throws(ControlError) -> MemberInfo {
         let lower = query.lowercased()
-        guard lower.count >= 8, lower.allSatisfy({ ("a"..."z").contains($0) || ("2"..."7").contains($0) }) else {
+        guard PeerID.isPrefix(lower, minimumLength: 8) else {
             throw ControlError(code: "bad_request", message: "trust takes the peer's id (8 characters or more, from `lanchat peers`), not a name: a name is only a label")
         }
         let target = try await peer(lower)
