@@ -13,8 +13,14 @@ public struct StoredMessage: Equatable, Sendable {
     public var timestamp: Int64
     public var kind: Kind
     public var body: String
+    /// The author's public key (compressed P-256 point, 33 bytes) and signature (64 bytes) over the
+    /// message (wire version 2); both empty for an unsigned message (from a version 1 peer, our own
+    /// notices, or history kept before version 2).
+    public var authorKey: [UInt8]
+    public var signature: [UInt8]
 
-    public init(id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String) {
+    public init(id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
+                authorKey: [UInt8] = [], signature: [UInt8] = []) {
         self.id = id
         self.room = room
         self.senderID = senderID
@@ -23,7 +29,12 @@ public struct StoredMessage: Equatable, Sendable {
         self.timestamp = timestamp
         self.kind = kind
         self.body = body
+        self.authorKey = authorKey
+        self.signature = signature
     }
+
+    /// Its author signed it (and the signature was verified before it was stored).
+    public var isSigned: Bool { !signature.isEmpty }
 }
 
 /// A room member as this daemon remembers it (to reconnect after a restart).

@@ -60,7 +60,9 @@ public enum Daemon {
         let connector: PeerConnector
         do {
             let tls = try PeerTLS(certificate: IdentityCertificate(identity: identity))
-            let hello = WireFrame.Hello(peerID: identity.peerID.rawValue, name: PeerAdvertisement.sanitize(configuration.name), capabilities: ["chat"])
+            let hello = WireFrame.Hello(
+                minimumVersion: WireFrame.versions.lowerBound, maximumVersion: configuration.maximumWireVersion,
+                peerID: identity.peerID.rawValue, name: PeerAdvertisement.sanitize(configuration.name), capabilities: ["chat"])
             connector = PeerConnector(
                 hello: hello, encryption: EncryptionPreference(rawValue: configuration.encryption.rawValue)!, tls: tls, group: eventLoopGroup)
         } catch {
@@ -107,6 +109,7 @@ public enum Daemon {
             sessionConfiguration.downloadsForGroup = configuration.socketGroup != nil
             sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
             sessionConfiguration.maximumFileSize = configuration.maximumFileSize
+            if configuration.maximumWireVersion >= 2 { sessionConfiguration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity)) }
             node = try SessionNode(
                 configuration: sessionConfiguration,
                 eventLoop: eventLoopGroup.next(), connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)

@@ -17,6 +17,8 @@ struct LinkTable: Sendable, Equatable {
         /// TLS with the peer's key verified against its id; false for a plaintext connection, whose
         /// HELLO id is only a claim.
         var authenticated = true
+        /// The wire protocol version agreed on (2: messages carry their author's signature).
+        var version: UInt16 = 1
     }
 
     /// What to do with a new connection.

@@ -20,8 +20,8 @@ public enum SessionAction: Equatable, Sendable {
     /// member of here), read from the store in the order they were queued.
     case flushOutbox(PeerID, LinkHandle, rooms: Set<RoomID>)
     /// Send a newcomer the room's history since a time (the shell exports it from the store and sends
-    /// it as a history resource).
-    case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer)
+    /// it as a history resource; `signed`: a signed history, for a peer that speaks version 2).
+    case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer, signed: Bool)
     /// Ask the inviter for what we lack of a room's history: HISTORY_REQUEST since a minute before the
     /// latest message the store holds for the room (overlap is harmless: ids de-duplicate).
     case requestHistory(RoomID, LinkHandle)

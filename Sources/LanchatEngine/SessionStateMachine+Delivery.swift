@@ -52,9 +52,9 @@ extension SessionStateMachine {
             sequences[room] = sequence
             let id = ids.wireID()
             wireIDs.append(id)
-            let stored = StoredMessage(
+            let stored = signed(StoredMessage(
                 id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
-                sequence: Int64(sequence), timestamp: now.wall, kind: .text, body: text)
+                sequence: Int64(sequence), timestamp: now.wall, kind: .text, body: text), room: room, id: id)
             messages.append(stored)
             out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true))))
         }
@@ -64,10 +64,15 @@ extension SessionStateMachine {
                 for id in wireIDs { outbox[peer, default: [:]][id] = room }
             }
         }
-        let frames = messages.compactMap { Self.frame($0, reliable: reliable) }
+        // Signed frames for peers that speak version 2, the same messages unsigned for version 1.
+        var framesFor: [Bool: [WireFrame]] = [:]
         var connected = 0
         for peer in recipients {
-            guard let handle = links.handle(peer) else { continue }
+            guard let entry = links.entry(peer) else { continue }
+            let handle = entry.handle
+            let signed = entry.version >= 2
+            let frames = framesFor[signed] ?? messages.compactMap { Self.frame($0, reliable: reliable, signed: signed) }
+            framesFor[signed] = frames
             connected += 1
             if reliable {
                 out.append(.send(handle, frames))
@@ -79,12 +84,13 @@ extension SessionStateMachine {
         return (SendPlan(messages: messages, recipients: recipients, connected: connected), out)
     }
 
-    /// The wire frame of a stored message.
-    public static func frame(_ message: StoredMessage, reliable: Bool) -> WireFrame? {
+    /// The wire frame of a stored message (`signed`: with its signature, for a version 2 peer).
+    public static func frame(_ message: StoredMessage, reliable: Bool, signed: Bool = false) -> WireFrame? {
         guard let id = WireID(hex: message.id), let room = RoomID(message.room) else { return nil }
         let kind: WireFrame.Message.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
+        let signature = signed && message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil
         return .message(.init(id: id, room: room, sequence: UInt64(max(0, message.sequence)), timestampMilliseconds: UInt64(max(0, message.timestamp)),
-                              kind: kind, body: message.body, reliable: reliable))
+                              kind: kind, body: message.body, reliable: reliable, signature: signature))
     }
 
     /// Reliable messages not yet acknowledged, per recipient.
@@ -98,9 +104,21 @@ extension SessionStateMachine {
         guard rooms[message.room]?.members[sender] != nil else { return }
         // Acknowledged either way (a refused message is not sent again), stored only if it may be.
         if message.reliable { acks.append(message.id) }
-        guard let stored = Self.storable(
+        guard var stored = Self.storable(
             id: message.id, room: message.room, senderID: sender.rawValue, senderName: link.peer.name, sequence: message.sequence,
             timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body, ownID: configuration.ownID) else { return }
+        // On a version 2 connection every message is signed by its author, and kept with its signature
+        // (so that it can be relayed to a newcomer, who checks it). One that is not is refused.
+        if link.version >= 2 {
+            guard let signature = message.signature, verifiesLive(message, from: sender) else {
+                let problem = message.signature == nil ? "is not signed" : "has a signature that does not verify"
+                out.append(.emit(.security(peer: link.peer, text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
+                    + "\(message.room): it \(problem)")))
+                return
+            }
+            stored.authorKey = signature.key
+            stored.signature = signature.bytes
+        }
         out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: message.reliable, outgoing: false))))
     }
 

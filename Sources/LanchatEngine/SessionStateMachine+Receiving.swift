@@ -35,14 +35,14 @@ extension SessionStateMachine {
             return
         }
         // History only from the member we asked, for the room we asked about.
-        if offer.kind == .history {
+        if offer.kind.isHistory {
             guard let room = offer.room, historyRequested[room] == peer.id else {
                 out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
                 return
             }
         }
         // Files come only from people we share a room with (they were invited, or invited us).
-        guard offer.kind == .history || sharesRoom(with: peer.id) else {
+        guard offer.kind.isHistory || sharesRoom(with: peer.id) else {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "you share no room with \(configuration.ownName)"))]))
             out.append(.emit(.transfer(TransferInfo(
                 state: TransferState.refused.rawValue, id: offer.id.description, direction: .incoming, peer: peer,
@@ -86,13 +86,13 @@ extension SessionStateMachine {
             let limit = fromPeer >= limits.maximumIncomingPerPeer ? "\(limits.maximumIncomingPerPeer) from one peer" : "\(limits.maximumIncoming) in all"
             answer(.refused, "too many transfers at once (\(limit)); offer it again when one has ended")
             // A refused history is not taken later either.
-            if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
+            if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyEnded(room) }
             return out
         }
         // The name and the size are checked before any file is made for them.
         let (check, refusal) = IncomingResource.offer(
             rawName: transfer.offer.name, size: transfer.offer.size,
-            limits: .init(maximumSize: transfer.offer.kind == .history ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max), partialBytes: 0)
+            limits: .init(maximumSize: transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max), partialBytes: 0)
         if case .done = check.state {
             transfer.machine = check
             transfers.incoming[id] = transfer
@@ -202,9 +202,12 @@ extension SessionStateMachine {
         return out
     }
 
-    /// A history resource was read and merged: `added` new records, `refused` ones the rules keep out;
-    /// `error` if it could not be read or stored (answer to `FileAction.importHistory`).
-    public mutating func historyImported(_ id: WireID, added: Int, refused: Int, error: String?, at now: EngineTime) -> [SessionAction] {
+    /// A history resource was read and merged: `added` new records, `refused` ones the rules keep out,
+    /// `forged` ones whose signature did not verify (`verdict`); `error` if it could not be read or
+    /// stored (answer to `FileAction.importHistory`).
+    public mutating func historyImported(
+        _ id: WireID, added: Int, refused: Int, forged: Int = 0, error: String?, at now: EngineTime
+    ) -> [SessionAction] {
         var out: [SessionAction] = []
         guard let transfer = transfers.incoming[id], transfer.stage == .placing, let room = transfer.offer.room else { return out }
         transfers.incoming[id] = nil
@@ -217,7 +220,13 @@ extension SessionStateMachine {
         } else {
             if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
             var text = "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history"
-            if refused > 0 { text += "; \(refused) refused (not a member's message, or numbers out of range)" }
+            if refused > 0 { text += "; \(refused) refused (not a member's message, unsigned and not \(transfer.peer.name)'s own, or numbers out of range)" }
+            if forged > 0 {
+                text += "; \(forged) refused as forged (the signature does not verify for its sender), sent by "
+                    + "\(transfer.peer.name) (\(transfer.peer.id.short))"
+                out.append(.emit(.security(peer: transfer.peer, text: "\(transfer.peer.name) (\(transfer.peer.id.short)) relayed "
+                    + "\(forged) forged message\(forged == 1 ? "" : "s") in room \(room): refused; the genuine ones were kept")))
+            }
             notice(room, text, at: now, &out)
             info = self.info(transfer, id: id, state: .complete, at: now)
         }
@@ -268,8 +277,8 @@ extension SessionStateMachine {
                 verifyIfWritten(id, &out)
             case .place(let name):
                 transfers.incoming[id]?.stage = .placing
-                if transfer.offer.kind == .history, let room = transfer.offer.room {
-                    out.append(.file(.importHistory(id, room, from: transfer.peer)))
+                if transfer.offer.kind.isHistory, let room = transfer.offer.room {
+                    out.append(.file(.importHistory(id, room, from: transfer.peer, signed: transfer.offer.kind == .signedHistory)))
                 } else {
                     out.append(.file(.place(id, name: name, modifiedMilliseconds: transfer.offer.modifiedMilliseconds)))
                 }
@@ -308,7 +317,7 @@ extension SessionStateMachine {
         // (Also before a part file was opened: one an earlier attempt left under this id goes too.)
         out.append(.file(.close(id, removePart: true)))
         if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: state, sentMark: nil, resent: nil))) }
-        if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
+        if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyEnded(room) }
         let info = info(transfer, id: id, state: state, error: text, at: now)
         transfers.keep(info)
         out.append(.emit(.transfer(info)))

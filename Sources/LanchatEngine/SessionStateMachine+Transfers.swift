@@ -264,9 +264,9 @@ extension SessionStateMachine {
                 // Not started: the next offer starts over (its part file, if any, is kept).
                 transfers.incoming[id] = nil
                 if transfer.stage == .opening { out.append(.file(.close(id, removePart: false))) }
-                if transfer.offer.kind == .history, let room = transfer.offer.room { historyEnded(room) }
+                if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyEnded(room) }
             case .receiving, .verifying, .placing:
-                if transfer.offer.kind == .history, transfer.stage == .receiving, var machine = transfer.machine {
+                if transfer.offer.kind.isHistory, transfer.stage == .receiving, var machine = transfer.machine {
                     let actions = machine.writeFailed(reason)
                     transfers.incoming[id]?.machine = machine
                     performIncoming(actions, id, at: now, &out)

@@ -61,6 +61,8 @@ public struct SessionStateMachine: Sendable {
         public var maximumClaims = 256
         /// Ids remembered as seen with a key, at most (after that, new ones are not added).
         public var maximumKeyedPeers = 65_536
+        /// Our signing key and the check of others' signatures (wire version 2); nil: version 1 only.
+        public var envelopes: EnvelopeKeys?
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy) {
             self.ownID = ownID
@@ -239,8 +241,10 @@ public struct SessionStateMachine: Sendable {
     /// A connection to `peer` is established (TLS and HELLO done). Returns the handle that serves the
     /// peer now (the new one, or an existing one the duplicate rule keeps), or nil if it was refused.
     /// `authenticated`: the peer's key was verified against its id (TLS); false for plaintext.
+    /// `version`: the wire protocol version the HELLOs agreed on (2: messages are signed).
     public mutating func linkUp(
-        _ handle: LinkHandle, peer: SessionPeer, dialedByUs: Bool, remoteAddress: String?, authenticated: Bool = true, at now: EngineTime
+        _ handle: LinkHandle, peer: SessionPeer, dialedByUs: Bool, remoteAddress: String?, authenticated: Bool = true, version: UInt16 = 1,
+        at now: EngineTime
     ) -> (serving: LinkHandle?, actions: [SessionAction]) {
         var out: [SessionAction] = []
         if !authenticated, configuration.encryption != .none, keyed.contains(peer.id) || links.entry(peer.id)?.authenticated == true {
@@ -254,7 +258,7 @@ public struct SessionStateMachine: Sendable {
         }
         let entry = LinkTable.Entry(
             handle: handle, peer: peer, dialer: dialedByUs ? configuration.ownID : peer.id, remoteAddress: remoteAddress, since: now.monotonic,
-            authenticated: authenticated)
+            authenticated: authenticated, version: version)
         switch links.offer(entry, ownID: configuration.ownID) {
         case .keepExisting(let existing):
             out.append(.close(handle, .leaving, "duplicate connection"))
@@ -415,7 +419,7 @@ public struct SessionStateMachine: Sendable {
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }
                 historyOwed.remove(at: owed)
-                out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer))
+                out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2))
             case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
                 streamFrame(frame, from: entry, on: handle, at: now, &out)
             case .resourceOffer, .resourceAccept, .resourceChunk, .resourceDigest, .resourceEnd:

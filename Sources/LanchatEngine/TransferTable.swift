@@ -52,7 +52,8 @@ public enum FileAction: Equatable, Sendable {
     case place(WireID, name: String, modifiedMilliseconds: UInt64)
     /// Receiver: read the history resource and keep what `SessionStateMachine.storable` allows. Answer
     /// `historyImported`.
-    case importHistory(WireID, RoomID, from: SessionPeer)
+    /// `signed`: a signed history (RESOURCE_OFFER kind 2), whose records carry their authors' signatures.
+    case importHistory(WireID, RoomID, from: SessionPeer, signed: Bool)
     /// The transfer ended: close its file (and remove the part file).
     case close(WireID, removePart: Bool)
     /// The sender says it cancelled a transfer this engine does not hold (it restarted meanwhile): if the

@@ -48,6 +48,9 @@ public actor SessionNode {
         public var downloadsForGroup = false
         /// How many of a room's latest messages a member sends a newcomer it invited.
         public var historyForNewcomers = 1000
+        /// Our signing key and the check of others' signatures (`EnvelopeKeys(signer:)`); nil: the node
+        /// speaks wire version 1 only (its HELLO must say so).
+        public var envelopes: EnvelopeKeys?
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy, encryption: EncryptionPreference) {
             self.ownID = ownID
@@ -138,6 +141,7 @@ public actor SessionNode {
         engineConfiguration.retransmitInterval = Self.milliseconds(configuration.retransmitInterval)
         engineConfiguration.maximumReconnectDelay = Self.milliseconds(configuration.maximumReconnectDelay)
         engineConfiguration.encryption = configuration.encryption
+        engineConfiguration.envelopes = configuration.envelopes
         engineConfiguration.transferLimits.maximumSize = configuration.maximumFileSize
         // A cancel is told for as long as a receiver keeps an interrupted transfer (one retention, not two).
         engineConfiguration.transferLimits.cancelTold = transferRetention
@@ -269,9 +273,9 @@ public actor SessionNode {
                 dialRequestSink.yield(peer)
             case .flushOutbox(let peer, let handle, let rooms):
                 flushOutbox(to: peer, on: handle, rooms: Set(rooms.map(\.rawValue)))
-            case .sendHistory(let room, let since, let peer):
+            case .sendHistory(let room, let since, let peer, let signed):
                 let messages = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
-                sendHistory(messages, room: room, to: peer)
+                sendHistory(messages, room: room, to: peer, signed: signed)
             case .requestHistory(let room, let handle):
                 let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0
                 openLinks[handle]?.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))])
@@ -309,9 +313,10 @@ public actor SessionNode {
 
     private func flushOutbox(to peer: PeerID, on handle: LinkHandle, rooms: Set<String>) {
         guard let link = openLinks[handle], let queued = try? store.outbox(peerID: peer.rawValue), !queued.isEmpty else { return }
+        let signed = link.connection.session.version >= 2
         var frames: [WireFrame] = []
         for message in queued where rooms.contains(message.room) {
-            guard let frame = SessionStateMachine.frame(message, reliable: true) else { continue }
+            guard let frame = SessionStateMachine.frame(message, reliable: true, signed: signed) else { continue }
             frames.append(frame)
             if frames.count == 512 {
                 link.connection.send(frames)
@@ -379,7 +384,8 @@ public actor SessionNode {
         let link = Link(handle: handle, connection: connection, peer: peer)
         openLinks[handle] = link
         let (serving, actions) = engine.linkUp(
-            handle, peer: peer, dialedByUs: connection.dialed, remoteAddress: link.remoteAddress, authenticated: connection.encrypted, at: time())
+            handle, peer: peer, dialedByUs: connection.dialed, remoteAddress: link.remoteAddress, authenticated: connection.encrypted,
+            version: connection.session.version, at: time())
         if serving != handle {
             // Refused, or a duplicate the existing connection wins over: never attached, so close it here.
             perform(actions)
@@ -427,5 +433,14 @@ public actor SessionNode {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+}
+
+extension EnvelopeKeys {
+    /// The engine's view of the identity key (`EnvelopeSigner`: P-256 ECDSA).
+    public init(signer: EnvelopeSigner) {
+        self.init(
+            publicKey: signer.publicKey, sign: { signer.sign($0) },
+            verify: { signature, bytes, author in signer.verify(signature: signature.bytes, over: bytes, key: signature.key, author: author) })
     }
 }

@@ -29,7 +29,7 @@ extension SessionNode {
             files[id] = file
             perform(engine.hashed(id, digest: digest, at: time()))
         case .place(let id, let name, let modified): place(id, as: name, modified: modified)
-        case .importHistory(let id, let room, let peer): importHistory(id, room: room, from: peer)
+        case .importHistory(let id, let room, let peer, let signed): importHistory(id, room: room, from: peer, signed: signed)
         case .close(let id, let removePart):
             guard var file = files[id] else {
                 // Ended before its part file was handed over (being hashed, or never opened): a part file an
@@ -107,7 +107,7 @@ extension SessionNode {
     /// there when verified; history: the state directory's `incoming`).
     func storage(for kind: WireFrame.ResourceOffer.Kind) -> StorageDirectory {
         switch kind {
-        case .history:
+        case .history, .signedHistory:
             StorageDirectory(role: "the history directory", path: configuration.historyDirectory ?? configuration.downloadDirectory)
         case .file:
             StorageDirectory(role: "the download directory", path: configuration.downloadDirectory,
@@ -363,58 +363,66 @@ extension SessionNode {
     /// de-duplicate): the file thread decodes up to `historyBatch` records from at most a 1 MiB read,
     /// the event loop stores them in one transaction, then the next piece. So neither the file nor the
     /// event loop is held whole: memory stays at a piece, and peers are served between batches.
-    private func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer) {
+    private func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
         guard let file = files.removeValue(forKey: id) else { return }
-        importHistoryBatch(id, room: room, reader: Handoff(value: HistoryFileReader(fd: file.fd, path: file.path)), added: 0, refused: 0)
+        let reader = HistoryFileReader(fd: file.fd, path: file.path, signed: signed)
+        importHistoryBatch(id, room: room, relay: peer.id, reader: Handoff(value: reader), counts: HistoryCounts())
     }
 
-    private func importHistoryBatch(_ id: WireID, room: RoomID, reader: Handoff<HistoryFileReader>, added: Int, refused: Int) {
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(HistoryFileReader, [HistoryRecord])> in
+    /// What an import kept and refused so far.
+    struct HistoryCounts {
+        var added = 0
+        var refused = 0
+        var forged = 0
+    }
+
+    /// The file thread reads a piece and checks each record's signature (`SessionStateMachine.verdict`:
+    /// the costly part, off the event loop); the event loop stores what may be kept.
+    private func importHistoryBatch(_ id: WireID, room: RoomID, relay: PeerID, reader: Handoff<HistoryFileReader>, counts: HistoryCounts) {
+        let keys = configuration.envelopes
+        let ownID = configuration.ownID
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])> in
             var reader = reader.value
             let records = try reader.next(maximumCount: Self.historyBatch)
-            return Handoff(value: (reader, records))
+            let verdicts = records.map { SessionStateMachine.verdict($0, room: room, relay: relay, ownID: ownID, keys: keys) }
+            return Handoff(value: (reader, verdicts))
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }
             self.assumeIsolated { node in
-                guard !node.stopped else { return node.historyImportEnded(id, reader: reader.value, error: nil, added: added, refused: refused) }
+                guard !node.stopped else { return node.historyImportEnded(id, reader: reader.value, error: nil, counts: counts) }
                 switch result {
                 case .success(let handoff):
-                    let (next, records) = handoff.value
-                    guard !records.isEmpty else { return node.historyImportEnded(id, reader: reader.value, error: nil, added: added, refused: refused) }
-                    var added = added
-                    var refused = refused
+                    let (next, verdicts) = handoff.value
+                    guard !verdicts.isEmpty else { return node.historyImportEnded(id, reader: reader.value, error: nil, counts: counts) }
+                    var counts = counts
                     do {
                         try node.store.transaction {
-                            for record in records {
-                                // Our own messages (a member that rejoins) we have, or never sent: skipped quietly.
-                                if record.senderID == node.configuration.ownID.rawValue { continue }
-                                guard let stored = SessionStateMachine.storable(
-                                    id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
-                                    timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: node.configuration.ownID)
-                                else {
-                                    refused += 1
-                                    continue
+                            for verdict in verdicts {
+                                switch verdict {
+                                case .keep(let stored): if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { counts.added += 1 }
+                                case .refused: counts.refused += 1
+                                case .forged: counts.forged += 1
+                                case .ours: break  // we have it, or never sent it: skipped quietly
                                 }
-                                if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { added += 1 }
                             }
                         }
                     } catch {
-                        return node.historyImportEnded(id, reader: next, error: "cannot store the history: \(error)", added: added, refused: refused)
+                        return node.historyImportEnded(id, reader: next, error: "cannot store the history: \(error)", counts: counts)
                     }
                     node.scheduleCheckpoint()
-                    node.importHistoryBatch(id, room: room, reader: Handoff(value: next), added: added, refused: refused)
+                    node.importHistoryBatch(id, room: room, relay: relay, reader: Handoff(value: next), counts: counts)
                 case .failure(let error):
-                    node.historyImportEnded(id, reader: reader.value, error: "invalid history: \(error)", added: added, refused: refused)
+                    node.historyImportEnded(id, reader: reader.value, error: "invalid history: \(error)", counts: counts)
                 }
             }
         }
     }
 
-    private func historyImportEnded(_ id: WireID, reader: HistoryFileReader, error: String?, added: Int, refused: Int) {
+    private func historyImportEnded(_ id: WireID, reader: HistoryFileReader, error: String?, counts: HistoryCounts) {
         reader.close()
         guard !stopped else { return }
-        perform(engine.historyImported(id, added: added, refused: refused, error: error, at: time()))
+        perform(engine.historyImported(id, added: counts.added, refused: counts.refused, forged: counts.forged, error: error, at: time()))
     }
 
     /// Records stored per transaction when a history is imported.
@@ -426,20 +434,23 @@ extension SessionNode {
 struct HistoryFileReader {
     let fd: Int32
     let path: String
+    /// Records in the layout of a signed history (RESOURCE_OFFER kind 2).
+    let signed: Bool
     private var offset = 0
     private var buffer = ByteBufferAllocator().buffer(capacity: 0)
     private var ended = false
 
-    init(fd: Int32, path: String) {
+    init(fd: Int32, path: String, signed: Bool = false) {
         self.fd = fd
         self.path = path
+        self.signed = signed
     }
 
     /// The next records (at most `maximumCount`); none once the file is read to its end. Throws if a
     /// record is invalid or the file ends inside one.
     mutating func next(maximumCount: Int) throws -> [HistoryRecord] {
         while true {
-            let records = try HistoryRecord.decodeSome(&buffer, maximumCount: maximumCount)
+            let records = try HistoryRecord.decodeSome(&buffer, maximumCount: maximumCount, signed: signed)
             if !records.isEmpty { return records }
             if ended {
                 guard buffer.readableBytes == 0 else { throw SessionError("history", "the history ends inside a record") }

@@ -102,15 +102,17 @@ extension SessionNode {
     /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource, on the
     /// connection its request came on. The export is a nameless temporary file in the history directory
     /// (under the state directory, not `/tmp`): only its descriptor reads it, so it goes with the transfer.
-    func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer) {
+    /// `signed`: a signed history (each record with its author's signature, if it has one).
+    func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer, signed: Bool) {
         guard !messages.isEmpty else { return }
         var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
         for message in messages {
             guard let id = WireID(hex: message.id) else { continue }
             let record = HistoryRecord(
                 id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
-                timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body)
-            try? record.encode(into: &buffer)
+                timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
+                signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
+            try? record.encode(into: &buffer, signed: signed)
         }
         let directory = storage(for: .history)
         guard case .usable = directory.prepare() else {
@@ -128,7 +130,7 @@ extension SessionNode {
             if written != buffer.readableBytes { close(fd) }
             return
         }
-        _ = try? offer(file, name: "history of \(room.rawValue)", to: peer.id, kind: .history, room: room, ephemeral: true)
+        _ = try? offer(file, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room, ephemeral: true)
     }
 
     /// Opens (or takes over `descriptor`), dials the peer and offers the file.

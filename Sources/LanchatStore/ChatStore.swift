@@ -66,6 +66,14 @@ public final class ChatStore: SessionStore {
         if !columns.contains("file_identity") {
             try db.execute("ALTER TABLE transfers ADD COLUMN file_identity TEXT NOT NULL DEFAULT ''")
         }
+        // Signed envelopes (wire version 2) added `messages.author_key` and `messages.signature` (hex;
+        // empty: unsigned), without a new schema number: an older lanchatd names its columns, so it can
+        // still open the file (what it stores is unsigned). Older messages show as unsigned.
+        let messageColumns = try db.query("PRAGMA table_info(messages)").map { $0[1].string }
+        if !messageColumns.contains("signature") {
+            try db.execute("ALTER TABLE messages ADD COLUMN author_key TEXT NOT NULL DEFAULT ''")
+            try db.execute("ALTER TABLE messages ADD COLUMN signature TEXT NOT NULL DEFAULT ''")
+        }
         try db.execute("PRAGMA user_version = 3")
     }
 
@@ -118,9 +126,11 @@ public final class ChatStore: SessionStore {
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
         try db.query(
-            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature) "
+                + "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [.text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
-             .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now)])
+             .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now),
+             .text(Self.hex(message.authorKey)), .text(Self.hex(message.signature))])
         return db.changes == 1
     }
 
@@ -130,7 +140,7 @@ public final class ChatStore: SessionStore {
 
     /// The last `limit` messages (of `room`, or all), oldest first.
     public func history(room: String?, limit: Int) throws(Error) -> [StoredMessage] {
-        let columns = "id, room, sender_id, sender_name, sequence, timestamp, kind, body"
+        let columns = Self.messageColumns
         let rows: [SQLiteDatabase.Row]
         if let room {
             rows = try db.query(
@@ -179,21 +189,64 @@ public final class ChatStore: SessionStore {
         }
         let clause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         let rows = try db.query(
-            "SELECT m.id, m.room, m.sender_id, m.sender_name, m.sequence, m.timestamp, m.kind, m.body FROM \(source)\(clause) "
+            "SELECT \(Self.messageColumns(prefix: "m.")) FROM \(source)\(clause) "
                 + "ORDER BY \(order) LIMIT ?",
             values + [.integer(Int64(limit))])
         return rows.map(Self.message).sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
     }
 
+    /// The columns `message(_:)` reads, in its order.
+    static let messageColumns = messageColumns(prefix: "")
+
+    static func messageColumns(prefix: String) -> String {
+        ["id", "room", "sender_id", "sender_name", "sequence", "timestamp", "kind", "body", "author_key", "signature"]
+            .map { prefix + $0 }.joined(separator: ", ")
+    }
+
     private static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
         StoredMessage(id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
-                      timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string)
+                      timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string,
+                      authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string))
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The bytes of lowercase hex as `hex` writes it (anything else: none, read as unsigned).
+    static func bytes(hex: String) -> [UInt8] {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return [] }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return [] }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    private static func nibble(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        default: nil
+        }
     }
 
     /// What a newcomer is sent: the last `limit` text and file messages of `room` from `since` on, oldest first.
     public func export(room: String, since: Int64, limit: Int) throws(Error) -> [StoredMessage] {
         try db.query("""
-            SELECT id, room, sender_id, sender_name, sequence, timestamp, kind, body FROM messages
+            SELECT \(Self.messageColumns) FROM messages
             WHERE room = ? AND kind != 2 AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?
             """, [.text(room), .integer(since), .integer(Int64(limit))]).reversed().map(Self.message)
     }
@@ -235,7 +288,7 @@ public final class ChatStore: SessionStore {
     /// Unacknowledged messages for `peerID`, in the order they were sent.
     public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
         try db.query("""
-            SELECT m.id, m.room, m.sender_id, m.sender_name, m.sequence, m.timestamp, m.kind, m.body
+            SELECT \(Self.messageColumns(prefix: "m."))
             FROM outbox o JOIN messages m ON m.id = o.message_id WHERE o.peer_id = ? ORDER BY o.seq
             """, [.text(peerID)]).map(Self.message)
     }

@@ -4,7 +4,9 @@ import NIOCore
 /// One message in a history resource (RESOURCE_OFFER kind 1): what a member sends a newcomer.
 /// `message_id [16] | sender_id (u8 len, 52) | sender_name (u8 len, text) | sequence u64 |
 /// timestamp_ms u64 | kind u8 (0 text, 1 file) | body (u32 len, text with newlines, <= 64 KiB)`,
-/// records back to back, nothing else.
+/// records back to back, nothing else. In a signed history (RESOURCE_OFFER kind 2, version 2) each record
+/// then has `author_key (u8 len, 0 or 33) | signature (u8 len, 0 or 64)`: the author's `Signature` over
+/// `Envelope.signingBytes` (lengths 0: an unsigned record, kept only if its sender is the relay itself).
 public struct HistoryRecord: Equatable, Sendable {
     public var id: WireID
     public var senderID: String
@@ -13,8 +15,11 @@ public struct HistoryRecord: Equatable, Sendable {
     public var timestampMilliseconds: UInt64
     public var kind: WireFrame.Message.Kind
     public var body: String
+    /// The author's signature (signed histories only; nil: unsigned).
+    public var signature: Signature?
 
-    public init(id: WireID, senderID: String, senderName: String, sequence: UInt64, timestampMilliseconds: UInt64, kind: WireFrame.Message.Kind, body: String) {
+    public init(id: WireID, senderID: String, senderName: String, sequence: UInt64, timestampMilliseconds: UInt64, kind: WireFrame.Message.Kind, body: String,
+                signature: Signature? = nil) {
         self.id = id
         self.senderID = senderID
         self.senderName = senderName
@@ -22,10 +27,20 @@ public struct HistoryRecord: Equatable, Sendable {
         self.timestampMilliseconds = timestampMilliseconds
         self.kind = kind
         self.body = body
+        self.signature = signature
     }
 
-    /// Appends the record; refuses values the decoder would refuse.
-    public func encode(into buffer: inout ByteBuffer) throws(WireError) {
+    /// What the author signed (`Envelope.signingBytes`), with `room` the history's room.
+    public func signingBytes(room: RoomID) -> [UInt8] {
+        Envelope.signingBytes(author: senderID, room: room, id: id, sequence: sequence, timestamp: timestampMilliseconds, kind: kind, body: body)
+    }
+
+    /// Appends the record (`signed`: in the layout of a signed history); refuses values the decoder would refuse.
+    public func encode(into buffer: inout ByteBuffer, signed: Bool = false) throws(WireError) {
+        if signed, let signature {
+            guard signature.key.count == Signature.keyLength else { throw .invalidValue(field: "author_key") }
+            guard signature.bytes.count == Signature.length else { throw .invalidValue(field: "signature") }
+        }
         guard WireFrame.isPeerID(Array(senderID.utf8)) else { throw .invalidValue(field: "sender_id") }
         guard senderName.utf8.count <= WireFrame.maximumNameBytes else {
             throw .fieldTooLong(field: "sender_name", length: senderName.utf8.count, limit: WireFrame.maximumNameBytes)
@@ -41,12 +56,16 @@ public struct HistoryRecord: Equatable, Sendable {
         buffer.writeInteger(timestampMilliseconds)
         buffer.writeInteger(kind.rawValue)
         buffer.writeLengthPrefixed(Array(body.utf8), as: UInt32.self)
+        if signed {
+            buffer.writeLengthPrefixed(signature?.key ?? [], as: UInt8.self)
+            buffer.writeLengthPrefixed(signature?.bytes ?? [], as: UInt8.self)
+        }
     }
 
     /// Decodes every record of a history resource; any bad record makes the whole resource invalid.
-    public static func decodeAll(_ bytes: ByteBuffer, limit: Int = 1_000_000) throws(WireError) -> [HistoryRecord] {
+    public static func decodeAll(_ bytes: ByteBuffer, limit: Int = 1_000_000, signed: Bool = false) throws(WireError) -> [HistoryRecord] {
         var buffer = bytes
-        let records = try decodeSome(&buffer, maximumCount: limit)
+        let records = try decodeSome(&buffer, maximumCount: limit, signed: signed)
         guard buffer.readableBytes == 0 else {
             if records.count == limit { throw .fieldTooLong(field: "records", length: limit + 1, limit: limit) }
             throw .truncated(field: "record")
@@ -58,12 +77,12 @@ public struct HistoryRecord: Equatable, Sendable {
     /// history resource in pieces: a record cut off by the end of the buffer stays there, to be
     /// completed by the next piece; any invalid field throws at once. A record is at most
     /// `maximumLength` bytes, so a reader never needs to hold more than that beyond a piece.
-    public static func decodeSome(_ buffer: inout ByteBuffer, maximumCount: Int) throws(WireError) -> [HistoryRecord] {
+    public static func decodeSome(_ buffer: inout ByteBuffer, maximumCount: Int, signed: Bool = false) throws(WireError) -> [HistoryRecord] {
         var records: [HistoryRecord] = []
         while buffer.readableBytes > 0, records.count < maximumCount {
             var reader = FieldReader(buffer: buffer)
             do throws(WireError) {
-                records.append(try decode(&reader))
+                records.append(try decode(&reader, signed: signed))
             } catch {
                 if case .truncated = error { break }
                 throw error
@@ -75,8 +94,9 @@ public struct HistoryRecord: Equatable, Sendable {
 
     /// The largest encoded record.
     public static let maximumLength = 16 + 1 + 52 + 1 + WireFrame.maximumNameBytes + 8 + 8 + 1 + 4 + WireFrame.Message.maximumBody
+        + 1 + Signature.keyLength + 1 + Signature.length
 
-    private static func decode(_ reader: inout FieldReader) throws(WireError) -> HistoryRecord {
+    private static func decode(_ reader: inout FieldReader, signed: Bool) throws(WireError) -> HistoryRecord {
         let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
         let sender = try reader.lengthPrefixed("sender_id", lengthType: UInt8.self, limit: 52)
         guard WireFrame.isPeerID(sender) else { throw .invalidValue(field: "sender_id") }
@@ -85,7 +105,17 @@ public struct HistoryRecord: Equatable, Sendable {
         let timestamp = try reader.u64("timestamp_ms")
         guard let kind = WireFrame.Message.Kind(rawValue: try reader.u8("kind")), kind != .system else { throw .invalidValue(field: "kind") }
         let body = try reader.text("body", lengthType: UInt32.self, limit: WireFrame.Message.maximumBody, multiline: true)
+        var signature: Signature?
+        if signed {
+            let key = try reader.lengthPrefixed("author_key", lengthType: UInt8.self, limit: Signature.keyLength)
+            let bytes = try reader.lengthPrefixed("signature", lengthType: UInt8.self, limit: Signature.length)
+            switch (key.count, bytes.count) {
+            case (0, 0): break
+            case (Signature.keyLength, Signature.length): signature = Signature(key: key, bytes: bytes)
+            default: throw .invalidValue(field: key.count == Signature.keyLength ? "signature" : "author_key")
+            }
+        }
         return HistoryRecord(id: id, senderID: String(decoding: sender, as: UTF8.self), senderName: name, sequence: sequence,
-                             timestampMilliseconds: timestamp, kind: kind, body: body)
+                             timestampMilliseconds: timestamp, kind: kind, body: body, signature: signature)
     }
 }

@@ -85,8 +85,13 @@ extension WireFrame {
             let timestamp = try reader.u64("timestamp_ms")
             guard let kind = Message.Kind(rawValue: try reader.u8("kind")) else { throw .invalidValue(field: "kind") }
             let body = try reader.text("body", lengthType: UInt32.self, limit: Message.maximumBody, multiline: true)
+            var signature: Signature?
+            if frame.flags & signedFlag != 0 {
+                signature = Signature(key: try reader.bytes("author_key", count: Signature.keyLength),
+                                      bytes: try reader.bytes("signature", count: Signature.length))
+            }
             result = .message(Message(id: id, room: room, sequence: sequence, timestampMilliseconds: timestamp, kind: kind,
-                                      body: body, reliable: frame.flags & reliableFlag != 0))
+                                      body: body, reliable: frame.flags & reliableFlag != 0, signature: signature))
         case .ack:
             let count = try reader.u16("count")
             guard Int(count) <= maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: Int(count), limit: maximumAckIDs) }
@@ -275,7 +280,15 @@ extension WireFrame {
             payload.writeInteger(message.timestampMilliseconds)
             payload.writeInteger(message.kind.rawValue)
             payload.writeLengthPrefixed(Array(message.body.utf8), as: UInt32.self)
-            return RawFrame(type: FrameType.message.rawValue, flags: message.reliable ? Self.reliableFlag : 0, payload: payload)
+            var flags: UInt8 = message.reliable ? Self.reliableFlag : 0
+            if let signature = message.signature {
+                guard signature.key.count == Signature.keyLength else { throw .invalidValue(field: "author_key") }
+                guard signature.bytes.count == Signature.length else { throw .invalidValue(field: "signature") }
+                payload.writeBytes(signature.key)
+                payload.writeBytes(signature.bytes)
+                flags |= Self.signedFlag
+            }
+            return RawFrame(type: FrameType.message.rawValue, flags: flags, payload: payload)
         case .ack(let ids):
             guard ids.count <= Self.maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: ids.count, limit: Self.maximumAckIDs) }
             payload.writeInteger(UInt16(ids.count))

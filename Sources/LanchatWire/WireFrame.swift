@@ -19,8 +19,9 @@ public enum WireFrame: Equatable, Sendable {
     /// 0x06. A newcomer asks the member who invited it for the room's history since `since_ms` (what it
     /// lacks). `room (u8 len) | since_ms u64`.
     case historyRequest(room: RoomID, sinceMilliseconds: UInt64)
-    /// 0x10. Flag 0x01 = reliable. `message_id [16] | room (u8 len) | sequence u64 | timestamp_ms u64 |
-    /// kind u8 | body (u32 len, UTF-8, at most 64 KiB)`.
+    /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2). `message_id [16] | room (u8 len) | sequence u64 |
+    /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
+    /// signature [64]` (`Signature`: the author is the connection's peer).
     case message(Message)
     /// 0x11. `count u16 | message_id [16] * count` (at most 1024 ids).
     case ack([WireID])
@@ -71,6 +72,10 @@ public enum WireFrame: Equatable, Sendable {
 
     public static let ignorableFlag: UInt8 = 0x80
     public static let reliableFlag: UInt8 = 0x01
+    /// On MESSAGE (version 2): the author's key and signature follow the body.
+    public static let signedFlag: UInt8 = 0x02
+    /// The protocol versions this implementation speaks: 1 (unsigned messages) and 2 (signed envelopes).
+    public static let versions: ClosedRange<UInt16> = 1...2
     /// On RESOURCE_OFFER: `sha256` is zeros; RESOURCE_DIGEST brings it later.
     public static let digestFollowsFlag: UInt8 = 0x01
 
@@ -168,8 +173,11 @@ public enum WireFrame: Equatable, Sendable {
         public var kind: Kind
         public var body: String
         public var reliable: Bool
+        /// The author's signature (version 2; nil on a version 1 connection).
+        public var signature: Signature?
 
-        public init(id: WireID, room: RoomID, sequence: UInt64, timestampMilliseconds: UInt64, kind: Kind, body: String, reliable: Bool) {
+        public init(id: WireID, room: RoomID, sequence: UInt64, timestampMilliseconds: UInt64, kind: Kind, body: String, reliable: Bool,
+                    signature: Signature? = nil) {
             self.id = id
             self.room = room
             self.sequence = sequence
@@ -177,6 +185,7 @@ public enum WireFrame: Equatable, Sendable {
             self.kind = kind
             self.body = body
             self.reliable = reliable
+            self.signature = signature
         }
     }
 
@@ -208,7 +217,12 @@ public enum WireFrame: Equatable, Sendable {
     }
 
     public struct ResourceOffer: Equatable, Sendable {
-        public enum Kind: UInt8, Sendable { case file = 0, history = 1 }
+        /// `history`: records in the version 1 layout (unsigned); `signedHistory` (version 2): each record
+        /// also carries its author's key and signature (`HistoryRecord`).
+        public enum Kind: UInt8, Sendable {
+            case file = 0, history = 1, signedHistory = 2
+            public var isHistory: Bool { self != .file }
+        }
         public static let maximumName = 16 * 1024
         public var id: WireID
         /// `nil`: sent to the peer, not to a room.

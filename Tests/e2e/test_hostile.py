@@ -1,8 +1,9 @@
 """What a member of a room or a local user cannot make a daemon do (issue 11): show a forged system
 notice; keep a poisoned history (records under the newcomer's own id, a sequence past 2^63 - 1) and
-then fail to restart; use up its descriptors with one-byte offers; have a daemon that serves a group
-send a path it opens itself. Each shows the attack, then that the daemon still serves. The attacker
-is Tests/e2e/wire_client.py, an independent implementation of the wire protocol."""
+then fail to restart; keep the forged records of a signed (v2) history; use up its descriptors with
+one-byte offers; have a daemon that serves a group send a path it opens itself. Each shows the attack,
+then that the daemon still serves. The attacker is Tests/e2e/wire_client.py, an independent
+implementation of the wire protocol."""
 import json
 import os
 import subprocess
@@ -54,6 +55,28 @@ def test_a_poisoned_history_is_refused_and_the_daemon_restarts_and_sends(lan):
     assert sent["recipients"] == 1
     mine = [m for m in lan.lanchat_json("h2", "history", "--room", "drop") if m["text"] == "after the restart"]
     assert len(mine) == 1 and 1 <= mine[0]["sequence"] < 1 << 32, mine
+
+
+def test_a_forged_history_record_is_refused_and_the_relay_named(lan):
+    """Wire protocol v2: the inviter relays a signed history of four records, two genuine (its own, and
+    carol's, signed by carol) and two forged (carol's id with the relay's key; carol's key with a body
+    changed after signing). The newcomer keeps the genuine ones, refuses the forged ones and names the
+    relay in a notice. On the v2 link a signed live message is kept and an unsigned one is not."""
+    daemon, port = solo(lan)
+    out = attack(lan, port, "forged-history")
+    assert out.get("version") == 2, out
+    assert out["joined"] and out["history_requested"] and out["accepted"] and out["end_status"] == 0, out
+    assert out["signed_acked"], out
+    history = lan.lanchat_json("h2", "history", "--room", "drop")
+    texts = [m["text"] for m in history]
+    senders = {m["text"]: m["sender_id"] for m in history}
+    assert "my genuine words" in texts and "carol's genuine words" in texts, texts
+    assert senders["my genuine words"] == out["id"] and senders["carol's genuine words"] == out["carol_id"], history
+    assert "words put in carol's mouth" not in texts and "carol said something else" not in texts, texts
+    assert any(m["kind"] == "system" and "forged" in m["text"] and "wire-client" in m["text"] for m in history), texts
+    assert "a signed live message" in texts and senders["a signed live message"] == out["id"], history
+    assert "an unsigned live message" not in texts, texts
+    assert daemon.process.poll() is None
 
 
 def open_descriptors(lan, daemon):

@@ -1,5 +1,6 @@
 """A second, independent implementation of the lanchat/1 client side (docs/wire-protocol.md), for tests
-that must act as a peer the daemon does not control: hostile frames, frames in the wrong state.
+that must act as a peer the daemon does not control: hostile frames, frames in the wrong state. Version 2
+(signed messages and histories) only where a scenario asks for it (`forged-history`); the others speak 1.
 
     python3 wire_client.py HOST PORT SCENARIO   (run inside a simulated host)
 prints one JSON line of observations."""
@@ -16,6 +17,19 @@ import tempfile
 import time
 
 
+TIMESTAMP_MS = 1795000000000
+# SubjectPublicKeyInfo of a P-256 key holding a compressed point (then the 33 key bytes).
+COMPRESSED_SPKI_PREFIX = bytes.fromhex("3039301306072a8648ce3d020106082a8648ce3d030107032200")
+
+
+def openssl(*args, data=None):
+    return subprocess.run(["openssl", *args], input=data, check=True, capture_output=True).stdout
+
+
+def id_of_spki(spki):
+    return base64.b32encode(hashlib.sha256(spki).digest()).decode().lower().rstrip("=")
+
+
 def identity(directory):
     """A P-256 key and self-signed certificate made with openssl; the id is base32(sha256(SPKI DER))."""
     key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
@@ -23,8 +37,7 @@ def identity(directory):
                     "-keyout", key, "-out", cert, "-subj", "/CN=wire-client", "-days", "1"],
                    check=True, capture_output=True)
     spki = subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-outform", "DER"], check=True, capture_output=True).stdout
-    peer_id = base64.b32encode(hashlib.sha256(spki).digest()).decode().lower().rstrip("=")
-    return key, cert, peer_id
+    return key, cert, id_of_spki(spki)
 
 
 def lp(data, width=1):
@@ -35,14 +48,79 @@ def frame(kind, payload=b"", flags=0):
     return struct.pack(">IBB", len(payload) + 2, kind, flags) + payload
 
 
-def hello(peer_id, name="wire-client"):
-    return frame(0x01, b"LCHT" + struct.pack(">HHI", 1, 1, 1 << 20) + lp(peer_id.encode()) + lp(name.encode()) + b"\x01" + lp(b"chat"))
+def author_key(key):
+    """The SEC1 compressed point of a key PEM's public key (33 bytes: 0x02/0x03, then X): what v2 sends."""
+    spki = openssl("ec", "-in", key, "-pubout", "-conv_form", "compressed", "-outform", "DER")
+    assert spki[:-33] == COMPRESSED_SPKI_PREFIX, spki.hex()
+    return spki[-33:]
+
+
+def id_of_author_key(compressed):
+    """The peer id a compressed key stands for: base32(sha256(SPKI DER)) of the *uncompressed* SPKI, as
+    identity() computes it (openssl converts the point)."""
+    spki = openssl("ec", "-pubin", "-inform", "DER", "-pubout", "-conv_form", "uncompressed", "-outform", "DER",
+                   data=COMPRESSED_SPKI_PREFIX + compressed)
+    return id_of_spki(spki)
+
+
+def der_next(data, pos):
+    """One DER element at `pos` (short or long length): (tag, content, position after it)."""
+    tag, length, pos = data[pos], data[pos + 1], pos + 2
+    if length & 0x80:
+        count = length & 0x7F
+        length, pos = int.from_bytes(data[pos:pos + count], "big"), pos + count
+    return tag, data[pos:pos + length], pos + length
+
+
+def sign(key, data):
+    """ECDSA P-256 / SHA-256 of `data` with the key PEM at `key`, raw: r [32] | s [32] (openssl writes DER:
+    SEQUENCE { INTEGER r, INTEGER s })."""
+    der = openssl("dgst", "-sha256", "-sign", key, data=data)
+    tag, sequence, _ = der_next(der, 0)
+    tag_r, r, after = der_next(sequence, 0)
+    tag_s, s, _ = der_next(sequence, after)
+    assert (tag, tag_r, tag_s) == (0x30, 0x02, 0x02), der.hex()
+    return int.from_bytes(r, "big").to_bytes(32, "big") + int.from_bytes(s, "big").to_bytes(32, "big")
+
+
+def signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, body):
+    """What a v2 signature covers: "LCHT-MSG-2" | author_id (u8 len) | room (u8 len) | message_id [16] |
+    sequence u64 | timestamp_ms u64 | kind u8 | body (u32 len)."""
+    return (b"LCHT-MSG-2" + lp(author_id.encode()) + lp(room.encode()) + message_id
+            + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp(body.encode(), 4))
+
+
+def hello(peer_id, name="wire-client", max_version=1):
+    """HELLO for versions 1 to `max_version` (1: lanchat/1 only; 2: signed messages too)."""
+    return frame(0x01, b"LCHT" + struct.pack(">HHI", 1, max_version, 1 << 20) + lp(peer_id.encode()) + lp(name.encode())
+                 + b"\x01" + lp(b"chat"))
+
+
+def negotiated_version(hello_payload, max_version):
+    """The highest version in both ranges (the peer's HELLO payload and 1..max_version), or None."""
+    low, high = struct.unpack(">HH", hello_payload[4:8])
+    version = min(high, max_version)
+    return version if version >= max(low, 1) else None
+
+
+def message_payload(room, body, message_id, kind, sequence, timestamp_ms=TIMESTAMP_MS):
+    """v1 MESSAGE payload: message_id [16] | room (u8 len) | sequence u64 | timestamp_ms u64 | kind u8 |
+    body (u32 len)."""
+    return message_id + lp(room.encode()) + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp(body.encode(), 4)
 
 
 def message(room, body, reliable=True, message_id=None, kind=0, sequence=1):
-    message_id = message_id or os.urandom(16)
-    payload = message_id + lp(room.encode()) + struct.pack(">QQB", sequence, 1795000000000, kind) + lp(body.encode(), 4)
+    payload = message_payload(room, body, message_id or os.urandom(16), kind, sequence)
     return frame(0x10, payload, 0x01 if reliable else 0)
+
+
+def signed_message(key, author_id, room, body, reliable=True, message_id=None, kind=0, sequence=1):
+    """v2 MESSAGE (flag 0x02 signed, with 0x01 when reliable): the v1 payload | author_key [33] |
+    signature [64]; `key` is the author's key PEM and `author_id` its id (on a link, the link's peer: us)."""
+    message_id = message_id or os.urandom(16)
+    signature = sign(key, signing_bytes(author_id, room, message_id, sequence, TIMESTAMP_MS, kind, body))
+    payload = message_payload(room, body, message_id, kind, sequence) + author_key(key) + signature
+    return frame(0x10, payload, 0x02 | (0x01 if reliable else 0))
 
 
 def invite(room, context=b"", timeout_ms=30000, invitation_id=None):
@@ -60,9 +138,35 @@ def chunk(resource_id, offset, data):
 
 
 def history_record(sender_id, name, sequence, body, kind=0, message_id=None):
-    """One record of a history resource (docs/wire-protocol.md, HistoryRecord)."""
+    """One record of a history resource (docs/wire-protocol.md, HistoryRecord): message_id [16] | sender_id
+    (u8 len) | sender_name (u8 len) | sequence u64 | timestamp_ms u64 | kind u8 | body (u32 len)."""
     return ((message_id or os.urandom(16)) + lp(sender_id.encode()) + lp(name.encode())
-            + struct.pack(">QQB", sequence, 1795000000000, kind) + lp(body.encode(), 4))
+            + struct.pack(">QQB", sequence, TIMESTAMP_MS, kind) + lp(body.encode(), 4))
+
+
+def signed_history_record(room, sender_id, name, sequence, body, key=None, kind=0, message_id=None, signed_body=None):
+    """One record of a signed history (RESOURCE_OFFER kind 2): the v1 record | author_key (u8 len, 0 or
+    33) | signature (u8 len, 0 or 64). Signed with the key PEM `key` (none: unsigned) as by `sender_id`
+    (the record's author) in `room` (the resource's), over `signed_body` when given (a body changed after
+    signing)."""
+    message_id = message_id or os.urandom(16)
+    record = history_record(sender_id, name, sequence, body, kind, message_id)
+    if key is None:
+        return record + lp(b"") + lp(b"")
+    signature = sign(key, signing_bytes(sender_id, room, message_id, sequence, TIMESTAMP_MS, kind,
+                                        body if signed_body is None else signed_body))
+    return record + lp(author_key(key)) + lp(signature)
+
+
+def acked(c, message_id, timeout=5):
+    """Whether an ACK naming `message_id` arrives (other ACKs are passed over)."""
+    while True:
+        got = c.frames_until(0x11, timeout)
+        if got is None or got[0] != 0x11:
+            return False
+        count = struct.unpack(">H", got[2][:2])[0]
+        if message_id in [got[2][2 + 16 * n:18 + 16 * n] for n in range(count)]:
+            return True
 
 
 def members(room, entries):
@@ -140,6 +244,44 @@ def plain_claim(host, port, peer_id, name):
     return {"types": types, "goodbye": goodbye}
 
 
+def forged_history(c, key, peer_id, out):
+    """We invite the daemon into `drop`; it asks us (its inviter) for the room's history and we answer with
+    a signed history (kind 2) of four records: (a) ours, signed by us; (b) carol's (a second key), signed
+    by her: genuine, relayed by us; (c) under carol's id but signed with our key, ours in author_key: words
+    put in her mouth; (d) under carol's id with her key, its body changed after she signed it. The
+    newcomer must keep (a) and (b) and refuse (c) and (d), naming us. Then one live signed reliable
+    MESSAGE (flags 0x03) and one unsigned reliable one (0x01) on this v2 link: whether each is acknowledged
+    is only recorded (refused messages are acknowledged too); the test reads the daemon's history."""
+    carol_key, _, carol_id = identity(tempfile.mkdtemp())
+    out["carol_id"] = carol_id
+    c.send(invite("drop"))
+    got = c.frames_until(0x03)
+    out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+    got = c.frames_until(0x06, timeout=10)
+    out["history_requested"] = got is not None and got[0] == 0x06
+    records = (signed_history_record("drop", peer_id, "wire-client", 1, "my genuine words", key=key)
+               + signed_history_record("drop", carol_id, "carol", 1, "carol's genuine words", key=carol_key)
+               + signed_history_record("drop", carol_id, "carol", 2, "words put in carol's mouth", key=key)
+               + signed_history_record("drop", carol_id, "carol", 3, "carol said something else", key=carol_key,
+                                       signed_body="carol said something"))
+    rid = os.urandom(16)
+    c.send(offer(rid, b"history", records, room=b"drop", kind=2))
+    got = c.frames_until((0x41, 0x43))
+    out["accepted"] = got is not None and got[0] == 0x41
+    if out["accepted"]:
+        c.send(chunk(rid, 0, records))
+        got = c.frames_until(0x43, timeout=10)
+        out["end_status"] = got[2][16] if got and got[0] == 0x43 else None
+    signed_id, unsigned_id = os.urandom(16), os.urandom(16)
+    c.send(signed_message(key, peer_id, "drop", "a signed live message", message_id=signed_id, sequence=2))
+    out["signed_acked"] = acked(c, signed_id)
+    c.send(message("drop", "an unsigned live message", message_id=unsigned_id, sequence=3))
+    out["unsigned_acked"] = acked(c, unsigned_id, timeout=3)
+    c.send(frame(0x20, struct.pack(">Q", 11)))
+    got = c.frames_until(0x21)
+    out["pong_after"] = got is not None and got[0] == 0x21
+
+
 def main():
     host, port, scenario = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     if scenario == "plain-claim":
@@ -148,9 +290,12 @@ def main():
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
     c = Connection(host, port, key, cert)
-    c.send(hello(peer_id))
+    max_version = 2 if scenario == "forged-history" else 1
+    c.send(hello(peer_id, max_version=max_version))
     got = c.frames_until(0x01)
     out["hello"] = got is not None and got[0] == 0x01
+    if out["hello"] and max_version > 1:
+        out["version"] = negotiated_version(got[2], max_version)
     if scenario == "wrong-state":
         # A message for a room we are not in: not stored, not acknowledged.
         c.send(message("lab", "sneaky"))
@@ -263,6 +408,8 @@ def main():
             c.send(chunk(rid, 0, records))
             got = c.frames_until(0x43, timeout=10)
             out["end_status"] = got[2][16] if got and got[0] == 0x43 else None
+    elif scenario == "forged-history":
+        forged_history(c, key, peer_id, out)
     elif scenario == "offer-flood":
         # A member offers many one-byte files and never sends a byte: each accepted one would hold a
         # part file open. Counted: accepted, refused (with the last refusal's text).

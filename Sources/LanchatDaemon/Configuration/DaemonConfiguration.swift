@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import LanchatControl
 import LanchatDiscovery
+import LanchatWire
 
 /// Everything `lanchatd` can be told, with its defaults and limits.
 ///
@@ -53,6 +54,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
     /// Largest file accepted from a peer, in bytes (`max-file-size`: a number with an optional K, M, G or
     /// T suffix, powers of 1024).
     public var maximumFileSize: UInt64 = 1 << 40
+    /// The highest wire protocol version offered (`max-wire-version`): 2 signs every message; 1 speaks
+    /// as a version 1 peer does (unsigned), for comparisons and for trying out what an older peer gets.
+    public var maximumWireVersion: UInt16 = WireFrame.versions.upperBound
 
     public struct Error: Swift.Error, Equatable, CustomStringConvertible {
         public let message: String
@@ -65,6 +69,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
         "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
+        "max-wire-version",
     ]
 
     /// Defaults for the current user and environment.
@@ -148,6 +153,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         case "max-request-length": maximumRequestLength = try integer(1024...(16 * 1024 * 1024))
         case "watch-buffer": watchBufferSize = try integer(16...1_000_000)
         case "history-for-newcomers": historyForNewcomers = try integer(0...1_000_000)
+        case "max-wire-version": maximumWireVersion = UInt16(try integer(Int(WireFrame.versions.lowerBound)...Int(WireFrame.versions.upperBound)))
         case "max-file-size":
             guard let bytes = Self.size(value) else {
                 throw Error("max-file-size: expected a size like 500M, 4G or 1073741824 (0 refuses every file)")

@@ -208,7 +208,7 @@ extension Simulator {
             placedBytes += content.count
             transferStats[id]?.placed += 1
             later(node, .placed(id, path: "/sim/downloads/\(name)"))
-        case .importHistory(let id, _, _):
+        case .importHistory(let id, _, _, _):
             // The simulator sends history directly (`.history`), never as a resource.
             transferViolations.append("n\(node) asked to import a history resource \(id.description.prefix(6)) nobody sent")
         case .close(let id, let removePart):

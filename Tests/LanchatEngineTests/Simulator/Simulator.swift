@@ -114,6 +114,8 @@ final class Simulator {
     /// Transfers whose part file the simulated disk damaged.
     var corrupted: Set<WireID> = []
     var placedBytes = 0
+    /// Records a hostile relay changed in a history (a fault), and forged records newcomers refused.
+    var forgeries = (injected: 0, refused: 0)
     var trace: [String] = []
     var events = 0
     let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
@@ -168,6 +170,7 @@ final class Simulator {
         runUntil(options.chaos + options.quiet)
         try checkMembership()
         try checkDelivery()
+        try checkSignatures()
         try checkInvitations()
         try checkStreams()
         try checkTransfers()
@@ -221,13 +224,25 @@ final class Simulator {
             guard let link = links[id], link.up, var engine = nodes[to].engine else { return }
             // As the shell: a history resource is taken only from the member we asked.
             guard engine.historyRequested[room] == nodes[from].peer.id else { return }
-            // As the shell: each record through the engine's rule for what may be kept.
-            for message in messages {
-                guard let id = WireID(hex: message.id), let kept = SessionStateMachine.storable(
-                    id: id, room: room, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
-                    timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
-                    ownID: nodes[to].peer.id) else { continue }
-                nodes[to].store.insert(kept, now: time(to).wall)
+            // As the shell: each record (signed) through the engine's rule for what may be kept. A hostile
+            // relay (a fault) changes one record's words and keeps its signature: it must be refused.
+            let tamper = options.faults && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
+            for (index, message) in messages.enumerated() {
+                guard let id = WireID(hex: message.id) else { continue }
+                var record = HistoryRecord(
+                    id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
+                    timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
+                    signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
+                if index == tamper {
+                    record.body += " (forged by n\(from))"
+                    forgeries.injected += 1
+                }
+                let verdict = SessionStateMachine.verdict(record, room: room, relay: nodes[from].peer.id, ownID: nodes[to].peer.id, keys: engine.configuration.envelopes)
+                switch verdict {
+                case .keep(let kept): nodes[to].store.insert(kept, now: time(to).wall)
+                case .forged: forgeries.refused += 1
+                case .refused, .ours: break
+                }
             }
             engine.historyEnded(room)
             nodes[to].engine = engine
@@ -249,7 +264,7 @@ final class Simulator {
             link.adopted.insert(node)
             if verbose { log("n\(node): \(handle) up to n\(other)") }
             perform(node) {
-                let result = $0.linkUp(handle, peer: self.nodes[other].peer, dialedByUs: mine, remoteAddress: nil, at: self.time(node))
+                let result = $0.linkUp(handle, peer: self.nodes[other].peer, dialedByUs: mine, remoteAddress: nil, version: 2, at: self.time(node))
                 serving = result.serving
                 return result.actions
             }
@@ -325,9 +340,9 @@ final class Simulator {
             schedule(.dial(node: node, incarnation: nodes[node].incarnation, peer), at: now + 1)
         case .flushOutbox(let peer, let handle, let rooms):
             let frames = nodes[node].store.outbox(peerID: peer.rawValue).filter { rooms.contains(RoomID($0.room)!) }
-                .compactMap { SessionStateMachine.frame($0, reliable: true) }
+                .compactMap { SessionStateMachine.frame($0, reliable: true, signed: true) }
             if !frames.isEmpty { transmit(frames, from: node, on: handle) }
-        case .sendHistory(let room, let since, let peer):
+        case .sendHistory(let room, let since, let peer, _):
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
             let messages = nodes[node].store.export(room: room.rawValue, since: since, limit: 1000)
             schedule(.history(link: link.id, to: to, from: node, room, messages), at: arrival(link, to: to))
@@ -441,6 +456,7 @@ final class Simulator {
         configuration.defaultInviteTimeout = 20_000
         configuration.streamLimits = Self.streamLimits
         configuration.transferLimits = Self.transferLimits
+        configuration.envelopes = SimulatedSignatures.keys(for: index, ids: nodes.map(\.peer.id))
         let ids = IDGenerator(seed: seed ^ UInt64(index &* 1_000_003) ^ UInt64(nodes[index].incarnation) << 40)
         let engine = SessionStateMachine(
             configuration: configuration, restored: try! nodes[index].store.restored(ownID: nodes[index].peer.id, knownPeers: nodes[index].known),

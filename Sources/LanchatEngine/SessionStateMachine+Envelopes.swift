@@ -1,0 +1,82 @@
+import LanchatCore
+import LanchatWire
+
+/// The author's key, as the engine uses it (wire version 2): it signs what we write and checks what
+/// others wrote. The engine holds no key and does no cryptography itself: the shell gives it these
+/// functions (P-256 ECDSA in `LanchatSecurity.EnvelopeSigner`), tests a fake.
+public struct EnvelopeKeys: Sendable, Equatable {
+    /// Our public key as it goes on the wire (`Signature.key`).
+    public let publicKey: [UInt8]
+    let sign: @Sendable ([UInt8]) -> [UInt8]
+    let verify: @Sendable (_ signature: Signature, _ signed: [UInt8], _ author: PeerID) -> Bool
+
+    /// `verify`: whether `signature.key` is `author`'s key and `signature.bytes` its signature over `signed`.
+    public init(publicKey: [UInt8], sign: @escaping @Sendable ([UInt8]) -> [UInt8],
+                verify: @escaping @Sendable (_ signature: Signature, _ signed: [UInt8], _ author: PeerID) -> Bool) {
+        self.publicKey = publicKey
+        self.sign = sign
+        self.verify = verify
+    }
+
+    public func signature(over bytes: [UInt8]) -> Signature { Signature(key: publicKey, bytes: sign(bytes)) }
+
+    public func verifies(_ signature: Signature, over bytes: [UInt8], by author: PeerID) -> Bool {
+        signature.key.count == Signature.keyLength && signature.bytes.count == Signature.length && verify(signature, bytes, author)
+    }
+
+    public static func == (lhs: EnvelopeKeys, rhs: EnvelopeKeys) -> Bool { lhs.publicKey == rhs.publicKey }
+}
+
+extension SessionStateMachine {
+    /// What a newcomer does with one record of a history a member relayed to it.
+    public enum HistoryVerdict: Equatable, Sendable {
+        case keep(StoredMessage)
+        /// Not a member's message, or numbers out of range (`storable`), or unsigned and not the relay's own.
+        case refused
+        /// Signed, but the key is not the sender's or the signature does not verify: the relay lied.
+        case forged
+        /// Our own message (a member that rejoins): we have it, or never sent it; skipped quietly.
+        case ours
+    }
+
+    /// The rule for a history record, pure: a signed record (`signed` history) is kept only if its
+    /// signature verifies for its sender, whoever relayed it; an unsigned one only if its sender is the
+    /// relay itself (the connection proved who that is: its own words need no signature). So a relay
+    /// can withhold messages, but not put words in another member's mouth.
+    public static func verdict(
+        _ record: HistoryRecord, room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?
+    ) -> HistoryVerdict {
+        if record.senderID == ownID.rawValue { return .ours }
+        guard var stored = storable(
+            id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
+            timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: ownID), let author = PeerID(record.senderID)
+        else { return .refused }
+        guard let signature = record.signature else { return author == relay ? .keep(stored) : .refused }
+        guard let keys, keys.verifies(signature, over: record.signingBytes(room: room), by: author) else { return .forged }
+        stored.authorKey = signature.key
+        stored.signature = signature.bytes
+        return .keep(stored)
+    }
+
+    /// Signs a message we write (nothing without keys: an engine that speaks only version 1).
+    func signed(_ message: StoredMessage, room: RoomID, id: WireID) -> StoredMessage {
+        guard let keys = configuration.envelopes else { return message }
+        let bytes = Envelope.signingBytes(
+            author: message.senderID, room: room, id: id, sequence: UInt64(max(0, message.sequence)),
+            timestamp: UInt64(max(0, message.timestamp)), kind: .text, body: message.body)
+        let signature = keys.signature(over: bytes)
+        var message = message
+        message.authorKey = signature.key
+        message.signature = signature.bytes
+        return message
+    }
+
+    /// Whether a live message on a version 2 connection is signed by its author, the connection's peer.
+    func verifiesLive(_ message: WireFrame.Message, from sender: PeerID) -> Bool {
+        guard let signature = message.signature, let keys = configuration.envelopes else { return false }
+        let bytes = Envelope.signingBytes(
+            author: sender.rawValue, room: message.room, id: message.id, sequence: message.sequence,
+            timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body)
+        return keys.verifies(signature, over: bytes, by: sender)
+    }
+}

@@ -1,0 +1,42 @@
+import LanchatCore
+import NIOCore
+
+/// An author's signature over a message (version 2): the author's P-256 public key as a compressed
+/// SEC1 point (33 bytes) and an ECDSA P-256 / SHA-256 signature as `r || s` (64 bytes) over
+/// `Envelope.signingBytes`. The key names its author: the author's id is the SHA-256 of the key's
+/// SubjectPublicKeyInfo DER, so a signature verifies on its own, whoever relays it.
+public struct Signature: Equatable, Sendable {
+    public static let keyLength = 33
+    public static let length = 64
+    public var key: [UInt8]
+    public var bytes: [UInt8]
+
+    public init(key: [UInt8], bytes: [UInt8]) {
+        self.key = key
+        self.bytes = bytes
+    }
+}
+
+/// What an author signs: every field of a message that says who wrote what, where and when.
+public enum Envelope {
+    /// Separates these signatures from any other use of the key (the key also signs TLS handshakes).
+    public static let context: [UInt8] = Array("LCHT-MSG-2".utf8)
+
+    /// `"LCHT-MSG-2" | author_id (u8 len) | room (u8 len) | message_id [16] | sequence u64 |
+    /// timestamp_ms u64 | kind u8 | body (u32 len)`, integers big-endian. The sender's display name is
+    /// not signed: it is a label, never identity.
+    public static func signingBytes(
+        author: String, room: RoomID, id: WireID, sequence: UInt64, timestamp: UInt64, kind: WireFrame.Message.Kind, body: String
+    ) -> [UInt8] {
+        var buffer = ByteBufferAllocator().buffer(capacity: 128 + body.utf8.count)
+        buffer.writeBytes(context)
+        buffer.writeLengthPrefixed(Array(author.utf8), as: UInt8.self)
+        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
+        buffer.writeBytes(id.bytes)
+        buffer.writeInteger(sequence)
+        buffer.writeInteger(timestamp)
+        buffer.writeInteger(kind.rawValue)
+        buffer.writeLengthPrefixed(Array(body.utf8), as: UInt32.self)
+        return Array(buffer.readableBytesView)
+    }
+}

@@ -1,0 +1,68 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+
+/// Signed envelopes, simulated: an unforgeable signature scheme without the cost of P-256. Node i's
+/// key is `[0x02, i, 0, ...]` (33 bytes); its signature over some bytes is a 64-byte digest of a secret
+/// only its own signer holds and the bytes. A check asks the scheme (as the mathematics would answer):
+/// the key must be the author's and the digest the one its secret gives. So a node can sign only as
+/// itself, and a relay that changes a record cannot make its signature verify.
+enum SimulatedSignatures {
+    static func key(_ index: Int) -> [UInt8] {
+        [0x02, UInt8(index)] + [UInt8](repeating: 0, count: Signature.keyLength - 2)
+    }
+
+    private static func secret(_ index: Int) -> UInt64 { 0x9E37_79B9_7F4A_7C15 &* UInt64(index + 1) }
+
+    /// FNV-1a over the bytes, seeded by the secret, stretched to 64 bytes.
+    static func digest(_ secret: UInt64, _ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        for round in 0..<8 {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325 ^ secret ^ UInt64(round)
+            for byte in bytes {
+                hash ^= UInt64(byte)
+                hash = hash &* 0x100_0000_01b3
+            }
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: hash >> UInt64(shift))) }
+        }
+        return out
+    }
+
+    /// Whether `signature` is `author`'s over `bytes`; `ids[i]` is node i's id.
+    static func verifies(_ signature: Signature, _ bytes: [UInt8], _ author: PeerID, ids: [PeerID]) -> Bool {
+        let owner = Int(signature.key.count > 1 ? signature.key[1] : 0xFF)
+        guard owner < ids.count, ids[owner] == author, signature.key == key(owner) else { return false }
+        return signature.bytes == digest(secret(owner), bytes)
+    }
+
+    /// Node `index`'s keys, as the shell would give its engine.
+    static func keys(for index: Int, ids: [PeerID]) -> EnvelopeKeys {
+        let secret = secret(index)
+        return EnvelopeKeys(
+            publicKey: key(index), sign: { digest(secret, $0) },
+            verify: { signature, bytes, author in verifies(signature, bytes, author, ids: ids) })
+    }
+}
+
+extension Simulator {
+    /// No node ever stores another member's message without its author's valid signature (every
+    /// simulated connection speaks version 2), however it arrived: live, resent, or relayed in a
+    /// history, including the histories a hostile relay tampered with (`forgeries`).
+    func checkSignatures() throws {
+        let ids = nodes.map(\.peer.id)
+        for (index, node) in nodes.enumerated() {
+            for message in node.store.messages.values.sorted(by: { $0.id < $1.id })
+            where message.kind != .system && message.senderID != node.peer.id.rawValue {
+                guard message.isSigned, let author = PeerID(message.senderID), let id = WireID(hex: message.id), let room = RoomID(message.room) else {
+                    throw fail("n\(index) stored \(message.id.prefix(8)) from \(message.senderID.prefix(8)) without a signature")
+                }
+                let bytes = Envelope.signingBytes(
+                    author: message.senderID, room: room, id: id, sequence: UInt64(message.sequence), timestamp: UInt64(message.timestamp),
+                    kind: message.kind == .file ? .file : .text, body: message.body)
+                guard SimulatedSignatures.verifies(Signature(key: message.authorKey, bytes: message.signature), bytes, author, ids: ids) else {
+                    throw fail("n\(index) stored \(message.id.prefix(8)) (\"\(message.body.prefix(20))\") with a signature that does not verify")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Test vectors for lanchat wire protocol version 2 (signed message envelopes), computed independently of
+the Swift code: Python's standard library and the `openssl` command line only.
+
+    scripts/wire-vectors.py
+
+prints `name: value` lines (hex, except `author_id`, which is text). The key is fixed (below), so every
+line is the same on every run except `signature` and the frames that carry it (`message_frame`,
+`history_record`): ECDSA signatures are randomized. Each signature printed was verified first, by
+openssl (with a public key rebuilt from the 33-byte compressed key alone, as a receiver has it) and by
+the small P-256 arithmetic below; the public key, the compressed form and the id are each computed two
+ways and compared. Any mismatch stops the script with an error.
+
+v2 layout (all integers big-endian; `lp1`/`lp4`: a u8/u32 length, then the bytes):
+    signing bytes  = "LCHT-MSG-2" | author_id lp1 | room lp1 | message_id[16] | sequence u64
+                     | timestamp_ms u64 | kind u8 | body lp4
+    signature      = ECDSA P-256 / SHA-256 over the signing bytes, raw r[32] | s[32]
+    MESSAGE 0x10, flags 0x03 (reliable | signed): the v1 payload | author_key[33] | signature[64]
+    history record (RESOURCE_OFFER kind 2): the v1 record | author_key lp1 (0 or 33) | signature lp1 (0 or 64)
+    author_key     = SEC1 compressed point (0x02/0x03 | X); author_id = base32(sha256(SPKI DER)), the SPKI
+                     holding the uncompressed point (what `openssl pkey -pubout -outform DER` writes)."""
+import base64
+import hashlib
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+# Generated once with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`; a test key, never
+# used for anything else.
+FIXED_KEY_PEM = b"""-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgaC3DABt22O09ldM7
+7i+Tg9N7StSSOnZvYrvON5gwBQyhRANCAAQe4L8aPABivejZLPdCKQbtQVhrt9gC
+/yoqFrEj+olP+lBCqIsUc/XQZBM351Kepc92Atha3D/eazC7fEyQfiDt
+-----END PRIVATE KEY-----
+"""
+
+# The sample message (the v1 MESSAGE vector's values) and the v1 HELLO vector's values.
+MESSAGE_ID = bytes(range(16))
+ROOM = "lab"
+SEQUENCE = 1
+TIMESTAMP_MS = 1795000000000
+KIND_TEXT = 0
+BODY = "héllo\nworld"
+SENDER_NAME = "alice@h1"
+HELLO_PEER_ID = "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a"
+HELLO_NAME = "alice@h1"
+MAX_PAYLOAD = 1 << 20
+
+# docs/wire-protocol.md, "Test vectors" (v1): this script's v1 layouts must reproduce them.
+V1_MESSAGE_FRAME = "000000371001000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64"
+V1_HELLO_FRAME = ("0000005201004c4348540001000100100000346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b79"
+                  "70366f6c696b6c687472326108616c696365406831010463686174")
+
+# P-256 (SEC 2 / FIPS 186-4): y^2 = x^3 - 3x + b over GF(p), base point G of order n.
+P = 0xffffffff00000001000000000000000000000000ffffffffffffffffffffffff
+B = 0x5ac635d8aa3a93e7b3ebbd55769886bc651d06b0cc53b0f63bce3c3e27d2604b
+N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551
+G = (0x6b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c296,
+     0x4fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5)
+SPKI_PREFIX = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107034200")  # then 04 | X | Y
+
+
+def openssl(*args, data=None):
+    return subprocess.run(["openssl", *args], input=data, check=True, capture_output=True).stdout
+
+
+# --- byte layouts -------------------------------------------------------------------------------------
+
+def lp1(data):
+    assert len(data) <= 0xff
+    return struct.pack(">B", len(data)) + data
+
+
+def lp4(data):
+    return struct.pack(">I", len(data)) + data
+
+
+def frame(kind, flags, payload):
+    """length u32 (type + flags + payload) | type u8 | flags u8 | payload"""
+    return struct.pack(">IBB", 2 + len(payload), kind, flags) + payload
+
+
+def hello_payload(min_version, max_version):
+    """magic "LCHT" | min_version u16 | max_version u16 | max_payload u32 | peer_id lp1 | name lp1 | capabilities"""
+    return (b"LCHT" + struct.pack(">HHI", min_version, max_version, MAX_PAYLOAD) + lp1(HELLO_PEER_ID.encode())
+            + lp1(HELLO_NAME.encode()) + struct.pack(">B", 1) + lp1(b"chat"))
+
+
+def signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, body):
+    """"LCHT-MSG-2" | author_id lp1 | room lp1 | message_id[16] | sequence u64 | timestamp_ms u64 | kind u8 | body lp4"""
+    assert len(message_id) == 16
+    return (b"LCHT-MSG-2" + lp1(author_id.encode()) + lp1(room.encode()) + message_id
+            + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp4(body.encode()))
+
+
+def v1_message_payload(message_id, room, sequence, timestamp_ms, kind, body):
+    """message_id[16] | room lp1 | sequence u64 | timestamp_ms u64 | kind u8 | body lp4"""
+    return message_id + lp1(room.encode()) + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp4(body.encode())
+
+
+def v1_history_record(message_id, sender_id, sender_name, sequence, timestamp_ms, kind, body):
+    """message_id[16] | sender_id lp1 | sender_name lp1 | sequence u64 | timestamp_ms u64 | kind u8 | body lp4"""
+    return (message_id + lp1(sender_id.encode()) + lp1(sender_name.encode())
+            + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp4(body.encode()))
+
+
+# --- keys ---------------------------------------------------------------------------------------------
+
+def der_next(data, pos):
+    """One DER element at `pos`: (tag, content, position after it)."""
+    tag, length, pos = data[pos], data[pos + 1], pos + 2
+    if length & 0x80:
+        count = length & 0x7f
+        length, pos = int.from_bytes(data[pos:pos + count], "big"), pos + count
+    return tag, data[pos:pos + length], pos + length
+
+
+def der_children(content):
+    pos, out = 0, []
+    while pos < len(content):
+        tag, value, pos = der_next(content, pos)
+        out.append((tag, value))
+    return out
+
+
+def scalar_of(pem):
+    """The private scalar, from the SEC1 ECPrivateKey openssl writes: SEQUENCE { 1, OCTET STRING d, ... }."""
+    sec1 = openssl("ec", "-outform", "DER", data=pem)
+    tag, content, _ = der_next(sec1, 0)
+    fields = der_children(content)
+    assert tag == 0x30 and fields[0] == (0x02, b"\x01") and fields[1][0] == 0x04 and len(fields[1][1]) == 32
+    return fields[1][1]
+
+
+def point_add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a[0] == b[0] and (a[1] + b[1]) % P == 0:
+        return None
+    if a == b:
+        slope = (3 * a[0] * a[0] - 3) * pow(2 * a[1], -1, P) % P
+    else:
+        slope = (b[1] - a[1]) * pow(b[0] - a[0], -1, P) % P
+    x = (slope * slope - a[0] - b[0]) % P
+    return x, (slope * (a[0] - x) - a[1]) % P
+
+
+def point_mul(k, point):
+    result = None
+    while k:
+        if k & 1:
+            result = point_add(result, point)
+        point, k = point_add(point, point), k >> 1
+    return result
+
+
+def compress(point):
+    """SEC1 compressed: 0x02 (y even) or 0x03 (y odd), then X (32 bytes)."""
+    return bytes([2 + (point[1] & 1)]) + point[0].to_bytes(32, "big")
+
+
+def decompress(key):
+    """The point of a 33-byte compressed key: y = sqrt(x^3 - 3x + b), p = 3 mod 4, the root of the key's parity."""
+    assert len(key) == 33 and key[0] in (2, 3)
+    x = int.from_bytes(key[1:], "big")
+    y = pow((x * x * x - 3 * x + B) % P, (P + 1) // 4, P)
+    assert y * y % P == (x * x * x - 3 * x + B) % P, "not a point on P-256"
+    if y & 1 != key[0] & 1:
+        y = P - y
+    return x, y
+
+
+def spki_der(point):
+    return SPKI_PREFIX + b"\x04" + point[0].to_bytes(32, "big") + point[1].to_bytes(32, "big")
+
+
+def peer_id_of(spki):
+    return base64.b32encode(hashlib.sha256(spki).digest()).decode().lower().rstrip("=")
+
+
+# --- signatures ---------------------------------------------------------------------------------------
+
+def raw_signature(der):
+    """openssl's DER ECDSA-Sig-Value (SEQUENCE { INTEGER r, INTEGER s }) as raw r[32] | s[32]."""
+    tag, content, end = der_next(der, 0)
+    fields = der_children(content)
+    assert tag == 0x30 and end == len(der) and [t for t, _ in fields] == [0x02, 0x02]
+    r, s = (int.from_bytes(v, "big") for _, v in fields)
+    return r.to_bytes(32, "big") + s.to_bytes(32, "big")
+
+
+def der_signature(raw):
+    """raw r | s back to DER, for openssl to verify."""
+    def integer(value):
+        data = value.lstrip(b"\x00") or b"\x00"
+        if data[0] & 0x80:
+            data = b"\x00" + data
+        return b"\x02" + bytes([len(data)]) + data
+    body = integer(raw[:32]) + integer(raw[32:])
+    return b"\x30" + bytes([len(body)]) + body
+
+
+def sign(pem_path, data):
+    return raw_signature(openssl("dgst", "-sha256", "-sign", pem_path, data=data))
+
+
+def verified_by_openssl(key, data, raw, directory):
+    """Verifies with only what a receiver has: the compressed key, rebuilt into an SPKI file."""
+    public, signature = os.path.join(directory, "public.der"), os.path.join(directory, "signature.der")
+    with open(public, "wb") as f:
+        f.write(spki_der(decompress(key)))
+    with open(signature, "wb") as f:
+        f.write(der_signature(raw))
+    result = subprocess.run(["openssl", "dgst", "-sha256", "-verify", public, "-keyform", "DER", "-signature", signature],
+                            input=data, capture_output=True)
+    return result.returncode == 0 and b"Verified OK" in result.stdout
+
+
+def verified_by_arithmetic(key, data, raw):
+    """ECDSA verification (SEC 1, 4.1.4) in the P-256 arithmetic above."""
+    r, s = int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")
+    if not (0 < r < N and 0 < s < N):
+        return False
+    e = int.from_bytes(hashlib.sha256(data).digest(), "big")
+    w = pow(s, -1, N)
+    point = point_add(point_mul(e * w % N, G), point_mul(r * w % N, decompress(key)))
+    return point is not None and point[0] % N == r
+
+
+def check(condition, what):
+    if not condition:
+        sys.exit(f"wire-vectors: {what}")
+
+
+def main():
+    directory = tempfile.mkdtemp()
+    pem_path = os.path.join(directory, "key.pem")
+    with open(pem_path, "wb") as f:
+        f.write(FIXED_KEY_PEM)
+
+    # The layouts reproduce the v1 vectors.
+    v1 = frame(0x10, 0x01, v1_message_payload(MESSAGE_ID, ROOM, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY))
+    check(v1.hex() == V1_MESSAGE_FRAME, "the v1 MESSAGE layout does not reproduce the v1 vector")
+    check(frame(0x01, 0, hello_payload(1, 1)).hex() == V1_HELLO_FRAME, "the v1 HELLO layout does not reproduce the v1 vector")
+
+    # The key, two ways: openssl's SPKI and compressed form, and the scalar times G.
+    scalar = scalar_of(FIXED_KEY_PEM)
+    point = point_mul(int.from_bytes(scalar, "big"), G)
+    spki = openssl("pkey", "-pubout", "-outform", "DER", data=FIXED_KEY_PEM)
+    check(spki == spki_der(point), "openssl's SPKI is not the scalar's point")
+    key = compress(point)
+    check(openssl("ec", "-conv_form", "compressed", "-pubout", "-outform", "DER", data=FIXED_KEY_PEM)[-33:] == key,
+          "openssl's compressed key differs")
+    check(decompress(key) == point, "decompressing the key does not give the point back")
+    author_id = peer_id_of(spki)
+    check(peer_id_of(spki_der(decompress(key))) == author_id, "the id from the compressed key differs")
+    check(len(author_id) == 52, "the id is not 52 characters")
+
+    signed = signing_bytes(author_id, ROOM, MESSAGE_ID, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY)
+    signature = sign(pem_path, signed)
+    check(len(signature) == 64, "the signature is not 64 bytes")
+    check(verified_by_openssl(key, signed, signature, directory), "openssl does not verify the signature")
+    check(not verified_by_openssl(key, signed, signature[:32] + signature[:32], directory), "openssl verifies r | r")
+    check(verified_by_arithmetic(key, signed, signature), "the P-256 arithmetic does not verify the signature")
+    check(not verified_by_arithmetic(key, signed[:-1] + b"X", signature), "a changed body still verifies")
+
+    message_frame = frame(0x10, 0x03, v1_message_payload(MESSAGE_ID, ROOM, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY) + key + signature)
+    record = (v1_history_record(MESSAGE_ID, author_id, SENDER_NAME, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY)
+              + lp1(key) + lp1(signature))
+    unsigned_record = v1_history_record(MESSAGE_ID, author_id, SENDER_NAME, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY) + lp1(b"") + lp1(b"")
+
+    lines = [
+        ("private_key_scalar", scalar.hex()),
+        ("public_key_compressed", key.hex()),
+        ("public_key_spki_der", spki.hex()),
+        ("author_id", author_id),
+        ("signing_bytes", signed.hex()),
+        ("signature", signature.hex()),
+        ("message_frame", message_frame.hex()),
+        ("history_record", record.hex()),
+        ("history_record_unsigned", unsigned_record.hex()),
+        ("hello_frame", frame(0x01, 0, hello_payload(1, 2)).hex()),
+    ]
+    for name, value in lines:
+        print(f"{name}: {value}")
+
+
+if __name__ == "__main__":
+    main()
