@@ -9,6 +9,9 @@ next to a baseline or goal from the same run.
 3. Invitation to connected with auto-accept: through the library (dial, TLS, HELLO, INVITE, accept),
    and through the daemons (`lanchat invite --wait`, control API included).
 4. Fan-out in a room of N hosts: p50/p99 from sending until every member has the message.
+5. Signed envelopes (wire version 2): throughput and round trip between 2 hosts signed and unsigned
+   (both ends at wire version 1) in the same run, and the time to sign and to verify one message
+   (`lanchat-bench envelopes`, 5 rounds of 2,000) next to SHA-256 of the same bytes.
 
 Figures 1, 2 and 4 use the session library directly (`lanchat-bench node`, one process per host), as a
 Swift program would. Usage (root): python3 bench/sessions.py [--hosts 8] [--json]"""
@@ -28,18 +31,22 @@ from figures import figure  # noqa: E402
 BENCH = os.path.join(BIN, "lanchat-bench")
 
 
-def library(lan, hosts):
+def library(lan, hosts, wire=2):
+    """The session library's figures; `wire` 1: both ends speak wire version 1 (unsigned messages), the
+    figures before signed envelopes."""
     # The rendezvous directory must be one every simulated host sees: the LAN's own (each host has a
-    # fresh /tmp of its own).
-    rdv = os.path.join(lan.dir, "rdv")
+    # fresh /tmp of its own). Each run has its own, and its own state directories.
+    run = f"w{wire}-{time.monotonic_ns()}"
+    rdv = os.path.join(lan.dir, "rdv-" + run)
     os.makedirs(rdv, exist_ok=True)
+    bench = ["env", f"LANCHAT_BENCH_WIRE={wire}", BENCH]
     members = []
     for index in range(2, hosts + 1):
         host = f"h{index}"
-        members.append(lan.popen(host, [BENCH, "node", os.path.join(lan.dir, f"m{index}"), f"m{index}", lan.addr(host), rdv, str(hosts)],
+        members.append(lan.popen(host, bench + ["node", os.path.join(lan.dir, f"m{index}-{run}"), f"m{index}", lan.addr(host), rdv, str(hosts)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     try:
-        result = lan.run("h1", [BENCH, "node", os.path.join(lan.dir, "lead"), "lead", lan.addr("h1"), rdv, str(hosts), "leader"], timeout=600)
+        result = lan.run("h1", bench + ["node", os.path.join(lan.dir, f"lead-{run}"), "lead", lan.addr("h1"), rdv, str(hosts), "leader"], timeout=600)
         for index, member in enumerate(members, start=2):
             wait_process(member, 30, f"lanchat-bench node m{index} on h{index} to finish")
     finally:
@@ -96,11 +103,18 @@ def main():
         lan.up(args.hosts)
         tcp = figure(missing, "tcp", tcp_baseline, lan)
         floor = figure(missing, "tls_sync", tls_sync_baseline, lan)
+        # Signed (wire version 2, as lanchatd runs) and unsigned (version 1) in the same run, so the cost
+        # of signatures is measured against the same machine state.
         lib = figure(missing, "library", library, lan, args.hosts)
+        unsigned = figure(missing, "library_unsigned", library, lan, 2, 1)
+        signed2 = figure(missing, "library_signed_2", library, lan, 2, 2)
+        envelopes = figure(missing, "envelopes", lambda: json.loads(subprocess.run(
+            [BENCH, "envelopes", "2000", "5"], check=True, capture_output=True, text=True, timeout=300).stdout))
         daemon = figure(missing, "daemon_invite", daemon_invites, lan)
     finally:
         lan.down()
-    figures = {"tcp": tcp, "tls_sync": floor, "library": lib, "daemon_invite": daemon}
+    figures = {"tcp": tcp, "tls_sync": floor, "library": lib, "library_unsigned": unsigned, "library_signed_2": signed2,
+               "envelopes": envelopes, "daemon_invite": daemon}
     if missing:
         figures["missing"] = missing
     if args.json:
@@ -128,6 +142,16 @@ def main():
          both(lambda lib, tcp: f"{lib['rtt_p99_us'] / tcp['tcp_rtt_p99_us']:.2f}x")),
         ("one-way reliable throughput", shown(lib, lambda lib: f"{lib['throughput_msgs_per_s']:.0f} msg/s"), "goal 100000 msg/s",
          shown(lib, lambda lib: f"{lib['throughput_msgs_per_s'] / 100000:.2f}x of goal")),
+        ("one-way throughput, 2 hosts, signed (wire 2)", shown(signed2, lambda s: f"{s['throughput_msgs_per_s']:.0f} msg/s"),
+         shown(unsigned, lambda u: f"unsigned (wire 1) {u['throughput_msgs_per_s']:.0f} msg/s"),
+         f"{signed2['throughput_msgs_per_s'] / unsigned['throughput_msgs_per_s']:.2f}x" if signed2 and unsigned else "missing"),
+        ("RTT p50, 2 hosts, signed (wire 2)", shown(signed2, lambda s: f"{s['rtt_p50_us']:.0f} us"),
+         shown(unsigned, lambda u: f"unsigned (wire 1) {u['rtt_p50_us']:.0f} us"),
+         f"{signed2['rtt_p50_us'] / unsigned['rtt_p50_us']:.2f}x" if signed2 and unsigned else "missing"),
+        ("sign + verify one message (P-256)", shown(envelopes, lambda e: f"{e['sign_us_median']:.1f} + {e['verify_us_median']:.1f} us"),
+         shown(envelopes, lambda e: f"SHA-256 of it {e['sha256_us_median']:.2f} us"),
+         shown(envelopes, lambda e: f"sign {e['sign_us_min']:.1f}-{e['sign_us_max']:.1f}, verify {e['verify_us_min']:.1f}-{e['verify_us_max']:.1f} us "
+               f"({int(e['rounds_count'])} rounds); +{int(e['bytes_added_message_count'])} bytes per message")),
         ("invite -> connected (library, 1st)", shown(lib, lambda lib: f"{lib['invite_first_ms']:.1f} ms"), "goal < 100 ms",
          shown(lib, lambda lib: f"median of {int(lib['members_count'])}: {lib['invite_p50_ms']:.1f} ms")),
         ("invite -> connected (lanchat invite --wait)", shown(daemon, lambda daemon: f"{daemon['first_ms']:.1f} ms"), "goal < 100 ms",

@@ -96,8 +96,12 @@ public struct MessageInfo: Codable, Equatable, Sendable {
     public var outgoing: Bool?
     /// Only in events: sent reliably.
     public var reliable: Bool?
+    /// Text and file messages: signed by its author, and the signature verified (wire version 2).
+    /// Absent for system notices.
+    public var signed: Bool?
 
-    public init(id: String, room: String, sender: String, senderId: String, sequence: Int, timestampMs: Int, time: String, kind: String, text: String, outgoing: Bool? = nil, reliable: Bool? = nil) {
+    public init(id: String, room: String, sender: String, senderId: String, sequence: Int, timestampMs: Int, time: String, kind: String, text: String,
+                outgoing: Bool? = nil, reliable: Bool? = nil, signed: Bool? = nil) {
         self.id = id
         self.room = room
         self.sender = sender
@@ -109,6 +113,7 @@ public struct MessageInfo: Codable, Equatable, Sendable {
         self.text = text
         self.outgoing = outgoing
         self.reliable = reliable
+        self.signed = signed
     }
 }
 

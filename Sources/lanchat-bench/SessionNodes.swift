@@ -41,7 +41,9 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let identity = try Identity.loadOrCreate(in: directory)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    let hello = WireFrame.Hello(peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
+    // LANCHAT_BENCH_WIRE=1: speak wire version 1 (unsigned messages), for the figures before signing.
+    let version: UInt16 = ProcessInfo.processInfo.environment["LANCHAT_BENCH_WIRE"] == "1" ? 1 : 2
+    let hello = WireFrame.Hello(maximumVersion: version, peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
     let connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
     let store = try ChatStore(path: directory + "/" + ChatStore.fileName)
     let directoryOfPeers = PeerDirectory()
@@ -50,8 +52,10 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
         Task { await nodeBox.node?.accepted(connection) }
     }
     let port = listener.localAddress!.port!
+    var configuration = SessionNode.Configuration(ownID: identity.peerID, ownName: name, port: port, autoAccept: .all, encryption: .required)
+    if version >= 2 { configuration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity)) }
     let node = try SessionNode(
-        configuration: .init(ownID: identity.peerID, ownName: name, port: port, autoAccept: .all, encryption: .required),
+        configuration: configuration,
         eventLoop: group.next(), connector: connector, store: store, knownPeers: try KnownPeers(directory: directory),
         directory: directoryOfPeers, logger: logger)
     await nodeBox.set(node)

@@ -9,6 +9,7 @@
 //   lanchat-bench node DIR NAME ADDR RDV N [leader]  a session node; N nodes meet in directory RDV
 //   lanchat-bench search DIR N                       `history --grep` over N stored messages (the store's word
 //                                                    index) next to a plain LIKE scan of the same file; JSON
+//   lanchat-bench envelopes COUNT ROUNDS             sign and verify a message (P-256) next to SHA-256 of it; JSON
 //
 // One file per benchmark: TCPBaseline, TLSBaseline, SearchBenchmark, SessionNodes (shared: Support).
 
@@ -24,6 +25,8 @@ case "tls-ping" where arguments.count == 6:
     do { try await tlsPing(directory: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!) } catch { die("\(error)") }
 case "search" where arguments.count == 4:
     do { try searchBenchmark(directory: arguments[2], count: Int(arguments[3])!) } catch { die("\(error)") }
+case "envelopes" where arguments.count == 4:
+    envelopeBenchmark(count: Int(arguments[2])!, rounds: Int(arguments[3])!)
 case "node" where arguments.count >= 7:
     do {
         try await runNode(directory: arguments[2], name: arguments[3], address: arguments[4], rendezvous: arguments[5],
@@ -32,5 +35,5 @@ case "node" where arguments.count >= 7:
         die("\(error)")
     }
 default:
-    die("usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | search DIR N | node DIR NAME ADDR RDV N [leader]")
+    die("usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | search DIR N | envelopes COUNT ROUNDS | node DIR NAME ADDR RDV N [leader]")
 }

@@ -225,6 +225,12 @@ struct Forget: ParsableCommand {
     }
 }
 
+/// The sender as a line shows it: its name, and "(unsigned)" for a message without its author's
+/// signature (from a version 1 peer, or kept from before signatures).
+func senderLabel(_ message: MessageInfo) -> String {
+    printable(message.sender) + (message.signed == false ? " (unsigned)" : "")
+}
+
 /// "12:01:02 [lab] alice: hello", with continuation lines indented; system notices as "* ...".
 func describe(_ message: MessageInfo, showRoom: Bool = true) -> String {
     let date = Date(timeIntervalSince1970: Double(message.timestampMs) / 1000)
@@ -233,6 +239,6 @@ func describe(_ message: MessageInfo, showRoom: Bool = true) -> String {
     let prefix = "\(formatter.string(from: date))\(showRoom ? " [\(message.room)]" : "")"
     let lines = message.text.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }
     if message.kind == "system" { return "\(prefix) * \(lines.joined(separator: " "))" }
-    let head = "\(prefix) \(printable(message.sender)): "
+    let head = "\(prefix) \(senderLabel(message)): "
     return head + lines.joined(separator: "\n" + String(repeating: " ", count: head.count))
 }

@@ -116,7 +116,7 @@ final class TerminalUI: @unchecked Sendable {
     func message(_ message: MessageInfo, showRoom: Bool) {
         let line = describe(message, showRoom: showRoom)
         guard color, message.kind != "system" else { return addLine(line) }
-        let sender = printable(message.sender)
+        let sender = senderLabel(message)
         let palette = [31, 32, 33, 34, 35, 36]
         let hash = message.senderId.unicodeScalars.reduce(0) { ($0 &* 31 &+ Int($1.value)) & 0xffff }
         let colored = line.replacingOccurrences(of: " \(sender): ", with: " \u{1b}[1;\(palette[hash % palette.count])m\(sender)\u{1b}[0m: ")

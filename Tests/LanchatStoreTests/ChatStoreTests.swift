@@ -153,4 +153,38 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         try store.saveTransfer(next, now: 6)
         #expect(try store.transfer(id: next.id)?.fileIdentity == "2049:1234")
     }
+
+    /// Signed envelopes (wire version 2): a message keeps its author's key and signature through every
+    /// read (history, search, the newcomer's export, the outbox); a file from before them opens, and its
+    /// messages read as unsigned.
+    @Test func signaturesAreKeptAndAnOlderFileReadsAsUnsigned() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let raw = try SQLiteDatabase(path: path)
+            try raw.execute("""
+                CREATE TABLE messages (
+                    id TEXT PRIMARY KEY, room TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
+                    sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL,
+                    stored_at INTEGER NOT NULL);
+                INSERT INTO messages VALUES ('\(String(repeating: "c", count: 32))', 'lab', 's', 'alice', 1, 900, 0, 'from version 1', 0);
+                PRAGMA user_version = 3;
+                """)
+            raw.close()
+        }
+        let store = try ChatStore(path: path)
+        var signed = message(2, body: "signed words")
+        signed.authorKey = [0x02] + [UInt8](repeating: 0xAB, count: 32)
+        signed.signature = (0..<64).map { UInt8($0) }
+        try store.insert(signed, now: 0)
+        try store.enqueue(peerID: "p", messageID: signed.id)
+        let history = try store.history(room: "lab", limit: 10)
+        #expect(history.map(\.body) == ["from version 1", "signed words"])
+        #expect(!history[0].isSigned && history[0].authorKey.isEmpty)
+        #expect(history[1] == signed)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "signed")) == [signed])
+        #expect(try store.export(room: "lab", since: 0, limit: 10).last == signed)
+        #expect(try store.outbox(peerID: "p") == [signed])
+        store.close()
+        #expect(try ChatStore(path: path).history(room: "lab", limit: 10).last == signed)
+    }
 }

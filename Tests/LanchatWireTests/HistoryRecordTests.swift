@@ -1,3 +1,4 @@
+import LanchatCore
 @testable import LanchatWire
 import NIOCore
 import Testing
@@ -77,6 +78,59 @@ import Testing
         #expect(throws: WireError.self) {
             var out = ByteBuffer()
             try HistoryRecord(id: .random(), senderID: "x", senderName: "a", sequence: 0, timestampMilliseconds: 0, kind: .text, body: "").encode(into: &out)
+        }
+    }
+
+    // MARK: Signed histories (version 2)
+
+    let vectorRecord = HistoryRecord(
+        id: WireID(bytes: Array(0...15))!, senderID: vectorAuthor, senderName: "alice@h1", sequence: 1, timestampMilliseconds: 1_795_000_000_000,
+        kind: .text, body: "héllo\nworld", signature: vectorSignature)
+
+    @Test func aSignedRecordMatchesTheIndependentVector() throws {
+        var buffer = ByteBuffer()
+        try vectorRecord.encode(into: &buffer, signed: true)
+        #expect(hex(Array(buffer.readableBytesView)) == vectorSignedRecord)
+        #expect(try HistoryRecord.decodeAll(ByteBuffer(bytes: bytes(fromHex: vectorSignedRecord)), signed: true) == [vectorRecord])
+        var unsigned = vectorRecord
+        unsigned.signature = nil
+        buffer.clear()
+        try unsigned.encode(into: &buffer, signed: true)
+        #expect(hex(Array(buffer.readableBytesView)) == vectorUnsignedRecord)
+        #expect(try HistoryRecord.decodeAll(ByteBuffer(bytes: bytes(fromHex: vectorUnsignedRecord)), signed: true) == [unsigned])
+        // In the version 1 layout the signature is not written.
+        buffer.clear()
+        try vectorRecord.encode(into: &buffer)
+        #expect(try HistoryRecord.decodeAll(buffer) == [unsigned])
+    }
+
+    @Test func theSigningBytesMatchTheIndependentVector() {
+        #expect(hex(vectorRecord.signingBytes(room: lab)) == vectorSigningBytes)
+        #expect(hex(Envelope.signingBytes(author: vectorAuthor, room: lab, id: ascending, sequence: 1, timestamp: 1_795_000_000_000, kind: .text,
+                                          body: "héllo\nworld")) == vectorSigningBytes)
+        // Every signed field changes them (the name does not: it is a label).
+        var other = vectorRecord
+        other.senderName = "mallory"
+        #expect(hex(other.signingBytes(room: lab)) == vectorSigningBytes)
+        for change in [{ (r: inout HistoryRecord) in r.body += "!" }, { $0.sequence += 1 }, { $0.timestampMilliseconds += 1 }, { $0.kind = .file },
+                       { $0.id = descending }] {
+            var changed = vectorRecord
+            change(&changed)
+            #expect(hex(changed.signingBytes(room: lab)) != vectorSigningBytes)
+        }
+        #expect(hex(vectorRecord.signingBytes(room: RoomID("lab2")!)) != vectorSigningBytes)
+    }
+
+    @Test(arguments: [
+        ("a key without a signature", "21" + String(repeating: "02", count: 33) + "00"),
+        ("a signature without a key", "00" + "40" + String(repeating: "11", count: 64)),
+        ("a short key", "20" + String(repeating: "02", count: 32) + "00"),
+        ("a long signature", "21" + String(repeating: "02", count: 33) + "41" + String(repeating: "11", count: 65)),
+    ])
+    func aSignedRecordWithBadSignatureFieldsIsRefused(_ problem: String, _ tail: String) {
+        let unsignedPrefix = String(vectorUnsignedRecord.dropLast(4))
+        #expect(throws: WireError.self, "\(problem)") {
+            try HistoryRecord.decodeAll(ByteBuffer(bytes: bytes(fromHex: unsignedPrefix + tail)), signed: true)
         }
     }
 }

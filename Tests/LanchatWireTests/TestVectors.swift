@@ -48,4 +48,22 @@ let vectors: [(name: String, frame: WireFrame, hex: String)] = [
     ("streamCredit", .streamCredit(id: descending, bytes: 1_048_576), "0000001633000f0e0d0c0b0a0908070605040302010000100000"),
     ("streamEnd", .streamEnd(.init(id: ascending, status: .aborted, text: "gone")), "000000193400000102030405060708090a0b0c0d0e0f020004676f6e65"),
     ("goodbye", .goodbye(.init(reason: .shutdown, text: "bye")), "000000082f00000003627965"),
+    // Version 2 (scripts/wire-vectors.py: its fixed key, and one signature it made and verified).
+    ("helloVersion2", .hello(.init(maximumVersion: 2, peerID: "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a", name: "alice@h1", capabilities: ["chat"])),
+     "0000005201004c4348540001000200100000346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c687472326108616c696365406831010463686174"),
+    ("messageSigned", .message(.init(id: ascending, room: lab, sequence: 1, timestampMilliseconds: 1_795_000_000_000, kind: .text, body: "héllo\nworld",
+                                     reliable: true, signature: vectorSignature)),
+     "000000981003000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64031ee0bf1a3c0062bde8d92cf7422906ed41586bb7d802ff2a2a16b123fa894ffa902cd73e78170ce22b802df75836aaebce5afc5d2347354ab2588afcf3934a40a522ae6c1615fc09e9deaf291af49c8ebbf507970c1ab5e41adcd20c23d32e5c"),
 ]
+
+/// The version 2 vectors' author: scripts/wire-vectors.py's fixed P-256 key.
+let vectorAuthor = "onyecdxw77442ullggcaxjj2cjczrvealz7ce7bu32qp45t5rhja"
+let vectorPrivateScalar = "682dc3001b76d8ed3d95d33bee2f9383d37b4ad4923a766f62bbce379830050c"
+let vectorSignature = Signature(
+    key: bytes(fromHex: "031ee0bf1a3c0062bde8d92cf7422906ed41586bb7d802ff2a2a16b123fa894ffa"),
+    bytes: bytes(fromHex: "902cd73e78170ce22b802df75836aaebce5afc5d2347354ab2588afcf3934a40a522ae6c1615fc09e9deaf291af49c8ebbf507970c1ab5e41adcd20c23d32e5c"))
+/// `Envelope.signingBytes` of the vector message (id 00..0f, room lab, sequence 1, text `héllo\nworld`) by `vectorAuthor`.
+let vectorSigningBytes = "4c4348542d4d53472d32346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61036c6162000102030405060708090a0b0c0d0e0f0000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64"
+/// The same message as a record of a signed history (sender name `alice@h1`), and unsigned in the same layout.
+let vectorSignedRecord = "000102030405060708090a0b0c0d0e0f346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a6108616c6963654068310000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c6421031ee0bf1a3c0062bde8d92cf7422906ed41586bb7d802ff2a2a16b123fa894ffa40902cd73e78170ce22b802df75836aaebce5afc5d2347354ab2588afcf3934a40a522ae6c1615fc09e9deaf291af49c8ebbf507970c1ab5e41adcd20c23d32e5c"
+let vectorUnsignedRecord = "000102030405060708090a0b0c0d0e0f346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a6108616c6963654068310000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c640000"

@@ -79,7 +79,8 @@ public struct SessionService: Service {
         let kind = switch message.kind { case .text: "text"; case .file: "file"; case .system: "system" }
         return MessageInfo(
             id: message.id, room: message.room, sender: message.senderName, senderId: message.senderID, sequence: Int(message.sequence),
-            timestampMs: Int(message.timestamp), time: time(milliseconds: message.timestamp), kind: kind, text: message.body)
+            timestampMs: Int(message.timestamp), time: time(milliseconds: message.timestamp), kind: kind, text: message.body,
+            signed: message.kind == .system ? nil : message.isSigned)
     }
 
     static func entry(_ info: TransferInfo) -> TransferEntry {
