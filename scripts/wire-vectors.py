@@ -284,6 +284,12 @@ def main():
         ("history_record", record.hex()),
         ("history_record_unsigned", unsigned_record.hex()),
         ("hello_frame", frame(0x01, 0, hello_payload(1, 2)).hex()),
+        # SYNC_REQUEST: room `lab`, runs: the fixed key's id 1-4 and 7-7, the v1 vectors' id 1-1.
+        ("sync_request_frame", frame(0x07, 0, lp1(ROOM.encode()) + struct.pack(">H", 3)
+                                     + lp1(author_id.encode()) + struct.pack(">QQ", 1, 4) + lp1(author_id.encode()) + struct.pack(">QQ", 7, 7)
+                                     + lp1(b"liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a") + struct.pack(">QQ", 1, 1)).hex()),
+        # MESSAGE, direct (flags 0x05: reliable, to some members only), otherwise as the v1 vector.
+        ("message_direct_frame", frame(0x10, 0x05, v1_message_payload(MESSAGE_ID, ROOM, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY)).hex()),
     ]
     for name, value in lines:
         print(f"{name}: {value}")

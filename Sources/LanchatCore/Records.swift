@@ -18,9 +18,11 @@ public struct StoredMessage: Equatable, Sendable {
     /// notices, or history kept before version 2).
     public var authorKey: [UInt8]
     public var signature: [UInt8]
+    /// Sent to some members of the room only: never relayed, nor sent to newcomers.
+    public var direct: Bool
 
     public init(id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
-                authorKey: [UInt8] = [], signature: [UInt8] = []) {
+                authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false) {
         self.id = id
         self.room = room
         self.senderID = senderID
@@ -31,6 +33,7 @@ public struct StoredMessage: Equatable, Sendable {
         self.body = body
         self.authorKey = authorKey
         self.signature = signature
+        self.direct = direct
     }
 
     /// Its author signed it (and the signature was verified before it was stored).

@@ -28,6 +28,9 @@ public protocol SessionStore: AnyObject {
     func latestTimestamp(room: String) throws -> Int64
     /// The last sequence `sender` used in each room it wrote text or files in.
     func lastSequences(sender: String) throws -> [String: Int64]
+    /// The author and sequence of the latest `limit` text and file messages of `room` (any order): what a
+    /// member holds of the room's recent messages, for a SYNC_REQUEST.
+    func recentSequences(room: String, limit: Int) throws -> [(author: String, sequence: Int64)]
 
     // Outbox: per recipient, in the order queued; a message is queued at most once per recipient.
     func enqueue(peerID: String, messageID: String) throws

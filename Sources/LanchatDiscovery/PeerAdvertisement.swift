@@ -5,7 +5,7 @@ import LanchatCore
 ///
 /// | key    | value                                  |
 /// |--------|----------------------------------------|
-/// | `v`    | wire protocol version (`1`)            |
+/// | `v`    | lowest wire protocol version (`1`; HELLO agrees on the highest both speak, 2) |
 /// | `id`   | peer id (`PeerID`, 52 chars)           |
 /// | `name` | display name, UTF-8, at most 200 bytes |
 /// | `enc`  | `required`, `optional` or `none`       |

@@ -66,7 +66,7 @@ public final class MemorySessionStore: SessionStore {
     }
 
     public func export(room: String, since: Int64, limit: Int) -> [StoredMessage] {
-        Array(Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && $0.timestamp >= since }).suffix(max(0, limit)))
+        Array(Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct && $0.timestamp >= since }).suffix(max(0, limit)))
     }
 
     public func latestTimestamp(room: String) -> Int64 {
@@ -79,6 +79,10 @@ public final class MemorySessionStore: SessionStore {
             result[message.room] = max(result[message.room] ?? message.sequence, message.sequence)
         }
         return result
+    }
+
+    public func recentSequences(room: String, limit: Int) -> [(author: String, sequence: Int64)] {
+        Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system }).suffix(max(0, limit)).map { ($0.senderID, $0.sequence) }
     }
 
     // MARK: Outbox

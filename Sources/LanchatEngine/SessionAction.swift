@@ -25,6 +25,12 @@ public enum SessionAction: Equatable, Sendable {
     /// Ask the inviter for what we lack of a room's history: HISTORY_REQUEST since a minute before the
     /// latest message the store holds for the room (overlap is harmless: ids de-duplicate).
     case requestHistory(RoomID, LinkHandle)
+    /// Ask a member (version 2) for what we lack of a room: SYNC_REQUEST with the runs of sequences the
+    /// store holds from each author among the room's recent messages (`syncMarks(recentSequences)`).
+    case requestSync(RoomID, LinkHandle)
+    /// Send a member what it lacks of a room: a signed history of those of the room's latest messages
+    /// (`historyForNewcomers` at most) that `lacking` picks, by the runs it holds from each author.
+    case sendSync(RoomID, marks: [String: [ClosedRange<UInt64>]], to: SessionPeer)
     /// Report to the node's users.
     case emit(SessionEvent)
     /// An invitation we sent ended: resolve whoever waits for it.

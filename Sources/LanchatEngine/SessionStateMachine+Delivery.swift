@@ -44,6 +44,8 @@ extension SessionStateMachine {
         } else {
             recipients = state.members.keys.sorted()
         }
+        // To some members only: the others never get it, from us or through anyone (`direct`).
+        let direct = to != nil && Set(recipients) != Set(state.members.keys)
         var out: [SessionAction] = []
         var messages: [StoredMessage] = []
         var wireIDs: [WireID] = []
@@ -54,7 +56,7 @@ extension SessionStateMachine {
             wireIDs.append(id)
             let stored = signed(StoredMessage(
                 id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
-                sequence: Int64(sequence), timestamp: now.wall, kind: .text, body: text), room: room, id: id)
+                sequence: Int64(sequence), timestamp: now.wall, kind: .text, body: text, direct: direct), room: room, id: id)
             messages.append(stored)
             out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true))))
         }
@@ -90,7 +92,7 @@ extension SessionStateMachine {
         let kind: WireFrame.Message.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
         let signature = signed && message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil
         return .message(.init(id: id, room: room, sequence: UInt64(max(0, message.sequence)), timestampMilliseconds: UInt64(max(0, message.timestamp)),
-                              kind: kind, body: message.body, reliable: reliable, signature: signature))
+                              kind: kind, body: message.body, reliable: reliable, signature: signature, direct: message.direct))
     }
 
     /// Reliable messages not yet acknowledged, per recipient.
@@ -119,6 +121,7 @@ extension SessionStateMachine {
             stored.authorKey = signature.key
             stored.signature = signature.bytes
         }
+        stored.direct = message.direct
         out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: message.reliable, outgoing: false))))
     }
 

@@ -216,10 +216,14 @@ extension SessionStateMachine {
     }
 
     mutating func resync(at now: EngineTime, _ out: inout [SessionAction]) {
+        // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
+        syncServed.removeAll()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             let frame = WireFrame.roomMembers(membersFrame(room))
             for member in rooms[room]!.members.keys.sorted() {
-                if let handle = links.handle(member) { out.append(.send(handle, [frame])) }
+                guard let entry = links.entry(member) else { continue }
+                out.append(.send(entry.handle, [frame]))
+                askForWhatWeLack(in: room, from: entry, &out)
             }
         }
         scheduleResync(at: now)

@@ -34,11 +34,19 @@ extension SessionStateMachine {
             out.append(.emit(.transfer(info(transfer, id: offer.id, state: .active, at: now))))
             return
         }
-        // History only from the member we asked, for the room we asked about.
+        // History only from the member we asked, for the room we asked about: our inviter (as a
+        // newcomer), or a member we sent a SYNC_REQUEST (a signed history only: relay).
         if offer.kind.isHistory {
-            guard let room = offer.room, historyRequested[room] == peer.id else {
+            guard let room = offer.room else {
                 out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
                 return
+            }
+            if historyRequested[room] != peer.id {
+                guard offer.kind == .signedHistory, takeSyncAnswer(room, from: peer.id) else {
+                    out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
+                    return
+                }
+                relayTransfers.insert(offer.id)
             }
         }
         // Files come only from people we share a room with (they were invited, or invited us).
@@ -86,7 +94,7 @@ extension SessionStateMachine {
             let limit = fromPeer >= limits.maximumIncomingPerPeer ? "\(limits.maximumIncomingPerPeer) from one peer" : "\(limits.maximumIncoming) in all"
             answer(.refused, "too many transfers at once (\(limit)); offer it again when one has ended")
             // A refused history is not taken later either.
-            if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyEnded(room) }
+            if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
             return out
         }
         // The name and the size are checked before any file is made for them.
@@ -211,7 +219,8 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard let transfer = transfers.incoming[id], transfer.stage == .placing, let room = transfer.offer.room else { return out }
         transfers.incoming[id] = nil
-        historyEnded(room)
+        let relayed = relayTransfers.contains(id)
+        historyTransferEnded(id, room: room)
         let handle = links.handle(transfer.peer.id)
         let info: TransferInfo
         if let error {
@@ -219,7 +228,8 @@ extension SessionStateMachine {
             info = self.info(transfer, id: id, state: .failed, error: error, at: now)
         } else {
             if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
-            var text = "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history"
+            var text = relayed ? "\(added) message\(added == 1 ? "" : "s") you missed, relayed by \(transfer.peer.name)"
+                : "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history"
             if refused > 0 { text += "; \(refused) refused (not a member's message, unsigned and not \(transfer.peer.name)'s own, or numbers out of range)" }
             if forged > 0 {
                 text += "; \(forged) refused as forged (the signature does not verify for its sender), sent by "
@@ -227,7 +237,8 @@ extension SessionStateMachine {
                 out.append(.emit(.security(peer: transfer.peer, text: "\(transfer.peer.name) (\(transfer.peer.id.short)) relayed "
                     + "\(forged) forged message\(forged == 1 ? "" : "s") in room \(room): refused; the genuine ones were kept")))
             }
-            notice(room, text, at: now, &out)
+            // A relay that brought nothing new (another member was faster) is not worth a line.
+            if !relayed || added + refused + forged > 0 { notice(room, text, at: now, &out) }
             info = self.info(transfer, id: id, state: .complete, at: now)
         }
         transfers.keep(info)
@@ -317,7 +328,7 @@ extension SessionStateMachine {
         // (Also before a part file was opened: one an earlier attempt left under this id goes too.)
         out.append(.file(.close(id, removePart: true)))
         if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: state, sentMark: nil, resent: nil))) }
-        if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyEnded(room) }
+        if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
         let info = info(transfer, id: id, state: state, error: text, at: now)
         transfers.keep(info)
         out.append(.emit(.transfer(info)))

@@ -264,7 +264,7 @@ extension SessionStateMachine {
                 // Not started: the next offer starts over (its part file, if any, is kept).
                 transfers.incoming[id] = nil
                 if transfer.stage == .opening { out.append(.file(.close(id, removePart: false))) }
-                if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyEnded(room) }
+                if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
             case .receiving, .verifying, .placing:
                 if transfer.offer.kind.isHistory, transfer.stage == .receiving, var machine = transfer.machine {
                     let actions = machine.writeFailed(reason)

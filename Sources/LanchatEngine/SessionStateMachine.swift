@@ -173,6 +173,11 @@ public struct SessionStateMachine: Sendable {
     /// once per join, not on demand: each answer reads and sends up to `history-for-newcomers` messages).
     /// Oldest first, at most `maximumUnansweredInvitations`.
     var historyOwed: [RoomMember] = []
+    /// Relay (version 2): SYNC_REQUESTs we sent and may get a history for, and those we answered, per
+    /// connection (forgotten when it ends); histories under way that answer one.
+    var syncAsked: Set<RoomMember> = []
+    var syncServed: Set<RoomMember> = []
+    var relayTransfers: Set<WireID> = []
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -279,6 +284,7 @@ public struct SessionStateMachine: Sendable {
             out.append(.send(handle, [.roomMembers(membersFrame(room))]))
         }
         flushOutbox(to: peer.id, at: now, &out)
+        if let entry = links.entry(peer.id) { askForWhatWeLack(from: entry, &out) }
         out.append(.peerConnected(peer, handle))
         resumeTransfers(to: peer.id, on: handle, at: now, &out)
         scheduleResync(at: now)
@@ -322,6 +328,7 @@ public struct SessionStateMachine: Sendable {
             scheduleRedial(at: now, &out)
             return out
         }
+        forgetSync(with: id)
         for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == id {
             let outcome: InviteOutcome
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
@@ -415,6 +422,7 @@ public struct SessionStateMachine: Sendable {
                 guard rooms[leave.room]?.members[entry.peer.id] != nil else { break }
                 removeMember(leave.room, entry.peer, reason: leave.text, keepQueued: leave.text == Self.notAMember, at: now, &out)
                 bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)
+            case .syncRequest(let request): received(request, from: entry, &out)
             case .historyRequest(let room, let since):
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }

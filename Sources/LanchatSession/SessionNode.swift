@@ -279,6 +279,15 @@ public actor SessionNode {
             case .requestHistory(let room, let handle):
                 let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0
                 openLinks[handle]?.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))])
+            case .requestSync(let room, let handle):
+                // What we hold of the room's recent messages (twice what a member sends, so that its
+                // window lies within ours).
+                let held = (try? store.recentSequences(room: room.rawValue, limit: 2 * max(500, configuration.historyForNewcomers))) ?? []
+                openLinks[handle]?.connection.send([.syncRequest(.init(room: room, marks: SessionStateMachine.syncMarks(held)))])
+            case .sendSync(let room, let marks, let peer):
+                let latest = (try? store.export(room: room.rawValue, since: 0, limit: configuration.historyForNewcomers)) ?? []
+                let lacking = SessionStateMachine.lacking(latest, marks: marks, requester: peer.id, ownID: configuration.ownID)
+                sendHistory(lacking, room: room, to: peer, signed: true)
             case .emit(let event):
                 eventSink.yield(event)
             case .inviteFinished(let id, let outcome):

@@ -67,12 +67,13 @@ public final class ChatStore: SessionStore {
             try db.execute("ALTER TABLE transfers ADD COLUMN file_identity TEXT NOT NULL DEFAULT ''")
         }
         // Signed envelopes (wire version 2) added `messages.author_key` and `messages.signature` (hex;
-        // empty: unsigned), without a new schema number: an older lanchatd names its columns, so it can
-        // still open the file (what it stores is unsigned). Older messages show as unsigned.
+        // empty: unsigned) and `messages.direct` (1: sent to some members only), without a new schema
+        // number: an older lanchatd names its columns, so it can still open the file (what it stores is
+        // unsigned, and not direct). Older messages show as unsigned.
         let messageColumns = try db.query("PRAGMA table_info(messages)").map { $0[1].string }
-        if !messageColumns.contains("signature") {
-            try db.execute("ALTER TABLE messages ADD COLUMN author_key TEXT NOT NULL DEFAULT ''")
-            try db.execute("ALTER TABLE messages ADD COLUMN signature TEXT NOT NULL DEFAULT ''")
+        for (column, type) in [("author_key", "TEXT NOT NULL DEFAULT ''"), ("signature", "TEXT NOT NULL DEFAULT ''"), ("direct", "INTEGER NOT NULL DEFAULT 0")]
+        where !messageColumns.contains(column) {
+            try db.execute("ALTER TABLE messages ADD COLUMN \(column) \(type)")
         }
         try db.execute("PRAGMA user_version = 3")
     }
@@ -126,11 +127,12 @@ public final class ChatStore: SessionStore {
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
         try db.query(
-            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature) "
-                + "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct) "
+                + "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [.text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
              .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now),
-             .text(Self.hex(message.authorKey)), .text(Self.hex(message.signature))])
+             .text(Self.hex(message.authorKey)), .text(Self.hex(message.signature)),
+             .integer(message.direct ? 1 : 0)])
         return db.changes == 1
     }
 
@@ -199,14 +201,14 @@ public final class ChatStore: SessionStore {
     static let messageColumns = messageColumns(prefix: "")
 
     static func messageColumns(prefix: String) -> String {
-        ["id", "room", "sender_id", "sender_name", "sequence", "timestamp", "kind", "body", "author_key", "signature"]
+        ["id", "room", "sender_id", "sender_name", "sequence", "timestamp", "kind", "body", "author_key", "signature", "direct"]
             .map { prefix + $0 }.joined(separator: ", ")
     }
 
     private static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
         StoredMessage(id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
                       timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string,
-                      authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string))
+                      authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string), direct: row[10].int != 0)
     }
 
     static func hex(_ bytes: [UInt8]) -> String {
@@ -243,11 +245,12 @@ public final class ChatStore: SessionStore {
         }
     }
 
-    /// What a newcomer is sent: the last `limit` text and file messages of `room` from `since` on, oldest first.
+    /// What a newcomer (or a member, for what it lacks) is sent: the last `limit` text and file messages of
+    /// `room` from `since` on, oldest first; not those sent to some members only (`direct`).
     public func export(room: String, since: Int64, limit: Int) throws(Error) -> [StoredMessage] {
         try db.query("""
             SELECT \(Self.messageColumns) FROM messages
-            WHERE room = ? AND kind != 2 AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?
+            WHERE room = ? AND kind != 2 AND direct = 0 AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?
             """, [.text(room), .integer(since), .integer(Int64(limit))]).reversed().map(Self.message)
     }
 
@@ -283,6 +286,12 @@ public final class ChatStore: SessionStore {
 
     public func acknowledge(peerID: String, messageID: String) throws(Error) {
         try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id = ?", [.text(peerID), .text(messageID)])
+    }
+
+    public func recentSequences(room: String, limit: Int) throws(Error) -> [(author: String, sequence: Int64)] {
+        try db.query(
+            "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?",
+            [.text(room), .integer(Int64(limit))]).map { ($0[0].string, $0[1].int) }
     }
 
     /// Unacknowledged messages for `peerID`, in the order they were sent.

@@ -146,6 +146,7 @@ public struct HandshakeStateMachine: Sendable {
         case .roomMembers: return "ROOM_MEMBERS"
         case .roomLeave: return "ROOM_LEAVE"
         case .historyRequest: return "HISTORY_REQUEST"
+        case .syncRequest: return "SYNC_REQUEST"
         case .streamOpen: return "STREAM_OPEN"
         case .streamAccept: return "STREAM_ACCEPT"
         case .streamData: return "STREAM_DATA"

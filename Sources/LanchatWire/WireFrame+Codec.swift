@@ -75,6 +75,22 @@ extension WireFrame {
         case .historyRequest:
             let room = try readRoom(&reader)
             result = .historyRequest(room: room, sinceMilliseconds: try reader.u64("since_ms"))
+        case .syncRequest:
+            let room = try readRoom(&reader)
+            let count = try reader.u16("count")
+            guard Int(count) <= SyncRequest.maximumMarks else {
+                throw .fieldTooLong(field: "marks", length: Int(count), limit: SyncRequest.maximumMarks)
+            }
+            var marks: [SyncRequest.Mark] = []
+            for _ in 0..<count {
+                let author = try reader.lengthPrefixed("author_id", lengthType: UInt8.self, limit: 52)
+                guard Self.isPeerID(author) else { throw .invalidValue(field: "author_id") }
+                let first = try reader.u64("first")
+                let last = try reader.u64("last")
+                guard first <= last else { throw .invalidValue(field: "last") }
+                marks.append(.init(author: String(decoding: author, as: UTF8.self), first: first, last: last))
+            }
+            result = .syncRequest(SyncRequest(room: room, marks: marks))
         case .roomLeave:
             let room = try readRoom(&reader)
             result = .roomLeave(RoomLeave(room: room, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
@@ -91,7 +107,8 @@ extension WireFrame {
                                       bytes: try reader.bytes("signature", count: Signature.length))
             }
             result = .message(Message(id: id, room: room, sequence: sequence, timestampMilliseconds: timestamp, kind: kind,
-                                      body: body, reliable: frame.flags & reliableFlag != 0, signature: signature))
+                                      body: body, reliable: frame.flags & reliableFlag != 0, signature: signature,
+                                      direct: frame.flags & directFlag != 0))
         case .ack:
             let count = try reader.u16("count")
             guard Int(count) <= maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: Int(count), limit: maximumAckIDs) }
@@ -267,6 +284,20 @@ extension WireFrame {
             payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
             payload.writeInteger(since)
             return RawFrame(type: FrameType.historyRequest.rawValue, payload: payload)
+        case .syncRequest(let request):
+            guard request.marks.count <= SyncRequest.maximumMarks else {
+                throw .fieldTooLong(field: "marks", length: request.marks.count, limit: SyncRequest.maximumMarks)
+            }
+            payload.writeLengthPrefixed(Array(request.room.rawValue.utf8), as: UInt8.self)
+            payload.writeInteger(UInt16(request.marks.count))
+            for mark in request.marks {
+                guard Self.isPeerID(Array(mark.author.utf8)) else { throw .invalidValue(field: "author_id") }
+                guard mark.first <= mark.last else { throw .invalidValue(field: "last") }
+                payload.writeLengthPrefixed(Array(mark.author.utf8), as: UInt8.self)
+                payload.writeInteger(mark.first)
+                payload.writeInteger(mark.last)
+            }
+            return RawFrame(type: FrameType.syncRequest.rawValue, payload: payload)
         case .roomLeave(let leave):
             try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)
@@ -280,7 +311,7 @@ extension WireFrame {
             payload.writeInteger(message.timestampMilliseconds)
             payload.writeInteger(message.kind.rawValue)
             payload.writeLengthPrefixed(Array(message.body.utf8), as: UInt32.self)
-            var flags: UInt8 = message.reliable ? Self.reliableFlag : 0
+            var flags: UInt8 = (message.reliable ? Self.reliableFlag : 0) | (message.direct ? Self.directFlag : 0)
             if let signature = message.signature {
                 guard signature.key.count == Signature.keyLength else { throw .invalidValue(field: "author_key") }
                 guard signature.bytes.count == Signature.length else { throw .invalidValue(field: "signature") }

@@ -19,7 +19,13 @@ public enum WireFrame: Equatable, Sendable {
     /// 0x06. A newcomer asks the member who invited it for the room's history since `since_ms` (what it
     /// lacks). `room (u8 len) | since_ms u64`.
     case historyRequest(room: RoomID, sinceMilliseconds: UInt64)
-    /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2). `message_id [16] | room (u8 len) | sequence u64 |
+    /// 0x07 (version 2). "Of `room`'s recent messages I hold, from these authors, these runs of sequences":
+    /// a member sends it to each member it connects to, which answers with a signed history of what the
+    /// sender lacks (relay for absent members). `room (u8 len) | count u16 (<= 1024) | runs, each:
+    /// author_id (u8 len, 52) | first u64 | last u64`.
+    case syncRequest(SyncRequest)
+    /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
+    /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
     /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
     /// signature [64]` (`Signature`: the author is the connection's peer).
     case message(Message)
@@ -63,7 +69,7 @@ public enum WireFrame: Equatable, Sendable {
     case ignored(type: UInt8)
 
     public enum FrameType: UInt8, Sendable {
-        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
@@ -74,6 +80,8 @@ public enum WireFrame: Equatable, Sendable {
     public static let reliableFlag: UInt8 = 0x01
     /// On MESSAGE (version 2): the author's key and signature follow the body.
     public static let signedFlag: UInt8 = 0x02
+    /// On MESSAGE: sent to some members of the room only; receivers neither relay it nor hand it to newcomers.
+    public static let directFlag: UInt8 = 0x04
     /// The protocol versions this implementation speaks: 1 (unsigned messages) and 2 (signed envelopes).
     public static let versions: ClosedRange<UInt16> = 1...2
     /// On RESOURCE_OFFER: `sha256` is zeros; RESOURCE_DIGEST brings it later.
@@ -153,6 +161,28 @@ public enum WireFrame: Equatable, Sendable {
         }
     }
 
+    public struct SyncRequest: Equatable, Sendable {
+        public static let maximumMarks = 1024
+        /// Sequences `first...last` of one author, all held.
+        public struct Mark: Equatable, Sendable {
+            public var author: String
+            public var first: UInt64
+            public var last: UInt64
+            public init(author: String, first: UInt64, last: UInt64) {
+                self.author = author
+                self.first = first
+                self.last = last
+            }
+        }
+        public var room: RoomID
+        public var marks: [Mark]
+
+        public init(room: RoomID, marks: [Mark]) {
+            self.room = room
+            self.marks = marks
+        }
+    }
+
     public struct RoomLeave: Equatable, Sendable {
         public var room: RoomID
         public var text: String
@@ -175,9 +205,11 @@ public enum WireFrame: Equatable, Sendable {
         public var reliable: Bool
         /// The author's signature (version 2; nil on a version 1 connection).
         public var signature: Signature?
+        /// Sent to some members of the room only (`lanchat send --to`).
+        public var direct: Bool
 
         public init(id: WireID, room: RoomID, sequence: UInt64, timestampMilliseconds: UInt64, kind: Kind, body: String, reliable: Bool,
-                    signature: Signature? = nil) {
+                    signature: Signature? = nil, direct: Bool = false) {
             self.id = id
             self.room = room
             self.sequence = sequence
@@ -186,6 +218,7 @@ public enum WireFrame: Equatable, Sendable {
             self.body = body
             self.reliable = reliable
             self.signature = signature
+            self.direct = direct
         }
     }
 

@@ -54,6 +54,12 @@ let vectors: [(name: String, frame: WireFrame, hex: String)] = [
     ("messageSigned", .message(.init(id: ascending, room: lab, sequence: 1, timestampMilliseconds: 1_795_000_000_000, kind: .text, body: "héllo\nworld",
                                      reliable: true, signature: vectorSignature)),
      "000000981003000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64031ee0bf1a3c0062bde8d92cf7422906ed41586bb7d802ff2a2a16b123fa894ffa902cd73e78170ce22b802df75836aaebce5afc5d2347354ab2588afcf3934a40a522ae6c1615fc09e9deaf291af49c8ebbf507970c1ab5e41adcd20c23d32e5c"),
+    ("syncRequest", .syncRequest(.init(room: lab, marks: [.init(author: vectorAuthor, first: 1, last: 4), .init(author: vectorAuthor, first: 7, last: 7),
+                                                         .init(author: "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a", first: 1, last: 1)])),
+     "000000d70700036c61620003346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a6100000000000000010000000000000004346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a6100000000000000070000000000000007346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c687472326100000000000000010000000000000001"),
+    ("messageDirect", .message(.init(id: ascending, room: lab, sequence: 1, timestampMilliseconds: 1_795_000_000_000, kind: .text, body: "héllo\nworld",
+                                     reliable: true, direct: true)),
+     "000000371005000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64"),
 ]
 
 /// The version 2 vectors' author: scripts/wire-vectors.py's fixed P-256 key.

@@ -456,3 +456,37 @@ def test_history_grep_from_and_since_find_messages_through_the_index(lan):
     assert grep("--since", "2099-01-01") == []
     bad = lan.lanchat("h2", "history", "--since", "yesterday", check=False)
     assert bad.returncode != 0 and "--since must be" in bad.stderr, bad.stderr
+
+
+def test_a_message_reaches_a_member_its_author_never_met_online_through_another_member(lan):
+    """Issue 12, item 3 (relay for absent members): alice writes while carol is offline; alice goes
+    offline; carol comes back while bob is online: carol gets alice's message from bob, verified (signed
+    by alice, whoever relayed it), exactly once, also after alice comes back and sends it again."""
+    lan.up(3)
+    a, b, c = (lan.start_daemon(h, name=n, extra=["--auto-accept", "all"]) for h, n in (("h1", "alice"), ("h2", "bob"), ("h3", "carol")))
+    for host in ("h1", "h2", "h3"):
+        ready(lan, host, 2)
+    for invitee in ("bob", "carol"):
+        assert lan.lanchat_json("h1", "invite", invitee, "--room", "lab", "--wait")["outcome"] == "accepted"
+    for host, others in (("h1", {"bob", "carol"}), ("h2", {"alice", "carol"}), ("h3", {"alice", "bob"})):
+        wait_for(lambda: members(lan, host) == {n: "connected" for n in others}, timeout=15, what=f"full mesh at {host}")
+    alice_id = a.status()["id"]
+    c.stop()
+    wait_for(lambda: members(lan, "h1")["carol"] == "not_connected", timeout=10, what="carol gone at alice")
+    lan.lanchat("h1", "send", "--room", "lab", "written while carol was away")
+    wait_for(lambda: "written while carol was away" in texts(lan, "h2"), what="bob got alice's message")
+    a.stop()
+    wait_for(lambda: members(lan, "h2")["alice"] == "not_connected", timeout=10, what="alice gone at bob")
+    c.start()
+    wait_for(lambda: members(lan, "h3").get("bob") == "connected", timeout=20, what="carol back with bob")
+    wait_for(lambda: "written while carol was away" in texts(lan, "h3"), timeout=20, what="alice's message at carol, through bob")
+    got = [m for m in history(lan, "h3") if m["text"] == "written while carol was away"]
+    assert len(got) == 1 and got[0]["sender_id"] == alice_id and got[0]["sender"] == "alice" and got[0]["signed"] is True, got
+    assert members(lan, "h3")["alice"] == "not_connected"  # carol and alice were never online together
+    notices = [m["text"] for m in history(lan, "h3") if m["kind"] == "system"]
+    assert any("relayed by bob" in n for n in notices), notices
+    # alice comes back and her outbox sends it to carol again: still once.
+    a.start()
+    wait_for(lambda: members(lan, "h3").get("alice") == "connected", timeout=20, what="alice back with carol")
+    time.sleep(6)  # her outbox is flushed on the connection, and retransmitted every 5 s until acknowledged
+    assert [m["text"] for m in history(lan, "h3")].count("written while carol was away") == 1

@@ -41,6 +41,27 @@ extension Simulator {
         }
     }
 
+    /// Relay (wire version 2): once the network has healed, every message of a room that any member
+    /// holds (sent to the whole room) is held by every member it is connected with in that room, also when
+    /// its author was never online at the same time as that member. (Members that ever left are owed
+    /// nothing, as in `checkDelivery`.)
+    func checkRelay() throws {
+        for room in rooms {
+            for (index, node) in nodes.enumerated() where !everLeft(index, room) {
+                guard let members = node.engine?.members(of: room) else { continue }
+                for other in members.keys.sorted() {
+                    guard let peer = nodes.firstIndex(where: { $0.peer.id == other }), !everLeft(peer, room),
+                          nodes[peer].engine?.isMember(node.peer.id, of: room) == true else { continue }
+                    for message in node.store.messages.values.sorted(by: { $0.id < $1.id })
+                    where message.room == room.rawValue && message.kind != .system && !message.direct && nodes[peer].store.messages[message.id] == nil {
+                        let author = nodes.firstIndex { $0.peer.id.rawValue == message.senderID }.map { "n\($0)" } ?? message.senderID.prefix(8).description
+                        throw fail("n\(peer) lacks \(message.id.prefix(8)) by \(author) in \(room), which its fellow member n\(index) holds")
+                    }
+                }
+            }
+        }
+    }
+
     /// Membership views converge. Rooms are named, not registered: two groups can each have a room
     /// called "lab". So for each name, the members a node lists and the node itself form a group that
     /// every one of them sees the same way (views are symmetric and closed).

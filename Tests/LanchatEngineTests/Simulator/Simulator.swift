@@ -171,6 +171,7 @@ final class Simulator {
         try checkMembership()
         try checkDelivery()
         try checkSignatures()
+        try checkRelay()
         try checkInvitations()
         try checkStreams()
         try checkTransfers()
@@ -222,8 +223,13 @@ final class Simulator {
             perform(to) { $0.received(frames, on: handle, at: self.time(to)) }
         case .history(let id, let to, let from, let room, let messages):
             guard let link = links[id], link.up, var engine = nodes[to].engine else { return }
-            // As the shell: a history resource is taken only from the member we asked.
-            guard engine.historyRequested[room] == nodes[from].peer.id else { return }
+            // As the shell: a history resource is taken only from the member we asked: our inviter, or a
+            // member we sent a SYNC_REQUEST (relay).
+            let newcomer = engine.historyRequested[room] == nodes[from].peer.id
+            guard newcomer || engine.takeSyncAnswer(room, from: nodes[from].peer.id) else {
+                nodes[to].engine = engine
+                return
+            }
             // As the shell: each record (signed) through the engine's rule for what may be kept. A hostile
             // relay (a fault) changes one record's words and keeps its signature: it must be refused.
             let tamper = options.faults && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
@@ -244,7 +250,7 @@ final class Simulator {
                 case .refused, .ours: break
                 }
             }
-            engine.historyEnded(room)
+            if newcomer { engine.historyEnded(room) }
             nodes[to].engine = engine
         case .linkDown(let node, let incarnation, let handle, let reason):
             guard alive(node, incarnation) else { return }
@@ -346,6 +352,15 @@ final class Simulator {
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
             let messages = nodes[node].store.export(room: room.rawValue, since: since, limit: 1000)
             schedule(.history(link: link.id, to: to, from: node, room, messages), at: arrival(link, to: to))
+        case .requestSync(let room, let handle):
+            let marks = SessionStateMachine.syncMarks(nodes[node].store.recentSequences(room: room.rawValue, limit: 2000))
+            transmit([.syncRequest(.init(room: room, marks: marks))], from: node, on: handle)
+        case .sendSync(let room, let marks, let peer):
+            guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
+            let lacking = SessionStateMachine.lacking(nodes[node].store.export(room: room.rawValue, since: 0, limit: 1000), marks: marks,
+                                                      requester: peer.id, ownID: nodes[node].peer.id)
+            if verbose { log("n\(node) -> n\(to): sync answer \(room) \(lacking.map { $0.id.prefix(8) }) for marks \(marks.mapValues { $0.map { "\($0.lowerBound)-\($0.upperBound)" } })") }
+            if !lacking.isEmpty { schedule(.history(link: link.id, to: to, from: node, room, lacking), at: arrival(link, to: to)) }
         case .requestHistory(let room, let handle):
             let latest = nodes[node].store.latestTimestamp(room: room.rawValue)
             transmit([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))], from: node, on: handle)

@@ -1,0 +1,90 @@
+import LanchatCore
+import LanchatWire
+
+/// Relay for absent members (wire version 2). Because a signed message verifies on its own, any member
+/// may hand it on: whenever two members of a room connect, each tells the other what it holds of the
+/// room (SYNC_REQUEST: the highest sequence from each author), and each answers with a signed history of
+/// what the other lacks, which the receiver checks record by record (`verdict`) as it checks a
+/// newcomer's history. So a message reaches a member that was offline when its author was online, through
+/// any member that has it, and is stored once (ids de-duplicate).
+extension SessionStateMachine {
+    /// On a new version 2 connection with a member: ask it what we lack of each room we share (and again
+    /// at every resync, `resyncInterval`: a message that reached it while we were both connected comes too).
+    mutating func askForWhatWeLack(from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
+        for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[entry.peer.id] != nil {
+            askForWhatWeLack(in: room, from: entry, &out)
+        }
+    }
+
+    mutating func askForWhatWeLack(in room: RoomID, from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
+        guard entry.version >= 2, configuration.envelopes != nil else { return }
+        syncAsked.insert(RoomMember(room: room, peer: entry.peer.id))
+        out.append(.requestSync(room, entry.handle))
+    }
+
+    /// A member asks what it lacks: answered once per room and member between two resyncs (a flood of
+    /// requests costs one export each, so no more).
+    mutating func received(_ request: WireFrame.SyncRequest, from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
+        guard entry.version >= 2, rooms[request.room]?.members[entry.peer.id] != nil,
+              syncServed.insert(RoomMember(room: request.room, peer: entry.peer.id)).inserted else { return }
+        var marks: [String: [ClosedRange<UInt64>]] = [:]
+        for mark in request.marks { marks[mark.author, default: []].append(mark.first...mark.last) }
+        out.append(.sendSync(request.room, marks: marks, to: entry.peer))
+    }
+
+    /// Whether a history offered for `room` answers our SYNC_REQUEST to `peer` (taken once).
+    public mutating func takeSyncAnswer(_ room: RoomID, from peer: PeerID) -> Bool {
+        syncAsked.remove(RoomMember(room: room, peer: peer)) != nil
+    }
+
+    /// A connection ended: what was asked on it and answered on it is forgotten (the next one asks again).
+    mutating func forgetSync(with peer: PeerID) {
+        syncAsked = syncAsked.filter { $0.peer != peer }
+        syncServed = syncServed.filter { $0.peer != peer }
+    }
+
+    /// A history transfer ended (any way): a newcomer's history frees the room for the next; a relay
+    /// answer only itself.
+    mutating func historyTransferEnded(_ id: WireID, room: RoomID) {
+        if relayTransfers.remove(id) == nil { historyEnded(room) }
+    }
+
+    /// The runs of sequences held from each author, from the (author, sequence) pairs of a room's recent
+    /// messages, for a SYNC_REQUEST: at most `SyncRequest.maximumMarks` runs (the latest ones, if there
+    /// are more: what is left out is at worst sent again, and ids de-duplicate).
+    public static func syncMarks(_ held: [(author: String, sequence: Int64)]) -> [WireFrame.SyncRequest.Mark] {
+        var byAuthor: [String: [UInt64]] = [:]
+        for (author, sequence) in held where sequence >= 0 { byAuthor[author, default: []].append(UInt64(sequence)) }
+        var marks: [WireFrame.SyncRequest.Mark] = []
+        for (author, sequences) in byAuthor.sorted(by: { $0.key < $1.key }) {
+            var run: ClosedRange<UInt64>?
+            for sequence in Set(sequences).sorted() {
+                if let current = run, sequence == current.upperBound + 1 {
+                    run = current.lowerBound...sequence
+                } else {
+                    if let current = run { marks.append(.init(author: author, first: current.lowerBound, last: current.upperBound)) }
+                    run = sequence...sequence
+                }
+            }
+            if let run { marks.append(.init(author: author, first: run.lowerBound, last: run.upperBound)) }
+        }
+        guard marks.count > WireFrame.SyncRequest.maximumMarks else { return marks }
+        return Array(marks.sorted { ($0.last, $0.author) > ($1.last, $1.author) }.prefix(WireFrame.SyncRequest.maximumMarks))
+    }
+
+    /// Which of a member's messages a SYNC_REQUEST lacks: of `messages` (the room's latest, oldest
+    /// first), those by authors other than `requester`, signed (an unsigned one would be refused unless
+    /// it is the relay's own) and not direct, whose sequence is in none of the runs the requester holds
+    /// from their author. (The requester looks at twice as many recent messages as are sent, so what it
+    /// left out is older than what is sent, or at worst sent again: ids de-duplicate.)
+    public static func lacking(
+        _ messages: [StoredMessage], marks: [String: [ClosedRange<UInt64>]], requester: PeerID, ownID: PeerID
+    ) -> [StoredMessage] {
+        messages.filter { message in
+            guard message.kind != .system, !message.direct, message.senderID != requester.rawValue,
+                  message.isSigned || message.senderID == ownID.rawValue else { return false }
+            let sequence = UInt64(max(0, message.sequence))
+            return !(marks[message.senderID] ?? []).contains { $0.contains(sequence) }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import LanchatCore
+@testable import LanchatEngine
+import LanchatWire
+import Testing
+
+/// Relay for absent members (issue 12, item 3), the engine's part: members ask each other what they lack
+/// (SYNC_REQUEST) on every version 2 connection and resync; each answers once per resync; a signed history
+/// is taken from a member only in answer to our request; direct messages are never handed on.
+@Suite struct RelayTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let carol = SessionPeer(id: SessionStateMachineTests.peerID(0x20), name: "carol")
+    let lab = RoomID("lab")!
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    func engine() -> SessionStateMachine {
+        var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never)
+        configuration.envelopes = SimulatedSignatures.keys(for: 0, ids: [me.id, bob.id, carol.id])
+        var node = SessionStateMachine(
+            configuration: configuration,
+            restored: .init(rooms: [(lab, [StoredMember(peerID: bob.id.rawValue, name: bob.name, port: 7473, addresses: [])])], knownPeers: KnownPeerBook()),
+            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        return node
+    }
+
+    func syncRequests(_ actions: [SessionAction]) -> [RoomID] {
+        actions.compactMap { if case .requestSync(let room, _) = $0 { room } else { nil } }
+    }
+
+    func syncAnswers(_ actions: [SessionAction]) -> [[String: [ClosedRange<UInt64>]]] {
+        actions.compactMap { if case .sendSync(_, let marks, _) = $0 { marks } else { nil } }
+    }
+
+    func offer(_ byte: UInt8, kind: WireFrame.ResourceOffer.Kind = .signedHistory) -> WireFrame {
+        .resourceOffer(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: kind, name: Array("history".utf8), size: 10,
+                             sha256: [UInt8](repeating: 1, count: 32), modifiedMilliseconds: 0))
+    }
+
+    func refused(_ actions: [SessionAction]) -> Bool {
+        actions.contains { if case .send(_, let frames) = $0 { frames.contains { if case .resourceEnd(let end) = $0 { end.status == .refused } else { false } } } else { false } }
+    }
+
+    @Test func aMemberIsAskedOnEveryVersion2ConnectionAndResync() {
+        var node = engine()
+        #expect(syncRequests(node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1)).actions) == [lab])
+        // Again at the resync (the timer's own deadline).
+        let resync = node.tick(at: at(node.configuration.resyncInterval + 10))
+        #expect(syncRequests(resync) == [lab])
+        // Not on a version 1 connection, and not a stranger.
+        var old = engine()
+        #expect(syncRequests(old.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 1, at: at(1)).actions).isEmpty)
+        #expect(syncRequests(node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 2, at: at(2)).actions).isEmpty)
+    }
+
+    @Test func aMembersRequestIsAnsweredOncePerResyncAndAStrangersNever() {
+        var node = engine()
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        let request = WireFrame.syncRequest(.init(room: lab, marks: [.init(author: carol.id.rawValue, first: 1, last: 4),
+                                                                    .init(author: carol.id.rawValue, first: 6, last: 9)]))
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(2))) == [[carol.id.rawValue: [1...4, 6...9]]])
+        #expect(syncAnswers(node.received([request, request], on: LinkHandle(1), at: at(3))).isEmpty)
+        #expect(syncAnswers(node.received([request], on: LinkHandle(2), at: at(3))).isEmpty)  // carol is not a member
+        _ = node.tick(at: at(node.configuration.resyncInterval + 10))
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(node.configuration.resyncInterval + 20))).count == 1)
+    }
+
+    @Test func aSignedHistoryIsTakenOnlyInAnswerToOurRequest() {
+        var node = engine()
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        // Asked at the connection: one answer is taken, a second is not, nor an unsigned (kind 1) one.
+        #expect(!refused(node.received([offer(1)], on: LinkHandle(1), at: at(2))))
+        #expect(node.relayTransfers.count == 1)
+        #expect(refused(node.received([offer(2)], on: LinkHandle(1), at: at(3))))
+        var other = engine()
+        _ = other.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        #expect(refused(other.received([offer(3, kind: .history)], on: LinkHandle(1), at: at(2))))
+        // After the connection ends, nothing asked on it is taken.
+        var gone = engine()
+        _ = gone.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        _ = gone.linkDown(LinkHandle(1), reason: .lost, at: at(2))
+        #expect(gone.syncAsked.isEmpty && gone.syncServed.isEmpty)
+    }
+
+    @Test func whatIsHandedOnIsWhatTheAskerLacksAndNeverDirect() {
+        func message(_ sequence: Int64, by sender: PeerID, direct: Bool = false, signed: Bool = true) -> StoredMessage {
+            StoredMessage(id: String(format: "%032x", sequence + Int64(sender.rawValue.hashValue & 0xffff) << 16), room: "lab", senderID: sender.rawValue,
+                          senderName: "x", sequence: sequence, timestamp: sequence, kind: .text, body: "m\(sequence)",
+                          authorKey: signed ? [2] : [], signature: signed ? [1] : [], direct: direct)
+        }
+        let messages = [message(1, by: carol.id), message(2, by: carol.id), message(3, by: carol.id, direct: true), message(4, by: carol.id),
+                        message(5, by: carol.id), message(7, by: carol.id), message(1, by: bob.id), message(5, by: me.id, signed: false),
+                        message(6, by: carol.id, signed: false)]
+        // bob holds carol's 2 and 5: carol's 1, 4 and 7 are lacking; 3 is direct; 6 unsigned; bob's own
+        // never; our own unsigned, yes.
+        let lacking = SessionStateMachine.lacking(messages, marks: [carol.id.rawValue: [2...2, 5...5]], requester: bob.id, ownID: me.id)
+        #expect(lacking.map(\.body) == ["m1", "m4", "m7", "m5"])
+        #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id).map(\.body) == ["m1", "m2", "m4", "m5", "m7", "m5"])
+    }
+
+    @Test func theRunsHeldAreCompactAndBounded() {
+        let held: [(author: String, sequence: Int64)] = [("b", 3), ("a", 1), ("a", 2), ("a", 4), ("b", 3), ("a", 3), ("a", 9)]
+        #expect(SessionStateMachine.syncMarks(held) == [.init(author: "a", first: 1, last: 4), .init(author: "a", first: 9, last: 9),
+                                                         .init(author: "b", first: 3, last: 3)])
+        let gappy = (0..<3000).map { (author: "a", sequence: Int64($0 * 2)) }
+        let marks = SessionStateMachine.syncMarks(gappy)
+        #expect(marks.count == WireFrame.SyncRequest.maximumMarks && marks.first?.last == 5998)
+    }
+}
