@@ -88,11 +88,12 @@ def hello_payload(min_version, max_version):
             + lp1(HELLO_NAME.encode()) + struct.pack(">B", 1) + lp1(b"chat"))
 
 
-def signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, body):
-    """"LCHT-MSG-2" | author_id lp1 | room lp1 | message_id[16] | sequence u64 | timestamp_ms u64 | kind u8 | body lp4"""
+def signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, body, direct=0):
+    """"LCHT-MSG-2" | author_id lp1 | room lp1 | message_id[16] | sequence u64 | timestamp_ms u64 | kind u8 |
+    audience u8 (0 the room, 1 direct) | body lp4"""
     assert len(message_id) == 16
     return (b"LCHT-MSG-2" + lp1(author_id.encode()) + lp1(room.encode()) + message_id
-            + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp4(body.encode()))
+            + struct.pack(">QQBB", sequence, timestamp_ms, kind, direct) + lp4(body.encode()))
 
 
 def v1_message_payload(message_id, room, sequence, timestamp_ms, kind, body):
@@ -284,10 +285,12 @@ def main():
         ("history_record", record.hex()),
         ("history_record_unsigned", unsigned_record.hex()),
         ("hello_frame", frame(0x01, 0, hello_payload(1, 2)).hex()),
-        # SYNC_REQUEST: room `lab`, runs: the fixed key's id 1-4 and 7-7, the v1 vectors' id 1-1.
-        ("sync_request_frame", frame(0x07, 0, lp1(ROOM.encode()) + struct.pack(">H", 3)
+        # SYNC_REQUEST: room `lab`, since 1795000000000, runs: the fixed key's id 1-4 and 7-7, the v1 vectors' id 1-1.
+        ("sync_request_frame", frame(0x07, 0, lp1(ROOM.encode()) + struct.pack(">QH", TIMESTAMP_MS, 3)
                                      + lp1(author_id.encode()) + struct.pack(">QQ", 1, 4) + lp1(author_id.encode()) + struct.pack(">QQ", 7, 7)
                                      + lp1(b"liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a") + struct.pack(">QQ", 1, 1)).hex()),
+        # HISTORY_REQUEST with a limit (flag 0x01): room `lab`, since 1795000000000, at most 100 messages.
+        ("history_request_limit_frame", frame(0x06, 0x01, lp1(ROOM.encode()) + struct.pack(">QI", TIMESTAMP_MS, 100)).hex()),
         # MESSAGE, direct (flags 0x05: reliable, to some members only), otherwise as the v1 vector.
         ("message_direct_frame", frame(0x10, 0x05, v1_message_payload(MESSAGE_ID, ROOM, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY)).hex()),
     ]

@@ -11,7 +11,7 @@ public enum ControlCall: Equatable, Sendable {
     case ping(peer: String, count: Int)
     case invite(Invite)
     case invitations
-    case accept(id: String)
+    case accept(id: String, history: JoinHistory = .all)
     case decline(id: String, reason: String?)
     case rooms
     case members(room: String?)
@@ -30,6 +30,41 @@ public enum ControlCall: Equatable, Sendable {
     case streamAccept(name: String, from: String?)
     case connect(address: String, confirm: String?)
     case disconnect(peer: String)
+
+    /// What history a newcomer asks its inviter for (`accept`'s `history`: `all`, `none` or a number of
+    /// the latest messages; `history_since_ms`: none older). The inviter's own bound applies on top.
+    public struct JoinHistory: Equatable, Sendable {
+        public static let limitRange = 0...1_000_000
+        /// nil: all the inviter sends; 0: nothing.
+        public var limit: Int?
+        public var sinceMilliseconds: Int64?
+
+        public init(limit: Int? = nil, sinceMilliseconds: Int64? = nil) {
+            self.limit = limit
+            self.sinceMilliseconds = sinceMilliseconds
+        }
+
+        public static let all = JoinHistory()
+
+        /// `all`, `none` or a number (0-1000000), as `lanchat accept --history` and `params.history` take it.
+        public init?(_ text: String, sinceMilliseconds: Int64? = nil) {
+            switch text {
+            case "all": self.init(sinceMilliseconds: sinceMilliseconds)
+            case "none": self.init(limit: 0, sinceMilliseconds: sinceMilliseconds)
+            default:
+                guard let number = Int(text), Self.limitRange.contains(number) else { return nil }
+                self.init(limit: number, sinceMilliseconds: sinceMilliseconds)
+            }
+        }
+
+        var text: String? {
+            switch limit {
+            case nil: nil
+            case 0: "none"
+            case let number?: String(number)
+            }
+        }
+    }
 
     public struct Invite: Equatable, Sendable {
         public var peer: String
@@ -133,7 +168,11 @@ public enum ControlCall: Equatable, Sendable {
             p["room"] = invite.room
             p["message"] = invite.message
             if invite.wait { p["wait"] = "true" }
-        case .accept(let id), .cancel(let id):
+        case .accept(let id, let history):
+            p = ["id": id]
+            p["history"] = history.text
+            p["history_since_ms"] = history.sinceMilliseconds.map { String($0) }
+        case .cancel(let id):
             p = ["id": id]
         case .decline(let id, let reason):
             p = ["id": id]
@@ -202,7 +241,16 @@ public enum ControlCall: Equatable, Sendable {
             }
             self = .invite(Invite(peer: try p.required("peer"), room: p.optional("room"), message: message, timeoutSeconds: timeout,
                                   wait: try p.flag("wait", default: false)))
-        case .accept: self = .accept(id: try p.required("id"))
+        case .accept:
+            let since = try p.integer("history_since_ms", in: 0...Int(Int64.max)).map { Int64($0) }
+            var history = JoinHistory(sinceMilliseconds: since)
+            if let text = p.optional("history") {
+                guard let chosen = JoinHistory(text, sinceMilliseconds: since) else {
+                    throw .badRequest("params.history must be all, none or a number of messages (0-1000000), not '\(text.prefix(16))'")
+                }
+                history = chosen
+            }
+            self = .accept(id: try p.required("id"), history: history)
         case .decline: self = .decline(id: try p.required("id"), reason: p.optional("reason"))
         case .members: self = .members(room: p.optional("room"))
         case .leave: self = .leave(room: try p.required("room"))

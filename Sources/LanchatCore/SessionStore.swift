@@ -28,8 +28,8 @@ public protocol SessionStore: AnyObject {
     func latestTimestamp(room: String) throws -> Int64
     /// The last sequence `sender` used in each room it wrote text or files in.
     func lastSequences(sender: String) throws -> [String: Int64]
-    /// The author and sequence of the latest `limit` text and file messages of `room` (any order): what a
-    /// member holds of the room's recent messages, for a SYNC_REQUEST.
+    /// The author and sequence of the latest `limit` text and file messages of `room` (any order), not
+    /// direct ones: what a member holds of the room's recent messages, for a SYNC_REQUEST.
     func recentSequences(room: String, limit: Int) throws -> [(author: String, sequence: Int64)]
 
     // Outbox: per recipient, in the order queued; a message is queued at most once per recipient.
@@ -47,6 +47,8 @@ public protocol SessionStore: AnyObject {
     /// Creates the room (first time) and replaces its members.
     func saveRoom(_ room: String, members: [StoredMember], now: Int64) throws
     func deleteRoom(_ room: String) throws
+    /// When this daemon joined `room` (milliseconds since the epoch, its own clock), if it is in it.
+    func joinedAt(room: String) throws -> Int64?
 
     // Ids a room member proved with its key (TLS): a plaintext connection may not claim them.
     func rememberKeyed(peerID: String, now: Int64) throws

@@ -182,7 +182,7 @@ struct DaemonControlHandler: ControlHandler {
             case .ping(let peer, let count): response.ping = try await ping(query: peer, count: count)
             case .invite(let invite): response.invite = try await sessions.invite(invite)
             case .invitations: response.invitations = await sessions.invitations()
-            case .accept(let id): response.invitation = try await sessions.answer(id, accept: true, reason: nil)
+            case .accept(let id, let history): response.invitation = try await sessions.answer(id, accept: true, reason: nil, history: history)
             case .decline(let id, let reason): response.invitation = try await sessions.answer(id, accept: false, reason: reason)
             case .rooms: response.rooms = await sessions.rooms()
             case .members(let room): response.room = try await sessions.members(room)

@@ -33,19 +33,31 @@ public protocol PeerAddressBook: Sendable {
 
 extension PeerDirectory: PeerAddressBook {}
 
-/// Ids (messages, invitations, notices) from a seeded SplitMix64: the shell seeds it from the system,
-/// the simulator from its seed, so a run can be replayed.
+/// Ids (messages, invitations, notices). The shell's come from the system's random generator, each on
+/// its own: an id seen on the wire says nothing of the next (a seeded generator can be run forward from
+/// one id it gave, and a member who can guess an author's next message id can take it first). The
+/// simulator's come from a seeded SplitMix64, so that a run can be replayed.
 public struct IDGenerator: Sendable {
     private var state: UInt64
+    private let random: Bool
 
-    public init(seed: UInt64) { state = seed }
-
-    public static func system() -> IDGenerator {
-        var generator = SystemRandomNumberGenerator()
-        return IDGenerator(seed: generator.next())
+    public init(seed: UInt64) {
+        state = seed
+        random = false
     }
 
+    private init(random: Bool) {
+        state = 0
+        self.random = random
+    }
+
+    public static func system() -> IDGenerator { IDGenerator(random: true) }
+
     public mutating func next() -> UInt64 {
+        if random {
+            var generator = SystemRandomNumberGenerator()
+            return generator.next()
+        }
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

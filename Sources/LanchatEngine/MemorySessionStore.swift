@@ -9,6 +9,7 @@ public final class MemorySessionStore: SessionStore {
     public private(set) var queues: [String: [String]] = [:]
     private var roomOrder: [String] = []
     private var members: [String: [StoredMember]] = [:]
+    private var joined: [String: Int64] = [:]
     private var saved: [String: (transfer: StoredTransfer, touched: Int64)] = [:]
     private var keyed: [String] = []
     /// When each message was stored (0, 1, ...), as SQLite's rowid: a search with words takes the last
@@ -25,13 +26,13 @@ public final class MemorySessionStore: SessionStore {
             defer { depth -= 1 }
             return try body()
         }
-        let before = (messages, queues, roomOrder, members, saved, keyed, storedOrder)
+        let before = (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder)
         depth = 1
         defer { depth = 0 }
         do {
             return try body()
         } catch {
-            (messages, queues, roomOrder, members, saved, keyed, storedOrder) = before
+            (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder) = before
             throw error
         }
     }
@@ -82,7 +83,7 @@ public final class MemorySessionStore: SessionStore {
     }
 
     public func recentSequences(room: String, limit: Int) -> [(author: String, sequence: Int64)] {
-        Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system }).suffix(max(0, limit)).map { ($0.senderID, $0.sequence) }
+        Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct }).suffix(max(0, limit)).map { ($0.senderID, $0.sequence) }
     }
 
     // MARK: Outbox
@@ -123,12 +124,18 @@ public final class MemorySessionStore: SessionStore {
     }
 
     public func saveRoom(_ room: String, members list: [StoredMember], now: Int64) {
-        if members[room] == nil { roomOrder.append(room) }
+        if members[room] == nil {
+            roomOrder.append(room)
+            joined[room] = now
+        }
         members[room] = list
     }
 
+    public func joinedAt(room: String) -> Int64? { joined[room] }
+
     public func deleteRoom(_ room: String) {
         members[room] = nil
+        joined[room] = nil
         roomOrder.removeAll { $0 == room }
     }
 

@@ -21,16 +21,19 @@ public enum SessionAction: Equatable, Sendable {
     case flushOutbox(PeerID, LinkHandle, rooms: Set<RoomID>)
     /// Send a newcomer the room's history since a time (the shell exports it from the store and sends
     /// it as a history resource; `signed`: a signed history, for a peer that speaks version 2).
-    case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer, signed: Bool)
+    /// `limit`: the newcomer asked for at most that many (the shell's own bound applies too).
+    case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer, signed: Bool, limit: Int?)
     /// Ask the inviter for what we lack of a room's history: HISTORY_REQUEST since a minute before the
     /// latest message the store holds for the room (overlap is harmless: ids de-duplicate).
-    case requestHistory(RoomID, LinkHandle)
+    /// `scope`: what the newcomer chose (a later `since`, a `limit`).
+    case requestHistory(RoomID, LinkHandle, HistoryScope)
     /// Ask a member (version 2) for what we lack of a room: SYNC_REQUEST with the runs of sequences the
     /// store holds from each author among the room's recent messages (`syncMarks(recentSequences)`).
     case requestSync(RoomID, LinkHandle)
     /// Send a member what it lacks of a room: a signed history of those of the room's latest messages
-    /// (`historyForNewcomers` at most) that `lacking` picks, by the runs it holds from each author.
-    case sendSync(RoomID, marks: [String: [ClosedRange<UInt64>]], to: SessionPeer)
+    /// (`historyForNewcomers` at most) since `sinceMilliseconds` that `lacking` picks, by the runs it holds
+    /// from each author.
+    case sendSync(RoomID, sinceMilliseconds: Int64, marks: [String: [ClosedRange<UInt64>]], to: SessionPeer)
     /// Report to the node's users.
     case emit(SessionEvent)
     /// An invitation we sent ended: resolve whoever waits for it.

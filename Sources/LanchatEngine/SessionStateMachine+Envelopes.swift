@@ -40,30 +40,53 @@ extension SessionStateMachine {
     }
 
     /// The rule for a history record, pure: a signed record (`signed` history) is kept only if its
-    /// signature verifies for its sender, whoever relayed it; an unsigned one only if its sender is the
-    /// relay itself (the connection proved who that is: its own words need no signature). So a relay
-    /// can withhold messages, but not put words in another member's mouth.
+    /// signature verifies for its sender, whoever relayed it, and its sender is a member of the room
+    /// (`members`, as this node knows them, with the names it shows: a record's name is the relay's
+    /// label, replaced by ours); an unsigned one only if its sender is the relay itself (the connection
+    /// proved who that is: its own words need no signature). So a relay can withhold messages, but not
+    /// put words in another member's mouth, nor bring in authors of its own making. Without `keys` (a
+    /// node that speaks version 1 only) the relay's word is taken, as version 1 does.
     public static func verdict(
-        _ record: HistoryRecord, room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?
+        _ record: HistoryRecord, room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String]? = nil
     ) -> HistoryVerdict {
         if record.senderID == ownID.rawValue { return .ours }
         guard var stored = storable(
             id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
             timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: ownID), let author = PeerID(record.senderID)
         else { return .refused }
-        guard let signature = record.signature else { return author == relay ? .keep(stored) : .refused }
-        guard let keys, keys.verifies(signature, over: record.signingBytes(room: room), by: author) else { return .forged }
-        stored.authorKey = signature.key
-        stored.signature = signature.bytes
+        guard let keys else { return .keep(stored) }
+        if let signature = record.signature {
+            guard keys.verifies(signature, over: record.signingBytes(room: room), by: author) else { return .forged }
+            stored.authorKey = signature.key
+            stored.signature = signature.bytes
+        } else if author != relay {
+            return .refused
+        }
+        if let members {
+            guard let name = members[author] ?? (author == relay ? stored.senderName : nil) else { return .refused }
+            stored.senderName = name
+        }
         return .keep(stored)
     }
 
     /// Signs a message we write (nothing without keys: an engine that speaks only version 1).
     func signed(_ message: StoredMessage, room: RoomID, id: WireID) -> StoredMessage {
-        guard let keys = configuration.envelopes else { return message }
+        Self.signed(message, room: room, id: id, keys: configuration.envelopes)
+    }
+
+    /// Our message with its signature: for one we wrote before signatures, still queued for a peer that
+    /// now speaks version 2 (which refuses an unsigned message). Others' messages and signed ones as they are.
+    public static func signedIfOurs(_ message: StoredMessage, ownID: PeerID, keys: EnvelopeKeys?) -> StoredMessage {
+        guard !message.isSigned, message.senderID == ownID.rawValue, message.kind != .system,
+              let id = WireID(hex: message.id), let room = RoomID(message.room) else { return message }
+        return signed(message, room: room, id: id, keys: keys)
+    }
+
+    static func signed(_ message: StoredMessage, room: RoomID, id: WireID, keys: EnvelopeKeys?) -> StoredMessage {
+        guard let keys else { return message }
         let bytes = Envelope.signingBytes(
             author: message.senderID, room: room, id: id, sequence: UInt64(max(0, message.sequence)),
-            timestamp: UInt64(max(0, message.timestamp)), kind: .text, body: message.body)
+            timestamp: UInt64(max(0, message.timestamp)), kind: .text, direct: message.direct, body: message.body)
         let signature = keys.signature(over: bytes)
         var message = message
         message.authorKey = signature.key
@@ -76,7 +99,7 @@ extension SessionStateMachine {
         guard let signature = message.signature, let keys = configuration.envelopes else { return false }
         let bytes = Envelope.signingBytes(
             author: sender.rawValue, room: message.room, id: message.id, sequence: message.sequence,
-            timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body)
+            timestamp: message.timestampMilliseconds, kind: message.kind, direct: message.direct, body: message.body)
         return keys.verifies(signature, over: bytes, by: sender)
     }
 }

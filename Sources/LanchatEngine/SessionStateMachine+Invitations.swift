@@ -75,8 +75,11 @@ extension SessionStateMachine {
         return first
     }
 
-    /// Accepts a pending invitation (by id or unique prefix) and joins its room.
-    public mutating func accept(_ prefix: String, at now: EngineTime) throws(SessionError) -> (IncomingInvitation, [SessionAction]) {
+    /// Accepts a pending invitation (by id or unique prefix) and joins its room, asking the inviter for
+    /// the history `history` says.
+    public mutating func accept(
+        _ prefix: String, history: HistoryScope = .all, at now: EngineTime
+    ) throws(SessionError) -> (IncomingInvitation, [SessionAction]) {
         let id = try pendingInvitation(prefix)
         let entry = pending[id]!
         guard let link = links.entry(entry.peer) else {
@@ -86,7 +89,7 @@ extension SessionStateMachine {
         pending[id] = nil
         timers.cancel(.incomingInvitation(id))
         out.append(.send(link.handle, [.inviteReply(.init(id: id, outcome: .accepted))]))
-        join(RoomID(entry.invitation.room)!, invitedBy: link, at: now, &out)
+        join(RoomID(entry.invitation.room)!, invitedBy: link, history: history, at: now, &out)
         out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted")))
         scheduleResync(at: now)
         return (entry.invitation, out)

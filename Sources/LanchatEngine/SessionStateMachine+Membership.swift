@@ -20,16 +20,18 @@ extension SessionStateMachine {
         public var state: SessionPeerState
     }
 
-    /// Joins `room` because `link`'s peer invited us (we accepted, or it was accepted for us).
-    mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+    /// Joins `room` because `link`'s peer invited us (we accepted, or it was accepted for us), and asks
+    /// it for the history `history` says (nothing: no request).
+    mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, history: HistoryScope = .all, at now: EngineTime, _ out: inout [SessionAction]) {
         if rooms[room] == nil {
             rooms[room] = Room()
-            notice(room, "you joined \(room) (invited by \(link.peer.name))", at: now, &out)
+            notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
         }
         addMember(room, link.peer, hintFrom: link, at: now, &out)
         trustOnFirstUse(link, &out)
+        guard history.limit != 0 else { return }
         historyRequested[room] = link.peer.id
-        out.append(.requestHistory(room, link.handle))
+        out.append(.requestHistory(room, link.handle, history))
     }
 
     /// A peer we invited is in: by its INVITE_REPLY, or by its member list when that reply was lost. It is

@@ -100,7 +100,9 @@ extension SessionStateMachine {
         // The name and the size are checked before any file is made for them.
         let (check, refusal) = IncomingResource.offer(
             rawName: transfer.offer.name, size: transfer.offer.size,
-            limits: .init(maximumSize: transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max), partialBytes: 0)
+            limits: .init(maximumSize: relayTransfers.contains(id) ? limits.maximumRelaySize
+                              : transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max),
+            partialBytes: 0)
         if case .done = check.state {
             transfer.machine = check
             transfers.incoming[id] = transfer
@@ -223,6 +225,10 @@ extension SessionStateMachine {
         historyTransferEnded(id, room: room)
         let handle = links.handle(transfer.peer.id)
         let info: TransferInfo
+        if forged > 0 {
+            out.append(.emit(.security(peer: transfer.peer, text: "\(transfer.peer.name) (\(transfer.peer.id.short)) relayed "
+                + "\(forged) forged message\(forged == 1 ? "" : "s") in room \(room): refused; the genuine ones were kept")))
+        }
         if let error {
             if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: error))])) }
             info = self.info(transfer, id: id, state: .failed, error: error, at: now)
@@ -234,8 +240,6 @@ extension SessionStateMachine {
             if forged > 0 {
                 text += "; \(forged) refused as forged (the signature does not verify for its sender), sent by "
                     + "\(transfer.peer.name) (\(transfer.peer.id.short))"
-                out.append(.emit(.security(peer: transfer.peer, text: "\(transfer.peer.name) (\(transfer.peer.id.short)) relayed "
-                    + "\(forged) forged message\(forged == 1 ? "" : "s") in room \(room): refused; the genuine ones were kept")))
             }
             // A relay that brought nothing new (another member was faster) is not worth a line.
             if !relayed || added + refused + forged > 0 { notice(room, text, at: now, &out) }

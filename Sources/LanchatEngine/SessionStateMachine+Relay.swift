@@ -6,7 +6,9 @@ import LanchatWire
 /// room (SYNC_REQUEST: the highest sequence from each author), and each answers with a signed history of
 /// what the other lacks, which the receiver checks record by record (`verdict`) as it checks a
 /// newcomer's history. So a message reaches a member that was offline when its author was online, through
-/// any member that has it, and is stored once (ids de-duplicate).
+/// any member that has it, and is stored once (ids de-duplicate). Only what was written while the asker
+/// was a member (`relayFloor`): what came before is the history its inviter sent, in the scope the
+/// newcomer chose.
 extension SessionStateMachine {
     /// On a new version 2 connection with a member: ask it what we lack of each room we share (and again
     /// at every resync, `resyncInterval`: a message that reached it while we were both connected comes too).
@@ -22,14 +24,20 @@ extension SessionStateMachine {
         out.append(.requestSync(room, entry.handle))
     }
 
-    /// A member asks what it lacks: answered once per room and member between two resyncs (a flood of
-    /// requests costs one export each, so no more).
+    /// Answers per room and member between two of our resyncs: one for its connection, one for its
+    /// resync, one to spare (a peer that reconnects in a loop, or floods requests, gets no more: each
+    /// answer costs an export).
+    static let maximumSyncAnswers = 3
+
+    /// A member asks what it lacks: answered at most `maximumSyncAnswers` times per room between two resyncs.
     mutating func received(_ request: WireFrame.SyncRequest, from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
+        let asker = RoomMember(room: request.room, peer: entry.peer.id)
         guard entry.version >= 2, rooms[request.room]?.members[entry.peer.id] != nil,
-              syncServed.insert(RoomMember(room: request.room, peer: entry.peer.id)).inserted else { return }
+              syncServed[asker, default: 0] < Self.maximumSyncAnswers else { return }
+        syncServed[asker, default: 0] += 1
         var marks: [String: [ClosedRange<UInt64>]] = [:]
         for mark in request.marks { marks[mark.author, default: []].append(mark.first...mark.last) }
-        out.append(.sendSync(request.room, marks: marks, to: entry.peer))
+        out.append(.sendSync(request.room, sinceMilliseconds: Int64(clamping: request.sinceMilliseconds), marks: marks, to: entry.peer))
     }
 
     /// Whether a history offered for `room` answers our SYNC_REQUEST to `peer` (taken once).
@@ -37,10 +45,10 @@ extension SessionStateMachine {
         syncAsked.remove(RoomMember(room: room, peer: peer)) != nil
     }
 
-    /// A connection ended: what was asked on it and answered on it is forgotten (the next one asks again).
+    /// A connection ended: what was asked on it is forgotten (the next one asks again). What we answered
+    /// stays until the next resync: a peer that reconnects in a loop gets no more answers.
     mutating func forgetSync(with peer: PeerID) {
         syncAsked = syncAsked.filter { $0.peer != peer }
-        syncServed = syncServed.filter { $0.peer != peer }
     }
 
     /// A history transfer ended (any way): a newcomer's history frees the room for the next; a relay
@@ -72,17 +80,26 @@ extension SessionStateMachine {
         return Array(marks.sorted { ($0.last, $0.author) > ($1.last, $1.author) }.prefix(WireFrame.SyncRequest.maximumMarks))
     }
 
+    /// The `since_ms` of our SYNC_REQUEST: when we joined the room (by our clock; now if we do not know).
+    /// Relay brings what was written while we were a member; what came before is our inviter's history,
+    /// in the scope we chose (a margin for clocks would hand on what we chose not to get).
+    public static func relayFloor(joinedAt: Int64?, now: Int64) -> UInt64 {
+        UInt64(max(0, joinedAt ?? now))
+    }
+
     /// Which of a member's messages a SYNC_REQUEST lacks: of `messages` (the room's latest, oldest
-    /// first), those by authors other than `requester`, signed (an unsigned one would be refused unless
-    /// it is the relay's own) and not direct, whose sequence is in none of the runs the requester holds
-    /// from their author. (The requester looks at twice as many recent messages as are sent, so what it
-    /// left out is older than what is sent, or at worst sent again: ids de-duplicate.)
+    /// first), those by authors other than `requester` who are members of the room (`members`, or us:
+    /// the requester keeps no one else's), signed (an unsigned one would be refused unless it is the
+    /// relay's own) and not direct, whose sequence is in none of the runs the requester holds from their
+    /// author. (The requester looks at twice as many recent messages as are sent, so what it left out is
+    /// older than what is sent, or at worst sent again: ids de-duplicate.)
     public static func lacking(
-        _ messages: [StoredMessage], marks: [String: [ClosedRange<UInt64>]], requester: PeerID, ownID: PeerID
+        _ messages: [StoredMessage], marks: [String: [ClosedRange<UInt64>]], requester: PeerID, ownID: PeerID, members: Set<PeerID>
     ) -> [StoredMessage] {
         messages.filter { message in
             guard message.kind != .system, !message.direct, message.senderID != requester.rawValue,
-                  message.isSigned || message.senderID == ownID.rawValue else { return false }
+                  message.isSigned || message.senderID == ownID.rawValue,
+                  message.senderID == ownID.rawValue || PeerID(message.senderID).map(members.contains) == true else { return false }
             let sequence = UInt64(max(0, message.sequence))
             return !(marks[message.senderID] ?? []).contains { $0.contains(sequence) }
         }

@@ -176,7 +176,7 @@ public struct SessionStateMachine: Sendable {
     /// Relay (version 2): SYNC_REQUESTs we sent and may get a history for, and those we answered, per
     /// connection (forgotten when it ends); histories under way that answer one.
     var syncAsked: Set<RoomMember> = []
-    var syncServed: Set<RoomMember> = []
+    var syncServed: [RoomMember: Int] = [:]
     var relayTransfers: Set<WireID> = []
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
@@ -423,11 +423,12 @@ public struct SessionStateMachine: Sendable {
                 removeMember(leave.room, entry.peer, reason: leave.text, keepQueued: leave.text == Self.notAMember, at: now, &out)
                 bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)
             case .syncRequest(let request): received(request, from: entry, &out)
-            case .historyRequest(let room, let since):
+            case .historyRequest(let room, let since, let limit):
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }
                 historyOwed.remove(at: owed)
-                out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2))
+                out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2,
+                                        limit: limit.map { Int($0) }))
             case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
                 streamFrame(frame, from: entry, on: handle, at: now, &out)
             case .resourceOffer, .resourceAccept, .resourceChunk, .resourceDigest, .resourceEnd:

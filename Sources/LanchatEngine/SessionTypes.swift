@@ -238,3 +238,19 @@ public enum PeerCloseReason: Equatable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// What history a newcomer asks its inviter for (as XMPP's multi-user chat lets a joiner choose):
+/// what the inviter sends (its `history-for-newcomers`), at most the last `limit` messages, those since a
+/// time, or nothing (`limit` 0). The inviter's own bound applies on top.
+public struct HistoryScope: Equatable, Sendable {
+    public var limit: Int?
+    public var sinceMilliseconds: Int64?
+
+    public init(limit: Int? = nil, sinceMilliseconds: Int64? = nil) {
+        self.limit = limit
+        self.sinceMilliseconds = sinceMilliseconds
+    }
+
+    public static let all = HistoryScope()
+    public static let nothing = HistoryScope(limit: 0)
+}

@@ -108,6 +108,12 @@ public struct TransferLimits: Sendable, Equatable {
     /// Largest history resource accepted from an inviter: 512 MiB holds the 1,000,000 messages a
     /// sender may export at most (`--history-for-newcomers`) at about 500 bytes each.
     public var maximumHistorySize: UInt64 = 512 << 20
+    /// Largest answer to a SYNC_REQUEST (relay): 80 MiB holds 1,000 messages of the largest size (the
+    /// default `history-for-newcomers`); a member that lacks more gets the rest from its next requests.
+    public var maximumRelaySize: UInt64 = 80 << 20
+    /// A history import ends once this many records in it were forged (checking a flood of bad
+    /// signatures costs CPU; what was kept before stays).
+    public var maximumForgedRecords = 16
     /// Incoming transfers at once, from one peer and in all.
     public var maximumIncomingPerPeer = 16
     public var maximumIncoming = 64

@@ -39,8 +39,8 @@ extension SessionNode {
     public var invitations: [IncomingInvitation] { engine.invitations }
 
     /// Accepts a pending invitation (by id or unique prefix) and joins its room.
-    public func accept(_ prefix: String) throws(SessionError) -> IncomingInvitation {
-        let (invitation, actions) = try engine.accept(prefix, at: time())
+    public func accept(_ prefix: String, history: HistoryScope = .all) throws(SessionError) -> IncomingInvitation {
+        let (invitation, actions) = try engine.accept(prefix, history: history, at: time())
         perform(actions)
         return invitation
     }

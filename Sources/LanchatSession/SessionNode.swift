@@ -273,20 +273,28 @@ public actor SessionNode {
                 dialRequestSink.yield(peer)
             case .flushOutbox(let peer, let handle, let rooms):
                 flushOutbox(to: peer, on: handle, rooms: Set(rooms.map(\.rawValue)))
-            case .sendHistory(let room, let since, let peer, let signed):
-                let messages = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
+            case .sendHistory(let room, let since, let peer, let signed, let limit):
+                let bound = min(configuration.historyForNewcomers, limit ?? .max)
+                let messages = (try? store.export(room: room.rawValue, since: since, limit: bound)) ?? []
                 sendHistory(messages, room: room, to: peer, signed: signed)
-            case .requestHistory(let room, let handle):
+            case .requestHistory(let room, let handle, let scope):
+                // What we lack (from a minute before the newest message we hold), within what was chosen.
                 let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0
-                openLinks[handle]?.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))])
+                let since = max(latest - 60_000, scope.sinceMilliseconds ?? 0, 0)
+                // A version 1 peer knows no limit (it sends what its own bound allows).
+                let limit = openLinks[handle].flatMap { $0.connection.session.version >= 2 ? scope.limit : nil }
+                openLinks[handle]?.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(since), limit: limit.map { UInt32(clamping: $0) })])
             case .requestSync(let room, let handle):
                 // What we hold of the room's recent messages (twice what a member sends, so that its
                 // window lies within ours).
                 let held = (try? store.recentSequences(room: room.rawValue, limit: 2 * max(500, configuration.historyForNewcomers))) ?? []
-                openLinks[handle]?.connection.send([.syncRequest(.init(room: room, marks: SessionStateMachine.syncMarks(held)))])
-            case .sendSync(let room, let marks, let peer):
-                let latest = (try? store.export(room: room.rawValue, since: 0, limit: configuration.historyForNewcomers)) ?? []
-                let lacking = SessionStateMachine.lacking(latest, marks: marks, requester: peer.id, ownID: configuration.ownID)
+                let joined = (try? store.joinedAt(room: room.rawValue)) ?? nil
+                let since = SessionStateMachine.relayFloor(joinedAt: joined, now: Self.nowMilliseconds())
+                openLinks[handle]?.connection.send([.syncRequest(.init(room: room, sinceMilliseconds: since, marks: SessionStateMachine.syncMarks(held)))])
+            case .sendSync(let room, let since, let marks, let peer):
+                let latest = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
+                let members = Set((engine.members(of: room) ?? [:]).keys)
+                let lacking = SessionStateMachine.lacking(latest, marks: marks, requester: peer.id, ownID: configuration.ownID, members: members)
                 sendHistory(lacking, room: room, to: peer, signed: true)
             case .emit(let event):
                 eventSink.yield(event)
@@ -325,6 +333,7 @@ public actor SessionNode {
         let signed = link.connection.session.version >= 2
         var frames: [WireFrame] = []
         for message in queued where rooms.contains(message.room) {
+            let message = signed ? SessionStateMachine.signedIfOurs(message, ownID: configuration.ownID, keys: configuration.envelopes) : message
             guard let frame = SessionStateMachine.frame(message, reliable: true, signed: signed) else { continue }
             frames.append(frame)
             if frames.count == 512 {

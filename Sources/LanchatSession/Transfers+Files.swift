@@ -381,10 +381,12 @@ extension SessionNode {
     private func importHistoryBatch(_ id: WireID, room: RoomID, relay: PeerID, reader: Handoff<HistoryFileReader>, counts: HistoryCounts) {
         let keys = configuration.envelopes
         let ownID = configuration.ownID
+        // The room's members as we know them now, with the names we show (a record's name is a label).
+        let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
         let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])> in
             var reader = reader.value
             let records = try reader.next(maximumCount: Self.historyBatch)
-            let verdicts = records.map { SessionStateMachine.verdict($0, room: room, relay: relay, ownID: ownID, keys: keys) }
+            let verdicts = records.map { SessionStateMachine.verdict($0, room: room, relay: relay, ownID: ownID, keys: keys, members: members) }
             return Handoff(value: (reader, verdicts))
         }
         future.whenComplete { [weak self] result in
@@ -411,6 +413,9 @@ extension SessionNode {
                         return node.historyImportEnded(id, reader: next, error: "cannot store the history: \(error)", counts: counts)
                     }
                     node.scheduleCheckpoint()
+                    guard counts.forged < node.engine.configuration.transferLimits.maximumForgedRecords else {
+                        return node.historyImportEnded(id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
+                    }
                     node.importHistoryBatch(id, room: room, relay: relay, reader: Handoff(value: next), counts: counts)
                 case .failure(let error):
                     node.historyImportEnded(id, reader: reader.value, error: "invalid history: \(error)", counts: counts)

@@ -290,7 +290,7 @@ public final class ChatStore: SessionStore {
 
     public func recentSequences(room: String, limit: Int) throws(Error) -> [(author: String, sequence: Int64)] {
         try db.query(
-            "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?",
+            "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?",
             [.text(room), .integer(Int64(limit))]).map { ($0[0].string, $0[1].int) }
     }
 
@@ -346,6 +346,10 @@ public final class ChatStore: SessionStore {
                          [.text(room), .text(member.peerID), .text(member.name), .integer(Int64(member.port)),
                           .text(member.addresses.joined(separator: " "))])
         }
+    }
+
+    public func joinedAt(room: String) throws(Error) -> Int64? {
+        try db.query("SELECT joined_at FROM rooms WHERE room = ?", [.text(room)]).first?.first?.int
     }
 
     public func deleteRoom(_ room: String) throws(Error) {

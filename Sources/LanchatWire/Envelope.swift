@@ -23,10 +23,12 @@ public enum Envelope {
     public static let context: [UInt8] = Array("LCHT-MSG-2".utf8)
 
     /// `"LCHT-MSG-2" | author_id (u8 len) | room (u8 len) | message_id [16] | sequence u64 |
-    /// timestamp_ms u64 | kind u8 | body (u32 len)`, integers big-endian. The sender's display name is
-    /// not signed: it is a label, never identity.
+    /// timestamp_ms u64 | kind u8 | audience u8 (0 the room, 1 direct: some members only) | body (u32 len)`,
+    /// integers big-endian. The sender's display name is not signed: it is a label, never identity. The
+    /// audience is: a direct message handed on by one of its recipients as if to the room does not verify.
     public static func signingBytes(
-        author: String, room: RoomID, id: WireID, sequence: UInt64, timestamp: UInt64, kind: WireFrame.Message.Kind, body: String
+        author: String, room: RoomID, id: WireID, sequence: UInt64, timestamp: UInt64, kind: WireFrame.Message.Kind, direct: Bool = false,
+        body: String
     ) -> [UInt8] {
         var buffer = ByteBufferAllocator().buffer(capacity: 128 + body.utf8.count)
         buffer.writeBytes(context)
@@ -36,6 +38,7 @@ public enum Envelope {
         buffer.writeInteger(sequence)
         buffer.writeInteger(timestamp)
         buffer.writeInteger(kind.rawValue)
+        buffer.writeInteger(UInt8(direct ? 1 : 0))
         buffer.writeLengthPrefixed(Array(body.utf8), as: UInt32.self)
         return Array(buffer.readableBytesView)
     }

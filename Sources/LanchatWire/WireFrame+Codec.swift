@@ -74,9 +74,11 @@ extension WireFrame {
             result = .roomMembers(RoomMembers(room: room, members: members))
         case .historyRequest:
             let room = try readRoom(&reader)
-            result = .historyRequest(room: room, sinceMilliseconds: try reader.u64("since_ms"))
+            let since = try reader.u64("since_ms")
+            result = .historyRequest(room: room, sinceMilliseconds: since, limit: frame.flags & limitFollowsFlag != 0 ? try reader.u32("limit") : nil)
         case .syncRequest:
             let room = try readRoom(&reader)
+            let since = try reader.u64("since_ms")
             let count = try reader.u16("count")
             guard Int(count) <= SyncRequest.maximumMarks else {
                 throw .fieldTooLong(field: "marks", length: Int(count), limit: SyncRequest.maximumMarks)
@@ -90,7 +92,7 @@ extension WireFrame {
                 guard first <= last else { throw .invalidValue(field: "last") }
                 marks.append(.init(author: String(decoding: author, as: UTF8.self), first: first, last: last))
             }
-            result = .syncRequest(SyncRequest(room: room, marks: marks))
+            result = .syncRequest(SyncRequest(room: room, sinceMilliseconds: since, marks: marks))
         case .roomLeave:
             let room = try readRoom(&reader)
             result = .roomLeave(RoomLeave(room: room, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
@@ -280,15 +282,17 @@ extension WireFrame {
                 for address in member.addresses { payload.writeLengthPrefixed(Array(address.utf8), as: UInt8.self) }
             }
             return RawFrame(type: FrameType.roomMembers.rawValue, payload: payload)
-        case .historyRequest(let room, let since):
+        case .historyRequest(let room, let since, let limit):
             payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
             payload.writeInteger(since)
-            return RawFrame(type: FrameType.historyRequest.rawValue, payload: payload)
+            if let limit { payload.writeInteger(limit) }
+            return RawFrame(type: FrameType.historyRequest.rawValue, flags: limit != nil ? Self.limitFollowsFlag : 0, payload: payload)
         case .syncRequest(let request):
             guard request.marks.count <= SyncRequest.maximumMarks else {
                 throw .fieldTooLong(field: "marks", length: request.marks.count, limit: SyncRequest.maximumMarks)
             }
             payload.writeLengthPrefixed(Array(request.room.rawValue.utf8), as: UInt8.self)
+            payload.writeInteger(request.sinceMilliseconds)
             payload.writeInteger(UInt16(request.marks.count))
             for mark in request.marks {
                 guard Self.isPeerID(Array(mark.author.utf8)) else { throw .invalidValue(field: "author_id") }

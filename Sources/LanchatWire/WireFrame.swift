@@ -17,12 +17,14 @@ public enum WireFrame: Equatable, Sendable {
     /// 0x05. "I leave `room`". `room (u8 len) | text (u16 len, UTF-8, at most 1 KiB)`.
     case roomLeave(RoomLeave)
     /// 0x06. A newcomer asks the member who invited it for the room's history since `since_ms` (what it
-    /// lacks). `room (u8 len) | since_ms u64`.
-    case historyRequest(room: RoomID, sinceMilliseconds: UInt64)
+    /// lacks). `room (u8 len) | since_ms u64`, and with flag 0x01 (version 2) `limit u32`: at most that many
+    /// of the latest messages (the newcomer chooses the scope; 0 is not sent: it asks for nothing).
+    case historyRequest(room: RoomID, sinceMilliseconds: UInt64, limit: UInt32? = nil)
     /// 0x07 (version 2). "Of `room`'s recent messages I hold, from these authors, these runs of sequences":
     /// a member sends it to each member it connects to, which answers with a signed history of what the
-    /// sender lacks (relay for absent members). `room (u8 len) | count u16 (<= 1024) | runs, each:
-    /// author_id (u8 len, 52) | first u64 | last u64`.
+    /// sender lacks (relay for absent members), none older than `since_ms` (when the sender joined the
+    /// room: what it missed as a member). `room (u8 len) | since_ms u64 | count u16 (<= 1024)
+    /// | runs, each: author_id (u8 len, 52) | first u64 | last u64`.
     case syncRequest(SyncRequest)
     /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
     /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
@@ -84,6 +86,8 @@ public enum WireFrame: Equatable, Sendable {
     public static let directFlag: UInt8 = 0x04
     /// The protocol versions this implementation speaks: 1 (unsigned messages) and 2 (signed envelopes).
     public static let versions: ClosedRange<UInt16> = 1...2
+    /// On HISTORY_REQUEST (version 2): `limit` follows.
+    public static let limitFollowsFlag: UInt8 = 0x01
     /// On RESOURCE_OFFER: `sha256` is zeros; RESOURCE_DIGEST brings it later.
     public static let digestFollowsFlag: UInt8 = 0x01
 
@@ -175,10 +179,12 @@ public enum WireFrame: Equatable, Sendable {
             }
         }
         public var room: RoomID
+        public var sinceMilliseconds: UInt64
         public var marks: [Mark]
 
-        public init(room: RoomID, marks: [Mark]) {
+        public init(room: RoomID, sinceMilliseconds: UInt64, marks: [Mark]) {
             self.room = room
+            self.sinceMilliseconds = sinceMilliseconds
             self.marks = marks
         }
     }

@@ -59,10 +59,24 @@ struct Accept: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The invitation id (see `lanchat invitations`).") var id: String
+    @Option(help: "The room's history to ask the inviter for: all (what it sends), none, or a number of the latest messages.")
+    var history: String = "all"
+    @Option(name: .customLong("history-since"), help: "No history older than this: 90s, 30m, 2h, 7d, or a local date and time like 2026-11-23T14:05.")
+    var historySince: String?
     @Flag(help: "Print JSON.") var json = false
 
+    func validate() throws {
+        if ControlCall.JoinHistory(history) == nil { throw ValidationError("--history must be all, none or a number of messages, not '\(history)'") }
+        if let historySince, TimeSpec.milliseconds(historySince, now: 0) == nil {
+            throw ValidationError("--history-since must be a duration (90s, 30m, 2h, 7d) or a date and time (2026-11-23, 2026-11-23T14:05), not '\(historySince)'")
+        }
+    }
+
     func run() throws {
-        guard let invitation = request(global, .accept(id: id)).invitation else { fail("the daemon sent no invitation") }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let since = historySince.flatMap { TimeSpec.milliseconds($0, now: now) }.map { max(0, $0) }
+        let choice = ControlCall.JoinHistory(history, sinceMilliseconds: since) ?? .all
+        guard let invitation = request(global, .accept(id: id, history: choice)).invitation else { fail("the daemon sent no invitation") }
         if json { return printJSON(invitation) }
         print("joined \(invitation.room) (invited by \(printable(invitation.from)))")
     }

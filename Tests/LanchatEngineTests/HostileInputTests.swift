@@ -151,7 +151,7 @@ import Testing
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, at: at(0))
         let invite = WireFrame.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: lab, context: []))
         let actions = node.received([invite], on: LinkHandle(1), at: at(1))
-        #expect(actions.contains { if case .requestHistory(lab, LinkHandle(1)) = $0 { true } else { false } })
+        #expect(actions.contains { if case .requestHistory(lab, LinkHandle(1), _) = $0 { true } else { false } })
         return node
     }
 

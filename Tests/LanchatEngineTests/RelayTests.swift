@@ -30,7 +30,7 @@ import Testing
     }
 
     func syncAnswers(_ actions: [SessionAction]) -> [[String: [ClosedRange<UInt64>]]] {
-        actions.compactMap { if case .sendSync(_, let marks, _) = $0 { marks } else { nil } }
+        actions.compactMap { if case .sendSync(_, _, let marks, _) = $0 { marks } else { nil } }
     }
 
     func offer(_ byte: UInt8, kind: WireFrame.ResourceOffer.Kind = .signedHistory) -> WireFrame {
@@ -58,13 +58,17 @@ import Testing
         var node = engine()
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
-        let request = WireFrame.syncRequest(.init(room: lab, marks: [.init(author: carol.id.rawValue, first: 1, last: 4),
+        let request = WireFrame.syncRequest(.init(room: lab, sinceMilliseconds: 0, marks: [.init(author: carol.id.rawValue, first: 1, last: 4),
                                                                     .init(author: carol.id.rawValue, first: 6, last: 9)]))
         #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(2))) == [[carol.id.rawValue: [1...4, 6...9]]])
-        #expect(syncAnswers(node.received([request, request], on: LinkHandle(1), at: at(3))).isEmpty)
+        #expect(syncAnswers(node.received([request, request, request, request], on: LinkHandle(1), at: at(3))).count == 2)
+        // Reconnecting does not buy more answers before the next resync.
+        _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(4))
+        _ = node.linkUp(LinkHandle(3), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(5))
+        #expect(syncAnswers(node.received([request], on: LinkHandle(3), at: at(6))).isEmpty)
         #expect(syncAnswers(node.received([request], on: LinkHandle(2), at: at(3))).isEmpty)  // carol is not a member
         _ = node.tick(at: at(node.configuration.resyncInterval + 10))
-        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(node.configuration.resyncInterval + 20))).count == 1)
+        #expect(syncAnswers(node.received([request], on: LinkHandle(3), at: at(node.configuration.resyncInterval + 20))).count == 1)
     }
 
     @Test func aSignedHistoryIsTakenOnlyInAnswerToOurRequest() {
@@ -81,7 +85,7 @@ import Testing
         var gone = engine()
         _ = gone.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
         _ = gone.linkDown(LinkHandle(1), reason: .lost, at: at(2))
-        #expect(gone.syncAsked.isEmpty && gone.syncServed.isEmpty)
+        #expect(gone.syncAsked.isEmpty && !gone.takeSyncAnswer(lab, from: bob.id))
     }
 
     @Test func whatIsHandedOnIsWhatTheAskerLacksAndNeverDirect() {
@@ -95,9 +99,13 @@ import Testing
                         message(6, by: carol.id, signed: false)]
         // bob holds carol's 2 and 5: carol's 1, 4 and 7 are lacking; 3 is direct; 6 unsigned; bob's own
         // never; our own unsigned, yes.
-        let lacking = SessionStateMachine.lacking(messages, marks: [carol.id.rawValue: [2...2, 5...5]], requester: bob.id, ownID: me.id)
+        let members: Set<PeerID> = [bob.id, carol.id]
+        let lacking = SessionStateMachine.lacking(messages, marks: [carol.id.rawValue: [2...2, 5...5]], requester: bob.id, ownID: me.id, members: members)
         #expect(lacking.map(\.body) == ["m1", "m4", "m7", "m5"])
-        #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id).map(\.body) == ["m1", "m2", "m4", "m5", "m7", "m5"])
+        #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id, members: members).map(\.body)
+                == ["m1", "m2", "m4", "m5", "m7", "m5"])
+        // carol left: her messages are not handed on (the requester would not keep them).
+        #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id, members: [bob.id]).map(\.body) == ["m5"])
     }
 
     @Test func theRunsHeldAreCompactAndBounded() {
@@ -107,5 +115,63 @@ import Testing
         let gappy = (0..<3000).map { (author: "a", sequence: Int64($0 * 2)) }
         let marks = SessionStateMachine.syncMarks(gappy)
         #expect(marks.count == WireFrame.SyncRequest.maximumMarks && marks.first?.last == 5998)
+    }
+}
+
+/// The newcomer chooses the scope of the history it asks for (issue 12, item 5).
+@Suite struct HistoryScopeTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let lab = RoomID("lab")!
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    /// Bob invited us to lab; the invitation waits for our answer.
+    func invited() -> SessionStateMachine {
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never), restored: .init(),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, version: 2, at: at(0))
+        let invite = WireFrame.invite(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, timeoutMilliseconds: 60_000, room: lab, context: []))
+        _ = node.received([invite], on: LinkHandle(1), at: at(1))
+        return node
+    }
+
+    func scopes(_ actions: [SessionAction]) -> [HistoryScope] {
+        actions.compactMap { if case .requestHistory(_, _, let scope) = $0 { scope } else { nil } }
+    }
+
+    @Test func theNewcomersChoiceGoesWithItsRequestAndNothingMeansNoRequest() throws {
+        var all = invited()
+        #expect(scopes(try all.accept("01", at: at(2)).1) == [.all])
+        var some = invited()
+        let chosen = HistoryScope(limit: 20, sinceMilliseconds: 500)
+        #expect(scopes(try some.accept("01", history: chosen, at: at(2)).1) == [chosen])
+        var none = invited()
+        let actions = try none.accept("01", history: .nothing, at: at(2)).1
+        #expect(scopes(actions).isEmpty && none.historyRequested[lab] == nil)
+        #expect(actions.contains { if case .persist(.insertMessage(let notice, _)) = $0 { notice.body.contains("no earlier messages asked for") } else { false } })
+        // So a history offered anyway is refused.
+        let offer = WireFrame.resourceOffer(.init(id: WireID(bytes: [UInt8](repeating: 7, count: 16))!, room: lab, kind: .signedHistory, name: [0x68],
+                                                  size: 1, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0))
+        let refused = none.received([offer], on: LinkHandle(1), at: at(3)).contains {
+            if case .send(_, let frames) = $0 { frames.contains { if case .resourceEnd(let end) = $0 { end.status == .refused } else { false } } } else { false }
+        }
+        #expect(refused)
+    }
+
+    @Test func anInviterHonoursTheNewcomersLimit() {
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
+            restored: .init(rooms: [(lab, [])], knownPeers: KnownPeerBook()),
+            addressBook: NoAddresses(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(0))
+        // Bob is a member we invited: he is owed the room's history once.
+        node.historyOwed.append(SessionStateMachine.RoomMember(room: lab, peer: bob.id))
+        node.rooms[lab, default: .init()].members[bob.id] = .init(name: "bob", port: 0, addresses: [])
+        let actions = node.received([.historyRequest(room: lab, sinceMilliseconds: 5, limit: 20)], on: LinkHandle(1), at: at(2))
+        #expect(actions.contains { if case .sendHistory(lab, 5, bob, true, 20) = $0 { true } else { false } })
     }
 }

@@ -122,10 +122,30 @@ import Testing
         if case .keep(let own) = verdict(record("bob's own, unsigned", by: 1, signed: false)) { #expect(!own.isSigned) } else {
             Issue.record("the relay's own unsigned record was refused")
         }
-        // Our own records: skipped; without keys nothing signed verifies.
+        // Our own records: skipped. A node that speaks version 1 only (no keys) takes the relay's word, as
+        // version 1 does.
         #expect(verdict(record("mine", by: 0)) == .ours)
-        #expect(SessionStateMachine.verdict(record("carol's words", by: 2), room: lab, relay: bob.id, ownID: me.id, keys: nil) == .forged)
+        if case .keep = SessionStateMachine.verdict(record("carol, unsigned", by: 2, signed: false), room: lab, relay: bob.id, ownID: me.id, keys: nil) {
+        } else {
+            Issue.record("a version 1 node refused its inviter's record")
+        }
         // A signature is for one room.
         #expect(SessionStateMachine.verdict(record("carol's words", by: 2), room: RoomID("ops")!, relay: bob.id, ownID: me.id, keys: keys) == .forged)
+    }
+
+    @Test func aRelayedRecordsAuthorMustBeAMemberAndItsNameIsOurs() {
+        let keys = SimulatedSignatures.keys(for: 0, ids: ids)
+        let members: [PeerID: String] = [bob.id: "bob", carol.id: "carol (as we know her)"]
+        func verdict(_ record: HistoryRecord, members: [PeerID: String]) -> SessionStateMachine.HistoryVerdict {
+            SessionStateMachine.verdict(record, room: lab, relay: bob.id, ownID: me.id, keys: keys, members: members)
+        }
+        var labelled = record("carol's words", by: 2)
+        labelled.senderName = "alice"  // the relay's label
+        guard case .keep(let kept) = verdict(labelled, members: members) else { Issue.record("a member's record refused"); return }
+        #expect(kept.senderName == "carol (as we know her)")
+        // A valid signature by an author who is not a member (a key the relay made): refused, not forged.
+        #expect(verdict(record("carol's words", by: 2), members: [bob.id: "bob"]) == .refused)
+        // Forged stays forged, member or not.
+        #expect(verdict(record("bob's words as carol's", by: 2, signer: 1), members: [bob.id: "bob"]) == .forged)
     }
 }

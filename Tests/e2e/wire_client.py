@@ -83,11 +83,11 @@ def sign(key, data):
     return int.from_bytes(r, "big").to_bytes(32, "big") + int.from_bytes(s, "big").to_bytes(32, "big")
 
 
-def signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, body):
+def signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, body, direct=0):
     """What a v2 signature covers: "LCHT-MSG-2" | author_id (u8 len) | room (u8 len) | message_id [16] |
-    sequence u64 | timestamp_ms u64 | kind u8 | body (u32 len)."""
+    sequence u64 | timestamp_ms u64 | kind u8 | audience u8 (0 the room, 1 direct) | body (u32 len)."""
     return (b"LCHT-MSG-2" + lp(author_id.encode()) + lp(room.encode()) + message_id
-            + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp(body.encode(), 4))
+            + struct.pack(">QQBB", sequence, timestamp_ms, kind, direct) + lp(body.encode(), 4))
 
 
 def hello(peer_id, name="wire-client", max_version=1):

@@ -89,9 +89,10 @@ struct SessionControl: Sendable {
     }
 
     /// Accepts (`accept`) or declines the invitation `id` (or a unique prefix).
-    func answer(_ id: String, accept: Bool, reason: String?) async throws(ControlError) -> InvitationInfo {
+    func answer(_ id: String, accept: Bool, reason: String?, history: ControlCall.JoinHistory = .all) async throws(ControlError) -> InvitationInfo {
         do throws(SessionError) {
-            let invitation = accept ? try await node.accept(id) : try await node.decline(id, reason: reason ?? "")
+            let scope = HistoryScope(limit: history.limit, sinceMilliseconds: history.sinceMilliseconds)
+            let invitation = accept ? try await node.accept(id, history: scope) : try await node.decline(id, reason: reason ?? "")
             var info = SessionService.info(invitation)
             info.outcome = accept ? "accepted" : "declined"
             return info

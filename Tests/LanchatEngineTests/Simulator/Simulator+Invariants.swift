@@ -43,8 +43,10 @@ extension Simulator {
 
     /// Relay (wire version 2): once the network has healed, every message of a room that any member
     /// holds (sent to the whole room) is held by every member it is connected with in that room, also when
-    /// its author was never online at the same time as that member. (Members that ever left are owed
-    /// nothing, as in `checkDelivery`.)
+    /// its author was never online at the same time as that member, if it was written (by its author's
+    /// clock) no earlier than that member joined (by its clock): what came before is the history its
+    /// inviter sent; and if its author is a member of the room as both see it (messages of
+    /// members who left are not relayed). (Members that ever left are owed nothing, as in `checkDelivery`.)
     func checkRelay() throws {
         for room in rooms {
             for (index, node) in nodes.enumerated() where !everLeft(index, room) {
@@ -52,8 +54,13 @@ extension Simulator {
                 for other in members.keys.sorted() {
                     guard let peer = nodes.firstIndex(where: { $0.peer.id == other }), !everLeft(peer, room),
                           nodes[peer].engine?.isMember(node.peer.id, of: room) == true else { continue }
+                    let floor = Int64(SessionStateMachine.relayFloor(joinedAt: nodes[peer].store.joinedAt(room: room.rawValue), now: 0))
                     for message in node.store.messages.values.sorted(by: { $0.id < $1.id })
-                    where message.room == room.rawValue && message.kind != .system && !message.direct && nodes[peer].store.messages[message.id] == nil {
+                    where message.room == room.rawValue && message.kind != .system && !message.direct && message.timestamp >= floor
+                        && nodes[peer].store.messages[message.id] == nil {
+                        let writer = PeerID(message.senderID)
+                        let authorIsMember = { (index: Int) in writer == self.nodes[index].peer.id || writer.map { self.nodes[index].engine?.isMember($0, of: room) == true } == true }
+                        guard authorIsMember(index), authorIsMember(peer) else { continue }
                         let author = nodes.firstIndex { $0.peer.id.rawValue == message.senderID }.map { "n\($0)" } ?? message.senderID.prefix(8).description
                         throw fail("n\(peer) lacks \(message.id.prefix(8)) by \(author) in \(room), which its fellow member n\(index) holds")
                     }

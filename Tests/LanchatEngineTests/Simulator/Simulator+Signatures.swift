@@ -58,7 +58,7 @@ extension Simulator {
                 }
                 let bytes = Envelope.signingBytes(
                     author: message.senderID, room: room, id: id, sequence: UInt64(message.sequence), timestamp: UInt64(message.timestamp),
-                    kind: message.kind == .file ? .file : .text, body: message.body)
+                    kind: message.kind == .file ? .file : .text, direct: message.direct, body: message.body)
                 guard SimulatedSignatures.verifies(Signature(key: message.authorKey, bytes: message.signature), bytes, author, ids: ids) else {
                     throw fail("n\(index) stored \(message.id.prefix(8)) (\"\(message.body.prefix(20))\") with a signature that does not verify")
                 }

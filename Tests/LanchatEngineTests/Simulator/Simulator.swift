@@ -243,7 +243,9 @@ final class Simulator {
                     record.body += " (forged by n\(from))"
                     forgeries.injected += 1
                 }
-                let verdict = SessionStateMachine.verdict(record, room: room, relay: nodes[from].peer.id, ownID: nodes[to].peer.id, keys: engine.configuration.envelopes)
+                let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
+                let verdict = SessionStateMachine.verdict(record, room: room, relay: nodes[from].peer.id, ownID: nodes[to].peer.id,
+                                                          keys: engine.configuration.envelopes, members: members)
                 switch verdict {
                 case .keep(let kept): nodes[to].store.insert(kept, now: time(to).wall)
                 case .forged: forgeries.refused += 1
@@ -348,20 +350,22 @@ final class Simulator {
             let frames = nodes[node].store.outbox(peerID: peer.rawValue).filter { rooms.contains(RoomID($0.room)!) }
                 .compactMap { SessionStateMachine.frame($0, reliable: true, signed: true) }
             if !frames.isEmpty { transmit(frames, from: node, on: handle) }
-        case .sendHistory(let room, let since, let peer, _):
+        case .sendHistory(let room, let since, let peer, _, _):
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
             let messages = nodes[node].store.export(room: room.rawValue, since: since, limit: 1000)
             schedule(.history(link: link.id, to: to, from: node, room, messages), at: arrival(link, to: to))
         case .requestSync(let room, let handle):
             let marks = SessionStateMachine.syncMarks(nodes[node].store.recentSequences(room: room.rawValue, limit: 2000))
-            transmit([.syncRequest(.init(room: room, marks: marks))], from: node, on: handle)
-        case .sendSync(let room, let marks, let peer):
+            let since = SessionStateMachine.relayFloor(joinedAt: nodes[node].store.joinedAt(room: room.rawValue), now: time(node).wall)
+            transmit([.syncRequest(.init(room: room, sinceMilliseconds: since, marks: marks))], from: node, on: handle)
+        case .sendSync(let room, let since, let marks, let peer):
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
-            let lacking = SessionStateMachine.lacking(nodes[node].store.export(room: room.rawValue, since: 0, limit: 1000), marks: marks,
-                                                      requester: peer.id, ownID: nodes[node].peer.id)
-            if verbose { log("n\(node) -> n\(to): sync answer \(room) \(lacking.map { $0.id.prefix(8) }) for marks \(marks.mapValues { $0.map { "\($0.lowerBound)-\($0.upperBound)" } })") }
+            let members = Set((nodes[node].engine?.members(of: room) ?? [:]).keys)
+            let lacking = SessionStateMachine.lacking(nodes[node].store.export(room: room.rawValue, since: since, limit: 1000), marks: marks,
+                                                      requester: peer.id, ownID: nodes[node].peer.id, members: members)
+            if verbose { log("n\(node) -> n\(to): sync answer \(room) since \(since) \(lacking.map { $0.id.prefix(8) }) for marks \(marks.mapValues { $0.map { "\($0.lowerBound)-\($0.upperBound)" } })") }
             if !lacking.isEmpty { schedule(.history(link: link.id, to: to, from: node, room, lacking), at: arrival(link, to: to)) }
-        case .requestHistory(let room, let handle):
+        case .requestHistory(let room, let handle, _):
             let latest = nodes[node].store.latestTimestamp(room: room.rawValue)
             transmit([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))], from: node, on: handle)
         case .emit(.transfer(let info)):
