@@ -153,11 +153,15 @@ extension SessionStateMachine {
             var addresses = member.addresses
             if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
             if var known = rooms[room]?.members[id] {
+                // Addresses are hints, and only a member's own: another member's word about them (which
+                // could send our redials to an address of its choosing) changes nothing.
+                guard id == link.peer.id else { continue }
                 if member.port > 0 { known.port = Int(member.port) }
-                if !addresses.isEmpty { known.addresses = Array(Set(addresses + known.addresses)).sorted().prefix(8).map { $0 } }
+                if !addresses.isEmpty { known.addresses = Array((addresses + known.addresses).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.prefix(8)) }
                 rooms[room]!.members[id] = known
                 continue
             }
+            guard (rooms[room]?.members.count ?? 0) < configuration.maximumRoomMembers else { continue }
             rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
             introduced.append(id)
             notice(room, "\(member.name) joined", at: now, &out)
