@@ -113,9 +113,12 @@ extension SessionStateMachine {
         // (so that it can be relayed to a newcomer, who checks it). One that is not is refused.
         if link.version >= 2 {
             guard let signature = message.signature, verifiesLive(message, from: sender) else {
-                let problem = message.signature == nil ? "is not signed" : "has a signature that does not verify"
-                out.append(.emit(.security(peer: link.peer, text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
-                    + "\(message.room): it \(problem)")))
+                // Told once per connection: a flood of bad messages is not a flood of events.
+                if refusedLive.insert(sender).inserted {
+                    let problem = message.signature == nil ? "is not signed" : "has a signature that does not verify"
+                    out.append(.emit(.security(peer: link.peer, text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
+                        + "\(message.room): it \(problem) (any more like it on this connection are refused without a word)")))
+                }
                 return
             }
             stored.authorKey = signature.key

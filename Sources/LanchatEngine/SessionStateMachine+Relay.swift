@@ -49,6 +49,7 @@ extension SessionStateMachine {
     /// stays until the next resync: a peer that reconnects in a loop gets no more answers.
     mutating func forgetSync(with peer: PeerID) {
         syncAsked = syncAsked.filter { $0.peer != peer }
+        refusedLive.remove(peer)
     }
 
     /// A history transfer ended (any way): a newcomer's history frees the room for the next; a relay

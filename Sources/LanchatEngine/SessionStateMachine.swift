@@ -181,6 +181,8 @@ public struct SessionStateMachine: Sendable {
     var syncAsked: Set<RoomMember> = []
     var syncServed: [RoomMember: Int] = [:]
     var relayTransfers: Set<WireID> = []
+    /// Peers told about once on their connection for a live message refused for its signature.
+    var refusedLive: Set<PeerID> = []
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).

@@ -187,4 +187,15 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         store.close()
         #expect(try ChatStore(path: path).history(room: "lab", limit: 10).last == signed)
     }
+
+    /// The relay's reads go through the partial index of shared messages, not over direct ones row by row.
+    @Test func relayReadsUseTheIndexOfSharedMessages() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        let raw = store.databaseForTests
+        for (query, binds) in [(ChatStore.exportSQL, [SQLiteDatabase.Value.text("lab"), .integer(5), .integer(10)]),
+                               (ChatStore.recentSequencesSQL, [.text("lab"), .integer(10)])] {
+            let plan = try raw.query("EXPLAIN QUERY PLAN " + query, binds).map { $0[3].string }.joined(separator: " ")
+            #expect(plan.contains("messages_shared"), "\(plan)")
+        }
+    }
 }
