@@ -47,7 +47,7 @@ extension SessionStateMachine {
 
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         if rooms[room] == nil { rooms[room] = Room() }
-        guard rooms[room]!.members[peer.id] == nil else { return }
+        guard rooms[room]!.members[peer.id] == nil, rooms[room]!.members.count < configuration.maximumRoomMembers else { return }
         var member = Member(name: peer.name, port: 0, addresses: [])
         if let (hint, _) = addressBook.lookup(peer.id) {
             member.port = hint.port

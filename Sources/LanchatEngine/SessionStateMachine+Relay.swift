@@ -40,6 +40,9 @@ extension SessionStateMachine {
         out.append(.sendSync(request.room, sinceMilliseconds: Int64(clamping: request.sinceMilliseconds), marks: marks, to: entry.peer))
     }
 
+    /// Whether an incoming history transfer answers a SYNC_REQUEST (relay), not a newcomer's HISTORY_REQUEST.
+    public func isRelayTransfer(_ id: WireID) -> Bool { relayTransfers.contains(id) }
+
     /// Whether a history offered for `room` answers our SYNC_REQUEST to `peer` (taken once).
     public mutating func takeSyncAnswer(_ room: RoomID, from peer: PeerID) -> Bool {
         syncAsked.remove(RoomMember(room: room, peer: peer)) != nil
@@ -56,6 +59,22 @@ extension SessionStateMachine {
     /// answer only itself.
     mutating func historyTransferEnded(_ id: WireID, room: RoomID) {
         if relayTransfers.remove(id) == nil { historyEnded(room) }
+    }
+
+    /// The newest of `messages` (oldest first) whose signed history fits in `limit` bytes (what the asker
+    /// takes at most: the rest goes with its next requests), oldest first.
+    public static func withinRelayLimit(_ messages: [StoredMessage], limit: UInt64) -> [StoredMessage] {
+        var total: UInt64 = 0
+        var start = messages.endIndex
+        while start > messages.startIndex {
+            let message = messages[start - 1]
+            // A record: the fixed fields, the sender's id and name, the body, the key and the signature.
+            let size = UInt64(HistoryRecord.fixedLength + message.senderName.utf8.count + message.body.utf8.count)
+            guard total + size <= limit else { break }
+            total += size
+            start -= 1
+        }
+        return Array(messages[start...])
     }
 
     /// The runs of sequences held from each author, from the (author, sequence) pairs of a room's recent

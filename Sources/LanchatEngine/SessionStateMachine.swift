@@ -59,8 +59,9 @@ public struct SessionStateMachine: Sendable {
         /// peer, and in all.
         public var maximumClaimsPerPeer = 8
         public var maximumClaims = 256
-        /// Members of a room at most (besides us): introductions past it are not taken, so that one
-        /// member's ROOM_MEMBERS cannot grow every outbox and member list without bound.
+        /// Members of a room at most (besides us): introductions and admissions past it are not taken, so
+        /// that one member's ROOM_MEMBERS cannot grow every outbox and member list without bound. (A room
+        /// restored from an older store keeps what it had.)
         public var maximumRoomMembers = 255
         /// Ids remembered as seen with a key, at most (after that, new ones are not added).
         public var maximumKeyedPeers = 65_536

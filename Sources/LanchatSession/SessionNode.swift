@@ -295,7 +295,8 @@ public actor SessionNode {
                 let latest = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
                 let members = Set((engine.members(of: room) ?? [:]).keys)
                 let lacking = SessionStateMachine.lacking(latest, marks: marks, requester: peer.id, ownID: configuration.ownID, members: members)
-                sendHistory(lacking, room: room, to: peer, signed: true)
+                sendHistory(SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize),
+                            room: room, to: peer, signed: true)
             case .emit(let event):
                 eventSink.yield(event)
             case .inviteFinished(let id, let outcome):

@@ -381,12 +381,24 @@ extension SessionNode {
     private func importHistoryBatch(_ id: WireID, room: RoomID, relay: PeerID, reader: Handoff<HistoryFileReader>, counts: HistoryCounts) {
         let keys = configuration.envelopes
         let ownID = configuration.ownID
-        // The room's members as we know them now, with the names we show (a record's name is a label).
-        let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
+        // A relay answer keeps only current members' messages, with the names we show (a record's name is
+        // the relay's label); a newcomer's history from its inviter also keeps those of members who left.
+        let members = engine.isRelayTransfer(id) ? (engine.members(of: room) ?? [:]).mapValues(\.name) : nil
+        // Checking stops at the forged record that reaches the limit (each check costs about 55 µs).
+        let forgedLeft = engine.configuration.transferLimits.maximumForgedRecords - counts.forged
         let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])> in
             var reader = reader.value
             let records = try reader.next(maximumCount: Self.historyBatch)
-            let verdicts = records.map { SessionStateMachine.verdict($0, room: room, relay: relay, ownID: ownID, keys: keys, members: members) }
+            var verdicts: [SessionStateMachine.HistoryVerdict] = []
+            var forged = 0
+            for record in records {
+                let verdict = SessionStateMachine.verdict(record, room: room, relay: relay, ownID: ownID, keys: keys, members: members)
+                verdicts.append(verdict)
+                if verdict == .forged {
+                    forged += 1
+                    if forged >= forgedLeft { break }
+                }
+            }
             return Handoff(value: (reader, verdicts))
         }
         future.whenComplete { [weak self] result in

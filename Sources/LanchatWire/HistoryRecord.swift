@@ -93,8 +93,10 @@ public struct HistoryRecord: Equatable, Sendable {
     }
 
     /// The largest encoded record.
-    public static let maximumLength = 16 + 1 + 52 + 1 + WireFrame.maximumNameBytes + 8 + 8 + 1 + 4 + WireFrame.Message.maximumBody
-        + 1 + Signature.keyLength + 1 + Signature.length
+    public static let maximumLength = fixedLength + WireFrame.maximumNameBytes + WireFrame.Message.maximumBody
+
+    /// A signed record's length but its name and body.
+    public static let fixedLength = 16 + 1 + 52 + 1 + 8 + 8 + 1 + 4 + 1 + Signature.keyLength + 1 + Signature.length
 
     private static func decode(_ reader: inout FieldReader, signed: Bool) throws(WireError) -> HistoryRecord {
         let id = WireID(bytes: try reader.bytes("message_id", count: 16))!

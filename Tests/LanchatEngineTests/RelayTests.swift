@@ -108,6 +108,17 @@ import Testing
         #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id, members: [bob.id]).map(\.body) == ["m5"])
     }
 
+    @Test func aRelayAnswerKeepsTheNewestThatFitItsLimit() {
+        let messages = (1...10).map {
+            StoredMessage(id: String(format: "%032x", $0), room: "lab", senderID: carol.id.rawValue, senderName: "carol", sequence: Int64($0),
+                          timestamp: Int64($0), kind: .text, body: String(repeating: "x", count: 1000))
+        }
+        let record = UInt64(HistoryRecord.fixedLength + "carol".utf8.count + 1000)
+        #expect(SessionStateMachine.withinRelayLimit(messages, limit: 3 * record + 1).map(\.sequence) == [8, 9, 10])
+        #expect(SessionStateMachine.withinRelayLimit(messages, limit: .max).count == 10)
+        #expect(SessionStateMachine.withinRelayLimit(messages, limit: 10).isEmpty)
+    }
+
     @Test func theRunsHeldAreCompactAndBounded() {
         let held: [(author: String, sequence: Int64)] = [("b", 3), ("a", 1), ("a", 2), ("a", 4), ("b", 3), ("a", 3), ("a", 9)]
         #expect(SessionStateMachine.syncMarks(held) == [.init(author: "a", first: 1, last: 4), .init(author: "a", first: 9, last: 9),
