@@ -328,12 +328,14 @@ public struct SessionStateMachine: Sendable {
         guard let entry = links.closed(handle, reason: reason) else { return out }
         let id = entry.peer.id
         timers.cancel(.retransmit(id))
-        if case .goodbye(.leaving, "duplicate connection") = reason {
-            // The peer kept another connection. If that one is stale (the peer has not noticed we
-            // restarted), it times out there; we dial again meanwhile.
+        if case .goodbye(.leaving, "duplicate connection") = reason, links.isLinked(id) {
+            // The peer kept another connection, and we have it: nothing is lost.
             scheduleRedial(at: now, &out)
             return out
         }
+        // (A "duplicate connection" close that leaves us no connection to the peer: it kept one that is
+        // stale on our side (we restarted, it has not noticed). That one times out there; until then we
+        // are not connected, and what was under way on ours waits, and makes us dial again.)
         forgetSync(with: id)
         for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == id {
             let outcome: InviteOutcome
