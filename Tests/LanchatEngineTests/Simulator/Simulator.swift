@@ -227,12 +227,14 @@ final class Simulator {
             // member we sent a SYNC_REQUEST (relay).
             let newcomer = engine.historyRequested[room] == nodes[from].peer.id
             guard newcomer || engine.takeSyncAnswer(room, from: nodes[from].peer.id) else {
+                if verbose { log("n\(to): history from n\(from) for \(room) not asked for") }
                 nodes[to].engine = engine
                 return
             }
             // As the shell: each record (signed) through the engine's rule for what may be kept. A hostile
-            // relay (a fault) changes one record's words and keeps its signature: it must be refused.
-            let tamper = options.faults && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
+            // relay (a fault, like the others only before the network heals) changes one record's words and
+            // keeps its signature: it must be refused.
+            let tamper = options.faults && now < options.chaos && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
             for (index, message) in messages.enumerated() {
                 guard let id = WireID(hex: message.id) else { continue }
                 var record = HistoryRecord(
@@ -246,6 +248,7 @@ final class Simulator {
                 let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
                 let verdict = SessionStateMachine.verdict(record, room: room, relay: nodes[from].peer.id, ownID: nodes[to].peer.id,
                                                           keys: engine.configuration.envelopes, members: members)
+                if verbose, case .keep = verdict {} else if verbose { log("n\(to): record \(message.id.prefix(8)) from n\(from): \(verdict)") }
                 switch verdict {
                 case .keep(let kept): nodes[to].store.insert(kept, now: time(to).wall)
                 case .forged: forgeries.refused += 1
