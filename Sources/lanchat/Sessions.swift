@@ -67,9 +67,7 @@ struct Accept: ParsableCommand {
 
     func validate() throws {
         if ControlCall.JoinHistory(history) == nil { throw ValidationError("--history must be all, none or a number of messages, not '\(history)'") }
-        if let historySince, TimeSpec.milliseconds(historySince, now: 0) == nil {
-            throw ValidationError("--history-since must be a duration (90s, 30m, 2h, 7d) or a date and time (2026-11-23, 2026-11-23T14:05), not '\(historySince)'")
-        }
+        try validateTimeSpec(historySince, option: "history-since")
     }
 
     func run() throws {
@@ -189,9 +187,7 @@ struct History: ParsableCommand {
 
     func validate() throws {
         guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)") }
-        if let since, TimeSpec.milliseconds(since, now: 0) == nil {
-            throw ValidationError("--since must be a duration (90s, 30m, 2h, 7d) or a date and time (2026-11-23, 2026-11-23T14:05), not '\(since)'")
-        }
+        try validateTimeSpec(since, option: "since")
     }
 
     func run() throws {
@@ -255,4 +251,11 @@ func describe(_ message: MessageInfo, showRoom: Bool = true) -> String {
     if message.kind == "system" { return "\(prefix) * \(lines.joined(separator: " "))" }
     let head = "\(prefix) \(senderLabel(message)): "
     return head + lines.joined(separator: "\n" + String(repeating: " ", count: head.count))
+}
+
+/// Checks an option that takes a time (`--since`, `--history-since`) before anything is sent.
+func validateTimeSpec(_ value: String?, option: String) throws {
+    if let value, TimeSpec.milliseconds(value, now: 0) == nil {
+        throw ValidationError("--\(option) must be a duration (90s, 30m, 2h, 7d) or a date and time (2026-11-23, 2026-11-23T14:05), not '\(value)'")
+    }
 }
