@@ -116,7 +116,7 @@ extension SessionStateMachine {
         }
         if rooms[invite.room]?.members[peer.id] != nil {
             reply(.accepted, "already in the room", &out)
-            out.append(.send(link.handle, [.roomMembers(membersFrame(invite.room))]))
+            sendMembers(invite.room, to: link, at: now, &out)
             return
         }
         let timeout = invite.timeoutMilliseconds == 0

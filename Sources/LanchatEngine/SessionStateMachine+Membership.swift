@@ -25,6 +25,7 @@ extension SessionStateMachine {
     mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, history: HistoryScope = .all, at now: EngineTime, _ out: inout [SessionAction]) {
         if rooms[room] == nil {
             rooms[room] = Room()
+            ownProof(room, inviter: link.peer.id, at: now)
             notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
         }
         addMember(room, link.peer, hintFrom: link, at: now, &out)
@@ -65,11 +66,11 @@ extension SessionStateMachine {
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: links.isLinked(peer.id) ? .connected : .connecting)))
         // The new member learns everyone we know in the room; the others learn of it. What was kept
         // queued for it (it had answered "not a member") goes now.
-        if let handle = links.handle(peer.id) {
-            out.append(.send(handle, [.roomMembers(membersFrame(room))]))
+        if let entry = links.entry(peer.id) {
+            sendMembers(room, to: entry, at: now, &out)
             flushOutbox(to: peer.id, at: now, &out)
         }
-        introduce([peer.id], in: room, &out)
+        introduce([peer.id], in: room, at: now, &out)
         // What it claimed before it was a member here now counts.
         if let claim = claims[room]?.removeValue(forKey: peer.id), let entry = links.entry(peer.id) {
             merge(claim.members, into: room, from: entry, at: now, &out)
@@ -77,13 +78,31 @@ extension SessionStateMachine {
     }
 
     /// Tells the connected members of `room` (but the new ones) about new members; they connect to
-    /// each other directly.
-    mutating func introduce(_ newcomers: [PeerID], in room: RoomID, _ out: inout [SessionAction]) {
+    /// each other directly. On a version 2 connection only members whose proof we hold are introduced
+    /// (the others are when their proof reaches us: `merge`).
+    mutating func introduce(_ newcomers: [PeerID], in room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) {
         guard let members = rooms[room]?.members.keys, !newcomers.isEmpty else { return }
-        let introduction = WireFrame.roomMembers(.init(room: room, members: newcomers.map(memberEntry) + [selfEntry()]))
+        let plain = pages(of: newcomers.map(memberEntry) + [selfEntry()], in: room)
+        var proven: [WireFrame] = []
+        if configuration.envelopes != nil {
+            var entries: [WireFrame.Member] = newcomers.compactMap { id in
+                guard let proof = rooms[room]?.proofs[id] else { return nil }
+                var member = memberEntry(id)
+                member.proof = proof
+                return member
+            }
+            if !entries.isEmpty {
+                var own = selfEntry()
+                own.proof = ownProof(room, at: now)
+                entries.append(own)
+                proven = pages(of: entries, in: room)
+            }
+        }
         let fresh = Set(newcomers)
         for other in members.sorted() where !fresh.contains(other) {
-            if let handle = links.handle(other) { out.append(.send(handle, [introduction])) }
+            guard let entry = links.entry(other) else { continue }
+            let frames = entry.version >= 2 && configuration.envelopes != nil ? proven : plain
+            if !frames.isEmpty { out.append(.send(entry.handle, frames)) }
         }
     }
 
@@ -93,6 +112,7 @@ extension SessionStateMachine {
         _ room: RoomID, _ peer: SessionPeer, reason: String, keepQueued: Bool = false, at now: EngineTime, _ out: inout [SessionAction]
     ) {
         rooms[room]?.members[peer.id] = nil
+        rooms[room]?.proofs[peer.id] = nil
         historyOwed.removeAll { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
@@ -142,8 +162,14 @@ extension SessionStateMachine {
         timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
     }
 
+    /// Adds the members `link`'s peer (a member) tells us of. With keys (version 2), one that is new to
+    /// us only with its own proof (`+Proofs`); a proof that is new to us for a known member makes it one
+    /// we can introduce.
     private mutating func merge(_ members: [WireFrame.Member], into room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         var introduced: [PeerID] = []
+        var proven: [PeerID] = []
+        var unproven = 0
+        let proofsNeeded = configuration.envelopes != nil
         for member in members {
             guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
             // A member that told us it is not in the room comes back by a direct admission, after a
@@ -153,6 +179,7 @@ extension SessionStateMachine {
             var addresses = member.addresses
             if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
             if var known = rooms[room]?.members[id] {
+                if proofsNeeded, adoptProof(member.proof, of: id, in: room) { proven.append(id) }
                 // Addresses are hints, and only a member's own: another member's word about them (which
                 // could send our redials to an address of its choosing) changes nothing.
                 guard id == link.peer.id else { continue }
@@ -162,17 +189,25 @@ extension SessionStateMachine {
                 continue
             }
             guard (rooms[room]?.members.count ?? 0) < configuration.maximumRoomMembers else { continue }
+            if proofsNeeded {
+                guard verifies(member.proof, of: id, in: room) else {
+                    unproven += 1
+                    continue
+                }
+                rooms[room]!.proofs[id] = member.proof
+            }
             rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
             introduced.append(id)
             notice(room, "\(member.name) joined", at: now, &out)
             let state: SessionPeerState = links.isLinked(id) ? .connected : .connecting
             out.append(.emit(.memberState(room: room.rawValue, peer: SessionPeer(id: id, name: member.name), state: state)))
         }
+        reportUnproven(unproven, in: room, from: link, &out)
         saveRoom(room, &out)
-        introduce(introduced, in: room, &out)
+        introduce(introduced + proven, in: room, at: now, &out)
         for id in introduced {
             if let entry = links.entry(id) {
-                out.append(.send(entry.handle, [.roomMembers(membersFrame(room))]))
+                sendMembers(room, to: entry, at: now, &out)
                 flushOutbox(to: id, at: now, &out)
             }
             if let claim = claims[room]?.removeValue(forKey: id), let entry = links.entry(id) {
@@ -225,10 +260,9 @@ extension SessionStateMachine {
         // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
         syncServed.removeAll()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
-            let frame = WireFrame.roomMembers(membersFrame(room))
             for member in rooms[room]!.members.keys.sorted() {
                 guard let entry = links.entry(member) else { continue }
-                out.append(.send(entry.handle, [frame]))
+                sendMembers(room, to: entry, at: now, &out)
                 askForWhatWeLack(in: room, from: entry, &out)
             }
         }
@@ -242,8 +276,10 @@ extension SessionStateMachine {
         }
         historyOwed.removeAll { $0.room == room }
         var out: [SessionAction] = []
+        let signed = signLeave(room, at: now)
         for id in state.members.keys.sorted() {
-            if let handle = links.handle(id) { out.append(.send(handle, [.roomLeave(.init(room: room, text: ""))])) }
+            guard let entry = links.entry(id) else { continue }
+            out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= 2 ? signed : nil))]))
         }
         dropOutbox(for: nil, in: room, &out)
         claims[room] = nil
@@ -279,11 +315,6 @@ extension SessionStateMachine {
         return WireFrame.Member(
             peerID: id.rawValue, name: member?.name ?? links.entry(id)?.peer.name ?? id.short, port: UInt16(clamping: port),
             addresses: Array(addresses.filter { $0.utf8.count <= 64 }.prefix(8)))
-    }
-
-    func membersFrame(_ room: RoomID) -> WireFrame.RoomMembers {
-        let others = (rooms[room]?.members.keys).map(Array.init) ?? []
-        return WireFrame.RoomMembers(room: room, members: [selfEntry()] + others.sorted().map(memberEntry))
     }
 
     // MARK: Queries

@@ -53,6 +53,7 @@ extension SessionStateMachine {
     mutating func forgetSync(with peer: PeerID) {
         syncAsked = syncAsked.filter { $0.peer != peer }
         refusedLive.remove(peer)
+        refusedIntroductions.remove(peer)
     }
 
     /// A history transfer ended (any way): a newcomer's history frees the room for the next; a relay

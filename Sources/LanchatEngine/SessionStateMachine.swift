@@ -85,6 +85,8 @@ public struct SessionStateMachine: Sendable {
 
     struct Room: Equatable, Sendable {
         var members: [PeerID: Member] = [:]
+        /// Members' own proofs that they are in the room (version 2; `+Proofs`), as far as we hold them.
+        var proofs: [PeerID: WireFrame.MembershipProof] = [:]
     }
 
     struct PendingInvitation: Equatable, Sendable {
@@ -184,6 +186,13 @@ public struct SessionStateMachine: Sendable {
     var relayTransfers: Set<WireID> = []
     /// Peers told about once on their connection for a live message refused for its signature.
     var refusedLive: Set<PeerID> = []
+    /// Membership with provenance (`+Proofs`): our own proof per room, when we last left each room,
+    /// the signed leaves of others we hold (when each left; at most `maximumTombstones`), and peers told
+    /// about once on their connection for introducing members without proofs.
+    var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
+    var ownLeaves: [RoomID: UInt64] = [:]
+    var signedLeaves: [RoomMember: UInt64] = [:]
+    var refusedIntroductions: Set<PeerID> = []
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -287,7 +296,7 @@ public struct SessionStateMachine: Sendable {
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[peer.id] != nil {
             out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .connected)))
             if departed.remove(RoomMember(room: room, peer: peer.id)) != nil { notice(room, "\(peer.name) rejoined", at: now, &out) }
-            out.append(.send(handle, [.roomMembers(membersFrame(room))]))
+            if let entry = links.entry(peer.id) { sendMembers(room, to: entry, at: now, &out) }
         }
         flushOutbox(to: peer.id, at: now, &out)
         if let entry = links.entry(peer.id) { askForWhatWeLack(from: entry, &out) }
@@ -427,6 +436,10 @@ public struct SessionStateMachine: Sendable {
             case .inviteReply(let reply): received(reply, from: entry, at: now, &out)
             case .roomMembers(let update): received(update, from: entry, at: now, &out)
             case .roomLeave(let leave):
+                if let signed = leave.signed {
+                    received(signed: signed, room: leave.room, text: leave.text, from: entry, at: now, &out)
+                    break
+                }
                 guard rooms[leave.room]?.members[entry.peer.id] != nil else { break }
                 removeMember(leave.room, entry.peer, reason: leave.text, keepQueued: leave.text == Self.notAMember, at: now, &out)
                 bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)

@@ -42,4 +42,30 @@ public enum Envelope {
         buffer.writeLengthPrefixed(Array(body.utf8), as: UInt32.self)
         return Array(buffer.readableBytesView)
     }
+
+    public static let membershipContext: [UInt8] = Array("LCHT-JOIN-2".utf8)
+    public static let leaveContext: [UInt8] = Array("LCHT-LEAVE-2".utf8)
+
+    /// What a member signs to say it is in a room (`MembershipProof`): `"LCHT-JOIN-2" | room (u8 len) |
+    /// member_id (u8 len) | inviter_id (u8 len, may be empty) | joined_ms u64`.
+    public static func membershipBytes(room: RoomID, member: String, inviter: String, timestamp: UInt64) -> [UInt8] {
+        var buffer = ByteBufferAllocator().buffer(capacity: 160)
+        buffer.writeBytes(membershipContext)
+        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
+        buffer.writeLengthPrefixed(Array(member.utf8), as: UInt8.self)
+        buffer.writeLengthPrefixed(Array(inviter.utf8), as: UInt8.self)
+        buffer.writeInteger(timestamp)
+        return Array(buffer.readableBytesView)
+    }
+
+    /// What a member signs when it leaves (`SignedLeave`): `"LCHT-LEAVE-2" | room (u8 len) |
+    /// member_id (u8 len) | left_ms u64`.
+    public static func leaveBytes(room: RoomID, member: String, timestamp: UInt64) -> [UInt8] {
+        var buffer = ByteBufferAllocator().buffer(capacity: 100)
+        buffer.writeBytes(leaveContext)
+        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
+        buffer.writeLengthPrefixed(Array(member.utf8), as: UInt8.self)
+        buffer.writeInteger(timestamp)
+        return Array(buffer.readableBytesView)
+    }
 }

@@ -7,6 +7,11 @@ extension WireFrame {
     static let maximumCapabilities = 32
     static let maximumAckIDs = 1024
 
+    static func checkSignature(_ signature: Signature, key field: String) throws(WireError) {
+        guard signature.key.count == Signature.keyLength else { throw .invalidValue(field: field) }
+        guard signature.bytes.count == Signature.length else { throw .invalidValue(field: "signature") }
+    }
+
     // MARK: Decoding
 
     /// Parses a frame's payload. Unknown types are an error unless sent with the ignorable flag.
@@ -69,7 +74,21 @@ extension WireFrame {
                     guard isAddress(raw) else { throw .invalidValue(field: "address") }
                     addresses.append(String(decoding: raw, as: UTF8.self))
                 }
-                members.append(Member(peerID: id, name: name, port: port, addresses: addresses))
+                var proof: MembershipProof?
+                if frame.flags & proofsFlag != 0 {
+                    switch try reader.u8("has_proof") {
+                    case 0: break
+                    case 1:
+                        let inviter = try reader.lengthPrefixed("inviter_id", lengthType: UInt8.self, limit: 52)
+                        guard inviter.isEmpty || Self.isPeerID(inviter) else { throw .invalidValue(field: "inviter_id") }
+                        let time = try reader.u64("joined_ms")
+                        let signature = Signature(key: try reader.bytes("member_key", count: Signature.keyLength),
+                                                  bytes: try reader.bytes("signature", count: Signature.length))
+                        proof = MembershipProof(inviter: String(decoding: inviter, as: UTF8.self), timestampMilliseconds: time, signature: signature)
+                    default: throw .invalidValue(field: "has_proof")
+                    }
+                }
+                members.append(Member(peerID: id, name: name, port: port, addresses: addresses, proof: proof))
             }
             result = .roomMembers(RoomMembers(room: room, members: members))
         case .historyRequest:
@@ -95,7 +114,17 @@ extension WireFrame {
             result = .syncRequest(SyncRequest(room: room, sinceMilliseconds: since, marks: marks))
         case .roomLeave:
             let room = try readRoom(&reader)
-            result = .roomLeave(RoomLeave(room: room, text: try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)))
+            let text = try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)
+            var signed: SignedLeave?
+            if frame.flags & proofsFlag != 0 {
+                let member = try reader.lengthPrefixed("member_id", lengthType: UInt8.self, limit: 52)
+                guard Self.isPeerID(member) else { throw .invalidValue(field: "member_id") }
+                let time = try reader.u64("left_ms")
+                let signature = Signature(key: try reader.bytes("member_key", count: Signature.keyLength),
+                                          bytes: try reader.bytes("signature", count: Signature.length))
+                signed = SignedLeave(member: String(decoding: member, as: UTF8.self), timestampMilliseconds: time, signature: signature)
+            }
+            result = .roomLeave(RoomLeave(room: room, text: text, signed: signed))
         case .message:
             let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
             let room = try readRoom(&reader)
@@ -268,6 +297,7 @@ extension WireFrame {
             }
             payload.writeLengthPrefixed(Array(update.room.rawValue.utf8), as: UInt8.self)
             payload.writeInteger(UInt16(update.members.count))
+            let withProofs = update.members.contains { $0.proof != nil }
             for member in update.members {
                 guard Self.isPeerID(Array(member.peerID.utf8)) else { throw .invalidValue(field: "peer_id") }
                 try checkText(member.name, "name", limit: Self.maximumNameBytes)
@@ -280,8 +310,20 @@ extension WireFrame {
                 payload.writeInteger(member.port)
                 payload.writeInteger(UInt8(member.addresses.count))
                 for address in member.addresses { payload.writeLengthPrefixed(Array(address.utf8), as: UInt8.self) }
+                guard withProofs else { continue }
+                guard let proof = member.proof else {
+                    payload.writeInteger(UInt8(0))
+                    continue
+                }
+                guard proof.inviter.isEmpty || Self.isPeerID(Array(proof.inviter.utf8)) else { throw .invalidValue(field: "inviter_id") }
+                try Self.checkSignature(proof.signature, key: "member_key")
+                payload.writeInteger(UInt8(1))
+                payload.writeLengthPrefixed(Array(proof.inviter.utf8), as: UInt8.self)
+                payload.writeInteger(proof.timestampMilliseconds)
+                payload.writeBytes(proof.signature.key)
+                payload.writeBytes(proof.signature.bytes)
             }
-            return RawFrame(type: FrameType.roomMembers.rawValue, payload: payload)
+            return RawFrame(type: FrameType.roomMembers.rawValue, flags: withProofs ? Self.proofsFlag : 0, payload: payload)
         case .historyRequest(let room, let since, let limit):
             payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
             payload.writeInteger(since)
@@ -306,7 +348,14 @@ extension WireFrame {
             try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)
             payload.writeLengthPrefixed(Array(leave.text.utf8), as: UInt16.self)
-            return RawFrame(type: FrameType.roomLeave.rawValue, payload: payload)
+            guard let signed = leave.signed else { return RawFrame(type: FrameType.roomLeave.rawValue, payload: payload) }
+            guard Self.isPeerID(Array(signed.member.utf8)) else { throw .invalidValue(field: "member_id") }
+            try Self.checkSignature(signed.signature, key: "member_key")
+            payload.writeLengthPrefixed(Array(signed.member.utf8), as: UInt8.self)
+            payload.writeInteger(signed.timestampMilliseconds)
+            payload.writeBytes(signed.signature.key)
+            payload.writeBytes(signed.signature.bytes)
+            return RawFrame(type: FrameType.roomLeave.rawValue, flags: Self.proofsFlag, payload: payload)
         case .message(let message):
             try checkText(message.body, "body", limit: Message.maximumBody)
             payload.writeBytes(message.id.bytes)
@@ -317,8 +366,7 @@ extension WireFrame {
             payload.writeLengthPrefixed(Array(message.body.utf8), as: UInt32.self)
             var flags: UInt8 = (message.reliable ? Self.reliableFlag : 0) | (message.direct ? Self.directFlag : 0)
             if let signature = message.signature {
-                guard signature.key.count == Signature.keyLength else { throw .invalidValue(field: "author_key") }
-                guard signature.bytes.count == Signature.length else { throw .invalidValue(field: "signature") }
+                try Self.checkSignature(signature, key: "author_key")
                 payload.writeBytes(signature.key)
                 payload.writeBytes(signature.bytes)
                 flags |= Self.signedFlag

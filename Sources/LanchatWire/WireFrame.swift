@@ -84,6 +84,8 @@ public enum WireFrame: Equatable, Sendable {
     public static let signedFlag: UInt8 = 0x02
     /// On MESSAGE: sent to some members of the room only; receivers neither relay it nor hand it to newcomers.
     public static let directFlag: UInt8 = 0x04
+    /// ROOM_MEMBERS: each member carries a proof field; ROOM_LEAVE: a `SignedLeave` follows (version 2).
+    public static let proofsFlag: UInt8 = 0x02
     /// The protocol versions this implementation speaks: 1 (unsigned messages) and 2 (signed envelopes).
     public static let versions: ClosedRange<UInt16> = 1...2
     /// On HISTORY_REQUEST (version 2): `limit` follows.
@@ -144,12 +146,45 @@ public enum WireFrame: Equatable, Sendable {
         public var name: String
         public var port: UInt16
         public var addresses: [String]
+        /// The member's own signed statement that it is in the room (version 2; ROOM_MEMBERS flag 0x02).
+        public var proof: MembershipProof?
 
-        public init(peerID: String, name: String, port: UInt16 = 0, addresses: [String] = []) {
+        public init(peerID: String, name: String, port: UInt16 = 0, addresses: [String] = [], proof: MembershipProof? = nil) {
             self.peerID = peerID
             self.name = name
             self.port = port
             self.addresses = addresses
+            self.proof = proof
+        }
+    }
+
+    /// A member's signature over `Envelope.membershipBytes`: "I, this key's owner, am in this room,
+    /// invited by `inviter`, since `timestampMilliseconds`". Whoever relays it, it verifies on its own; a
+    /// member cannot make one for an id whose key it does not hold.
+    public struct MembershipProof: Equatable, Sendable {
+        /// The peer id of the member that invited it; empty when it created the room or does not know.
+        public var inviter: String
+        public var timestampMilliseconds: UInt64
+        public var signature: Signature
+
+        public init(inviter: String, timestampMilliseconds: UInt64, signature: Signature) {
+            self.inviter = inviter
+            self.timestampMilliseconds = timestampMilliseconds
+            self.signature = signature
+        }
+    }
+
+    /// A member's signature over `Envelope.leaveBytes` (version 2; ROOM_LEAVE flag 0x02): it left the
+    /// room at `timestampMilliseconds`. Members hand it on to the others.
+    public struct SignedLeave: Equatable, Sendable {
+        public var member: String
+        public var timestampMilliseconds: UInt64
+        public var signature: Signature
+
+        public init(member: String, timestampMilliseconds: UInt64, signature: Signature) {
+            self.member = member
+            self.timestampMilliseconds = timestampMilliseconds
+            self.signature = signature
         }
     }
 
@@ -192,10 +227,13 @@ public enum WireFrame: Equatable, Sendable {
     public struct RoomLeave: Equatable, Sendable {
         public var room: RoomID
         public var text: String
+        /// The leaver's signature (version 2): it may be about another member than the sender (relayed).
+        public var signed: SignedLeave?
 
-        public init(room: RoomID, text: String = "") {
+        public init(room: RoomID, text: String = "", signed: SignedLeave? = nil) {
             self.room = room
             self.text = text
+            self.signed = signed
         }
     }
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from testlan import wait_for
+from testlan import BIN, ROOT, wait_for
 
 
 
@@ -381,3 +381,39 @@ def test_a_tls_handshake_flood_does_not_starve_the_control_api(lan):
     lan.start_daemon("h3", name="carol")
     wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h3")), timeout=20, what="carol to see bob")
     assert lan.lanchat_json("h3", "ping", "bob")["encrypted"] is True
+
+
+def test_a_member_cannot_bring_in_members_of_its_own_making_nor_undo_anothers_membership(lan):
+    """Issue 12, item 2 (wire v2): a member (the wire client) introduces 1,024 members with no proof and 32
+    with proofs it signed itself for ids whose keys it does not hold: none is added, and a security event
+    names it. Carol, whose own key signed her proof, is added. A leave for carol signed with the member's
+    key changes nothing; carol's own signed leave, handed on by the member, removes her ("told by"); her
+    old proof, sent again, does not bring her back."""
+    daemon, port = solo(lan)
+    events = lan.popen("h2", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
+    client = lan.popen("h1", [sys.executable, os.path.join(ROOT, "Tests", "e2e", "wire_client.py"), lan.addr("h2"), port, "fake-members"],
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(client.stdout.readline())
+        assert first.get("version") == 2 and first["joined"] and first["pong_before_leave"], first
+
+        def members():
+            return {m["name"]: m["id"] for m in lan.lanchat_json("h2", "members", "crowd")["members"]}
+        wait_for(lambda: "carol" in members(), timeout=10, what="carol added by her own proof")
+        assert members() == {"wire-client": first["id"], "carol": first["carol_id"]}, members()
+        client.stdin.write("go on\n")
+        client.stdin.flush()
+        second = json.loads(client.stdout.readline())
+        assert second["pong_after"], second
+        wait_for(lambda: "carol" not in members(), timeout=10, what="carol removed by her own signed leave")
+        time.sleep(1)  # her old proof came after the leave: she stays out
+        assert members() == {"wire-client": first["id"]}, members()
+    finally:
+        client.kill()
+    notices = [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "crowd") if m["kind"] == "system"]
+    assert any("carol left" in n and "told by wire-client" in n for n in notices), notices
+    assert not any("fake" in n for n in notices), notices
+    events.terminate()
+    security = [json.loads(line) for line in events.stdout.read().splitlines() if '"security"' in line]
+    assert any("without their own signed membership" in e.get("text", "") for e in security), security
+    assert daemon.process.poll() is None

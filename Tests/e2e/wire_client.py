@@ -176,6 +176,71 @@ def members(room, entries):
     return frame(0x04, payload)
 
 
+def membership_bytes(room, member_id, inviter_id, joined_ms):
+    """What a member signs to say it is in a room (v2): "LCHT-JOIN-2" | room (u8 len) | member_id (u8 len) |
+    inviter_id (u8 len, may be empty) | joined_ms u64."""
+    return b"LCHT-JOIN-2" + lp(room.encode()) + lp(member_id.encode()) + lp(inviter_id.encode()) + struct.pack(">Q", joined_ms)
+
+
+def leave_bytes(room, member_id, left_ms):
+    """What a member signs when it leaves (v2): "LCHT-LEAVE-2" | room (u8 len) | member_id (u8 len) | left_ms u64."""
+    return b"LCHT-LEAVE-2" + lp(room.encode()) + lp(member_id.encode()) + struct.pack(">Q", left_ms)
+
+
+def proven_members(room, entries):
+    """ROOM_MEMBERS with flag 0x02 (v2): each entry (peer_id, name, addresses, proof) then has_proof u8 and,
+    when a proof (inviter_id, joined_ms, key PEM that signs) is given, inviter_id (u8 len) | joined_ms u64 |
+    member_key [33] | signature [64], signed by that key as `peer_id`."""
+    payload = lp(room.encode()) + struct.pack(">H", len(entries))
+    for peer_id, name, addresses, proof in entries:
+        payload += lp(peer_id.encode()) + lp(name.encode()) + struct.pack(">HB", 0, len(addresses))
+        payload += b"".join(lp(address.encode()) for address in addresses)
+        if proof is None:
+            payload += b"\x00"
+            continue
+        inviter_id, joined_ms, key = proof
+        payload += (b"\x01" + lp(inviter_id.encode()) + struct.pack(">Q", joined_ms) + author_key(key)
+                    + sign(key, membership_bytes(room, peer_id, inviter_id, joined_ms)))
+    return frame(0x04, payload, 0x02)
+
+
+def signed_leave(room, member_id, left_ms, key, text=""):
+    """ROOM_LEAVE with flag 0x02 (v2): room (u8 len) | text (u16 len) | member_id (u8 len) | left_ms u64 |
+    member_key [33] | signature [64], signed by the key PEM `key` as `member_id`."""
+    return frame(0x05, lp(room.encode()) + lp(text.encode(), 2) + lp(member_id.encode()) + struct.pack(">Q", left_ms)
+                 + author_key(key) + sign(key, leave_bytes(room, member_id, left_ms)), 0x02)
+
+
+def fake_members(c, key, peer_id, out):
+    """A member introduces 1,024 members of its own making with no proof, 32 with a proof it signed itself
+    for their ids, and carol (a second key it holds) with her own proof: only carol may be added. Then a
+    leave for carol signed with our key (a forgery: nothing changes), her genuine signed leave (she goes,
+    "told by" us), and her old proof again (older than her leave: she does not come back)."""
+    carol_key, _, carol_id = identity(tempfile.mkdtemp())
+    out["carol_id"] = carol_id
+    c.send(invite("crowd"))
+    got = c.frames_until(0x03)
+    out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+    fakes = [(base64.b32encode(os.urandom(32)).decode().lower().rstrip("="), f"fake{n}") for n in range(1024)]
+    c.send(members("crowd", fakes))
+    c.send(proven_members("crowd", [(fake, name, ["192.0.2.9"], (peer_id, TIMESTAMP_MS, key)) for fake, name in fakes[:32]]))
+    c.send(proven_members("crowd", [(carol_id, "carol", [], (peer_id, TIMESTAMP_MS, carol_key))]))
+    c.send(signed_leave("crowd", carol_id, TIMESTAMP_MS + 1000, key))
+    c.send(frame(0x20, struct.pack(">Q", 12)))
+    got = c.frames_until(0x21, timeout=10)
+    out["pong_before_leave"] = got is not None and got[0] == 0x21
+    out["marker"] = "carol in"
+    print(json.dumps(out), flush=True)
+    # The test looks at the daemon now, then tells us to go on (a line on stdin).
+    sys.stdin.readline()
+    c.send(signed_leave("crowd", carol_id, TIMESTAMP_MS + 2000, carol_key))
+    c.send(proven_members("crowd", [(carol_id, "carol", [], (peer_id, TIMESTAMP_MS, carol_key))]))
+    c.send(frame(0x20, struct.pack(">Q", 13)))
+    got = c.frames_until(0x21, timeout=10)
+    out["pong_after"] = got is not None and got[0] == 0x21
+    out["marker"] = "carol left"
+
+
 class Connection:
     def __init__(self, host, port, key, cert):
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -290,7 +355,7 @@ def main():
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
     c = Connection(host, port, key, cert)
-    max_version = 2 if scenario == "forged-history" else 1
+    max_version = 2 if scenario in ("forged-history", "fake-members") else 1
     c.send(hello(peer_id, max_version=max_version))
     got = c.frames_until(0x01)
     out["hello"] = got is not None and got[0] == 0x01
@@ -448,6 +513,8 @@ def main():
                 closed = round(time.monotonic() - started, 1)
                 break
         out.update(pings=sent, closed_after=closed)
+    elif scenario == "fake-members":
+        fake_members(c, key, peer_id, out)
     elif scenario == "unknown-type":
         c.send(frame(0x7E, b"xx"))
         got = c.frames_until(0x2F)

@@ -66,3 +66,34 @@ extension Simulator {
         }
     }
 }
+
+extension Simulator {
+    /// A hostile member's introduction (a fault): ROOM_MEMBERS gains members that are no node, with no
+    /// proof or one the sender signed itself for their ids. A member is added only with its own proof, so
+    /// nobody takes them.
+    func withFakeMembers(_ frame: WireFrame, from node: Int) -> WireFrame {
+        guard case .roomMembers(var update) = frame, let keys = nodes[node].engine?.configuration.envelopes else { return frame }
+        for _ in 0..<(1 + roll(3)) {
+            let fake = PeerID(digest: (0..<32).map { _ in UInt8(roll(256)) })
+            let time = UInt64(max(0, now))
+            let proof = WireFrame.MembershipProof(
+                inviter: nodes[node].peer.id.rawValue, timestampMilliseconds: time,
+                signature: keys.signature(over: Envelope.membershipBytes(room: update.room, member: fake.rawValue, inviter: nodes[node].peer.id.rawValue, timestamp: time)))
+            update.members.append(.init(peerID: fake.rawValue, name: "fake", port: 9, addresses: ["192.0.2.1"], proof: chance(2) ? proof : nil))
+            fakeMembers += 1
+        }
+        return .roomMembers(update)
+    }
+
+    /// Every member any node lists is a node: none of the fakes was ever added.
+    func checkProvenance() throws {
+        let ids = Set(nodes.map(\.peer.id))
+        for (index, node) in nodes.enumerated() {
+            for room in node.engine?.roomNames ?? [] {
+                if let fake = node.engine?.members(of: RoomID(room)!)?.keys.first(where: { !ids.contains($0) }) {
+                    throw fail("n\(index) lists \(fake.short) in \(room), a member of no node's making")
+                }
+            }
+        }
+    }
+}

@@ -116,6 +116,8 @@ final class Simulator {
     var placedBytes = 0
     /// Records a hostile relay changed in a history (a fault), and forged records newcomers refused.
     var forgeries = (injected: 0, refused: 0)
+    /// Members of no node's making a hostile member put in its ROOM_MEMBERS (a fault).
+    var fakeMembers = 0
     var trace: [String] = []
     var events = 0
     let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
@@ -172,6 +174,7 @@ final class Simulator {
         try checkDelivery()
         try checkSignatures()
         try checkRelay()
+        try checkProvenance()
         try checkInvitations()
         try checkStreams()
         try checkTransfers()
@@ -410,6 +413,8 @@ final class Simulator {
 
     private func transmit(_ frames: [WireFrame], from node: Int, on handle: LinkHandle) {
         guard let link = link(of: node, handle), link.up else { return }
+        var frames = frames
+        if options.faults, now < options.chaos, chance(5) { frames = frames.map { withFakeMembers($0, from: node) } }
         let to = link.ends.node == node ? link.ends.other : link.ends.node
         // A fault may cut the connection at any frame: the frame is lost, both sides see the drop.
         if options.faults, now < options.chaos, chance(2) {

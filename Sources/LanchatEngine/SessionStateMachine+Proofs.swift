@@ -1,0 +1,133 @@
+import LanchatCore
+import LanchatWire
+
+/// Membership with provenance (wire version 2).
+///
+/// Each member signs its own membership of a room (`MembershipProof`: room, its id, who invited it,
+/// when), and its leaving (`SignedLeave`). Another member's word that someone is in the room adds that
+/// someone only with its proof: so a member can bring in only peers that hold their keys and said they
+/// joined, not ids of its making, and it can never change a known member's key (an id is its key's hash).
+/// Proofs travel in ROOM_MEMBERS; a signed leave is handed on by each member that takes it, and a proof
+/// no newer than a leave we hold (a stale list) adds nobody. An engine without keys (version 1 only)
+/// takes a member's word, as version 1 does.
+extension SessionStateMachine {
+    /// Members listed per ROOM_MEMBERS frame: a room of 255 with 8 addresses of 64 bytes, names of 200
+    /// and proofs stays under 32 KiB a page.
+    static let membersPerPage = 32
+
+    /// Our own proof for `room`, signed once (`inviter`: who invited us, empty if we created the room or
+    /// restored it). Later than any leave of ours we signed, so it outranks it.
+    @discardableResult
+    mutating func ownProof(_ room: RoomID, inviter: PeerID? = nil, at now: EngineTime) -> WireFrame.MembershipProof? {
+        guard let keys = configuration.envelopes else { return nil }
+        if inviter == nil, let proof = ownProofs[room] { return proof }
+        let time = max(UInt64(max(0, now.wall)), (ownLeaves[room] ?? 0) + 1)
+        let inviterID = inviter?.rawValue ?? ""
+        let proof = WireFrame.MembershipProof(
+            inviter: inviterID, timestampMilliseconds: time,
+            signature: keys.signature(over: Envelope.membershipBytes(room: room, member: configuration.ownID.rawValue, inviter: inviterID, timestamp: time)))
+        ownProofs[room] = proof
+        return proof
+    }
+
+    /// Whether `proof` is `member`'s own, for `room`, and newer than any leave of it we hold.
+    func verifies(_ proof: WireFrame.MembershipProof?, of member: PeerID, in room: RoomID) -> Bool {
+        guard let proof, let keys = configuration.envelopes else { return false }
+        if let left = signedLeaves[RoomMember(room: room, peer: member)], left >= proof.timestampMilliseconds { return false }
+        let bytes = Envelope.membershipBytes(room: room, member: member.rawValue, inviter: proof.inviter, timestamp: proof.timestampMilliseconds)
+        return keys.verifies(proof.signature, over: bytes, by: member)
+    }
+
+    /// Keeps a member's proof if it is new to us and verifies; true if it was kept (the member can now be
+    /// introduced to members that do not know it).
+    mutating func adoptProof(_ proof: WireFrame.MembershipProof?, of member: PeerID, in room: RoomID) -> Bool {
+        guard let proof, rooms[room]?.members[member] != nil else { return false }
+        if let held = rooms[room]?.proofs[member], held.timestampMilliseconds >= proof.timestampMilliseconds { return false }
+        guard verifies(proof, of: member, in: room) else { return false }
+        rooms[room]!.proofs[member] = proof
+        return true
+    }
+
+    /// The ROOM_MEMBERS frames that tell `entry`'s peer who is in `room`: everyone on a version 1
+    /// connection; on version 2 only members whose proof we hold (the peer would not take the others,
+    /// and already has those it knows), with their proofs. In pages of `membersPerPage`.
+    mutating func membersFrames(_ room: RoomID, for entry: LinkTable.Entry, at now: EngineTime) -> [WireFrame] {
+        var listed = [selfEntry()]
+        let others = (rooms[room]?.members.keys.sorted()) ?? []
+        if entry.version >= 2, configuration.envelopes != nil {
+            listed[0].proof = ownProof(room, at: now)
+            for id in others {
+                guard let proof = rooms[room]?.proofs[id] else { continue }
+                var member = memberEntry(id)
+                member.proof = proof
+                listed.append(member)
+            }
+        } else {
+            listed += others.map(memberEntry)
+        }
+        return pages(of: listed, in: room)
+    }
+
+    func pages(of members: [WireFrame.Member], in room: RoomID) -> [WireFrame] {
+        stride(from: 0, to: members.count, by: Self.membersPerPage).map {
+            .roomMembers(.init(room: room, members: Array(members[$0..<min($0 + Self.membersPerPage, members.count)])))
+        }
+    }
+
+    /// Sends `entry`'s peer the members of `room`.
+    mutating func sendMembers(_ room: RoomID, to entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        out.append(.send(entry.handle, membersFrames(room, for: entry, at: now)))
+    }
+
+    /// Tells once per connection that a member's introduction brought peers without their proofs.
+    mutating func reportUnproven(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
+        guard count > 0, refusedIntroductions.insert(link.peer.id).inserted else { return }
+        out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced \(count) member(s) to room \(room) "
+            + "without their own signed membership: not added (any more from it on this connection are refused without a word)")))
+    }
+
+    // MARK: Leaving
+
+    /// Our signed leave of `room` (nil without keys).
+    mutating func signLeave(_ room: RoomID, at now: EngineTime) -> WireFrame.SignedLeave? {
+        guard let keys = configuration.envelopes else { return nil }
+        let time = max(UInt64(max(0, now.wall)), (ownProofs[room]?.timestampMilliseconds ?? 0) + 1)
+        ownProofs[room] = nil
+        ownLeaves[room] = time
+        let own = configuration.ownID.rawValue
+        return WireFrame.SignedLeave(
+            member: own, timestampMilliseconds: time,
+            signature: keys.signature(over: Envelope.leaveBytes(room: room, member: own, timestamp: time)))
+    }
+
+    /// A ROOM_LEAVE with a leaver's signature, from the leaver or handed on by a member. It removes the
+    /// leaver if it is newer than the proof we hold of it (a stale leave does not undo a rejoin) and is
+    /// handed on to the members we are connected to; it is kept so that an older proof adds no one.
+    mutating func received(signed leave: WireFrame.SignedLeave, room: RoomID, text: String, from link: LinkTable.Entry, at now: EngineTime,
+                           _ out: inout [SessionAction]) {
+        guard let keys = configuration.envelopes, let member = PeerID(leave.member), member != configuration.ownID,
+              rooms[room]?.members[link.peer.id] != nil,
+              keys.verifies(leave.signature, over: Envelope.leaveBytes(room: room, member: leave.member, timestamp: leave.timestampMilliseconds), by: member)
+        else { return }
+        let key = RoomMember(room: room, peer: member)
+        if let held = signedLeaves[key], held >= leave.timestampMilliseconds { return }
+        if signedLeaves.count >= configuration.maximumTombstones, signedLeaves[key] == nil,
+           let oldest = signedLeaves.min(by: { ($0.value, $0.key.peer) < ($1.value, $1.key.peer) }) {
+            signedLeaves[oldest.key] = nil
+        }
+        signedLeaves[key] = leave.timestampMilliseconds
+        guard let known = rooms[room]?.members[member] else { return }
+        if member != link.peer.id {
+            // Handed on: only a leave newer than the membership we know of counts.
+            guard let proof = rooms[room]?.proofs[member], proof.timestampMilliseconds < leave.timestampMilliseconds else { return }
+        }
+        let relayed = member != link.peer.id
+        let peer = SessionPeer(id: member, name: known.name)
+        removeMember(room, peer, reason: relayed ? "\(text.isEmpty ? "" : "\(text); ")told by \(link.peer.name)" : text, at: now, &out)
+        if !relayed { bury(key, at: now) }
+        let frame = WireFrame.roomLeave(.init(room: room, text: text, signed: leave))
+        for other in (rooms[room]?.members.keys.sorted() ?? []) where other != link.peer.id {
+            if let entry = links.entry(other), entry.version >= 2 { out.append(.send(entry.handle, [frame])) }
+        }
+    }
+}
