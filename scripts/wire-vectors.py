@@ -5,18 +5,26 @@ the Swift code: Python's standard library and the `openssl` command line only.
     scripts/wire-vectors.py
 
 prints `name: value` lines (hex, except `author_id`, which is text). The key is fixed (below), so every
-line is the same on every run except `signature` and the frames that carry it (`message_frame`,
-`history_record`): ECDSA signatures are randomized. Each signature printed was verified first, by
+line is the same on every run except the signatures (`signature`, `membership_signature`,
+`leave_signature`) and the frames that carry them (`message_frame`, `history_record`, `room_members_frame`,
+`room_leave_frame`): ECDSA signatures are randomized. Each signature printed was verified first, by
 openssl (with a public key rebuilt from the 33-byte compressed key alone, as a receiver has it) and by
 the small P-256 arithmetic below; the public key, the compressed form and the id are each computed two
 ways and compared. Any mismatch stops the script with an error.
 
-v2 layout (all integers big-endian; `lp1`/`lp4`: a u8/u32 length, then the bytes):
+v2 layout (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 length, then the bytes):
     signing bytes  = "LCHT-MSG-2" | author_id lp1 | room lp1 | message_id[16] | sequence u64
                      | timestamp_ms u64 | kind u8 | body lp4
     signature      = ECDSA P-256 / SHA-256 over the signing bytes, raw r[32] | s[32]
     MESSAGE 0x10, flags 0x03 (reliable | signed): the v1 payload | author_key[33] | signature[64]
     history record (RESOURCE_OFFER kind 2): the v1 record | author_key lp1 (0 or 33) | signature lp1 (0 or 64)
+    membership     = "LCHT-JOIN-2" | room lp1 | member_id lp1 | inviter_id lp1 (may be empty) | joined_ms u64,
+                     signed by the member's own key as above
+    leave          = "LCHT-LEAVE-2" | room lp1 | member_id lp1 | left_ms u64, signed by the member's own key
+    ROOM_MEMBERS 0x04, flag 0x02 (proofs): each member's v1 fields | has_proof u8 (0 or 1), and if 1
+                     inviter_id lp1 | joined_ms u64 | member_key[33] | signature[64]
+    ROOM_LEAVE 0x05, flag 0x02 (signed): room lp1 | text lp2 | member_id lp1 | left_ms u64 | member_key[33]
+                     | signature[64]
     author_key     = SEC1 compressed point (0x02/0x03 | X); author_id = base32(sha256(SPKI DER)), the SPKI
                      holding the uncompressed point (what `openssl pkey -pubout -outform DER` writes)."""
 import base64
@@ -47,9 +55,23 @@ SENDER_NAME = "alice@h1"
 HELLO_PEER_ID = "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a"
 HELLO_NAME = "alice@h1"
 MAX_PAYLOAD = 1 << 20
+# Membership with provenance: the fixed key's id joined `lab` at TIMESTAMP_MS, invited by the HELLO vector's id,
+# and left a minute later. The ROOM_MEMBERS vector names it (with its proof) and the v1 ROOM_MEMBERS vector's
+# member (without one).
+INVITER_ID = HELLO_PEER_ID
+JOINED_MS = TIMESTAMP_MS
+LEFT_MS = TIMESTAMP_MS + 60000
+MEMBER_NAME = "alice@h1"
+MEMBER_PORT = 7000
+MEMBER_ADDRESSES = ["198.18.0.11"]
+V1_MEMBER = (HELLO_PEER_ID, "bob@h2", 7000, ["198.18.0.12", "fe80::1%lan0"])
+LEAVE_TEXT = "bye"
 
 # docs/wire-protocol.md, "Test vectors" (v1): this script's v1 layouts must reproduce them.
 V1_MESSAGE_FRAME = "000000371001000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64"
+V1_ROOM_MEMBERS_FRAME = ("000000600400036c61620001346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b79"
+                         "70366f6c696b6c687472326106626f624068321b58020b3139382e31382e302e31320c666538303a3a31256c616e30")
+V1_ROOM_LEAVE_FRAME = "0000000b0500036c61620003627965"
 V1_HELLO_FRAME = ("0000005201004c4348540001000100100000346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b79"
                   "70366f6c696b6c687472326108616c696365406831010463686174")
 
@@ -94,6 +116,51 @@ def signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, bod
     assert len(message_id) == 16
     return (b"LCHT-MSG-2" + lp1(author_id.encode()) + lp1(room.encode()) + message_id
             + struct.pack(">QQBB", sequence, timestamp_ms, kind, direct) + lp4(body.encode()))
+
+
+def membership_bytes(room, member_id, inviter_id, joined_ms):
+    """"LCHT-JOIN-2" | room lp1 | member_id lp1 | inviter_id lp1 (empty: none) | joined_ms u64"""
+    return b"LCHT-JOIN-2" + lp1(room.encode()) + lp1(member_id.encode()) + lp1(inviter_id.encode()) + struct.pack(">Q", joined_ms)
+
+
+def leave_bytes(room, member_id, left_ms):
+    """"LCHT-LEAVE-2" | room lp1 | member_id lp1 | left_ms u64"""
+    return b"LCHT-LEAVE-2" + lp1(room.encode()) + lp1(member_id.encode()) + struct.pack(">Q", left_ms)
+
+
+def v1_member(peer_id, name, port, addresses):
+    """peer_id lp1 | name lp1 | port u16 | address_count u8 | addresses, each lp1"""
+    return (lp1(peer_id.encode()) + lp1(name.encode()) + struct.pack(">HB", port, len(addresses))
+            + b"".join(lp1(address.encode()) for address in addresses))
+
+
+def room_members_payload(room, members):
+    """room lp1 | count u16 | members; `members` is a list of (v1 member bytes, proof or None), proof =
+    (inviter_id, joined_ms, key, signature). With any proof (flag 0x02), each member is followed by has_proof u8
+    and, if 1, inviter_id lp1 | joined_ms u64 | member_key[33] | signature[64]."""
+    with_proofs = any(proof is not None for _, proof in members)
+    out = lp1(room.encode()) + struct.pack(">H", len(members))
+    for member, proof in members:
+        out += member
+        if not with_proofs:
+            continue
+        if proof is None:
+            out += b"\x00"
+            continue
+        inviter_id, joined_ms, key, signature = proof
+        assert len(key) == 33 and len(signature) == 64 and len(inviter_id) in (0, 52)
+        out += b"\x01" + lp1(inviter_id.encode()) + struct.pack(">Q", joined_ms) + key + signature
+    return out
+
+
+def room_leave_payload(room, text, signed=None):
+    """room lp1 | text lp2, then if signed (flag 0x02) member_id lp1 | left_ms u64 | member_key[33] | signature[64]"""
+    out = lp1(room.encode()) + struct.pack(">H", len(text.encode())) + text.encode()
+    if signed is not None:
+        member_id, left_ms, key, signature = signed
+        assert len(member_id) == 52 and len(key) == 33 and len(signature) == 64
+        out += lp1(member_id.encode()) + struct.pack(">Q", left_ms) + key + signature
+    return out
 
 
 def v1_message_payload(message_id, room, sequence, timestamp_ms, kind, body):
@@ -247,6 +314,9 @@ def main():
     v1 = frame(0x10, 0x01, v1_message_payload(MESSAGE_ID, ROOM, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY))
     check(v1.hex() == V1_MESSAGE_FRAME, "the v1 MESSAGE layout does not reproduce the v1 vector")
     check(frame(0x01, 0, hello_payload(1, 1)).hex() == V1_HELLO_FRAME, "the v1 HELLO layout does not reproduce the v1 vector")
+    check(frame(0x04, 0, room_members_payload(ROOM, [(v1_member(*V1_MEMBER), None)])).hex() == V1_ROOM_MEMBERS_FRAME,
+          "the v1 ROOM_MEMBERS layout does not reproduce the v1 vector")
+    check(frame(0x05, 0, room_leave_payload(ROOM, LEAVE_TEXT)).hex() == V1_ROOM_LEAVE_FRAME, "the v1 ROOM_LEAVE layout does not reproduce the v1 vector")
 
     # The key, two ways: openssl's SPKI and compressed form, and the scalar times G.
     scalar = scalar_of(FIXED_KEY_PEM)
@@ -274,6 +344,37 @@ def main():
               + lp1(key) + lp1(signature))
     unsigned_record = v1_history_record(MESSAGE_ID, author_id, SENDER_NAME, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY) + lp1(b"") + lp1(b"")
 
+    # Membership with provenance: the member signs its own joining and leaving, with the same key and scheme.
+    joined = membership_bytes(ROOM, author_id, INVITER_ID, JOINED_MS)
+    membership_signature = sign(pem_path, joined)
+    check(len(membership_signature) == 64, "the membership signature is not 64 bytes")
+    check(verified_by_openssl(key, joined, membership_signature, directory), "openssl does not verify the membership signature")
+    check(verified_by_arithmetic(key, joined, membership_signature), "the P-256 arithmetic does not verify the membership signature")
+    check(not verified_by_arithmetic(key, membership_bytes(ROOM, author_id, INVITER_ID, JOINED_MS + 1), membership_signature),
+          "a membership with a changed time still verifies")
+    check(not verified_by_arithmetic(key, membership_bytes("lab2", author_id, INVITER_ID, JOINED_MS), membership_signature),
+          "a membership for another room still verifies")
+    check(not verified_by_arithmetic(key, membership_bytes(ROOM, author_id, "", JOINED_MS), membership_signature),
+          "a membership without its inviter still verifies")
+    left = leave_bytes(ROOM, author_id, LEFT_MS)
+    leave_signature = sign(pem_path, left)
+    check(len(leave_signature) == 64, "the leave signature is not 64 bytes")
+    check(verified_by_openssl(key, left, leave_signature, directory), "openssl does not verify the leave signature")
+    check(verified_by_arithmetic(key, left, leave_signature), "the P-256 arithmetic does not verify the leave signature")
+    check(not verified_by_arithmetic(key, leave_bytes(ROOM, author_id, LEFT_MS + 1), leave_signature), "a leave with a changed time still verifies")
+    check(not verified_by_arithmetic(key, leave_bytes("lab2", author_id, LEFT_MS), leave_signature), "a leave for another room still verifies")
+    # Contexts keep the schemes apart: neither signature verifies as the other, nor as a message.
+    check(not verified_by_arithmetic(key, left, membership_signature), "the membership signature verifies as a leave")
+    check(not verified_by_arithmetic(key, signed, leave_signature), "the leave signature verifies as a message")
+
+    # ROOM_MEMBERS with proofs (flag 0x02): the fixed key's id with its proof, then the v1 vector's member without one.
+    room_members_frame = frame(0x04, 0x02, room_members_payload(ROOM, [
+        (v1_member(author_id, MEMBER_NAME, MEMBER_PORT, MEMBER_ADDRESSES), (INVITER_ID, JOINED_MS, key, membership_signature)),
+        (v1_member(*V1_MEMBER), None),
+    ]))
+    # ROOM_LEAVE with the signed leave (flag 0x02).
+    room_leave_frame = frame(0x05, 0x02, room_leave_payload(ROOM, LEAVE_TEXT, (author_id, LEFT_MS, key, leave_signature)))
+
     lines = [
         ("private_key_scalar", scalar.hex()),
         ("public_key_compressed", key.hex()),
@@ -293,6 +394,17 @@ def main():
         ("history_request_limit_frame", frame(0x06, 0x01, lp1(ROOM.encode()) + struct.pack(">QI", TIMESTAMP_MS, 100)).hex()),
         # MESSAGE, direct (flags 0x05: reliable, to some members only), otherwise as the v1 vector.
         ("message_direct_frame", frame(0x10, 0x05, v1_message_payload(MESSAGE_ID, ROOM, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY)).hex()),
+        # Membership with provenance: room `lab`, member the fixed key's id, inviter the HELLO vector's id, joined
+        # 1795000000000; left 1795000060000.
+        ("membership_signing_bytes", joined.hex()),
+        ("membership_signature", membership_signature.hex()),
+        # ROOM_MEMBERS, flags 0x02: the member `alice@h1` (port 7000, 198.18.0.11) with that proof, then the v1
+        # vector's member `bob@h2` without a proof.
+        ("room_members_frame", room_members_frame.hex()),
+        ("leave_signing_bytes", left.hex()),
+        ("leave_signature", leave_signature.hex()),
+        # ROOM_LEAVE, flags 0x02: room `lab`, text `bye`, the member's signed leave.
+        ("room_leave_frame", room_leave_frame.hex()),
     ]
     for name, value in lines:
         print(f"{name}: {value}")

@@ -115,7 +115,8 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         case 6: return .ack((0..<Int.random(in: 0...5, using: &generator)).map { _ in .random() })
         case 7: return .roomMembers(.init(room: lab, members: (0..<Int.random(in: 0...4, using: &generator)).map { index in
             .init(peerID: String(repeating: "b", count: 52), name: text.replacingOccurrences(of: "\n", with: "") + "\(index)",
-                  port: .random(in: 0...UInt16.max, using: &generator), addresses: Array(["198.18.0.1", "fe80::1%lan0", "::1"].prefix(index)))
+                  port: .random(in: 0...UInt16.max, using: &generator), addresses: Array(["198.18.0.1", "fe80::1%lan0", "::1"].prefix(index)),
+                  proof: Bool.random(using: &generator) ? vectorMembershipProof : nil)
         }))
         case 9: return .resourceOffer(.init(id: .random(), room: Bool.random(using: &generator) ? nil : lab, kind: .file,
                                             name: Array(text.utf8) + [0xff, 0x2f, 0x00], size: .random(in: 0...UInt64.max, using: &generator),
@@ -130,7 +131,8 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         case 15: return .streamData(id: .random(), data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         case 16: return .streamCredit(id: .random(), bytes: .random(in: 0...UInt32.max, using: &generator))
         case 17: return .streamEnd(.init(id: .random(), status: [.finished, .refused, .aborted].randomElement(using: &generator)!, text: text.replacingOccurrences(of: "\n", with: "")))
-        case 8: return .roomLeave(.init(room: RoomID(rooms.randomElement(using: &generator)!)!, text: text.replacingOccurrences(of: "\n", with: "")))
+        case 8: return .roomLeave(.init(room: RoomID(rooms.randomElement(using: &generator)!)!, text: text.replacingOccurrences(of: "\n", with: ""),
+                                        signed: Bool.random(using: &generator) ? vectorSignedLeave : nil))
         default: return .goodbye(.init(reason: .timeout, text: text.replacingOccurrences(of: "\n", with: "")))
         }
     }
@@ -180,6 +182,122 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
                 #expect(throws: WireError.self) { try WireFrame.decode(truncated) }
             }
         }
+    }
+}
+
+/// Membership with provenance (version 2): ROOM_MEMBERS and ROOM_LEAVE with flag 0x02, and the bytes members sign.
+@Suite struct MembershipWireTests {
+    static let alphabet = Array("abcdefghijklmnopqrstuvwxyz234567")
+
+    /// Page member `index` (0-31): its own peer id, and a proof when `proof` is set (even ones with an inviter).
+    static func member(_ index: Int, proof: Bool) -> WireFrame.Member {
+        .init(peerID: String(repeating: alphabet[index], count: 52), name: "member\(index)", port: UInt16(7000 + index),
+              addresses: Array(["198.18.0.1", "fe80::1%lan0"].prefix(index % 3)),
+              proof: proof ? WireFrame.MembershipProof(inviter: index % 4 == 0 ? vectorInviter : "", timestampMilliseconds: index == 2 ? .max : UInt64(index),
+                                                      signature: vectorMembershipProof.signature) : nil)
+    }
+
+    /// The payload of a vector frame (its bytes after the 6-byte header).
+    static func payload(of name: String) -> [UInt8] {
+        Array(bytes(fromHex: vectors.first { $0.name == name }!.hex).dropFirst(RawFrame.headerLength))
+    }
+
+    @Test func theSigningBytesAreTheScripts() {
+        #expect(hex(Envelope.membershipBytes(room: lab, member: vectorAuthor, inviter: vectorInviter, timestamp: vectorJoined)) == vectorMembershipBytes)
+        #expect(hex(Envelope.leaveBytes(room: lab, member: vectorAuthor, timestamp: vectorLeft)) == vectorLeaveBytes)
+        // No inviter: an empty length prefix.
+        var expected: [UInt8] = Array("LCHT-JOIN-2".utf8)
+        expected += [3] + Array("lab".utf8)
+        expected += [52] + Array(vectorAuthor.utf8)
+        expected += [0] + bytes(fromHex: "000001a1ee565e00")
+        #expect(Envelope.membershipBytes(room: lab, member: vectorAuthor, inviter: "", timestamp: vectorJoined) == expected)
+    }
+
+    /// A page of 32 (what a member sends at most per frame), every other member with a proof, round-trips;
+    /// each member costs one `has_proof` byte more, and each proof 106 bytes plus its inviter.
+    @Test func aPageMixingMembersWithAndWithoutProofsRoundTrips() throws {
+        let members = (0..<32).map { Self.member($0, proof: $0 % 2 == 0) }
+        let frame = WireFrame.roomMembers(.init(room: lab, members: members))
+        let raw = try frame.encode()
+        #expect(raw.flags == WireFrame.proofsFlag)
+        #expect(try WireFrame.decode(raw) == frame)
+        #expect(decodeStream(try frame.wireBytes()) == .success([frame]))
+        let plain = try WireFrame.roomMembers(.init(room: lab, members: (0..<32).map { Self.member($0, proof: false) })).encode()
+        #expect(plain.flags == 0)
+        let proofBytes = members.compactMap(\.proof).reduce(0) { $0 + 106 + $1.inviter.utf8.count }
+        #expect(raw.payload.readableBytes == plain.payload.readableBytes + members.count + proofBytes)
+        // A page whose only proof is its last member's: every member still carries `has_proof`.
+        let last = WireFrame.roomMembers(.init(room: lab, members: (0..<3).map { Self.member($0, proof: $0 == 2) }))
+        #expect(try last.encode().flags == WireFrame.proofsFlag)
+        #expect(decodeStream(try last.wireBytes()) == .success([last]))
+    }
+
+    @Test func withoutProofsTheFlagStaysClearAndTheLayoutIsVersion1s() throws {
+        let v1 = vectors.first { $0.name == "roomMembers" }!
+        #expect(try v1.frame.encode().flags == 0)
+        #expect(hex(try v1.frame.wireBytes()) == v1.hex)
+        #expect(try WireFrame.roomMembers(.init(room: lab, members: [])).encode().flags == 0)
+        #expect(try WireFrame.roomMembers(.init(room: lab, members: (0..<32).map { Self.member($0, proof: false) })).encode().flags == 0)
+        #expect(try WireFrame.roomLeave(.init(room: lab, text: "bye")).encode().flags == 0)
+        // With the flag, `has_proof` 0 after each member: the same members, no proofs.
+        let flagged = RawFrame(type: 0x04, flags: WireFrame.proofsFlag, payload: ByteBuffer(bytes: Self.payload(of: "roomMembers") + [0]))
+        #expect(try WireFrame.decode(flagged) == v1.frame)
+    }
+
+    @Test func aHasProofOtherThan0Or1IsRefused() {
+        for value: UInt8 in [2, 0x80, 0xff] {
+            let frame = RawFrame(type: 0x04, flags: WireFrame.proofsFlag, payload: ByteBuffer(bytes: Self.payload(of: "roomMembers") + [value]))
+            #expect(throws: WireError.invalidValue(field: "has_proof")) { try WireFrame.decode(frame) }
+        }
+        // The flag without the byte.
+        let missing = RawFrame(type: 0x04, flags: WireFrame.proofsFlag, payload: ByteBuffer(bytes: Self.payload(of: "roomMembers")))
+        #expect(throws: WireError.truncated(field: "has_proof")) { try WireFrame.decode(missing) }
+    }
+
+    @Test func aTruncatedProofIsRefusedNamingItsField() throws {
+        let raw = try WireFrame.roomMembers(.init(room: lab, members: [Self.member(0, proof: true)])).encode()
+        let full = raw.payload.readableBytes
+        // Bytes cut from the end (signature 64, member_key 33, joined_ms 8, inviter_id 1 + 52), and the field that then ends early.
+        let cuts: [(Int, String)] = [(1, "signature"), (64, "signature"), (65, "member_key"), (97, "member_key"), (98, "joined_ms"),
+                                     (106, "inviter_id"), (158, "inviter_id")]
+        for (cut, field) in cuts {
+            let truncated = RawFrame(type: raw.type, flags: raw.flags, payload: raw.payload.getSlice(at: raw.payload.readerIndex, length: full - cut)!)
+            #expect(throws: WireError.truncated(field: field)) { try WireFrame.decode(truncated) }
+        }
+        // The signed leave likewise.
+        let leave = try vectors.first { $0.name == "roomLeaveSigned" }!.frame.encode()
+        let shortLeave = RawFrame(type: leave.type, flags: leave.flags,
+                                  payload: leave.payload.getSlice(at: leave.payload.readerIndex, length: leave.payload.readableBytes - 1)!)
+        #expect(throws: WireError.truncated(field: "signature")) { try WireFrame.decode(shortLeave) }
+        // A proof with a byte too many is refused too.
+        let long = RawFrame(type: raw.type, flags: raw.flags, payload: ByteBuffer(bytes: Array(raw.payload.readableBytesView) + [0]))
+        #expect(throws: WireError.self) { try WireFrame.decode(long) }
+    }
+
+    @Test func idsAndSignaturesOfTheWrongShapeAreRefusedBothWays() {
+        let short = WireFrame.MembershipProof(inviter: "bob", timestampMilliseconds: 1, signature: vectorMembershipProof.signature)
+        #expect(throws: WireError.invalidValue(field: "inviter_id")) {
+            try WireFrame.roomMembers(.init(room: lab, members: [.init(peerID: vectorAuthor, name: "a", proof: short)])).encode()
+        }
+        let badSignature = WireFrame.MembershipProof(inviter: "", timestampMilliseconds: 1,
+                                                     signature: Signature(key: vectorSignature.key, bytes: Array(vectorSignature.bytes.dropLast())))
+        #expect(throws: WireError.invalidValue(field: "signature")) {
+            try WireFrame.roomMembers(.init(room: lab, members: [.init(peerID: vectorAuthor, name: "a", proof: badSignature)])).encode()
+        }
+        let notAnID = WireFrame.SignedLeave(member: "bob", timestampMilliseconds: 1, signature: vectorSignedLeave.signature)
+        #expect(throws: WireError.invalidValue(field: "member_id")) { try WireFrame.roomLeave(.init(room: lab, text: "", signed: notAnID)).encode() }
+        // On the wire: an inviter of 3 bytes, a member id of 3 bytes.
+        let zeros = [UInt8](repeating: 0, count: 8 + 33 + 64)
+        var membersPayload = Self.payload(of: "roomMembers")
+        membersPayload += [1, 3] + Array("bob".utf8)
+        membersPayload += zeros
+        let badInviter = RawFrame(type: 0x04, flags: WireFrame.proofsFlag, payload: ByteBuffer(bytes: membersPayload))
+        #expect(throws: WireError.invalidValue(field: "inviter_id")) { try WireFrame.decode(badInviter) }
+        var leavePayload = Self.payload(of: "roomLeave")
+        leavePayload += [3] + Array("bob".utf8)
+        leavePayload += zeros
+        let badMember = RawFrame(type: 0x05, flags: WireFrame.proofsFlag, payload: ByteBuffer(bytes: leavePayload))
+        #expect(throws: WireError.invalidValue(field: "member_id")) { try WireFrame.decode(badMember) }
     }
 }
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from testlan import BIN, ROOT, wait_for
+from testlan import BIN, ROOT, read_line, wait_for
 
 
 
@@ -394,26 +394,27 @@ def test_a_member_cannot_bring_in_members_of_its_own_making_nor_undo_anothers_me
     client = lan.popen("h1", [sys.executable, os.path.join(ROOT, "Tests", "e2e", "wire_client.py"), lan.addr("h2"), port, "fake-members"],
                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        first = json.loads(client.stdout.readline())
+        first = json.loads(read_line(client.stdout, 60, "the wire client's first observations"))
         assert first.get("version") == 2 and first["joined"] and first["pong_before_leave"], first
 
         def members():
             return {m["name"]: m["id"] for m in lan.lanchat_json("h2", "members", "crowd")["members"]}
         wait_for(lambda: "carol" in members(), timeout=10, what="carol added by her own proof")
         assert members() == {"wire-client": first["id"], "carol": first["carol_id"]}, members()
+        line = read_line(events.stdout, 10, "a security event naming the introductions without proofs",
+                         match=lambda l: "without their own signed membership" in l)
+        assert json.loads(line)["type"] == "security" and "wire-client" in json.loads(line)["text"], line
         client.stdin.write("go on\n")
         client.stdin.flush()
-        second = json.loads(client.stdout.readline())
+        second = json.loads(read_line(client.stdout, 30, "the wire client's last observations"))
         assert second["pong_after"], second
         wait_for(lambda: "carol" not in members(), timeout=10, what="carol removed by her own signed leave")
         time.sleep(1)  # her old proof came after the leave: she stays out
         assert members() == {"wire-client": first["id"]}, members()
     finally:
         client.kill()
+        events.kill()
     notices = [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "crowd") if m["kind"] == "system"]
     assert any("carol left" in n and "told by wire-client" in n for n in notices), notices
     assert not any("fake" in n for n in notices), notices
-    events.terminate()
-    security = [json.loads(line) for line in events.stdout.read().splitlines() if '"security"' in line]
-    assert any("without their own signed membership" in e.get("text", "") for e in security), security
     assert daemon.process.poll() is None
