@@ -30,6 +30,10 @@ public enum ControlCall: Equatable, Sendable {
     case streamAccept(name: String, from: String?)
     case connect(address: String, confirm: String?)
     case disconnect(peer: String)
+    /// Sets this host's availability (`available`, `away`, `busy`) and text; both nil: only reads it.
+    case presence(availability: String?, text: String?)
+    /// Raises or lowers this host's hand in a room (nil: the only room).
+    case hand(up: Bool, room: String?)
 
     /// What history a newcomer asks its inviter for (`accept`'s `history`: `all`, `none` or a number of
     /// the latest messages; `history_since_ms`: none older). The inviter's own bound applies on top.
@@ -152,6 +156,8 @@ public enum ControlCall: Equatable, Sendable {
         case .streamAccept: .streamAccept
         case .connect: .connect
         case .disconnect: .disconnect
+        case .presence: .presence
+        case .hand: .hand
         }
     }
 
@@ -207,6 +213,12 @@ public enum ControlCall: Equatable, Sendable {
         case .connect(let address, let confirm):
             p = ["address": address]
             p["confirm"] = confirm
+        case .presence(let availability, let text):
+            p["availability"] = availability
+            p["text"] = text
+        case .hand(let up, let room):
+            p = ["up": up ? "true" : "false"]
+            p["room"] = room
         }
         return p
     }
@@ -288,8 +300,22 @@ public enum ControlCall: Equatable, Sendable {
             guard let address = p.optional("address") else { throw .badRequest("connect needs params.address (HOST[:PORT])") }
             self = .connect(address: address, confirm: p.optional("confirm"))
         case .disconnect: self = .disconnect(peer: try p.required("peer"))
+        case .presence:
+            let availability = p.optional("availability")
+            if let availability, !Self.availabilities.contains(availability) {
+                throw .badRequest("params.availability must be \(Self.availabilities.joined(separator: ", ")), not '\(availability.prefix(16))'")
+            }
+            let text = p.values["text"]
+            if let text, text.utf8.count > Self.maximumStatusText {
+                throw .badRequest("the status text is longer than \(Self.maximumStatusText) bytes (\(text.utf8.count))")
+            }
+            self = .presence(availability: availability, text: text)
+        case .hand: self = .hand(up: try p.flag("up", default: true), room: p.optional("room"))
         }
     }
+
+    public static let availabilities = ["available", "away", "busy"]
+    public static let maximumStatusText = 128
 
     /// Reads one request's string parameters; an empty string counts as absent.
     private struct Parameters {

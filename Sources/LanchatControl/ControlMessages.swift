@@ -63,6 +63,12 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case connect
     /// Stops keeping `params.peer` (a static peer's name or id prefix).
     case disconnect
+    /// Sets this host's presence: `params.availability` (`available`, `away`, `busy`) and `params.text`
+    /// (one line, at most 128 bytes; empty clears it); without them, reads it. Answers `presence`.
+    case presence
+    /// Raises (`params.up` = "true", the default) or lowers ("false") this host's hand in `params.room`
+    /// (or the only room). Answers `presence`.
+    case hand
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -106,6 +112,8 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var transfers: [TransferEntry]?
     public var stream: StreamEntry?
     public var connect: ConnectResult?
+    /// `presence`, `hand`: this host's presence now.
+    public var presence: PresenceInfo?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id
@@ -147,6 +155,9 @@ public struct PeerInfo: Codable, Equatable, Sendable {
     /// How the daemon knows the peer: `dnssd` (discovered on the link) or `static` (added by address
     /// with `lanchat connect`, or `static-peer` in the config). Absent from older daemons.
     public var origin: String?
+    /// What the peer told us of its presence (a member of a room we share): `available`, `away`, `busy`.
+    public var availability: String?
+    public var statusText: String?
 
     public init(name: String, id: String?, shortId: String?, instance: String, host: String, port: Int, addresses: [String], interfaces: [String], state: String, rooms: [String], compatible: Bool, problem: String?, protocolVersion: Int?, encryption: String?, origin: String? = nil) {
         self.name = name
@@ -239,7 +250,8 @@ public struct PingResult: Codable, Equatable, Sendable {
 public struct ControlEvent: Codable, Equatable, Sendable {
     /// `found`, `changed`, `lost` (with `peer`), `advertising` (with `advertising` and `instance`),
     /// `invitation` and `invitation_closed` (with `invitation`), `invite_outcome` (with `invite`),
-    /// `member` (with `member`), `message` (with `message`), `security` (with `text` and `name`).
+    /// `member` (with `member`), `message` (with `message`), `security` (with `text` and `name`),
+    /// `presence` (with `presence`).
     public var type: String
     /// ISO 8601 time at the daemon.
     public var time: String
@@ -253,6 +265,8 @@ public struct ControlEvent: Codable, Equatable, Sendable {
     public var text: String?
     public var name: String?
     public var transfer: TransferEntry?
+    /// `presence`: a member's availability, text or raised hands changed.
+    public var presence: PresenceInfo?
 
     public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil,
                 invitation: InvitationInfo? = nil, invite: InviteResult? = nil, member: MemberEvent? = nil, message: MessageInfo? = nil) {

@@ -58,6 +58,11 @@ public struct MemberInfo: Codable, Equatable, Sendable {
     public var shortId: String
     /// `connected`, `connecting`, `not_connected`.
     public var state: String
+    /// `available`, `away`, `busy`; nil: not told (an older lanchat).
+    public var availability: String?
+    public var statusText: String?
+    /// In `members`: whether its hand is raised in that room.
+    public var hand: Bool?
 
     public init(name: String, id: String, shortId: String, state: String) {
         self.name = name
@@ -201,5 +206,25 @@ public struct StreamEntry: Codable, Equatable, Sendable {
         self.peer = peer
         self.peerId = peerId
         self.name = name
+    }
+}
+
+/// A member's presence: availability, its line of text, and the rooms where its hand is raised.
+public struct PresenceInfo: Codable, Equatable, Sendable {
+    public var name: String
+    public var id: String
+    public var shortId: String
+    /// `available`, `away`, `busy`.
+    public var availability: String
+    public var text: String
+    public var hands: [String]
+
+    public init(name: String, id: String, shortId: String, availability: String, text: String, hands: [String]) {
+        self.name = name
+        self.id = id
+        self.shortId = shortId
+        self.availability = availability
+        self.text = text
+        self.hands = hands
     }
 }

@@ -110,6 +110,7 @@ public enum Daemon {
             sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
             sessionConfiguration.maximumFileSize = configuration.maximumFileSize
             if configuration.maximumWireVersion >= 2 { sessionConfiguration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity)) }
+            if configuration.autoAwaySeconds > 0 { sessionConfiguration.autoAway = .seconds(configuration.autoAwaySeconds) }
             node = try SessionNode(
                 configuration: sessionConfiguration,
                 eventLoop: eventLoopGroup.next(), connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)
@@ -197,6 +198,8 @@ struct DaemonControlHandler: ControlHandler {
             case .cancel(let id): response.transfer = try await sessions.cancel(id)
             case .connect(let address, let confirm): response.connect = try await connect(address, confirm: confirm)
             case .disconnect(let peer): response.peers = [try await disconnect(peer)]
+            case .presence(let availability, let text): response.presence = await sessions.presence(availability: availability, text: text)
+            case .hand(let up, let room): response.presence = try await sessions.hand(up: up, room: room)
             case .watch, .stream, .streamAccept: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
             }
         } catch {
@@ -234,12 +237,20 @@ struct DaemonControlHandler: ControlHandler {
     func peers() async -> [PeerInfo] {
         let connections = await node.connections
         var connected = Set<String>()
-        for id in connections.keys where await node.isConnected(id) { connected.insert(id.rawValue) }
+        var presences: [PeerID: SessionStateMachine.PresenceState] = [:]
+        for id in connections.keys {
+            if await node.isConnected(id) { connected.insert(id.rawValue) }
+            presences[id] = await node.presence(of: id)
+        }
         return await discovery.peers.map { peer in
             var info = DiscoveryService.info(peer)
             if let id = peer.advertisement?.peerID {
                 info.rooms = connections[id] ?? []
                 if connected.contains(id.rawValue) { info.state = "connected" } else if !info.rooms.isEmpty { info.state = "not_connected" }
+                if let presence = presences[id] {
+                    info.availability = presence.availability.name
+                    info.statusText = presence.text
+                }
             }
             return info
         }

@@ -18,6 +18,9 @@ extension SessionStateMachine {
     public struct MemberSummary: Sendable, Equatable {
         public var peer: SessionPeer
         public var state: SessionPeerState
+        /// What it told us of its presence (nil: nothing, an older lanchat), and whether its hand is up here.
+        public var presence: PresenceState?
+        public var hand = false
     }
 
     /// Joins `room` because `link`'s peer invited us (we accepted, or it was accepted for us), and asks
@@ -68,6 +71,7 @@ extension SessionStateMachine {
         // queued for it (it had answered "not a member") goes now.
         if let entry = links.entry(peer.id) {
             sendMembers(room, to: entry, at: now, &out)
+            out.append(.send(entry.handle, [presenceFrame(for: peer.id)]))
             flushOutbox(to: peer.id, at: now, &out)
         }
         introduce([peer.id], in: room, at: now, &out)
@@ -120,6 +124,7 @@ extension SessionStateMachine {
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
         notice(room, reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)", at: now, &out)
         forgetUnwantedRedials()
+        forgetPresences()
     }
 
     mutating func received(_ update: WireFrame.RoomMembers, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
@@ -208,6 +213,7 @@ extension SessionStateMachine {
         for id in introduced {
             if let entry = links.entry(id) {
                 sendMembers(room, to: entry, at: now, &out)
+                out.append(.send(entry.handle, [presenceFrame(for: id)]))
                 flushOutbox(to: id, at: now, &out)
             }
             if let claim = claims[room]?.removeValue(forKey: id), let entry = links.entry(id) {
@@ -289,6 +295,7 @@ extension SessionStateMachine {
         notice(room, "you left \(room)", at: now, &out)
         scheduleResync(at: now)
         forgetUnwantedRedials()
+        forgetPresences()
         return out
     }
 
@@ -343,7 +350,7 @@ extension SessionStateMachine {
             // while we try to reach it again.
             let state: SessionPeerState = links.isLinked(id) ? .connected
                 : links.dialing.contains(id) && !departed.contains(RoomMember(room: room, peer: id)) ? .connecting : .notConnected
-            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state)
+            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state, presence: presences[id], hand: handRaised(id, in: room))
         }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }
         return RoomSummary(room: room.rawValue, members: members)
     }

@@ -67,6 +67,8 @@ public struct SessionStateMachine: Sendable {
         public var maximumKeyedPeers = 65_536
         /// Our signing key and the check of others' signatures (wire version 2); nil: version 1 only.
         public var envelopes: EnvelopeKeys?
+        /// Milliseconds without a person's command after which we turn away (nil: never).
+        public var autoAway: Int64?
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy) {
             self.ownID = ownID
@@ -193,6 +195,12 @@ public struct SessionStateMachine: Sendable {
     var ownLeaves: [RoomID: UInt64] = [:]
     var signedLeaves: [RoomMember: UInt64] = [:]
     var refusedIntroductions: Set<PeerID> = []
+    /// Presence (`+Presence`): ours, whether auto-away set it, when a person last acted, and each
+    /// peer's as it told us (peers we share a room with).
+    var ownPresence = PresenceState()
+    var autoAway = false
+    var lastActivity: Int64 = 0
+    var presences: [PeerID: PresenceState] = [:]
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -229,6 +237,8 @@ public struct SessionStateMachine: Sendable {
         var out: [SessionAction] = []
         scheduleRedial(at: now, &out)
         scheduleResync(at: now)
+        lastActivity = now.monotonic
+        scheduleAutoAway()
         return out
     }
 
@@ -251,6 +261,7 @@ public struct SessionStateMachine: Sendable {
             case .streamOpen(let id): streamOpenTimedOut(id, &out)
             case .pendingStreamOpen(let id): pendingStreamOpenExpired(id, &out)
             case .transferStalls: failStalledTransfers(at: now, &out)
+            case .autoAway: idleTimerFired(at: now, &out)
             }
         }
         return out
@@ -298,6 +309,7 @@ public struct SessionStateMachine: Sendable {
             if departed.remove(RoomMember(room: room, peer: peer.id)) != nil { notice(room, "\(peer.name) rejoined", at: now, &out) }
             if let entry = links.entry(peer.id) { sendMembers(room, to: entry, at: now, &out) }
         }
+        if sharesRoom(with: peer.id) { out.append(.send(handle, [presenceFrame(for: peer.id)])) }
         flushOutbox(to: peer.id, at: now, &out)
         if let entry = links.entry(peer.id) { askForWhatWeLack(from: entry, &out) }
         out.append(.peerConnected(peer, handle))
@@ -444,6 +456,7 @@ public struct SessionStateMachine: Sendable {
                 removeMember(leave.room, entry.peer, reason: leave.text, keepQueued: leave.text == Self.notAMember, at: now, &out)
                 bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)
             case .syncRequest(let request): received(request, from: entry, &out)
+            case .presence(let presence): received(presence, from: entry, &out)
             case .historyRequest(let room, let since, let limit):
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }

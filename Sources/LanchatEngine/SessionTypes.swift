@@ -106,6 +106,8 @@ public enum SessionEvent: Sendable, Equatable {
     case security(peer: SessionPeer, text: String)
     /// A file transfer started, progressed, or ended.
     case transfer(TransferInfo)
+    /// A peer's presence changed (availability, text, raised hands); `before`: what it was, if told.
+    case presence(peer: SessionPeer, state: SessionStateMachine.PresenceState, before: SessionStateMachine.PresenceState?)
 }
 
 /// A file transfer as people and programs see it.

@@ -22,6 +22,8 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
     case pendingStreamOpen(WireID)
     /// Incoming transfers that got no byte for the stall timeout fail.
     case transferStalls
+    /// No command from a person for the auto-away time: we turn away.
+    case autoAway
 
     public var description: String {
         switch self {
@@ -34,6 +36,7 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
         case .streamOpen(let id): "stream \(id.description.prefix(8)) not accepted"
         case .pendingStreamOpen(let id): "open \(id.description.prefix(8)) refused"
         case .transferStalls: "stalled transfers fail"
+        case .autoAway: "auto-away"
         }
     }
 }

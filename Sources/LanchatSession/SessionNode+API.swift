@@ -1,5 +1,6 @@
 import LanchatCore
 import LanchatEngine
+import LanchatWire
 import LanchatSecurity
 import LanchatStore
 
@@ -106,6 +107,25 @@ extension SessionNode {
         do { ids = try knownPeers.forget(label: name) } catch { throw SessionError("storage", error.description) }
         _ = engine.forget(name)
         return ids
+    }
+
+    /// Our presence: availability, text, raised hands.
+    public var presence: SessionStateMachine.PresenceState { engine.presence }
+
+    /// What a peer told us of its presence (a member of a room we share).
+    public func presence(of peer: PeerID) -> SessionStateMachine.PresenceState? { engine.presence(of: peer) }
+
+    public func setStatus(_ availability: WireFrame.Presence.Availability, text: String) {
+        perform(engine.setStatus(availability, text: text, at: time()))
+    }
+
+    public func setHand(_ up: Bool, in room: RoomID) throws(SessionError) {
+        perform(try engine.setHand(up, in: room, at: time()))
+    }
+
+    /// A person used the daemon (auto-away's idle clock starts again).
+    public func personActive() {
+        perform(engine.personActive(at: time()))
     }
 
     /// Records `peer`'s key as known under its name (the person compared its code).

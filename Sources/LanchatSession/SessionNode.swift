@@ -51,6 +51,8 @@ public actor SessionNode {
         /// Our signing key and the check of others' signatures (`EnvelopeKeys(signer:)`); nil: the node
         /// speaks wire version 1 only (its HELLO must say so).
         public var envelopes: EnvelopeKeys?
+        /// Turn away after this long without a person's command (nil: never).
+        public var autoAway: Duration?
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy, encryption: EncryptionPreference) {
             self.ownID = ownID
@@ -142,6 +144,7 @@ public actor SessionNode {
         engineConfiguration.maximumReconnectDelay = Self.milliseconds(configuration.maximumReconnectDelay)
         engineConfiguration.encryption = configuration.encryption
         engineConfiguration.envelopes = configuration.envelopes
+        engineConfiguration.autoAway = configuration.autoAway.map(Self.milliseconds)
         engineConfiguration.transferLimits.maximumSize = configuration.maximumFileSize
         // A cancel is told for as long as a receiver keeps an interrupted transfer (one retention, not two).
         engineConfiguration.transferLimits.cancelTold = transferRetention

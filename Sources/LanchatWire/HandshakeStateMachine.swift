@@ -147,6 +147,7 @@ public struct HandshakeStateMachine: Sendable {
         case .roomLeave: return "ROOM_LEAVE"
         case .historyRequest: return "HISTORY_REQUEST"
         case .syncRequest: return "SYNC_REQUEST"
+        case .presence: return "PRESENCE"
         case .streamOpen: return "STREAM_OPEN"
         case .streamAccept: return "STREAM_ACCEPT"
         case .streamData: return "STREAM_DATA"

@@ -112,6 +112,14 @@ extension WireFrame {
                 marks.append(.init(author: String(decoding: author, as: UTF8.self), first: first, last: last))
             }
             result = .syncRequest(SyncRequest(room: room, sinceMilliseconds: since, marks: marks))
+        case .presence:
+            guard let availability = Presence.Availability(rawValue: try reader.u8("availability")) else { throw .invalidValue(field: "availability") }
+            let text = try reader.text("text", lengthType: UInt8.self, limit: Presence.maximumText)
+            let count = try reader.u8("count")
+            guard Int(count) <= Presence.maximumHands else { throw .fieldTooLong(field: "rooms", length: Int(count), limit: Presence.maximumHands) }
+            var hands: [RoomID] = []
+            for _ in 0..<count { hands.append(try readRoom(&reader)) }
+            result = .presence(Presence(availability: availability, text: text, hands: hands))
         case .roomLeave:
             let room = try readRoom(&reader)
             let text = try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)
@@ -344,6 +352,16 @@ extension WireFrame {
                 payload.writeInteger(mark.last)
             }
             return RawFrame(type: FrameType.syncRequest.rawValue, payload: payload)
+        case .presence(let presence):
+            try checkText(presence.text, "text", limit: Presence.maximumText)
+            guard presence.hands.count <= Presence.maximumHands else {
+                throw .fieldTooLong(field: "rooms", length: presence.hands.count, limit: Presence.maximumHands)
+            }
+            payload.writeInteger(presence.availability.rawValue)
+            payload.writeLengthPrefixed(Array(presence.text.utf8), as: UInt8.self)
+            payload.writeInteger(UInt8(presence.hands.count))
+            for room in presence.hands { payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self) }
+            return RawFrame(type: FrameType.presence.rawValue, flags: Self.ignorableFlag, payload: payload)
         case .roomLeave(let leave):
             try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)

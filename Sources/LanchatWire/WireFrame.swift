@@ -26,6 +26,11 @@ public enum WireFrame: Equatable, Sendable {
     /// room: what it missed as a member). `room (u8 len) | since_ms u64 | count u16 (<= 1024)
     /// | runs, each: author_id (u8 len, 52) | first u64 | last u64`.
     case syncRequest(SyncRequest)
+    /// 0x08 (sent with the ignorable flag 0x80: an older peer skips it). The sender's presence: "I am
+    /// available / away / busy (`text`), with my hand raised in these rooms (of those we share)".
+    /// `availability u8 (0 available, 1 away, 2 busy) | text (u8 len, UTF-8, one line, at most 128 bytes) |
+    /// count u8 (<= 64) | rooms, each (u8 len)`.
+    case presence(Presence)
     /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
     /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
     /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
@@ -71,7 +76,7 @@ public enum WireFrame: Equatable, Sendable {
     case ignored(type: UInt8)
 
     public enum FrameType: UInt8, Sendable {
-        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
@@ -221,6 +226,29 @@ public enum WireFrame: Equatable, Sendable {
             self.room = room
             self.sinceMilliseconds = sinceMilliseconds
             self.marks = marks
+        }
+    }
+
+    public struct Presence: Equatable, Sendable {
+        public enum Availability: UInt8, Sendable, CaseIterable {
+            case available = 0, away = 1, busy = 2
+            public var name: String { "\(self)" }
+            public init?(name: String) {
+                guard let match = Self.allCases.first(where: { "\($0)" == name }) else { return nil }
+                self = match
+            }
+        }
+        public static let maximumText = 128
+        public static let maximumHands = 64
+        public var availability: Availability
+        public var text: String
+        /// Rooms (shared with the receiver) in which the sender's hand is raised.
+        public var hands: [RoomID]
+
+        public init(availability: Availability = .available, text: String = "", hands: [RoomID] = []) {
+            self.availability = availability
+            self.text = text
+            self.hands = hands
         }
     }
 

@@ -25,6 +25,8 @@ struct Interactive: ParsableCommand {
           /grep WORDS               the current room's last 20 messages with these words
           /send-file PATH           send a file to every member of the current room
           /transfers                file transfers
+          /away [TEXT]  /busy [TEXT]  /back   your status (the others see it in /members)
+          /hand [up|down]           raise (default) or lower your hand in the current room
           /quit                     leave this program (lanchatd keeps running)
         """
 
@@ -171,7 +173,22 @@ struct Interactive: ParsableCommand {
             case "members":
                 guard let room = arguments.first ?? state.room else { state.say("you are in no room"); return true }
                 let info = try client.call(.members(room: room)).room
-                for member in info?.members ?? [] { state.say("\(printable(member.name)) (\(member.shortId)) \(member.state.replacingOccurrences(of: "_", with: " "))") }
+                for member in info?.members ?? [] {
+                    let status = member.availability.map { " \($0)" + (member.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? "") } ?? ""
+                    state.say("\(printable(member.name)) (\(member.shortId)) \(member.state.replacingOccurrences(of: "_", with: " "))\(status)\(member.hand == true ? ", hand up" : "")")
+                }
+            case "away", "busy", "back":
+                let text = arguments.joined(separator: " ")
+                let presence = try client.call(.presence(availability: name == "back" ? "available" : String(name), text: text)).presence
+                if let presence {
+                    state.ui?.setPresence(presence)
+                    state.say("you are \(describe(presence))")
+                }
+            case "hand":
+                guard let room = state.room else { state.say("you are in no room"); return true }
+                let up = arguments.first != "down"
+                if let presence = try client.call(.hand(up: up, room: room)).presence { state.ui?.setPresence(presence) }
+                state.say("your hand is \(up ? "up" : "down") in \(room)")
             case "leave":
                 guard let room = arguments.first ?? state.room else { state.say("you are in no room"); return true }
                 _ = try client.call(.leave(room: room))
@@ -342,6 +359,10 @@ final class InteractiveState: @unchecked Sendable {
                 if ["complete", "refused", "failed", "cancelled"].contains(transfer.state) { say(progressLine(transfer)) }
             }
         case "member":
+            refreshMembers()
+        case "presence":
+            // Shown as a line (who changed and to what), and in the status line's raised hands.
+            if let text = describeSession(event) { say(text) }
             refreshMembers()
         default:
             break  // found/lost: see /peers

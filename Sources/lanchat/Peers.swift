@@ -25,9 +25,10 @@ struct Peers: ParsableCommand {
                 peer.addresses.isEmpty ? "-" : peer.addresses.joined(separator: ","), String(peer.port),
                 peer.compatible ? peer.state : "incompatible: " + printable(peer.problem ?? "?"),
                 peer.rooms.isEmpty ? "-" : peer.rooms.joined(separator: ","),
+                (peer.availability ?? "-") + (peer.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? ""),
                 printable(peer.instance), peer.origin ?? "dnssd",
             ]
         }
-        print(table(["NAME", "ID", "ADDRESSES", "PORT", "STATE", "ROOMS", "INSTANCE", "ORIGIN"], rows))
+        print(table(["NAME", "ID", "ADDRESSES", "PORT", "STATE", "ROOMS", "STATUS", "INSTANCE", "ORIGIN"], rows))
     }
 }

@@ -24,6 +24,9 @@ final class TerminalUI: @unchecked Sendable {
     var me = ""
     private var room: String?
     private var members: [String: (connected: Int, total: Int)] = [:]
+    /// Members with a raised hand, per room; our own availability when it is not `available`.
+    private var hands: [String: [String]] = [:]
+    private var myPresence = ""
     private var unread: [String: Int] = [:]
     private var transfers: [String: TransferEntry] = [:]
     /// An invitation waiting for y/n: shown instead of the input line, which is kept.
@@ -134,10 +137,11 @@ final class TerminalUI: @unchecked Sendable {
 
     /// The status line and the input line (or the invitation question), and the cursor in it.
     private func drawBottom() {
-        var status = " \(me)"
+        var status = " \(me)" + (myPresence.isEmpty ? "" : " (\(myPresence))")
         if let room {
             let count = members[room].map { " \($0.connected)/\($0.total)" } ?? ""
             status += " | [\(room)]\(count)"
+            if let raised = hands[room], !raised.isEmpty { status += " | hand up: " + raised.joined(separator: ", ") }
         } else {
             status += " | no room (/invite PEER)"
         }
@@ -183,6 +187,17 @@ final class TerminalUI: @unchecked Sendable {
     func setMembers(_ rooms: [RoomInfo]) {
         lock.withLock {
             members = Dictionary(uniqueKeysWithValues: rooms.map { ($0.room, ($0.members.filter { $0.state == "connected" }.count, $0.members.count)) })
+            hands = Dictionary(uniqueKeysWithValues: rooms.map { ($0.room, $0.members.filter { $0.hand == true }.map { printable($0.name) }) })
+            if active { drawBottom() }
+        }
+    }
+
+    /// Our presence as the status line shows it ("" when available with no text).
+    func setPresence(_ presence: PresenceInfo) {
+        lock.withLock {
+            myPresence = presence.availability == "available" && presence.text.isEmpty ? ""
+                : presence.availability + (presence.text.isEmpty ? "" : ": \(printable(presence.text))")
+            if let room, presence.hands.contains(room) { myPresence += myPresence.isEmpty ? "hand up" : ", hand up" }
             if active { drawBottom() }
         }
     }

@@ -59,6 +59,7 @@ func describeSession(_ event: ControlEvent) -> String? {
         return "[\(member.room)] \(printable(member.name)) is \(member.state.replacingOccurrences(of: "_", with: " "))"
     }
     if event.type == "security" { return "SECURITY: \(printable(event.text ?? ""))" }
+    if let presence = event.presence { return "\(printable(presence.name)) is \(describe(presence))" }
     if let transfer = event.transfer { return "transfer " + progressLine(transfer) }
     return nil
 }

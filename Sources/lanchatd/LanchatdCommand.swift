@@ -28,13 +28,14 @@ struct LanchatdCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-file-size"), help: "Largest file accepted from a peer, like 500M or 4G (default 1T).") var maxFileSize: String?
     @Option(help: "Config file (key = value lines).") var config: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel: String?
+    @Option(name: .customLong("auto-away"), help: "Turn away after this many minutes (or seconds: 90s) without a command from a person (0 = never, the default).") var autoAway: String?
 
     func run() async throws {
         var flags: [(key: String, value: String)] = []
         let single: [(String, String?)] = [
             ("name", name), ("state-dir", stateDir), ("socket", socket), ("socket-group", socketGroup), ("port", port),
             ("encryption", encryption), ("auto-accept", autoAccept), ("download-dir", downloadDir), ("log-level", logLevel),
-            ("max-file-size", maxFileSize),
+            ("max-file-size", maxFileSize), ("auto-away", autoAway),
         ]
         for (key, value) in single { if let value { flags.append((key, value)) } }
         for interface in interfaces { flags.append(("interface", interface)) }

@@ -119,6 +119,8 @@ import Testing
         .cancel(id: "ff"), .stream(peer: "bob", name: "logs"), .streamAccept(name: "logs", from: nil), .streamAccept(name: "logs", from: "bob"),
         .connect(address: "10.0.0.2:5000", confirm: nil), .connect(address: "h", confirm: String(repeating: "a", count: 52)),
         .disconnect(peer: "bob"),
+        .presence(availability: "away", text: "lunch"), .presence(availability: nil, text: nil), .presence(availability: "busy", text: ""),
+        .hand(up: true, room: "lab"), .hand(up: false, room: nil),
     ]
 
     @Test func everyMethodHasACallAndRoundTrips() throws {
@@ -128,6 +130,12 @@ import Testing
             let request = try ControlJSON.decodeRequest(Array(line.dropLast())).get()
             #expect(try ControlCall(request) == call)
         }
+    }
+
+    @Test func presenceParametersAreChecked() {
+        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "presence", params: ["availability": "asleep"])) }
+        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "presence", params: ["text": String(repeating: "x", count: 129)])) }
+        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "hand", params: ["up": "maybe"])) }
     }
 
     @Test func defaultsWhenOptionalParametersAreAbsentOrEmpty() throws {

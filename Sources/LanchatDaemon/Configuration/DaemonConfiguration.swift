@@ -57,6 +57,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
     /// The highest wire protocol version offered (`max-wire-version`): 2 signs every message; 1 speaks
     /// as a version 1 peer does (unsigned), for comparisons and for trying out what an older peer gets.
     public var maximumWireVersion: UInt16 = WireFrame.versions.upperBound
+    /// Seconds without a command from a person (send, invite, status...) after which this host turns away
+    /// (`auto-away`: minutes, or seconds with an `s`, like `90s`; 0: never).
+    public var autoAwaySeconds: Int = 0
 
     public struct Error: Swift.Error, Equatable, CustomStringConvertible {
         public let message: String
@@ -69,7 +72,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
         "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
-        "max-wire-version",
+        "max-wire-version", "auto-away",
     ]
 
     /// Defaults for the current user and environment.
@@ -154,6 +157,14 @@ public struct DaemonConfiguration: Equatable, Sendable {
         case "watch-buffer": watchBufferSize = try integer(16...1_000_000)
         case "history-for-newcomers": historyForNewcomers = try integer(0...1_000_000)
         case "max-wire-version": maximumWireVersion = UInt16(try integer(Int(WireFrame.versions.lowerBound)...Int(WireFrame.versions.upperBound)))
+        case "auto-away":
+            if value.hasSuffix("s"), let seconds = Int(value.dropLast()), (1...86400).contains(seconds) {
+                autoAwaySeconds = seconds
+            } else if let minutes = Int(value), (0...1440).contains(minutes) {
+                autoAwaySeconds = minutes * 60
+            } else {
+                throw Error("auto-away: expected minutes (0-1440; 0 = never) or seconds like 90s, not '\(value.prefix(32))'")
+            }
         case "max-file-size":
             guard let bytes = Self.size(value) else {
                 throw Error("max-file-size: expected a size like 500M, 4G or 1073741824 (0 refuses every file)")

@@ -62,6 +62,7 @@ struct SessionControl: Sendable {
     }
 
     func invite(_ request: ControlCall.Invite) async throws(ControlError) -> InviteResult {
+        await node.personActive()
         let target = try await peer(request.peer)
         let roomID: RoomID
         if let text = request.room {
@@ -90,6 +91,7 @@ struct SessionControl: Sendable {
 
     /// Accepts (`accept`) or declines the invitation `id` (or a unique prefix).
     func answer(_ id: String, accept: Bool, reason: String?, history: ControlCall.JoinHistory = .all) async throws(ControlError) -> InvitationInfo {
+        await node.personActive()
         do throws(SessionError) {
             let scope = HistoryScope(limit: history.limit, sinceMilliseconds: history.sinceMilliseconds)
             let invitation = accept ? try await node.accept(id, history: scope) : try await node.decline(id, reason: reason ?? "")
@@ -121,6 +123,7 @@ struct SessionControl: Sendable {
     }
 
     func send(_ request: ControlCall.Send) async throws(ControlError) -> SendResult {
+        await node.personActive()
         let roomID = try await roomOrOnly(request.room)
         var recipients: [PeerID]?
         if let list = request.to {
@@ -172,6 +175,28 @@ struct SessionControl: Sendable {
         }
     }
 
+    /// Sets (or with neither, reads) this host's availability and text.
+    func presence(availability: String?, text: String?) async -> PresenceInfo {
+        if availability != nil || text != nil {
+            let current = await node.presence
+            let chosen = availability.flatMap(WireFrame.Presence.Availability.init(name:)) ?? current.availability
+            await node.setStatus(chosen, text: text ?? (availability == nil ? "" : current.text))
+        }
+        return await ownPresence()
+    }
+
+    private func ownPresence() async -> PresenceInfo {
+        let configuration = await node.configuration
+        return SessionService.info(SessionPeer(id: configuration.ownID, name: configuration.ownName), await node.presence)
+    }
+
+    /// Raises or lowers this host's hand in a room.
+    func hand(up: Bool, room text: String?) async throws(ControlError) -> PresenceInfo {
+        let roomID = try await roomOrOnly(text)
+        do throws(SessionError) { try await node.setHand(up, in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
+        return await ownPresence()
+    }
+
     /// Records a peer's key as known (the person compared its code). Only by id: a name is an
     /// unauthenticated label (anyone on the LAN may announce one), and trust is given to a key.
     func trust(_ query: String) async throws(ControlError) -> MemberInfo {
@@ -187,6 +212,7 @@ struct SessionControl: Sendable {
     /// Sends the file at `path`: a descriptor the client handed over under `fileToken` (`FilePassing`),
     /// or else the daemon opens the path.
     func sendFile(to query: String, path: String, fileToken: String?) async throws(ControlError) -> TransferEntry? {
+        await node.personActive()
         var descriptor: Int32?
         if fileToken == nil, sendsOnlyHandedOverFiles {
             throw ControlError(

@@ -55,6 +55,11 @@ public struct SessionService: Service {
             var event = ControlEvent(type: "transfer", time: now)
             event.transfer = Self.entry(info)
             hub.publish(event)
+        case .presence(let peer, let state, _):
+            logger.info("presence", metadata: ["peer.name": "\(peer.name)", "availability": "\(state.availability.name)", "hands": "\(state.hands.count)"])
+            var event = ControlEvent(type: "presence", time: now)
+            event.presence = Self.info(peer, state)
+            hub.publish(event)
         case .security(let peer, let text):
             logger.warning("security", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(peer.id.short)", "text": "\(text)"])
             var event = ControlEvent(type: "security", time: now)
@@ -90,9 +95,18 @@ public struct SessionService: Service {
             resent: info.resent > 0 ? Int(clamping: info.resent) : nil)
     }
 
+    static func info(_ peer: SessionPeer, _ state: SessionStateMachine.PresenceState) -> PresenceInfo {
+        PresenceInfo(name: peer.name, id: peer.id.rawValue, shortId: peer.id.short, availability: state.availability.name, text: state.text,
+                     hands: state.hands.map(\.rawValue).sorted())
+    }
+
     static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {
         RoomInfo(room: summary.room, members: summary.members.map {
-            MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
+            var info = MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
+            info.availability = $0.presence?.availability.name
+            info.statusText = $0.presence.map(\.text)
+            info.hand = $0.hand
+            return info
         })
     }
 }

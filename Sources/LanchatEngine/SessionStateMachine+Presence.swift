@@ -1,0 +1,129 @@
+import LanchatCore
+import LanchatWire
+
+/// Presence (issue 13, item 1): each member's availability (available, away, busy) with an optional
+/// line of text, and a hand it raises or lowers per room. Ours goes (PRESENCE, 0x08) to every connected
+/// peer we share a room with, when it changes and when a connection comes up, so a member that reconnects
+/// or joins learns everyone's current state; each peer's hands are only those of rooms we share. A peer's
+/// presence is its own word (the connection proved who it is), kept while we share a room with it.
+/// With `autoAway`, we turn away after that long without a person's command (`personActive`) and back
+/// to available at the next one.
+extension SessionStateMachine {
+    public struct PresenceState: Equatable, Sendable {
+        public var availability: WireFrame.Presence.Availability
+        public var text: String
+        public var hands: Set<RoomID>
+
+        public init(availability: WireFrame.Presence.Availability = .available, text: String = "", hands: Set<RoomID> = []) {
+            self.availability = availability
+            self.text = text
+            self.hands = hands
+        }
+    }
+
+    /// Our availability and text, and the rooms where our hand is up.
+    public var presence: PresenceState { ownPresence }
+
+    /// A peer's presence as it last told us (nil: not told, or an older lanchat).
+    public func presence(of peer: PeerID) -> PresenceState? { presences[peer] }
+
+    /// Whether `peer`'s hand is up in `room`.
+    public func handRaised(_ peer: PeerID, in room: RoomID) -> Bool {
+        peer == configuration.ownID ? ownPresence.hands.contains(room) : presences[peer]?.hands.contains(room) == true
+    }
+
+    /// Sets our availability and text (one line, at most 128 bytes: control characters become spaces).
+    public mutating func setStatus(_ availability: WireFrame.Presence.Availability, text: String, at now: EngineTime) -> [SessionAction] {
+        var out: [SessionAction] = []
+        autoAway = false
+        ownPresence.availability = availability
+        ownPresence.text = Self.statusLine(text)
+        lastActivity = now.monotonic
+        scheduleAutoAway()
+        announcePresence(&out)
+        return out
+    }
+
+    /// Raises or lowers our hand in `room`.
+    public mutating func setHand(_ up: Bool, in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        var out: [SessionAction] = []
+        if up { ownPresence.hands.insert(room) } else { ownPresence.hands.remove(room) }
+        out.append(contentsOf: personActive(at: now))
+        announcePresence(only: room, &out)
+        return out
+    }
+
+    /// A person used the daemon (sent, invited, answered, set a status): with auto-away, the idle clock
+    /// starts again, and if it had turned us away we are available again.
+    public mutating func personActive(at now: EngineTime) -> [SessionAction] {
+        lastActivity = now.monotonic
+        var out: [SessionAction] = []
+        if autoAway {
+            autoAway = false
+            ownPresence.availability = .available
+            ownPresence.text = ""
+            announcePresence(&out)
+        }
+        scheduleAutoAway()
+        return out
+    }
+
+    mutating func scheduleAutoAway() {
+        guard let idle = configuration.autoAway, ownPresence.availability == .available else {
+            timers.cancel(.autoAway)
+            return
+        }
+        timers.schedule(.autoAway, at: lastActivity + idle)
+    }
+
+    /// The idle timer fired: away, if we still are available and idle.
+    mutating func idleTimerFired(at now: EngineTime, _ out: inout [SessionAction]) {
+        guard let idle = configuration.autoAway, ownPresence.availability == .available else { return }
+        guard now.monotonic - lastActivity >= idle else {
+            scheduleAutoAway()
+            return
+        }
+        autoAway = true
+        ownPresence.availability = .away
+        ownPresence.text = "idle"
+        announcePresence(&out)
+    }
+
+    /// What we tell `peer` of our presence: its hands only in rooms it shares with us.
+    func presenceFrame(for peer: PeerID) -> WireFrame {
+        let hands = ownPresence.hands.filter { rooms[$0]?.members[peer] != nil }.sorted { $0.rawValue < $1.rawValue }
+        return .presence(.init(availability: ownPresence.availability, text: ownPresence.text, hands: Array(hands.prefix(WireFrame.Presence.maximumHands))))
+    }
+
+    /// Sends our presence to every connected peer sharing a room with us (`only`: members of that room).
+    mutating func announcePresence(only room: RoomID? = nil, _ out: inout [SessionAction]) {
+        for peer in links.peers.sorted() where room.map({ rooms[$0]?.members[peer] != nil }) ?? sharesRoom(with: peer) {
+            if let handle = links.handle(peer) { out.append(.send(handle, [presenceFrame(for: peer)])) }
+        }
+    }
+
+    /// A peer's PRESENCE: kept if it shares a room with us (hands only in rooms we share), reported when it changed.
+    mutating func received(_ presence: WireFrame.Presence, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
+        guard sharesRoom(with: link.peer.id) else { return }
+        let state = PresenceState(
+            availability: presence.availability, text: Self.statusLine(presence.text),
+            hands: Set(presence.hands.filter { rooms[$0]?.members[link.peer.id] != nil }))
+        guard presences[link.peer.id] != state else { return }
+        let before = presences[link.peer.id]
+        presences[link.peer.id] = state
+        out.append(.emit(.presence(peer: link.peer, state: state, before: before)))
+    }
+
+    /// Presence of peers we no longer share a room with is forgotten.
+    mutating func forgetPresences() {
+        presences = presences.filter { sharesRoom(with: $0.key) }
+        ownPresence.hands = ownPresence.hands.filter { rooms[$0] != nil }
+    }
+
+    static func statusLine(_ text: String) -> String {
+        var line = String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? " " : $0 }))
+        while line.utf8.count > WireFrame.Presence.maximumText { line.removeLast() }
+        return line
+    }
+}
