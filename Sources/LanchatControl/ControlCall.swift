@@ -34,6 +34,26 @@ public enum ControlCall: Equatable, Sendable {
     case presence(availability: String?, text: String?)
     /// Raises or lowers this host's hand in a room (nil: the only room).
     case hand(up: Bool, room: String?)
+    /// A room's metadata: list, get, set or delete a key.
+    case meta(Meta)
+
+    public struct Meta: Equatable, Sendable {
+        public enum Action: String, Sendable, CaseIterable { case list, get, set, delete }
+        public var action: Action
+        public var room: String?
+        public var key: String?
+        public var value: String?
+        /// Compare-and-set: only if the key's version here is this (0: it does not exist).
+        public var ifVersion: UInt64?
+
+        public init(action: Action, room: String? = nil, key: String? = nil, value: String? = nil, ifVersion: UInt64? = nil) {
+            self.action = action
+            self.room = room
+            self.key = key
+            self.value = value
+            self.ifVersion = ifVersion
+        }
+    }
 
     /// What history a newcomer asks its inviter for (`accept`'s `history`: `all`, `none` or a number of
     /// the latest messages; `history_since_ms`: none older). The inviter's own bound applies on top.
@@ -158,6 +178,7 @@ public enum ControlCall: Equatable, Sendable {
         case .disconnect: .disconnect
         case .presence: .presence
         case .hand: .hand
+        case .meta: .meta
         }
     }
 
@@ -219,6 +240,12 @@ public enum ControlCall: Equatable, Sendable {
         case .hand(let up, let room):
             p = ["up": up ? "true" : "false"]
             p["room"] = room
+        case .meta(let meta):
+            p = ["action": meta.action.rawValue]
+            p["room"] = meta.room
+            p["key"] = meta.key
+            p["value"] = meta.value
+            p["if_version"] = meta.ifVersion.map { String($0) }
         }
         return p
     }
@@ -311,6 +338,18 @@ public enum ControlCall: Equatable, Sendable {
             }
             self = .presence(availability: availability, text: text)
         case .hand: self = .hand(up: try p.flag("up", default: true), room: p.optional("room"))
+        case .meta:
+            let text = try p.required("action")
+            guard let action = Meta.Action(rawValue: text) else {
+                throw .badRequest("params.action must be \(Meta.Action.allCases.map(\.rawValue).joined(separator: ", ")), not '\(text.prefix(16))'")
+            }
+            let key = p.optional("key")
+            if action != .list, key == nil { throw .badRequest("meta \(action.rawValue) needs params.key") }
+            // A value may be empty; for set it must be there.
+            let value = p.values["value"]
+            if action == .set, value == nil { throw .badRequest("meta set needs params.value") }
+            let version = try p.integer("if_version", in: 0...Int(Int64.max)).map { UInt64($0) }
+            self = .meta(Meta(action: action, room: p.optional("room"), key: key, value: action == .set ? value : nil, ifVersion: version))
         }
     }
 

@@ -69,6 +69,9 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     /// Raises (`params.up` = "true", the default) or lowers ("false") this host's hand in `params.room`
     /// (or the only room). Answers `presence`.
     case hand
+    /// A room's metadata: `params.action` `list` (every key of `params.room`), `get`, `set` (`key`,
+    /// `value`, optional `if_version`) or `delete` (`key`, optional `if_version`). Answers `meta`.
+    case meta
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -114,6 +117,8 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var connect: ConnectResult?
     /// `presence`, `hand`: this host's presence now.
     public var presence: PresenceInfo?
+    /// `meta`: the keys listed, got, set or deleted.
+    public var meta: [MetaInfo]?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id
@@ -251,7 +256,7 @@ public struct ControlEvent: Codable, Equatable, Sendable {
     /// `found`, `changed`, `lost` (with `peer`), `advertising` (with `advertising` and `instance`),
     /// `invitation` and `invitation_closed` (with `invitation`), `invite_outcome` (with `invite`),
     /// `member` (with `member`), `message` (with `message`), `security` (with `text` and `name`),
-    /// `presence` (with `presence`).
+    /// `presence` (with `presence`), `meta` (with `meta`).
     public var type: String
     /// ISO 8601 time at the daemon.
     public var time: String
@@ -267,6 +272,8 @@ public struct ControlEvent: Codable, Equatable, Sendable {
     public var transfer: TransferEntry?
     /// `presence`: a member's availability, text or raised hands changed.
     public var presence: PresenceInfo?
+    /// `meta`: a key of a room's metadata was set or deleted.
+    public var meta: MetaInfo?
 
     public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil,
                 invitation: InvitationInfo? = nil, invite: InviteResult? = nil, member: MemberEvent? = nil, message: MessageInfo? = nil) {

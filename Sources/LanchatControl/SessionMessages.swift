@@ -228,3 +228,28 @@ public struct PresenceInfo: Codable, Equatable, Sendable {
         self.hands = hands
     }
 }
+
+/// One key of a room's metadata: its value (absent when deleted), version, and who wrote it when.
+public struct MetaInfo: Codable, Equatable, Sendable {
+    public var room: String
+    public var key: String
+    public var value: String?
+    public var deleted: Bool
+    public var version: UInt64
+    public var author: String
+    public var authorId: String
+    public var timeMs: Int64
+    public var time: String
+
+    public init(room: String, key: String, value: String?, deleted: Bool, version: UInt64, author: String, authorId: String, timeMs: Int64, time: String) {
+        self.room = room
+        self.key = key
+        self.value = value
+        self.deleted = deleted
+        self.version = version
+        self.author = author
+        self.authorId = authorId
+        self.timeMs = timeMs
+        self.time = time
+    }
+}

@@ -102,3 +102,30 @@ public struct StoredTransfer: Equatable, Sendable {
         self.fileIdentity = fileIdentity
     }
 }
+
+/// One key of a room's metadata as a member last wrote it (issue 13, item 2): the value (or a deletion),
+/// its version, when and by whom, with the author's signature so that anyone can hand it on.
+public struct StoredMeta: Equatable, Sendable {
+    public var room: String
+    public var key: String
+    public var value: String
+    public var deleted: Bool
+    public var version: UInt64
+    public var timestamp: Int64
+    public var authorID: String
+    public var authorKey: [UInt8]
+    public var signature: [UInt8]
+
+    public init(room: String, key: String, value: String, deleted: Bool, version: UInt64, timestamp: Int64, authorID: String,
+                authorKey: [UInt8], signature: [UInt8]) {
+        self.room = room
+        self.key = key
+        self.value = value
+        self.deleted = deleted
+        self.version = version
+        self.timestamp = timestamp
+        self.authorID = authorID
+        self.authorKey = authorKey
+        self.signature = signature
+    }
+}

@@ -51,6 +51,10 @@ public protocol SessionStore: AnyObject {
     func joinedAt(room: String) throws -> Int64?
 
     // Ids a room member proved with its key (TLS): a plaintext connection may not claim them.
+    /// Room metadata (one row per room and key; a later write of the key replaces it).
+    func saveMeta(_ entry: StoredMeta) throws
+    func metadata() throws -> [StoredMeta]
+
     func rememberKeyed(peerID: String, now: Int64) throws
     func keyedPeers() throws -> [String]
 

@@ -145,6 +145,12 @@ public final class MemorySessionStore: SessionStore {
 
     public func keyedPeers() -> [String] { keyed }
 
+    private var meta: [String: StoredMeta] = [:]
+
+    public func saveMeta(_ entry: StoredMeta) { meta[entry.room + "\u{0}" + entry.key] = entry }
+
+    public func metadata() -> [StoredMeta] { meta.keys.sorted().map { meta[$0]! } }
+
     // MARK: Transfers
 
     public func saveTransfer(_ transfer: StoredTransfer, now: Int64) {

@@ -60,6 +60,8 @@ public enum StoreOperation: Equatable, Sendable {
     case dropOutbox(PeerID?, RoomID)
     /// Replace a room's member list.
     case saveRoom(RoomID, [StoredMember])
+    /// One key of a room's metadata (replacing what the store held for it).
+    case saveMeta(StoredMeta)
     case deleteRoom(RoomID)
     case rememberPeer(label: String, id: PeerID)
     /// An id a room member proved with its key (`SessionStateMachine.keyed`).

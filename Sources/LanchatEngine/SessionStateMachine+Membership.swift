@@ -72,6 +72,7 @@ extension SessionStateMachine {
         if let entry = links.entry(peer.id) {
             sendMembers(room, to: entry, at: now, &out)
             out.append(.send(entry.handle, [presenceFrame(for: peer.id)]))
+            sendMeta(room, to: entry.handle, &out)
             flushOutbox(to: peer.id, at: now, &out)
         }
         introduce([peer.id], in: room, at: now, &out)
@@ -214,6 +215,7 @@ extension SessionStateMachine {
             if let entry = links.entry(id) {
                 sendMembers(room, to: entry, at: now, &out)
                 out.append(.send(entry.handle, [presenceFrame(for: id)]))
+                sendMeta(room, to: entry.handle, &out)
                 flushOutbox(to: id, at: now, &out)
             }
             if let claim = claims[room]?.removeValue(forKey: id), let entry = links.entry(id) {

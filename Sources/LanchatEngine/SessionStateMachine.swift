@@ -127,6 +127,8 @@ public struct SessionStateMachine: Sendable {
         public var knownPeers: KnownPeerBook
         /// Ids that a room member proved with its key on a TLS connection (see `keyed`).
         public var keyedPeers: Set<PeerID>
+        /// Room metadata (`+Metadata`), as the store keeps it.
+        public var metadata: [StoredMeta] = []
 
         public init(rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
                     outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
@@ -201,6 +203,8 @@ public struct SessionStateMachine: Sendable {
     var autoAway = false
     var lastActivity: Int64 = 0
     var presences: [PeerID: PresenceState] = [:]
+    /// Room metadata (`+Metadata`): the winning entry of each key, deletions included.
+    var meta: [RoomID: [String: WireFrame.MetaEntry]] = [:]
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -226,6 +230,13 @@ public struct SessionStateMachine: Sendable {
                 state.members[id] = Member(name: member.name, port: member.port, addresses: member.addresses)
             }
             rooms[room] = state
+        }
+        for stored in restored.metadata {
+            guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key) else { continue }
+            meta[room, default: [:]][stored.key] = WireFrame.MetaEntry(
+                key: stored.key, value: stored.value, deleted: stored.deleted, version: stored.version,
+                timestampMilliseconds: UInt64(max(0, stored.timestamp)), author: stored.authorID,
+                signature: Signature(key: stored.authorKey, bytes: stored.signature))
         }
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox[entry.peer, default: [:]][entry.message] = entry.room
@@ -308,6 +319,7 @@ public struct SessionStateMachine: Sendable {
             out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .connected)))
             if departed.remove(RoomMember(room: room, peer: peer.id)) != nil { notice(room, "\(peer.name) rejoined", at: now, &out) }
             if let entry = links.entry(peer.id) { sendMembers(room, to: entry, at: now, &out) }
+            sendMeta(room, to: handle, &out)
         }
         if sharesRoom(with: peer.id) { out.append(.send(handle, [presenceFrame(for: peer.id)])) }
         flushOutbox(to: peer.id, at: now, &out)
@@ -457,6 +469,7 @@ public struct SessionStateMachine: Sendable {
                 bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)
             case .syncRequest(let request): received(request, from: entry, &out)
             case .presence(let presence): received(presence, from: entry, &out)
+            case .roomMeta(let update): received(update, from: entry, at: now, &out)
             case .historyRequest(let room, let since, let limit):
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }

@@ -20,6 +20,8 @@ extension SessionStore {
             try saveRoom(room.rawValue, members: members, now: now)
         case .deleteRoom(let room):
             try deleteRoom(room.rawValue)
+        case .saveMeta(let entry):
+            try saveMeta(entry)
         case .rememberPeer:
             break
         case .rememberKeyed(let peer):
@@ -54,6 +56,7 @@ extension SessionStore {
         for id in try keyedPeers() {
             if let peer = PeerID(id) { restored.keyedPeers.insert(peer) }
         }
+        restored.metadata = try metadata()
         return restored
     }
 }

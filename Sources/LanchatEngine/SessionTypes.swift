@@ -108,6 +108,8 @@ public enum SessionEvent: Sendable, Equatable {
     case transfer(TransferInfo)
     /// A peer's presence changed (availability, text, raised hands); `before`: what it was, if told.
     case presence(peer: SessionPeer, state: SessionStateMachine.PresenceState, before: SessionStateMachine.PresenceState?)
+    /// A key of a room's metadata was set or deleted (here or by a member: `authorName`).
+    case metadata(room: String, entry: WireFrame.MetaEntry, authorName: String)
 }
 
 /// A file transfer as people and programs see it.

@@ -112,6 +112,24 @@ extension SessionNode {
     /// Our presence: availability, text, raised hands.
     public var presence: SessionStateMachine.PresenceState { engine.presence }
 
+    /// A room's metadata (live keys), one key's entry, and a write (nil: delete).
+    public func metadata(of room: RoomID) -> [WireFrame.MetaEntry] { engine.metadata(of: room) }
+
+    public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { engine.metaEntry(key, in: room) }
+
+    public func setMeta(_ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?) throws(SessionError) -> WireFrame.MetaEntry {
+        let (entry, actions) = try engine.setMeta(key, to: value, in: room, ifVersion: ifVersion, at: time())
+        guard perform(actions, allOrNothing: true) else { throw SessionError("storage", "cannot store the metadata (see the daemon's log)") }
+        return entry
+    }
+
+    /// Names of the members of `room` by id (ours included), for showing who wrote what.
+    public func memberNames(in room: RoomID) -> [String: String] {
+        var names = [configuration.ownID.rawValue: configuration.ownName]
+        for member in engine.room(room)?.members ?? [] { names[member.peer.id.rawValue] = member.peer.name }
+        return names
+    }
+
     /// What a peer told us of its presence (a member of a room we share).
     public func presence(of peer: PeerID) -> SessionStateMachine.PresenceState? { engine.presence(of: peer) }
 

@@ -41,6 +41,11 @@ public final class ChatStore: SessionStore {
                 addresses TEXT NOT NULL, PRIMARY KEY (room, peer_id));
             -- Added without a new schema number: an older lanchatd ignores the table.
             CREATE TABLE IF NOT EXISTS keyed_peers (peer_id TEXT PRIMARY KEY, first_seen INTEGER NOT NULL);
+            -- Room metadata (added without a new schema number: an older lanchatd ignores the table).
+            CREATE TABLE IF NOT EXISTS room_meta (
+                room TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, deleted INTEGER NOT NULL, version INTEGER NOT NULL,
+                timestamp INTEGER NOT NULL, author_id TEXT NOT NULL, author_key TEXT NOT NULL, signature TEXT NOT NULL,
+                PRIMARY KEY (room, key));
             CREATE TABLE IF NOT EXISTS transfers (
                 id TEXT PRIMARY KEY, outgoing INTEGER NOT NULL, peer_id TEXT NOT NULL, peer_name TEXT NOT NULL,
                 path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
@@ -365,6 +370,20 @@ public final class ChatStore: SessionStore {
     public func deleteRoom(_ room: String) throws(Error) {
         try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
         try db.query("DELETE FROM rooms WHERE room = ?", [.text(room)])
+    }
+
+    public func saveMeta(_ entry: StoredMeta) throws(Error) {
+        try db.query(
+            "INSERT OR REPLACE INTO room_meta (room, key, value, deleted, version, timestamp, author_id, author_key, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [.text(entry.room), .text(entry.key), .text(entry.value), .integer(entry.deleted ? 1 : 0), .integer(Int64(clamping: entry.version)),
+             .integer(entry.timestamp), .text(entry.authorID), .text(Self.hex(entry.authorKey)), .text(Self.hex(entry.signature))])
+    }
+
+    public func metadata() throws(Error) -> [StoredMeta] {
+        try db.query("SELECT room, key, value, deleted, version, timestamp, author_id, author_key, signature FROM room_meta ORDER BY room, key").map {
+            StoredMeta(room: $0[0].string, key: $0[1].string, value: $0[2].string, deleted: $0[3].int != 0, version: UInt64(max(0, $0[4].int)),
+                       timestamp: $0[5].int, authorID: $0[6].string, authorKey: Self.bytes(hex: $0[7].string), signature: Self.bytes(hex: $0[8].string))
+        }
     }
 
     public func rememberKeyed(peerID: String, now: Int64) throws(Error) {

@@ -68,4 +68,22 @@ public enum Envelope {
         buffer.writeInteger(timestamp)
         return Array(buffer.readableBytesView)
     }
+
+    public static let metaContext: [UInt8] = Array("LCHT-META-2".utf8)
+
+    /// What an author signs for one key of a room's metadata (`WireFrame.MetaEntry`): `"LCHT-META-2" |
+    /// room (u8 len) | key (u8 len) | deleted u8 | value (u16 len) | version u64 | timestamp_ms u64 |
+    /// author_id (u8 len)`.
+    public static func metaBytes(room: RoomID, key: String, deleted: Bool, value: String, version: UInt64, timestamp: UInt64, author: String) -> [UInt8] {
+        var buffer = ByteBufferAllocator().buffer(capacity: 128 + value.utf8.count)
+        buffer.writeBytes(metaContext)
+        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
+        buffer.writeLengthPrefixed(Array(key.utf8), as: UInt8.self)
+        buffer.writeInteger(UInt8(deleted ? 1 : 0))
+        buffer.writeLengthPrefixed(Array(value.utf8), as: UInt16.self)
+        buffer.writeInteger(version)
+        buffer.writeInteger(timestamp)
+        buffer.writeLengthPrefixed(Array(author.utf8), as: UInt8.self)
+        return Array(buffer.readableBytesView)
+    }
 }

@@ -148,6 +148,7 @@ public struct HandshakeStateMachine: Sendable {
         case .historyRequest: return "HISTORY_REQUEST"
         case .syncRequest: return "SYNC_REQUEST"
         case .presence: return "PRESENCE"
+        case .roomMeta: return "ROOM_META"
         case .streamOpen: return "STREAM_OPEN"
         case .streamAccept: return "STREAM_ACCEPT"
         case .streamData: return "STREAM_DATA"

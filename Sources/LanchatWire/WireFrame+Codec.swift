@@ -120,6 +120,27 @@ extension WireFrame {
             var hands: [RoomID] = []
             for _ in 0..<count { hands.append(try readRoom(&reader)) }
             result = .presence(Presence(availability: availability, text: text, hands: hands))
+        case .roomMeta:
+            let room = try readRoom(&reader)
+            let count = try reader.u8("count")
+            guard Int(count) <= RoomMeta.maximumEntries else { throw .fieldTooLong(field: "entries", length: Int(count), limit: RoomMeta.maximumEntries) }
+            var entries: [MetaEntry] = []
+            for _ in 0..<count {
+                let key = try reader.text("key", lengthType: UInt8.self, limit: MetaEntry.maximumKey)
+                guard MetaEntry.isKey(key) else { throw .invalidValue(field: "key") }
+                let deleted = try reader.u8("deleted")
+                guard deleted <= 1 else { throw .invalidValue(field: "deleted") }
+                let value = try reader.text("value", lengthType: UInt16.self, limit: MetaEntry.maximumValue, multiline: true)
+                let version = try reader.u64("version")
+                let time = try reader.u64("timestamp_ms")
+                let author = try reader.lengthPrefixed("author_id", lengthType: UInt8.self, limit: 52)
+                guard Self.isPeerID(author) else { throw .invalidValue(field: "author_id") }
+                let signature = Signature(key: try reader.bytes("author_key", count: Signature.keyLength),
+                                          bytes: try reader.bytes("signature", count: Signature.length))
+                entries.append(MetaEntry(key: key, value: value, deleted: deleted == 1, version: version, timestampMilliseconds: time,
+                                         author: String(decoding: author, as: UTF8.self), signature: signature))
+            }
+            result = .roomMeta(RoomMeta(room: room, entries: entries))
         case .roomLeave:
             let room = try readRoom(&reader)
             let text = try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)
@@ -362,6 +383,30 @@ extension WireFrame {
             payload.writeInteger(UInt8(presence.hands.count))
             for room in presence.hands { payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self) }
             return RawFrame(type: FrameType.presence.rawValue, flags: Self.ignorableFlag, payload: payload)
+        case .roomMeta(let meta):
+            guard meta.entries.count <= RoomMeta.maximumEntries else {
+                throw .fieldTooLong(field: "entries", length: meta.entries.count, limit: RoomMeta.maximumEntries)
+            }
+            payload.writeLengthPrefixed(Array(meta.room.rawValue.utf8), as: UInt8.self)
+            payload.writeInteger(UInt8(meta.entries.count))
+            for entry in meta.entries {
+                guard MetaEntry.isKey(entry.key) else { throw .invalidValue(field: "key") }
+                try checkText(entry.value, "value", limit: MetaEntry.maximumValue)
+                guard !entry.value.unicodeScalars.contains(where: { ($0.value < 0x20 || $0.value == 0x7f) && $0 != "\n" && $0 != "\t" }) else {
+                    throw .invalidText(field: "value")
+                }
+                guard Self.isPeerID(Array(entry.author.utf8)) else { throw .invalidValue(field: "author_id") }
+                try Self.checkSignature(entry.signature, key: "author_key")
+                payload.writeLengthPrefixed(Array(entry.key.utf8), as: UInt8.self)
+                payload.writeInteger(UInt8(entry.deleted ? 1 : 0))
+                payload.writeLengthPrefixed(Array(entry.value.utf8), as: UInt16.self)
+                payload.writeInteger(entry.version)
+                payload.writeInteger(entry.timestampMilliseconds)
+                payload.writeLengthPrefixed(Array(entry.author.utf8), as: UInt8.self)
+                payload.writeBytes(entry.signature.key)
+                payload.writeBytes(entry.signature.bytes)
+            }
+            return RawFrame(type: FrameType.roomMeta.rawValue, flags: Self.ignorableFlag, payload: payload)
         case .roomLeave(let leave):
             try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)

@@ -31,6 +31,11 @@ public enum WireFrame: Equatable, Sendable {
     /// `availability u8 (0 available, 1 away, 2 busy) | text (u8 len, UTF-8, one line, at most 128 bytes) |
     /// count u8 (<= 64) | rooms, each (u8 len)`.
     case presence(Presence)
+    /// 0x09 (sent with the ignorable flag 0x80). Entries of a room's metadata, each signed by its author:
+    /// `room (u8 len) | count u8 (<= 64) | entries, each: key (u8 len, 1-64 of A-Z a-z 0-9 . _ -) |
+    /// deleted u8 (0, 1) | value (u16 len, UTF-8, at most 4096 bytes) | version u64 | timestamp_ms u64 |
+    /// author_id (u8 len, 52) | author_key [33] | signature [64]` (`Envelope.metaBytes`).
+    case roomMeta(RoomMeta)
     /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
     /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
     /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
@@ -76,7 +81,7 @@ public enum WireFrame: Equatable, Sendable {
     case ignored(type: UInt8)
 
     public enum FrameType: UInt8, Sendable {
-        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08, roomMeta = 0x09
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
@@ -249,6 +254,44 @@ public enum WireFrame: Equatable, Sendable {
             self.availability = availability
             self.text = text
             self.hands = hands
+        }
+    }
+
+    public struct MetaEntry: Equatable, Sendable {
+        public static let maximumKey = 64
+        public static let maximumValue = 4096
+        public var key: String
+        public var value: String
+        public var deleted: Bool
+        public var version: UInt64
+        public var timestampMilliseconds: UInt64
+        public var author: String
+        public var signature: Signature
+
+        public init(key: String, value: String, deleted: Bool, version: UInt64, timestampMilliseconds: UInt64, author: String, signature: Signature) {
+            self.key = key
+            self.value = value
+            self.deleted = deleted
+            self.version = version
+            self.timestampMilliseconds = timestampMilliseconds
+            self.author = author
+            self.signature = signature
+        }
+
+        /// A key: 1-64 of A-Z a-z 0-9 . _ -
+        public static func isKey(_ key: String) -> Bool {
+            StreamName(key) != nil  // the same characters and length as a stream's name
+        }
+    }
+
+    public struct RoomMeta: Equatable, Sendable {
+        public static let maximumEntries = 64
+        public var room: RoomID
+        public var entries: [MetaEntry]
+
+        public init(room: RoomID, entries: [MetaEntry]) {
+            self.room = room
+            self.entries = entries
         }
     }
 

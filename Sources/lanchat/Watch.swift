@@ -60,6 +60,9 @@ func describeSession(_ event: ControlEvent) -> String? {
     }
     if event.type == "security" { return "SECURITY: \(printable(event.text ?? ""))" }
     if let presence = event.presence { return "\(printable(presence.name)) is \(describe(presence))" }
+    if let meta = event.meta {
+        return "[\(meta.room)] \(printable(meta.author)) " + (meta.deleted ? "deleted \(meta.key)" : "set \(meta.key) = \(printable(meta.value ?? ""))") + " (version \(meta.version))"
+    }
     if let transfer = event.transfer { return "transfer " + progressLine(transfer) }
     return nil
 }

@@ -121,6 +121,9 @@ import Testing
         .disconnect(peer: "bob"),
         .presence(availability: "away", text: "lunch"), .presence(availability: nil, text: nil), .presence(availability: "busy", text: ""),
         .hand(up: true, room: "lab"), .hand(up: false, room: nil),
+        .meta(.init(action: .list)), .meta(.init(action: .get, room: "lab", key: "topic")),
+        .meta(.init(action: .set, room: "lab", key: "topic", value: "", ifVersion: 0)), .meta(.init(action: .set, key: "k", value: "a\nb")),
+        .meta(.init(action: .delete, room: "lab", key: "topic", ifVersion: 3)),
     ]
 
     @Test func everyMethodHasACallAndRoundTrips() throws {
@@ -136,6 +139,10 @@ import Testing
         #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "presence", params: ["availability": "asleep"])) }
         #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "presence", params: ["text": String(repeating: "x", count: 129)])) }
         #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "hand", params: ["up": "maybe"])) }
+        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "drop"])) }
+        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "get"])) }
+        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "set", "key": "k"])) }
+        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "set", "key": "k", "value": "v", "if_version": "-1"])) }
     }
 
     @Test func defaultsWhenOptionalParametersAreAbsentOrEmpty() throws {

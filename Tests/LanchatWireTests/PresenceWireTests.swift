@@ -25,3 +25,40 @@ import Testing
         #expect(throws: WireError.self) { try WireFrame.presence(.init(text: String(repeating: "a", count: 129))).encode() }
     }
 }
+
+/// ROOM_META (0x09): the layout, the ignorable flag, what is refused.
+@Suite struct RoomMetaWireTests {
+    let author = String(repeating: "a", count: 52)
+    let signature = Signature(key: [0x02] + [UInt8](repeating: 7, count: 32), bytes: [UInt8](repeating: 9, count: 64))
+
+    @Test func anEntryRoundTripsAndIsIgnorable() throws {
+        let entry = WireFrame.MetaEntry(key: "topic", value: "release\nplanning", deleted: false, version: 3, timestampMilliseconds: 1_795_000_000_000,
+                                        author: author, signature: signature)
+        let gone = WireFrame.MetaEntry(key: "old.key_1", value: "", deleted: true, version: 9, timestampMilliseconds: 5, author: author, signature: signature)
+        let frame = WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: [entry, gone]))
+        let raw = try frame.encode()
+        #expect(raw.type == 0x09 && raw.flags == WireFrame.ignorableFlag)
+        let bytes = Array(raw.payload.readableBytesView)
+        let expected: [UInt8] = [3, 0x6c, 0x61, 0x62, 2, 5, 0x74, 0x6f, 0x70, 0x69, 0x63, 0]  // lab, 2 entries, "topic", not deleted
+        #expect(Array(bytes.prefix(12)) == expected)
+        #expect(try WireFrame.decode(raw) == frame)
+    }
+
+    @Test func badKeysValuesAndCountsAreRefused() throws {
+        func entry(key: String = "k", value: String = "v") -> WireFrame.MetaEntry {
+            .init(key: key, value: value, deleted: false, version: 1, timestampMilliseconds: 1, author: author, signature: signature)
+        }
+        for bad in [entry(key: ""), entry(key: "a b"), entry(key: String(repeating: "k", count: 65)), entry(value: String(repeating: "v", count: 4097)),
+                    entry(value: "\u{1b}[2J")] {
+            #expect(throws: WireError.self) { try WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: [bad])).encode() }
+        }
+        #expect(throws: WireError.self) { try WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: Array(repeating: entry(), count: 65))).encode() }
+        var raw = try WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: [entry()])).encode()
+        var bytes = Array(raw.payload.readableBytesView)
+        bytes[7] = 2  // deleted must be 0 or 1
+        raw.payload = ByteBuffer(bytes: bytes)
+        #expect(throws: WireError.self) { try WireFrame.decode(raw) }
+        raw.payload = ByteBuffer(bytes: Array(bytes.dropLast()))
+        #expect(throws: WireError.self) { try WireFrame.decode(raw) }
+    }
+}

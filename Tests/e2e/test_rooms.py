@@ -84,3 +84,45 @@ def test_an_idle_member_turns_away_and_is_back_at_its_next_command(lan):
     wait_for(lambda: bob().get("availability") == "away" and bob().get("status_text") == "idle", timeout=15, what="bob away (idle) at alice")
     lan.lanchat("h2", "send", "--room", "lab", "I'm back")
     wait_for(lambda: bob().get("availability") == "available", timeout=10, what="bob available again at alice")
+
+
+def meta(lan, host, room="lab"):
+    return {m["key"]: (m["value"], m["version"]) for m in lan.lanchat_json(host, "room", "list", room)}
+
+
+def test_room_metadata_converges_is_bounded_and_reaches_a_newcomer_with_the_topic(lan):
+    three_in_lab(lan)
+    set_topic = lan.lanchat("h1", "room", "set", "lab", "topic", "release", "planning")
+    assert "topic set (version 1)" in set_topic.stdout, set_topic.stdout
+    for host in ("h2", "h3"):
+        wait_for(lambda: meta(lan, host).get("topic") == ("release planning", 1), timeout=10, what=f"the topic at {host}")
+    # Alice and bob write the same key at once: everyone ends with the same value.
+    writers = [lan.popen(h, [os.path.join(BIN, "lanchat"), "room", "set", "lab", "owner", who], stdout=subprocess.PIPE, text=True)
+               for h, who in (("h1", "alice"), ("h2", "bob"))]
+    for writer in writers:
+        assert writer.wait(timeout=30) == 0
+    wait_for(lambda: len({json.dumps(meta(lan, h).get("owner")) for h in ("h1", "h2", "h3")}) == 1 and meta(lan, "h3").get("owner"),
+             timeout=10, what="the same owner everywhere")
+    owner = meta(lan, "h1")["owner"]
+    assert owner[0] in ("alice", "bob"), owner
+    # Compare-and-set against the version held here.
+    stale = lan.lanchat("h3", "room", "set", "lab", "owner", "carol", "--if-version", "0", check=False)
+    assert stale.returncode != 0 and "version" in stale.stderr, stale.stderr
+    assert lan.lanchat_json("h3", "room", "set", "lab", "owner", "carol", "--if-version", str(owner[1]), "--json")["version"] == owner[1] + 1
+    # The limits: a value of at most 4096 bytes, 64 KiB in all.
+    big = lan.lanchat("h1", "room", "set", "lab", "big", "x" * 5000, check=False)
+    assert big.returncode != 0 and "4096" in big.stderr, big.stderr
+    for n in range(16):
+        lan.lanchat("h1", "room", "set", "lab", f"k{n}", "v" * 3900)
+    full = lan.lanchat("h1", "room", "set", "lab", "k16", "v" * 3900, check=False)
+    assert full.returncode != 0 and "65536" in full.stderr, full.stderr
+    lan.lanchat("h1", "room", "delete", "lab", "k0")
+    assert lan.lanchat("h1", "room", "get", "lab", "k0", check=False).returncode != 0
+    # Dave joins later (invited by carol): he gets the metadata and is shown the topic.
+    lan.start_daemon("h4", name="dave", extra=["--auto-accept", "all"])
+    wait_for(lambda: any(p["name"] == "dave" and p["addresses"] for p in lan.peers("h3")), timeout=20, what="carol to see dave")
+    assert lan.lanchat_json("h3", "invite", "dave", "--room", "lab", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: meta(lan, "h4") == meta(lan, "h1"), timeout=20, what="alice's metadata at dave")
+    notices = [m["text"] for m in lan.lanchat_json("h4", "history", "--room", "lab") if m["kind"] == "system"]
+    assert any(n == "topic: release planning (set by alice)" for n in notices), notices
+    assert lan.lanchat("h4", "room", "get", "lab", "topic").stdout.strip() == "release planning"

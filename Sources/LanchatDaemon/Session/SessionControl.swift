@@ -190,6 +190,33 @@ struct SessionControl: Sendable {
         return SessionService.info(SessionPeer(id: configuration.ownID, name: configuration.ownName), await node.presence)
     }
 
+    /// A room's metadata: list, get, set, delete.
+    func meta(_ request: ControlCall.Meta) async throws(ControlError) -> [MetaInfo] {
+        let roomID = try await roomOrOnly(request.room)
+        guard await node.roomNames.contains(roomID.rawValue) else {
+            throw ControlError(code: "unknown_room", message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
+        }
+        let names = await node.memberNames(in: roomID)
+        let info = { (entry: WireFrame.MetaEntry) in SessionService.info(entry, room: roomID.rawValue, author: names[entry.author] ?? String(entry.author.prefix(12))) }
+        switch request.action {
+        case .list:
+            return await node.metadata(of: roomID).map(info)
+        case .get:
+            let key = request.key ?? ""
+            guard let entry = await node.metaEntry(key, in: roomID), !entry.deleted else {
+                throw ControlError(code: "unknown_key", message: "room \(roomID) has no key '\(key.prefix(70))'")
+            }
+            return [info(entry)]
+        case .set, .delete:
+            await node.personActive()
+            do throws(SessionError) {
+                return [info(try await node.setMeta(request.key ?? "", to: request.value, in: roomID, ifVersion: request.ifVersion))]
+            } catch {
+                throw ControlError(code: error.code, message: error.message)
+            }
+        }
+    }
+
     /// Raises or lowers this host's hand in a room.
     func hand(up: Bool, room text: String?) async throws(ControlError) -> PresenceInfo {
         let roomID = try await roomOrOnly(text)

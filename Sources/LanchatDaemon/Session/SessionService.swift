@@ -60,6 +60,11 @@ public struct SessionService: Service {
             var event = ControlEvent(type: "presence", time: now)
             event.presence = Self.info(peer, state)
             hub.publish(event)
+        case .metadata(let room, let entry, let name):
+            logger.info("metadata", metadata: ["room": "\(room)", "key": "\(entry.key)", "version": "\(entry.version)", "author": "\(name)"])
+            var event = ControlEvent(type: "meta", time: now)
+            event.meta = Self.info(entry, room: room, author: name)
+            hub.publish(event)
         case .security(let peer, let text):
             logger.warning("security", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(peer.id.short)", "text": "\(text)"])
             var event = ControlEvent(type: "security", time: now)
@@ -93,6 +98,12 @@ public struct SessionService: Service {
             id: info.id, direction: info.direction.rawValue, peer: info.peer.name, peerId: info.peer.id.rawValue, name: info.name,
             size: Int(clamping: info.size), done: Int(clamping: info.done), rate: info.rate, state: info.state, path: info.path, error: info.error,
             resent: info.resent > 0 ? Int(clamping: info.resent) : nil)
+    }
+
+    static func info(_ entry: WireFrame.MetaEntry, room: String, author: String) -> MetaInfo {
+        MetaInfo(room: room, key: entry.key, value: entry.deleted ? nil : entry.value, deleted: entry.deleted, version: entry.version,
+                 author: author, authorId: entry.author, timeMs: Int64(clamping: entry.timestampMilliseconds),
+                 time: time(milliseconds: Int64(clamping: entry.timestampMilliseconds)))
     }
 
     static func info(_ peer: SessionPeer, _ state: SessionStateMachine.PresenceState) -> PresenceInfo {

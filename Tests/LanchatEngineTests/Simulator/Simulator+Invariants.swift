@@ -1,5 +1,6 @@
 import LanchatCore
 import LanchatEngine
+import LanchatWire
 
 /// What must hold once the network has healed and every node has run quietly for a while.
 extension Simulator {
@@ -112,6 +113,25 @@ extension Simulator {
             }
             if let queued = node.store.queues.first(where: { !$0.value.isEmpty }) {
                 throw fail("n\(index)'s store still queues \(queued.value.count) message(s) for \(queued.key.prefix(8))")
+            }
+        }
+    }
+
+    /// Metadata converges: fellow members of a room (each in the other's view) hold the same entry for
+    /// every key, deletions included, whatever order the writes reached them in.
+    func checkMetadata() throws {
+        for room in rooms {
+            for (index, node) in nodes.enumerated() {
+                guard let engine = node.engine, let members = engine.members(of: room) else { continue }
+                for other in members.keys.sorted() {
+                    guard let peer = nodes.firstIndex(where: { $0.peer.id == other }), let theirs = nodes[peer].engine,
+                          theirs.isMember(node.peer.id, of: room) else { continue }
+                    for key in ["topic", "color", "size"] where engine.metaEntry(key, in: room) != theirs.metaEntry(key, in: room) {
+                        let describe = { (entry: WireFrame.MetaEntry?) in entry.map { "v\($0.version) \($0.deleted ? "deleted" : $0.value)" } ?? "none" }
+                        throw fail("n\(index) holds \(room)'s \(key) as \(describe(engine.metaEntry(key, in: room))) but its fellow member n\(peer) as "
+                            + describe(theirs.metaEntry(key, in: room)))
+                    }
+                }
             }
         }
     }

@@ -118,6 +118,8 @@ final class Simulator {
     var forgeries = (injected: 0, refused: 0)
     /// Members of no node's making a hostile member put in its ROOM_MEMBERS (a fault).
     var fakeMembers = 0
+    /// Metadata writes made.
+    var metaWrites = 0
     var trace: [String] = []
     var events = 0
     let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
@@ -175,6 +177,7 @@ final class Simulator {
         try checkSignatures()
         try checkRelay()
         try checkProvenance()
+        try checkMetadata()
         try checkInvitations()
         try checkStreams()
         try checkTransfers()
@@ -528,7 +531,8 @@ final class Simulator {
         switch dice {
         case 0..<25: invite(from: node)
         case 25..<40: answer(node, accept: !chance(15))
-        case 40..<80: send(from: node)
+        case 40..<77: send(from: node)
+        case 77..<80: writeMeta(node)
         case 80..<83: leaveRandomRoom(node)
         case 83..<86: openStream(from: node)
         case 86..<89: sendFile(from: node)
@@ -586,6 +590,20 @@ final class Simulator {
                 for message in plan.messages { self.sent.append(Sent(id: message.id, sender: node, room: room, recipients: plan.recipients, at: self.now)) }
             }
             return actions
+        }
+    }
+
+    /// A metadata write: one of three keys, set (half the time with compare-and-set on the version this
+    /// node holds) or deleted.
+    private func writeMeta(_ node: Int) {
+        guard let names = nodes[node].engine?.roomNames, !names.isEmpty else { return }
+        let room = RoomID(names[roll(names.count)])!
+        let key = ["topic", "color", "size"][roll(3)]
+        let value: String? = chance(5) ? nil : "v\(node)-\(now)"
+        let held = nodes[node].engine?.metaEntry(key, in: room)?.version ?? 0
+        metaWrites += 1
+        command(node) { engine throws(SessionError) in
+            try engine.setMeta(key, to: value, in: room, ifVersion: self.chance(2) ? held : nil, at: self.time(node)).1
         }
     }
 

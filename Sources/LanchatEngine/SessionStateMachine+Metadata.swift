@@ -1,0 +1,153 @@
+import LanchatCore
+import LanchatWire
+
+/// Room metadata (issue 13, item 2): a per-room key/value store, every write of a key signed by its
+/// author with a version (ROOM_META, 0x09). The rule for concurrent writes: of two entries for a key, the
+/// one with the higher version wins; at equal versions the later timestamp; then the greater author id.
+/// Every member applies the same rule to what it holds, so members that have seen the same writes hold
+/// the same value, whatever the order they saw them in. A write names the version it replaces plus one;
+/// `ifVersion` (compare-and-set) refuses it if this member's current version of the key is another.
+/// Members exchange every entry when a connection comes up, and hand on each entry that was new to them,
+/// so a newcomer or a member that was away gets the room's metadata from the first member it meets.
+/// The key `topic` is the room's topic: shown as a notice when it changes and on joining.
+extension SessionStateMachine {
+    /// Bytes of keys and values a room holds at most (what `setMeta` enforces), and what a receiver
+    /// takes at most (twice that: concurrent writes, each within the limit, may meet).
+    public static let maximumMetaBytes = 64 * 1024
+    static let receivedMetaBytes = 2 * maximumMetaBytes
+    /// Keys (with deletions, kept so that an older write does not come back) a room holds at most.
+    public static let maximumMetaKeys = 256
+    public static let topicKey = "topic"
+
+    /// The live entries of `room`'s metadata, by key.
+    public func metadata(of room: RoomID) -> [WireFrame.MetaEntry] {
+        (meta[room] ?? [:]).values.filter { !$0.deleted }.sorted { $0.key < $1.key }
+    }
+
+    /// The entry for `key` (a deletion included), if any.
+    public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { meta[room]?[key] }
+
+    /// The rule for concurrent writes: whether `a` replaces `b`.
+    public static func wins(_ a: WireFrame.MetaEntry, over b: WireFrame.MetaEntry) -> Bool {
+        (a.version, a.timestampMilliseconds, a.author) > (b.version, b.timestampMilliseconds, b.author)
+    }
+
+    /// Sets (`value`) or deletes (nil) `key` in `room`; with `ifVersion`, only if our current version
+    /// of the key is that (0: the key does not exist).
+    public mutating func setMeta(
+        _ key: String, to value: String?, in room: RoomID, ifVersion: UInt64? = nil, at now: EngineTime
+    ) throws(SessionError) -> (WireFrame.MetaEntry, [SessionAction]) {
+        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard let keys = configuration.envelopes else {
+            throw SessionError("unsupported", "room metadata is signed: this daemon speaks wire protocol version 1 only")
+        }
+        guard WireFrame.MetaEntry.isKey(key) else {
+            throw SessionError("bad_key", "a key is 1-64 of A-Z a-z 0-9 . _ - (not '\(key.prefix(70))')")
+        }
+        if let value {
+            guard value.utf8.count <= WireFrame.MetaEntry.maximumValue else {
+                throw SessionError("too_large", "a value is at most \(WireFrame.MetaEntry.maximumValue) bytes (this one is \(value.utf8.count))")
+            }
+            guard !value.unicodeScalars.contains(where: { ($0.value < 0x20 || $0.value == 0x7f) && $0 != "\n" && $0 != "\t" }) else {
+                throw SessionError("bad_value", "a value is text: no control characters but newline and tab")
+            }
+        }
+        let current = meta[room]?[key]
+        let currentVersion = current?.version ?? 0
+        if let ifVersion, ifVersion != currentVersion {
+            throw SessionError("version_mismatch", "\(key) is at version \(currentVersion) here, not \(ifVersion)\(current.map { $0.deleted ? " (deleted)" : "" } ?? "")")
+        }
+        if value == nil, current == nil || current?.deleted == true {
+            throw SessionError("unknown_key", "room \(room) has no key '\(key)'")
+        }
+        let live = metaBytes(room, without: key) + (value.map { key.utf8.count + $0.utf8.count } ?? 0)
+        guard live <= Self.maximumMetaBytes else {
+            throw SessionError("too_large", "room \(room)'s metadata would hold \(live) bytes of keys and values; the limit is \(Self.maximumMetaBytes)")
+        }
+        guard current != nil || liveKeys(room) < Self.maximumMetaKeys else {
+            throw SessionError("too_many_keys", "room \(room) has \(Self.maximumMetaKeys) keys already; delete one first")
+        }
+        let time = max(UInt64(max(0, now.wall)), (current?.timestampMilliseconds ?? 0) + 1)
+        let own = configuration.ownID.rawValue
+        let bytes = Envelope.metaBytes(room: room, key: key, deleted: value == nil, value: value ?? "", version: currentVersion + 1, timestamp: time, author: own)
+        let entry = WireFrame.MetaEntry(key: key, value: value ?? "", deleted: value == nil, version: currentVersion + 1, timestampMilliseconds: time,
+                                        author: own, signature: keys.signature(over: bytes))
+        var out: [SessionAction] = []
+        apply(entry, in: room, by: configuration.ownName, at: now, &out)
+        handOn([entry], in: room, except: nil, &out)
+        return (entry, out)
+    }
+
+    private func metaBytes(_ room: RoomID, without key: String? = nil) -> Int {
+        (meta[room] ?? [:]).values.reduce(0) { $0 + ($1.deleted || $1.key == key ? 0 : $1.key.utf8.count + $1.value.utf8.count) }
+    }
+
+    private func liveKeys(_ room: RoomID) -> Int { (meta[room] ?? [:]).values.filter { !$0.deleted }.count }
+
+    /// Keeps an entry that won, saves it, reports it (a topic also as a notice).
+    private mutating func apply(_ entry: WireFrame.MetaEntry, in room: RoomID, by name: String, at now: EngineTime, _ out: inout [SessionAction]) {
+        meta[room, default: [:]][entry.key] = entry
+        // Deletions are kept (so an older write does not come back), up to the key limit: past it the oldest goes.
+        let deletions = meta[room]!.values.filter(\.deleted)
+        if meta[room]!.count > Self.maximumMetaKeys, let oldest = deletions.min(by: { ($0.timestampMilliseconds, $0.key) < ($1.timestampMilliseconds, $1.key) }) {
+            meta[room]![oldest.key] = nil
+        }
+        out.append(.persist(.saveMeta(StoredMeta(
+            room: room.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
+            timestamp: Int64(clamping: entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes))))
+        out.append(.emit(.metadata(room: room.rawValue, entry: entry, authorName: name)))
+        if entry.key == Self.topicKey {
+            notice(room, entry.deleted ? "\(name) cleared the topic" : "topic: \(entry.value) (set by \(name))", at: now, &out)
+        }
+    }
+
+    /// Sends entries to the connected members of `room` (but `except`).
+    private func handOn(_ entries: [WireFrame.MetaEntry], in room: RoomID, except: PeerID?, _ out: inout [SessionAction]) {
+        guard !entries.isEmpty else { return }
+        let frames = metaFrames(entries, in: room)
+        for member in (rooms[room]?.members.keys.sorted() ?? []) where member != except {
+            if let handle = links.handle(member) { out.append(.send(handle, frames)) }
+        }
+    }
+
+    func metaFrames(_ entries: [WireFrame.MetaEntry], in room: RoomID) -> [WireFrame] {
+        stride(from: 0, to: entries.count, by: WireFrame.RoomMeta.maximumEntries).map {
+            .roomMeta(.init(room: room, entries: Array(entries[$0..<min($0 + WireFrame.RoomMeta.maximumEntries, entries.count)])))
+        }
+    }
+
+    /// Everything we hold of `room`'s metadata (deletions included), for a member that just connected.
+    func sendMeta(_ room: RoomID, to handle: LinkHandle, _ out: inout [SessionAction]) {
+        guard let entries = meta[room], !entries.isEmpty else { return }
+        out.append(.send(handle, metaFrames(entries.values.sorted { $0.key < $1.key }, in: room)))
+    }
+
+    /// A member's ROOM_META: each entry that verifies (its author's signature) and wins over ours is kept and
+    /// handed on; where ours wins, ours goes back to the sender.
+    mutating func received(_ update: WireFrame.RoomMeta, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        let room = update.room
+        guard rooms[room]?.members[link.peer.id] != nil, let keys = configuration.envelopes else { return }
+        var fresh: [WireFrame.MetaEntry] = []
+        var ours: [WireFrame.MetaEntry] = []
+        for entry in update.entries {
+            guard let author = PeerID(entry.author) else { continue }
+            if let current = meta[room]?[entry.key] {
+                if current == entry { continue }
+                if !Self.wins(entry, over: current) {
+                    ours.append(current)
+                    continue
+                }
+            }
+            let bytes = Envelope.metaBytes(room: room, key: entry.key, deleted: entry.deleted, value: entry.value, version: entry.version,
+                                           timestamp: entry.timestampMilliseconds, author: entry.author)
+            guard keys.verifies(entry.signature, over: bytes, by: author) else { continue }
+            let live = metaBytes(room, without: entry.key) + (entry.deleted ? 0 : entry.key.utf8.count + entry.value.utf8.count)
+            guard live <= Self.receivedMetaBytes, meta[room]?[entry.key] != nil || liveKeys(room) < 2 * Self.maximumMetaKeys else { continue }
+            let name = author == link.peer.id ? link.peer.name : rooms[room]?.members[author]?.name ?? author.short
+            apply(entry, in: room, by: name, at: now, &out)
+            fresh.append(entry)
+        }
+        handOn(fresh, in: room, except: link.peer.id, &out)
+        if !ours.isEmpty { out.append(.send(link.handle, metaFrames(ours, in: room))) }
+    }
+}
