@@ -54,6 +54,8 @@ public protocol SessionStore: AnyObject {
     /// Room metadata (one row per room and key; a later write of the key replaces it).
     func saveMeta(_ entry: StoredMeta) throws
     func metadata() throws -> [StoredMeta]
+    /// Deletes one key's row, or (nil) every row of the room.
+    func deleteMeta(room: String, key: String?) throws
 
     func rememberKeyed(peerID: String, now: Int64) throws
     func keyedPeers() throws -> [String]

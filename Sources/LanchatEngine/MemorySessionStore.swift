@@ -151,6 +151,10 @@ public final class MemorySessionStore: SessionStore {
 
     public func metadata() -> [StoredMeta] { meta.keys.sorted().map { meta[$0]! } }
 
+    public func deleteMeta(room: String, key: String?) {
+        meta = meta.filter { $0.value.room != room || (key != nil && $0.value.key != key) }
+    }
+
     // MARK: Transfers
 
     public func saveTransfer(_ transfer: StoredTransfer, now: Int64) {

@@ -62,6 +62,8 @@ public enum StoreOperation: Equatable, Sendable {
     case saveRoom(RoomID, [StoredMember])
     /// One key of a room's metadata (replacing what the store held for it).
     case saveMeta(StoredMeta)
+    /// One key of a room's metadata, or all of them (nil).
+    case deleteMeta(RoomID, key: String?)
     case deleteRoom(RoomID)
     case rememberPeer(label: String, id: PeerID)
     /// An id a room member proved with its key (`SessionStateMachine.keyed`).

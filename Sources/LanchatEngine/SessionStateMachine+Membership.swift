@@ -106,7 +106,7 @@ extension SessionStateMachine {
         let fresh = Set(newcomers)
         for other in members.sorted() where !fresh.contains(other) {
             guard let entry = links.entry(other) else { continue }
-            let frames = entry.version >= 2 && configuration.envelopes != nil ? proven : plain
+            let frames = entry.version >= WireFrame.proofsVersion && configuration.envelopes != nil ? proven : plain
             if !frames.isEmpty { out.append(.send(entry.handle, frames)) }
         }
     }
@@ -287,9 +287,10 @@ extension SessionStateMachine {
         let signed = signLeave(room, at: now)
         for id in state.members.keys.sorted() {
             guard let entry = links.entry(id) else { continue }
-            out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= 2 ? signed : nil))]))
+            out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= WireFrame.proofsVersion ? signed : nil))]))
         }
         dropOutbox(for: nil, in: room, &out)
+        forgetMeta(room, &out)
         claims[room] = nil
         departed = departed.filter { $0.room != room }
         historyRequested[room] = nil

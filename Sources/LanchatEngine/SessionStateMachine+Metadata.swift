@@ -18,6 +18,8 @@ extension SessionStateMachine {
     /// Keys (with deletions, kept so that an older write does not come back) a room holds at most.
     public static let maximumMetaKeys = 256
     public static let topicKey = "topic"
+    /// Versions and timestamps past this are refused from members (so that ours, one more, never overflows).
+    static let maximumMetaNumber: UInt64 = 1 << 62
 
     /// The live entries of `room`'s metadata, by key.
     public func metadata(of room: RoomID) -> [WireFrame.MetaEntry] {
@@ -27,9 +29,16 @@ extension SessionStateMachine {
     /// The entry for `key` (a deletion included), if any.
     public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { meta[room]?[key] }
 
-    /// The rule for concurrent writes: whether `a` replaces `b`.
+    /// The rule for concurrent writes: whether `a` replaces `b`. A total order (the value, then the
+    /// signature's bytes, break the last ties: an author that signs two writes with the same numbers, or
+    /// the same write twice, ECDSA signatures being randomized), so two members never answer each other
+    /// with their own entries forever.
     public static func wins(_ a: WireFrame.MetaEntry, over b: WireFrame.MetaEntry) -> Bool {
-        (a.version, a.timestampMilliseconds, a.author) > (b.version, b.timestampMilliseconds, b.author)
+        if (a.version, a.timestampMilliseconds, a.author) != (b.version, b.timestampMilliseconds, b.author) {
+            return (a.version, a.timestampMilliseconds, a.author) > (b.version, b.timestampMilliseconds, b.author)
+        }
+        if (a.deleted, a.value) != (b.deleted, b.value) { return (a.deleted ? 1 : 0, a.value) > (b.deleted ? 1 : 0, b.value) }
+        return (b.signature.key + b.signature.bytes).lexicographicallyPrecedes(a.signature.key + a.signature.bytes)
     }
 
     /// Sets (`value`) or deletes (nil) `key` in `room`; with `ifVersion`, only if our current version
@@ -54,6 +63,9 @@ extension SessionStateMachine {
         }
         let current = meta[room]?[key]
         let currentVersion = current?.version ?? 0
+        guard currentVersion < Self.maximumMetaNumber else {
+            throw SessionError("too_many_versions", "\(key) has reached the last version (\(currentVersion)); delete it under another key")
+        }
         if let ifVersion, ifVersion != currentVersion {
             throw SessionError("version_mismatch", "\(key) is at version \(currentVersion) here, not \(ifVersion)\(current.map { $0.deleted ? " (deleted)" : "" } ?? "")")
         }
@@ -67,7 +79,8 @@ extension SessionStateMachine {
         guard current != nil || liveKeys(room) < Self.maximumMetaKeys else {
             throw SessionError("too_many_keys", "room \(room) has \(Self.maximumMetaKeys) keys already; delete one first")
         }
-        let time = max(UInt64(max(0, now.wall)), (current?.timestampMilliseconds ?? 0) + 1)
+        // The version orders writes; the time only breaks ties between writes of the same version.
+        let time = min(UInt64(max(0, now.wall)), Self.maximumMetaNumber)
         let own = configuration.ownID.rawValue
         let bytes = Envelope.metaBytes(room: room, key: key, deleted: value == nil, value: value ?? "", version: currentVersion + 1, timestamp: time, author: own)
         let entry = WireFrame.MetaEntry(key: key, value: value ?? "", deleted: value == nil, version: currentVersion + 1, timestampMilliseconds: time,
@@ -91,14 +104,23 @@ extension SessionStateMachine {
         let deletions = meta[room]!.values.filter(\.deleted)
         if meta[room]!.count > Self.maximumMetaKeys, let oldest = deletions.min(by: { ($0.timestampMilliseconds, $0.key) < ($1.timestampMilliseconds, $1.key) }) {
             meta[room]![oldest.key] = nil
+            out.append(.persist(.deleteMeta(room, key: oldest.key)))
         }
         out.append(.persist(.saveMeta(StoredMeta(
             room: room.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
             timestamp: Int64(clamping: entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes))))
         out.append(.emit(.metadata(room: room.rawValue, entry: entry, authorName: name)))
         if entry.key == Self.topicKey {
-            notice(room, entry.deleted ? "\(name) cleared the topic" : "topic: \(entry.value) (set by \(name))", at: now, &out)
+            // Its first line, at most 200 characters: a notice is one line.
+            let line = entry.value.split(separator: "\n", omittingEmptySubsequences: false).first.map { String($0.prefix(200)) } ?? ""
+            notice(room, entry.deleted ? "\(name) cleared the topic" : "topic: \(line) (set by \(name))", at: now, &out)
         }
+    }
+
+    /// We left `room`: its metadata goes (a later room of that name starts from what its members hold).
+    mutating func forgetMeta(_ room: RoomID, _ out: inout [SessionAction]) {
+        guard meta.removeValue(forKey: room) != nil else { return }
+        out.append(.persist(.deleteMeta(room, key: nil)))
     }
 
     /// Sends entries to the connected members of `room` (but `except`).
@@ -130,7 +152,8 @@ extension SessionStateMachine {
         var fresh: [WireFrame.MetaEntry] = []
         var ours: [WireFrame.MetaEntry] = []
         for entry in update.entries {
-            guard let author = PeerID(entry.author) else { continue }
+            guard let author = PeerID(entry.author), entry.version >= 1, entry.version <= Self.maximumMetaNumber,
+                  entry.timestampMilliseconds <= Self.maximumMetaNumber, entry.deleted ? entry.value.isEmpty : true else { continue }
             if let current = meta[room]?[entry.key] {
                 if current == entry { continue }
                 if !Self.wins(entry, over: current) {

@@ -38,14 +38,16 @@ extension SessionStateMachine {
         return keys.verifies(proof.signature, over: bytes, by: member)
     }
 
-    /// Keeps a member's proof if it is new to us and verifies; true if it was kept (the member can now be
-    /// introduced to members that do not know it).
+    /// Keeps a member's proof if it is newer than the one we hold and verifies; true if we held none
+    /// before (the member can now be introduced to members that do not know it; a newer proof of a
+    /// member we could introduce already changes nothing for them).
     mutating func adoptProof(_ proof: WireFrame.MembershipProof?, of member: PeerID, in room: RoomID) -> Bool {
         guard let proof, rooms[room]?.members[member] != nil else { return false }
-        if let held = rooms[room]?.proofs[member], held.timestampMilliseconds >= proof.timestampMilliseconds { return false }
+        let held = rooms[room]?.proofs[member]
+        if let held, held.timestampMilliseconds >= proof.timestampMilliseconds { return false }
         guard verifies(proof, of: member, in: room) else { return false }
         rooms[room]!.proofs[member] = proof
-        return true
+        return held == nil
     }
 
     /// The ROOM_MEMBERS frames that tell `entry`'s peer who is in `room`: everyone on a version 1
@@ -54,7 +56,7 @@ extension SessionStateMachine {
     mutating func membersFrames(_ room: RoomID, for entry: LinkTable.Entry, at now: EngineTime) -> [WireFrame] {
         var listed = [selfEntry()]
         let others = (rooms[room]?.members.keys.sorted()) ?? []
-        if entry.version >= 2, configuration.envelopes != nil {
+        if entry.version >= WireFrame.proofsVersion, configuration.envelopes != nil {
             listed[0].proof = ownProof(room, at: now)
             for id in others {
                 guard let proof = rooms[room]?.proofs[id] else { continue }
@@ -79,9 +81,10 @@ extension SessionStateMachine {
         out.append(.send(entry.handle, membersFrames(room, for: entry, at: now)))
     }
 
-    /// Tells once per connection that a member's introduction brought peers without their proofs.
+    /// Tells once per connection that a member's introduction brought peers without their proofs (a
+    /// member that speaks a version before proofs cannot send them: its introductions are refused quietly).
     mutating func reportUnproven(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
-        guard count > 0, refusedIntroductions.insert(link.peer.id).inserted else { return }
+        guard count > 0, link.version >= WireFrame.proofsVersion, refusedIntroductions.insert(link.peer.id).inserted else { return }
         out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced \(count) member(s) to room \(room) "
             + "without their own signed membership: not added (any more from it on this connection are refused without a word)")))
     }
@@ -110,13 +113,14 @@ extension SessionStateMachine {
               keys.verifies(leave.signature, over: Envelope.leaveBytes(room: room, member: leave.member, timestamp: leave.timestampMilliseconds), by: member)
         else { return }
         let key = RoomMember(room: room, peer: member)
+        // Kept only for a member we hold (so ids of nobody's making cannot push out the leaves that matter).
+        guard let known = rooms[room]?.members[member] else { return }
         if let held = signedLeaves[key], held >= leave.timestampMilliseconds { return }
         if signedLeaves.count >= configuration.maximumTombstones, signedLeaves[key] == nil,
            let oldest = signedLeaves.min(by: { ($0.value, $0.key.peer) < ($1.value, $1.key.peer) }) {
             signedLeaves[oldest.key] = nil
         }
         signedLeaves[key] = leave.timestampMilliseconds
-        guard let known = rooms[room]?.members[member] else { return }
         if member != link.peer.id {
             // Handed on: only a leave newer than the membership we know of counts.
             guard let proof = rooms[room]?.proofs[member], proof.timestampMilliseconds < leave.timestampMilliseconds else { return }
@@ -127,7 +131,7 @@ extension SessionStateMachine {
         if !relayed { bury(key, at: now) }
         let frame = WireFrame.roomLeave(.init(room: room, text: text, signed: leave))
         for other in (rooms[room]?.members.keys.sorted() ?? []) where other != link.peer.id {
-            if let entry = links.entry(other), entry.version >= 2 { out.append(.send(entry.handle, [frame])) }
+            if let entry = links.entry(other), entry.version >= WireFrame.proofsVersion { out.append(.send(entry.handle, [frame])) }
         }
     }
 }

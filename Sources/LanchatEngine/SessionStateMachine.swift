@@ -232,7 +232,9 @@ public struct SessionStateMachine: Sendable {
             rooms[room] = state
         }
         for stored in restored.metadata {
-            guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key) else { continue }
+            // What a store holds beyond the limits a receiver keeps (an older file, or one edited) is not loaded.
+            guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key), rooms[room] != nil,
+                  (meta[room]?.count ?? 0) < 2 * Self.maximumMetaKeys, stored.version <= Self.maximumMetaNumber else { continue }
             meta[room, default: [:]][stored.key] = WireFrame.MetaEntry(
                 key: stored.key, value: stored.value, deleted: stored.deleted, version: stored.version,
                 timestampMilliseconds: UInt64(max(0, stored.timestamp)), author: stored.authorID,

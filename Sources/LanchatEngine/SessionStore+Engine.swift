@@ -22,6 +22,8 @@ extension SessionStore {
             try deleteRoom(room.rawValue)
         case .saveMeta(let entry):
             try saveMeta(entry)
+        case .deleteMeta(let room, let key):
+            try deleteMeta(room: room.rawValue, key: key)
         case .rememberPeer:
             break
         case .rememberKeyed(let peer):

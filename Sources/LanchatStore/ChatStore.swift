@@ -379,6 +379,14 @@ public final class ChatStore: SessionStore {
              .integer(entry.timestamp), .text(entry.authorID), .text(Self.hex(entry.authorKey)), .text(Self.hex(entry.signature))])
     }
 
+    public func deleteMeta(room: String, key: String?) throws(Error) {
+        if let key {
+            try db.query("DELETE FROM room_meta WHERE room = ? AND key = ?", [.text(room), .text(key)])
+        } else {
+            try db.query("DELETE FROM room_meta WHERE room = ?", [.text(room)])
+        }
+    }
+
     public func metadata() throws(Error) -> [StoredMeta] {
         try db.query("SELECT room, key, value, deleted, version, timestamp, author_id, author_key, signature FROM room_meta ORDER BY room, key").map {
             StoredMeta(room: $0[0].string, key: $0[1].string, value: $0[2].string, deleted: $0[3].int != 0, version: UInt64(max(0, $0[4].int)),

@@ -97,7 +97,10 @@ public enum WireFrame: Equatable, Sendable {
     /// ROOM_MEMBERS: each member carries a proof field; ROOM_LEAVE: a `SignedLeave` follows (version 2).
     public static let proofsFlag: UInt8 = 0x02
     /// The protocol versions this implementation speaks: 1 (unsigned messages) and 2 (signed envelopes).
-    public static let versions: ClosedRange<UInt16> = 1...2
+    public static let versions: ClosedRange<UInt16> = 1...3
+    /// The first version whose ROOM_MEMBERS carry membership proofs and whose ROOM_LEAVE may be signed
+    /// (flag 0x02): a version 2 peer reads neither.
+    public static let proofsVersion: UInt16 = 3
     /// On HISTORY_REQUEST (version 2): `limit` follows.
     public static let limitFollowsFlag: UInt8 = 0x01
     /// On RESOURCE_OFFER: `sha256` is zeros; RESOURCE_DIGEST brings it later.

@@ -243,6 +243,7 @@ final class InteractiveState: @unchecked Sendable {
     /// The full-screen UI on a terminal; nil in line mode.
     var ui: TerminalUI?
     var notify = true
+    var lastPresenceRefresh: ContinuousClock.Instant?
     var ownName = ""
     var socketPath = ""
 
@@ -361,9 +362,14 @@ final class InteractiveState: @unchecked Sendable {
         case "member":
             refreshMembers()
         case "presence":
-            // Shown as a line (who changed and to what), and in the status line's raised hands.
+            // Shown as a line (who changed and to what), and in the status line's raised hands (looked up
+            // at most once a second: a member toggling its status costs no connection per change).
             if let text = describeSession(event) { say(text) }
-            refreshMembers()
+            let now = ContinuousClock.now
+            if lastPresenceRefresh.map({ now - $0 > .seconds(1) }) ?? true {
+                lastPresenceRefresh = now
+                refreshMembers()
+            }
         default:
             break  // found/lost: see /peers
         }

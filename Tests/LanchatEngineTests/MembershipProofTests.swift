@@ -26,7 +26,7 @@ import Testing
             configuration: configuration, restored: .init(rooms: [(lab, members)], knownPeers: KnownPeerBook()),
             addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
-        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
         return node
     }
 
@@ -78,7 +78,7 @@ import Testing
         var node = engine(others: [carol, dave])
         // Bob's own proof, then dave's (adopted for a member restored without one).
         _ = node.received([.roomMembers(.init(room: lab, members: [entry(bob, proof(of: bob)), entry(dave, proof(of: dave))]))], on: LinkHandle(1), at: at(2))
-        var actions = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 2, at: at(3)).actions
+        var actions = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 3, at: at(3)).actions
         let pages = sent(actions, on: LinkHandle(2)).compactMap { if case .roomMembers(let update) = $0 { update } else { nil } }
         let listed = pages.flatMap(\.members)
         #expect(listed.map(\.peerID) == [me.id, bob.id, dave.id].map(\.rawValue))
@@ -93,7 +93,7 @@ import Testing
 
     @Test func aProofNewToUsIntroducesTheMemberToTheOthers() {
         var node = engine(others: [carol])
-        _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 2, at: at(2))
+        _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 3, at: at(2))
         let actions = node.received([.roomMembers(.init(room: lab, members: [entry(bob, proof(of: bob))]))], on: LinkHandle(1), at: at(3))
         let toCarol = sent(actions, on: LinkHandle(2)).compactMap { if case .roomMembers(let update) = $0 { update } else { nil } }
         #expect(toCarol.flatMap(\.members).contains { $0.peerID == bob.id.rawValue && $0.proof == proof(of: bob) })
@@ -101,7 +101,7 @@ import Testing
 
     @Test func aLeaveCountsOnlyWithTheLeaversSignatureIsHandedOnAndOutranksOlderProofs() {
         var node = engine(others: [carol])
-        _ = node.linkUp(LinkHandle(2), peer: dave, dialedByUs: true, remoteAddress: nil, version: 2, at: at(2))
+        _ = node.linkUp(LinkHandle(2), peer: dave, dialedByUs: true, remoteAddress: nil, version: 3, at: at(2))
         _ = node.received([.roomMembers(.init(room: lab, members: [entry(dave, proof(of: dave)), entry(carol, proof(of: carol))]))],
                           on: LinkHandle(1), at: at(3))
         #expect(node.members(of: lab)?[dave.id] != nil)
@@ -138,5 +138,13 @@ import Testing
         let rejoin = try #require(mine.first?.proof)
         #expect(mine.first?.peerID == me.id.rawValue && rejoin.inviter == bob.id.rawValue)
         #expect(rejoin.timestampMilliseconds > left.timestampMilliseconds)
+    }
+
+    @Test func aLeaveOfSomeoneWeDoNotHoldIsNotKept() {
+        var node = engine()
+        // Dave is no member here: his leave (genuine) is not kept, so his later proof still counts.
+        _ = node.received([leave(of: dave, time: 900)], on: LinkHandle(1), at: at(2))
+        _ = node.received([.roomMembers(.init(room: lab, members: [entry(dave, proof(of: dave, time: 500))]))], on: LinkHandle(1), at: at(3))
+        #expect(node.members(of: lab)?[dave.id] != nil)
     }
 }

@@ -123,4 +123,32 @@ import Testing
         let reconnect = again.linkUp(LinkHandle(5), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(5))
         #expect(metaSent(reconnect.actions, on: LinkHandle(5)) == [entry])
     }
+
+    @Test func tiesAreBrokenTheSameWayEverywhereAndHugeNumbersAreRefused() {
+        // The same write signed twice (ECDSA is randomized: here, two signers' bytes stand in for two signatures).
+        let one = entry("color", "red", version: 3, time: 900, by: 1)
+        var two = one
+        two.signature = entry("color", "red", version: 3, time: 900, by: 1, signer: 2).signature
+        let winner = SessionStateMachine.wins(one, over: two) ? one : two
+        #expect(SessionStateMachine.wins(one, over: two) != SessionStateMachine.wins(two, over: one))
+        #expect(!SessionStateMachine.wins(one, over: one))
+        var node = engine()
+        _ = node.received([.roomMeta(.init(room: lab, entries: [one]))], on: LinkHandle(1), at: at(2))
+        // (two's signature is not bob's: it is refused whatever the order; the rule alone is what matters here.)
+        #expect(node.metaEntry("color", in: lab) == one)
+        _ = winner
+        var huge = engine()
+        _ = huge.received([.roomMeta(.init(room: lab, entries: [entry("size", "x", version: UInt64.max, by: 1),
+                                                               entry("topic", "x", version: 1, time: UInt64.max, by: 1)]))],
+                          on: LinkHandle(1), at: at(2))
+        #expect(huge.metadata(of: lab).isEmpty)
+    }
+
+    @Test func leavingARoomForgetsItsMetadata() throws {
+        var node = engine()
+        _ = try node.setMeta("topic", to: "gone soon", in: lab, at: at(2))
+        let actions = try node.leave(lab, at: at(3))
+        #expect(node.metaEntry("topic", in: lab) == nil)
+        #expect(actions.contains { if case .persist(.deleteMeta(let room, nil)) = $0 { room == lab } else { false } })
+    }
 }

@@ -384,7 +384,7 @@ def test_a_tls_handshake_flood_does_not_starve_the_control_api(lan):
 
 
 def test_a_member_cannot_bring_in_members_of_its_own_making_nor_undo_anothers_membership(lan):
-    """Issue 12, item 2 (wire v2): a member (the wire client) introduces 1,024 members with no proof and 32
+    """Issue 12, item 2 (wire v3): a member (the wire client) introduces 1,024 members with no proof and 32
     with proofs it signed itself for ids whose keys it does not hold: none is added, and a security event
     names it. Carol, whose own key signed her proof, is added. A leave for carol signed with the member's
     key changes nothing; carol's own signed leave, handed on by the member, removes her ("told by"); her
@@ -395,7 +395,7 @@ def test_a_member_cannot_bring_in_members_of_its_own_making_nor_undo_anothers_me
                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         first = json.loads(read_line(client.stdout, 60, "the wire client's first observations"))
-        assert first.get("version") == 2 and first["joined"] and first["pong_before_leave"], first
+        assert first.get("version") == 3 and first["joined"] and first["pong_before_leave"], first
 
         def members():
             return {m["name"]: m["id"] for m in lan.lanchat_json("h2", "members", "crowd")["members"]}

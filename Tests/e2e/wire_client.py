@@ -355,7 +355,7 @@ def main():
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
     c = Connection(host, port, key, cert)
-    max_version = 2 if scenario in ("forged-history", "fake-members") else 1
+    max_version = {"forged-history": 2, "fake-members": 3}.get(scenario, 1)
     c.send(hello(peer_id, max_version=max_version))
     got = c.frames_until(0x01)
     out["hello"] = got is not None and got[0] == 0x01

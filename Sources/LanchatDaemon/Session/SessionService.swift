@@ -56,7 +56,7 @@ public struct SessionService: Service {
             event.transfer = Self.entry(info)
             hub.publish(event)
         case .presence(let peer, let state, _):
-            logger.info("presence", metadata: ["peer.name": "\(peer.name)", "availability": "\(state.availability.name)", "hands": "\(state.hands.count)"])
+            logger.debug("presence", metadata: ["peer.name": "\(peer.name)", "availability": "\(state.availability.name)", "hands": "\(state.hands.count)"])
             var event = ControlEvent(type: "presence", time: now)
             event.presence = Self.info(peer, state)
             hub.publish(event)
