@@ -36,6 +36,8 @@ public enum ControlCall: Equatable, Sendable {
     case hand(up: Bool, room: String?)
     /// A room's metadata: list, get, set or delete a key.
     case meta(Meta)
+    /// The person is typing in a room (nil: the only room).
+    case typing(room: String?)
 
     public struct Meta: Equatable, Sendable {
         public enum Action: String, Sendable, CaseIterable { case list, get, set, delete }
@@ -179,6 +181,7 @@ public enum ControlCall: Equatable, Sendable {
         case .presence: .presence
         case .hand: .hand
         case .meta: .meta
+        case .typing: .typing
         }
     }
 
@@ -239,6 +242,8 @@ public enum ControlCall: Equatable, Sendable {
             p["text"] = text
         case .hand(let up, let room):
             p = ["up": up ? "true" : "false"]
+            p["room"] = room
+        case .typing(let room):
             p["room"] = room
         case .meta(let meta):
             p = ["action": meta.action.rawValue]
@@ -338,6 +343,7 @@ public enum ControlCall: Equatable, Sendable {
             }
             self = .presence(availability: availability, text: text)
         case .hand: self = .hand(up: try p.flag("up", default: true), room: p.optional("room"))
+        case .typing: self = .typing(room: p.optional("room"))
         case .meta:
             let text = try p.required("action")
             guard let action = Meta.Action(rawValue: text) else {

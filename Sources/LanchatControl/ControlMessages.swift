@@ -72,6 +72,9 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     /// A room's metadata: `params.action` `list` (every key of `params.room`), `get`, `set` (`key`,
     /// `value`, optional `if_version`) or `delete` (`key`, optional `if_version`). Answers `meta`.
     case meta
+    /// The person is typing in `params.room` (or the only room): its connected members are told (at
+    /// most every 3 s; it means "for the next 5 s"). No result.
+    case typing
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -256,7 +259,7 @@ public struct ControlEvent: Codable, Equatable, Sendable {
     /// `found`, `changed`, `lost` (with `peer`), `advertising` (with `advertising` and `instance`),
     /// `invitation` and `invitation_closed` (with `invitation`), `invite_outcome` (with `invite`),
     /// `member` (with `member`), `message` (with `message`), `security` (with `text` and `name`),
-    /// `presence` (with `presence`), `meta` (with `meta`).
+    /// `presence` (with `presence`), `meta` (with `meta`), `typing` (with `member`, state `typing`).
     public var type: String
     /// ISO 8601 time at the daemon.
     public var time: String

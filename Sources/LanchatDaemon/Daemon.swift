@@ -201,6 +201,7 @@ struct DaemonControlHandler: ControlHandler {
             case .presence(let availability, let text): response.presence = await sessions.presence(availability: availability, text: text)
             case .hand(let up, let room): response.presence = try await sessions.hand(up: up, room: room)
             case .meta(let meta): response.meta = try await sessions.meta(meta)
+            case .typing(let room): try await sessions.typing(room)
             case .watch, .stream, .streamAccept: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
             }
         } catch {

@@ -117,6 +117,9 @@ extension SessionStateMachine {
         if rooms[invite.room]?.members[peer.id] != nil {
             reply(.accepted, "already in the room", &out)
             sendMembers(invite.room, to: link, at: now, &out)
+            // It may have left and come back without our noticing (we were down): what it forgot on
+            // leaving (the room's metadata) it gets again.
+            sendMeta(invite.room, to: link.handle, &out)
             return
         }
         let timeout = invite.timeoutMilliseconds == 0

@@ -115,8 +115,33 @@ extension SessionStateMachine {
         out.append(.emit(.presence(peer: link.peer, state: state, before: before)))
     }
 
+    /// Typing (issue 13, item 7): we tell a room's connected members at most once every 3 s (it means
+    /// "for the next 5 s"), unreliably; a member's TYPING is reported at most once a second.
+    public static let typingInterval: Int64 = 3_000
+
+    public mutating func typing(in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        if let told = typingTold[room], now.monotonic - told < Self.typingInterval { return [] }
+        typingTold[room] = now.monotonic
+        var out: [SessionAction] = []
+        for member in (rooms[room]?.members.keys.sorted() ?? []) {
+            if let handle = links.handle(member) { out.append(.sendUnreliable(handle, [.typing(room)])) }
+        }
+        return out
+    }
+
+    mutating func heardTyping(in room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard rooms[room]?.members[link.peer.id] != nil else { return }
+        let key = RoomMember(room: room, peer: link.peer.id)
+        if let heard = typingHeard[key], now.monotonic - heard < 1_000 { return }
+        typingHeard[key] = now.monotonic
+        out.append(.emit(.typing(room: room.rawValue, peer: link.peer)))
+    }
+
     /// Presence of peers we no longer share a room with is forgotten.
     mutating func forgetPresences() {
+        typingHeard = typingHeard.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
+        typingTold = typingTold.filter { rooms[$0.key] != nil }
         presences = presences.filter { sharesRoom(with: $0.key) }
         ownPresence.hands = ownPresence.hands.filter { rooms[$0] != nil }
     }

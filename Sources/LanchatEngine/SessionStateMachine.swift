@@ -205,6 +205,9 @@ public struct SessionStateMachine: Sendable {
     var presences: [PeerID: PresenceState] = [:]
     /// Room metadata (`+Metadata`): the winning entry of each key, deletions included.
     var meta: [RoomID: [String: WireFrame.MetaEntry]] = [:]
+    /// Typing (`+Presence`): when we last told each room, when we last reported each member.
+    var typingTold: [RoomID: Int64] = [:]
+    var typingHeard: [RoomMember: Int64] = [:]
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -472,6 +475,7 @@ public struct SessionStateMachine: Sendable {
             case .syncRequest(let request): received(request, from: entry, &out)
             case .presence(let presence): received(presence, from: entry, &out)
             case .roomMeta(let update): received(update, from: entry, at: now, &out)
+            case .typing(let room): heardTyping(in: room, from: entry, at: now, &out)
             case .historyRequest(let room, let since, let limit):
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }

@@ -110,6 +110,8 @@ public enum SessionEvent: Sendable, Equatable {
     case presence(peer: SessionPeer, state: SessionStateMachine.PresenceState, before: SessionStateMachine.PresenceState?)
     /// A key of a room's metadata was set or deleted (here or by a member: `authorName`).
     case metadata(room: String, entry: WireFrame.MetaEntry, authorName: String)
+    /// A member is typing in a room (for the next few seconds).
+    case typing(room: String, peer: SessionPeer)
 }
 
 /// A file transfer as people and programs see it.

@@ -141,6 +141,11 @@ extension SessionNode {
         perform(try engine.setHand(up, in: room, at: time()))
     }
 
+    /// The person is typing in `room` (the members are told, at most every 3 s).
+    public func typing(in room: RoomID) throws(SessionError) {
+        perform(try engine.typing(in: room, at: time()))
+    }
+
     /// A person used the daemon (auto-away's idle clock starts again).
     public func personActive() {
         perform(engine.personActive(at: time()))

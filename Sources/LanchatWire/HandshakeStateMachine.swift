@@ -149,6 +149,7 @@ public struct HandshakeStateMachine: Sendable {
         case .syncRequest: return "SYNC_REQUEST"
         case .presence: return "PRESENCE"
         case .roomMeta: return "ROOM_META"
+        case .typing: return "TYPING"
         case .streamOpen: return "STREAM_OPEN"
         case .streamAccept: return "STREAM_ACCEPT"
         case .streamData: return "STREAM_DATA"

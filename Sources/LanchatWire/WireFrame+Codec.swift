@@ -120,6 +120,8 @@ extension WireFrame {
             var hands: [RoomID] = []
             for _ in 0..<count { hands.append(try readRoom(&reader)) }
             result = .presence(Presence(availability: availability, text: text, hands: hands))
+        case .typing:
+            result = .typing(try readRoom(&reader))
         case .roomMeta:
             let room = try readRoom(&reader)
             let count = try reader.u8("count")
@@ -383,6 +385,9 @@ extension WireFrame {
             payload.writeInteger(UInt8(presence.hands.count))
             for room in presence.hands { payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self) }
             return RawFrame(type: FrameType.presence.rawValue, flags: Self.ignorableFlag, payload: payload)
+        case .typing(let room):
+            payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
+            return RawFrame(type: FrameType.typing.rawValue, flags: Self.ignorableFlag, payload: payload)
         case .roomMeta(let meta):
             guard meta.entries.count <= RoomMeta.maximumEntries else {
                 throw .fieldTooLong(field: "entries", length: meta.entries.count, limit: RoomMeta.maximumEntries)

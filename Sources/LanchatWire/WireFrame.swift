@@ -36,6 +36,9 @@ public enum WireFrame: Equatable, Sendable {
     /// deleted u8 (0, 1) | value (u16 len, UTF-8, at most 4096 bytes) | version u64 | timestamp_ms u64 |
     /// author_id (u8 len, 52) | author_key [33] | signature [64]` (`Envelope.metaBytes`).
     case roomMeta(RoomMeta)
+    /// 0x0A (sent with the ignorable flag 0x80, unreliably). "I am typing in `room`" (for the next 5 s).
+    /// `room (u8 len)`.
+    case typing(RoomID)
     /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
     /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
     /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
@@ -81,7 +84,7 @@ public enum WireFrame: Equatable, Sendable {
     case ignored(type: UInt8)
 
     public enum FrameType: UInt8, Sendable {
-        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08, roomMeta = 0x09
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08, roomMeta = 0x09, typing = 0x0A
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34

@@ -10,6 +10,7 @@ struct Interactive: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Flag(name: .customLong("line"), help: "Line mode even on a terminal (the default for pipes and TERM=dumb).") var lineMode = false
     @Flag(name: .customLong("no-notify"), help: "No desktop notifications for invitations and messages that mention you.") var noNotify = false
+    @Flag(name: .customLong("no-typing"), help: "Neither tell the room when you type nor show who is typing.") var noTyping = false
 
     static let help = """
         commands:
@@ -37,6 +38,7 @@ struct Interactive: ParsableCommand {
         watcher.setTimeout(seconds: 0)
         let state = InteractiveState()
         state.notify = !noNotify
+        state.showTyping = !noTyping
         state.socketPath = global.socketPath
         let environment = ProcessInfo.processInfo.environment
         let term = environment["TERM"] ?? ""
@@ -96,6 +98,13 @@ struct Interactive: ParsableCommand {
                 return true
             }, answer: { yes in
                 _ = state.answerPending(yes ? "y" : "n", commands)
+            }, edited: {
+                // The room is told at most every 3 s (the daemon keeps to that too).
+                guard !noTyping, let room = state.room else { return }
+                let now = ContinuousClock.now
+                guard state.lastTyping.map({ now - $0 >= .seconds(3) }) ?? true else { return }
+                state.lastTyping = now
+                _ = try? commands.call(.typing(room: room))
             })
             ui.restore()
             return
@@ -244,6 +253,8 @@ final class InteractiveState: @unchecked Sendable {
     var ui: TerminalUI?
     var notify = true
     var lastPresenceRefresh: ContinuousClock.Instant?
+    var lastTyping: ContinuousClock.Instant?
+    var showTyping = true
     var ownName = ""
     var socketPath = ""
 
@@ -361,6 +372,8 @@ final class InteractiveState: @unchecked Sendable {
             }
         case "member":
             refreshMembers()
+        case "typing":
+            if showTyping, let member = event.member { ui?.typing(printable(member.name), in: member.room) }
         case "presence":
             // Shown as a line (who changed and to what), and in the status line's raised hands (looked up
             // at most once a second: a member toggling its status costs no connection per change).

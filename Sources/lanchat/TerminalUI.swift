@@ -27,6 +27,8 @@ final class TerminalUI: @unchecked Sendable {
     /// Members with a raised hand, per room; our own availability when it is not `available`.
     private var hands: [String: [String]] = [:]
     private var myPresence = ""
+    /// Who is typing in which room, until when.
+    private var typists: [String: [String: ContinuousClock.Instant]] = [:]
     private var unread: [String: Int] = [:]
     private var transfers: [String: TransferEntry] = [:]
     /// An invitation waiting for y/n: shown instead of the input line, which is kept.
@@ -142,6 +144,9 @@ final class TerminalUI: @unchecked Sendable {
             let count = members[room].map { " \($0.connected)/\($0.total)" } ?? ""
             status += " | [\(room)]\(count)"
             if let raised = hands[room], !raised.isEmpty { status += " | hand up: " + raised.joined(separator: ", ") }
+            let now = ContinuousClock.now
+            let typing = (typists[room] ?? [:]).filter { $0.value > now }.keys.sorted()
+            if !typing.isEmpty { status += " | " + typing.joined(separator: ", ") + (typing.count == 1 ? " is" : " are") + " typing…" }
         } else {
             status += " | no room (/invite PEER)"
         }
@@ -192,6 +197,19 @@ final class TerminalUI: @unchecked Sendable {
         }
     }
 
+    /// `name` is typing in `room`: shown in the status line for 5 s.
+    func typing(_ name: String, in room: String) {
+        let until = ContinuousClock.now + .seconds(5)
+        lock.withLock {
+            typists[room, default: [:]][name] = until
+            if active { drawBottom() }
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 5.1) { [weak self] in
+            guard let self else { return }
+            self.lock.withLock { if self.active { self.drawBottom() } }
+        }
+    }
+
     /// Our presence as the status line shows it ("" when available with no text).
     func setPresence(_ presence: PresenceInfo) {
         lock.withLock {
@@ -229,7 +247,7 @@ final class TerminalUI: @unchecked Sendable {
 
     /// Reads keys until the person leaves; `submit` gets each line sent (false: quit), `answer` gets
     /// y/n for an open question.
-    func readKeys(submit: (String) -> Bool, answer: (Bool) -> Void) {
+    func readKeys(submit: (String) -> Bool, answer: (Bool) -> Void, edited: () -> Void = {}) {
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
@@ -252,7 +270,8 @@ final class TerminalUI: @unchecked Sendable {
                     return outcome
                 }
                 switch outcome {
-                case .none: break
+                case .none:
+                    if case .text(let text) = key, !text.hasPrefix("/"), !lock.withLock({ editor.text.hasPrefix("/") }) { edited() }
                 case .submit(let lines):
                     for line in lines where !submit(line) { return }
                 case .interrupt, .endOfInput: return

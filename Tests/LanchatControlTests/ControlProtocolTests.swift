@@ -123,7 +123,7 @@ import Testing
         .hand(up: true, room: "lab"), .hand(up: false, room: nil),
         .meta(.init(action: .list)), .meta(.init(action: .get, room: "lab", key: "topic")),
         .meta(.init(action: .set, room: "lab", key: "topic", value: "", ifVersion: 0)), .meta(.init(action: .set, key: "k", value: "a\nb")),
-        .meta(.init(action: .delete, room: "lab", key: "topic", ifVersion: 3)),
+        .meta(.init(action: .delete, room: "lab", key: "topic", ifVersion: 3)), .typing(room: nil), .typing(room: "lab"),
     ]
 
     @Test func everyMethodHasACallAndRoundTrips() throws {

@@ -86,3 +86,31 @@ import Testing
         #expect(presences(actions, on: LinkHandle(1)).isEmpty && node.presence.availability == .away)
     }
 }
+
+/// Typing (issue 13, item 7): told to the room's connected members, unreliably, at most every 3 s;
+/// a member's TYPING reported at most once a second, a stranger's never.
+@Suite struct TypingTests {
+    let base = PresenceTests()
+
+    @Test func typingIsToldAtMostEvery3SecondsAndReportedAtMostOnceASecond() throws {
+        var node = base.engine()
+        let told = { (actions: [SessionAction]) in
+            actions.compactMap { action -> LinkHandle? in
+                guard case .sendUnreliable(let handle, let frames) = action, frames == [.typing(base.lab)] else { return nil }
+                return handle
+            }
+        }
+        #expect(Set(told(try node.typing(in: base.lab, at: base.at(2)))) == [LinkHandle(1), LinkHandle(2)])
+        #expect(told(try node.typing(in: base.lab, at: base.at(2_000))).isEmpty)
+        #expect(told(try node.typing(in: base.lab, at: base.at(3_002))).count == 2)
+        #expect(throws: SessionError.self) { try node.typing(in: RoomID("nowhere")!, at: base.at(4)) }
+        let reported = { (actions: [SessionAction]) in
+            actions.filter { if case .emit(.typing) = $0 { true } else { false } }.count
+        }
+        #expect(reported(node.received([.typing(base.lab)], on: LinkHandle(2), at: base.at(10))) == 1)
+        #expect(reported(node.received([.typing(base.lab)], on: LinkHandle(2), at: base.at(500))) == 0)
+        #expect(reported(node.received([.typing(base.lab)], on: LinkHandle(2), at: base.at(1_010))) == 1)
+        #expect(reported(node.received([.typing(base.ops)], on: LinkHandle(2), at: base.at(1_020))) == 0)  // carol is not in ops
+        #expect(reported(node.received([.typing(base.lab)], on: LinkHandle(3), at: base.at(1_030))) == 0)  // a stranger
+    }
+}

@@ -62,3 +62,12 @@ import Testing
         #expect(throws: WireError.self) { try WireFrame.decode(raw) }
     }
 }
+
+@Suite struct TypingWireTests {
+    @Test func typingIsARoomAndIgnorable() throws {
+        let raw = try WireFrame.typing(RoomID("lab")!).encode()
+        #expect(raw.type == 0x0A && raw.flags == WireFrame.ignorableFlag && Array(raw.payload.readableBytesView) == [3, 0x6c, 0x61, 0x62])
+        #expect(try WireFrame.decode(raw) == .typing(RoomID("lab")!))
+        #expect(throws: WireError.self) { try WireFrame.decode(RawFrame(type: 0x0A, flags: 0x80, payload: ByteBuffer(bytes: [3, 0x6c]))) }
+    }
+}

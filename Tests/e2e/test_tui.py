@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from testlan import BIN, wait_for
+from testlan import BIN, read_line, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup.sh test installs it)")
 
@@ -44,7 +44,8 @@ class Tmux:
             raise AssertionError(f"{error}\nthe screen then:\n{self.screen()}") from None
 
     def close(self):
-        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=10)
+        # This session only (another may share the server; the server ends with its last session).
+        subprocess.run(["tmux", "-S", self.socket, "kill-session", "-t", self.name], capture_output=True, timeout=10)
 
 
 def test_messages_arrive_above_a_half_typed_line(lan):
@@ -171,3 +172,37 @@ def test_the_terminal_ui_goes_on_after_an_idle_period_longer_than_the_control_ti
         assert "error" not in screen and "EXITED" not in screen, screen
     finally:
         ui.close()
+
+
+def test_typing_shows_in_the_others_status_line_and_not_with_no_typing(lan):
+    """Issue 13, item 7: with `--no-typing` alice's keystrokes tell nobody; without it, bob's terminal UI
+    shows "alice is typing…" while she types (no Enter), and not 5 s later."""
+    lan.up(2)
+    lan.start_daemon("h1", name="alice")
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    wait_for(lambda: "bob" in {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="discovery")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    watch = lan.popen("h2", [os.path.join(BIN, "lanchat"), "watch", "--json"], stdout=subprocess.PIPE, text=True)
+    quiet = Tmux(lan, "h1", "quiet", [os.path.join(BIN, "lanchat"), "--no-typing"])
+    try:
+        quiet.wait(lambda lines: "[lab] 1/1" in lines[-2] and lines[-1] == "[lab]", "the --no-typing UI's status and input lines")
+        quiet.keys("-l", "secret draft")
+        quiet.wait(lambda lines: lines[-1].endswith("secret draft"), "the half-typed line")
+        with pytest.raises(AssertionError):
+            read_line(watch.stdout, 4, "a typing event (there must be none)", match=lambda l: '"typing"' in l)
+        quiet.keys("Enter")  # the keys did reach it: the line is sent
+        wait_for(lambda: "secret draft" in [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab")], what="the line at bob")
+    finally:
+        quiet.close()
+        watch.kill()
+    alice = Tmux(lan, "h1", "alice", [os.path.join(BIN, "lanchat")])
+    bob = Tmux(lan, "h2", "bob", [os.path.join(BIN, "lanchat")])
+    try:
+        alice.wait(lambda lines: "[lab] 1/1" in lines[-2] and lines[-1] == "[lab]", "alice's status and input lines")
+        bob.wait(lambda lines: "[lab] 1/1" in lines[-2], "bob's status line")
+        alice.keys("-l", "hel")
+        bob.wait(lambda lines: "alice is typing" in lines[-2], "alice typing in bob's status line", timeout=10)
+        bob.wait(lambda lines: "typing" not in lines[-2], "the typing notice gone after 5 s", timeout=15)
+    finally:
+        alice.close()
+        bob.close()

@@ -190,6 +190,12 @@ struct SessionControl: Sendable {
         return SessionService.info(SessionPeer(id: configuration.ownID, name: configuration.ownName), await node.presence)
     }
 
+    /// The person is typing in a room.
+    func typing(_ text: String?) async throws(ControlError) {
+        let roomID = try await roomOrOnly(text)
+        do throws(SessionError) { try await node.typing(in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
+    }
+
     /// A room's metadata: list, get, set, delete.
     func meta(_ request: ControlCall.Meta) async throws(ControlError) -> [MetaInfo] {
         let roomID = try await roomOrOnly(request.room)

@@ -60,6 +60,8 @@ public struct SessionService: Service {
             var event = ControlEvent(type: "presence", time: now)
             event.presence = Self.info(peer, state)
             hub.publish(event)
+        case .typing(let room, let peer):
+            hub.publish(ControlEvent(type: "typing", time: now, member: MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: "typing")))
         case .metadata(let room, let entry, let name):
             logger.info("metadata", metadata: ["room": "\(room)", "key": "\(entry.key)", "version": "\(entry.version)", "author": "\(name)"])
             var event = ControlEvent(type: "meta", time: now)
