@@ -271,6 +271,7 @@ extension SessionStateMachine {
             for member in rooms[room]!.members.keys.sorted() {
                 guard let entry = links.entry(member) else { continue }
                 sendMembers(room, to: entry, at: now, &out)
+                if configuration.envelopes != nil { sendMetaDigest(room, to: entry.handle, &out) }
                 askForWhatWeLack(in: room, from: entry, &out)
             }
         }

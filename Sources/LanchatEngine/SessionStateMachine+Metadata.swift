@@ -144,11 +144,45 @@ extension SessionStateMachine {
         out.append(.send(handle, metaFrames(entries.values.sorted { $0.key < $1.key }, in: room)))
     }
 
+    /// A digest of everything we hold for `room` (FNV-1a over the entries in key order: the same entries
+    /// give the same digest on every member).
+    func metaDigest(_ room: RoomID) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ bytes: some Sequence<UInt8>) {
+            for byte in bytes {
+                hash ^= UInt64(byte)
+                hash = hash &* 0x100_0000_01b3
+            }
+            hash ^= 0xff
+            hash = hash &* 0x100_0000_01b3
+        }
+        for entry in (meta[room] ?? [:]).values.sorted(by: { $0.key < $1.key }) {
+            mix(entry.key.utf8)
+            mix(entry.value.utf8)
+            mix(entry.author.utf8)
+            mix(entry.signature.bytes)
+            withUnsafeBytes(of: entry.version.bigEndian) { mix($0) }
+            withUnsafeBytes(of: entry.timestampMilliseconds.bigEndian) { mix($0) }
+            mix([entry.deleted ? 1 : 0])
+        }
+        return hash
+    }
+
+    /// At each resync: our digest of `room` to a connected member (whichever of us holds otherwise then
+    /// sends all it holds, so members converge even when an exchange was missed).
+    func sendMetaDigest(_ room: RoomID, to handle: LinkHandle, _ out: inout [SessionAction]) {
+        out.append(.send(handle, [.roomMeta(.init(room: room, entries: [], digest: metaDigest(room)))]))
+    }
+
     /// A member's ROOM_META: each entry that verifies (its author's signature) and wins over ours is kept and
     /// handed on; where ours wins, ours goes back to the sender.
     mutating func received(_ update: WireFrame.RoomMeta, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let room = update.room
         guard rooms[room]?.members[link.peer.id] != nil, let keys = configuration.envelopes else { return }
+        if let digest = update.digest {
+            if digest != metaDigest(room) { sendMeta(room, to: link.handle, &out) }
+            return
+        }
         var fresh: [WireFrame.MetaEntry] = []
         var ours: [WireFrame.MetaEntry] = []
         for entry in update.entries {

@@ -142,7 +142,12 @@ extension WireFrame {
                 entries.append(MetaEntry(key: key, value: value, deleted: deleted == 1, version: version, timestampMilliseconds: time,
                                          author: String(decoding: author, as: UTF8.self), signature: signature))
             }
-            result = .roomMeta(RoomMeta(room: room, entries: entries))
+            var digest: UInt64?
+            if frame.flags & digestFlag != 0 {
+                guard entries.isEmpty else { throw .invalidValue(field: "count") }
+                digest = try reader.u64("digest")
+            }
+            result = .roomMeta(RoomMeta(room: room, entries: entries, digest: digest))
         case .roomLeave:
             let room = try readRoom(&reader)
             let text = try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)
@@ -411,7 +416,10 @@ extension WireFrame {
                 payload.writeBytes(entry.signature.key)
                 payload.writeBytes(entry.signature.bytes)
             }
-            return RawFrame(type: FrameType.roomMeta.rawValue, flags: Self.ignorableFlag, payload: payload)
+            guard let digest = meta.digest else { return RawFrame(type: FrameType.roomMeta.rawValue, flags: Self.ignorableFlag, payload: payload) }
+            guard meta.entries.isEmpty else { throw .invalidValue(field: "count") }
+            payload.writeInteger(digest)
+            return RawFrame(type: FrameType.roomMeta.rawValue, flags: Self.ignorableFlag | Self.digestFlag, payload: payload)
         case .roomLeave(let leave):
             try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)

@@ -97,8 +97,10 @@ public enum WireFrame: Equatable, Sendable {
     public static let signedFlag: UInt8 = 0x02
     /// On MESSAGE: sent to some members of the room only; receivers neither relay it nor hand it to newcomers.
     public static let directFlag: UInt8 = 0x04
-    /// ROOM_MEMBERS: each member carries a proof field; ROOM_LEAVE: a `SignedLeave` follows (version 2).
+    /// ROOM_MEMBERS: each member carries a proof field; ROOM_LEAVE: a `SignedLeave` follows (version 3).
     public static let proofsFlag: UInt8 = 0x02
+    /// ROOM_META: no entries, a digest follows.
+    public static let digestFlag: UInt8 = 0x01
     /// The protocol versions this implementation speaks: 1 (unsigned messages) and 2 (signed envelopes).
     public static let versions: ClosedRange<UInt16> = 1...3
     /// The first version whose ROOM_MEMBERS carry membership proofs and whose ROOM_LEAVE may be signed
@@ -294,10 +296,14 @@ public enum WireFrame: Equatable, Sendable {
         public static let maximumEntries = 64
         public var room: RoomID
         public var entries: [MetaEntry]
+        /// Flag 0x01 (no entries): a digest of everything the sender holds for the room (resync); a
+        /// receiver that holds otherwise sends all it holds.
+        public var digest: UInt64?
 
-        public init(room: RoomID, entries: [MetaEntry]) {
+        public init(room: RoomID, entries: [MetaEntry], digest: UInt64? = nil) {
             self.room = room
             self.entries = entries
+            self.digest = digest
         }
     }
 
