@@ -71,3 +71,16 @@ import Testing
         #expect(throws: WireError.self) { try WireFrame.decode(RawFrame(type: 0x0A, flags: 0x80, payload: ByteBuffer(bytes: [3, 0x6c]))) }
     }
 }
+
+@Suite struct RoomMetaDigestTests {
+    @Test func aDigestHasNoEntriesAndRoundTrips() throws {
+        let frame = WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: [], digest: 0x0102_0304_0506_0708))
+        let raw = try frame.encode()
+        #expect(raw.flags == WireFrame.ignorableFlag | WireFrame.digestFlag)
+        #expect(Array(raw.payload.readableBytesView) == [3, 0x6c, 0x61, 0x62, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+        #expect(try WireFrame.decode(raw) == frame)
+        // Entries with the digest flag are refused.
+        let bad = RawFrame(type: 0x09, flags: 0x81, payload: ByteBuffer(bytes: [3, 0x6c, 0x61, 0x62, 1] + [UInt8](repeating: 0, count: 40)))
+        #expect(throws: WireError.self) { try WireFrame.decode(bad) }
+    }
+}
