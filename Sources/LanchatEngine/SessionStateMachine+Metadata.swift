@@ -133,9 +133,7 @@ extension SessionStateMachine {
     }
 
     func metaFrames(_ entries: [WireFrame.MetaEntry], in room: RoomID) -> [WireFrame] {
-        stride(from: 0, to: entries.count, by: WireFrame.RoomMeta.maximumEntries).map {
-            .roomMeta(.init(room: room, entries: Array(entries[$0..<min($0 + WireFrame.RoomMeta.maximumEntries, entries.count)])))
-        }
+        Self.chunks(entries, of: WireFrame.RoomMeta.maximumEntries).map { .roomMeta(.init(room: room, entries: $0)) }
     }
 
     /// Everything we hold of `room`'s metadata (deletions included), for a member that just connected.

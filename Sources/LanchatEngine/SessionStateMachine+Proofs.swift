@@ -71,9 +71,12 @@ extension SessionStateMachine {
     }
 
     func pages(of members: [WireFrame.Member], in room: RoomID) -> [WireFrame] {
-        stride(from: 0, to: members.count, by: Self.membersPerPage).map {
-            .roomMembers(.init(room: room, members: Array(members[$0..<min($0 + Self.membersPerPage, members.count)])))
-        }
+        Self.chunks(members, of: Self.membersPerPage).map { .roomMembers(.init(room: room, members: $0)) }
+    }
+
+    /// `items` in runs of at most `size` (the pages of ROOM_MEMBERS and ROOM_META).
+    static func chunks<T>(_ items: [T], of size: Int) -> [[T]] {
+        stride(from: 0, to: items.count, by: size).map { Array(items[$0..<min($0 + size, items.count)]) }
     }
 
     /// Sends `entry`'s peer the members of `room`.

@@ -54,43 +54,7 @@ extension WireFrame {
             let reason = try reader.text("reason", lengthType: UInt16.self, limit: maximumReasonBytes)
             result = .inviteReply(InviteReply(id: id, outcome: outcome, reason: reason))
         case .roomMembers:
-            let room = try readRoom(&reader)
-            let count = try reader.u16("count")
-            guard Int(count) <= RoomMembers.maximumMembers else {
-                throw .fieldTooLong(field: "members", length: Int(count), limit: RoomMembers.maximumMembers)
-            }
-            var members: [Member] = []
-            for _ in 0..<count {
-                let id = String(decoding: try readPeerID(&reader), as: UTF8.self)
-                let name = try reader.text("name", lengthType: UInt8.self, limit: maximumNameBytes)
-                let port = try reader.u16("port")
-                let addressCount = try reader.u8("address_count")
-                guard Int(addressCount) <= RoomMembers.maximumAddresses else {
-                    throw .fieldTooLong(field: "addresses", length: Int(addressCount), limit: RoomMembers.maximumAddresses)
-                }
-                var addresses: [String] = []
-                for _ in 0..<addressCount {
-                    let raw = try reader.lengthPrefixed("address", lengthType: UInt8.self, limit: 64)
-                    guard isAddress(raw) else { throw .invalidValue(field: "address") }
-                    addresses.append(String(decoding: raw, as: UTF8.self))
-                }
-                var proof: MembershipProof?
-                if frame.flags & proofsFlag != 0 {
-                    switch try reader.u8("has_proof") {
-                    case 0: break
-                    case 1:
-                        let inviter = try reader.lengthPrefixed("inviter_id", lengthType: UInt8.self, limit: 52)
-                        guard inviter.isEmpty || Self.isPeerID(inviter) else { throw .invalidValue(field: "inviter_id") }
-                        let time = try reader.u64("joined_ms")
-                        let signature = Signature(key: try reader.bytes("member_key", count: Signature.keyLength),
-                                                  bytes: try reader.bytes("signature", count: Signature.length))
-                        proof = MembershipProof(inviter: String(decoding: inviter, as: UTF8.self), timestampMilliseconds: time, signature: signature)
-                    default: throw .invalidValue(field: "has_proof")
-                    }
-                }
-                members.append(Member(peerID: id, name: name, port: port, addresses: addresses, proof: proof))
-            }
-            result = .roomMembers(RoomMembers(room: room, members: members))
+            result = try decodeRoomMembers(&reader, flags: frame.flags)
         case .historyRequest:
             let room = try readRoom(&reader)
             let since = try reader.u64("since_ms")
@@ -123,31 +87,7 @@ extension WireFrame {
         case .typing:
             result = .typing(try readRoom(&reader))
         case .roomMeta:
-            let room = try readRoom(&reader)
-            let count = try reader.u8("count")
-            guard Int(count) <= RoomMeta.maximumEntries else { throw .fieldTooLong(field: "entries", length: Int(count), limit: RoomMeta.maximumEntries) }
-            var entries: [MetaEntry] = []
-            for _ in 0..<count {
-                let key = try reader.text("key", lengthType: UInt8.self, limit: MetaEntry.maximumKey)
-                guard MetaEntry.isKey(key) else { throw .invalidValue(field: "key") }
-                let deleted = try reader.u8("deleted")
-                guard deleted <= 1 else { throw .invalidValue(field: "deleted") }
-                let value = try reader.text("value", lengthType: UInt16.self, limit: MetaEntry.maximumValue, multiline: true)
-                let version = try reader.u64("version")
-                let time = try reader.u64("timestamp_ms")
-                let author = try reader.lengthPrefixed("author_id", lengthType: UInt8.self, limit: 52)
-                guard Self.isPeerID(author) else { throw .invalidValue(field: "author_id") }
-                let signature = Signature(key: try reader.bytes("author_key", count: Signature.keyLength),
-                                          bytes: try reader.bytes("signature", count: Signature.length))
-                entries.append(MetaEntry(key: key, value: value, deleted: deleted == 1, version: version, timestampMilliseconds: time,
-                                         author: String(decoding: author, as: UTF8.self), signature: signature))
-            }
-            var digest: UInt64?
-            if frame.flags & digestFlag != 0 {
-                guard entries.isEmpty else { throw .invalidValue(field: "count") }
-                digest = try reader.u64("digest")
-            }
-            result = .roomMeta(RoomMeta(room: room, entries: entries, digest: digest))
+            result = try decodeRoomMeta(&reader, flags: frame.flags)
         case .roomLeave:
             let room = try readRoom(&reader)
             let text = try reader.text("text", lengthType: UInt16.self, limit: maximumReasonBytes)
@@ -257,7 +197,7 @@ extension WireFrame {
         return result
     }
 
-    private static func readRoom(_ reader: inout FieldReader) throws(WireError) -> RoomID {
+    static func readRoom(_ reader: inout FieldReader) throws(WireError) -> RoomID {
         let raw = try reader.lengthPrefixed("room", lengthType: UInt8.self, limit: 32)
         guard let room = RoomID(String(decoding: raw, as: UTF8.self)), room.rawValue.utf8.count == raw.count else {
             throw .invalidValue(field: "room")
@@ -265,7 +205,7 @@ extension WireFrame {
         return room
     }
 
-    private static func readPeerID(_ reader: inout FieldReader) throws(WireError) -> [UInt8] {
+    static func readPeerID(_ reader: inout FieldReader) throws(WireError) -> [UInt8] {
         let idBytes = try reader.lengthPrefixed("peer_id", lengthType: UInt8.self, limit: 52)
         guard isPeerID(idBytes) else { throw .invalidValue(field: "peer_id") }
         return idBytes
@@ -292,13 +232,10 @@ extension WireFrame {
     /// Builds the frame. Refuses values the decoder would reject, so a peer never receives them.
     public func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(WireError) -> RawFrame {
         var payload = allocator.buffer(capacity: 64)
-        func checkText(_ text: String, _ field: String, limit: Int) throws(WireError) {
-            guard text.utf8.count <= limit else { throw .fieldTooLong(field: field, length: text.utf8.count, limit: limit) }
-        }
         switch self {
         case .hello(let hello):
             guard hello.peerID.utf8.count == 52 else { throw .invalidValue(field: "peer_id") }
-            try checkText(hello.name, "name", limit: Self.maximumNameBytes)
+            try Self.checkFieldText(hello.name, "name", limit: Self.maximumNameBytes)
             guard hello.capabilities.count <= Self.maximumCapabilities,
                   hello.capabilities.allSatisfy({ $0.utf8.count <= 32 && Self.isToken(Array($0.utf8)) }) else {
                 throw .invalidValue(field: "capability")
@@ -322,44 +259,13 @@ extension WireFrame {
             payload.writeLengthPrefixed(invite.context, as: UInt32.self)
             return RawFrame(type: FrameType.invite.rawValue, payload: payload)
         case .inviteReply(let reply):
-            try checkText(reply.reason, "reason", limit: Self.maximumReasonBytes)
+            try Self.checkFieldText(reply.reason, "reason", limit: Self.maximumReasonBytes)
             payload.writeBytes(reply.id.bytes)
             payload.writeInteger(reply.outcome.rawValue)
             payload.writeLengthPrefixed(Array(reply.reason.utf8), as: UInt16.self)
             return RawFrame(type: FrameType.inviteReply.rawValue, payload: payload)
         case .roomMembers(let update):
-            guard update.members.count <= RoomMembers.maximumMembers else {
-                throw .fieldTooLong(field: "members", length: update.members.count, limit: RoomMembers.maximumMembers)
-            }
-            payload.writeLengthPrefixed(Array(update.room.rawValue.utf8), as: UInt8.self)
-            payload.writeInteger(UInt16(update.members.count))
-            let withProofs = update.members.contains { $0.proof != nil }
-            for member in update.members {
-                guard Self.isPeerID(Array(member.peerID.utf8)) else { throw .invalidValue(field: "peer_id") }
-                try checkText(member.name, "name", limit: Self.maximumNameBytes)
-                guard member.addresses.count <= RoomMembers.maximumAddresses,
-                      member.addresses.allSatisfy({ $0.utf8.count <= 64 && Self.isAddress(Array($0.utf8)) }) else {
-                    throw .invalidValue(field: "address")
-                }
-                payload.writeLengthPrefixed(Array(member.peerID.utf8), as: UInt8.self)
-                payload.writeLengthPrefixed(Array(member.name.utf8), as: UInt8.self)
-                payload.writeInteger(member.port)
-                payload.writeInteger(UInt8(member.addresses.count))
-                for address in member.addresses { payload.writeLengthPrefixed(Array(address.utf8), as: UInt8.self) }
-                guard withProofs else { continue }
-                guard let proof = member.proof else {
-                    payload.writeInteger(UInt8(0))
-                    continue
-                }
-                guard proof.inviter.isEmpty || Self.isPeerID(Array(proof.inviter.utf8)) else { throw .invalidValue(field: "inviter_id") }
-                try Self.checkSignature(proof.signature, key: "member_key")
-                payload.writeInteger(UInt8(1))
-                payload.writeLengthPrefixed(Array(proof.inviter.utf8), as: UInt8.self)
-                payload.writeInteger(proof.timestampMilliseconds)
-                payload.writeBytes(proof.signature.key)
-                payload.writeBytes(proof.signature.bytes)
-            }
-            return RawFrame(type: FrameType.roomMembers.rawValue, flags: withProofs ? Self.proofsFlag : 0, payload: payload)
+            return try Self.encodeRoomMembers(update, into: &payload)
         case .historyRequest(let room, let since, let limit):
             payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
             payload.writeInteger(since)
@@ -381,7 +287,7 @@ extension WireFrame {
             }
             return RawFrame(type: FrameType.syncRequest.rawValue, payload: payload)
         case .presence(let presence):
-            try checkText(presence.text, "text", limit: Presence.maximumText)
+            try Self.checkFieldText(presence.text, "text", limit: Presence.maximumText)
             guard presence.hands.count <= Presence.maximumHands else {
                 throw .fieldTooLong(field: "rooms", length: presence.hands.count, limit: Presence.maximumHands)
             }
@@ -394,34 +300,9 @@ extension WireFrame {
             payload.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
             return RawFrame(type: FrameType.typing.rawValue, flags: Self.ignorableFlag, payload: payload)
         case .roomMeta(let meta):
-            guard meta.entries.count <= RoomMeta.maximumEntries else {
-                throw .fieldTooLong(field: "entries", length: meta.entries.count, limit: RoomMeta.maximumEntries)
-            }
-            payload.writeLengthPrefixed(Array(meta.room.rawValue.utf8), as: UInt8.self)
-            payload.writeInteger(UInt8(meta.entries.count))
-            for entry in meta.entries {
-                guard MetaEntry.isKey(entry.key) else { throw .invalidValue(field: "key") }
-                try checkText(entry.value, "value", limit: MetaEntry.maximumValue)
-                guard !entry.value.unicodeScalars.contains(where: { ($0.value < 0x20 || $0.value == 0x7f) && $0 != "\n" && $0 != "\t" }) else {
-                    throw .invalidText(field: "value")
-                }
-                guard Self.isPeerID(Array(entry.author.utf8)) else { throw .invalidValue(field: "author_id") }
-                try Self.checkSignature(entry.signature, key: "author_key")
-                payload.writeLengthPrefixed(Array(entry.key.utf8), as: UInt8.self)
-                payload.writeInteger(UInt8(entry.deleted ? 1 : 0))
-                payload.writeLengthPrefixed(Array(entry.value.utf8), as: UInt16.self)
-                payload.writeInteger(entry.version)
-                payload.writeInteger(entry.timestampMilliseconds)
-                payload.writeLengthPrefixed(Array(entry.author.utf8), as: UInt8.self)
-                payload.writeBytes(entry.signature.key)
-                payload.writeBytes(entry.signature.bytes)
-            }
-            guard let digest = meta.digest else { return RawFrame(type: FrameType.roomMeta.rawValue, flags: Self.ignorableFlag, payload: payload) }
-            guard meta.entries.isEmpty else { throw .invalidValue(field: "count") }
-            payload.writeInteger(digest)
-            return RawFrame(type: FrameType.roomMeta.rawValue, flags: Self.ignorableFlag | Self.digestFlag, payload: payload)
+            return try Self.encodeRoomMeta(meta, into: &payload)
         case .roomLeave(let leave):
-            try checkText(leave.text, "text", limit: Self.maximumReasonBytes)
+            try Self.checkFieldText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)
             payload.writeLengthPrefixed(Array(leave.text.utf8), as: UInt16.self)
             guard let signed = leave.signed else { return RawFrame(type: FrameType.roomLeave.rawValue, payload: payload) }
@@ -433,7 +314,7 @@ extension WireFrame {
             payload.writeBytes(signed.signature.bytes)
             return RawFrame(type: FrameType.roomLeave.rawValue, flags: Self.proofsFlag, payload: payload)
         case .message(let message):
-            try checkText(message.body, "body", limit: Message.maximumBody)
+            try Self.checkFieldText(message.body, "body", limit: Message.maximumBody)
             payload.writeBytes(message.id.bytes)
             payload.writeLengthPrefixed(Array(message.room.rawValue.utf8), as: UInt8.self)
             payload.writeInteger(message.sequence)
@@ -493,7 +374,7 @@ extension WireFrame {
             payload.writeInteger(bytes)
             return RawFrame(type: FrameType.streamCredit.rawValue, payload: payload)
         case .streamEnd(let end):
-            try checkText(end.text, "text", limit: Self.maximumReasonBytes)
+            try Self.checkFieldText(end.text, "text", limit: Self.maximumReasonBytes)
             payload.writeBytes(end.id.bytes)
             payload.writeInteger(end.status.rawValue)
             payload.writeLengthPrefixed(Array(end.text.utf8), as: UInt16.self)
@@ -512,7 +393,7 @@ extension WireFrame {
             payload.writeImmutableBuffer(chunk.data)
             return RawFrame(type: FrameType.resourceChunk.rawValue, payload: payload)
         case .resourceEnd(let end):
-            try checkText(end.text, "text", limit: Self.maximumReasonBytes)
+            try Self.checkFieldText(end.text, "text", limit: Self.maximumReasonBytes)
             payload.writeBytes(end.id.bytes)
             payload.writeInteger(end.status.rawValue)
             payload.writeLengthPrefixed(Array(end.text.utf8), as: UInt16.self)
@@ -524,7 +405,7 @@ extension WireFrame {
             payload.writeInteger(nonce)
             return RawFrame(type: FrameType.pong.rawValue, payload: payload)
         case .goodbye(let goodbye):
-            try checkText(goodbye.text, "text", limit: Self.maximumReasonBytes)
+            try Self.checkFieldText(goodbye.text, "text", limit: Self.maximumReasonBytes)
             payload.writeInteger(goodbye.reason.rawValue)
             payload.writeLengthPrefixed(Array(goodbye.text.utf8), as: UInt16.self)
             return RawFrame(type: FrameType.goodbye.rawValue, payload: payload)
