@@ -52,10 +52,10 @@ extension SessionStateMachine {
             return (.finished(.unreachable("the connection closed: \(links.lastCloseReason[peer.id].map { "\($0)" } ?? "unknown reason")")), [])
         }
         let id = ids.wireID()
-        outgoing[id] = OutgoingInvitation(peer: entry.peer, room: room)
+        let frame = WireFrame.Invite(id: id, timeoutMilliseconds: UInt32(clamping: timeout), room: room, context: context)
+        outgoing[id] = OutgoingInvitation(peer: entry.peer, room: room, frame: frame)
         timers.schedule(.outgoingInvitation(id), at: now.monotonic + timeout + configuration.inviteReplyGrace)
-        let milliseconds = UInt32(clamping: timeout)
-        return (.sent(id), [.send(entry.handle, [.invite(.init(id: id, timeoutMilliseconds: milliseconds, room: room, context: context))])])
+        return (.sent(id), [.send(entry.handle, [.invite(frame)])])
     }
 
     /// Invitations waiting for the person's answer, oldest first.
@@ -88,7 +88,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         pending[id] = nil
         timers.cancel(.incomingInvitation(id))
-        out.append(.send(link.handle, [.inviteReply(.init(id: id, outcome: .accepted))]))
+        answer(id, from: entry.peer, .init(id: id, outcome: .accepted), on: link.handle, &out)
         join(RoomID(entry.invitation.room)!, invitedBy: link, history: history, at: now, &out)
         out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted")))
         scheduleResync(at: now)
@@ -100,9 +100,7 @@ extension SessionStateMachine {
         let entry = pending.removeValue(forKey: id)!
         timers.cancel(.incomingInvitation(id))
         var out: [SessionAction] = []
-        if let handle = links.handle(entry.peer) {
-            out.append(.send(handle, [.inviteReply(.init(id: id, outcome: .declined, reason: String(reason.prefix(200))))]))
-        }
+        answer(id, from: entry.peer, .init(id: id, outcome: .declined, reason: String(reason.prefix(200))), on: links.handle(entry.peer), &out)
         out.append(.emit(.invitationClosed(entry.invitation, outcome: "declined")))
         return (entry.invitation, out)
     }
@@ -112,7 +110,13 @@ extension SessionStateMachine {
     mutating func received(_ invite: WireFrame.Invite, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let peer = link.peer
         func reply(_ outcome: WireFrame.InviteReply.Outcome, _ reason: String, _ out: inout [SessionAction]) {
-            out.append(.send(link.handle, [.inviteReply(.init(id: invite.id, outcome: outcome, reason: reason))]))
+            answer(invite.id, from: peer.id, .init(id: invite.id, outcome: outcome, reason: reason), on: link.handle, &out)
+        }
+        if let previous = answered[invite.id], previous.peer == peer.id {
+            // The same INVITE again (sent once more on a connection that replaced the one our answer
+            // went on): the same answer.
+            out.append(.send(link.handle, [.inviteReply(previous.reply)]))
+            return
         }
         if rooms[invite.room]?.members[peer.id] != nil {
             reply(.accepted, "already in the room", &out)
@@ -134,6 +138,12 @@ extension SessionStateMachine {
             reply(.accepted, "", &out)
             join(invite.room, invitedBy: link, at: now, &out)
             out.append(.emit(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically")))
+            // Both invited each other: ours is answered too, whether or not its INVITE or the answer
+            // to it arrives (either may be lost with a duplicate connection closed unread).
+            for (wireID, entry) in outgoing.sorted(by: { $0.key.description < $1.key.description })
+            where entry.peer.id == peer.id && entry.room == invite.room {
+                closeOutgoingInvitation(wireID, .accepted, &out)
+            }
             return
         }
         if pending[invite.id] != nil { return }
@@ -162,11 +172,18 @@ extension SessionStateMachine {
         }
     }
 
+    /// Sends `reply` (if connected) and remembers it for an INVITE that comes again.
+    mutating func answer(_ id: WireID, from peer: PeerID, _ reply: WireFrame.InviteReply, on handle: LinkHandle?, _ out: inout [SessionAction]) {
+        if let handle { out.append(.send(handle, [.inviteReply(reply)])) }
+        if answered.updateValue(AnsweredInvitation(peer: peer, reply: reply), forKey: id) == nil {
+            answeredOrder.append(id)
+            if answeredOrder.count > configuration.maximumPendingInvitations { answered[answeredOrder.removeFirst()] = nil }
+        }
+    }
+
     mutating func expireIncoming(_ id: WireID, _ out: inout [SessionAction]) {
         guard let entry = pending.removeValue(forKey: id) else { return }
-        if let handle = links.handle(entry.peer) {
-            out.append(.send(handle, [.inviteReply(.init(id: id, outcome: .expired, reason: "not answered in time"))]))
-        }
+        answer(id, from: entry.peer, .init(id: id, outcome: .expired, reason: "not answered in time"), on: links.handle(entry.peer), &out)
         out.append(.emit(.invitationClosed(entry.invitation, outcome: "expired")))
     }
 
@@ -193,9 +210,7 @@ extension SessionStateMachine {
         where entry.peer == peer && entry.invitation.room == room.rawValue {
             timers.cancel(.incomingInvitation(wireID))
             pending[wireID] = nil
-            if let handle = links.handle(peer) {
-                out.append(.send(handle, [.inviteReply(.init(id: wireID, outcome: .accepted, reason: "already in the room"))]))
-            }
+            answer(wireID, from: peer, .init(id: wireID, outcome: .accepted, reason: "already in the room"), on: links.handle(peer), &out)
             out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted (already in the room)")))
         }
     }

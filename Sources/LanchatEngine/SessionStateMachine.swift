@@ -33,6 +33,15 @@ public struct SessionStateMachine: Sendable {
     struct OutgoingInvitation: Equatable, Sendable {
         var peer: SessionPeer
         var room: RoomID
+        /// The INVITE as sent: sent again on the connection that replaces the one it went on.
+        var frame: WireFrame.Invite
+    }
+
+    /// An invitation we answered, and the answer: an INVITE that comes again (sent once more on the
+    /// connection that replaced the one our answer was lost with) gets the same answer, not a new question.
+    struct AnsweredInvitation: Equatable, Sendable {
+        var peer: PeerID
+        var reply: WireFrame.InviteReply
     }
 
     struct Claim: Equatable, Sendable {
@@ -95,6 +104,9 @@ public struct SessionStateMachine: Sendable {
     var sequences: [RoomID: UInt64] = [:]
     var pending: [WireID: PendingInvitation] = [:]
     var outgoing: [WireID: OutgoingInvitation] = [:]
+    /// Answers we gave, oldest first, at most `maximumPendingInvitations` (`AnsweredInvitation`).
+    var answered: [WireID: AnsweredInvitation] = [:]
+    var answeredOrder: [WireID] = []
     /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
     var claims: [RoomID: [PeerID: Claim]] = [:]
     var redials: [PeerID: Redial] = [:]
@@ -245,7 +257,14 @@ public struct SessionStateMachine: Sendable {
             out.append(.close(handle, .leaving, "duplicate connection"))
             return (existing, out)
         case .adopt(let replaced):
-            if let replaced { out.append(.close(replaced, .leaving, "duplicate connection")) }
+            if let replaced {
+                out.append(.close(replaced, .leaving, "duplicate connection"))
+                // What we sent on the old one may be lost with it (the peer kept the other connection
+                // and closed ours unread): invitations still waiting go again on this one.
+                for (_, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == peer.id {
+                    out.append(.send(handle, [.invite(invitation.frame)]))
+                }
+            }
         }
         if !sharesRoom(with: peer.id), let crowded = strangerToClose(arriving: peer.id) {
             out.append(.close(crowded, .leaving, "too many connections from peers outside \(configuration.ownName)'s rooms"))

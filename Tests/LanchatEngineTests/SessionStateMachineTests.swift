@@ -179,4 +179,52 @@ import Testing
         _ = node.tick(at: at(30_010))
         #expect(node.diagnostics.claims == 0)
     }
+
+    // MARK: Invitations crossing duplicate connections (CI, stop 22: an INVITE lost with the connection
+    // the peer closed unread left a mutual invitation "expired" on one side)
+
+    func sentInvite(_ node: inout SessionStateMachine, to peer: SessionPeer, at time: Int64) -> WireID {
+        guard case (.dial, _) = node.beginInvite(peer, room: lab, at: at(time)),
+              case (.sent(let id), _) = node.sendInvite(peer, room: lab, context: [], timeout: 10_000, at: at(time)) else {
+            Issue.record("the invitation was not sent")
+            return WireID(bytes: [UInt8](repeating: 0, count: 16))!
+        }
+        return id
+    }
+
+    @Test func bothInvitingEachOtherSettlesOursAsAcceptedEvenIfItsInviteIsLost() {
+        var node = engine(large)
+        _ = node.linkUp(LinkHandle(1), peer: small, dialedByUs: true, remoteAddress: nil, at: at(0))
+        let ours = sentInvite(&node, to: small, at: 1)
+        let theirs = WireID(bytes: [UInt8](repeating: 7, count: 16))!
+        let actions = node.received([.invite(.init(id: theirs, timeoutMilliseconds: 10_000, room: lab, context: []))], on: LinkHandle(1), at: at(2))
+        #expect(actions.contains(.send(LinkHandle(1), [.inviteReply(.init(id: theirs, outcome: .accepted))])))
+        #expect(actions.contains(.inviteFinished(ours, .accepted)))
+        #expect(node.tick(at: at(60_000)).allSatisfy { if case .inviteFinished = $0 { false } else { true } })
+    }
+
+    @Test func aConnectionThatReplacesAnotherCarriesTheInvitationsStillWaiting() {
+        var node = engine(large)
+        _ = node.linkUp(LinkHandle(1), peer: small, dialedByUs: true, remoteAddress: nil, at: at(0))
+        let ours = sentInvite(&node, to: small, at: 1)
+        // The peer (smaller id) keeps the connection it dialed: ours is replaced, and the INVITE goes again.
+        let second = node.linkUp(LinkHandle(2), peer: small, dialedByUs: false, remoteAddress: nil, at: at(2))
+        #expect(second.serving == LinkHandle(2))
+        let invites = second.actions.compactMap { action -> WireID? in
+            if case .send(LinkHandle(2), let frames) = action, case .invite(let invite)? = frames.first { invite.id } else { nil }
+        }
+        #expect(invites == [ours])
+    }
+
+    @Test func anInvitationThatComesAgainGetsTheSameAnswerNotANewQuestion() throws {
+        var node = engine(small)
+        _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))
+        let id = WireID(bytes: [UInt8](repeating: 9, count: 16))!
+        let invite = WireFrame.invite(.init(id: id, timeoutMilliseconds: 30_000, room: lab, context: []))
+        _ = node.received([invite], on: LinkHandle(1), at: at(1))
+        _ = try node.decline(id.description, reason: "busy", at: at(2))
+        let again = node.received([invite], on: LinkHandle(1), at: at(3))
+        #expect(again == [.send(LinkHandle(1), [.inviteReply(.init(id: id, outcome: .declined, reason: "busy"))])])
+        #expect(node.invitations.isEmpty)
+    }
 }
