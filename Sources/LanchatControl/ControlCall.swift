@@ -38,6 +38,25 @@ public enum ControlCall: Equatable, Sendable {
     case meta(Meta)
     /// The person is typing in a room (nil: the only room).
     case typing(room: String?)
+    /// Publishes one line of text on a topic of a room, to its subscribers.
+    case topicPublish(TopicPublish)
+    /// Subscribes to a topic of a room (nil: the only room): `topic` events follow the answer.
+    case topicSubscribe(room: String?, topic: String)
+
+    public struct TopicPublish: Equatable, Sendable {
+        public var room: String?
+        public var topic: String
+        public var text: String
+        /// Written even when a subscriber's connection is full (the default drops it for that one).
+        public var reliable: Bool
+
+        public init(room: String? = nil, topic: String, text: String, reliable: Bool = false) {
+            self.room = room
+            self.topic = topic
+            self.text = text
+            self.reliable = reliable
+        }
+    }
 
     public struct Meta: Equatable, Sendable {
         public enum Action: String, Sendable, CaseIterable { case list, get, set, delete }
@@ -182,6 +201,8 @@ public enum ControlCall: Equatable, Sendable {
         case .hand: .hand
         case .meta: .meta
         case .typing: .typing
+        case .topicPublish: .topicPublish
+        case .topicSubscribe: .topicSubscribe
         }
     }
 
@@ -244,6 +265,13 @@ public enum ControlCall: Equatable, Sendable {
             p = ["up": up ? "true" : "false"]
             p["room"] = room
         case .typing(let room):
+            p["room"] = room
+        case .topicPublish(let publish):
+            p = ["topic": publish.topic, "text": publish.text]
+            p["room"] = publish.room
+            if publish.reliable { p["reliable"] = "true" }
+        case .topicSubscribe(let room, let topic):
+            p = ["topic": topic]
             p["room"] = room
         case .meta(let meta):
             p = ["action": meta.action.rawValue]
@@ -344,6 +372,12 @@ public enum ControlCall: Equatable, Sendable {
             self = .presence(availability: availability, text: text)
         case .hand: self = .hand(up: try p.flag("up", default: true), room: p.optional("room"))
         case .typing: self = .typing(room: p.optional("room"))
+        case .topicPublish:
+            // The text may be empty; it must be there.
+            guard let text = p.values["text"] else { throw .badRequest("topic-pub needs params.text") }
+            self = .topicPublish(TopicPublish(room: p.optional("room"), topic: try p.required("topic"), text: text,
+                                              reliable: try p.flag("reliable", default: false)))
+        case .topicSubscribe: self = .topicSubscribe(room: p.optional("room"), topic: try p.required("topic"))
         case .meta:
             let text = try p.required("action")
             guard let action = Meta.Action(rawValue: text) else {

@@ -75,6 +75,13 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     /// The person is typing in `params.room` (or the only room): its connected members are told (at
     /// most every 3 s; it means "for the next 5 s"). No result.
     case typing
+    /// Publishes `params.text` (one line, at most 1024 bytes) on `params.topic` of `params.room` (or the
+    /// only room) to the members subscribed to it; `reliable` = "true": never dropped for a full
+    /// connection. At most 500 a second per room (`rate_limited`). Answers `topic`.
+    case topicPublish = "topic-pub"
+    /// Subscribes to `params.topic` of `params.room` (or the only room): after the answer, a `topic`
+    /// event per message, until the client closes the connection.
+    case topicSubscribe = "topic-sub"
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -122,6 +129,8 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var presence: PresenceInfo?
     /// `meta`: the keys listed, got, set or deleted.
     public var meta: [MetaInfo]?
+    /// `topic-pub`: the message's sequence, and whom it went to.
+    public var topic: TopicInfo?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id
@@ -259,7 +268,7 @@ public struct ControlEvent: Codable, Equatable, Sendable {
     /// `found`, `changed`, `lost` (with `peer`), `advertising` (with `advertising` and `instance`),
     /// `invitation` and `invitation_closed` (with `invitation`), `invite_outcome` (with `invite`),
     /// `member` (with `member`), `message` (with `message`), `security` (with `text` and `name`),
-    /// `presence` (with `presence`), `meta` (with `meta`), `typing` (with `member`, state `typing`).
+    /// `presence` (with `presence`), `meta` (with `meta`), `typing` (with `member`, state `typing`); on a `topic-sub` connection, `topic` (with `topic`).
     public var type: String
     /// ISO 8601 time at the daemon.
     public var time: String
@@ -277,6 +286,8 @@ public struct ControlEvent: Codable, Equatable, Sendable {
     public var presence: PresenceInfo?
     /// `meta`: a key of a room's metadata was set or deleted.
     public var meta: MetaInfo?
+    /// `topic` (only on a `topic-sub` connection): a message on the topic.
+    public var topic: TopicInfo?
 
     public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil,
                 invitation: InvitationInfo? = nil, invite: InviteResult? = nil, member: MemberEvent? = nil, message: MessageInfo? = nil) {

@@ -253,3 +253,24 @@ public struct MetaInfo: Codable, Equatable, Sendable {
         self.time = time
     }
 }
+
+/// A message on a topic (a `topic` event), or what `topic-pub` did (`sequence`, `sent`, `dropped`).
+public struct TopicInfo: Codable, Equatable, Sendable {
+    public var room: String
+    public var topic: String
+    public var sequence: UInt64
+    /// Events: the publisher.
+    public var from: String?
+    public var fromId: String?
+    public var text: String?
+    public var reliable: Bool?
+    /// `topic-pub`: subscribers it was written to, and dropped for (unreliable, their connection full).
+    public var sent: Int?
+    public var dropped: Int?
+
+    public init(room: String, topic: String, sequence: UInt64) {
+        self.room = room
+        self.topic = topic
+        self.sequence = sequence
+    }
+}

@@ -202,7 +202,8 @@ struct DaemonControlHandler: ControlHandler {
             case .hand(let up, let room): response.presence = try await sessions.hand(up: up, room: room)
             case .meta(let meta): response.meta = try await sessions.meta(meta)
             case .typing(let room): try await sessions.typing(room)
-            case .watch, .stream, .streamAccept: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
+            case .topicPublish(let publish): response.topic = try await sessions.publish(publish)
+            case .watch, .stream, .streamAccept, .topicSubscribe: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
             }
         } catch {
             return .failure(id: id, error)
@@ -292,6 +293,10 @@ struct DaemonControlHandler: ControlHandler {
 
     func events() -> AsyncStream<ControlEvent> {
         hub.subscribe()
+    }
+
+    func subscribe(topic: String, room: String?) async throws(ControlError) -> AsyncStream<ControlEvent> {
+        try await sessions.subscribe(topic: topic, room: room)
     }
 
     /// Connects to a peer (TLS pinned to its advertised id, then HELLO), sends `count` PINGs, leaves.

@@ -73,6 +73,7 @@ extension SessionStateMachine {
             sendMembers(room, to: entry, at: now, &out)
             out.append(.send(entry.handle, [presenceFrame(for: peer.id)]))
             sendMeta(room, to: entry.handle, &out)
+            sendTopics(room, to: entry.handle, &out)
             flushOutbox(to: peer.id, at: now, &out)
         }
         introduce([peer.id], in: room, at: now, &out)
@@ -126,6 +127,7 @@ extension SessionStateMachine {
         notice(room, reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)", at: now, &out)
         forgetUnwantedRedials()
         forgetPresences()
+        forgetTopicsOutsideRooms()
     }
 
     mutating func received(_ update: WireFrame.RoomMembers, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
@@ -216,6 +218,7 @@ extension SessionStateMachine {
                 sendMembers(room, to: entry, at: now, &out)
                 out.append(.send(entry.handle, [presenceFrame(for: id)]))
                 sendMeta(room, to: entry.handle, &out)
+                sendTopics(room, to: entry.handle, &out)
                 flushOutbox(to: id, at: now, &out)
             }
             if let claim = claims[room]?.removeValue(forKey: id), let entry = links.entry(id) {
@@ -300,6 +303,7 @@ extension SessionStateMachine {
         scheduleResync(at: now)
         forgetUnwantedRedials()
         forgetPresences()
+        forgetTopicsOutsideRooms()
         return out
     }
 

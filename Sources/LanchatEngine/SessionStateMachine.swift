@@ -154,6 +154,17 @@ public struct SessionStateMachine: Sendable {
     /// Typing (`+Presence`): when we last told each room, when we last reported each member.
     var typingTold: [RoomID: Int64] = [:]
     var typingHeard: [RoomMember: Int64] = [:]
+    /// Topics (`+Topics`): ours per room; what each connected member subscribes to; our next sequence
+    /// per topic; the last sequence heard per publisher and topic; the rate limits both ways; peers told
+    /// about once on their connection for sending too fast; messages dropped for that.
+    var ownTopics: [RoomID: Set<String>] = [:]
+    var peerTopics: [RoomMember: Set<String>] = [:]
+    var topicSequences: [RoomTopic: UInt64] = [:]
+    var topicHeard: [TopicSource: UInt64] = [:]
+    var topicBuckets: [RoomID: TopicBucket] = [:]
+    var peerTopicBuckets: [RoomMember: TopicBucket] = [:]
+    var topicFloodTold: Set<PeerID> = []
+    public internal(set) var topicDrops = 0
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -280,6 +291,9 @@ public struct SessionStateMachine: Sendable {
             sendMeta(room, to: handle, &out)
         }
         if sharesRoom(with: peer.id) { out.append(.send(handle, [presenceFrame(for: peer.id)])) }
+        for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room]?.members[peer.id] != nil {
+            sendTopics(room, to: handle, &out)
+        }
         flushOutbox(to: peer.id, at: now, &out)
         if let entry = links.entry(peer.id) { askForWhatWeLack(from: entry, &out) }
         out.append(.peerConnected(peer, handle))
@@ -328,6 +342,7 @@ public struct SessionStateMachine: Sendable {
         // stale on our side (we restarted, it has not noticed). That one times out there; until then we
         // are not connected, and what was under way on ours waits, and makes us dial again.)
         forgetSync(with: id)
+        forgetTopics(of: id)
         for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == id {
             let outcome: InviteOutcome
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
@@ -429,6 +444,8 @@ public struct SessionStateMachine: Sendable {
             case .presence(let presence): received(presence, from: entry, &out)
             case .roomMeta(let update): received(update, from: entry, at: now, &out)
             case .typing(let room): heardTyping(in: room, from: entry, at: now, &out)
+            case .topicSubscriptions(let subscriptions): received(subscriptions, from: entry)
+            case .topicMessage(let message): received(message, from: entry, at: now, &out)
             case .historyRequest(let room, let since, let limit):
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }

@@ -112,6 +112,8 @@ public enum SessionEvent: Sendable, Equatable {
     case metadata(room: String, entry: WireFrame.MetaEntry, authorName: String)
     /// A member is typing in a room (for the next few seconds).
     case typing(room: String, peer: SessionPeer)
+    /// A message on a topic we subscribe to (the node hands it to its subscribers, not to `events`).
+    case topicMessage(SessionStateMachine.TopicDelivery)
 }
 
 /// A file transfer as people and programs see it.

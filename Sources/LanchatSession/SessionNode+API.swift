@@ -98,6 +98,7 @@ extension SessionNode {
     /// Leaves a room: tells the connected members, forgets the room (its history stays).
     public func leave(_ room: RoomID) throws(SessionError) {
         perform(try engine.leave(room, at: time()))
+        endTopicsOutsideRooms()
     }
 
     /// Forgets the keys recorded under `name` (or the key whose id is `name`): the next one met under

@@ -118,6 +118,9 @@ public actor SessionNode {
     /// Named byte streams as programs on this side see them (Streams.swift; the engine decides the protocol).
     var streams: [WireID: StreamState] = [:]
     var streamAcceptors: [UInt64: StreamAcceptor] = [:]
+    /// Programs subscribed to topics (Topics.swift), by room and topic.
+    var topicSubscribers: [TopicKey: [UInt64: AsyncStream<TopicDelivery>.Continuation]] = [:]
+    var nextTopicSubscriber: UInt64 = 0
     var nextStreamAcceptor: UInt64 = 0
     let fileIO: NIOThreadPool
 
@@ -300,6 +303,8 @@ public actor SessionNode {
                 let lacking = SessionStateMachine.lacking(latest, marks: marks, requester: peer.id, ownID: configuration.ownID, members: members)
                 sendHistory(SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize),
                             room: room, to: peer, signed: true)
+            case .emit(.topicMessage(let message)):
+                deliver(message)
             case .emit(let event):
                 eventSink.yield(event)
             case .inviteFinished(let id, let outcome):

@@ -150,6 +150,8 @@ public struct HandshakeStateMachine: Sendable {
         case .presence: return "PRESENCE"
         case .roomMeta: return "ROOM_META"
         case .typing: return "TYPING"
+        case .topicSubscriptions: return "TOPIC_SUBSCRIPTIONS"
+        case .topicMessage: return "TOPIC_MESSAGE"
         case .streamOpen: return "STREAM_OPEN"
         case .streamAccept: return "STREAM_ACCEPT"
         case .streamData: return "STREAM_DATA"

@@ -86,6 +86,8 @@ extension WireFrame {
             result = .presence(Presence(availability: availability, text: text, hands: hands))
         case .typing:
             result = .typing(try readRoom(&reader))
+        case .topicSubscriptions, .topicMessage:
+            result = try decodeTopic(type, &reader, flags: frame.flags)
         case .roomMeta:
             result = try decodeRoomMeta(&reader, flags: frame.flags)
         case .roomLeave:
@@ -301,6 +303,8 @@ extension WireFrame {
             return RawFrame(type: FrameType.typing.rawValue, flags: Self.ignorableFlag, payload: payload)
         case .roomMeta(let meta):
             return try Self.encodeRoomMeta(meta, into: &payload)
+        case .topicSubscriptions, .topicMessage:
+            return try Self.encodeTopic(self, into: &payload)
         case .roomLeave(let leave):
             try Self.checkFieldText(leave.text, "text", limit: Self.maximumReasonBytes)
             payload.writeLengthPrefixed(Array(leave.room.rawValue.utf8), as: UInt8.self)

@@ -39,6 +39,14 @@ public enum WireFrame: Equatable, Sendable {
     /// 0x0A (sent with the ignorable flag 0x80, unreliably). "I am typing in `room`" (for the next 5 s).
     /// `room (u8 len)`.
     case typing(RoomID)
+    /// 0x0B (sent with the ignorable flag 0x80). Every topic the sender subscribes to in `room` (the
+    /// whole set: it replaces what the sender said before; none: it subscribes to nothing there).
+    /// `room (u8 len) | count u8 (<= 64) | topics, each (u8 len, 1-64 of A-Z a-z 0-9 . _ -)`.
+    case topicSubscriptions(TopicSubscriptions)
+    /// 0x0C (sent with the ignorable flag 0x80; flag 0x01 = reliable: never dropped when the
+    /// connection's output is full). A message on a topic of `room`, for a subscriber.
+    /// `room (u8 len) | topic (u8 len) | sequence u64 | text (u16 len, UTF-8, one line, at most 1024 bytes)`.
+    case topicMessage(TopicMessage)
     /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
     /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
     /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
@@ -85,6 +93,7 @@ public enum WireFrame: Equatable, Sendable {
 
     public enum FrameType: UInt8, Sendable {
         case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08, roomMeta = 0x09, typing = 0x0A
+        case topicSubscriptions = 0x0B, topicMessage = 0x0C
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
@@ -305,6 +314,38 @@ public enum WireFrame: Equatable, Sendable {
             self.entries = entries
             self.digest = digest
         }
+    }
+
+    public struct TopicSubscriptions: Equatable, Sendable {
+        public static let maximumTopics = 64
+        public var room: RoomID
+        public var topics: [String]
+
+        public init(room: RoomID, topics: [String]) {
+            self.room = room
+            self.topics = topics
+        }
+    }
+
+    public struct TopicMessage: Equatable, Sendable {
+        public static let maximumText = 1024
+        public var room: RoomID
+        public var topic: String
+        /// Per publisher and topic, from 1: a receiver drops what is not newer than what it last had.
+        public var sequence: UInt64
+        public var text: String
+        public var reliable: Bool
+
+        public init(room: RoomID, topic: String, sequence: UInt64, text: String, reliable: Bool) {
+            self.room = room
+            self.topic = topic
+            self.sequence = sequence
+            self.text = text
+            self.reliable = reliable
+        }
+
+        /// A topic's name: 1-64 of A-Z a-z 0-9 . _ -
+        public static func isTopic(_ name: String) -> Bool { StreamName(name) != nil }
     }
 
     public struct RoomLeave: Equatable, Sendable {

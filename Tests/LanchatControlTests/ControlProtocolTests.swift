@@ -124,6 +124,8 @@ import Testing
         .meta(.init(action: .list)), .meta(.init(action: .get, room: "lab", key: "topic")),
         .meta(.init(action: .set, room: "lab", key: "topic", value: "", ifVersion: 0)), .meta(.init(action: .set, key: "k", value: "a\nb")),
         .meta(.init(action: .delete, room: "lab", key: "topic", ifVersion: 3)), .typing(room: nil), .typing(room: "lab"),
+        .topicPublish(.init(topic: "cursor", text: "")), .topicPublish(.init(room: "lab", topic: "t", text: "1,2", reliable: true)),
+        .topicSubscribe(room: nil, topic: "cursor"), .topicSubscribe(room: "lab", topic: "t"),
     ]
 
     @Test func everyMethodHasACallAndRoundTrips() throws {

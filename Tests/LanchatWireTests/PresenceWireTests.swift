@@ -84,3 +84,42 @@ import Testing
         #expect(throws: WireError.self) { try WireFrame.decode(bad) }
     }
 }
+
+/// Topics (issue 13, item 3): both frames ignorable, their bytes as docs/wire-protocol.md gives them.
+@Suite struct TopicWireTests {
+    let lab = RoomID("lab")!
+
+    @Test func subscriptionsAreTheRoomAndEveryTopic() throws {
+        let raw = try WireFrame.topicSubscriptions(.init(room: lab, topics: ["a", "b.c"])).encode()
+        #expect(raw.type == 0x0B && raw.flags == WireFrame.ignorableFlag)
+        #expect(Array(raw.payload.readableBytesView) == [3, 0x6c, 0x61, 0x62, 2, 1, 0x61, 3, 0x62, 0x2e, 0x63])
+        #expect(try WireFrame.decode(raw) == .topicSubscriptions(.init(room: lab, topics: ["a", "b.c"])))
+        #expect(try WireFrame.decode(WireFrame.topicSubscriptions(.init(room: lab, topics: [])).encode()) == .topicSubscriptions(.init(room: lab, topics: [])))
+    }
+
+    @Test func aMessageIsItsTopicSequenceAndOneLine() throws {
+        let message = WireFrame.TopicMessage(room: lab, topic: "t", sequence: 258, text: "hi", reliable: true)
+        let raw = try WireFrame.topicMessage(message).encode()
+        #expect(raw.type == 0x0C && raw.flags == WireFrame.ignorableFlag | WireFrame.reliableFlag)
+        #expect(Array(raw.payload.readableBytesView) == [3, 0x6c, 0x61, 0x62, 1, 0x74, 0, 0, 0, 0, 0, 0, 1, 2, 0, 2, 0x68, 0x69])
+        #expect(try WireFrame.decode(raw) == .topicMessage(message))
+        var unreliable = message
+        unreliable.reliable = false
+        #expect(try WireFrame.topicMessage(unreliable).encode().flags == WireFrame.ignorableFlag)
+    }
+
+    @Test func hostileTopicFramesAreRefusedAndOldPeersSkipThem() throws {
+        func decode(_ type: UInt8, _ bytes: [UInt8]) throws -> WireFrame { try WireFrame.decode(RawFrame(type: type, flags: 0x80, payload: ByteBuffer(bytes: bytes))) }
+        let room: [UInt8] = [3, 0x6c, 0x61, 0x62]
+        // 65 topics; a topic with a slash; text with a newline; text over 1024 bytes; trailing bytes.
+        #expect(throws: WireError.self) { try decode(0x0B, room + [65] + Array(repeating: [1, 0x61], count: 65).flatMap { $0 }) }
+        #expect(throws: WireError.self) { try decode(0x0B, room + [1, 3, 0x61, 0x2f, 0x62]) }
+        let head = room + [1, 0x74] + [UInt8](repeating: 0, count: 8)
+        #expect(throws: WireError.self) { try decode(0x0C, head + [0, 2, 0x68, 0x0a]) }
+        #expect(throws: WireError.self) { try decode(0x0C, head + [4, 1] + [UInt8](repeating: 0x61, count: 1025)) }
+        #expect(throws: WireError.self) { try decode(0x0C, head + [0, 1, 0x68, 0]) }
+        #expect(throws: WireError.self) { try WireFrame.topicMessage(.init(room: lab, topic: "t", sequence: 1, text: String(repeating: "a", count: 1025), reliable: false)).encode() }
+        // An unknown ignorable type (what 0x0B and 0x0C are to yesterday's build) is skipped.
+        #expect(try decode(0x0D, [1, 2, 3]) == .ignored(type: 0x0D))
+    }
+}

@@ -1,6 +1,7 @@
 """What rooms offer beyond messages (issue 13): presence (availability, a line of text, raised hands),
 seen by the others within a second, by a member that reconnects and by one that joins later, and
 auto-away after idle time."""
+import datetime
 import json
 import os
 import subprocess
@@ -126,3 +127,105 @@ def test_room_metadata_converges_is_bounded_and_reaches_a_newcomer_with_the_topi
     notices = [m["text"] for m in lan.lanchat_json("h4", "history", "--room", "lab") if m["kind"] == "system"]
     assert any(n == "topic: release planning (set by alice)" for n in notices), notices
     assert lan.lanchat("h4", "room", "get", "lab", "topic").stdout.strip() == "release planning"
+
+
+FLOOD = """
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+count = int(sys.argv[2])
+s.sendall(b"".join(json.dumps({"id": i, "method": "topic-pub", "params": {"room": "lab", "topic": "flood", "text": str(i)}}).encode() + b"\\n"
+                   for i in range(count)))
+data = b""
+while data.count(b"\\n") < count:
+    chunk = s.recv(1 << 16)
+    if not chunk:
+        break
+    data += chunk
+answers = [json.loads(line) for line in data.splitlines()]
+codes = {}
+for a in answers:
+    key = "ok" if a["ok"] else a["error"]["code"]
+    codes[key] = codes.get(key, 0) + 1
+refusal = next((a["error"]["message"] for a in answers if not a["ok"]), "")
+print(json.dumps({"codes": codes, "refusal": refusal}))
+"""
+
+
+def test_topics_reach_subscribers_in_order_beside_a_1_gib_file_and_refuse_what_is_too_fast(lan):
+    downloads = os.path.join(lan.dir, "downloads")
+    three_in_lab(lan, bob_extra=["--download-dir", downloads])
+    lanchat = os.path.join(BIN, "lanchat")
+    subscribers = {h: lan.popen(h, [lanchat, "topic", "sub", "lab", "cursor", "--json"], stdout=subprocess.PIPE, text=True)
+                   for h in ("h2", "h3")}
+
+    def publish(host, topic, lines, *flags):
+        return lan.run(host, [lanchat, "topic", "pub", "lab", topic, "--json", *flags], input="".join(f"{l}\n" for l in lines), check=False)
+    # Alice learns both subscriptions (a probe is written to both), and nobody subscribes to "other".
+    wait_for(lambda: json.loads(publish("h1", "cursor", ["probe"]).stdout)["sent"] == 2, timeout=10, what="alice to see two subscribers")
+    assert json.loads(publish("h1", "other", ["nobody"]).stdout)["sent"] == 0
+
+    # A 1 GiB file from alice to bob, and while it runs, 1,000 reliable messages at 200 a second.
+    source = os.path.join(lan.dir, "big.bin")
+    with open(source, "wb") as f:
+        f.truncate(1 << 30)
+    sending = lan.popen("h1", [lanchat, "send-file", "--to", "bob", source], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def outgoing():
+        return [t for t in lan.lanchat_json("h1", "transfers") if t["direction"] == "outgoing"]
+    wait_for(lambda: any(t["state"] == "active" and t["done"] > 0 for t in outgoing()), timeout=30, what="the file under way")
+    # Chat in the same run: a message every 250 ms, its latency from the author's timestamp to bob's
+    # watch event (one clock: the hosts share the kernel). Printed, not asserted: a test is not a benchmark.
+    watch = lan.popen("h2", [lanchat, "watch", "--json"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    publisher = lan.popen("h1", [lanchat, "topic", "pub", "lab", "cursor", "--reliable"], stdin=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    chats = []
+    for n in range(1000):
+        delay = started + n / 200 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        publisher.stdin.write(f"point {n}\n")
+        publisher.stdin.flush()
+        if n % 50 == 25:
+            chats.append(lan.popen("h1", [lanchat, "send", "--room", "lab", f"chat {n}"], stdout=subprocess.DEVNULL))
+    publisher.stdin.close()
+    assert publisher.wait(timeout=30) == 0
+    assert [c.wait(timeout=30) for c in chats] == [0] * len(chats)
+    latencies = []
+    while len(latencies) < len(chats):
+        event = json.loads(read_line(watch.stdout, 30, "the chat messages at bob", match=lambda l: '"chat ' in l))
+        received = datetime.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp() * 1000
+        latencies.append(received - event["message"]["timestamp_ms"])
+    watch.kill()
+    latencies.sort()
+    print(f"chat during the file and the topic: {len(latencies)} messages, latency p50 {latencies[len(latencies) // 2]:.0f} ms, "
+          f"max {latencies[-1]:.0f} ms")
+    during = outgoing()[-1]
+    print(f"1,000 topic messages published in {time.monotonic() - started:.2f} s; the file at {during['done'] / (1 << 20):.0f} MiB "
+          f"of 1024, {during['state']}")
+    for host, process in subscribers.items():
+        texts, sequences = [], []
+        while len(texts) < 1000:
+            event = json.loads(read_line(process.stdout, 30, f"topic messages at {host} ({len(texts)} so far)"))
+            assert event["room"] == "lab" and event["topic"] == "cursor" and event["from"] == "alice", event
+            sequences.append(event["sequence"])
+            if event["text"] != "probe":
+                texts.append(event["text"])
+        assert texts == [f"point {n}" for n in range(1000)], f"{host}: not all, or not in order"
+        assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences), f"{host}: sequences {sequences[:20]}"
+    assert sending.wait(timeout=300) == 0, sending.stderr.read()
+    assert os.path.getsize(os.path.join(downloads, "big.bin")) == 1 << 30
+
+    # Faster than the limit (requests pipelined on one connection): refused with a clear error.
+    flood = json.loads(lan.run("h1", ["python3", "-c", FLOOD, "/run/lanchat/lanchatd.sock", "3000"]).stdout)
+    assert flood["codes"].get("rate_limited", 0) > 0 and flood["codes"].get("ok", 0) >= 500, flood
+    assert "more than 500 topic messages a second" in flood["refusal"], flood
+    # Too long a line, a bad topic name: refused, said which.
+    long = publish("h1", "cursor", ["x" * 2000])
+    assert long.returncode == 1 and "line 1 refused: a topic message is at most 1024 bytes" in long.stderr, long.stderr
+    bad = publish("h1", "no/slashes", ["x"])
+    assert bad.returncode == 1 and "1-64 of A-Z a-z 0-9" in bad.stderr, bad.stderr
+    for process in subscribers.values():
+        process.kill()

@@ -11,6 +11,8 @@ public protocol ControlHandler: Sendable {
     /// Every method answered by one response (all but `watch`, `stream` and `stream-accept`).
     func respond(to call: ControlCall, id: Int) async -> ControlResponse
     func events() -> AsyncStream<ControlEvent>
+    /// `topic` events for each message on `topic` of `room` (nil: the only room), until the consumer stops.
+    func subscribe(topic: String, room: String?) async throws(ControlError) -> AsyncStream<ControlEvent>
     /// Opens a named stream to `peer`.
     func openStream(named name: String, to peer: String) async throws(ControlError) -> any ControlStream
     /// Waits for a stream named `name` (from `peer` only, if given). `isAlive`: whether the client that
@@ -162,6 +164,18 @@ public final class ControlServer: Service {
                         response.stream = stream.entry
                         try await send(response)
                         try await pipe(stream, buffered: framer.takeBuffered(), from: &iterator, to: outbound)
+                        return
+                    }
+                    if case .topicSubscribe(let room, let topic) = call {
+                        let messages: AsyncStream<ControlEvent>
+                        do throws(ControlError) { messages = try await handler.subscribe(topic: topic, room: room) } catch {
+                            try await send(ControlResponse.failure(id: request.id, error))
+                            idle.callEnded()
+                            continue
+                        }
+                        idle.exempt()
+                        try await send(ControlResponse(id: request.id))
+                        try await streamEvents(messages, to: outbound, until: &iterator)
                         return
                     }
                     if call == .watch {

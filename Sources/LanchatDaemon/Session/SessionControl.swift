@@ -196,6 +196,44 @@ struct SessionControl: Sendable {
         do throws(SessionError) { try await node.typing(in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
     }
 
+    /// Publishes one line on a topic of a room.
+    func publish(_ request: ControlCall.TopicPublish) async throws(ControlError) -> TopicInfo {
+        let roomID = try await roomOrOnly(request.room)
+        let receipt: SessionNode.TopicReceipt
+        do throws(SessionError) {
+            receipt = try await node.publish(request.text, topic: request.topic, in: roomID, reliable: request.reliable)
+        } catch { throw ControlError(code: error.code, message: error.message) }
+        var info = TopicInfo(room: roomID.rawValue, topic: request.topic, sequence: receipt.sequence)
+        info.sent = receipt.sentNow
+        info.dropped = receipt.dropped
+        return info
+    }
+
+    /// `topic` events for each message on a topic of a room, until the consumer stops.
+    func subscribe(topic: String, room text: String?) async throws(ControlError) -> AsyncStream<ControlEvent> {
+        let roomID = try await roomOrOnly(text)
+        let deliveries: AsyncStream<SessionNode.TopicDelivery>
+        do throws(SessionError) { deliveries = try await node.subscribe(to: topic, in: roomID) } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+        return AsyncStream(bufferingPolicy: .bufferingNewest(10_000)) { continuation in
+            let task = Task {
+                for await delivery in deliveries {
+                    var event = ControlEvent(type: "topic", time: DiscoveryService.now())
+                    var info = TopicInfo(room: delivery.room, topic: delivery.topic, sequence: delivery.sequence)
+                    info.from = delivery.from.name
+                    info.fromId = delivery.from.id.rawValue
+                    info.text = delivery.text
+                    info.reliable = delivery.reliable
+                    event.topic = info
+                    continuation.yield(event)
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
     /// A room's metadata: list, get, set, delete.
     func meta(_ request: ControlCall.Meta) async throws(ControlError) -> [MetaInfo] {
         let roomID = try await roomOrOnly(request.room)

@@ -67,6 +67,8 @@ public struct SessionService: Service {
             var event = ControlEvent(type: "meta", time: now)
             event.meta = Self.info(entry, room: room, author: name)
             hub.publish(event)
+        case .topicMessage:
+            break  // handed to the topic's subscribers by the node, never to watch
         case .security(let peer, let text):
             logger.warning("security", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(peer.id.short)", "text": "\(text)"])
             var event = ControlEvent(type: "security", time: now)

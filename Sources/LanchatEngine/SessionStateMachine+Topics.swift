@@ -1,0 +1,190 @@
+import LanchatCore
+import LanchatWire
+
+/// Topics (issue 13, item 3): named channels inside a room for small, frequent messages (cursor positions,
+/// drawing points, sensor readings), sent only to the members that subscribe to them.
+///
+/// - A member tells each connected member of a room every topic it subscribes to there
+///   (TOPIC_SUBSCRIPTIONS, 0x0B), when that changes and when a connection comes up; what a peer said
+///   lasts while its connection does.
+/// - A publisher sends each message (TOPIC_MESSAGE, 0x0C) to the connected subscribers, with a sequence
+///   number per topic. Unreliable: dropped for a subscriber whose connection's output is full (behind
+///   a file, say). Reliable: always written. Neither is stored, acknowledged or sent again: what is in
+///   flight when a connection breaks is lost (messages are for what must arrive).
+/// - A subscriber takes only what is newer than the last it had from that publisher and topic (in
+///   order, never twice), from a member of the room, on a topic it subscribes to.
+/// - Limits: 1024 bytes of one-line text per message; 500 messages a second per publisher and room
+///   (bursts of 500), refused at the publisher with `rate_limited`; a subscriber drops what comes faster
+///   than twice that; 64 topics per member and room.
+/// - Topic messages travel only on their author's own authenticated connection and are never stored
+///   or relayed, so they carry no signature: the connection proves who sent them.
+extension SessionStateMachine {
+    public static let topicRate: Int64 = 500
+    public static let topicBurst: Int64 = 500
+
+    /// A message on a topic, for the subscribers on this side.
+    public struct TopicDelivery: Equatable, Sendable {
+        public var room: String
+        public var topic: String
+        public var from: SessionPeer
+        public var sequence: UInt64
+        public var text: String
+        public var reliable: Bool
+    }
+
+    struct RoomTopic: Hashable, Sendable {
+        var room: RoomID
+        var topic: String
+    }
+
+    struct TopicSource: Hashable, Sendable {
+        var peer: PeerID
+        var room: RoomID
+        var topic: String
+    }
+
+    /// A token bucket in thousandths of a message: `rate` per second, at most `burst` saved up.
+    struct TopicBucket: Equatable, Sendable {
+        var tokens: Int64
+        var at: Int64
+
+        init(burst: Int64, at now: Int64) {
+            tokens = burst * 1000
+            at = now
+        }
+
+        mutating func take(rate: Int64, burst: Int64, at now: Int64) -> Bool {
+            tokens = min(burst * 1000, tokens + max(0, now - at) * rate)
+            at = max(at, now)
+            guard tokens >= 1000 else { return false }
+            tokens -= 1000
+            return true
+        }
+    }
+
+    /// The topics we subscribe to in `room`.
+    public func subscriptions(in room: RoomID) -> [String] { ownTopics[room].map { $0.sorted() } ?? [] }
+
+    /// The sequence number of the last message we published on `topic` in `room` (0: none).
+    public func topicSequence(_ topic: String, in room: RoomID) -> UInt64 { topicSequences[RoomTopic(room: room, topic: topic)] ?? 0 }
+
+    /// How many connected members of `room` subscribe to `topic`.
+    public func subscribers(of topic: String, in room: RoomID) -> Int {
+        (rooms[room]?.members.keys ?? [:].keys).filter { links.isLinked($0) && peerTopics[RoomMember(room: room, peer: $0)]?.contains(topic) == true }.count
+    }
+
+    static func checkTopic(_ topic: String) throws(SessionError) {
+        guard WireFrame.TopicMessage.isTopic(topic) else {
+            throw SessionError("bad_topic", "a topic's name is 1-64 of A-Z a-z 0-9 . _ - (got '\(topic.prefix(80))')")
+        }
+    }
+
+    /// Subscribes to `topic` in `room` (or unsubscribes): the connected members are told.
+    public mutating func subscribe(_ topic: String, in room: RoomID, _ on: Bool = true) throws(SessionError) -> [SessionAction] {
+        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        try Self.checkTopic(topic)
+        var topics = ownTopics[room] ?? []
+        if on {
+            guard topics.count < WireFrame.TopicSubscriptions.maximumTopics || topics.contains(topic) else {
+                throw SessionError("too_many_topics", "at most \(WireFrame.TopicSubscriptions.maximumTopics) topics per room")
+            }
+            guard topics.insert(topic).inserted else { return [] }
+        } else {
+            guard topics.remove(topic) != nil else { return [] }
+        }
+        ownTopics[room] = topics.isEmpty ? nil : topics
+        var out: [SessionAction] = []
+        for member in (rooms[room]?.members.keys.sorted() ?? []) {
+            if let handle = links.handle(member) { sendTopics(room, to: handle, always: true, &out) }
+        }
+        return out
+    }
+
+    /// Publishes one line of text on `topic` in `room`, to the connected members that subscribe to it.
+    /// Returns how many it went to.
+    public mutating func publish(
+        _ text: String, topic: String, in room: RoomID, reliable: Bool, at now: EngineTime
+    ) throws(SessionError) -> (recipients: Int, actions: [SessionAction]) {
+        guard let members = rooms[room]?.members else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        try Self.checkTopic(topic)
+        guard text.utf8.count <= WireFrame.TopicMessage.maximumText else {
+            throw SessionError("too_long", "a topic message is at most \(WireFrame.TopicMessage.maximumText) bytes (got \(text.utf8.count))")
+        }
+        guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
+            throw SessionError("bad_text", "a topic message is one line of text, without control characters")
+        }
+        var bucket = topicBuckets[room] ?? TopicBucket(burst: Self.topicBurst, at: now.monotonic)
+        guard bucket.take(rate: Self.topicRate, burst: Self.topicBurst, at: now.monotonic) else {
+            topicBuckets[room] = bucket
+            throw SessionError("rate_limited", "more than \(Self.topicRate) topic messages a second in \(room) (bursts of \(Self.topicBurst)): slow down")
+        }
+        topicBuckets[room] = bucket
+        let key = RoomTopic(room: room, topic: topic)
+        let sequence = (topicSequences[key] ?? 0) + 1
+        topicSequences[key] = sequence
+        let frame = WireFrame.topicMessage(.init(room: room, topic: topic, sequence: sequence, text: text, reliable: reliable))
+        var out: [SessionAction] = []
+        for member in members.keys.sorted() where peerTopics[RoomMember(room: room, peer: member)]?.contains(topic) == true {
+            guard let handle = links.handle(member) else { continue }
+            out.append(reliable ? .send(handle, [frame]) : .sendUnreliable(handle, [frame]))
+        }
+        return (out.count, out)
+    }
+
+    /// Our subscriptions in `room`, to one connection (`always`: even if there are none, to say so).
+    func sendTopics(_ room: RoomID, to handle: LinkHandle, always: Bool = false, _ out: inout [SessionAction]) {
+        let topics = subscriptions(in: room)
+        guard always || !topics.isEmpty else { return }
+        out.append(.send(handle, [.topicSubscriptions(.init(room: room, topics: topics))]))
+    }
+
+    // MARK: Frames
+
+    mutating func received(_ subscriptions: WireFrame.TopicSubscriptions, from link: LinkTable.Entry) {
+        guard rooms[subscriptions.room]?.members[link.peer.id] != nil else { return }
+        let key = RoomMember(room: subscriptions.room, peer: link.peer.id)
+        peerTopics[key] = subscriptions.topics.isEmpty ? nil : Set(subscriptions.topics)
+    }
+
+    mutating func received(_ message: WireFrame.TopicMessage, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
+        let peer = link.peer.id
+        guard rooms[message.room]?.members[peer] != nil, ownTopics[message.room]?.contains(message.topic) == true else { return }
+        let member = RoomMember(room: message.room, peer: peer)
+        var bucket = peerTopicBuckets[member] ?? TopicBucket(burst: 2 * Self.topicBurst, at: now.monotonic)
+        let allowed = bucket.take(rate: 2 * Self.topicRate, burst: 2 * Self.topicBurst, at: now.monotonic)
+        peerTopicBuckets[member] = bucket
+        guard allowed else {
+            topicDrops += 1
+            if topicFloodTold.insert(peer).inserted {
+                out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) sends topic messages in \(message.room) faster than "
+                    + "\(2 * Self.topicRate) a second: what comes faster is dropped")))
+            }
+            return
+        }
+        let source = TopicSource(peer: peer, room: message.room, topic: message.topic)
+        guard message.sequence > (topicHeard[source] ?? 0) else { return }
+        topicHeard[source] = message.sequence
+        out.append(.emit(.topicMessage(TopicDelivery(
+            room: message.room.rawValue, topic: message.topic, from: link.peer, sequence: message.sequence, text: message.text,
+            reliable: message.reliable))))
+    }
+
+    /// A connection ended: what the peer said of its subscriptions, and where its sequences were,
+    /// start again with the next one.
+    mutating func forgetTopics(of peer: PeerID) {
+        peerTopics = peerTopics.filter { $0.key.peer != peer }
+        topicHeard = topicHeard.filter { $0.key.peer != peer }
+        peerTopicBuckets = peerTopicBuckets.filter { $0.key.peer != peer }
+        topicFloodTold.remove(peer)
+    }
+
+    /// Rooms we left and members gone: their topic state goes.
+    mutating func forgetTopicsOutsideRooms() {
+        peerTopics = peerTopics.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
+        topicHeard = topicHeard.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
+        peerTopicBuckets = peerTopicBuckets.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
+        ownTopics = ownTopics.filter { rooms[$0.key] != nil }
+        topicSequences = topicSequences.filter { rooms[$0.key.room] != nil }
+        topicBuckets = topicBuckets.filter { rooms[$0.key] != nil }
+    }
+}

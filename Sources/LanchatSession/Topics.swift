@@ -1,0 +1,71 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+
+/// Topics as programs on this side see them: each subscriber has its own stream; the engine subscribes
+/// to a topic while at least one program does (`SessionStateMachine+Topics`).
+extension SessionNode {
+    public typealias TopicDelivery = SessionStateMachine.TopicDelivery
+
+    struct TopicKey: Hashable, Sendable {
+        var room: String
+        var topic: String
+    }
+
+    /// Messages on `topic` in `room` from now on, until the consumer stops iterating (or leaves the room).
+    /// A consumer that does not keep up loses the oldest of the last 10,000.
+    public func subscribe(to topic: String, in room: RoomID) throws(SessionError) -> AsyncStream<TopicDelivery> {
+        let key = TopicKey(room: room.rawValue, topic: topic)
+        if topicSubscribers[key, default: [:]].isEmpty { perform(try engine.subscribe(topic, in: room)) }
+        let (stream, continuation) = AsyncStream<TopicDelivery>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        nextTopicSubscriber += 1
+        let id = nextTopicSubscriber
+        topicSubscribers[key, default: [:]][id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            Task { await self.topicSubscriberEnded(key, id) }
+        }
+        return stream
+    }
+
+    func topicSubscriberEnded(_ key: TopicKey, _ id: UInt64) {
+        guard topicSubscribers[key]?.removeValue(forKey: id) != nil else { return }
+        guard topicSubscribers[key]?.isEmpty == true else { return }
+        topicSubscribers[key] = nil
+        if let room = RoomID(key.room), let actions = try? engine.subscribe(key.topic, in: room, false) { perform(actions) }
+    }
+
+    public struct TopicReceipt: Sendable {
+        /// The message's sequence number on its topic.
+        public var sequence: UInt64
+        /// Connected subscribers it was written to.
+        public var sentNow: Int
+        /// Unreliable only: subscribers it was dropped for (their connection's output was full).
+        public var dropped: Int
+    }
+
+    /// Publishes one line of text on `topic` in `room` to the connected members that subscribe to it.
+    public func publish(_ text: String, topic: String, in room: RoomID, reliable: Bool = false) throws(SessionError) -> TopicReceipt {
+        let (recipients, actions) = try engine.publish(text, topic: topic, in: room, reliable: reliable, at: time())
+        unreliableDrops = 0
+        perform(actions)
+        let dropped = reliable ? 0 : unreliableDrops
+        return TopicReceipt(sequence: engine.topicSequence(topic, in: room), sentNow: recipients - dropped, dropped: dropped)
+    }
+
+    /// Hands a topic message to this side's subscribers.
+    func deliver(_ message: TopicDelivery) {
+        for continuation in (topicSubscribers[TopicKey(room: message.room, topic: message.topic)] ?? [:]).values {
+            continuation.yield(message)
+        }
+    }
+
+    /// Subscribers of rooms we are no longer in: their streams end.
+    func endTopicsOutsideRooms() {
+        let rooms = Set(engine.roomNames)
+        for (key, subscribers) in topicSubscribers where !rooms.contains(key.room) {
+            topicSubscribers[key] = nil
+            subscribers.values.forEach { $0.finish() }
+        }
+    }
+}
