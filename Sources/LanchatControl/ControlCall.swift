@@ -42,6 +42,11 @@ public enum ControlCall: Equatable, Sendable {
     case topicPublish(TopicPublish)
     /// Subscribes to a topic of a room (nil: the only room): `topic` events follow the answer.
     case topicSubscribe(room: String?, topic: String)
+    /// Administration: remove a member of a room (name or id prefix) with a reason; close a room; name
+    /// (`on`) or un-name an administrator.
+    case remove(peer: String, room: String?, reason: String?)
+    case close(room: String, reason: String?)
+    case admin(peer: String, room: String?, on: Bool)
 
     public struct TopicPublish: Equatable, Sendable {
         public var room: String?
@@ -203,6 +208,9 @@ public enum ControlCall: Equatable, Sendable {
         case .typing: .typing
         case .topicPublish: .topicPublish
         case .topicSubscribe: .topicSubscribe
+        case .remove: .remove
+        case .close: .close
+        case .admin: .admin
         }
     }
 
@@ -272,6 +280,16 @@ public enum ControlCall: Equatable, Sendable {
             if publish.reliable { p["reliable"] = "true" }
         case .topicSubscribe(let room, let topic):
             p = ["topic": topic]
+            p["room"] = room
+        case .remove(let peer, let room, let reason):
+            p = ["peer": peer]
+            p["room"] = room
+            p["reason"] = reason
+        case .close(let room, let reason):
+            p = ["room": room]
+            p["reason"] = reason
+        case .admin(let peer, let room, let on):
+            p = ["peer": peer, "on": on ? "true" : "false"]
             p["room"] = room
         case .meta(let meta):
             p = ["action": meta.action.rawValue]
@@ -378,6 +396,14 @@ public enum ControlCall: Equatable, Sendable {
             self = .topicPublish(TopicPublish(room: p.optional("room"), topic: try p.required("topic"), text: text,
                                               reliable: try p.flag("reliable", default: false)))
         case .topicSubscribe: self = .topicSubscribe(room: p.optional("room"), topic: try p.required("topic"))
+        case .remove, .close:
+            let reason = p.optional("reason")
+            if let reason, reason.utf8.count > Self.maximumStatusText {
+                throw .badRequest("the reason is longer than \(Self.maximumStatusText) bytes (\(reason.utf8.count))")
+            }
+            self = method == .remove ? .remove(peer: try p.required("peer"), room: p.optional("room"), reason: reason)
+                : .close(room: try p.required("room"), reason: reason)
+        case .admin: self = .admin(peer: try p.required("peer"), room: p.optional("room"), on: try p.flag("on", default: true))
         case .meta:
             let text = try p.required("action")
             guard let action = Meta.Action(rawValue: text) else {

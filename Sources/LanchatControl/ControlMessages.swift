@@ -82,6 +82,14 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     /// Subscribes to `params.topic` of `params.room` (or the only room): after the answer, a `topic`
     /// event per message, until the client closes the connection.
     case topicSubscribe = "topic-sub"
+    /// Removes `params.peer` (a member's name or id prefix) from `params.room` (or the only room), with
+    /// `params.reason` (one line, at most 128 bytes); this daemon must administer the room. Answers `room`.
+    case remove
+    /// Closes `params.room` for every member, with `params.reason`; this daemon must administer it.
+    case close
+    /// Makes `params.peer` an administrator of `params.room` (or the only room) too; `params.on` =
+    /// "false": no longer. This daemon must administer the room. Answers `room`.
+    case admin
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.

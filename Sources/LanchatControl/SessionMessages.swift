@@ -63,6 +63,8 @@ public struct MemberInfo: Codable, Equatable, Sendable {
     public var statusText: String?
     /// In `members`: whether its hand is raised in that room.
     public var hand: Bool?
+    /// In `members` and `rooms`: whether it administers the room.
+    public var admin: Bool?
 
     public init(name: String, id: String, shortId: String, state: String) {
         self.name = name
@@ -76,6 +78,8 @@ public struct RoomInfo: Codable, Equatable, Sendable {
     public var room: String
     /// The other members (this daemon is always a member of its rooms).
     public var members: [MemberInfo]
+    /// Whether this daemon administers the room.
+    public var administered: Bool?
 
     public init(room: String, members: [MemberInfo]) {
         self.room = room
@@ -148,6 +152,13 @@ public struct MemberEvent: Codable, Equatable, Sendable {
     public var name: String
     public var id: String
     public var state: String
+    /// `left` events: why, as a stable code (`left`, `removed`, `closed`, `not_a_member`; a lost
+    /// connection: `timed_out`, `lost`, `duplicate`, `refused`, `shutdown`, `protocol_error`, `leaving`,
+    /// `closed_here`, `not_reading`), a sentence, and whether the member is out of the room (`fatal`)
+    /// or only disconnected.
+    public var code: String?
+    public var reason: String?
+    public var fatal: Bool?
 
     public init(room: String, name: String, id: String, state: String) {
         self.room = room

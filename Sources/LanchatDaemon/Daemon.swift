@@ -203,6 +203,9 @@ struct DaemonControlHandler: ControlHandler {
             case .meta(let meta): response.meta = try await sessions.meta(meta)
             case .typing(let room): try await sessions.typing(room)
             case .topicPublish(let publish): response.topic = try await sessions.publish(publish)
+            case .remove(let peer, let room, let reason): response.room = try await sessions.remove(peer, from: room, reason: reason ?? "")
+            case .close(let room, let reason): try await sessions.closeRoom(room, reason: reason ?? "")
+            case .admin(let peer, let room, let on): response.room = try await sessions.admin(peer, of: room, on)
             case .watch, .stream, .streamAccept, .topicSubscribe: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
             }
         } catch {

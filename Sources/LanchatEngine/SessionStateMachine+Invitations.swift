@@ -30,8 +30,10 @@ extension SessionStateMachine {
         guard peer.id != configuration.ownID else { return (.finished(.refused("that is this daemon")), out) }
         if rooms[room] == nil {
             rooms[room] = Room()
+            closedRooms[room] = nil
             saveRoom(room, &out)
             notice(room, "you created \(room)", at: now, &out)
+            recordCreation(room, at: now, &out)
         }
         if rooms[room]?.members[peer.id] != nil, links.isLinked(peer.id) { return (.finished(.alreadyMember), out) }
         // They invited us to this room first: inviting back means yes.

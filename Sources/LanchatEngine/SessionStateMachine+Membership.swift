@@ -13,6 +13,8 @@ extension SessionStateMachine {
     public struct RoomSummary: Sendable, Equatable {
         public var room: String
         public var members: [MemberSummary]
+        /// Whether we administer the room (`+Admin`).
+        public var administered = false
     }
 
     public struct MemberSummary: Sendable, Equatable {
@@ -21,6 +23,8 @@ extension SessionStateMachine {
         /// What it told us of its presence (nil: nothing, an older lanchat), and whether its hand is up here.
         public var presence: PresenceState?
         public var hand = false
+        /// Whether it administers the room.
+        public var admin = false
     }
 
     /// Joins `room` because `link`'s peer invited us (we accepted, or it was accepted for us), and asks
@@ -28,6 +32,8 @@ extension SessionStateMachine {
     mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, history: HistoryScope = .all, at now: EngineTime, _ out: inout [SessionAction]) {
         if rooms[room] == nil {
             rooms[room] = Room()
+            joinedAt[room] = now.wall
+            closedRooms[room] = nil
             ownProof(room, inviter: link.peer.id, at: now)
             notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
         }
@@ -113,9 +119,11 @@ extension SessionStateMachine {
     }
 
     /// Removes a member. `keepQueued`: what we sent it stays queued (it answered "not a member": our
-    /// views differ, and if they meet again it still gets what it was sent).
+    /// views differ, and if they meet again it still gets what it was sent). `code`: why, for programs
+    /// (`left`, `removed`, `not_a_member`).
     mutating func removeMember(
-        _ room: RoomID, _ peer: SessionPeer, reason: String, keepQueued: Bool = false, at now: EngineTime, _ out: inout [SessionAction]
+        _ room: RoomID, _ peer: SessionPeer, reason: String, code: String = "left", keepQueued: Bool = false, at now: EngineTime,
+        _ out: inout [SessionAction]
     ) {
         rooms[room]?.members[peer.id] = nil
         rooms[room]?.proofs[peer.id] = nil
@@ -124,7 +132,9 @@ extension SessionStateMachine {
         saveRoom(room, &out)
         departed.remove(RoomMember(room: room, peer: peer.id))
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
-        notice(room, reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)", at: now, &out)
+        let text = reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)"
+        out.append(.emit(.memberLeft(room: room.rawValue, peer: peer, code: keepQueued ? "not_a_member" : code, text: text, fatal: true)))
+        notice(room, text, at: now, &out)
         forgetUnwantedRedials()
         forgetPresences()
         forgetTopicsOutsideRooms()
@@ -134,6 +144,7 @@ extension SessionStateMachine {
         let sender = link.peer.id
         guard let room = rooms[update.room] else {
             out.append(.send(link.handle, [.roomLeave(.init(room: update.room, text: Self.notAMember))]))
+            tellClosed(update.room, to: link.handle, &out)
             return
         }
         if room.members[sender] == nil, let index = unanswered.firstIndex(of: RoomMember(room: update.room, peer: sender)) {
@@ -283,28 +294,38 @@ extension SessionStateMachine {
 
     /// Leaves a room: tells the connected members, forgets the room (its history stays).
     public mutating func leave(_ room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
-        guard let state = rooms.removeValue(forKey: room) else {
-            throw SessionError("unknown_room", "you are not in room '\(room)'")
-        }
-        historyOwed.removeAll { $0.room == room }
+        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
         var out: [SessionAction] = []
-        let signed = signLeave(room, at: now)
-        for id in state.members.keys.sorted() {
-            guard let entry = links.entry(id) else { continue }
-            out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= WireFrame.proofsVersion ? signed : nil))]))
+        leaveRoom(room, code: "left", reason: "you left \(room)", tell: true, at: now, &out)
+        return out
+    }
+
+    /// We leave `room`: `tell`, the connected members hear it (signed); `reason` is the notice, and with
+    /// `code` the event that tells programs why (`left`, `removed`, `closed`).
+    mutating func leaveRoom(_ room: RoomID, code: String, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard let state = rooms.removeValue(forKey: room) else { return }
+        historyOwed.removeAll { $0.room == room }
+        if tell {
+            let signed = signLeave(room, at: now)
+            for id in state.members.keys.sorted() {
+                guard let entry = links.entry(id) else { continue }
+                out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= WireFrame.proofsVersion ? signed : nil))]))
+            }
         }
+        joinedAt[room] = nil
         dropOutbox(for: nil, in: room, &out)
         forgetMeta(room, &out)
         claims[room] = nil
         departed = departed.filter { $0.room != room }
         historyRequested[room] = nil
         out.append(.persist(.deleteRoom(room)))
-        notice(room, "you left \(room)", at: now, &out)
+        notice(room, reason, at: now, &out)
+        out.append(.emit(.memberLeft(room: room.rawValue, peer: SessionPeer(id: configuration.ownID, name: configuration.ownName), code: code,
+                                     text: reason, fatal: true)))
         scheduleResync(at: now)
         forgetUnwantedRedials()
         forgetPresences()
         forgetTopicsOutsideRooms()
-        return out
     }
 
     mutating func saveRoom(_ room: RoomID, _ out: inout [SessionAction]) {
@@ -353,14 +374,16 @@ extension SessionStateMachine {
     }
 
     private func summary(_ room: RoomID) -> RoomSummary {
+        let administrators = administrators(of: room)
         let members = rooms[room]!.members.map { id, member -> MemberSummary in
             // "connecting" while joining; a member that was connected and dropped is "not connected"
             // while we try to reach it again.
             let state: SessionPeerState = links.isLinked(id) ? .connected
                 : links.dialing.contains(id) && !departed.contains(RoomMember(room: room, peer: id)) ? .connecting : .notConnected
-            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state, presence: presences[id], hand: handRaised(id, in: room))
+            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state, presence: presences[id], hand: handRaised(id, in: room),
+                                 admin: administrators.contains(id))
         }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }
-        return RoomSummary(room: room.rawValue, members: members)
+        return RoomSummary(room: room.rawValue, members: members, administered: administrators.contains(configuration.ownID))
     }
 
     /// Peers with a live connection, and the rooms each shares with us.

@@ -46,6 +46,16 @@ extension SessionStateMachine {
     public mutating func setMeta(
         _ key: String, to value: String?, in room: RoomID, ifVersion: UInt64? = nil, at now: EngineTime
     ) throws(SessionError) -> (WireFrame.MetaEntry, [SessionAction]) {
+        guard !Self.isReservedKey(key) else {
+            throw SessionError("reserved_key", "'\(key)' is the room's administration: use `lanchat remove`, `lanchat close` or `lanchat admin`")
+        }
+        return try writeMeta(key, to: value, in: room, ifVersion: ifVersion, at: now)
+    }
+
+    /// `setMeta` for any key (administration's included).
+    mutating func writeMeta(
+        _ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?, at now: EngineTime
+    ) throws(SessionError) -> (WireFrame.MetaEntry, [SessionAction]) {
         guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
         guard let keys = configuration.envelopes else {
             throw SessionError("unsupported", "room metadata is signed: this daemon speaks wire protocol version 1 only")
@@ -183,26 +193,52 @@ extension SessionStateMachine {
         }
         var fresh: [WireFrame.MetaEntry] = []
         var ours: [WireFrame.MetaEntry] = []
-        for entry in update.entries {
-            guard let author = PeerID(entry.author), entry.version >= 1, entry.version <= Self.maximumMetaNumber,
-                  entry.timestampMilliseconds <= Self.maximumMetaNumber, entry.deleted ? entry.value.isEmpty : true else { continue }
-            if let current = meta[room]?[entry.key] {
-                if current == entry { continue }
-                if !Self.wins(entry, over: current) {
-                    ours.append(current)
+        var enacted: [(WireFrame.MetaEntry, String)] = []
+        // Administration first (the creator, then administrators), so that what they wrote in the same
+        // frames counts; an entry refused for its author's authority is tried once more at the end.
+        var passes = [update.entries.sorted { Self.administrationOrder($0.key) < Self.administrationOrder($1.key) }]
+        var deferred: [WireFrame.MetaEntry] = []
+        while !passes.isEmpty {
+            let acceptedBefore = fresh.count
+            for entry in passes.removeFirst() {
+                guard let author = PeerID(entry.author), entry.version >= 1, entry.version <= Self.maximumMetaNumber,
+                      entry.timestampMilliseconds <= Self.maximumMetaNumber, entry.deleted ? entry.value.isEmpty : true else { continue }
+                if let current = meta[room]?[entry.key] {
+                    if current == entry { continue }
+                    // The first record of the creator we hold stays (and is not sent back: two members that hold
+                    // different ones would answer each other forever).
+                    if entry.key == Self.creatorKey { continue }
+                    if !Self.wins(entry, over: current) {
+                        ours.append(current)
+                        continue
+                    }
+                }
+                guard authorized(entry, in: room) else {
+                    deferred.append(entry)
                     continue
                 }
+                let bytes = Envelope.metaBytes(room: room, key: entry.key, deleted: entry.deleted, value: entry.value, version: entry.version,
+                                               timestamp: entry.timestampMilliseconds, author: entry.author)
+                guard keys.verifies(entry.signature, over: bytes, by: author) else { continue }
+                let live = metaBytes(room, without: entry.key) + (entry.deleted ? 0 : entry.key.utf8.count + entry.value.utf8.count)
+                guard live <= Self.receivedMetaBytes, meta[room]?[entry.key] != nil || liveKeys(room) < 2 * Self.maximumMetaKeys else { continue }
+                let name = author == link.peer.id ? link.peer.name : rooms[room]?.members[author]?.name ?? author.short
+                apply(entry, in: room, by: name, at: now, &out)
+                fresh.append(entry)
+                if Self.isReservedKey(entry.key) { enacted.append((entry, name)) }
             }
-            let bytes = Envelope.metaBytes(room: room, key: entry.key, deleted: entry.deleted, value: entry.value, version: entry.version,
-                                           timestamp: entry.timestampMilliseconds, author: entry.author)
-            guard keys.verifies(entry.signature, over: bytes, by: author) else { continue }
-            let live = metaBytes(room, without: entry.key) + (entry.deleted ? 0 : entry.key.utf8.count + entry.value.utf8.count)
-            guard live <= Self.receivedMetaBytes, meta[room]?[entry.key] != nil || liveKeys(room) < 2 * Self.maximumMetaKeys else { continue }
-            let name = author == link.peer.id ? link.peer.name : rooms[room]?.members[author]?.name ?? author.short
-            apply(entry, in: room, by: name, at: now, &out)
-            fresh.append(entry)
+            // An entry refused for its author's authority is tried once more if this pass took others (an
+            // administrator named in the same frames, for example).
+            if fresh.count > acceptedBefore, !deferred.isEmpty { passes.append(deferred) }
+            deferred = []
         }
         handOn(fresh, in: room, except: link.peer.id, &out)
         if !ours.isEmpty { out.append(.send(link.handle, metaFrames(ours, in: room))) }
+        for (entry, name) in enacted { enact(entry, in: room, by: name, at: now, &out) }
+    }
+
+    /// The creator's record, then administrators, then the rest.
+    static func administrationOrder(_ key: String) -> Int {
+        key == creatorKey ? 0 : key.hasPrefix(adminPrefix) ? 1 : 2
     }
 }

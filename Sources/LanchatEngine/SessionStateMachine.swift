@@ -72,6 +72,8 @@ public struct SessionStateMachine: Sendable {
         public var keyedPeers: Set<PeerID>
         /// Room metadata (`+Metadata`), as the store keeps it.
         public var metadata: [StoredMeta] = []
+        /// When we joined each room (milliseconds, our clock).
+        public var joinedAt: [RoomID: Int64] = [:]
 
         public init(rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
                     outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
@@ -158,6 +160,10 @@ public struct SessionStateMachine: Sendable {
     /// per topic; the last sequence heard per publisher and topic; the rate limits both ways; peers told
     /// about once on their connection for sending too fast; messages dropped for that.
     var ownTopics: [RoomID: Set<String>] = [:]
+    /// Administration (`+Admin`): when we joined each room (our clock), and the closing of rooms we left
+    /// because an administrator closed them (at most 64), for members that come back unaware.
+    var joinedAt: [RoomID: Int64] = [:]
+    var closedRooms: [RoomID: WireFrame.MetaEntry] = [:]
     var peerTopics: [RoomMember: Set<String>] = [:]
     var topicSequences: [RoomTopic: UInt64] = [:]
     var topicHeard: [TopicSource: UInt64] = [:]
@@ -183,6 +189,7 @@ public struct SessionStateMachine: Sendable {
         known = restored.knownPeers
         keyed = restored.keyedPeers
         sequences = restored.lastSequences
+        joinedAt = restored.joinedAt
         for (room, members) in restored.rooms {
             var state = Room()
             for member in members {
@@ -357,7 +364,11 @@ public struct SessionStateMachine: Sendable {
         }
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[id] != nil {
             out.append(.emit(.memberState(room: room.rawValue, peer: entry.peer, state: .notConnected)))
-            if departed.insert(RoomMember(room: room, peer: id)).inserted { notice(room, "\(entry.peer.name) left: \(reason)", at: now, &out) }
+            if departed.insert(RoomMember(room: room, peer: id)).inserted {
+                notice(room, "\(entry.peer.name) left: \(reason)", at: now, &out)
+                out.append(.emit(.memberLeft(room: room.rawValue, peer: entry.peer, code: Self.code(of: reason),
+                                             text: "\(entry.peer.name) left: \(reason)", fatal: false)))
+            }
         }
         scheduleRedial(at: now, &out)
         return out

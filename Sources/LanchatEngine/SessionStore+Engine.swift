@@ -46,6 +46,7 @@ extension SessionStore {
         for (name, members) in try rooms() {
             guard let room = RoomID(name) else { continue }
             restored.rooms.append((room, members))
+            if let joined = try joinedAt(room: name) { restored.joinedAt[room] = joined }
         }
         for (name, sequence) in try lastSequences(sender: ownID.rawValue) {
             guard let room = RoomID(name) else { continue }

@@ -101,6 +101,10 @@ public enum SessionEvent: Sendable, Equatable {
     /// An invitation we sent ended.
     case inviteOutcome(id: String, peer: SessionPeer, room: String, outcome: InviteOutcome)
     case memberState(room: String, peer: SessionPeer, state: SessionPeerState)
+    /// A member (we, if `peer` is us) is out of a room (`fatal`), or lost its connection (not fatal): why,
+    /// as a stable `code` (`left`, `removed`, `closed`, `not_a_member`; `timed_out`, `lost`, `duplicate`,
+    /// `refused`, `shutdown`, `protocol_error`, `leaving`) and a sentence.
+    case memberLeft(room: String, peer: SessionPeer, code: String, text: String, fatal: Bool)
     case message(ChatMessage)
     /// A peer's identity needs a person's attention: a known name with a key not met before, or a plaintext claim of a keyed id.
     case security(peer: SessionPeer, text: String)

@@ -124,6 +124,24 @@ extension SessionNode {
         return entry
     }
 
+    /// Administration (we must administer the room): removes a member (its daemon leaves the room and
+    /// tells its person why), closes the room for everyone, names or un-names an administrator.
+    public func remove(_ peer: PeerID, from room: RoomID, reason: String) throws(SessionError) {
+        try performAdministration(try engine.remove(peer, from: room, reason: reason, at: time()))
+    }
+
+    public func closeRoom(_ room: RoomID, reason: String) throws(SessionError) {
+        try performAdministration(try engine.close(room, reason: reason, at: time()))
+    }
+
+    public func setAdministrator(_ peer: PeerID, of room: RoomID, _ on: Bool) throws(SessionError) {
+        try performAdministration(try engine.setAdministrator(peer, of: room, on, at: time()))
+    }
+
+    private func performAdministration(_ actions: [SessionAction]) throws(SessionError) {
+        guard perform(actions, allOrNothing: true) else { throw SessionError("storage", "cannot store the change (see the daemon's log)") }
+    }
+
     /// Names of the members of `room` by id (ours included), for showing who wrote what.
     public func memberNames(in room: RoomID) -> [String: String] {
         var names = [configuration.ownID.rawValue: configuration.ownName]

@@ -305,6 +305,9 @@ public actor SessionNode {
                             room: room, to: peer, signed: true)
             case .emit(.topicMessage(let message)):
                 deliver(message)
+            case .emit(let event) where event.isOwnDeparture(configuration.ownID):
+                eventSink.yield(event)
+                endTopicsOutsideRooms()
             case .emit(let event):
                 eventSink.yield(event)
             case .inviteFinished(let id, let outcome):

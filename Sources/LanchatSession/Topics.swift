@@ -60,12 +60,20 @@ extension SessionNode {
         }
     }
 
-    /// Subscribers of rooms we are no longer in: their streams end.
+    /// Subscribers of rooms we are no longer in (we left, were removed, or the room was closed): their streams end.
     func endTopicsOutsideRooms() {
         let rooms = Set(engine.roomNames)
         for (key, subscribers) in topicSubscribers where !rooms.contains(key.room) {
             topicSubscribers[key] = nil
             subscribers.values.forEach { $0.finish() }
         }
+    }
+}
+
+extension SessionEvent {
+    /// We are out of a room (left, removed, closed).
+    func isOwnDeparture(_ ownID: PeerID) -> Bool {
+        if case .memberLeft(_, let peer, _, _, true) = self { return peer.id == ownID }
+        return false
     }
 }

@@ -28,6 +28,10 @@ struct Interactive: ParsableCommand {
           /transfers                file transfers
           /away [TEXT]  /busy [TEXT]  /back   your status (the others see it in /members)
           /hand [up|down]           raise (default) or lower your hand in the current room
+          /remove MEMBER [REASON]   remove a member from the current room (you must administer it)
+          /close [REASON]           close the current room for everyone (you must administer it)
+          /admin MEMBER             make a member an administrator of the current room too
+          (topics: `lanchat topic pub|sub ROOM TOPIC`; metadata and the topic: `lanchat room ...`)
           /quit                     leave this program (lanchatd keeps running)
         """
 
@@ -198,6 +202,23 @@ struct Interactive: ParsableCommand {
                 let up = arguments.first != "down"
                 if let presence = try client.call(.hand(up: up, room: room)).presence { state.ui?.setPresence(presence) }
                 state.say("your hand is \(up ? "up" : "down") in \(room)")
+            case "remove", "admin":
+                guard let room = state.room else { state.say("you are in no room"); return true }
+                guard let peer = arguments.first else { state.say("usage: /\(name) MEMBER\(name == "remove" ? " [REASON]" : "")"); return true }
+                if name == "remove" {
+                    let reason = arguments.dropFirst().joined(separator: " ")
+                    _ = try client.call(.remove(peer: peer, room: room, reason: reason.isEmpty ? nil : reason))
+                    state.say("removed \(printable(peer)) from \(room)")
+                } else {
+                    _ = try client.call(.admin(peer: peer, room: room, on: true))
+                    state.say("\(printable(peer)) administers \(room) too")
+                }
+            case "close":
+                guard let room = state.room else { state.say("you are in no room"); return true }
+                let reason = arguments.joined(separator: " ")
+                _ = try client.call(.close(room: room, reason: reason.isEmpty ? nil : reason))
+                state.room = (try client.call(.rooms).rooms ?? []).first?.room
+                state.say("closed \(room); current room: \(state.room ?? "none")")
             case "leave":
                 guard let room = arguments.first ?? state.room else { state.say("you are in no room"); return true }
                 _ = try client.call(.leave(room: room))
@@ -372,6 +393,13 @@ final class InteractiveState: @unchecked Sendable {
             }
         case "member":
             refreshMembers()
+        case "left":
+            // Others' departures are notices in the room; ours (removed, closed) is said here too, with its code.
+            refreshMembers()
+            if let member = event.member, member.fatal == true, member.name == ownName, member.code != "left",
+               let text = describeSession(event) {
+                say(text + " (you are no longer in \(member.room))")
+            }
         case "typing":
             if showTyping, let member = event.member { ui?.typing(printable(member.name), in: member.room) }
         case "presence":

@@ -120,10 +120,12 @@ struct Members: ParsableCommand {
     func run() throws {
         guard let info = request(global, .members(room: room)).room else { fail("the daemon sent no room") }
         if json { return printJSON(info) }
-        print(table(["NAME", "ID", "STATE", "STATUS", "HAND"], info.members.map {
+        print(table(["NAME", "ID", "STATE", "STATUS", "HAND", "ROLE"], info.members.map {
             [printable($0.name), $0.shortId, $0.state.replacingOccurrences(of: "_", with: " "),
-             ($0.availability ?? "-") + ($0.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? ""), $0.hand == true ? "up" : ""]
+             ($0.availability ?? "-") + ($0.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? ""), $0.hand == true ? "up" : "",
+             $0.admin == true ? "admin" : ""]
         }))
+        if info.administered == true { print("you administer \(info.room)") }
     }
 }
 

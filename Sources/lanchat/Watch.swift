@@ -55,6 +55,9 @@ func describeSession(_ event: ControlEvent) -> String? {
     if let invite = event.invite {
         return "invitation to \(printable(invite.peer)) (\(invite.room)): \(invite.outcome)\(invite.reason.map { " (\(printable($0)))" } ?? "")"
     }
+    if let member = event.member, member.state == "left" {
+        return "[\(member.room)] \(printable(member.reason ?? "\(member.name) left"))" + (member.code.map { " [\($0)]" } ?? "")
+    }
     if let member = event.member {
         return "[\(member.room)] \(printable(member.name)) is \(member.state.replacingOccurrences(of: "_", with: " "))"
     }

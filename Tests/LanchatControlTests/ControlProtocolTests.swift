@@ -126,6 +126,8 @@ import Testing
         .meta(.init(action: .delete, room: "lab", key: "topic", ifVersion: 3)), .typing(room: nil), .typing(room: "lab"),
         .topicPublish(.init(topic: "cursor", text: "")), .topicPublish(.init(room: "lab", topic: "t", text: "1,2", reliable: true)),
         .topicSubscribe(room: nil, topic: "cursor"), .topicSubscribe(room: "lab", topic: "t"),
+        .remove(peer: "bob", room: "lab", reason: "spam"), .remove(peer: "bob", room: nil, reason: nil), .close(room: "lab", reason: "done"),
+        .close(room: "lab", reason: nil), .admin(peer: "bob", room: "lab", on: true), .admin(peer: "bob", room: nil, on: false),
     ]
 
     @Test func everyMethodHasACallAndRoundTrips() throws {

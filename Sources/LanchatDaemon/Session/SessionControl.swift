@@ -196,6 +196,47 @@ struct SessionControl: Sendable {
         do throws(SessionError) { try await node.typing(in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
     }
 
+    /// A member of `room` by name (exact, then case-insensitive) or id prefix (4 characters or more).
+    private func member(_ query: String, of room: RoomID) async throws(ControlError) -> SessionPeer {
+        let members = (await node.room(room)?.members ?? []).map(\.peer)
+        let lower = query.lowercased()
+        for match in [members.filter { $0.name == query }, members.filter { $0.name.lowercased() == lower },
+                      lower.count >= 4 ? members.filter { $0.id.rawValue.hasPrefix(lower) } : []] where !match.isEmpty {
+            guard match.count == 1 else {
+                throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several members of \(room): \(match.map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
+            }
+            return match[0]
+        }
+        throw ControlError(code: "unknown_member", message: "no member of \(room) is '\(query)' (see `lanchat members \(room)`)")
+    }
+
+    private func administration(_ body: () async throws(SessionError) -> Void) async throws(ControlError) {
+        await node.personActive()
+        do throws(SessionError) { try await body() } catch { throw ControlError(code: error.code, message: error.message) }
+    }
+
+    /// Removes a member of a room (we must administer it); answers the room's members after.
+    func remove(_ query: String, from text: String?, reason: String) async throws(ControlError) -> RoomInfo {
+        let roomID = try await roomOrOnly(text)
+        let peer = try await member(query, of: roomID)
+        try await administration { () async throws(SessionError) in try await node.remove(peer.id, from: roomID, reason: reason) }
+        return try await members(roomID.rawValue)
+    }
+
+    /// Closes a room for every member (we must administer it).
+    func closeRoom(_ text: String, reason: String) async throws(ControlError) {
+        let roomID = try room(text)
+        try await administration { () async throws(SessionError) in try await node.closeRoom(roomID, reason: reason) }
+    }
+
+    /// Names (or un-names) an administrator of a room.
+    func admin(_ query: String, of text: String?, _ on: Bool) async throws(ControlError) -> RoomInfo {
+        let roomID = try await roomOrOnly(text)
+        let peer = try await member(query, of: roomID)
+        try await administration { () async throws(SessionError) in try await node.setAdministrator(peer.id, of: roomID, on) }
+        return try await members(roomID.rawValue)
+    }
+
     /// Publishes one line on a topic of a room.
     func publish(_ request: ControlCall.TopicPublish) async throws(ControlError) -> TopicInfo {
         let roomID = try await roomOrOnly(request.room)

@@ -67,6 +67,13 @@ public struct SessionService: Service {
             var event = ControlEvent(type: "meta", time: now)
             event.meta = Self.info(entry, room: room, author: name)
             hub.publish(event)
+        case .memberLeft(let room, let peer, let code, let text, let fatal):
+            logger.info("member left", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "code": "\(code)", "fatal": "\(fatal)"])
+            var member = MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: "left")
+            member.code = code
+            member.reason = text
+            member.fatal = fatal
+            hub.publish(ControlEvent(type: "left", time: now, member: member))
         case .topicMessage:
             break  // handed to the topic's subscribers by the node, never to watch
         case .security(let peer, let text):
@@ -116,12 +123,15 @@ public struct SessionService: Service {
     }
 
     static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {
-        RoomInfo(room: summary.room, members: summary.members.map {
+        var room = RoomInfo(room: summary.room, members: summary.members.map {
             var info = MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
             info.availability = $0.presence?.availability.name
             info.statusText = $0.presence.map(\.text)
             info.hand = $0.hand
+            info.admin = $0.admin
             return info
         })
+        room.administered = summary.administered
+        return room
     }
 }

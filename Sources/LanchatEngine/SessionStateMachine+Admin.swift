@@ -1,0 +1,169 @@
+import LanchatCore
+import LanchatWire
+
+/// Administration (issue 13, item 5): who may remove members and close a room, kept as reserved keys of
+/// the room's signed metadata, so they travel, persist and converge as metadata does:
+///
+/// - `admin.creator` = the creator's id, signed by the creator when it makes the room. The first one a
+///   member holds stays (a newcomer takes its inviter's); nobody can replace it later.
+/// - `admin.<id>` = `admin`: `<id>` administers the room too; written (or deleted) only by an administrator.
+/// - `removed.<id>` = the reason: an administrator removed `<id>`; it applies to a membership older than
+///   the entry (a member invited again later is in again).
+/// - `closed` = the reason: an administrator closed the room; every member's daemon leaves it.
+///
+/// An entry of these keys is taken only from an author who administers the room by what the receiver
+/// holds (the creator, and whom administrators named). The creator cannot be removed nor lose its rights.
+/// `setMeta` refuses these keys: `remove`, `close` and `setAdmin` write them.
+extension SessionStateMachine {
+    public static let creatorKey = "admin.creator"
+    static let adminPrefix = "admin."
+    static let removedPrefix = "removed."
+    public static let closedKey = "closed"
+
+    /// Keys only `remove`, `close`, `setAdmin` and room creation write.
+    public static func isReservedKey(_ key: String) -> Bool {
+        key == closedKey || key.hasPrefix(adminPrefix) || key.hasPrefix(removedPrefix)
+    }
+
+    /// Who made `room` (as the first record of it we hold says), if anyone we know of.
+    public func creator(of room: RoomID) -> PeerID? {
+        meta[room]?[Self.creatorKey].flatMap { $0.deleted ? nil : PeerID($0.value) }
+    }
+
+    /// Who administers `room`: its creator and whom administrators named.
+    public func administrators(of room: RoomID) -> Set<PeerID> {
+        var result: Set<PeerID> = []
+        if let creator = creator(of: room) { result.insert(creator) }
+        for (key, entry) in meta[room] ?? [:] where key != Self.creatorKey && key.hasPrefix(Self.adminPrefix) && !entry.deleted {
+            if let id = PeerID(String(key.dropFirst(Self.adminPrefix.count))) { result.insert(id) }
+        }
+        return result
+    }
+
+    public func isAdministrator(_ id: PeerID, of room: RoomID) -> Bool { administrators(of: room).contains(id) }
+
+    /// When we joined `room` (or made it), by our clock: an administrator's removal or closing older than
+    /// that is about an earlier membership.
+    func ownJoinTime(_ room: RoomID) -> UInt64 {
+        UInt64(max(0, joinedAt[room] ?? Int64(clamping: ownProofs[room]?.timestampMilliseconds ?? 0)))
+    }
+
+    /// When an administrator removed `member` from `room` (a live `removed.<id>` entry), if it did.
+    func removalTime(_ member: PeerID, in room: RoomID) -> UInt64? {
+        guard let entry = meta[room]?[Self.removedPrefix + member.rawValue], !entry.deleted else { return nil }
+        return entry.timestampMilliseconds
+    }
+
+    /// Whether a received entry may be taken: true for ordinary keys; for the reserved ones, by its
+    /// author's authority as we hold it.
+    func authorized(_ entry: WireFrame.MetaEntry, in room: RoomID) -> Bool {
+        guard Self.isReservedKey(entry.key), let author = PeerID(entry.author) else { return true }
+        if entry.key == Self.creatorKey { return meta[room]?[Self.creatorKey] == nil && !entry.deleted && entry.value == entry.author }
+        guard isAdministrator(author, of: room) else { return false }
+        if entry.key == Self.closedKey { return true }
+        let prefix = entry.key.hasPrefix(Self.adminPrefix) ? Self.adminPrefix : Self.removedPrefix
+        guard let subject = PeerID(String(entry.key.dropFirst(prefix.count))) else { return false }
+        return subject != creator(of: room)
+    }
+
+    /// Removes `peer` from `room` (we must administer it): every member drops it, and its daemon leaves
+    /// the room and tells its person why.
+    public mutating func remove(_ peer: PeerID, from room: RoomID, reason: String, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        let name = try checkAdministrator(of: room, to: "remove members")
+        guard let member = rooms[room]?.members[peer] else { throw SessionError("unknown_member", "\(peer.short) is not a member of \(room)") }
+        guard peer != creator(of: room) else { throw SessionError("refused", "\(member.name) created \(room): nobody can remove its creator") }
+        return try writeReserved(Self.removedPrefix + peer.rawValue, Self.reasonLine(reason), in: room, by: name, at: now)
+    }
+
+    /// Closes `room` for every member (we must administer it).
+    public mutating func close(_ room: RoomID, reason: String, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        let name = try checkAdministrator(of: room, to: "close it")
+        return try writeReserved(Self.closedKey, Self.reasonLine(reason), in: room, by: name, at: now)
+    }
+
+    /// Makes `peer` an administrator of `room` too, or no longer one (we must administer it).
+    public mutating func setAdministrator(_ peer: PeerID, of room: RoomID, _ on: Bool, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        let name = try checkAdministrator(of: room, to: "name administrators")
+        guard peer != creator(of: room) else { throw SessionError("refused", "\(peer.short) created \(room): it always administers it") }
+        guard !on || rooms[room]?.members[peer] != nil else { throw SessionError("unknown_member", "\(peer.short) is not a member of \(room)") }
+        let key = Self.adminPrefix + peer.rawValue
+        guard on || meta[room]?[key].map({ !$0.deleted }) == true else { return [] }
+        return try writeReserved(key, on ? "admin" : nil, in: room, by: name, at: now)
+    }
+
+    private func checkAdministrator(of room: RoomID, to what: String) throws(SessionError) -> String {
+        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard isAdministrator(configuration.ownID, of: room) else {
+            let names = administrators(of: room).map { $0 == configuration.ownID ? configuration.ownName : rooms[room]?.members[$0]?.name ?? $0.short }.sorted()
+            throw SessionError("not_admin", "only an administrator of \(room) can \(what) (administrators: \(names.isEmpty ? "none known" : names.joined(separator: ", ")))")
+        }
+        return configuration.ownName
+    }
+
+    private mutating func writeReserved(_ key: String, _ value: String?, in room: RoomID, by name: String, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        let (entry, actions) = try writeMeta(key, to: value, in: room, ifVersion: nil, at: now)
+        var out = actions
+        enact(entry, in: room, by: name, at: now, &out)
+        return out
+    }
+
+    /// Our record that we made `room` (at its creation).
+    mutating func recordCreation(_ room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) {
+        joinedAt[room] = now.wall
+        guard configuration.envelopes != nil, meta[room]?[Self.creatorKey] == nil,
+              let (_, actions) = try? writeMeta(Self.creatorKey, to: configuration.ownID.rawValue, in: room, ifVersion: nil, at: now) else { return }
+        out += actions
+    }
+
+    /// What a reserved entry we just took (and handed on) does here: a removal drops its member (us: we
+    /// leave the room), a closing makes us leave the room.
+    mutating func enact(_ entry: WireFrame.MetaEntry, in room: RoomID, by name: String, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard !entry.deleted, rooms[room] != nil else { return }
+        let because = entry.value.isEmpty ? "" : ": \(entry.value)"
+        if entry.key == Self.closedKey {
+            guard entry.timestampMilliseconds >= ownJoinTime(room) else { return }
+            closedRooms[room] = entry
+            if closedRooms.count > 64, let oldest = closedRooms.min(by: { $0.value.timestampMilliseconds < $1.value.timestampMilliseconds }) {
+                closedRooms[oldest.key] = nil
+            }
+            leaveRoom(room, code: "closed", reason: "\(room) was closed by \(name)\(because)", tell: false, at: now, &out)
+            return
+        }
+        guard entry.key.hasPrefix(Self.removedPrefix), let subject = PeerID(String(entry.key.dropFirst(Self.removedPrefix.count))) else { return }
+        if subject == configuration.ownID {
+            guard entry.timestampMilliseconds >= ownJoinTime(room) else { return }
+            leaveRoom(room, code: "removed", reason: "you were removed from \(room) by \(name)\(because)", tell: false, at: now, &out)
+            return
+        }
+        guard let member = rooms[room]?.members[subject] else { return }
+        if let proof = rooms[room]?.proofs[subject], proof.timestampMilliseconds > entry.timestampMilliseconds { return }
+        removeMember(room, SessionPeer(id: subject, name: member.name), reason: "removed by \(name)\(because)", code: "removed", at: now, &out)
+        bury(RoomMember(room: room, peer: subject), at: now)
+    }
+
+    /// A peer spoke to us of a room we left because it was closed: it hears of the closing.
+    func tellClosed(_ room: RoomID, to handle: LinkHandle, _ out: inout [SessionAction]) {
+        guard let entry = closedRooms[room] else { return }
+        out.append(.send(handle, metaFrames([entry], in: room)))
+    }
+
+    /// Why a connection ended, for programs: `timed_out`, `lost`, `duplicate` (the same identity connected
+    /// again, from here or another host), `refused` (a key changed, for example), `shutdown`,
+    /// `protocol_error`, `leaving`, `closed_here` (we closed it), `not_reading` (it stopped reading).
+    public static func code(of reason: PeerCloseReason) -> String {
+        switch reason {
+        case .timedOut, .goodbye(.timeout, _): "timed_out"
+        case .lost: "lost"
+        case .protocolError, .goodbye(.protocolError, _): "protocol_error"
+        case .goodbye(.shutdown, _): "shutdown"
+        case .goodbye(.refused, _): "refused"
+        case .goodbye(.leaving, "duplicate connection"): "duplicate"
+        case .goodbye(.leaving, _): "leaving"
+        case .local: "closed_here"
+        case .notReading: "not_reading"
+        }
+    }
+
+    /// A reason: one line of at most 128 bytes (control characters become spaces).
+    static func reasonLine(_ text: String) -> String { statusLine(text) }
+}
