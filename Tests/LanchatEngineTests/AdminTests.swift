@@ -1,0 +1,111 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+import Testing
+
+/// Administration (issue 13, item 5), the engine's part: the creator's record; only administrators
+/// remove, close and name administrators, and only their entries count; a removal drops the member
+/// everywhere (its own daemon leaves), a closing makes every member leave; a removal older than a
+/// membership does not touch it; every departure has a code.
+@Suite struct AdminTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let carol = SessionPeer(id: SessionStateMachineTests.peerID(0x20), name: "carol")
+    let lab = RoomID("lab")!
+    var ids: [PeerID] { [me.id, bob.id, carol.id] }
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    /// Alice in lab with bob and carol (both connected), joined at `joined` (wall clock), holding `metadata`.
+    func engine(metadata: [StoredMeta] = [], joined: Int64 = 1_000_000) -> SessionStateMachine {
+        var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never)
+        configuration.envelopes = SimulatedSignatures.keys(for: 0, ids: ids)
+        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
+        var restored = SessionStateMachine.Restored(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook())
+        restored.metadata = metadata
+        restored.joinedAt = [lab: joined]
+        var node = SessionStateMachine(configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
+                                       shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
+        _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
+        return node
+    }
+
+    func entry(_ key: String, _ value: String, time: UInt64 = 1_000_500, by author: Int, signer: Int? = nil) -> WireFrame.MetaEntry {
+        let bytes = Envelope.metaBytes(room: lab, key: key, deleted: false, value: value, version: 1, timestamp: time, author: ids[author].rawValue)
+        return .init(key: key, value: value, deleted: false, version: 1, timestampMilliseconds: time, author: ids[author].rawValue,
+                     signature: SimulatedSignatures.keys(for: signer ?? author, ids: ids).signature(over: bytes))
+    }
+
+    func stored(_ entry: WireFrame.MetaEntry) -> StoredMeta {
+        StoredMeta(room: lab.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
+                   timestamp: Int64(entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes)
+    }
+
+    func departures(_ actions: [SessionAction]) -> [String] {
+        actions.compactMap { if case .emit(.memberLeft(_, let peer, let code, let text, let fatal)) = $0 { "\(peer.name) \(code) \(fatal): \(text)" } else { nil } }
+    }
+
+    func meta(_ entries: [WireFrame.MetaEntry]) -> WireFrame { .roomMeta(.init(room: lab, entries: entries)) }
+
+    @Test func theCreatorAdministersAndAnAdministratorRemovesAMemberEverywhere() throws {
+        // Alice made the room (her record), so she administers it.
+        var node = engine(metadata: [stored(entry("admin.creator", ids[0].rawValue, by: 0))])
+        #expect(node.creator(of: lab) == me.id && node.administrators(of: lab) == [me.id])
+        let actions = try node.remove(carol.id, from: lab, reason: "off\ttopic", at: at(10))
+        // The entry goes to both members (carol hears it herself), then carol is out here.
+        let told = actions.compactMap { action -> LinkHandle? in
+            if case .send(let handle, let frames) = action, frames.contains(where: { if case .roomMeta = $0 { true } else { false } }) { handle } else { nil }
+        }
+        #expect(Set(told) == [LinkHandle(1), LinkHandle(2)])
+        #expect(departures(actions) == ["carol removed true: carol left: removed by alice: off topic"])
+        #expect(node.room(lab)?.members.map(\.peer.name) == ["bob"])
+        #expect { _ = try node.remove(carol.id, from: lab, reason: "", at: at(11)) } throws: { ($0 as? SessionError)?.code == "unknown_member" }
+        #expect(throws: SessionError.self) { _ = try node.setMeta("removed.x", to: "y", in: lab, at: at(12)) }
+    }
+
+    @Test func aMemberWhoDoesNotAdministerIsRefusedAndItsEntriesDoNotCount() throws {
+        var node = engine(metadata: [stored(entry("admin.creator", ids[1].rawValue, by: 1))])  // bob made it
+        #expect { _ = try node.close(lab, reason: "mine", at: at(10)) } throws: { ($0 as? SessionError)?.code == "not_admin" }
+        // Carol (no administrator) removes bob, closes the room, claims to have created it: nothing of it counts.
+        let forged = node.received([meta([entry("removed." + ids[1].rawValue, "x", by: 2), entry("closed", "x", by: 2),
+                                          entry("admin.creator", ids[2].rawValue, by: 2)])], on: LinkHandle(2), at: at(11))
+        #expect(departures(forged).isEmpty && node.creator(of: lab) == bob.id && node.room(lab)?.members.count == 2)
+        // Bob names carol and, in the same frames, carol closes the room: taken in that order, and we leave.
+        let closed = node.received([meta([entry("closed", "done", by: 2), entry("admin." + ids[2].rawValue, "admin", by: 1)])], on: LinkHandle(1), at: at(12))
+        #expect(departures(closed) == ["alice closed true: lab was closed by carol: done"])
+        #expect(node.room(lab) == nil)
+        // A member that comes back talking of lab hears of the closing.
+        let late = node.received([.roomMembers(.init(room: lab, members: []))], on: LinkHandle(1), at: at(13))
+        #expect(late.contains { if case .send(LinkHandle(1), let frames) = $0 { frames.contains(meta([entry("closed", "done", by: 2)])) } else { false } })
+    }
+
+    @Test func aRemovalOfUsCountsOnlyForTheMembershipItWasAbout() throws {
+        let creator = stored(entry("admin.creator", ids[1].rawValue, by: 1))
+        // Removed before we joined (an earlier membership): nothing happens.
+        var rejoined = engine(metadata: [creator], joined: 1_000_600)
+        #expect(departures(rejoined.received([meta([entry("removed." + ids[0].rawValue, "old", time: 1_000_500, by: 1)])], on: LinkHandle(1), at: at(5))).isEmpty)
+        #expect(rejoined.room(lab) != nil)
+        // Removed after: we leave, told why.
+        var node = engine(metadata: [creator], joined: 1_000_000)
+        let actions = node.received([meta([entry("removed." + ids[0].rawValue, "spam", time: 1_000_500, by: 1)])], on: LinkHandle(1), at: at(5))
+        #expect(departures(actions) == ["alice removed true: you were removed from lab by bob: spam"])
+        #expect(node.room(lab) == nil)
+        // The creator cannot be removed, even by an administrator it named.
+        var other = engine(metadata: [creator, stored(entry("admin." + ids[2].rawValue, "admin", by: 1))])
+        _ = other.received([meta([entry("removed." + ids[1].rawValue, "coup", by: 2)])], on: LinkHandle(2), at: at(5))
+        #expect(other.room(lab)?.members.count == 2 && other.administrators(of: lab) == [bob.id, carol.id])
+    }
+
+    @Test func everyWayOfDroppingHasACode() {
+        let cases: [(PeerCloseReason, String)] = [
+            (.timedOut, "timed_out"), (.lost, "lost"), (.goodbye(.leaving, "duplicate connection"), "duplicate"),
+            (.goodbye(.refused, "key changed"), "refused"), (.goodbye(.shutdown, ""), "shutdown"), (.protocolError("x"), "protocol_error"),
+        ]
+        for (reason, code) in cases { #expect(SessionStateMachine.code(of: reason) == code) }
+        var node = engine()
+        let down = node.linkDown(LinkHandle(2), reason: .timedOut, at: at(5))
+        #expect(departures(down) == ["carol timed_out false: carol left: timed out"])
+    }
+}
