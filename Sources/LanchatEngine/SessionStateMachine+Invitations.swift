@@ -37,7 +37,9 @@ extension SessionStateMachine {
         }
         if rooms[room]?.members[peer.id] != nil, links.isLinked(peer.id) { return (.finished(.alreadyMember), out) }
         // They invited us to this room first: inviting back means yes.
-        if let waiting = pending.first(where: { $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue }),
+        // (The oldest of them, if it invited us more than once: the same choice on every run.)
+        if let waiting = pending.filter({ $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue })
+            .min(by: { ($0.value.invitation.receivedAt, $0.key.description) < ($1.value.invitation.receivedAt, $1.key.description) }),
            let accepted = try? accept(waiting.key.description, at: now) {
             return (.finished(.accepted), out + accepted.1)
         }
