@@ -7,12 +7,14 @@ import LanchatWire
 /// - `admin.creator` = the creator's id, signed by the creator when it makes the room. The first one a
 ///   member holds stays (a newcomer takes its inviter's); nobody can replace it later.
 /// - `admin.<id>` = `admin`: `<id>` administers the room too; written (or deleted) only by an administrator.
-/// - `removed.<id>` = the reason: an administrator removed `<id>`; it applies to a membership older than
-///   the entry (a member invited again later is in again).
+/// - `removed.<id>` = the reason: an administrator removed `<id>`. It stays out (no member's list, proof
+///   or invitation brings it back) until an administrator invites it again, which deletes the entry.
 /// - `closed` = the reason: an administrator closed the room; every member's daemon leaves it.
 ///
 /// An entry of these keys is taken only from an author who administers the room by what the receiver
-/// holds (the creator, and whom administrators named). The creator cannot be removed nor lose its rights.
+/// holds (the creator, and whom administrators named, unless removed since), and the creator's record
+/// only from the member that invited us (or our own, when we make the room). The creator cannot be
+/// removed nor lose its rights.
 /// `setMeta` refuses these keys: `remove`, `close` and `setAdmin` write them.
 extension SessionStateMachine {
     public static let creatorKey = "admin.creator"
@@ -30,20 +32,20 @@ extension SessionStateMachine {
         meta[room]?[Self.creatorKey].flatMap { $0.deleted ? nil : PeerID($0.value) }
     }
 
-    /// Who administers `room`: its creator and whom administrators named.
+    /// Who administers `room`: its creator and whom administrators named (and did not remove since).
     public func administrators(of room: RoomID) -> Set<PeerID> {
         var result: Set<PeerID> = []
         if let creator = creator(of: room) { result.insert(creator) }
         for (key, entry) in meta[room] ?? [:] where key != Self.creatorKey && key.hasPrefix(Self.adminPrefix) && !entry.deleted {
-            if let id = PeerID(String(key.dropFirst(Self.adminPrefix.count))) { result.insert(id) }
+            if let id = PeerID(String(key.dropFirst(Self.adminPrefix.count))), removalTime(id, in: room) == nil { result.insert(id) }
         }
         return result
     }
 
     public func isAdministrator(_ id: PeerID, of room: RoomID) -> Bool { administrators(of: room).contains(id) }
 
-    /// When we joined `room` (or made it), by our clock: an administrator's removal or closing older than
-    /// that is about an earlier membership.
+    /// When we joined `room` (or made it), by our clock: an administrator's closing older than that is
+    /// about an earlier room of that name.
     func ownJoinTime(_ room: RoomID) -> UInt64 {
         UInt64(max(0, joinedAt[room] ?? Int64(clamping: ownProofs[room]?.timestampMilliseconds ?? 0)))
     }
@@ -56,9 +58,14 @@ extension SessionStateMachine {
 
     /// Whether a received entry may be taken: true for ordinary keys; for the reserved ones, by its
     /// author's authority as we hold it.
-    func authorized(_ entry: WireFrame.MetaEntry, in room: RoomID) -> Bool {
+    func authorized(_ entry: WireFrame.MetaEntry, in room: RoomID, from sender: PeerID) -> Bool {
         guard Self.isReservedKey(entry.key), let author = PeerID(entry.author) else { return true }
-        if entry.key == Self.creatorKey { return meta[room]?[Self.creatorKey] == nil && !entry.deleted && entry.value == entry.author }
+        if entry.key == Self.creatorKey {
+            // Only as we join, from the member that invited us: nobody can claim a room that has no record
+            // later (one made by an older lanchat), and a member can fool only those it invites itself.
+            guard let inviter = ownProofs[room].flatMap({ PeerID($0.inviter) }), inviter == sender else { return false }
+            return meta[room]?[Self.creatorKey] == nil && !entry.deleted && entry.value == entry.author
+        }
         guard isAdministrator(author, of: room) else { return false }
         if entry.key == Self.closedKey { return true }
         let prefix = entry.key.hasPrefix(Self.adminPrefix) ? Self.adminPrefix : Self.removedPrefix
@@ -72,7 +79,22 @@ extension SessionStateMachine {
         let name = try checkAdministrator(of: room, to: "remove members")
         guard let member = rooms[room]?.members[peer] else { throw SessionError("unknown_member", "\(peer.short) is not a member of \(room)") }
         guard peer != creator(of: room) else { throw SessionError("refused", "\(member.name) created \(room): nobody can remove its creator") }
-        return try writeReserved(Self.removedPrefix + peer.rawValue, Self.reasonLine(reason), in: room, by: name, at: now)
+        var out: [SessionAction] = []
+        // A removed administrator is one no longer.
+        if meta[room]?[Self.adminPrefix + peer.rawValue].map({ !$0.deleted }) == true {
+            out += try writeReserved(Self.adminPrefix + peer.rawValue, nil, in: room, by: name, at: now)
+        }
+        return out + (try writeReserved(Self.removedPrefix + peer.rawValue, Self.reasonLine(reason), in: room, by: name, at: now))
+    }
+
+    /// Before we invite `peer` to `room`: if an administrator removed it, we lift that (we administer the
+    /// room) or refuse (we do not).
+    mutating func liftRemoval(of peer: PeerID, in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
+        guard removalTime(peer, in: room) != nil else { return [] }
+        guard isAdministrator(configuration.ownID, of: room) else {
+            throw SessionError("removed", "an administrator removed \(peer.short) from \(room): only an administrator can invite it back")
+        }
+        return try writeReserved(Self.removedPrefix + peer.rawValue, nil, in: room, by: configuration.ownName, at: now)
     }
 
     /// Closes `room` for every member (we must administer it).
@@ -131,12 +153,10 @@ extension SessionStateMachine {
         }
         guard entry.key.hasPrefix(Self.removedPrefix), let subject = PeerID(String(entry.key.dropFirst(Self.removedPrefix.count))) else { return }
         if subject == configuration.ownID {
-            guard entry.timestampMilliseconds >= ownJoinTime(room) else { return }
             leaveRoom(room, code: "removed", reason: "you were removed from \(room) by \(name)\(because)", tell: false, at: now, &out)
             return
         }
         guard let member = rooms[room]?.members[subject] else { return }
-        if let proof = rooms[room]?.proofs[subject], proof.timestampMilliseconds > entry.timestampMilliseconds { return }
         removeMember(room, SessionPeer(id: subject, name: member.name), reason: "removed by \(name)\(because)", code: "removed", at: now, &out)
         bury(RoomMember(room: room, peer: subject), at: now)
     }

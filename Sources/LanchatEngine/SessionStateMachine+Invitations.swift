@@ -36,6 +36,7 @@ extension SessionStateMachine {
             recordCreation(room, at: now, &out)
         }
         if rooms[room]?.members[peer.id] != nil, links.isLinked(peer.id) { return (.finished(.alreadyMember), out) }
+        do throws(SessionError) { out += try liftRemoval(of: peer.id, in: room, at: now) } catch { return (.finished(.refused(error.message)), out) }
         // They invited us to this room first: inviting back means yes.
         // (The oldest of them, if it invited us more than once: the same choice on every run.)
         if let waiting = pending.filter({ $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue })

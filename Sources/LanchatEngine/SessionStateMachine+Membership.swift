@@ -57,7 +57,8 @@ extension SessionStateMachine {
 
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         if rooms[room] == nil { rooms[room] = Room() }
-        guard rooms[room]!.members[peer.id] == nil, rooms[room]!.members.count < configuration.maximumRoomMembers else { return }
+        guard rooms[room]!.members[peer.id] == nil, rooms[room]!.members.count < configuration.maximumRoomMembers,
+              removalTime(peer.id, in: room) == nil else { return }
         var member = Member(name: peer.name, port: 0, addresses: [])
         if let (hint, _) = addressBook.lookup(peer.id) {
             member.port = hint.port
@@ -143,8 +144,9 @@ extension SessionStateMachine {
     mutating func received(_ update: WireFrame.RoomMembers, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let sender = link.peer.id
         guard let room = rooms[update.room] else {
-            out.append(.send(link.handle, [.roomLeave(.init(room: update.room, text: Self.notAMember))]))
+            // (The closing first: after the leave the peer no longer counts us as a member, and would ignore it.)
             tellClosed(update.room, to: link.handle, &out)
+            out.append(.send(link.handle, [.roomLeave(.init(room: update.room, text: Self.notAMember))]))
             return
         }
         if room.members[sender] == nil, let index = unanswered.firstIndex(of: RoomMember(room: update.room, peer: sender)) {
@@ -313,6 +315,12 @@ extension SessionStateMachine {
             }
         }
         joinedAt[room] = nil
+        ownProofs[room] = nil
+        unanswered.removeAll { $0.room == room }
+        // Invitations we sent to it are answered for: an acceptance coming late must not bring the room back.
+        for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.room == room {
+            closeOutgoingInvitation(wireID, .refused("you are no longer in \(room)"), &out)
+        }
         dropOutbox(for: nil, in: room, &out)
         forgetMeta(room, &out)
         claims[room] = nil

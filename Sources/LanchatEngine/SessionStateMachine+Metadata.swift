@@ -111,7 +111,8 @@ extension SessionStateMachine {
     private mutating func apply(_ entry: WireFrame.MetaEntry, in room: RoomID, by name: String, at now: EngineTime, _ out: inout [SessionAction]) {
         meta[room, default: [:]][entry.key] = entry
         // Deletions are kept (so an older write does not come back), up to the key limit: past it the oldest goes.
-        let deletions = meta[room]!.values.filter(\.deleted)
+        // (Never the administration's: a deleted administrator or removal must not come back.)
+        let deletions = meta[room]!.values.filter { $0.deleted && !Self.isReservedKey($0.key) }
         if meta[room]!.count > Self.maximumMetaKeys, let oldest = deletions.min(by: { ($0.timestampMilliseconds, $0.key) < ($1.timestampMilliseconds, $1.key) }) {
             meta[room]![oldest.key] = nil
             out.append(.persist(.deleteMeta(room, key: oldest.key)))
@@ -213,7 +214,7 @@ extension SessionStateMachine {
                         continue
                     }
                 }
-                guard authorized(entry, in: room) else {
+                guard authorized(entry, in: room, from: link.peer.id) else {
                     deferred.append(entry)
                     continue
                 }

@@ -34,8 +34,8 @@ extension SessionStateMachine {
     func verifies(_ proof: WireFrame.MembershipProof?, of member: PeerID, in room: RoomID) -> Bool {
         guard let proof, let keys = configuration.envelopes else { return false }
         if let left = signedLeaves[RoomMember(room: room, peer: member)], left >= proof.timestampMilliseconds { return false }
-        // Removed by an administrator after that membership began: a stale list does not bring it back.
-        if let removed = removalTime(member, in: room), removed >= proof.timestampMilliseconds { return false }
+        // Removed by an administrator: no proof brings it back (an administrator's invitation lifts that).
+        if removalTime(member, in: room) != nil { return false }
         let bytes = Envelope.membershipBytes(room: room, member: member.rawValue, inviter: proof.inviter, timestamp: proof.timestampMilliseconds)
         return keys.verifies(proof.signature, over: bytes, by: member)
     }

@@ -15,12 +15,17 @@ import LanchatWire
 ///   order, never twice), from a member of the room, on a topic it subscribes to.
 /// - Limits: 1024 bytes of one-line text per message; 500 messages a second per publisher and room
 ///   (bursts of 500), refused at the publisher with `rate_limited`; a subscriber drops what comes faster
-///   than twice that; 64 topics per member and room.
-/// - Topic messages travel only on their author's own authenticated connection and are never stored
-///   or relayed, so they carry no signature: the connection proves who sent them.
+///   than twice that once 5,000 came at once (a backlog after a stall passes); 64 topics per member and
+///   room.
+/// - Topic messages travel only on their author's own connection and are never stored or relayed, so
+///   they carry no signature: the connection says who sent them (its TLS proved the key, unless
+///   encryption is off).
 extension SessionStateMachine {
     public static let topicRate: Int64 = 500
     public static let topicBurst: Int64 = 500
+    /// What a subscriber takes from one publisher and room: twice the rate, and ten bursts at once.
+    static let receivedTopicRate = 2 * topicRate
+    static let receivedTopicBurst = 10 * topicBurst
 
     /// A message on a topic, for the subscribers on this side.
     public struct TopicDelivery: Equatable, Sendable {
@@ -140,8 +145,11 @@ extension SessionStateMachine {
 
     // MARK: Frames
 
+    /// A peer's subscriptions, kept for a room we are in even before we count the peer as a member (a
+    /// newcomer whose proof is on its way): messages go only to members, and it lasts while the connection
+    /// does (connections from strangers are capped).
     mutating func received(_ subscriptions: WireFrame.TopicSubscriptions, from link: LinkTable.Entry) {
-        guard rooms[subscriptions.room]?.members[link.peer.id] != nil else { return }
+        guard rooms[subscriptions.room] != nil else { return }
         let key = RoomMember(room: subscriptions.room, peer: link.peer.id)
         peerTopics[key] = subscriptions.topics.isEmpty ? nil : Set(subscriptions.topics)
     }
@@ -150,14 +158,14 @@ extension SessionStateMachine {
         let peer = link.peer.id
         guard rooms[message.room]?.members[peer] != nil, ownTopics[message.room]?.contains(message.topic) == true else { return }
         let member = RoomMember(room: message.room, peer: peer)
-        var bucket = peerTopicBuckets[member] ?? TopicBucket(burst: 2 * Self.topicBurst, at: now.monotonic)
-        let allowed = bucket.take(rate: 2 * Self.topicRate, burst: 2 * Self.topicBurst, at: now.monotonic)
+        var bucket = peerTopicBuckets[member] ?? TopicBucket(burst: Self.receivedTopicBurst, at: now.monotonic)
+        let allowed = bucket.take(rate: Self.receivedTopicRate, burst: Self.receivedTopicBurst, at: now.monotonic)
         peerTopicBuckets[member] = bucket
         guard allowed else {
             topicDrops += 1
             if topicFloodTold.insert(peer).inserted {
                 out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) sends topic messages in \(message.room) faster than "
-                    + "\(2 * Self.topicRate) a second: what comes faster is dropped")))
+                    + "\(Self.receivedTopicRate) a second: what comes faster is dropped")))
             }
             return
         }
@@ -180,7 +188,7 @@ extension SessionStateMachine {
 
     /// Rooms we left and members gone: their topic state goes.
     mutating func forgetTopicsOutsideRooms() {
-        peerTopics = peerTopics.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
+        peerTopics = peerTopics.filter { rooms[$0.key.room] != nil }
         topicHeard = topicHeard.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
         peerTopicBuckets = peerTopicBuckets.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
         ownTopics = ownTopics.filter { rooms[$0.key] != nil }

@@ -277,6 +277,8 @@ public struct SessionStateMachine: Sendable {
         case .adopt(let replaced):
             if let replaced {
                 out.append(.close(replaced, .leaving, "duplicate connection"))
+                // The peer may have restarted: its subscriptions and topic sequences start again.
+                forgetTopics(of: peer.id)
                 // What we sent on the old one may be lost with it (the peer kept the other connection
                 // and closed ours unread): invitations still waiting go again on this one.
                 for (_, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == peer.id {

@@ -57,6 +57,7 @@ struct Interactive: ParsableCommand {
             state.room = rooms.first?.room
         } catch { fail(error.message) }
         state.ownName = status.name
+        state.ownID = status.id
         if let ui = state.ui {
             ui.me = printable(status.name)
             ui.start()
@@ -277,6 +278,7 @@ final class InteractiveState: @unchecked Sendable {
     var lastTyping: ContinuousClock.Instant?
     var showTyping = true
     var ownName = ""
+    var ownID = ""
     var socketPath = ""
 
     var room: String? {
@@ -396,7 +398,7 @@ final class InteractiveState: @unchecked Sendable {
         case "left":
             // Others' departures are notices in the room; ours (removed, closed) is said here too, with its code.
             refreshMembers()
-            if let member = event.member, member.fatal == true, member.name == ownName, member.code != "left",
+            if let member = event.member, member.fatal == true, member.id == ownID, member.code != "left",
                let text = describeSession(event) {
                 say(text + " (you are no longer in \(member.room))")
             }

@@ -25,7 +25,7 @@ struct TopicPub: ParsableCommand {
     @Flag(help: "Print what each line did (sequence, subscribers written to, dropped) as one JSON object per line.") var json = false
 
     func run() throws {
-        var client = try global.connect()
+        let client = try global.connect()
         var published = 0
         var refused = 0
         while let raw = readLine(strippingNewline: true) {
@@ -33,11 +33,8 @@ struct TopicPub: ParsableCommand {
             let request = ControlCall.topicPublish(.init(room: room, topic: topic, text: line, reliable: reliable))
             let response: ControlResponse
             do {
+                // (A connection the daemon closed for being idle is opened again by `call`.)
                 response = try client.call(request)
-            } catch where error.code == "connection_lost" {
-                // The daemon closes a connection idle for long (control-idle-timeout): connect again once.
-                client = try global.connect()
-                response = call(client, request)
             } catch where error.code == "rate_limited" || error.code == "too_long" || error.code == "bad_text" {
                 refused += 1
                 FileHandle.standardError.write(Data("lanchat: line \(published + refused) refused: \(error.message)\n".utf8))

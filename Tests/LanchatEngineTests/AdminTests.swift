@@ -81,21 +81,54 @@ import Testing
         #expect(late.contains { if case .send(LinkHandle(1), let frames) = $0 { frames.contains(meta([entry("closed", "done", by: 2)])) } else { false } })
     }
 
-    @Test func aRemovalOfUsCountsOnlyForTheMembershipItWasAbout() throws {
+    @Test func aRemovalStandsUntilAnAdministratorInvitesTheMemberBack() throws {
         let creator = stored(entry("admin.creator", ids[1].rawValue, by: 1))
-        // Removed before we joined (an earlier membership): nothing happens.
-        var rejoined = engine(metadata: [creator], joined: 1_000_600)
-        #expect(departures(rejoined.received([meta([entry("removed." + ids[0].rawValue, "old", time: 1_000_500, by: 1)])], on: LinkHandle(1), at: at(5))).isEmpty)
-        #expect(rejoined.room(lab) != nil)
-        // Removed after: we leave, told why.
-        var node = engine(metadata: [creator], joined: 1_000_000)
+        // Removed (whenever we joined): we leave, told why.
+        var node = engine(metadata: [creator], joined: 1_000_900)
         let actions = node.received([meta([entry("removed." + ids[0].rawValue, "spam", time: 1_000_500, by: 1)])], on: LinkHandle(1), at: at(5))
         #expect(departures(actions) == ["alice removed true: you were removed from lab by bob: spam"])
         #expect(node.room(lab) == nil)
-        // The creator cannot be removed, even by an administrator it named.
-        var other = engine(metadata: [creator, stored(entry("admin." + ids[2].rawValue, "admin", by: 1))])
-        _ = other.received([meta([entry("removed." + ids[1].rawValue, "coup", by: 2)])], on: LinkHandle(2), at: at(5))
-        #expect(other.room(lab)?.members.count == 2 && other.administrators(of: lab) == [bob.id, carol.id])
+        // Carol removed: no proof of hers, however new, and no member's list brings her back.
+        var other = engine(metadata: [creator])
+        _ = other.received([meta([entry("removed." + ids[2].rawValue, "spam", by: 1)])], on: LinkHandle(1), at: at(5))
+        #expect(other.room(lab)?.members.map(\.peer.name) == ["bob"])
+        let proof = WireFrame.MembershipProof(inviter: "", timestampMilliseconds: 9_000_000, signature: SimulatedSignatures.keys(for: 2, ids: ids)
+            .signature(over: Envelope.membershipBytes(room: lab, member: ids[2].rawValue, inviter: "", timestamp: 9_000_000)))
+        var listed = WireFrame.Member(peerID: ids[2].rawValue, name: "carol", port: 7473, addresses: [])
+        listed.proof = proof
+        _ = other.linkDown(LinkHandle(2), reason: .lost, at: at(6))
+        _ = other.received([.roomMembers(.init(room: lab, members: [listed]))], on: LinkHandle(1), at: at(7))
+        #expect(other.room(lab)?.members.map(\.peer.name) == ["bob"])
+        // A member that does not administer the room cannot invite her back; an administrator can, which lifts it.
+        #expect(other.beginInvite(carol, room: lab, at: at(8)).0 == .finished(.refused("an administrator removed \(carol.id.short) from lab: only an administrator can invite it back")))
+        var admin = engine(metadata: [stored(entry("admin.creator", ids[0].rawValue, by: 0))])
+        _ = try admin.remove(carol.id, from: lab, reason: "spam", at: at(9))
+        #expect(admin.metaEntry("removed." + ids[2].rawValue, in: lab)?.deleted == false)
+        _ = admin.linkDown(LinkHandle(2), reason: .lost, at: at(9))
+        #expect(admin.beginInvite(carol, room: lab, at: at(9)).0 == .dial)
+        #expect(admin.metaEntry("removed." + ids[2].rawValue, in: lab)?.deleted == true)
+    }
+
+    @Test func aRemovedAdministratorLosesItsRightsAndTheCreatorsRecordComesOnlyFromTheInviter() throws {
+        // Alice created lab and named bob; she removes bob: he no longer administers it.
+        var node = engine(metadata: [stored(entry("admin.creator", ids[0].rawValue, by: 0)), stored(entry("admin." + ids[1].rawValue, "admin", by: 0))])
+        #expect(node.administrators(of: lab) == [me.id, bob.id])
+        _ = try node.remove(bob.id, from: lab, reason: "", at: at(10))
+        #expect(node.administrators(of: lab) == [me.id])
+        #expect(node.metaEntry("admin." + ids[1].rawValue, in: lab)?.deleted == true)
+        // A room with no creator's record (an older lanchat made it): nobody can claim it later.
+        var old = engine()
+        _ = old.received([meta([entry("admin.creator", ids[2].rawValue, by: 2)])], on: LinkHandle(2), at: at(11))
+        #expect(old.creator(of: lab) == nil)
+    }
+
+    @Test func anAdministratorNamedInTheSameFramesCountsForTheEntriesBeforeIt() throws {
+        // Bob made lab; in one frame carol (not named yet) names alice, then bob names carol: both count.
+        var node = engine(metadata: [stored(entry("admin.creator", ids[1].rawValue, by: 1))])
+        let grantByCarol = entry("admin." + ids[0].rawValue, "admin", by: 2)
+        let grantByBob = entry("admin." + ids[2].rawValue, "admin", by: 1)
+        _ = node.received([meta([grantByCarol, grantByBob])], on: LinkHandle(1), at: at(5))
+        #expect(node.administrators(of: lab) == [bob.id, carol.id, me.id])
     }
 
     @Test func everyWayOfDroppingHasACode() {

@@ -174,7 +174,11 @@ public final class ControlServer: Service {
                             continue
                         }
                         idle.exempt()
-                        try await send(ControlResponse(id: request.id))
+                        do { try await send(ControlResponse(id: request.id)) } catch {
+                            // The client went away: end the subscription (iterating it in a cancelled task does).
+                            Task { for await _ in messages {} }.cancel()
+                            throw error
+                        }
                         try await streamEvents(messages, to: outbound, until: &iterator)
                         return
                     }
