@@ -20,10 +20,18 @@ struct Watch: ParsableCommand {
             guard let response = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)), let event = response.event else {
                 continue
             }
+            // As text, a departure is the room's notice (a message event) already, and the administration's
+            // entries are said by their effect (a removal, a closing): neither is printed twice.
+            if !json, event.type == "left" || (event.type == "meta" && event.meta.map { Self.isAdministration($0.key) } == true) { continue }
             // One write per event, unbuffered, so a pipe sees each event at once.
             let text = json ? String(decoding: ControlJSON.line(event), as: UTF8.self) : Self.describe(event) + "\n"
             FileHandle.standardOutput.write(Data(text.utf8))
         }
+    }
+
+    /// The keys of a room's metadata that hold its administration (removals, the closing, administrators).
+    static func isAdministration(_ key: String) -> Bool {
+        key == "closed" || key.hasPrefix("removed.") || (key.hasPrefix("admin.") && key != "admin.creator")
     }
 
     static func describe(_ event: ControlEvent) -> String {
