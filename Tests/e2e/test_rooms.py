@@ -130,11 +130,12 @@ def test_room_metadata_converges_is_bounded_and_reaches_a_newcomer_with_the_topi
 
 
 FLOOD = """
-import json, socket, sys
+import json, socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(30)
 s.connect(sys.argv[1])
 count = int(sys.argv[2])
+started = time.monotonic()
 s.sendall(b"".join(json.dumps({"id": i, "method": "topic-pub", "params": {"room": "lab", "topic": "flood", "text": str(i)}}).encode() + b"\\n"
                    for i in range(count)))
 data = b""
@@ -149,7 +150,7 @@ for a in answers:
     key = "ok" if a["ok"] else a["error"]["code"]
     codes[key] = codes.get(key, 0) + 1
 refusal = next((a["error"]["message"] for a in answers if not a["ok"]), "")
-print(json.dumps({"codes": codes, "refusal": refusal}))
+print(json.dumps({"codes": codes, "refusal": refusal, "seconds": time.monotonic() - started}))
 """
 
 
@@ -219,9 +220,14 @@ def test_topics_reach_subscribers_in_order_beside_a_1_gib_file_and_refuse_what_i
     assert os.path.getsize(os.path.join(downloads, "big.bin")) == 1 << 30
 
     # Faster than the limit (requests pipelined on one connection): refused with a clear error.
+    # What the rule allows in the time the requests took (a burst of 500, then 500 a second) was taken,
+    # and no more; a machine that answers 3,000 requests in under 4 s must have refused some.
     flood = json.loads(lan.run("h1", ["python3", "-c", FLOOD, "/run/lanchat/lanchatd.sock", "3000"]).stdout)
-    assert flood["codes"].get("rate_limited", 0) > 0 and flood["codes"].get("ok", 0) >= 500, flood
-    assert "more than 500 topic messages a second" in flood["refusal"], flood
+    ok, limited = flood["codes"].get("ok", 0), flood["codes"].get("rate_limited", 0)
+    print(f"3,000 requests in {flood['seconds']:.2f} s: {ok} published, {limited} refused")
+    assert ok + limited == 3000 and 500 <= ok <= 500 + 500 * flood["seconds"] + 50, flood
+    if flood["seconds"] < 4:
+        assert limited > 0 and "more than 500 topic messages a second" in flood["refusal"], flood
     # Too long a line, a bad topic name: refused, said which.
     long = publish("h1", "cursor", ["x" * 2000])
     assert long.returncode == 1 and "line 1 refused: a topic message is at most 1024 bytes" in long.stderr, long.stderr
