@@ -29,6 +29,7 @@ import Testing
         var forgeries = (injected: 0, refused: 0)
         var fakes = 0
         var metaWrites = 0
+        var topics = (published: 0, delivered: 0)
         var failed: [UInt64] = []
         for seed in first..<(first + UInt64(count)) {
             let simulator = Simulator(seed: seed)
@@ -54,6 +55,8 @@ import Testing
             forgeries.refused += simulator.forgeries.refused
             fakes += simulator.fakeMembers
             metaWrites += simulator.metaWrites
+            topics.published += simulator.topicPublished
+            topics.delivered += simulator.topicDeliveries
         }
         let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed))"
         print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(events) events, "
@@ -61,7 +64,8 @@ import Testing
             + "\(streams.bytes) bytes read and checked), \(files.sent) files sent (\(files.placed) placed and checked, \(files.bytes) bytes; "
             + "\(files.resent) bytes sent again after interruptions; \(files.corrupted) damaged on disk, none placed), \(forgeries.injected) history records changed by a relay (\(forgeries.refused) "
             + "refused as forged, the rest the newcomer's own; every stored message's signature checked), "
-            + "\(fakes) members of no node's making introduced (none added), \(metaWrites) metadata writes (converged), in \(ContinuousClock.now - started)")
+            + "\(fakes) members of no node's making introduced (none added), \(metaWrites) metadata writes (converged), "
+            + "\(topics.published) topic messages published (\(topics.delivered) deliveries checked), in \(ContinuousClock.now - started)")
     }
 
     /// Without faults, the same commands must also keep every invariant (a baseline for the faults).

@@ -120,6 +120,11 @@ final class Simulator {
     var fakeMembers = 0
     /// Metadata writes made.
     var metaWrites = 0
+    /// Topics (`+Topics`): messages published, delivered, what each node got, the first fault seen.
+    var topicPublished = 0
+    var topicDeliveries = 0
+    var topicSeen: Set<String> = []
+    var topicViolation: String?
     var trace: [String] = []
     var events = 0
     let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
@@ -178,6 +183,7 @@ final class Simulator {
         try checkRelay()
         try checkProvenance()
         try checkMetadata()
+        try checkTopics()
         try checkInvitations()
         try checkStreams()
         try checkTransfers()
@@ -379,6 +385,8 @@ final class Simulator {
             transmit([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))], from: node, on: handle)
         case .emit(.transfer(let info)):
             if info.state != "active" { log("n\(node): transfer \(info.id.prefix(6)) \(info.direction) \(info.state)\(info.error.map { ": \($0)" } ?? "")") }
+        case .emit(.topicMessage(let message)):
+            topicDelivered(message, at: node)
         case .emit(let event):
             if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
         case .inviteFinished(let id, let outcome):
@@ -531,7 +539,8 @@ final class Simulator {
         switch dice {
         case 0..<25: invite(from: node)
         case 25..<40: answer(node, accept: !chance(15))
-        case 40..<77: send(from: node)
+        case 40..<73: send(from: node)
+        case 73..<77: topicStep(node)
         case 77..<80: writeMeta(node)
         case 80..<83: leaveRandomRoom(node)
         case 83..<86: openStream(from: node)
