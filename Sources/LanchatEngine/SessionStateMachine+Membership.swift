@@ -76,18 +76,22 @@ extension SessionStateMachine {
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: links.isLinked(peer.id) ? .connected : .connecting)))
         // The new member learns everyone we know in the room; the others learn of it. What was kept
         // queued for it (it had answered "not a member") goes now.
-        if let entry = links.entry(peer.id) {
-            sendMembers(room, to: entry, at: now, &out)
-            out.append(.send(entry.handle, [presenceFrame(for: peer.id)]))
-            sendMeta(room, to: entry.handle, &out)
-            sendTopics(room, to: entry.handle, &out)
-            flushOutbox(to: peer.id, at: now, &out)
-        }
+        if let entry = links.entry(peer.id) { welcome(entry, to: room, at: now, &out) }
         introduce([peer.id], in: room, at: now, &out)
         // What it claimed before it was a member here now counts.
         if let claim = claims[room]?.removeValue(forKey: peer.id), let entry = links.entry(peer.id) {
             merge(claim.members, into: room, from: entry, at: now, &out)
         }
+    }
+
+    /// What a connected peer that just became a member of `room` is sent: the members we know, our
+    /// presence, the room's metadata, our subscriptions, and what was kept queued for it.
+    mutating func welcome(_ entry: LinkTable.Entry, to room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) {
+        sendMembers(room, to: entry, at: now, &out)
+        out.append(.send(entry.handle, [presenceFrame(for: entry.peer.id)]))
+        sendMeta(room, to: entry.handle, &out)
+        sendTopics(room, to: entry.handle, &out)
+        flushOutbox(to: entry.peer.id, at: now, &out)
     }
 
     /// Tells the connected members of `room` (but the new ones) about new members; they connect to
@@ -227,13 +231,7 @@ extension SessionStateMachine {
         saveRoom(room, &out)
         introduce(introduced + proven, in: room, at: now, &out)
         for id in introduced {
-            if let entry = links.entry(id) {
-                sendMembers(room, to: entry, at: now, &out)
-                out.append(.send(entry.handle, [presenceFrame(for: id)]))
-                sendMeta(room, to: entry.handle, &out)
-                sendTopics(room, to: entry.handle, &out)
-                flushOutbox(to: id, at: now, &out)
-            }
+            if let entry = links.entry(id) { welcome(entry, to: room, at: now, &out) }
             if let claim = claims[room]?.removeValue(forKey: id), let entry = links.entry(id) {
                 merge(claim.members, into: room, from: entry, at: now, &out)
             }
