@@ -47,6 +47,11 @@ public enum ControlCall: Equatable, Sendable {
     case remove(peer: String, room: String?, reason: String?)
     case close(room: String, reason: String?)
     case admin(peer: String, room: String?, on: Bool)
+    /// Files shared in rooms: share one (the daemon keeps a copy and announces it), list them, fetch a
+    /// copy (into `to`, a directory; nil: the download directory).
+    case share(room: String, path: String, fileToken: String?)
+    case files(room: String?, limit: Int)
+    case fetch(id: String, to: String?)
 
     public struct TopicPublish: Equatable, Sendable {
         public var room: String?
@@ -211,6 +216,9 @@ public enum ControlCall: Equatable, Sendable {
         case .remove: .remove
         case .close: .close
         case .admin: .admin
+        case .share: .share
+        case .files: .files
+        case .fetch: .fetch
         }
     }
 
@@ -291,6 +299,15 @@ public enum ControlCall: Equatable, Sendable {
         case .admin(let peer, let room, let on):
             p = ["peer": peer, "on": on ? "true" : "false"]
             p["room"] = room
+        case .share(let room, let path, let token):
+            p = ["room": room, "path": path]
+            p["file_token"] = token
+        case .files(let room, let limit):
+            p = ["limit": String(limit)]
+            p["room"] = room
+        case .fetch(let id, let to):
+            p = ["id": id]
+            p["to"] = to
         case .meta(let meta):
             p = ["action": meta.action.rawValue]
             p["room"] = meta.room
@@ -404,6 +421,14 @@ public enum ControlCall: Equatable, Sendable {
             self = method == .remove ? .remove(peer: try p.required("peer"), room: p.optional("room"), reason: reason)
                 : .close(room: try p.required("room"), reason: reason)
         case .admin: self = .admin(peer: try p.required("peer"), room: p.optional("room"), on: try p.flag("on", default: true))
+        case .share:
+            guard let path = p.optional("path"), path.hasPrefix("/") else { throw .badRequest("share needs params.path, an absolute path") }
+            self = .share(room: try p.required("room"), path: path, fileToken: p.optional("file_token"))
+        case .files: self = .files(room: p.optional("room"), limit: try p.integer("limit", in: Self.historyLimitRange) ?? 100)
+        case .fetch:
+            let to = p.optional("to")
+            if let to, !to.hasPrefix("/") { throw .badRequest("params.to must be an absolute path (a directory)") }
+            self = .fetch(id: try p.required("id"), to: to)
         case .meta:
             let text = try p.required("action")
             guard let action = Meta.Action(rawValue: text) else {

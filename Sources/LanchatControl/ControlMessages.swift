@@ -90,6 +90,15 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     /// Makes `params.peer` an administrator of `params.room` (or the only room) too; `params.on` =
     /// "false": no longer. This daemon must administer the room. Answers `room`.
     case admin
+    /// Shares the file at `params.path` (or handed over under `params.file_token`) in `params.room`: the
+    /// daemon keeps a copy and announces it (name, size, SHA-256, type). Answers `files` (the one).
+    case share
+    /// The files shared in `params.room` (or every room), the last `params.limit` (default 100). Answers `files`.
+    case files
+    /// A copy of the shared file `params.id` (or a unique prefix) into `params.to` (a directory; default:
+    /// the download directory): at once if kept here, else fetched from the room's members and checked
+    /// against its SHA-256. Answers `transfer` (`complete` with its path, or `offered`: follow its events).
+    case fetch
 }
 
 /// An error with a stable code (compared by scripts and tests) and a message a person can act on.
@@ -139,6 +148,8 @@ public struct ControlResponse: Codable, Equatable, Sendable {
     public var meta: [MetaInfo]?
     /// `topic-pub`: the message's sequence, and whom it went to.
     public var topic: TopicInfo?
+    /// `files`, `share`: files shared in rooms.
+    public var files: [SharedFileInfo]?
 
     public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
         self.id = id

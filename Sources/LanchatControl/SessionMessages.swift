@@ -108,6 +108,8 @@ public struct MessageInfo: Codable, Equatable, Sendable {
     /// Text and file messages: signed by its author, and the signature verified (wire version 2).
     /// Absent for system notices.
     public var signed: Bool?
+    /// A file message: the file shared in the room, as announced (its `text` is the announcement).
+    public var file: SharedFileInfo?
 
     public init(id: String, room: String, sender: String, senderId: String, sequence: Int, timestampMs: Int, time: String, kind: String, text: String,
                 outgoing: Bool? = nil, reliable: Bool? = nil, signed: Bool? = nil) {
@@ -169,6 +171,44 @@ public struct MemberEvent: Codable, Equatable, Sendable {
 }
 
 /// A file transfer, in `transfers` and in `transfer` events.
+/// A file shared in a room (`lanchat files`).
+public struct SharedFileInfo: Codable, Equatable, Sendable {
+    /// The announcement's message id (`lanchat fetch` takes it, or a unique prefix of 4 or more).
+    public var id: String
+    public var room: String
+    public var name: String
+    public var size: Int
+    public var sha256: String
+    /// The media type its first bytes tell (`image/png`, `application/octet-stream`...).
+    public var type: String
+    /// An image: announced as one, and, when kept here, its content is one.
+    public var image: Bool
+    /// Its content is kept here (and served to members who ask). Only in `files` and `share` answers (not
+    /// in messages, whose `file` says what was announced).
+    public var held: Bool?
+    /// Who shared it.
+    public var from: String
+    public var fromId: String
+    public var timestampMs: Int
+    public var time: String
+
+    public init(id: String, room: String, name: String, size: Int, sha256: String, type: String, image: Bool, held: Bool?,
+                from: String, fromId: String, timestampMs: Int, time: String) {
+        self.id = id
+        self.room = room
+        self.name = name
+        self.size = size
+        self.sha256 = sha256
+        self.type = type
+        self.image = image
+        self.held = held
+        self.from = from
+        self.fromId = fromId
+        self.timestampMs = timestampMs
+        self.time = time
+    }
+}
+
 public struct TransferEntry: Codable, Equatable, Sendable {
     public var id: String
     /// `outgoing` or `incoming`.

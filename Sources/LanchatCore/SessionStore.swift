@@ -101,11 +101,14 @@ public struct HistoryFilter: Equatable, Sendable {
     public var sender: String?
     /// Sent at or after this time (milliseconds since the epoch).
     public var since: Int64?
+    /// Only messages of this kind (files: the room's shared files).
+    public var kind: StoredMessage.Kind?
 
-    public init(words: String? = nil, sender: String? = nil, since: Int64? = nil) {
+    public init(words: String? = nil, sender: String? = nil, since: Int64? = nil, kind: StoredMessage.Kind? = nil) {
         self.words = words
         self.sender = sender
         self.since = since
+        self.kind = kind
     }
 
     /// The words, as a search would split them: letters and digits, lowercased, accents kept (the
@@ -117,6 +120,7 @@ public struct HistoryFilter: Equatable, Sendable {
     /// Whether `message` passes (the memory store's rule, the same as the index's for ASCII text).
     public func keeps(_ message: StoredMessage) -> Bool {
         if let since, message.timestamp < since { return false }
+        if let kind, message.kind != kind { return false }
         if let sender, message.senderName != sender, !(sender.count >= 4 && message.senderID.hasPrefix(sender)) { return false }
         if let words {
             let wanted = Self.tokens(words)

@@ -110,6 +110,10 @@ public enum Daemon {
             sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
             sessionConfiguration.maximumFileSize = configuration.maximumFileSize
             if configuration.maximumWireVersion >= 2 { sessionConfiguration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity)) }
+            sessionConfiguration.sharedDirectory = joinPath(configuration.stateDirectory, "shared")
+            sessionConfiguration.keepSharedFiles = configuration.keepSharedFiles
+            sessionConfiguration.sharedFilesDays = configuration.sharedFilesDays
+            sessionConfiguration.sharedAutoFetchLimit = configuration.keepSharedFiles ? configuration.sharedAutoFetchLimit : 0
             if configuration.autoAwaySeconds > 0 { sessionConfiguration.autoAway = .seconds(configuration.autoAwaySeconds) }
             node = try SessionNode(
                 configuration: sessionConfiguration,
@@ -206,6 +210,9 @@ struct DaemonControlHandler: ControlHandler {
             case .remove(let peer, let room, let reason): response.room = try await sessions.remove(peer, from: room, reason: reason ?? "")
             case .close(let room, let reason): try await sessions.closeRoom(room, reason: reason ?? "")
             case .admin(let peer, let room, let on): response.room = try await sessions.admin(peer, of: room, on)
+            case .share(let room, let path, let token): response.files = [try await sessions.share(room: room, path: path, fileToken: token)]
+            case .files(let room, let limit): response.files = try await sessions.files(room: room, limit: limit)
+            case .fetch(let id, let to): response.transfer = try await sessions.fetch(id, to: to)
             case .watch, .stream, .streamAccept, .topicSubscribe: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
             }
         } catch {

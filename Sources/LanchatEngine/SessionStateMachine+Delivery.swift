@@ -21,7 +21,7 @@ extension SessionStateMachine {
 
     /// Validates and sends messages to the room's members (or `to`, a subset of them).
     public mutating func send(
-        _ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true, at now: EngineTime
+        _ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true, kind: StoredMessage.Kind = .text, at now: EngineTime
     ) throws(SessionError) -> (SendPlan, [SessionAction]) {
         for text in texts {
             guard text.utf8.count <= WireFrame.Message.maximumBody else {
@@ -56,7 +56,7 @@ extension SessionStateMachine {
             wireIDs.append(id)
             let stored = signed(StoredMessage(
                 id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
-                sequence: Int64(sequence), timestamp: now.wall, kind: .text, body: text, direct: direct), room: room, id: id)
+                sequence: Int64(sequence), timestamp: now.wall, kind: kind, body: text, direct: direct), room: room, id: id)
             messages.append(stored)
             out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true))))
         }

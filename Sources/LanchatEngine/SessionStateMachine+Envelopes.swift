@@ -86,7 +86,7 @@ extension SessionStateMachine {
         guard let keys else { return message }
         let bytes = Envelope.signingBytes(
             author: message.senderID, room: room, id: id, sequence: UInt64(max(0, message.sequence)),
-            timestamp: UInt64(max(0, message.timestamp)), kind: .text, direct: message.direct, body: message.body)
+            timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, direct: message.direct, body: message.body)
         let signature = keys.signature(over: bytes)
         var message = message
         message.authorKey = signature.key

@@ -49,6 +49,12 @@ extension SessionStateMachine {
                 relayTransfers.insert(offer.id)
             }
         }
+        // A shared file only as the answer to our request, for what we asked.
+        if offer.kind == .shared, let problem = sharedOfferProblem(offer, from: peer.id) {
+            out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: problem))]))
+            if sharedFetches[offer.id]?.asked == peer.id { passOver(offer.id, problem, at: now, &out) }
+            return
+        }
         // Files come only from people we share a room with (they were invited, or invited us).
         guard offer.kind.isHistory || sharesRoom(with: peer.id) else {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "you share no room with \(configuration.ownName)"))]))
@@ -204,7 +210,8 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard let transfer = transfers.incoming[id], transfer.stage == .placing else { return out }
         transfers.incoming[id] = nil
-        out.append(.persist(.updateTransfer(id, state: .complete, sentMark: nil, resent: nil)))
+        if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: .complete, sentMark: nil, resent: nil))) }
+        sharedPlaced(id)
         if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
         let info = info(transfer, id: id, state: .complete, path: path, at: now)
         transfers.keep(info)
@@ -294,6 +301,8 @@ extension SessionStateMachine {
                 transfers.incoming[id]?.stage = .placing
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room {
                     out.append(.file(.importHistory(id, room, from: transfer.peer, signed: transfer.offer.kind == .signedHistory)))
+                } else if transfer.offer.kind == .shared, let fetch = sharedFetches[id] {
+                    out.append(.file(.placeShared(id, fetch.file, destination: fetch.destination)))
                 } else {
                     out.append(.file(.place(id, name: name, modifiedMilliseconds: transfer.offer.modifiedMilliseconds)))
                 }
@@ -333,6 +342,8 @@ extension SessionStateMachine {
         out.append(.file(.close(id, removePart: true)))
         if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: state, sentMark: nil, resent: nil))) }
         if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
+        // A shared file goes on with the next member that may hold it, under the same id.
+        if transfer.offer.kind == .shared, sharedTransferEnded(id, state, text: text, at: now, &out) { return }
         let info = info(transfer, id: id, state: state, error: text, at: now)
         transfers.keep(info)
         out.append(.emit(.transfer(info)))

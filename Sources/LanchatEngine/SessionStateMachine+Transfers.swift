@@ -13,12 +13,12 @@ extension SessionStateMachine {
     /// Offers an open file (or a history export, `ephemeral`) to a connected peer. Returns its id.
     public mutating func offerResource(
         _ file: OfferedFile, to peer: PeerID, kind: WireFrame.ResourceOffer.Kind = .file, room: RoomID? = nil, ephemeral: Bool = false,
-        at now: EngineTime
+        id chosen: WireID? = nil, digest: [UInt8]? = nil, at now: EngineTime
     ) throws(SessionError) -> (WireID, [SessionAction]) {
         guard let entry = links.entry(peer) else { throw SessionError("unreachable", "not connected to \(peer.short)") }
         var out: [SessionAction] = []
-        let id = ids.wireID()
-        let offer = Self.offer(id, file, kind: kind, room: room, digest: nil)
+        let id = chosen ?? ids.wireID()
+        let offer = Self.offer(id, file, kind: kind, room: room, digest: digest)
         if !ephemeral {
             // Kept until it ends, so that a restarted daemon resumes it.
             out.append(.persist(.saveTransfer(StoredTransfer(
@@ -30,6 +30,8 @@ extension SessionStateMachine {
                 size: file.size, chunkSize: transfers.limits.chunkSize, window: transfers.limits.window),
             ephemeral: ephemeral, started: now.monotonic)
         transfers.outgoing[id] = transfer
+        // A digest known beforehand (a shared file is kept under it) is what the offer says; none follows.
+        transfers.outgoing[id]?.digest = digest
         out.append(.send(entry.handle, [.resourceOffer(offer)]))
         out.append(.emit(.transfer(info(transfer, id: id, at: now))))
         return (id, out)
@@ -207,6 +209,9 @@ extension SessionStateMachine {
                 } else {
                     endIncoming(end.id, .cancelled, text: "cancelled by the sender", tell: true, at: now, &out)
                 }
+            } else if sharedFetches[end.id]?.asked == peer.id {
+                // The member asked for a shared file does not serve it: the next is asked.
+                passOver(end.id, end.text.isEmpty ? "refused" : end.text, at: now, &out)
             } else if end.status == .cancelled {
                 // Cancelled by the sender while we were apart (this node restarted meanwhile).
                 out.append(.file(.cancelledWhileApart(end.id, peer)))
@@ -263,10 +268,11 @@ extension SessionStateMachine {
             case .lookingUp, .opening:
                 // Not started: the next offer starts over (its part file, if any, is kept).
                 transfers.incoming[id] = nil
-                if transfer.stage == .opening { out.append(.file(.close(id, removePart: false))) }
+                if transfer.stage == .opening { out.append(.file(.close(id, removePart: transfer.offer.kind == .shared))) }
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
+                if transfer.offer.kind == .shared { passOver(id, reason, at: now, &out) }
             case .receiving, .verifying, .placing:
-                if transfer.offer.kind.isHistory, transfer.stage == .receiving, var machine = transfer.machine {
+                if transfer.offer.kind.endsWithConnection, transfer.stage == .receiving, var machine = transfer.machine {
                     let actions = machine.writeFailed(reason)
                     transfers.incoming[id]?.machine = machine
                     performIncoming(actions, id, at: now, &out)
@@ -279,6 +285,7 @@ extension SessionStateMachine {
             }
         }
         if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
+        sharedFetchesLost(peer, reason: reason, at: now, &out)
     }
 
     /// Peers that outgoing transfers wait for (redialed like room members).
@@ -294,6 +301,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         let lower = prefix.lowercased()
         guard !lower.isEmpty else { return nil }
+        if let cancelled = cancelFetch(lower, at: now) { return cancelled }
         if let id = transfers.outgoing.orderedKeys.first(where: { $0.description.hasPrefix(lower) }), let transfer = transfers.outgoing[id] {
             if let handle = links.handle(transfer.peer.id) {
                 out.append(.send(handle, [.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))]))
@@ -324,6 +332,10 @@ extension SessionStateMachine {
         for id in transfers.incoming.orderedKeys {
             guard let transfer = transfers.incoming[id], transfer.machine != nil else { continue }
             list.append(info(transfer, id: id, state: transfer.interrupted ? .interrupted : .active, at: now))
+        }
+        // Shared files being asked for (one that is coming is listed above, under the same id).
+        for (id, fetch) in sharedFetchList where transfers.incoming[id]?.machine == nil {
+            list.append(fetchInfo(id, fetch, peer: fetch.asked.flatMap { links.entry($0)?.peer }, state: .offered, error: nil))
         }
         return list
     }

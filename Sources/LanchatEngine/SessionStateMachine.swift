@@ -175,6 +175,8 @@ public struct SessionStateMachine: Sendable {
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
     var transfers = TransferTable()
+    /// Shared files being fetched (`+SharedFiles`), by request id.
+    var sharedFetches: [WireID: SharedFetch] = [:]
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
@@ -242,6 +244,7 @@ public struct SessionStateMachine: Sendable {
             case .pendingStreamOpen(let id): pendingStreamOpenExpired(id, &out)
             case .transferStalls: failStalledTransfers(at: now, &out)
             case .autoAway: idleTimerFired(at: now, &out)
+            case .sharedFetches: sharedFetchesDue(at: now, &out)
             }
         }
         return out
@@ -276,6 +279,7 @@ public struct SessionStateMachine: Sendable {
             case .typing(let room): heardTyping(in: room, from: entry, at: now, &out)
             case .topicSubscriptions(let subscriptions): received(subscriptions, from: entry)
             case .topicMessage(let message): received(message, from: entry, at: now, &out)
+            case .fileRequest(let request): received(request, from: entry, &out)
             case .historyRequest(let room, let since, let limit):
                 guard rooms[room]?.members[entry.peer.id] != nil,
                       let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }

@@ -24,6 +24,8 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
     case transferStalls
     /// No command from a person for the auto-away time: we turn away.
     case autoAway
+    /// Members asked for a shared file that did not answer in time are passed over.
+    case sharedFetches
 
     public var description: String {
         switch self {
@@ -37,6 +39,7 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
         case .pendingStreamOpen(let id): "open \(id.description.prefix(8)) refused"
         case .transferStalls: "stalled transfers fail"
         case .autoAway: "auto-away"
+        case .sharedFetches: "shared-file requests time out"
         }
     }
 }

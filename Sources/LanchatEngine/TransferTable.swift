@@ -54,6 +54,13 @@ public enum FileAction: Equatable, Sendable {
     /// `historyImported`.
     /// `signed`: a signed history (RESOURCE_OFFER kind 2), whose records carry their authors' signatures.
     case importHistory(WireID, RoomID, from: SessionPeer, signed: Bool)
+    /// Sender of a shared file: open the file kept under the request's digest, if it is kept here. Answer
+    /// `serveShared` (having registered the open file under the request's id), or `notServed`.
+    case serveShared(WireFrame.FileRequest, to: SessionPeer)
+    /// Receiver of a shared file: make the part file durable, keep it under its digest (unless the person
+    /// declined to keep shared files) and put a copy in `destination` under a free name. Answer `placed`
+    /// (with the copy's path, or the kept file's), or `fileFailed`.
+    case placeShared(WireID, SharedFile, destination: String?)
     /// The transfer ended: close its file (and remove the part file).
     case close(WireID, removePart: Bool)
     /// The sender says it cancelled a transfer this engine does not hold (it restarted meanwhile): if the

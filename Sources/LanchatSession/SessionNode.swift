@@ -53,6 +53,14 @@ public actor SessionNode {
         public var envelopes: EnvelopeKeys?
         /// Turn away after this long without a person's command (nil: never).
         public var autoAway: Duration?
+        /// Files shared in rooms (`SharedFiles.swift`): where their content is kept, by digest (nil: a
+        /// hidden `.lanchat-shared` in the download directory; lanchatd uses `shared` in its state
+        /// directory); whether others' files are kept (and fetched when announced, up to
+        /// `sharedAutoFetchLimit` bytes) or only fetched when asked; how long a kept file stays (days).
+        public var sharedDirectory: String?
+        public var keepSharedFiles = true
+        public var sharedAutoFetchLimit: UInt64 = 256 << 20
+        public var sharedFilesDays = 30
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy, encryption: EncryptionPreference) {
             self.ownID = ownID
@@ -172,6 +180,11 @@ public actor SessionNode {
     /// GOODBYE to every peer.
     public func run() async {
         restoreTransfers()
+        sweepSharedFiles()
+        let sweeping = eventLoop.scheduleRepeatedTask(initialDelay: .hours(6), delay: .hours(6)) { [weak self] _ in
+            self?.assumeIsolated { $0.sweepSharedFiles() }
+        }
+        defer { sweeping.cancel() }
         perform(engine.start(at: time()))
         // Redials run here, as children of this task, so none outlives the node.
         await withDiscardingTaskGroup { group in
@@ -265,7 +278,9 @@ public actor SessionNode {
             if !committed, case .send(_, let frames) = action, frames.allSatisfy({ if case .ack = $0 { true } else { false } }) { continue }
             switch action {
             case .persist(.insertMessage(let message, let report?)):
-                if inserted.contains(message.id) { eventSink.yield(.message(report)) }
+                guard inserted.contains(message.id) else { break }
+                eventSink.yield(.message(report))
+                if report.stored.kind == .file { announced(report) }
             case .persist:
                 break
             case .send(let handle, let frames):

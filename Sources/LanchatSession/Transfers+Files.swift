@@ -29,12 +29,14 @@ extension SessionNode {
             files[id] = file
             perform(engine.hashed(id, digest: digest, at: time()))
         case .place(let id, let name, let modified): place(id, as: name, modified: modified)
+        case .serveShared(let request, let peer): serveShared(request, to: peer)
+        case .placeShared(let id, let file, let destination): placeShared(id, file, destination: destination)
         case .importHistory(let id, let room, let peer, let signed): importHistory(id, room: room, from: peer, signed: signed)
         case .close(let id, let removePart):
             guard var file = files[id] else {
                 // Ended before its part file was handed over (being hashed, or never opened): a part file an
                 // earlier attempt left under this id goes (only ever one named after our own transfer id).
-                if removePart { for kind in [WireFrame.ResourceOffer.Kind.file, .history] { unlink(partPath(id, kind)) } }
+                if removePart { for kind in [WireFrame.ResourceOffer.Kind.file, .history, .shared] { unlink(partPath(id, kind)) } }
                 return
             }
             guard !file.busy else {
@@ -112,6 +114,8 @@ extension SessionNode {
         case .file:
             StorageDirectory(role: "the download directory", path: configuration.downloadDirectory,
                              mode: configuration.downloadsForGroup ? 0o750 : 0o700)  // (lanchatd's umask is 077)
+        case .shared:
+            sharedStorage
         }
     }
 

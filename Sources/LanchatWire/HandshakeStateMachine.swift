@@ -158,6 +158,7 @@ public struct HandshakeStateMachine: Sendable {
         case .streamCredit: return "STREAM_CREDIT"
         case .streamEnd: return "STREAM_END"
         case .resourceOffer: return "RESOURCE_OFFER"
+        case .fileRequest: return "FILE_REQUEST"
         case .resourceAccept: return "RESOURCE_ACCEPT"
         case .resourceChunk: return "RESOURCE_CHUNK"
         case .resourceEnd: return "RESOURCE_END"

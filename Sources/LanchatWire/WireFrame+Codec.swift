@@ -146,6 +146,10 @@ extension WireFrame {
         case .resourceDigest:
             let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
             result = .resourceDigest(id: id, sha256: try reader.bytes("sha256", count: 32))
+        case .fileRequest:
+            let id = WireID(bytes: try reader.bytes("request_id", count: 16))!
+            let room = try readRoom(&reader)
+            result = .fileRequest(FileRequest(id: id, room: room, sha256: try reader.bytes("sha256", count: 32)))
         case .streamOpen:
             let id = WireID(bytes: try reader.bytes("stream_id", count: 16))!
             let raw = try reader.lengthPrefixed("name", lengthType: UInt8.self, limit: 64)
@@ -356,6 +360,12 @@ extension WireFrame {
             payload.writeBytes(id.bytes)
             payload.writeBytes(digest)
             return RawFrame(type: FrameType.resourceDigest.rawValue, payload: payload)
+        case .fileRequest(let request):
+            guard request.sha256.count == 32 else { throw .invalidValue(field: "sha256") }
+            payload.writeBytes(request.id.bytes)
+            payload.writeLengthPrefixed(Array(request.room.rawValue.utf8), as: UInt8.self)
+            payload.writeBytes(request.sha256)
+            return RawFrame(type: FrameType.fileRequest.rawValue, flags: Self.ignorableFlag, payload: payload)
         case .streamOpen(let open):
             payload.writeBytes(open.id.bytes)
             payload.writeLengthPrefixed(Array(open.name.rawValue.utf8), as: UInt8.self)

@@ -83,6 +83,10 @@ public enum WireFrame: Equatable, Sendable {
     /// 0x43. The end of a resource, from either side: `resource_id [16] | status u8 (0 complete and
     /// verified, 1 refused, 2 cancelled, 3 failed) | text (u16 len, UTF-8, at most 1 KiB)`.
     case resourceEnd(ResourceEnd)
+    /// 0x45 (sent with the ignorable flag 0x80). "Send me the file of `room` whose SHA-256 is this, if you
+    /// hold it" (a file shared in the room, `SharedFile`): answered with a RESOURCE_OFFER of kind 3 under
+    /// `request_id`, or a RESOURCE_END refused. `request_id [16] | room (u8 len) | sha256 [32]`.
+    case fileRequest(FileRequest)
     /// 0x20 (ping) and 0x21 (pong). `nonce u64`.
     case ping(UInt64)
     case pong(UInt64)
@@ -97,7 +101,7 @@ public enum WireFrame: Equatable, Sendable {
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
-        case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43, resourceDigest = 0x44
+        case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43, resourceDigest = 0x44, fileRequest = 0x45
     }
 
     public static let ignorableFlag: UInt8 = 0x80
@@ -327,6 +331,18 @@ public enum WireFrame: Equatable, Sendable {
         }
     }
 
+    public struct FileRequest: Equatable, Sendable {
+        public var id: WireID
+        public var room: RoomID
+        public var sha256: [UInt8]
+
+        public init(id: WireID, room: RoomID, sha256: [UInt8]) {
+            self.id = id
+            self.room = room
+            self.sha256 = sha256
+        }
+    }
+
     public struct TopicMessage: Equatable, Sendable {
         public static let maximumText = 1024
         public var room: RoomID
@@ -421,8 +437,12 @@ public enum WireFrame: Equatable, Sendable {
         /// `history`: records in the version 1 layout (unsigned); `signedHistory` (version 2): each record
         /// also carries its author's key and signature (`HistoryRecord`).
         public enum Kind: UInt8, Sendable {
-            case file = 0, history = 1, signedHistory = 2
-            public var isHistory: Bool { self != .file }
+            /// `shared`: a file shared in a room (`SharedFile`), sent only to answer a FILE_REQUEST, under its id.
+            case file = 0, history = 1, signedHistory = 2, shared = 3
+            public var isHistory: Bool { self == .history || self == .signedHistory }
+            /// Lost with its connection (not resumed, not kept in the store): histories and shared files,
+            /// which the receiver asks for again.
+            public var endsWithConnection: Bool { self != .file }
         }
         public static let maximumName = 16 * 1024
         public var id: WireID

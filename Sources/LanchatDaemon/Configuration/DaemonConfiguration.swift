@@ -60,6 +60,12 @@ public struct DaemonConfiguration: Equatable, Sendable {
     /// Seconds without a command from a person (send, invite, status...) after which this host turns away
     /// (`auto-away`: minutes, or seconds with an `s`, like `90s`; 0: never).
     public var autoAwaySeconds: Int = 0
+    /// Files shared in rooms by others (`shared-files`): `keep` (fetched when announced, up to
+    /// `shared-auto-fetch` bytes, kept `shared-files-days` and served to members who ask) or `on-demand`
+    /// (fetched only with `lanchat fetch`, and not kept). A host keeps what it shares itself either way.
+    public var keepSharedFiles = true
+    public var sharedFilesDays = 30
+    public var sharedAutoFetchLimit: UInt64 = 256 << 20
 
     public struct Error: Swift.Error, Equatable, CustomStringConvertible {
         public let message: String
@@ -72,7 +78,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
         "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
-        "max-wire-version", "auto-away",
+        "max-wire-version", "auto-away", "shared-files", "shared-files-days", "shared-auto-fetch",
     ]
 
     /// Defaults for the current user and environment.
@@ -165,6 +171,15 @@ public struct DaemonConfiguration: Equatable, Sendable {
             } else {
                 throw Error("auto-away: expected minutes (0-1440; 0 = never) or seconds like 90s, not '\(value.prefix(32))'")
             }
+        case "shared-files":
+            guard value == "keep" || value == "on-demand" else { throw Error("shared-files: expected keep or on-demand, not '\(value.prefix(32))'") }
+            keepSharedFiles = value == "keep"
+        case "shared-files-days": sharedFilesDays = try integer(1...3650)
+        case "shared-auto-fetch":
+            guard let bytes = Self.size(value) else {
+                throw Error("shared-auto-fetch: expected a size like 100M or 1G (0: fetch nothing when announced)")
+            }
+            sharedAutoFetchLimit = bytes
         case "max-file-size":
             guard let bytes = Self.size(value) else {
                 throw Error("max-file-size: expected a size like 500M, 4G or 1073741824 (0 refuses every file)")

@@ -350,6 +350,65 @@ struct SessionControl: Sendable {
         }
     }
 
+    /// Shares a file in a room (handed over under `fileToken`, or opened by the daemon, as `sendFile`).
+    func share(room text: String, path: String, fileToken: String?) async throws(ControlError) -> SharedFileInfo {
+        await node.personActive()
+        guard let room = RoomID(text) else { throw ControlError(code: "bad_request", message: "'\(text.prefix(64))' is not a room name") }
+        var descriptor: Int32?
+        if fileToken == nil, sendsOnlyHandedOverFiles {
+            throw ControlError(
+                code: "bad_file",
+                message: "this daemon serves a group: it shares only files the client opens and hands over (lanchat share does), not paths it would open itself")
+        }
+        if let fileToken {
+            guard let fd = passedFiles.take(fileToken) else {
+                throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
+            }
+            descriptor = fd
+        }
+        do throws(SessionError) {
+            return SessionService.info(try await node.share(path, descriptor: descriptor, in: room))
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    func files(room text: String?, limit: Int) async throws(ControlError) -> [SharedFileInfo] {
+        if let text, RoomID(text) == nil { throw ControlError(code: "bad_request", message: "'\(text.prefix(64))' is not a room name") }
+        do throws(SessionError) {
+            return try await node.sharedFiles(room: text, limit: limit).map(SessionService.info)
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
+    /// A copy of a shared file: placed at once when kept here (`complete`), else fetched (`offered`:
+    /// its `transfer` events follow under the same id).
+    func fetch(_ id: String, to directory: String?) async throws(ControlError) -> TransferEntry {
+        await node.personActive()
+        if directory != nil, sendsOnlyHandedOverFiles {
+            throw ControlError(code: "bad_request", message: "this daemon serves a group: fetched files go to its download directory (no --to)")
+        }
+        do throws(SessionError) {
+            switch try await node.fetchShared(id, to: directory) {
+            case .placed(let whole, let path):
+                // Kept here: copied from this host's own copy.
+                let name = path.split(separator: "/").last.map(String.init) ?? path
+                var size = stat()
+                _ = stat(path, &size)
+                let own = await node.configuration
+                return TransferEntry(id: whole, direction: "incoming", peer: own.ownName, peerId: own.ownID.rawValue, name: name, size: Int(size.st_size),
+                                     done: Int(size.st_size), rate: 0, state: "complete", path: path, error: nil)
+            case .started(let transfer):
+                let entry = await node.transfers.first { $0.id == transfer }.map(SessionService.entry)
+                return entry ?? TransferEntry(id: transfer, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,
+                                              state: "offered", path: nil, error: nil)
+            }
+        } catch {
+            throw ControlError(code: error.code, message: error.message)
+        }
+    }
+
     func transfers() async -> [TransferEntry] {
         await node.transfers.map(SessionService.entry)
     }

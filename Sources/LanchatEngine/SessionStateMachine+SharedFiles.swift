@@ -1,0 +1,203 @@
+import LanchatCore
+import LanchatWire
+
+/// Files shared in a room (issue 13, item 4). A share is a signed MESSAGE of kind 1 whose body is a
+/// `SharedFile` announcement (name, size, SHA-256, media type); the content stays with the members
+/// that hold it. A member fetches it by asking connected members of the room one at a time
+/// (FILE_REQUEST), the announcement's author first: the first that holds it answers with a RESOURCE_OFFER
+/// of kind 3 under the request's id, which runs as any incoming file (window, progress, SHA-256
+/// checked against the announcement's); one that does not answers RESOURCE_END refused, and one that
+/// says nothing for `sharedFetchAnswerTimeout` is passed over. A transfer that fails (a wrong hash, a
+/// dropped connection) goes on with the next member; none left: the fetch fails, saying whom it asked.
+/// The shell keeps the content (its shared-files directory, by digest) and places copies.
+extension SessionStateMachine {
+    /// A fetch under way, by its request id (also the id of the transfer that answers it).
+    public struct SharedFetch: Equatable, Sendable {
+        public var room: RoomID
+        public var file: SharedFile
+        /// Where a copy goes once it is here (a directory); nil: only kept (fetched on its own).
+        public var destination: String?
+        /// Members still to ask, in order; the one asked now, and since when (monotonic milliseconds).
+        var candidates: [PeerID]
+        var asked: PeerID?
+        var askedAt: Int64 = 0
+        /// Who was asked and why it did not serve ("bob: not held here").
+        var outcomes: [String] = []
+    }
+
+    /// Fetches at once (each may hold an incoming transfer), and files served at once to one member and in all.
+    public static let maximumSharedFetches = 16
+    public static let maximumSharedServedPerPeer = 4
+    public static let maximumSharedServed = 16
+    /// How long a member asked may take to answer (it looks the file up and opens it) before the next is asked.
+    public static let sharedFetchAnswerTimeout: Int64 = 10_000
+
+    // MARK: Sharing
+
+    /// Announces a file in a room (the shell has put its content in its shared-files directory).
+    public mutating func share(_ file: SharedFile, in room: RoomID, at now: EngineTime) throws(SessionError) -> (SendPlan, [SessionAction]) {
+        guard file.isValid else { throw SessionError("bad_request", "not a file that can be shared (its name or type)") }
+        return try send([file.body], room: room, kind: .file, at: now)
+    }
+
+    // MARK: Fetching
+
+    /// Starts fetching a shared file from the connected members of `room` (`author` first, if connected).
+    /// Returns the fetch's id, which its transfer events carry. A fetch of the same content in the same
+    /// room already under way is joined (it gets `destination` if it had none).
+    public mutating func fetchShared(
+        _ file: SharedFile, room: RoomID, author: PeerID?, destination: String?, at now: EngineTime
+    ) throws(SessionError) -> (WireID, [SessionAction]) {
+        guard let state = rooms[room] else { throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)") }
+        if let id = sharedFetches.orderedKeys.first(where: { sharedFetches[$0]?.room == room && sharedFetches[$0]?.file.sha256 == file.sha256 }) {
+            if let destination {
+                guard sharedFetches[id]?.destination == nil else {
+                    throw SessionError("busy", "\(file.name) is being fetched already (transfer \(id.description.prefix(8)))")
+                }
+                sharedFetches[id]?.destination = destination
+            }
+            return (id, [])
+        }
+        guard sharedFetches.count < Self.maximumSharedFetches else {
+            throw SessionError("busy", "\(Self.maximumSharedFetches) files are being fetched already; try again when one has ended")
+        }
+        let others = state.members.keys.filter { $0 != author && links.isLinked($0) }.sorted()
+        let candidates = (author.map { state.members[$0] != nil && links.isLinked($0) ? [$0] : [] } ?? []) + others
+        guard !candidates.isEmpty else {
+            throw SessionError("unreachable", "no member of \(room) is connected to ask for \(file.name)")
+        }
+        let id = ids.wireID()
+        sharedFetches[id] = SharedFetch(room: room, file: file, destination: destination, candidates: candidates)
+        var out: [SessionAction] = []
+        askNext(id, at: now, &out)
+        return (id, out)
+    }
+
+    /// The fetches under way.
+    public var sharedFetchList: [(id: WireID, fetch: SharedFetch)] {
+        sharedFetches.orderedKeys.map { ($0, sharedFetches[$0]!) }
+    }
+
+    /// Asks the next connected candidate; none left: the fetch fails, saying whom it asked and why.
+    mutating func askNext(_ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard var fetch = sharedFetches[id] else { return }
+        while let next = fetch.candidates.first {
+            fetch.candidates.removeFirst()
+            guard rooms[fetch.room]?.members[next] != nil, let entry = links.entry(next) else { continue }
+            fetch.asked = next
+            fetch.askedAt = now.monotonic
+            sharedFetches[id] = fetch
+            out.append(.send(entry.handle, [.fileRequest(.init(id: id, room: fetch.room, sha256: fetch.file.sha256))]))
+            timers.scheduleNoLaterThan(.sharedFetches, at: now.monotonic + Self.sharedFetchAnswerTimeout)
+            out.append(.emit(.transfer(fetchInfo(id, fetch, peer: entry.peer, state: .offered,
+                                                 error: fetch.outcomes.isEmpty ? nil : fetch.outcomes.joined(separator: "; ")))))
+            return
+        }
+        sharedFetches[id] = nil
+        let asked = fetch.outcomes.isEmpty ? "no member that holds it is connected" : "asked: " + fetch.outcomes.joined(separator: "; ")
+        out.append(.emit(.transfer(fetchInfo(id, fetch, peer: nil, state: .failed, error: "no member of \(fetch.room) could send it (\(asked))"))))
+    }
+
+    /// The member asked did not serve: note why, ask the next.
+    mutating func passOver(_ id: WireID, _ why: String, at now: EngineTime, _ out: inout [SessionAction]) {
+        guard var fetch = sharedFetches[id] else { return }
+        let name = fetch.asked.flatMap { links.entry($0)?.peer.name ?? rooms[fetch.room]?.members[$0]?.name } ?? "?"
+        fetch.outcomes.append("\(name): \(why)")
+        fetch.asked = nil
+        sharedFetches[id] = fetch
+        askNext(id, at: now, &out)
+    }
+
+    /// Members asked that have not answered in time are passed over.
+    mutating func sharedFetchesDue(at now: EngineTime, _ out: inout [SessionAction]) {
+        for id in sharedFetches.orderedKeys {
+            guard let fetch = sharedFetches[id], fetch.asked != nil, transfers.incoming[id] == nil,
+                  fetch.askedAt + Self.sharedFetchAnswerTimeout <= now.monotonic else { continue }
+            passOver(id, "no answer in \(Self.sharedFetchAnswerTimeout / 1000) s", at: now, &out)
+        }
+        let waiting = sharedFetches.filter { $0.value.asked != nil && transfers.incoming[$0.key] == nil }.map(\.value.askedAt)
+        if let oldest = waiting.min() { timers.schedule(.sharedFetches, at: oldest + Self.sharedFetchAnswerTimeout) }
+    }
+
+    /// A connection ended: a fetch waiting for that member's answer asks the next (one receiving from it
+    /// moves on when its transfer ends).
+    mutating func sharedFetchesLost(_ peer: PeerID, reason: String, at now: EngineTime, _ out: inout [SessionAction]) {
+        for id in sharedFetches.orderedKeys where sharedFetches[id]?.asked == peer && transfers.incoming[id] == nil {
+            passOver(id, reason, at: now, &out)
+        }
+    }
+
+    /// A RESOURCE_OFFER of kind 3: taken only under the id of a fetch of ours, from the member asked, for
+    /// the content asked (room, size, digest); nil if it may be received.
+    func sharedOfferProblem(_ offer: WireFrame.ResourceOffer, from peer: PeerID) -> String? {
+        guard let fetch = sharedFetches[offer.id], fetch.asked == peer else { return "this file was not asked for" }
+        guard offer.room == fetch.room, offer.size == fetch.file.size, !offer.digestFollows, offer.sha256 == fetch.file.sha256 else {
+            return "not the file asked for (its room, size or SHA-256 differs)"
+        }
+        return nil
+    }
+
+    /// A shared file's transfer ended before it was in place: the next member is asked (the transfer's
+    /// own end is not reported: the fetch goes on under the same id). False if it was not a fetch's.
+    mutating func sharedTransferEnded(_ id: WireID, _ state: TransferState, text: String, at now: EngineTime, _ out: inout [SessionAction]) -> Bool {
+        guard sharedFetches[id] != nil else { return false }
+        guard state != .cancelled else {
+            sharedFetches[id] = nil
+            return false
+        }
+        passOver(id, text, at: now, &out)
+        return true
+    }
+
+    /// The fetched file is in place: the fetch is over.
+    mutating func sharedPlaced(_ id: WireID) {
+        sharedFetches[id] = nil
+    }
+
+    /// Cancels a fetch still asking (one receiving is cancelled as its transfer is). Nil if none matches.
+    mutating func cancelFetch(_ prefix: String, at now: EngineTime) -> (TransferInfo, [SessionAction])? {
+        guard let id = sharedFetches.orderedKeys.first(where: { $0.description.hasPrefix(prefix) }),
+              transfers.incoming[id] == nil, let fetch = sharedFetches.removeValue(forKey: id) else { return nil }
+        let info = fetchInfo(id, fetch, peer: nil, state: .cancelled, error: "cancelled here")
+        transfers.keep(info)
+        return (info, [.emit(.transfer(info))])
+    }
+
+    func fetchInfo(_ id: WireID, _ fetch: SharedFetch, peer: SessionPeer?, state: TransferState, error: String?) -> TransferInfo {
+        TransferInfo(state: state.rawValue, id: id.description, direction: .incoming, peer: peer ?? SessionPeer(id: configuration.ownID, name: "-"),
+                     name: fetch.file.name, size: fetch.file.size, done: 0, rate: 0, error: error)
+    }
+
+    // MARK: Serving
+
+    /// A member asks for a shared file: the shell looks in what it keeps (`FileAction.serveShared`).
+    mutating func received(_ request: WireFrame.FileRequest, from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
+        func refuse(_ text: String) {
+            out.append(.send(entry.handle, [.resourceEnd(.init(id: request.id, status: .refused, text: text))]))
+        }
+        guard rooms[request.room]?.members[entry.peer.id] != nil else { return refuse("you are not a member of \(request.room) here") }
+        guard transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil, sharedFetches[request.id] == nil else {
+            return refuse("that id is in use")
+        }
+        let served = transfers.outgoing.values.filter { $0.offer.kind == .shared }
+        guard served.count < Self.maximumSharedServed,
+              served.filter({ $0.peer.id == entry.peer.id }).count < Self.maximumSharedServedPerPeer else {
+            return refuse("busy: serving \(served.count) shared files; ask again later or another member")
+        }
+        out.append(.file(.serveShared(request, to: entry.peer)))
+    }
+
+    /// The shell opened the file asked for (answer to `FileAction.serveShared`): it is offered, under the
+    /// request's id, with its digest.
+    public mutating func serveShared(_ request: WireFrame.FileRequest, file: OfferedFile, to peer: PeerID, at now: EngineTime) -> [SessionAction] {
+        guard links.isLinked(peer), rooms[request.room]?.members[peer] != nil,
+              transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil else { return [.file(.close(request.id, removePart: false))] }
+        return (try? offerResource(file, to: peer, kind: .shared, room: request.room, ephemeral: true, id: request.id, digest: request.sha256, at: now).1) ?? []
+    }
+
+    /// The shell does not hold what was asked for (answer to `FileAction.serveShared`).
+    public mutating func notServed(_ request: WireFrame.FileRequest, to peer: PeerID, because text: String) -> [SessionAction] {
+        guard let handle = links.handle(peer) else { return [] }
+        return [.send(handle, [.resourceEnd(.init(id: request.id, status: .refused, text: text))])]
+    }
+}

@@ -1,0 +1,341 @@
+import Crypto
+import Glibc
+import LanchatCore
+import LanchatEngine
+import LanchatTransfer
+import LanchatWire
+import NIOCore
+import NIOPosix
+
+/// A file shared in a room, as `lanchat files` lists it: the announcement (a signed message of kind 1:
+/// its id, room, author and time) and whether its content is kept here.
+public struct SharedFileEntry: Sendable, Equatable {
+    public var message: StoredMessage
+    public var file: SharedFile
+    /// Its content is in the shared-files directory here (this node serves it to members who ask).
+    public var held: Bool
+    /// Announced as an image, and, when held, its content is one (the content decides, not the name).
+    public var image: Bool
+}
+
+/// What `fetchShared` did: the file was kept here and is copied already, or a fetch from the room's
+/// members started (follow it by its transfer id).
+public enum SharedFetchStart: Sendable, Equatable {
+    /// `id`: the announcement's (the whole id, where the person may have given a prefix).
+    case placed(id: String, path: String)
+    case started(id: String)
+}
+
+/// The shell's side of files shared in rooms (`SessionStateMachine+SharedFiles` decides who is asked):
+/// the shared-files directory keeps each content under its SHA-256 (hex), written only once verified,
+/// for `sharedFilesDays` after it came (or was shared again); copies go where a person asks.
+extension SessionNode {
+    var sharedStorage: StorageDirectory {
+        StorageDirectory(role: "the shared-files directory", path: configuration.sharedDirectory ?? configuration.downloadDirectory + "/.lanchat-shared",
+                         mode: configuration.downloadsForGroup ? 0o750 : 0o700)
+    }
+
+    func sharedPath(_ file: SharedFile) -> String { sharedStorage.path + "/" + file.hex }
+
+    // MARK: Sharing
+
+    /// Shares a file in a room: its content is copied into the shared-files directory (hashed as it is
+    /// copied, its type told from its first bytes), then announced to the room. The node takes over
+    /// `descriptor` (closes it).
+    public func share(_ path: String, descriptor: Int32?, in room: RoomID) async throws(SessionError) -> SharedFileEntry {
+        let source = try ResourceFile.open(path, descriptor: descriptor)
+        guard engine.room(room) != nil else {
+            close(source.fd)
+            throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)")
+        }
+        guard source.size <= configuration.maximumFileSize else {
+            close(source.fd)
+            throw SessionError("too_large", "\(path) is \(source.size) bytes; the limit is \(configuration.maximumFileSize)")
+        }
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        guard case .success(let safe) = SafeFileName.make(from: Array(name.utf8)), SharedFile.isName(safe) else {
+            close(source.fd)
+            throw SessionError("bad_file", "\(path) has no name that can be shared")
+        }
+        let directory = sharedStorage
+        if let problem = directory.prepare().problem {
+            close(source.fd)
+            throw SessionError("write_failed", problem)
+        }
+        let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
+        let copying = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> SharedFile in
+            defer { close(source.fd) }
+            return try Self.keep(source.fd, size: source.size, name: safe, in: directory.path, mode: mode)
+        }
+        let file: SharedFile
+        do { file = try await copying.get() } catch let error as SessionError { throw error } catch {
+            throw SessionError("write_failed", "\(error)")
+        }
+        let (plan, actions) = try engine.share(file, in: room, at: time())
+        guard perform(actions, allOrNothing: true), let message = plan.messages.first else {
+            throw SessionError("storage", "cannot store the announcement (see the daemon's log)")
+        }
+        return SharedFileEntry(message: message, file: file, held: true, image: file.isImage)
+    }
+
+    /// Copies `fd` into `directory` under its SHA-256 (a content kept already is only touched: its time
+    /// starts again). On the file thread.
+    nonisolated static func keep(_ fd: Int32, size: UInt64, name: String, in directory: String, mode: mode_t) throws -> SharedFile {
+        let temporary = directory + "/.lanchat-share-" + WireID.random().description + ".part"
+        let out = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard out >= 0 else { throw SessionError("write_failed", "cannot write in \(directory): \(String(cString: strerror(errno)))") }
+        var hasher = SHA256()
+        var head: [UInt8] = []
+        var block = [UInt8](repeating: 0, count: 1 << 20)
+        var done: UInt64 = 0
+        do {
+            defer { close(out) }
+            while true {
+                let n = block.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(done)) }
+                if n < 0, errno == EINTR { continue }
+                guard n >= 0 else { throw SessionError("bad_file", "cannot read the file: \(String(cString: strerror(errno)))") }
+                if n == 0 { break }
+                if head.count < 16 { head += block[0..<min(n, 16 - head.count)] }
+                hasher.update(data: block[0..<n])
+                try writeAll(out, block[0..<n])
+                done += UInt64(n)
+            }
+            guard done == size else { throw SessionError("bad_file", "the file changed while it was copied (\(size) bytes, then \(done))") }
+            guard fsync(out) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        let file = SharedFile(sha256: Array(hasher.finalize()), size: size, type: SharedFile.sniff(head), name: name)
+        let target = directory + "/" + file.hex
+        if link(temporary, target) != 0 {
+            let code = errno
+            unlink(temporary)
+            guard code == EEXIST else { throw SessionError("write_failed", "cannot keep \(name): \(String(cString: strerror(code)))") }
+            utimensat(AT_FDCWD, target, nil, 0)  // kept already: its time starts again
+        } else {
+            unlink(temporary)
+            DurableFile.syncDirectory(containing: target)
+        }
+        return file
+    }
+
+    nonisolated static func writeAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) throws {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            offset += n
+        }
+    }
+
+    // MARK: Listing
+
+    /// The files shared in `room` (or every room), newest last, at most `limit`.
+    public func sharedFiles(room: String?, limit: Int) throws(SessionError) -> [SharedFileEntry] {
+        let messages: [StoredMessage]
+        do { messages = try store.search(room: room, limit: limit, filter: HistoryFilter(kind: .file)) } catch {
+            throw SessionError("storage", "\(error)")
+        }
+        return messages.compactMap(entry)
+    }
+
+    /// The entry of an announcement (nil: a kind 1 message that is not one).
+    func entry(_ message: StoredMessage) -> SharedFileEntry? {
+        guard let file = SharedFile(body: message.body) else { return nil }
+        let path = sharedPath(file)
+        var info = stat()
+        let held = stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && UInt64(info.st_size) == file.size
+        var image = file.isImage
+        if held, image {
+            // The content decides: an announcement that says "image" over something else is not marked.
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            if fd >= 0 {
+                var head = [UInt8](repeating: 0, count: 16)
+                let n = head.withUnsafeMutableBytes { read(fd, $0.baseAddress, 16) }
+                close(fd)
+                image = n > 0 && SharedFile.sniff(Array(head[0..<n])).hasPrefix("image/")
+            }
+        }
+        return SharedFileEntry(message: message, file: file, held: held, image: image)
+    }
+
+    // MARK: Fetching
+
+    /// Gets a copy of a shared file (by its announcement's id, or a unique prefix of it) into
+    /// `destination` (a directory; nil: the download directory): at once if it is kept here, else
+    /// fetched from the room's connected members, checked against the announced SHA-256.
+    public func fetchShared(_ prefix: String, to destination: String?) async throws(SessionError) -> SharedFetchStart {
+        let lower = prefix.lowercased()
+        guard lower.count >= 4, lower.allSatisfy({ $0.isHexDigit }) else {
+            throw SessionError("bad_request", "give the file's id (at least 4 of its hex digits; see `lanchat files`)")
+        }
+        let matches: [SharedFileEntry]
+        do {
+            matches = try store.search(room: nil, limit: 100_000, filter: HistoryFilter(kind: .file))
+                .filter { $0.id.hasPrefix(lower) }.compactMap(entry)
+        } catch { throw SessionError("storage", "\(error)") }
+        guard let shared = matches.first else { throw SessionError("not_found", "no shared file has the id \(prefix) (see `lanchat files`)") }
+        guard matches.count == 1 else { throw SessionError("ambiguous", "\(matches.count) shared files have ids that begin with \(prefix): give more of it") }
+        let directory = StorageDirectory(role: destination == nil ? "the download directory" : "the directory", path: destination ?? configuration.downloadDirectory,
+                                         mode: configuration.downloadsForGroup ? 0o750 : 0o700)
+        if let problem = directory.prepare().problem { throw SessionError("write_failed", problem) }
+        if shared.held {
+            let source = sharedPath(shared.file)
+            let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
+            let file = shared.file
+            let copy = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> String in
+                try Self.copy(source, named: file.name, into: directory.path, mode: mode, expected: file)
+            }
+            do { return .placed(id: shared.message.id, path: try await copy.get()) } catch let error as SessionError { throw error } catch {
+                throw SessionError("write_failed", "\(error)")
+            }
+        }
+        guard let room = RoomID(shared.message.room) else { throw SessionError("unknown_room", "bad room \(shared.message.room)") }
+        let (id, actions) = try engine.fetchShared(shared.file, room: room, author: PeerID(shared.message.senderID), destination: directory.path, at: time())
+        perform(actions)
+        return .started(id: id.description)
+    }
+
+    /// A file announced live in a room: fetched and kept at once, if this node keeps shared files and it
+    /// is not too large (`sharedAutoFetchLimit`). Older announcements (history, relay) wait to be asked for.
+    func announced(_ message: ChatMessage) {
+        guard configuration.keepSharedFiles, !message.outgoing, message.stored.kind == .file,
+              let shared = entry(message.stored), !shared.held, shared.file.size <= configuration.sharedAutoFetchLimit,
+              let room = RoomID(message.stored.room) else { return }
+        guard sharedStorage.prepare().problem == nil,
+              let (_, actions) = try? engine.fetchShared(shared.file, room: room, author: PeerID(message.stored.senderID), destination: nil, at: time())
+        else { return }
+        perform(actions)
+    }
+
+    // MARK: Serving and placing
+
+    /// A member asks for a file kept here: it is opened and offered, or refused.
+    func serveShared(_ request: WireFrame.FileRequest, to peer: SessionPeer) {
+        let hex = SharedFile(sha256: request.sha256, size: 0, type: "application/octet-stream", name: "x").hex
+        let path = sharedStorage.path + "/" + hex
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0, let file = try? ResourceFile.opened(fd, path: path) else {
+            perform(engine.notServed(request, to: peer.id, because: "not held by \(configuration.ownName)"))
+            return
+        }
+        guard files[request.id] == nil else {
+            close(file.fd)
+            return
+        }
+        files[request.id] = TransferFile(fd: file.fd, path: path, incoming: false, size: file.size)
+        let offered = OfferedFile(path: path, name: hex, size: file.size, modifiedMilliseconds: file.modified, identity: file.identity)
+        perform(engine.serveShared(request, file: offered, to: peer.id, at: time()))
+    }
+
+    /// A fetched file, verified: kept under its digest (unless this node keeps no shared files), and a
+    /// copy put in `destination`.
+    func placeShared(_ id: WireID, _ file: SharedFile, destination: String?) {
+        guard let part = files.removeValue(forKey: id) else { return }
+        let kept = sharedPath(file)
+        let keep = configuration.keepSharedFiles || destination == nil
+        let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> String in
+            defer {
+                close(part.fd)
+                unlink(part.path)
+            }
+            guard fsync(part.fd) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            fchmod(part.fd, mode)
+            var source = part.path
+            if keep {
+                if link(part.path, kept) == 0 {
+                    DurableFile.syncDirectory(containing: kept)
+                } else if errno == EEXIST {
+                    utimensat(AT_FDCWD, kept, nil, 0)
+                } else {
+                    throw SessionError("write_failed", "cannot keep \(file.name): \(String(cString: strerror(errno)))")
+                }
+                source = kept
+            }
+            guard let destination else { return kept }
+            return try Self.copy(source, named: file.name, into: destination, mode: mode, expected: nil)
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard !node.stopped else { return }
+                switch result {
+                case .success(let path): node.perform(node.engine.placed(id, path: path, at: node.time()))
+                case .failure(let error): node.perform(node.engine.fileFailed(id, "\(error)", at: node.time()))
+                }
+            }
+        }
+    }
+
+    /// Copies `source` into `directory` under a free name made from `name` (never overwriting), synced.
+    /// `expected`: the content must have this size and SHA-256 (a kept file checked as it is copied).
+    nonisolated static func copy(_ source: String, named name: String, into directory: String, mode: mode_t, expected: SharedFile?) throws -> String {
+        let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard input >= 0 else { throw SessionError("write_failed", "cannot read \(source): \(String(cString: strerror(errno)))") }
+        defer { close(input) }
+        func taken(_ candidate: String) -> Bool {
+            var info = stat()
+            return lstat(directory + "/" + candidate, &info) == 0
+        }
+        var target = ""
+        var output: Int32 = -1
+        for _ in 0..<100 {
+            guard let free = SafeFileName.unique(name, exists: taken) else { break }
+            target = directory + "/" + free
+            output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            if output >= 0 || errno != EEXIST { break }
+        }
+        guard output >= 0 else { throw SessionError("write_failed", "cannot write \(name) in \(directory): \(String(cString: strerror(errno)))") }
+        var hasher = SHA256()
+        var done: UInt64 = 0
+        var block = [UInt8](repeating: 0, count: 1 << 20)
+        do {
+            defer { close(output) }
+            while true {
+                let n = block.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+                if n < 0, errno == EINTR { continue }
+                guard n >= 0 else { throw SessionError("write_failed", "cannot read \(source): \(String(cString: strerror(errno)))") }
+                if n == 0 { break }
+                if expected != nil { hasher.update(data: block[0..<n]) }
+                try writeAll(output, block[0..<n])
+                done += UInt64(n)
+            }
+            if let expected, done != expected.size || Array(hasher.finalize()) != expected.sha256 {
+                throw SessionError("corrupt", "the copy of \(name) kept here does not match its SHA-256 any more: fetch it again after removing \(source)")
+            }
+            guard fsync(output) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+        } catch {
+            unlink(target)
+            throw error
+        }
+        DurableFile.syncDirectory(containing: target)
+        return target
+    }
+
+    /// Removes kept files older than `sharedFilesDays` and part files left by a stop (fetches are not
+    /// resumed). At start, then daily.
+    func sweepSharedFiles() {
+        let path = sharedStorage.path
+        let days = configuration.sharedFilesDays
+        let now = Self.nowMilliseconds()
+        _ = fileIO.runIfActive(eventLoop: eventLoop) { () -> Void in
+            guard let directory = opendir(path) else { return }
+            defer { closedir(directory) }
+            while let item = readdir(directory) {
+                let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+                let full = path + "/" + name
+                var info = stat()
+                guard lstat(full, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                let age = now - Int64(info.st_mtim.tv_sec) * 1000
+                if name.hasPrefix(".lanchat-"), name.hasSuffix(".part"), age > 3_600_000 {
+                    unlink(full)
+                } else if SharedFile.bytes(hex: name) != nil, age > Int64(days) * 86_400_000 {
+                    unlink(full)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import LanchatControl
+
+/// "notes.pdf (1.2 MB, image)"
+func describe(_ file: SharedFileInfo) -> String {
+    "\(printable(file.name)) (\(sizeText(file.size))\(file.image ? ", image" : ""))"
+}
+
+/// 1234567 -> "1.2 MB" (powers of 1000, as the progress lines).
+func sizeText(_ bytes: Int) -> String {
+    switch bytes {
+    case ..<1000: "\(bytes) B"
+    case ..<1_000_000: String(format: "%.1f kB", Double(bytes) / 1e3)
+    case ..<1_000_000_000: String(format: "%.1f MB", Double(bytes) / 1e6)
+    default: String(format: "%.2f GB", Double(bytes) / 1e9)
+    }
+}
+
+struct Share: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Share files in a room: announced to its members (name, size, SHA-256), kept by this daemon and by members who keep shared files, fetched by the others with `lanchat fetch`.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The room.") var room: String
+    @Argument(help: "The files.") var paths: [String]
+    @Flag(help: "Print JSON.") var json = false
+
+    func validate() throws {
+        guard !paths.isEmpty else { throw ValidationError("give at least one file") }
+    }
+
+    func run() throws {
+        var shared: [SharedFileInfo] = []
+        for path in paths {
+            let absolute = absolutePath(path)
+            if !json, isatty(1) == 1 { FileHandle.standardOutput.write(Data("sharing \(printable(path))...\r".utf8)) }
+            let token: String?
+            do { token = try handOver(absolute, socket: global.socketPath) } catch { fail(error.message) }
+            guard let file = request(global, .share(room: room, path: absolute, fileToken: token), timeoutSeconds: 3600).files?.first else {
+                fail("the daemon sent no file")
+            }
+            shared.append(file)
+            if !json { print("shared \(describe(file)) in \(printable(file.room)) as \(file.id.prefix(8)) (sha256 \(file.sha256.prefix(16))...)") }
+        }
+        if json { printJSON(shared) }
+    }
+}
+
+struct Files: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The files shared in a room (or every room): who shared them, whether this daemon keeps them, images marked.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "Only this room.") var room: String?
+    @Option(help: "The last N files, 1-\(ControlCall.historyLimitRange.upperBound).") var limit = 100
+    @Flag(help: "Print JSON.") var json = false
+
+    func validate() throws {
+        guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)") }
+    }
+
+    func run() throws {
+        let files = request(global, .files(room: room, limit: limit)).files ?? []
+        if json { return printJSON(files) }
+        if files.isEmpty { return print(room.map { "no files shared in \(printable($0))" } ?? "no files shared") }
+        print("ID        ROOM          SIZE       KEPT  FROM          NAME")
+        for file in files {
+            let columns = [
+                String(file.id.prefix(8)), pad(printable(file.room), 12), pad(sizeText(file.size), 9, right: true),
+                pad(file.held == true ? "yes" : "no", 4), pad(printable(file.from), 12),
+            ]
+            print(columns.joined(separator: "  ") + "  " + printable(file.name) + (file.image ? "  [image]" : ""))
+        }
+    }
+
+    private func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
+        let fill = String(repeating: " ", count: max(0, width - text.count))
+        return right ? fill + text : text + fill
+    }
+}
+
+struct Fetch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Get a copy of a file shared in a room: from this daemon if it keeps it, else from any member who does (checked against its SHA-256).")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The file's id, or its first 4 characters or more (see `lanchat files`).") var id: String
+    @Option(help: "Put it in this directory (default: the daemon's download directory).") var to: String?
+    @Flag(help: "Print JSON progress lines even on a terminal.") var json = false
+
+    func run() throws {
+        let watcher = try global.connect()
+        do { _ = try watcher.call(.watch) } catch { fail(error.message) }
+        watcher.setTimeout(seconds: 0)
+        guard var entry = request(global, .fetch(id: id, to: to.map { absolutePath($0) }), timeoutSeconds: 600).transfer else {
+            fail("the daemon sent no transfer")
+        }
+        let terminal = isatty(1) == 1 && !json
+        func show(_ entry: TransferEntry, ended: Bool) {
+            if terminal {
+                let line = entry.state == "offered"
+                    ? "\(printable(entry.name)): asking \(printable(entry.peer))\(entry.error.map { " (\(printable($0)))" } ?? "")"
+                    : progressLine(entry)
+                FileHandle.standardOutput.write(Data(("\r\u{1b}[K" + line + (ended ? "\n" : "")).utf8))
+            } else {
+                FileHandle.standardOutput.write(Data(ControlJSON.line(entry)))
+            }
+        }
+        let finished = ["complete", "refused", "failed", "cancelled"]
+        if entry.state == "complete" {
+            show(entry, ended: true)
+            if terminal { print("\(printable(entry.name)) was kept here: copied to \(printable(entry.path ?? "?"))") }
+            return
+        }
+        show(entry, ended: false)
+        while !finished.contains(entry.state) {
+            let line: [UInt8]?
+            do { line = try watcher.readLine() } catch { fail(error.message) }
+            guard let line else { fail("lanchatd closed the connection (it stopped?)") }
+            guard let event = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)).event,
+                  let update = event.transfer, update.id == entry.id else { continue }
+            entry = update
+            show(entry, ended: finished.contains(entry.state))
+        }
+        if entry.state != "complete" { fail("\(printable(entry.name)) was not fetched: \(printable(entry.error ?? entry.state))") }
+    }
+}
