@@ -128,6 +128,8 @@ import Testing
         .topicSubscribe(room: nil, topic: "cursor"), .topicSubscribe(room: "lab", topic: "t"),
         .remove(peer: "bob", room: "lab", reason: "spam"), .remove(peer: "bob", room: nil, reason: nil), .close(room: "lab", reason: "done"),
         .close(room: "lab", reason: nil), .admin(peer: "bob", room: "lab", on: true), .admin(peer: "bob", room: nil, on: false),
+        .share(room: "lab", path: "/tmp/a b.png", fileToken: nil), .share(room: "lab", path: "/x", fileToken: "t1"),
+        .files(room: nil, limit: 100), .files(room: "lab", limit: 5), .fetch(id: "abcd", to: nil), .fetch(id: "abcdef12", to: "/tmp/out"),
     ]
 
     @Test func everyMethodHasACallAndRoundTrips() throws {

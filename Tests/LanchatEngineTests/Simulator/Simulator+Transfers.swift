@@ -208,6 +208,11 @@ extension Simulator {
             placedBytes += content.count
             transferStats[id]?.placed += 1
             later(node, .placed(id, path: "/sim/downloads/\(name)"))
+        case .serveShared(let request, _):
+            // The simulator shares no files in rooms: nobody may ask for one.
+            transferViolations.append("n\(node) was asked for a shared file \(request.id.description.prefix(6)) nobody shared")
+        case .placeShared(let id, _, _):
+            transferViolations.append("n\(node) placed a shared file \(id.description.prefix(6)) nobody shared")
         case .importHistory(let id, _, _, _):
             // The simulator sends history directly (`.history`), never as a resource.
             transferViolations.append("n\(node) asked to import a history resource \(id.description.prefix(6)) nobody sent")

@@ -1,0 +1,194 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+import NIOCore
+import Testing
+
+/// Files that stay in a room (issue 13, item 4): the announcement's format, FILE_REQUEST on the wire, and
+/// the engine's fetch: the author asked first, then the other connected members; a refusal, silence or a
+/// copy whose SHA-256 differs passes to the next; an offer not asked for (or not of what was asked) is
+/// refused; a request from a non-member is refused; the fetch fails, saying whom it asked, when none is left.
+@Suite struct SharedFileTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let carol = SessionPeer(id: SessionStateMachineTests.peerID(0x20), name: "carol")
+    let stranger = SessionPeer(id: SessionStateMachineTests.peerID(0x30), name: "stranger")
+    let lab = RoomID("lab")!
+    let file = SharedFile(sha256: [UInt8](repeating: 0xab, count: 32), size: 1000, type: "image/png", name: "photo.png")
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    /// Alice in lab with bob and carol; bob (1), carol (2) and a stranger (3) connected.
+    func engine() -> SessionStateMachine {
+        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
+            restored: .init(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook()),
+            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        for (handle, peer) in [(1, bob), (2, carol), (3, stranger)] {
+            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
+        }
+        return node
+    }
+
+    func requests(_ actions: [SessionAction]) -> [(LinkHandle, WireFrame.FileRequest)] {
+        actions.flatMap { action -> [(LinkHandle, WireFrame.FileRequest)] in
+            guard case .send(let handle, let frames) = action else { return [] }
+            return frames.compactMap { if case .fileRequest(let request) = $0 { (handle, request) } else { nil } }
+        }
+    }
+
+    func ends(_ actions: [SessionAction]) -> [(LinkHandle, WireFrame.ResourceEnd)] {
+        actions.flatMap { action -> [(LinkHandle, WireFrame.ResourceEnd)] in
+            guard case .send(let handle, let frames) = action else { return [] }
+            return frames.compactMap { if case .resourceEnd(let end) = $0 { (handle, end) } else { nil } }
+        }
+    }
+
+    func transfers(_ actions: [SessionAction]) -> [TransferInfo] {
+        actions.compactMap { if case .emit(.transfer(let info)) = $0 { info } else { nil } }
+    }
+
+    func offer(_ id: WireID, sha256: [UInt8]? = nil, size: UInt64 = 1000, room: RoomID? = nil) -> WireFrame {
+        .resourceOffer(.init(id: id, room: room ?? lab, kind: .shared, name: Array("x".utf8), size: size, sha256: sha256 ?? file.sha256,
+                             modifiedMilliseconds: 0))
+    }
+
+    // MARK: The announcement and the frame
+
+    @Test func anAnnouncementReadsBackAndAnythingElseIsNotOne() {
+        #expect(SharedFile(body: file.body) == file)
+        #expect(file.body.hasPrefix("lanchat-file/1\nsha256: abab"))
+        let good = file.body
+        let bad = [
+            good + "\n", "x" + good, good.replacing("size: 1000", with: "size: 01000"), good.replacing("size: 1000", with: "size: -1"),
+            good.replacing("size: 1000", with: "size: 99999999999999999999"), good.replacing("abab", with: "ABAB"),
+            good.replacing("name: photo.png", with: "name: ../photo.png"), good.replacing("name: photo.png", with: "name: "),
+            good.replacing("name: photo.png", with: "name: a\u{7}b"), good.replacing("name: photo.png", with: "name: " + String(repeating: "a", count: 256)),
+            good.replacing("type: image/png", with: "type: image"), good.replacing("type: image/png", with: "type: Image/PNG"),
+            good.replacing("name: photo.png", with: "name: ..."),
+        ]
+        for body in bad.dropLast() { #expect(SharedFile(body: body) == nil, "\(body.debugDescription)") }
+        #expect(SharedFile(body: bad.last!)?.name == "...")  // dots are a name; "." and ".." are not
+        #expect(SharedFile.sniff([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0]) == "image/png")
+        #expect(SharedFile.sniff([0xff, 0xd8, 0xff, 0xe0]) == "image/jpeg")
+        #expect(SharedFile.sniff(Array("GIF89a..".utf8)) == "image/gif")
+        #expect(SharedFile.sniff(Array("RIFF\0\0\0\0WEBPVP8 ".utf8)) == "image/webp")
+        #expect(SharedFile.sniff(Array("%PDF-1.7".utf8)) == "application/pdf")
+        #expect(SharedFile.sniff(Array("hello".utf8)) == "application/octet-stream")
+        #expect(SharedFile.sniff([]) == "application/octet-stream")
+    }
+
+    @Test func aFileRequestIsIgnorableAndReadsBack() throws {
+        let request = WireFrame.fileRequest(.init(id: WireID.random(), room: lab, sha256: file.sha256))
+        let raw = try request.encode()
+        #expect(raw.flags & 0x80 != 0 && raw.type == 0x45)
+        #expect(try WireFrame.decode(raw) == request)
+        var short = raw
+        short.payload = raw.payload.getSlice(at: raw.payload.readerIndex, length: raw.payload.readableBytes - 1)!
+        #expect(throws: WireError.self) { try WireFrame.decode(short) }
+        #expect(throws: WireError.self) { try WireFrame.fileRequest(.init(id: WireID.random(), room: lab, sha256: [1])).encode() }
+    }
+
+    // MARK: Fetching
+
+    @Test func theAuthorIsAskedFirstAndARefusalOrSilencePassesToTheNext() throws {
+        var node = engine()
+        let (id, first) = try node.fetchShared(file, room: lab, author: carol.id, destination: "/tmp/x", at: at(10))
+        #expect(requests(first).map(\.0) == [LinkHandle(2)])
+        #expect(requests(first).first?.1 == .init(id: id, room: lab, sha256: file.sha256))
+        #expect(transfers(first).first?.state == "offered" && transfers(first).first?.peer == carol)
+        // Carol does not hold it: bob is asked.
+        let next = node.received([.resourceEnd(.init(id: id, status: .refused, text: "not held by carol"))], on: LinkHandle(2), at: at(20))
+        #expect(requests(next).map(\.0) == [LinkHandle(1)])
+        // Bob says nothing: after the answer timeout, none is left, and the fetch fails saying why.
+        #expect(node.tick(at: at(20 + SessionStateMachine.sharedFetchAnswerTimeout - 1)).isEmpty)
+        let failed = transfers(node.tick(at: at(20 + SessionStateMachine.sharedFetchAnswerTimeout)))
+        #expect(failed.count == 1 && failed[0].state == "failed" && failed[0].id == id.description)
+        #expect(failed[0].error?.contains("carol: not held by carol; bob: no answer in 10 s") == true, "\(failed)")
+        // A refusal from someone not asked changes nothing (the fetch is over anyway).
+        #expect(node.sharedFetchList.isEmpty)
+    }
+
+    @Test func aCopyWhoseDigestDiffersIsRefusedAndTheNextMemberAsked() throws {
+        var node = engine()
+        let (id, _) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))
+        // An offer under another id, or of other content, is refused (and the asked member passed over).
+        let stray = node.received([offer(WireID.random())], on: LinkHandle(1), at: at(11))
+        #expect(ends(stray).first?.1.status == .refused && requests(stray).isEmpty)
+        let other = node.received([offer(id, sha256: [UInt8](repeating: 1, count: 32))], on: LinkHandle(1), at: at(12))
+        #expect(ends(other).first?.1.status == .refused)
+        #expect(requests(other).map(\.0) == [LinkHandle(2)])  // carol now
+        // Carol offers the right thing; it arrives, but its bytes hash to something else.
+        let offered = node.received([offer(id)], on: LinkHandle(2), at: at(13))
+        guard case .file(.openPart(let part, _))? = offered.last(where: { if case .file(.openPart) = $0 { true } else { false } }) else {
+            Issue.record("no part file asked for: \(offered)")
+            return
+        }
+        #expect(part.id == id && part.kind == .shared)
+        _ = node.partOpened(id, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(14))
+        let chunk = ByteBuffer(bytes: [UInt8](repeating: 7, count: 1000))
+        _ = node.received([.resourceChunk(.init(id: id, offset: 0, data: chunk))], on: LinkHandle(2), at: at(15))
+        let verify = node.written(id, upTo: 1000, at: at(16))
+        #expect(verify.contains(.file(.verify(id))))
+        let mismatch = node.hashed(id, digest: [UInt8](repeating: 9, count: 32), at: at(17))
+        #expect(ends(mismatch).first?.1.status == .failed)
+        #expect(mismatch.contains(.file(.close(id, removePart: true))))
+        // Nobody is left (the stranger is no member): the fetch fails, naming both and why.
+        let failed = transfers(mismatch)
+        #expect(failed.last?.state == "failed", "\(failed)")
+        #expect(failed.last?.error?.contains("carol: the file's SHA-256 does not match") == true, "\(failed)")
+    }
+
+    @Test func theRightCopyIsPlacedAndTheFetchEnds() throws {
+        var node = engine()
+        let (id, _) = try node.fetchShared(file, room: lab, author: bob.id, destination: "/tmp/out", at: at(10))
+        _ = node.received([offer(id)], on: LinkHandle(1), at: at(11))
+        _ = node.partOpened(id, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(12))
+        _ = node.received([.resourceChunk(.init(id: id, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 7, count: 1000))))], on: LinkHandle(1), at: at(13))
+        _ = node.written(id, upTo: 1000, at: at(14))
+        let placing = node.hashed(id, digest: file.sha256, at: at(15))
+        #expect(placing.contains(.file(.placeShared(id, file, destination: "/tmp/out"))))
+        let done = node.placed(id, path: "/tmp/out/photo.png", at: at(16))
+        #expect(ends(done).first?.1.status == .complete)
+        #expect(transfers(done).last?.state == "complete" && transfers(done).last?.path == "/tmp/out/photo.png")
+        #expect(node.sharedFetchList.isEmpty)
+    }
+
+    @Test func aFetchNeedsARoomAndAConnectedMemberAndIsJoinedNotRepeated() throws {
+        var node = engine()
+        #expect(throws: SessionError.self) { _ = try node.fetchShared(file, room: RoomID("elsewhere")!, author: nil, destination: nil, at: at(10)) }
+        let (id, _) = try node.fetchShared(file, room: lab, author: nil, destination: nil, at: at(10))
+        let (again, actions) = try node.fetchShared(file, room: lab, author: nil, destination: "/tmp/x", at: at(11))
+        #expect(again == id && actions.isEmpty)
+        #expect(node.sharedFetchList.first?.fetch.destination == "/tmp/x")
+        #expect(throws: SessionError.self) { _ = try node.fetchShared(file, room: lab, author: nil, destination: "/tmp/y", at: at(12)) }
+        _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(13))
+        _ = node.linkDown(LinkHandle(2), reason: .lost, at: at(13))
+        let other = SharedFile(sha256: [UInt8](repeating: 1, count: 32), size: 1, type: "text/plain", name: "a.txt")
+        #expect(throws: SessionError.self) { _ = try node.fetchShared(other, room: lab, author: nil, destination: nil, at: at(14)) }
+    }
+
+    // MARK: Serving
+
+    @Test func aMembersRequestIsHandedToTheShellAndAStrangersRefused() {
+        var node = engine()
+        let request = WireFrame.FileRequest(id: WireID.random(), room: lab, sha256: file.sha256)
+        #expect(node.received([.fileRequest(request)], on: LinkHandle(1), at: at(10)) == [.file(.serveShared(request, to: bob))])
+        let refused = node.received([.fileRequest(request)], on: LinkHandle(3), at: at(10))
+        #expect(ends(refused).first?.0 == LinkHandle(3) && ends(refused).first?.1.status == .refused)
+        // Served: offered under the request's id, with the digest asked for, as a shared file of the room.
+        let served = node.serveShared(request, file: OfferedFile(path: "/s/x", name: "x", size: 1000, modifiedMilliseconds: 0, identity: "1:2"),
+                                      to: bob.id, at: at(11))
+        let offers = served.flatMap { action -> [WireFrame.ResourceOffer] in
+            guard case .send(LinkHandle(1), let frames) = action else { return [] }
+            return frames.compactMap { if case .resourceOffer(let offer) = $0 { offer } else { nil } }
+        }
+        #expect(offers.count == 1 && offers[0].id == request.id && offers[0].kind == .shared && offers[0].sha256 == file.sha256)
+        #expect(offers[0].room == lab && !offers[0].digestFollows)
+        // Not served: refused with the shell's reason.
+        let other = WireFrame.FileRequest(id: WireID.random(), room: lab, sha256: file.sha256)
+        #expect(ends(node.notServed(other, to: carol.id, because: "not held by alice")).first?.1.text == "not held by alice")
+    }
+}
