@@ -211,9 +211,9 @@ extension SessionStateMachine {
         guard let transfer = transfers.incoming[id], transfer.stage == .placing else { return out }
         transfers.incoming[id] = nil
         if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: .complete, sentMark: nil, resent: nil))) }
-        sharedPlaced(id)
         if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
         let info = info(transfer, id: id, state: .complete, path: path, at: now)
+        sharedPlaced(id)
         transfers.keep(info)
         out.append(.emit(.transfer(info)))
         return out
@@ -342,9 +342,9 @@ extension SessionStateMachine {
         out.append(.file(.close(id, removePart: true)))
         if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: state, sentMark: nil, resent: nil))) }
         if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
+        let info = info(transfer, id: id, state: state, error: text, at: now)
         // A shared file goes on with the next member that may hold it, under the same id.
         if transfer.offer.kind == .shared, sharedTransferEnded(id, state, text: text, at: now, &out) { return }
-        let info = info(transfer, id: id, state: state, error: text, at: now)
         transfers.keep(info)
         out.append(.emit(.transfer(info)))
     }

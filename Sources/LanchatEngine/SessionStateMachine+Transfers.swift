@@ -362,9 +362,11 @@ extension SessionStateMachine {
         _ transfer: TransferTable.Incoming, id: WireID, state: TransferState, path: String? = nil, error: String? = nil, at now: EngineTime
     ) -> TransferInfo {
         let done = transfer.machine?.received ?? 0
+        // A shared file goes by the name its announcement gave (its sender offers it under its digest).
+        let name = sharedFetches[id]?.file.name ?? transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name)
         return TransferInfo(
             state: state.rawValue, id: id.description, direction: .incoming, peer: transfer.peer,
-            name: transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name), size: transfer.offer.size, done: done,
+            name: name, size: transfer.offer.size, done: done,
             rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now), path: path, error: error)
     }
 

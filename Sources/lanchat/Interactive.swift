@@ -24,7 +24,10 @@ struct Interactive: ParsableCommand {
           /leave [ROOM]             leave a room (default: the current one)
           /history [N]              the last N messages of the current room (default 20, at most \(ControlCall.historyLimitRange.upperBound))
           /grep WORDS               the current room's last 20 messages with these words
-          /send-file PATH           send a file to every member of the current room
+          /send-file PATH           send a file to every member of the current room (into their downloads)
+          /share PATH               share a file in the current room: it stays there for members who come later
+          /files                    the files shared in the current room
+          /fetch ID                 a copy of a shared file, into your downloads (from a member who has it)
           /transfers                file transfers
           /away [TEXT]  /busy [TEXT]  /back   your status (the others see it in /members)
           /hand [up|down]           raise (default) or lower your hand in the current room
@@ -236,6 +239,27 @@ struct Interactive: ParsableCommand {
                     if let entry = try client.call(.sendFile(peer: member.id, path: path, fileToken: token)).transfer {
                         state.say("sending \(printable(entry.name)) to \(printable(member.name)) (\(entry.id.prefix(8)); /transfers)")
                     }
+                }
+            case "share":
+                guard let room = state.room else { state.say("you are in no room"); return true }
+                guard !arguments.isEmpty else { state.say("usage: /share PATH"); return true }
+                let path = absolutePath(arguments.joined(separator: " "))
+                let token = try handOver(path, socket: client.path)
+                if let file = try client.call(.share(room: room, path: path, fileToken: token)).files?.first {
+                    state.say("shared \(describe(file)) in \(room) as \(file.id.prefix(8))")
+                }
+            case "files":
+                guard let room = arguments.first ?? state.room else { state.say("you are in no room"); return true }
+                let files = try client.call(.files(room: room, limit: 20)).files ?? []
+                if files.isEmpty { state.say("no files shared in \(room)") }
+                for file in files {
+                    state.say("\(file.id.prefix(8))  \(describe(file)) from \(printable(file.from))\(file.held == true ? "" : " (not kept here)")")
+                }
+            case "fetch":
+                guard let id = arguments.first else { state.say("usage: /fetch ID (see /files)"); return true }
+                if let entry = try client.call(.fetch(id: id, to: nil)).transfer {
+                    state.say(entry.state == "complete" ? "copied \(printable(entry.name)) to \(printable(entry.path ?? "?"))"
+                        : "fetching \(printable(entry.name)) from \(printable(entry.peer)) (\(entry.id.prefix(8)); /transfers)")
                 }
             case "transfers":
                 let list = try client.call(.transfers).transfers ?? []

@@ -97,11 +97,14 @@ struct Fetch: ParsableCommand {
             fail("the daemon sent no transfer")
         }
         let terminal = isatty(1) == 1 && !json
+        var shown = ""
         func show(_ entry: TransferEntry, ended: Bool) {
             if terminal {
                 let line = entry.state == "offered"
                     ? "\(printable(entry.name)): asking \(printable(entry.peer))\(entry.error.map { " (\(printable($0)))" } ?? "")"
                     : progressLine(entry)
+                guard line != shown || ended else { return }
+                shown = line
                 FileHandle.standardOutput.write(Data(("\r\u{1b}[K" + line + (ended ? "\n" : "")).utf8))
             } else {
                 FileHandle.standardOutput.write(Data(ControlJSON.line(entry)))
@@ -109,8 +112,8 @@ struct Fetch: ParsableCommand {
         }
         let finished = ["complete", "refused", "failed", "cancelled"]
         if entry.state == "complete" {
-            show(entry, ended: true)
-            if terminal { print("\(printable(entry.name)) was kept here: copied to \(printable(entry.path ?? "?"))") }
+            // Kept here: copied at once.
+            if terminal { print("\(printable(entry.name)) was kept here: copied to \(printable(entry.path ?? "?"))") } else { show(entry, ended: true) }
             return
         }
         show(entry, ended: false)
