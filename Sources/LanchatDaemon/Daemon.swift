@@ -113,6 +113,7 @@ public enum Daemon {
             sessionConfiguration.sharedDirectory = joinPath(configuration.stateDirectory, "shared")
             sessionConfiguration.keepSharedFiles = configuration.keepSharedFiles
             sessionConfiguration.sharedFilesDays = configuration.sharedFilesDays
+            sessionConfiguration.sharedFilesQuota = configuration.sharedFilesQuota
             sessionConfiguration.sharedAutoFetchLimit = configuration.keepSharedFiles ? configuration.sharedAutoFetchLimit : 0
             if configuration.autoAwaySeconds > 0 { sessionConfiguration.autoAway = .seconds(configuration.autoAwaySeconds) }
             node = try SessionNode(

@@ -49,10 +49,10 @@ extension SessionStateMachine {
                 relayTransfers.insert(offer.id)
             }
         }
-        // A shared file only as the answer to our request, for what we asked.
-        if offer.kind == .shared, let problem = sharedOfferProblem(offer, from: peer.id) {
+        // A shared file only as the answer to our request, for what we asked (and nothing else under its id).
+        if let problem = sharedOfferProblem(offer, from: peer.id) {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: problem))]))
-            if sharedFetches[offer.id]?.asked == peer.id { passOver(offer.id, problem, at: now, &out) }
+            if let fetch = sharedFetch(ofAttempt: offer.id), sharedFetches[fetch]?.asked == peer.id { passOver(fetch, problem, at: now, &out) }
             return
         }
         // Files come only from people we share a room with (they were invited, or invited us).
@@ -213,7 +213,7 @@ extension SessionStateMachine {
         if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: .complete, sentMark: nil, resent: nil))) }
         if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
         let info = info(transfer, id: id, state: .complete, path: path, at: now)
-        sharedPlaced(id)
+        if transfer.offer.kind == .shared { sharedPlaced(id) }
         transfers.keep(info)
         out.append(.emit(.transfer(info)))
         return out
@@ -301,7 +301,7 @@ extension SessionStateMachine {
                 transfers.incoming[id]?.stage = .placing
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room {
                     out.append(.file(.importHistory(id, room, from: transfer.peer, signed: transfer.offer.kind == .signedHistory)))
-                } else if transfer.offer.kind == .shared, let fetch = sharedFetches[id] {
+                } else if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id).flatMap({ sharedFetches[$0] }) {
                     out.append(.file(.placeShared(id, fetch.file, destination: fetch.destination)))
                 } else {
                     out.append(.file(.place(id, name: name, modifiedMilliseconds: transfer.offer.modifiedMilliseconds)))

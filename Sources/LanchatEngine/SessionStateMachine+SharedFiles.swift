@@ -8,10 +8,12 @@ import LanchatWire
 /// of kind 3 under the request's id, which runs as any incoming file (window, progress, SHA-256
 /// checked against the announcement's); one that does not answers RESOURCE_END refused, and one that
 /// says nothing for `sharedFetchAnswerTimeout` is passed over. A transfer that fails (a wrong hash, a
-/// dropped connection) goes on with the next member; none left: the fetch fails, saying whom it asked.
+/// dropped connection, the sender's cancel) goes on with the next member; none left: the fetch fails,
+/// saying whom it asked. Each request (attempt) has an id of its own, so that nothing of an attempt
+/// that ended (a write still under way in the shell) can touch the next; people see the fetch's id.
 /// The shell keeps the content (its shared-files directory, by digest) and places copies.
 extension SessionStateMachine {
-    /// A fetch under way, by its request id (also the id of the transfer that answers it).
+    /// A fetch under way, by its own id (what people and events see).
     public struct SharedFetch: Equatable, Sendable {
         public var room: RoomID
         public var file: SharedFile
@@ -21,8 +23,18 @@ extension SessionStateMachine {
         var candidates: [PeerID]
         var asked: PeerID?
         var askedAt: Int64 = 0
+        /// The request asked now: the FILE_REQUEST's id, and the id of the transfer that answers it.
+        var attempt: WireID?
         /// Who was asked and why it did not serve ("bob: not held here").
         var outcomes: [String] = []
+        /// A person here cancelled it: its transfer's end ends the fetch.
+        var cancelledHere = false
+    }
+
+    /// A shared file served: how much the receiver had acknowledged when we last looked, and since when.
+    struct ServedProgress: Equatable, Sendable {
+        var acknowledged: UInt64
+        var since: Int64
     }
 
     /// Fetches at once (each may hold an incoming transfer), and files served at once to one member and in all.
@@ -31,6 +43,10 @@ extension SessionStateMachine {
     public static let maximumSharedServed = 16
     /// How long a member asked may take to answer (it looks the file up and opens it) before the next is asked.
     public static let sharedFetchAnswerTimeout: Int64 = 10_000
+    /// A file served that is not accepted within this long, or whose receiver acknowledges nothing more
+    /// for `sharedServeStall`, ends (its slot and descriptor go back).
+    public static let sharedServeAcceptTimeout: Int64 = 30_000
+    public static let sharedServeStall: Int64 = 120_000
 
     // MARK: Sharing
 
@@ -44,17 +60,22 @@ extension SessionStateMachine {
 
     /// Starts fetching a shared file from the connected members of `room` (`author` first, if connected).
     /// Returns the fetch's id, which its transfer events carry. A fetch of the same content in the same
-    /// room already under way is joined (it gets `destination` if it had none).
+    /// room already under way is joined (it gets `destination` and the name if it had none).
     public mutating func fetchShared(
         _ file: SharedFile, room: RoomID, author: PeerID?, destination: String?, at now: EngineTime
     ) throws(SessionError) -> (WireID, [SessionAction]) {
         guard let state = rooms[room] else { throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)") }
+        guard file.size <= transfers.limits.maximumSize else {
+            throw SessionError("too_large", "\(file.name) is \(file.size) bytes; this daemon takes files up to \(transfers.limits.maximumSize) (max-file-size)")
+        }
         if let id = sharedFetches.orderedKeys.first(where: { sharedFetches[$0]?.room == room && sharedFetches[$0]?.file.sha256 == file.sha256 }) {
             if let destination {
-                guard sharedFetches[id]?.destination == nil else {
-                    throw SessionError("busy", "\(file.name) is being fetched already (transfer \(id.description.prefix(8)))")
+                let placing = sharedFetches[id]?.attempt.flatMap { transfers.incoming[$0] }.map { $0.stage == .placing } ?? false
+                guard sharedFetches[id]?.destination == nil, !placing else {
+                    throw SessionError("busy", "\(file.name) is being fetched already (transfer \(id.description.prefix(8))); ask again when it has ended")
                 }
                 sharedFetches[id]?.destination = destination
+                sharedFetches[id]?.file = file
             }
             return (id, [])
         }
@@ -78,16 +99,25 @@ extension SessionStateMachine {
         sharedFetches.orderedKeys.map { ($0, sharedFetches[$0]!) }
     }
 
-    /// Asks the next connected candidate; none left: the fetch fails, saying whom it asked and why.
+    /// The fetch an attempt (a request, and the transfer that answers it) belongs to.
+    func sharedFetch(ofAttempt attempt: WireID) -> WireID? {
+        sharedAttempts[attempt]
+    }
+
+    /// Asks the next connected candidate, under a new request id; none left: the fetch fails, saying
+    /// whom it asked and why.
     mutating func askNext(_ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) {
         guard var fetch = sharedFetches[id] else { return }
         while let next = fetch.candidates.first {
             fetch.candidates.removeFirst()
             guard rooms[fetch.room]?.members[next] != nil, let entry = links.entry(next) else { continue }
+            let attempt = ids.wireID()
+            sharedAttempts[attempt] = id
+            fetch.attempt = attempt
             fetch.asked = next
             fetch.askedAt = now.monotonic
             sharedFetches[id] = fetch
-            out.append(.send(entry.handle, [.fileRequest(.init(id: id, room: fetch.room, sha256: fetch.file.sha256))]))
+            out.append(.send(entry.handle, [.fileRequest(.init(id: attempt, room: fetch.room, sha256: fetch.file.sha256))]))
             timers.scheduleNoLaterThan(.sharedFetches, at: now.monotonic + Self.sharedFetchAnswerTimeout)
             out.append(.emit(.transfer(fetchInfo(id, fetch, peer: entry.peer, state: .offered,
                                                  error: fetch.outcomes.isEmpty ? nil : fetch.outcomes.joined(separator: "; ")))))
@@ -95,7 +125,9 @@ extension SessionStateMachine {
         }
         sharedFetches[id] = nil
         let asked = fetch.outcomes.isEmpty ? "no member that holds it is connected" : "asked: " + fetch.outcomes.joined(separator: "; ")
-        out.append(.emit(.transfer(fetchInfo(id, fetch, peer: nil, state: .failed, error: "no member of \(fetch.room) could send it (\(asked))"))))
+        let info = fetchInfo(id, fetch, peer: nil, state: .failed, error: "no member of \(fetch.room) could send it (\(asked))")
+        transfers.keep(info)
+        out.append(.emit(.transfer(info)))
     }
 
     /// The member asked did not serve: note why, ask the next.
@@ -103,34 +135,51 @@ extension SessionStateMachine {
         guard var fetch = sharedFetches[id] else { return }
         let name = fetch.asked.flatMap { links.entry($0)?.peer.name ?? rooms[fetch.room]?.members[$0]?.name } ?? "?"
         fetch.outcomes.append("\(name): \(why)")
+        if let attempt = fetch.attempt { sharedAttempts[attempt] = nil }
+        fetch.attempt = nil
         fetch.asked = nil
         sharedFetches[id] = fetch
         askNext(id, at: now, &out)
     }
 
+    /// Whether a fetch waits for the answer to its request (no transfer has come for it yet).
+    func isAsking(_ fetch: SharedFetch) -> Bool {
+        guard let attempt = fetch.attempt else { return false }
+        return transfers.incoming[attempt] == nil
+    }
+
     /// Members asked that have not answered in time are passed over.
     mutating func sharedFetchesDue(at now: EngineTime, _ out: inout [SessionAction]) {
         for id in sharedFetches.orderedKeys {
-            guard let fetch = sharedFetches[id], fetch.asked != nil, transfers.incoming[id] == nil,
-                  fetch.askedAt + Self.sharedFetchAnswerTimeout <= now.monotonic else { continue }
+            guard let fetch = sharedFetches[id], isAsking(fetch), fetch.askedAt + Self.sharedFetchAnswerTimeout <= now.monotonic else { continue }
             passOver(id, "no answer in \(Self.sharedFetchAnswerTimeout / 1000) s", at: now, &out)
         }
-        let waiting = sharedFetches.filter { $0.value.asked != nil && transfers.incoming[$0.key] == nil }.map(\.value.askedAt)
-        if let oldest = waiting.min() { timers.schedule(.sharedFetches, at: oldest + Self.sharedFetchAnswerTimeout) }
+        rearmSharedFetches()
+    }
+
+    /// The answer timer runs while any fetch waits for an answer.
+    mutating func rearmSharedFetches() {
+        let waiting = sharedFetches.values.filter(isAsking).map(\.askedAt)
+        if let oldest = waiting.min() { timers.schedule(.sharedFetches, at: oldest + Self.sharedFetchAnswerTimeout) } else { timers.cancel(.sharedFetches) }
     }
 
     /// A connection ended: a fetch waiting for that member's answer asks the next (one receiving from it
     /// moves on when its transfer ends).
     mutating func sharedFetchesLost(_ peer: PeerID, reason: String, at now: EngineTime, _ out: inout [SessionAction]) {
-        for id in sharedFetches.orderedKeys where sharedFetches[id]?.asked == peer && transfers.incoming[id] == nil {
+        for id in sharedFetches.orderedKeys {
+            guard let fetch = sharedFetches[id], fetch.asked == peer, isAsking(fetch) else { continue }
             passOver(id, reason, at: now, &out)
         }
     }
 
-    /// A RESOURCE_OFFER of kind 3: taken only under the id of a fetch of ours, from the member asked, for
-    /// the content asked (room, size, digest); nil if it may be received.
+    /// Whether an offer may be received, as far as fetches go: one under an attempt's id only as a file of
+    /// kind 3, from the member asked, of the content asked (room, size, digest); one of kind 3 only so.
+    /// Nil if it may; else why not.
     func sharedOfferProblem(_ offer: WireFrame.ResourceOffer, from peer: PeerID) -> String? {
-        guard let fetch = sharedFetches[offer.id], fetch.asked == peer else { return "this file was not asked for" }
+        let fetch = sharedAttempts[offer.id].flatMap { sharedFetches[$0] }
+        guard offer.kind == .shared || fetch == nil else { return "this id asks for a shared file" }
+        guard offer.kind == .shared else { return nil }
+        guard let fetch, fetch.asked == peer else { return "this file was not asked for" }
         guard offer.room == fetch.room, offer.size == fetch.file.size, !offer.digestFollows, offer.sha256 == fetch.file.sha256 else {
             return "not the file asked for (its room, size or SHA-256 differs)"
         }
@@ -138,11 +187,13 @@ extension SessionStateMachine {
     }
 
     /// A shared file's transfer ended before it was in place: the next member is asked (the transfer's
-    /// own end is not reported: the fetch goes on under the same id). False if it was not a fetch's.
-    mutating func sharedTransferEnded(_ id: WireID, _ state: TransferState, text: String, at now: EngineTime, _ out: inout [SessionAction]) -> Bool {
-        guard sharedFetches[id] != nil else { return false }
-        guard state != .cancelled else {
+    /// own end is not reported: the fetch goes on). False if it was not a fetch's, or a person here
+    /// cancelled it (then it ends as transfers do).
+    mutating func sharedTransferEnded(_ attempt: WireID, _ state: TransferState, text: String, at now: EngineTime, _ out: inout [SessionAction]) -> Bool {
+        guard let id = sharedAttempts[attempt], let fetch = sharedFetches[id] else { return false }
+        guard !fetch.cancelledHere else {
             sharedFetches[id] = nil
+            sharedAttempts[attempt] = nil
             return false
         }
         passOver(id, text, at: now, &out)
@@ -150,14 +201,22 @@ extension SessionStateMachine {
     }
 
     /// The fetched file is in place: the fetch is over.
-    mutating func sharedPlaced(_ id: WireID) {
+    mutating func sharedPlaced(_ attempt: WireID) {
+        guard let id = sharedAttempts.removeValue(forKey: attempt) else { return }
         sharedFetches[id] = nil
     }
 
-    /// Cancels a fetch still asking (one receiving is cancelled as its transfer is). Nil if none matches.
-    mutating func cancelFetch(_ prefix: String, at now: EngineTime) -> (TransferInfo, [SessionAction])? {
-        guard let id = sharedFetches.orderedKeys.first(where: { $0.description.hasPrefix(prefix) }),
-              transfers.incoming[id] == nil, let fetch = sharedFetches.removeValue(forKey: id) else { return nil }
+    /// Cancels a fetch (by its id or a unique prefix): one still asking ends here; one receiving is
+    /// cancelled as its transfer is. Nil if none matches.
+    mutating func cancelFetch(_ prefix: String, at now: EngineTime) throws(SessionError) -> (TransferInfo, [SessionAction])? {
+        guard let id = sharedFetches.orderedKeys.first(where: { $0.description.hasPrefix(prefix) }), let fetch = sharedFetches[id] else { return nil }
+        if let attempt = fetch.attempt, transfers.incoming[attempt] != nil {
+            sharedFetches[id]?.cancelledHere = true
+            return try cancelTransfer(attempt.description, at: now)
+        }
+        sharedFetches[id] = nil
+        if let attempt = fetch.attempt { sharedAttempts[attempt] = nil }
+        rearmSharedFetches()
         let info = fetchInfo(id, fetch, peer: nil, state: .cancelled, error: "cancelled here")
         transfers.keep(info)
         return (info, [.emit(.transfer(info))])
@@ -170,34 +229,71 @@ extension SessionStateMachine {
 
     // MARK: Serving
 
+    /// Files served (and requests the shell is looking up) to one member, and in all.
+    func sharedServedCount(to peer: PeerID?) -> Int {
+        let served = transfers.outgoing.values.filter { $0.offer.kind == .shared && (peer == nil || $0.peer.id == peer) }.count
+        return served + sharedServing.values.filter { peer == nil || $0 == peer }.count
+    }
+
     /// A member asks for a shared file: the shell looks in what it keeps (`FileAction.serveShared`).
     mutating func received(_ request: WireFrame.FileRequest, from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
         func refuse(_ text: String) {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: request.id, status: .refused, text: text))]))
         }
         guard rooms[request.room]?.members[entry.peer.id] != nil else { return refuse("you are not a member of \(request.room) here") }
-        guard transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil, sharedFetches[request.id] == nil else {
+        guard transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil, sharedServing[request.id] == nil,
+              sharedAttempts[request.id] == nil, sharedFetches[request.id] == nil else {
             return refuse("that id is in use")
         }
-        let served = transfers.outgoing.values.filter { $0.offer.kind == .shared }
-        guard served.count < Self.maximumSharedServed,
-              served.filter({ $0.peer.id == entry.peer.id }).count < Self.maximumSharedServedPerPeer else {
-            return refuse("busy: serving \(served.count) shared files; ask again later or another member")
+        let total = sharedServedCount(to: nil)
+        guard total < Self.maximumSharedServed, sharedServedCount(to: entry.peer.id) < Self.maximumSharedServedPerPeer else {
+            return refuse("busy: serving \(total) shared files; ask again later or another member")
         }
+        sharedServing[request.id] = entry.peer.id
         out.append(.file(.serveShared(request, to: entry.peer)))
     }
 
     /// The shell opened the file asked for (answer to `FileAction.serveShared`): it is offered, under the
-    /// request's id, with its digest.
+    /// request's id, with its digest. (If the member is gone meanwhile, the shell closes the file.)
     public mutating func serveShared(_ request: WireFrame.FileRequest, file: OfferedFile, to peer: PeerID, at now: EngineTime) -> [SessionAction] {
-        guard links.isLinked(peer), rooms[request.room]?.members[peer] != nil,
-              transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil else { return [.file(.close(request.id, removePart: false))] }
-        return (try? offerResource(file, to: peer, kind: .shared, room: request.room, ephemeral: true, id: request.id, digest: request.sha256, at: now).1) ?? []
+        guard sharedServing.removeValue(forKey: request.id) == peer, links.isLinked(peer), rooms[request.room]?.members[peer] != nil,
+              transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil,
+              let (_, actions) = try? offerResource(file, to: peer, kind: .shared, room: request.room, ephemeral: true, id: request.id,
+                                                     digest: request.sha256, at: now) else {
+            return [.file(.close(request.id, removePart: false))]
+        }
+        sharedServed[request.id] = ServedProgress(acknowledged: 0, since: now.monotonic)
+        timers.scheduleNoLaterThan(.sharedServes, at: now.monotonic + Self.sharedServeAcceptTimeout)
+        return actions
     }
 
     /// The shell does not hold what was asked for (answer to `FileAction.serveShared`).
     public mutating func notServed(_ request: WireFrame.FileRequest, to peer: PeerID, because text: String) -> [SessionAction] {
+        sharedServing[request.id] = nil
         guard let handle = links.handle(peer) else { return [] }
         return [.send(handle, [.resourceEnd(.init(id: request.id, status: .refused, text: text))])]
+    }
+
+    /// Files served that were not accepted in time, or whose receiver stopped acknowledging, end.
+    mutating func sharedServesDue(at now: EngineTime, _ out: inout [SessionAction]) {
+        for id in sharedServed.keys.sorted(by: { $0.description < $1.description }) {
+            guard let transfer = transfers.outgoing[id], var progress = sharedServed[id] else {
+                sharedServed[id] = nil
+                continue
+            }
+            let acknowledged = transfer.machine.acknowledged
+            if acknowledged > progress.acknowledged {
+                progress = ServedProgress(acknowledged: acknowledged, since: now.monotonic)
+                sharedServed[id] = progress
+            }
+            let problem: String? = transfer.state == .offered && progress.since + Self.sharedServeAcceptTimeout <= now.monotonic
+                ? "not accepted in \(Self.sharedServeAcceptTimeout / 1000) s"
+                : progress.since + Self.sharedServeStall <= now.monotonic ? "nothing acknowledged for \(Self.sharedServeStall / 1000) s" : nil
+            guard let problem else { continue }
+            sharedServed[id] = nil
+            if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: problem))])) }
+            endOutgoing(id, .failed, error: problem, at: now, &out)
+        }
+        if !sharedServed.isEmpty { timers.schedule(.sharedServes, at: now.monotonic + Self.sharedServeAcceptTimeout) }
     }
 }

@@ -209,9 +209,9 @@ extension SessionStateMachine {
                 } else {
                     endIncoming(end.id, .cancelled, text: "cancelled by the sender", tell: true, at: now, &out)
                 }
-            } else if sharedFetches[end.id]?.asked == peer.id {
+            } else if let fetch = sharedFetch(ofAttempt: end.id), sharedFetches[fetch]?.asked == peer.id {
                 // The member asked for a shared file does not serve it: the next is asked.
-                passOver(end.id, end.text.isEmpty ? "refused" : end.text, at: now, &out)
+                passOver(fetch, end.text.isEmpty ? "refused" : end.text, at: now, &out)
             } else if end.status == .cancelled {
                 // Cancelled by the sender while we were apart (this node restarted meanwhile).
                 out.append(.file(.cancelledWhileApart(end.id, peer)))
@@ -270,7 +270,7 @@ extension SessionStateMachine {
                 transfers.incoming[id] = nil
                 if transfer.stage == .opening { out.append(.file(.close(id, removePart: transfer.offer.kind == .shared))) }
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
-                if transfer.offer.kind == .shared { passOver(id, reason, at: now, &out) }
+                if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id) { passOver(fetch, reason, at: now, &out) }
             case .receiving, .verifying, .placing:
                 if transfer.offer.kind.endsWithConnection, transfer.stage == .receiving, var machine = transfer.machine {
                     let actions = machine.writeFailed(reason)
@@ -301,7 +301,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         let lower = prefix.lowercased()
         guard !lower.isEmpty else { return nil }
-        if let cancelled = cancelFetch(lower, at: now) { return cancelled }
+        if let cancelled = try cancelFetch(lower, at: now) { return cancelled }
         if let id = transfers.outgoing.orderedKeys.first(where: { $0.description.hasPrefix(lower) }), let transfer = transfers.outgoing[id] {
             if let handle = links.handle(transfer.peer.id) {
                 out.append(.send(handle, [.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))]))
@@ -313,6 +313,8 @@ extension SessionStateMachine {
             guard transfer.stage != .placing else {
                 throw SessionError("too_late", "\(transfer.machine?.name ?? "the file") is complete and being put in place")
             }
+            // A shared file's transfer is reported under its fetch's id.
+            let shown = (sharedFetch(ofAttempt: id) ?? id).description
             if var machine = transfer.machine, transfer.stage != .lookingUp, transfer.stage != .opening {
                 let actions = machine.cancel(byPeer: false)
                 transfers.incoming[id]?.machine = machine
@@ -320,7 +322,7 @@ extension SessionStateMachine {
             } else {
                 endIncoming(id, .cancelled, text: "cancelled by the receiver", tell: true, at: now, &out)
             }
-            guard let info = transfers.ended.last, info.id == id.description else { return nil }
+            guard let info = transfers.ended.last, info.id == shown else { return nil }
             return (info, out)
         }
         return nil
@@ -334,7 +336,7 @@ extension SessionStateMachine {
             list.append(info(transfer, id: id, state: transfer.interrupted ? .interrupted : .active, at: now))
         }
         // Shared files being asked for (one that is coming is listed above, under the same id).
-        for (id, fetch) in sharedFetchList where transfers.incoming[id]?.machine == nil {
+        for (id, fetch) in sharedFetchList where fetch.attempt.flatMap({ transfers.incoming[$0]?.machine }) == nil {
             list.append(fetchInfo(id, fetch, peer: fetch.asked.flatMap { links.entry($0)?.peer }, state: .offered, error: nil))
         }
         return list
@@ -362,10 +364,12 @@ extension SessionStateMachine {
         _ transfer: TransferTable.Incoming, id: WireID, state: TransferState, path: String? = nil, error: String? = nil, at now: EngineTime
     ) -> TransferInfo {
         let done = transfer.machine?.received ?? 0
-        // A shared file goes by the name its announcement gave (its sender offers it under its digest).
-        let name = sharedFetches[id]?.file.name ?? transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name)
+        // A shared file goes by its fetch's id, and the name its announcement gave (its sender offers it
+        // under its digest).
+        let fetch = sharedFetch(ofAttempt: id)
+        let name = fetch.flatMap { sharedFetches[$0]?.file.name } ?? transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name)
         return TransferInfo(
-            state: state.rawValue, id: id.description, direction: .incoming, peer: transfer.peer,
+            state: state.rawValue, id: (fetch ?? id).description, direction: .incoming, peer: transfer.peer,
             name: name, size: transfer.offer.size, done: done,
             rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now), path: path, error: error)
     }

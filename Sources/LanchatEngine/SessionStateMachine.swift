@@ -175,8 +175,12 @@ public struct SessionStateMachine: Sendable {
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
     var transfers = TransferTable()
-    /// Shared files being fetched (`+SharedFiles`), by request id.
+    /// Shared files (`+SharedFiles`): fetches by their id, each request (attempt) to the fetch it is for,
+    /// requests the shell is looking up to serve, and files served with their progress.
     var sharedFetches: [WireID: SharedFetch] = [:]
+    var sharedAttempts: [WireID: WireID] = [:]
+    var sharedServing: [WireID: PeerID] = [:]
+    var sharedServed: [WireID: ServedProgress] = [:]
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
@@ -245,6 +249,7 @@ public struct SessionStateMachine: Sendable {
             case .transferStalls: failStalledTransfers(at: now, &out)
             case .autoAway: idleTimerFired(at: now, &out)
             case .sharedFetches: sharedFetchesDue(at: now, &out)
+            case .sharedServes: sharedServesDue(at: now, &out)
             }
         }
         return out

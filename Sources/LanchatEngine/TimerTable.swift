@@ -26,6 +26,8 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
     case autoAway
     /// Members asked for a shared file that did not answer in time are passed over.
     case sharedFetches
+    /// Shared files served that are not accepted, or no longer acknowledged, end.
+    case sharedServes
 
     public var description: String {
         switch self {
@@ -40,6 +42,7 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
         case .transferStalls: "stalled transfers fail"
         case .autoAway: "auto-away"
         case .sharedFetches: "shared-file requests time out"
+        case .sharedServes: "shared files served stall"
         }
     }
 }

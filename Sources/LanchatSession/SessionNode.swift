@@ -61,6 +61,8 @@ public actor SessionNode {
         public var keepSharedFiles = true
         public var sharedAutoFetchLimit: UInt64 = 256 << 20
         public var sharedFilesDays = 30
+        /// At most this many bytes of others' shared files are fetched by themselves (kept files count).
+        public var sharedFilesQuota: UInt64 = 4 << 30
 
         public init(ownID: PeerID, ownName: String, port: Int, autoAccept: AutoAcceptPolicy, encryption: EncryptionPreference) {
             self.ownID = ownID

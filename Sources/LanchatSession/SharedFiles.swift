@@ -108,15 +108,14 @@ extension SessionNode {
         }
         let file = SharedFile(sha256: Array(hasher.finalize()), size: size, type: SharedFile.sniff(head), name: name)
         let target = directory + "/" + file.hex
-        if link(temporary, target) != 0 {
+        // Over whatever was kept under that digest (the same bytes, or a copy that went bad): this one was
+        // just hashed. Its time starts again.
+        guard rename(temporary, target) == 0 else {
             let code = errno
             unlink(temporary)
-            guard code == EEXIST else { throw SessionError("write_failed", "cannot keep \(name): \(String(cString: strerror(code)))") }
-            utimensat(AT_FDCWD, target, nil, 0)  // kept already: its time starts again
-        } else {
-            unlink(temporary)
-            DurableFile.syncDirectory(containing: target)
+            throw SessionError("write_failed", "cannot keep \(name): \(String(cString: strerror(code)))")
         }
+        DurableFile.syncDirectory(containing: target)
         return file
     }
 
@@ -176,8 +175,10 @@ extension SessionNode {
             matches = try store.search(room: nil, limit: 100_000, filter: HistoryFilter(kind: .file))
                 .filter { $0.id.hasPrefix(lower) }.compactMap(entry)
         } catch { throw SessionError("storage", "\(error)") }
-        guard let shared = matches.first else { throw SessionError("not_found", "no shared file has the id \(prefix) (see `lanchat files`)") }
-        guard matches.count == 1 else { throw SessionError("ambiguous", "\(matches.count) shared files have ids that begin with \(prefix): give more of it") }
+        guard let first = matches.first else { throw SessionError("not_found", "no shared file has the id \(prefix) (see `lanchat files`)") }
+        // A whole id is never ambiguous (another member may choose ids that begin the same way).
+        let shared = matches.first(where: { $0.message.id == lower }) ?? first
+        guard matches.count == 1 || shared.message.id == lower else { throw SessionError("ambiguous", "\(matches.count) shared files have ids that begin with \(prefix): give more of it") }
         let directory = StorageDirectory(role: destination == nil ? "the download directory" : "the directory", path: destination ?? configuration.downloadDirectory,
                                          mode: configuration.downloadsForGroup ? 0o750 : 0o700)
         if let problem = directory.prepare().problem { throw SessionError("write_failed", problem) }
@@ -204,10 +205,40 @@ extension SessionNode {
         guard configuration.keepSharedFiles, !message.outgoing, message.stored.kind == .file,
               let shared = entry(message.stored), !shared.held, shared.file.size <= configuration.sharedAutoFetchLimit,
               let room = RoomID(message.stored.room) else { return }
-        guard sharedStorage.prepare().problem == nil,
-              let (_, actions) = try? engine.fetchShared(shared.file, room: room, author: PeerID(message.stored.senderID), destination: nil, at: time())
-        else { return }
-        perform(actions)
+        let skip = { (why: String) in
+            self.logger.notice("shared file not fetched", metadata: ["name": "\(shared.file.name)", "room": "\(room)", "why": "\(why)"])
+        }
+        // Members choose what they share: what this host keeps by itself is bounded (`sharedFilesQuota`),
+        // and never takes the last `sharedFreeMargin` of the disk (the history database lives there too).
+        guard case .usable(let free) = sharedStorage.prepare() else { return skip("the shared-files directory cannot be used") }
+        let kept = Self.keptBytes(in: sharedStorage.path)
+        guard kept + shared.file.size <= configuration.sharedFilesQuota else {
+            return skip("this host keeps \(kept) bytes of shared files; the quota is \(configuration.sharedFilesQuota)")
+        }
+        guard free >= shared.file.size + Self.sharedFreeMargin else { return skip("too little free space") }
+        do {
+            let (_, actions) = try engine.fetchShared(shared.file, room: room, author: PeerID(message.stored.senderID), destination: nil, at: time())
+            perform(actions)
+        } catch {
+            skip(error.message)
+        }
+    }
+
+    /// What fetching by itself leaves free on the disk of the shared-files directory, at least.
+    static let sharedFreeMargin: UInt64 = 1 << 30
+
+    /// The bytes of the files kept in `directory` (named by their digest).
+    static func keptBytes(in directory: String) -> UInt64 {
+        guard let handle = opendir(directory) else { return 0 }
+        defer { closedir(handle) }
+        var total: UInt64 = 0
+        while let item = readdir(handle) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            var info = stat()
+            guard SharedFile.bytes(hex: name) != nil || name.hasSuffix(".part"), lstat(directory + "/" + name, &info) == 0 else { continue }
+            total += UInt64(max(0, info.st_size))
+        }
+        return total
     }
 
     // MARK: Serving and placing
@@ -215,6 +246,14 @@ extension SessionNode {
     /// A member asks for a file kept here: it is opened and offered, or refused.
     func serveShared(_ request: WireFrame.FileRequest, to peer: SessionPeer) {
         let hex = SharedFile(sha256: request.sha256, size: 0, type: "application/octet-stream", name: "x").hex
+        // Only what was shared in that room (a member of one room does not get another room's files by
+        // their digest).
+        let announced = ((try? store.search(room: request.room.rawValue, limit: 20, filter: HistoryFilter(words: hex, kind: .file))) ?? [])
+            .contains { SharedFile(body: $0.body)?.sha256 == request.sha256 }
+        guard announced else {
+            perform(engine.notServed(request, to: peer.id, because: "no file with that SHA-256 was shared in \(request.room)"))
+            return
+        }
         let path = sharedStorage.path + "/" + hex
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0, let file = try? ResourceFile.opened(fd, path: path) else {
@@ -223,6 +262,7 @@ extension SessionNode {
         }
         guard files[request.id] == nil else {
             close(file.fd)
+            perform(engine.notServed(request, to: peer.id, because: "that id is in use"))
             return
         }
         files[request.id] = TransferFile(fd: file.fd, path: path, incoming: false, size: file.size)
@@ -233,7 +273,10 @@ extension SessionNode {
     /// A fetched file, verified: kept under its digest (unless this node keeps no shared files), and a
     /// copy put in `destination`.
     func placeShared(_ id: WireID, _ file: SharedFile, destination: String?) {
-        guard let part = files.removeValue(forKey: id) else { return }
+        guard let part = files.removeValue(forKey: id) else {
+            perform(engine.fileFailed(id, "its part file is gone", at: time()))
+            return
+        }
         let kept = sharedPath(file)
         let keep = configuration.keepSharedFiles || destination == nil
         let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
@@ -246,13 +289,11 @@ extension SessionNode {
             fchmod(part.fd, mode)
             var source = part.path
             if keep {
-                if link(part.path, kept) == 0 {
-                    DurableFile.syncDirectory(containing: kept)
-                } else if errno == EEXIST {
-                    utimensat(AT_FDCWD, kept, nil, 0)
-                } else {
+                // Verified: it replaces whatever was kept under that digest (a copy that went bad).
+                guard rename(part.path, kept) == 0 else {
                     throw SessionError("write_failed", "cannot keep \(file.name): \(String(cString: strerror(errno)))")
                 }
+                DurableFile.syncDirectory(containing: kept)
                 source = kept
             }
             guard let destination else { return kept }
@@ -280,10 +321,14 @@ extension SessionNode {
             var info = stat()
             return lstat(directory + "/" + candidate, &info) == 0
         }
+        // The announced name is a member's word: made safe as a received file's is (no leading dot, no
+        // format characters, at most 255 bytes).
+        let safe: String
+        if case .success(let made) = SafeFileName.make(from: Array(name.utf8)) { safe = made } else { safe = "shared-file" }
         var target = ""
         var output: Int32 = -1
         for _ in 0..<100 {
-            guard let free = SafeFileName.unique(name, exists: taken) else { break }
+            guard let free = SafeFileName.unique(safe, exists: taken) else { break }
             target = directory + "/" + free
             output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
             if output >= 0 || errno != EEXIST { break }

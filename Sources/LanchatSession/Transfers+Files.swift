@@ -23,7 +23,10 @@ extension SessionNode {
             files[id]!.queue.append((offset, data))
             write(id)
         case .verify(let id):
-            guard var file = files[id] else { return }
+            guard var file = files[id] else {
+                perform(engine.fileFailed(id, "its part file is gone", at: time()))
+                return
+            }
             let digest = Array(file.hasher.finalize())
             file.hasher = SHA256()
             files[id] = file

@@ -50,9 +50,24 @@ import Testing
         actions.compactMap { if case .emit(.transfer(let info)) = $0 { info } else { nil } }
     }
 
-    func offer(_ id: WireID, sha256: [UInt8]? = nil, size: UInt64 = 1000, room: RoomID? = nil) -> WireFrame {
-        .resourceOffer(.init(id: id, room: room ?? lab, kind: .shared, name: Array("x".utf8), size: size, sha256: sha256 ?? file.sha256,
+    func offer(_ id: WireID, sha256: [UInt8]? = nil, kind: WireFrame.ResourceOffer.Kind = .shared) -> WireFrame {
+        .resourceOffer(.init(id: id, room: kind == .shared ? lab : nil, kind: kind, name: Array("x".utf8), size: 1000, sha256: sha256 ?? file.sha256,
                              modifiedMilliseconds: 0))
+    }
+
+    /// The id of the request sent to `handle` (each member asked gets a request of its own).
+    func asked(_ actions: [SessionAction], _ handle: Int) -> WireID? {
+        requests(actions).first { $0.0 == LinkHandle(handle) }?.1.id
+    }
+
+    /// Receives the bytes of `attempt` up to the hash check.
+    func receive(_ node: inout SessionStateMachine, _ attempt: WireID, on handle: Int, at start: Int64) -> [SessionAction] {
+        var out = node.received([offer(attempt)], on: LinkHandle(handle), at: at(start))
+        out += node.partOpened(attempt, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(start + 1))
+        out += node.received([.resourceChunk(.init(id: attempt, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 7, count: 1000))))],
+                             on: LinkHandle(handle), at: at(start + 2))
+        out += node.written(attempt, upTo: 1000, at: at(start + 3))
+        return out
     }
 
     // MARK: The announcement and the frame
@@ -97,11 +112,13 @@ import Testing
         var node = engine()
         let (id, first) = try node.fetchShared(file, room: lab, author: carol.id, destination: "/tmp/x", at: at(10))
         #expect(requests(first).map(\.0) == [LinkHandle(2)])
-        #expect(requests(first).first?.1 == .init(id: id, room: lab, sha256: file.sha256))
-        #expect(transfers(first).first?.state == "offered" && transfers(first).first?.peer == carol)
-        // Carol does not hold it: bob is asked.
-        let next = node.received([.resourceEnd(.init(id: id, status: .refused, text: "not held by carol"))], on: LinkHandle(2), at: at(20))
+        let request = try #require(requests(first).first?.1)
+        #expect(request.room == lab && request.sha256 == file.sha256 && request.id != id)
+        #expect(transfers(first).first?.state == "offered" && transfers(first).first?.peer == carol && transfers(first).first?.id == id.description)
+        // Carol does not hold it: bob is asked, under another request id.
+        let next = node.received([.resourceEnd(.init(id: request.id, status: .refused, text: "not held by carol"))], on: LinkHandle(2), at: at(20))
         #expect(requests(next).map(\.0) == [LinkHandle(1)])
+        #expect(asked(next, 1) != request.id)
         // Bob says nothing: after the answer timeout, none is left, and the fetch fails saying why.
         #expect(node.tick(at: at(20 + SessionStateMachine.sharedFetchAnswerTimeout - 1)).isEmpty)
         let failed = transfers(node.tick(at: at(20 + SessionStateMachine.sharedFetchAnswerTimeout)))
@@ -113,28 +130,26 @@ import Testing
 
     @Test func aCopyWhoseDigestDiffersIsRefusedAndTheNextMemberAsked() throws {
         var node = engine()
-        let (id, _) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))
+        let (id, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))
+        let toBob = try #require(asked(started, 1))
         // An offer under another id, or of other content, is refused (and the asked member passed over).
         let stray = node.received([offer(WireID.random())], on: LinkHandle(1), at: at(11))
         #expect(ends(stray).first?.1.status == .refused && requests(stray).isEmpty)
-        let other = node.received([offer(id, sha256: [UInt8](repeating: 1, count: 32))], on: LinkHandle(1), at: at(12))
+        let other = node.received([offer(toBob, sha256: [UInt8](repeating: 1, count: 32))], on: LinkHandle(1), at: at(12))
         #expect(ends(other).first?.1.status == .refused)
-        #expect(requests(other).map(\.0) == [LinkHandle(2)])  // carol now
+        let toCarol = try #require(asked(other, 2))  // carol now
         // Carol offers the right thing; it arrives, but its bytes hash to something else.
-        let offered = node.received([offer(id)], on: LinkHandle(2), at: at(13))
-        guard case .file(.openPart(let part, _))? = offered.last(where: { if case .file(.openPart) = $0 { true } else { false } }) else {
+        let offered = receive(&node, toCarol, on: 2, at: 13)
+        guard case .file(.openPart(let part, _))? = offered.first(where: { if case .file(.openPart) = $0 { true } else { false } }) else {
             Issue.record("no part file asked for: \(offered)")
             return
         }
-        #expect(part.id == id && part.kind == .shared)
-        _ = node.partOpened(id, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(14))
-        let chunk = ByteBuffer(bytes: [UInt8](repeating: 7, count: 1000))
-        _ = node.received([.resourceChunk(.init(id: id, offset: 0, data: chunk))], on: LinkHandle(2), at: at(15))
-        let verify = node.written(id, upTo: 1000, at: at(16))
-        #expect(verify.contains(.file(.verify(id))))
-        let mismatch = node.hashed(id, digest: [UInt8](repeating: 9, count: 32), at: at(17))
+        #expect(part.id == toCarol && part.kind == .shared)
+        #expect(offered.contains(.file(.verify(toCarol))))
+        #expect(transfers(offered).allSatisfy { $0.id == id.description && $0.name == "photo.png" }, "\(transfers(offered))")
+        let mismatch = node.hashed(toCarol, digest: [UInt8](repeating: 9, count: 32), at: at(17))
         #expect(ends(mismatch).first?.1.status == .failed)
-        #expect(mismatch.contains(.file(.close(id, removePart: true))))
+        #expect(mismatch.contains(.file(.close(toCarol, removePart: true))))
         // Nobody is left (the stranger is no member): the fetch fails, naming both and why.
         let failed = transfers(mismatch)
         #expect(failed.last?.state == "failed", "\(failed)")
@@ -143,16 +158,16 @@ import Testing
 
     @Test func theRightCopyIsPlacedAndTheFetchEnds() throws {
         var node = engine()
-        let (id, _) = try node.fetchShared(file, room: lab, author: bob.id, destination: "/tmp/out", at: at(10))
-        _ = node.received([offer(id)], on: LinkHandle(1), at: at(11))
-        _ = node.partOpened(id, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(12))
-        _ = node.received([.resourceChunk(.init(id: id, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 7, count: 1000))))], on: LinkHandle(1), at: at(13))
-        _ = node.written(id, upTo: 1000, at: at(14))
-        let placing = node.hashed(id, digest: file.sha256, at: at(15))
-        #expect(placing.contains(.file(.placeShared(id, file, destination: "/tmp/out"))))
-        let done = node.placed(id, path: "/tmp/out/photo.png", at: at(16))
+        let (id, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: "/tmp/out", at: at(10))
+        let attempt = try #require(asked(started, 1))
+        _ = receive(&node, attempt, on: 1, at: 11)
+        let placing = node.hashed(attempt, digest: file.sha256, at: at(15))
+        #expect(placing.contains(.file(.placeShared(attempt, file, destination: "/tmp/out"))))
+        // Too late to name another directory now.
+        #expect(throws: SessionError.self) { _ = try node.fetchShared(file, room: lab, author: nil, destination: "/tmp/y", at: at(15)) }
+        let done = node.placed(attempt, path: "/tmp/out/photo.png", at: at(16))
         #expect(ends(done).first?.1.status == .complete)
-        #expect(transfers(done).last?.state == "complete" && transfers(done).last?.path == "/tmp/out/photo.png")
+        #expect(transfers(done).last?.state == "complete" && transfers(done).last?.path == "/tmp/out/photo.png" && transfers(done).last?.id == id.description)
         #expect(node.sharedFetchList.isEmpty)
     }
 
@@ -170,7 +185,55 @@ import Testing
         #expect(throws: SessionError.self) { _ = try node.fetchShared(other, room: lab, author: nil, destination: nil, at: at(14)) }
     }
 
+    @Test func anOrdinaryOfferUnderARequestsIdIsRefusedAndTheSendersCancelPassesToTheNext() throws {
+        var node = engine()
+        let (id, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))
+        let toBob = try #require(asked(started, 1))
+        // Bob answers with a plain file under the request's id: refused, and carol asked (a file that
+        // passed no check must never end the fetch as if it were the one asked for).
+        let plain = node.received([offer(toBob, kind: .file)], on: LinkHandle(1), at: at(11))
+        #expect(ends(plain).first?.1.status == .refused && !plain.contains { if case .file(.openPart) = $0 { true } else { false } })
+        let toCarol = try #require(asked(plain, 2))
+        // Carol starts sending, then cancels: not the end of the fetch, but there is nobody left.
+        _ = node.received([offer(toCarol)], on: LinkHandle(2), at: at(12))
+        _ = node.partOpened(toCarol, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(13))
+        let cancelled = node.received([.resourceEnd(.init(id: toCarol, status: .cancelled, text: "no"))], on: LinkHandle(2), at: at(14))
+        #expect(transfers(cancelled).last?.state == "failed" && transfers(cancelled).last?.id == id.description, "\(transfers(cancelled))")
+        #expect(node.sharedFetchList.isEmpty)
+    }
+
+    @Test func aPersonCancelsAFetchWhileAskingOrReceiving() throws {
+        var node = engine()
+        let (id, _) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))
+        let (info, _) = try #require(try node.cancelTransfer(String(id.description.prefix(8)), at: at(11)))
+        #expect(info.state == "cancelled" && info.id == id.description && node.sharedFetchList.isEmpty)
+        let (again, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(20))
+        let attempt = try #require(asked(started, 1))
+        _ = node.received([offer(attempt)], on: LinkHandle(1), at: at(21))
+        _ = node.partOpened(attempt, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(22))
+        let (stopped, actions) = try #require(try node.cancelTransfer(again.description, at: at(23)))
+        #expect(stopped.state == "cancelled" && stopped.id == again.description)
+        #expect(ends(actions).first?.1.status == .cancelled && requests(actions).isEmpty && node.sharedFetchList.isEmpty)
+    }
+
     // MARK: Serving
+
+    @Test func requestsBeyondTheServingLimitAreRefusedEvenInOneReadAndStalledServesEnd() {
+        var node = engine()
+        let requests = (0..<6).map { _ in WireFrame.FileRequest(id: WireID.random(), room: lab, sha256: file.sha256) }
+        let actions = node.received(requests.map { .fileRequest($0) }, on: LinkHandle(1), at: at(10))
+        let handed = actions.filter { if case .file(.serveShared) = $0 { true } else { false } }
+        #expect(handed.count == SessionStateMachine.maximumSharedServedPerPeer)
+        #expect(ends(actions).count == 6 - SessionStateMachine.maximumSharedServedPerPeer && ends(actions).allSatisfy { $0.1.text.hasPrefix("busy") })
+        let offered = OfferedFile(path: "/s/x", name: "x", size: 1000, modifiedMilliseconds: 0, identity: "1:2")
+        for request in requests.prefix(4) { _ = node.serveShared(request, file: offered, to: bob.id, at: at(11)) }
+        // Served twice under one request: the second is closed, not offered.
+        #expect(node.serveShared(requests[0], file: offered, to: bob.id, at: at(12)) == [.file(.close(requests[0].id, removePart: false))])
+        // Never accepted: each ends after the accept timeout, the receiver told.
+        let due = node.tick(at: at(11 + SessionStateMachine.sharedServeAcceptTimeout))
+        #expect(ends(due).count == 4 && ends(due).allSatisfy { $0.1.status == .failed })
+        #expect(node.transfersUnderWay(at: at(11 + SessionStateMachine.sharedServeAcceptTimeout)).isEmpty)
+    }
 
     @Test func aMembersRequestIsHandedToTheShellAndAStrangersRefused() {
         var node = engine()

@@ -66,6 +66,8 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public var keepSharedFiles = true
     public var sharedFilesDays = 30
     public var sharedAutoFetchLimit: UInt64 = 256 << 20
+    /// `shared-files-quota`: files are fetched by themselves only while what is kept stays within this.
+    public var sharedFilesQuota: UInt64 = 4 << 30
 
     public struct Error: Swift.Error, Equatable, CustomStringConvertible {
         public let message: String
@@ -78,7 +80,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
         "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
-        "max-wire-version", "auto-away", "shared-files", "shared-files-days", "shared-auto-fetch",
+        "max-wire-version", "auto-away", "shared-files", "shared-files-days", "shared-auto-fetch", "shared-files-quota",
     ]
 
     /// Defaults for the current user and environment.
@@ -180,6 +182,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
                 throw Error("shared-auto-fetch: expected a size like 100M or 1G (0: fetch nothing when announced)")
             }
             sharedAutoFetchLimit = bytes
+        case "shared-files-quota":
+            guard let bytes = Self.size(value) else { throw Error("shared-files-quota: expected a size like 4G") }
+            sharedFilesQuota = bytes
         case "max-file-size":
             guard let bytes = Self.size(value) else {
                 throw Error("max-file-size: expected a size like 500M, 4G or 1073741824 (0 refuses every file)")
