@@ -63,6 +63,7 @@ Then, on h1:
   lanchat invite root@h3 --room lab --wait
   lanchat send "hello everyone"
   head -c 5M /dev/urandom > photo.bin && lanchat send-file --room lab photo.bin
+  lanchat share lab photo.bin               (it stays in the room: `lanchat files`, `lanchat fetch ID` on h2 or h3)
   lanchat                                   (interactive: type to chat, /help; h2 and h3 can answer)
   lanchat ping root@h2                      (TLS pinned to h2's key; the short code)
 Or run one command on a host:
