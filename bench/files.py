@@ -1,8 +1,13 @@
 """File, stream and history benchmarks on the simulated LAN, each next to a baseline from the same run.
 
 1. A file (default 1 GiB) from h1 to h2, to disk, encryption on: `lanchat send-file` end to end (SHA-256
-   on both sides included) and the transfer phase alone, next to `socat` (raw TCP), `scp` and `rsync`
-   (over ssh, sshd on h2) moving the same file between the same hosts.
+   on both sides included) and the transfer phase alone, next to `socat` (raw TCP) and `scp` (over ssh,
+   sshd on h2) moving the same file between the same hosts, interleaved (socat, lanchat, scp, again),
+   `--rounds` times each (default 5: min, median, max). Every one writes to the same filesystem and ends
+   with the file synced (lanchat fsyncs before it reports complete; socat and scp are followed by `sync
+   FILE` on h2, inside the time). CPU time per GiB of both ends (user + system): the two daemons' own
+   accounting (/proc/PID/stat) for lanchat; socat's and scp's (with ssh) from wait4, sshd's from the
+   listener's reaped children. rsync over ssh once, as before.
 2. Chat during that transfer: messages from h1 to the room every 20 ms while the file goes h1 -> h2;
    latency until h2's `lanchat watch` shows them, next to the same measurement with no transfer.
 3. A named stream h1 -> h2 (`lanchat stream`, the same bytes), next to socat.
@@ -68,29 +73,72 @@ def file_figures(lan, mib, rounds, downloads):
         chat.close()
     last = json.loads(out.splitlines()[-1])
     assert last["state"] == "complete", last
-    # Throughput: lanchat alone (no chat beside it) and socat to disk, alternating, `rounds` times each;
-    # medians (this machine's figures move from run to run).
-    socat, lanchat, reported = [], [], []
-    for round_ in range(rounds):
-        target = os.path.join(lan.dir, "socat.out")
-        listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9100,reuseaddr", f"OPEN:{target},creat,trunc"])
-        time.sleep(0.5)
-        start = time.monotonic()
-        lan.run("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9100"], timeout=600)
-        wait_process(listener, 600, f"socat on h2 to write the whole file (throughput round {round_ + 1})")
-        socat.append(size / (time.monotonic() - start) / 1e6)
-        os.remove(target)
-        os.remove(os.path.join(downloads, os.path.basename(source)))
-        start = time.monotonic()
-        result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=900)
-        lanchat.append(size / (time.monotonic() - start) / 1e6)
-        last = json.loads(result.stdout.splitlines()[-1])
-        assert last["state"] == "complete", last
-        reported.append(last["rate"] / 1e6)
+    os.remove(os.path.join(downloads, os.path.basename(source)))
+    # Throughput and CPU: lanchat alone (no chat beside it), socat and scp to disk, interleaved, `rounds`
+    # times each (this machine's wall-clock figures move from run to run; CPU per GiB moves less).
+    gib = size / (1 << 30)
+    daemons = [(host, lan.lanchat_json(host, "status")["pid"]) for host in ("h1", "h2")]
+    runs = {"socat": [], "lanchat": [], "scp": [], "reported": []}
+    cpu = {"socat": [], "lanchat": [], "scp": []}
+    scp_setup = ssh["setup"]
+    try:
+        for round_ in range(rounds):
+            what = f"throughput round {round_ + 1}"
+            target = os.path.join(lan.dir, "socat.out")
+            listener = lan.popen("h2", ["socat", "-u", "TCP-LISTEN:9100,reuseaddr", f"OPEN:{target},creat,trunc"])
+            time.sleep(0.5)
+            start = time.monotonic()
+            sender = lan.popen("h1", ["socat", "-u", f"OPEN:{source}", f"TCP:{lan.addr('h2')}:9100"])
+            used = waited(sender, 600, f"socat on h1 to send the whole file ({what})")
+            used += waited(listener, 600, f"socat on h2 to write the whole file ({what})")
+            lan.run("h2", ["sync", target], timeout=300)
+            runs["socat"].append(size / (time.monotonic() - start) / 1e6)
+            cpu["socat"].append(used / gib)
+            os.remove(target)
+
+            before = sum(cpu_seconds(lan, host, pid) for host, pid in daemons)
+            start = time.monotonic()
+            result = lan.lanchat("h1", "send-file", "--to", "bob", source, timeout=900)
+            runs["lanchat"].append(size / (time.monotonic() - start) / 1e6)
+            cpu["lanchat"].append((sum(cpu_seconds(lan, host, pid) for host, pid in daemons) - before) / gib)
+            last = json.loads(result.stdout.splitlines()[-1])
+            assert last["state"] == "complete", last
+            runs["reported"].append(last["rate"] / 1e6)
+            os.remove(os.path.join(downloads, os.path.basename(source)))
+
+            mb_s, used = scp_setup.copy(source, size)
+            runs["scp"].append(mb_s)
+            cpu["scp"].append(used / gib)
+    finally:
+        scp_setup.close()
     stream = stream_throughput(lan, source, size, rounds)
-    return {"mib": mib, "rounds": rounds, "socat_mb_s": median(socat), "lanchat_total_mb_s": median(lanchat),
-            "lanchat_transfer_mb_s": median(reported), "socat_all": socat, "lanchat_all": lanchat,
-            **ssh, "chat_idle": idle, "chat_during_transfer": busy, **stream}
+    return {"mib": mib, "rounds": rounds, "socat_mb_s": median(runs["socat"]), "lanchat_total_mb_s": median(runs["lanchat"]),
+            "lanchat_transfer_mb_s": median(runs["reported"]), "scp_mb_s": median(runs["scp"]), "rsync_mb_s": ssh["rsync_mb_s"],
+            "socat_all": runs["socat"], "lanchat_all": runs["lanchat"], "scp_all": runs["scp"],
+            "cpu_s_per_gib": {name: median(values) for name, values in cpu.items()}, "cpu_s_per_gib_all": cpu,
+            "chat_idle": idle, "chat_during_transfer": busy, **stream}
+
+
+def cpu_seconds(lan, host, pid):
+    """User + system CPU seconds of a process on `host` (its own pid namespace), its reaped children included."""
+    fields = lan.run(host, ["cat", f"/proc/{pid}/stat"]).stdout.rsplit(")", 1)[1].split()
+    return sum(int(fields[index]) for index in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
+
+
+def waited(process, timeout, what):
+    """Waits for `process` (failing, naming `what`, after `timeout` s) and returns the CPU seconds (user +
+    system) it used, with everything it waited for (nsenter waits for the command it runs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.returncode != 0:
+                raise AssertionError(f"{what}: exit status {process.returncode}")
+            return usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.005)
 
 
 def median(values):
@@ -187,8 +235,40 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
+class ScpRun:
+    """scp h1 -> h2 through the sshd that `ssh_baselines` started: each copy's rate (to disk, synced) and
+    the CPU of both ends (scp and its ssh from wait4; sshd's from what its listener reaped)."""
+
+    def __init__(self, lan, keys, sshd):
+        self.lan, self.keys, self.sshd = lan, keys, sshd
+        self.sshd_pid = open(os.path.join(keys, "sshd.pid")).read().strip()
+        self.target = os.path.join(lan.dir, "ssh.out")
+
+    def copy(self, source, size):
+        before = cpu_seconds(self.lan, "h2", self.sshd_pid)
+        start = time.monotonic()
+        scp = self.lan.popen("h1", ["scp", "-q", "-i", f"{self.keys}/client", "-P", "2222", "-o", "StrictHostKeyChecking=no",
+                                    "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", source,
+                                    f"root@{self.lan.addr('h2')}:{self.target}"])
+        used = waited(scp, 900, "scp of the file to h2")
+        self.lan.run("h2", ["sync", self.target], timeout=300)
+        rate = size / (time.monotonic() - start) / 1e6
+        assert os.path.getsize(self.target) == size
+        os.remove(self.target)
+        # The session's sshd is reaped by the listener once it exits (a moment after scp does).
+        deadline = time.monotonic() + 5
+        server = cpu_seconds(self.lan, "h2", self.sshd_pid) - before
+        while time.monotonic() < deadline and server <= 0:
+            time.sleep(0.05)
+            server = cpu_seconds(self.lan, "h2", self.sshd_pid) - before
+        return rate, used + server
+
+    def close(self):
+        self.sshd.kill()
+
+
 def ssh_baselines(lan, source, size):
-    """scp and rsync over ssh (OpenSSH defaults), sshd on h2, to disk."""
+    """sshd on h2 (OpenSSH defaults) for scp (`ScpRun`, run with the others) and rsync over ssh (once), to disk."""
     keys = os.path.join(lan.dir, "ssh")
     os.makedirs(keys, exist_ok=True)
     for name in ("host", "client"):
@@ -200,24 +280,20 @@ def ssh_baselines(lan, source, size):
                 f"PidFile {keys}/sshd.pid\nSubsystem sftp internal-sftp\n")
     lan.run("h2", ["mkdir", "-p", "/run/sshd"])
     sshd = lan.popen("h2", ["/usr/sbin/sshd", "-D", "-e", "-f", config], stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    wait_for(lambda: os.path.exists(os.path.join(keys, "sshd.pid")), timeout=10, what="sshd on h2 to start")
     ssh = ["ssh", "-i", f"{keys}/client", "-p", "2222", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
     target = os.path.join(lan.dir, "ssh.out")
     try:
         start = time.monotonic()
-        lan.run("h1", ["scp", "-q", "-i", f"{keys}/client", "-P", "2222", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                       "-o", "LogLevel=ERROR", source, f"root@{lan.addr('h2')}:{target}"], timeout=900)
-        scp_s = time.monotonic() - start
-        assert os.path.getsize(target) == size
-        os.remove(target)
-        start = time.monotonic()
         lan.run("h1", ["rsync", "-e", " ".join(ssh), source, f"root@{lan.addr('h2')}:{target}"], timeout=900)
+        lan.run("h2", ["sync", target], timeout=300)
         rsync_s = time.monotonic() - start
         assert os.path.getsize(target) == size
         os.remove(target)
-    finally:
+    except BaseException:
         sshd.kill()
-    return {"scp_mb_s": size / scp_s / 1e6, "rsync_mb_s": size / rsync_s / 1e6}
+        raise
+    return {"rsync_mb_s": size / rsync_s / 1e6, "setup": ScpRun(lan, keys, sshd)}
 
 
 def stream_throughput(lan, source, size, rounds):
@@ -292,7 +368,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=3, help="throughput runs of each (medians are printed)")
+    parser.add_argument("--rounds", type=int, default=5, help="throughput runs of each, interleaved (min, median, max are printed)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lan = TestLAN()
@@ -319,14 +395,22 @@ def main():
         sys.exit(1)
 
 
+def spread(values, digits=0):
+    """"min / median / max" of a figure's runs."""
+    return f"{min(values):.{digits}f} / {median(values):.{digits}f} / {max(values):.{digits}f}"
+
+
 def print_files(args, files):
-    print(f"{args.mib} MiB file h1 -> h2, send-file end to end (hashing both sides), median of {args.rounds}  {files['lanchat_total_mb_s']:.0f} MB/s"
-          f"   socat raw TCP, same file, same hosts: {files['socat_mb_s']:.0f} MB/s   ratio {files['lanchat_total_mb_s'] / files['socat_mb_s']:.2f}x (goal >= 0.9x)"
-          f"   (each run: lanchat {', '.join(f'{v:.0f}' for v in files['lanchat_all'])}; socat {', '.join(f'{v:.0f}' for v in files['socat_all'])})")
-    print(f"   rate the transfer reports (from the receiver's accept)               {files['lanchat_transfer_mb_s']:.0f} MB/s"
-          f"   ratio {files['lanchat_transfer_mb_s'] / files['socat_mb_s']:.2f}x")
-    print(f"   scp (OpenSSH defaults): {files['scp_mb_s']:.0f} MB/s   rsync over ssh: {files['rsync_mb_s']:.0f} MB/s"
-          f"   lanchat / scp {files['lanchat_total_mb_s'] / files['scp_mb_s']:.2f}x   lanchat / rsync {files['lanchat_total_mb_s'] / files['rsync_mb_s']:.2f}x")
+    print(f"{args.mib} MiB file h1 -> h2, to disk and synced, {args.rounds} interleaved runs each, MB/s min / median / max:")
+    print(f"   send-file end to end (hashing both sides)  {spread(files['lanchat_all'])}"
+          f"   socat raw TCP: {spread(files['socat_all'])}   scp: {spread(files['scp_all'])}")
+    print(f"   ratio of medians: lanchat / socat {files['lanchat_total_mb_s'] / files['socat_mb_s']:.2f}x (goal >= 0.9x)"
+          f"   lanchat / scp {files['lanchat_total_mb_s'] / files['scp_mb_s']:.2f}x"
+          f"   (the rate the transfer reports, from the receiver's accept: {files['lanchat_transfer_mb_s']:.0f} MB/s; rsync over ssh, once: {files['rsync_mb_s']:.0f} MB/s)")
+    cpu = files["cpu_s_per_gib_all"]
+    print(f"   CPU seconds per GiB, both ends (user + system), min / median / max: lanchat {spread(cpu['lanchat'], 2)}"
+          f"   socat {spread(cpu['socat'], 2)}   scp {spread(cpu['scp'], 2)}"
+          f"   lanchat / scp {median(cpu['lanchat']) / median(cpu['scp']):.2f}x (goal <= 1x)")
     idle, busy = files["chat_idle"], files["chat_during_transfer"]
     print(f"chat h1 -> h2 during that transfer ({busy['messages']} messages, {busy['lost']} lost): p50 {busy['p50_ms']:.1f} ms, "
           f"p99 {busy['p99_ms']:.1f} ms, max {busy['max_ms']:.1f} ms (goal p99 < 50 ms)   no transfer: p50 {idle['p50_ms']:.1f} ms, p99 {idle['p99_ms']:.1f} ms"

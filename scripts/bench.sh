@@ -6,9 +6,11 @@
 #   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --json)
 #   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --json)
 #   scripts/bench.sh search ARGS      only history search: index vs LIKE scan (--messages N, --json)
+#   scripts/bench.sh compare OLD.json NEW.json   two runs' figures side by side, with new / old
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+if [ "${1:-}" = compare ]; then shift; exec python3 bench/compare.py "$@"; fi
 [ "$(id -u)" = 0 ] || { echo "bench: run as root (the simulated LAN needs network namespaces)" >&2; exit 1; }
 scripts/setup.sh test
 swift build -c release --static-swift-stdlib 2>&1 | grep -v "prohibited flag" | tail -n 1
