@@ -335,7 +335,8 @@ def history(lan, messages):
     carol.stop()
     db = sqlite3.connect(os.path.join(lan.dir, "h3", "state", "history.sqlite3"))
     base = 1_795_000_000_000
-    db.executemany("INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?)",
+    db.executemany("INSERT INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at) "
+                   "VALUES (?,?,?,?,?,?,?,?,?)",
                    ((os.urandom(16).hex(), "big", alice_id, "hist-alice", i + 1, base + i, 0, f"message {i} " + "x" * 40, base + i)
                     for i in range(messages)))
     db.commit()

@@ -8,29 +8,8 @@ import Testing
 /// the engine's fetch: the author asked first, then the other connected members; a refusal, silence or a
 /// copy whose SHA-256 differs passes to the next; an offer not asked for (or not of what was asked) is
 /// refused; a request from a non-member is refused; the fetch fails, saying whom it asked, when none is left.
-@Suite struct SharedFileTests {
-    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
-    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
-    let carol = SessionPeer(id: SessionStateMachineTests.peerID(0x20), name: "carol")
-    let stranger = SessionPeer(id: SessionStateMachineTests.peerID(0x30), name: "stranger")
-    let lab = RoomID("lab")!
+@Suite struct SharedFileTests: LabFixture {
     let file = SharedFile(sha256: [UInt8](repeating: 0xab, count: 32), size: 1000, type: "image/png", name: "photo.png")
-
-    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
-
-    /// Alice in lab with bob and carol; bob (1), carol (2) and a stranger (3) connected.
-    func engine() -> SessionStateMachine {
-        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
-        var node = SessionStateMachine(
-            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
-            restored: .init(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook()),
-            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
-        _ = node.start(at: at(0))
-        for (handle, peer) in [(1, bob), (2, carol), (3, stranger)] {
-            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
-        }
-        return node
-    }
 
     func requests(_ actions: [SessionAction]) -> [(LinkHandle, WireFrame.FileRequest)] {
         actions.flatMap { action -> [(LinkHandle, WireFrame.FileRequest)] in

@@ -6,40 +6,7 @@ import Testing
 /// Topics (issue 13, item 3), the engine's part: subscriptions go to the room's connected members; a
 /// message goes only to subscribers (reliable or not); a subscriber takes messages in order, once, from
 /// members, on topics it subscribes to; the publisher's rate limit refuses, the subscriber's drops.
-@Suite struct TopicTests {
-    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
-    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
-    let carol = SessionPeer(id: SessionStateMachineTests.peerID(0x20), name: "carol")
-    let stranger = SessionPeer(id: SessionStateMachineTests.peerID(0x30), name: "stranger")
-    let lab = RoomID("lab")!
-
-    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
-
-    /// Alice in lab with bob and carol; bob, carol and a stranger connected.
-    func engine() -> SessionStateMachine {
-        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
-        var node = SessionStateMachine(
-            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
-            restored: .init(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook()),
-            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
-        _ = node.start(at: at(0))
-        for (handle, peer) in [(1, bob), (2, carol), (3, stranger)] {
-            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
-        }
-        return node
-    }
-
-    func sent(_ actions: [SessionAction]) -> [LinkHandle: [WireFrame]] {
-        var result: [LinkHandle: [WireFrame]] = [:]
-        for action in actions {
-            switch action {
-            case .send(let handle, let frames), .sendUnreliable(let handle, let frames): result[handle, default: []] += frames
-            default: break
-            }
-        }
-        return result
-    }
-
+@Suite struct TopicTests: LabFixture {
     func delivered(_ actions: [SessionAction]) -> [String] {
         actions.compactMap { if case .emit(.topicMessage(let message)) = $0 { "\(message.from.name):\(message.sequence):\(message.text)" } else { nil } }
     }

@@ -325,18 +325,7 @@ struct SessionControl: Sendable {
     /// or else the daemon opens the path.
     func sendFile(to query: String, path: String, fileToken: String?) async throws(ControlError) -> TransferEntry? {
         await node.personActive()
-        var descriptor: Int32?
-        if fileToken == nil, sendsOnlyHandedOverFiles {
-            throw ControlError(
-                code: "bad_file",
-                message: "this daemon serves a group: it sends only files the client opens and hands over (lanchat send-file does), not paths it would open itself")
-        }
-        if let fileToken {
-            guard let fd = passedFiles.take(fileToken) else {
-                throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
-            }
-            descriptor = fd
-        }
+        let descriptor = try handedOver(fileToken, to: "sends", by: "lanchat send-file")
         let target: SessionPeer
         do { target = try await peer(query) } catch {
             if let descriptor { close(descriptor) }
@@ -350,22 +339,28 @@ struct SessionControl: Sendable {
         }
     }
 
+    /// The descriptor a client handed over under `fileToken` (`FilePassing`); nil: the daemon opens the
+    /// path itself, which a daemon that serves a group refuses (it would open it with its own rights).
+    private func handedOver(_ fileToken: String?, to verb: String, by client: String) throws(ControlError) -> Int32? {
+        guard let fileToken else {
+            guard !sendsOnlyHandedOverFiles else {
+                throw ControlError(
+                    code: "bad_file",
+                    message: "this daemon serves a group: it \(verb) only files the client opens and hands over (\(client) does), not paths it would open itself")
+            }
+            return nil
+        }
+        guard let fd = passedFiles.take(fileToken) else {
+            throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
+        }
+        return fd
+    }
+
     /// Shares a file in a room (handed over under `fileToken`, or opened by the daemon, as `sendFile`).
     func share(room text: String, path: String, fileToken: String?) async throws(ControlError) -> SharedFileInfo {
         await node.personActive()
         guard let room = RoomID(text) else { throw ControlError(code: "bad_request", message: "'\(text.prefix(64))' is not a room name") }
-        var descriptor: Int32?
-        if fileToken == nil, sendsOnlyHandedOverFiles {
-            throw ControlError(
-                code: "bad_file",
-                message: "this daemon serves a group: it shares only files the client opens and hands over (lanchat share does), not paths it would open itself")
-        }
-        if let fileToken {
-            guard let fd = passedFiles.take(fileToken) else {
-                throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
-            }
-            descriptor = fd
-        }
+        let descriptor = try handedOver(fileToken, to: "shares", by: "lanchat share")
         do throws(SessionError) {
             return SessionService.info(try await node.share(path, descriptor: descriptor, in: room))
         } catch {
