@@ -103,12 +103,18 @@ public struct HistoryFilter: Equatable, Sendable {
     public var since: Int64?
     /// Only messages of this kind (files: the room's shared files).
     public var kind: StoredMessage.Kind?
+    /// Only messages whose id begins so (lowercase hex), and whose body begins so (exactly).
+    public var idPrefix: String?
+    public var bodyPrefix: String?
 
-    public init(words: String? = nil, sender: String? = nil, since: Int64? = nil, kind: StoredMessage.Kind? = nil) {
+    public init(words: String? = nil, sender: String? = nil, since: Int64? = nil, kind: StoredMessage.Kind? = nil,
+                idPrefix: String? = nil, bodyPrefix: String? = nil) {
         self.words = words
         self.sender = sender
         self.since = since
         self.kind = kind
+        self.idPrefix = idPrefix
+        self.bodyPrefix = bodyPrefix
     }
 
     /// The words, as a search would split them: letters and digits, lowercased, accents kept (the
@@ -121,6 +127,8 @@ public struct HistoryFilter: Equatable, Sendable {
     public func keeps(_ message: StoredMessage) -> Bool {
         if let since, message.timestamp < since { return false }
         if let kind, message.kind != kind { return false }
+        if let idPrefix, !message.id.hasPrefix(idPrefix) { return false }
+        if let bodyPrefix, !message.body.hasPrefix(bodyPrefix) { return false }
         if let sender, message.senderName != sender, !(sender.count >= 4 && message.senderID.hasPrefix(sender)) { return false }
         if let words {
             let wanted = Self.tokens(words)

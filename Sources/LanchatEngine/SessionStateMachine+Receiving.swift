@@ -58,6 +58,7 @@ extension SessionStateMachine {
         // Files come only from people we share a room with (they were invited, or invited us).
         guard offer.kind.isHistory || sharesRoom(with: peer.id) else {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "you share no room with \(configuration.ownName)"))]))
+            if let fetch = sharedFetch(ofAttempt: offer.id) { return passOver(fetch, "no longer in a room with us", at: now, &out) }
             out.append(.emit(.transfer(TransferInfo(
                 state: TransferState.refused.rawValue, id: offer.id.description, direction: .incoming, peer: peer,
                 name: SafeFileName.printable(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))))
@@ -101,6 +102,7 @@ extension SessionStateMachine {
             answer(.refused, "too many transfers at once (\(limit)); offer it again when one has ended")
             // A refused history is not taken later either.
             if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
+            endFetch(ofAttempt: id, "too many transfers coming in at once here (\(limit)); fetch it again when one has ended", &out)
             return out
         }
         // The name and the size are checked before any file is made for them.
@@ -138,7 +140,9 @@ extension SessionStateMachine {
             free = freeBytes
         case .unusable(let text):
             problem = text
+            sharedFailsHere(id)
         case .failed(let text):
+            sharedFailsHere(id)
             // Ended like any other transfer: the sender is told, and `lanchat transfers` lists it.
             endIncoming(id, .failed, text: text, tell: true, at: now, &out)
             return out
@@ -267,6 +271,7 @@ extension SessionStateMachine {
             }
             endOutgoing(id, .failed, error: reason, at: now, &out)
         } else if let transfer = transfers.incoming[id], var machine = transfer.machine {
+            sharedFailsHere(id)  // this host's disk: another member's copy would not help
             if transfer.stage == .placing {
                 endIncoming(id, .failed, text: reason, tell: true, at: now, &out)
                 return out

@@ -27,8 +27,9 @@ extension SessionStateMachine {
         var attempt: WireID?
         /// Who was asked and why it did not serve ("bob: not held here").
         var outcomes: [String] = []
-        /// A person here cancelled it: its transfer's end ends the fetch.
-        var cancelledHere = false
+        /// Its transfer's end ends the fetch (a person here cancelled it, or the failure is this host's:
+        /// its disk, its limits), rather than passing to the next member.
+        var endsHere = false
     }
 
     /// A shared file served: how much the receiver had acknowledged when we last looked, and since when.
@@ -191,13 +192,29 @@ extension SessionStateMachine {
     /// cancelled it (then it ends as transfers do).
     mutating func sharedTransferEnded(_ attempt: WireID, _ state: TransferState, text: String, at now: EngineTime, _ out: inout [SessionAction]) -> Bool {
         guard let id = sharedAttempts[attempt], let fetch = sharedFetches[id] else { return false }
-        guard !fetch.cancelledHere else {
+        guard !fetch.endsHere else {
             sharedFetches[id] = nil
             sharedAttempts[attempt] = nil
             return false
         }
         passOver(id, text, at: now, &out)
         return true
+    }
+
+    /// A failure of this host's (its disk, its limits) ends the fetch with the transfer: asking another
+    /// member would not help.
+    mutating func sharedFailsHere(_ attempt: WireID) {
+        guard let id = sharedAttempts[attempt] else { return }
+        sharedFetches[id]?.endsHere = true
+    }
+
+    /// A fetch whose answer this host refused by its own limits ends (failed), under its id.
+    mutating func endFetch(ofAttempt attempt: WireID, _ error: String, _ out: inout [SessionAction]) {
+        guard let id = sharedAttempts.removeValue(forKey: attempt), let fetch = sharedFetches.removeValue(forKey: id) else { return }
+        rearmSharedFetches()
+        let info = fetchInfo(id, fetch, peer: nil, state: .failed, error: error)
+        transfers.keep(info)
+        out.append(.emit(.transfer(info)))
     }
 
     /// The fetched file is in place: the fetch is over.
@@ -210,9 +227,10 @@ extension SessionStateMachine {
     /// cancelled as its transfer is. Nil if none matches.
     mutating func cancelFetch(_ prefix: String, at now: EngineTime) throws(SessionError) -> (TransferInfo, [SessionAction])? {
         guard let id = sharedFetches.orderedKeys.first(where: { $0.description.hasPrefix(prefix) }), let fetch = sharedFetches[id] else { return nil }
-        if let attempt = fetch.attempt, transfers.incoming[attempt] != nil {
-            sharedFetches[id]?.cancelledHere = true
-            return try cancelTransfer(attempt.description, at: now)
+        if let attempt = fetch.attempt, let transfer = transfers.incoming[attempt] {
+            guard transfer.stage != .placing else { throw SessionError("too_late", "\(fetch.file.name) is complete and being put in place") }
+            sharedFetches[id]?.endsHere = true
+            return try cancelIncoming(attempt, at: now)
         }
         sharedFetches[id] = nil
         if let attempt = fetch.attempt { sharedAttempts[attempt] = nil }
@@ -282,13 +300,15 @@ extension SessionStateMachine {
                 continue
             }
             let acknowledged = transfer.machine.acknowledged
+            // Once every byte is sent the receiver checks and places it (a large copy takes a while).
+            let stall = transfer.machine.isFinishedSending ? 10 * Self.sharedServeStall : Self.sharedServeStall
             if acknowledged > progress.acknowledged {
                 progress = ServedProgress(acknowledged: acknowledged, since: now.monotonic)
                 sharedServed[id] = progress
             }
             let problem: String? = transfer.state == .offered && progress.since + Self.sharedServeAcceptTimeout <= now.monotonic
                 ? "not accepted in \(Self.sharedServeAcceptTimeout / 1000) s"
-                : progress.since + Self.sharedServeStall <= now.monotonic ? "nothing acknowledged for \(Self.sharedServeStall / 1000) s" : nil
+                : progress.since + stall <= now.monotonic ? "nothing acknowledged for \(stall / 1000) s" : nil
             guard let problem else { continue }
             sharedServed[id] = nil
             if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: problem))])) }

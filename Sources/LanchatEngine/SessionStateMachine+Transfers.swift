@@ -196,6 +196,11 @@ extension SessionStateMachine {
                 // The receiver heard our cancel: no need to tell it again.
                 transfers.tellCancelled[end.id] = nil
                 out.append(.persist(.deleteTransfer(end.id)))
+            } else if let transfer = transfers.incoming[end.id], transfer.peer.id == peer.id, transfer.offer.kind == .shared,
+                      transfer.stage == .verifying || transfer.stage == .placing {
+                // Every byte of a shared file is here: its digest decides, not what its sender says now
+                // (a server gives up on a receiver that copies a large file for long).
+                break
             } else if transfers.incoming[end.id]?.peer.id == peer.id, end.status != .cancelled {
                 // The sender gave up (its file failed, or it found our offset bad): said as it said it.
                 let text = end.text.isEmpty ? "the sender ended it" : "the sender: \(end.text)"
@@ -309,23 +314,31 @@ extension SessionStateMachine {
             endOutgoing(id, .cancelled, error: "cancelled here", cancelledHere: true, at: now, &out)
             return (transfers.ended.last!, out)
         }
-        if let id = transfers.incoming.orderedKeys.first(where: { $0.description.hasPrefix(lower) }), let transfer = transfers.incoming[id] {
-            guard transfer.stage != .placing else {
-                throw SessionError("too_late", "\(transfer.machine?.name ?? "the file") is complete and being put in place")
-            }
-            // A shared file's transfer is reported under its fetch's id.
-            let shown = (sharedFetch(ofAttempt: id) ?? id).description
-            if var machine = transfer.machine, transfer.stage != .lookingUp, transfer.stage != .opening {
-                let actions = machine.cancel(byPeer: false)
-                transfers.incoming[id]?.machine = machine
-                performIncoming(actions, id, at: now, &out)
-            } else {
-                endIncoming(id, .cancelled, text: "cancelled by the receiver", tell: true, at: now, &out)
-            }
-            guard let info = transfers.ended.last, info.id == shown else { return nil }
-            return (info, out)
+        // (A shared file's transfer goes by its fetch's id, never its own: see `cancelFetch`.)
+        if let id = transfers.incoming.orderedKeys.first(where: { $0.description.hasPrefix(lower) && sharedFetch(ofAttempt: $0) == nil }) {
+            return try cancelIncoming(id, at: now)
         }
         return nil
+    }
+
+    /// Cancels the incoming transfer `id` (too late once it is being placed).
+    mutating func cancelIncoming(_ id: WireID, at now: EngineTime) throws(SessionError) -> (TransferInfo, [SessionAction])? {
+        var out: [SessionAction] = []
+        guard let transfer = transfers.incoming[id] else { return nil }
+        guard transfer.stage != .placing else {
+            throw SessionError("too_late", "\(transfer.machine?.name ?? "the file") is complete and being put in place")
+        }
+        // A shared file's transfer is reported under its fetch's id.
+        let shown = (sharedFetch(ofAttempt: id) ?? id).description
+        if var machine = transfer.machine, transfer.stage != .lookingUp, transfer.stage != .opening {
+            let actions = machine.cancel(byPeer: false)
+            transfers.incoming[id]?.machine = machine
+            performIncoming(actions, id, at: now, &out)
+        } else {
+            endIncoming(id, .cancelled, text: "cancelled by the receiver", tell: true, at: now, &out)
+        }
+        guard let info = transfers.ended.last, info.id == shown else { return nil }
+        return (info, out)
     }
 
     /// Every transfer under way (the last ended ones are `endedTransfers`).

@@ -172,8 +172,7 @@ extension SessionNode {
         }
         let matches: [SharedFileEntry]
         do {
-            matches = try store.search(room: nil, limit: 100_000, filter: HistoryFilter(kind: .file))
-                .filter { $0.id.hasPrefix(lower) }.compactMap(entry)
+            matches = try store.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idPrefix: lower)).compactMap(entry)
         } catch { throw SessionError("storage", "\(error)") }
         guard let first = matches.first else { throw SessionError("not_found", "no shared file has the id \(prefix) (see `lanchat files`)") }
         // A whole id is never ambiguous (another member may choose ids that begin the same way).
@@ -211,10 +210,20 @@ extension SessionNode {
         // Members choose what they share: what this host keeps by itself is bounded (`sharedFilesQuota`),
         // and never takes the last `sharedFreeMargin` of the disk (the history database lives there too).
         guard case .usable(let free) = sharedStorage.prepare() else { return skip("the shared-files directory cannot be used") }
-        let kept = Self.keptBytes(in: sharedStorage.path)
-        guard kept + shared.file.size <= configuration.sharedFilesQuota else {
-            return skip("this host keeps \(kept) bytes of shared files; the quota is \(configuration.sharedFilesQuota)")
+        // What is kept, counted at most every few seconds (a member announcing many small files must not
+        // make each announcement scan the directory).
+        let now = Self.nowMilliseconds()
+        if sharedUsage == nil || now - sharedUsage!.at > 5_000 {
+            let (bytes, files) = Self.keptBytes(in: sharedStorage.path)
+            sharedUsage = (now, bytes, files)
         }
+        let kept = sharedUsage!.bytes
+        guard kept + shared.file.size <= configuration.sharedFilesQuota, sharedUsage!.files < Self.maximumKeptFiles else {
+            return skip("this host keeps \(kept) bytes in \(sharedUsage!.files) shared files; the quota is \(configuration.sharedFilesQuota) "
+                + "bytes and \(Self.maximumKeptFiles) files")
+        }
+        sharedUsage!.bytes += shared.file.size
+        sharedUsage!.files += 1
         guard free >= shared.file.size + Self.sharedFreeMargin else { return skip("too little free space") }
         do {
             let (_, actions) = try engine.fetchShared(shared.file, room: room, author: PeerID(message.stored.senderID), destination: nil, at: time())
@@ -224,21 +233,25 @@ extension SessionNode {
         }
     }
 
-    /// What fetching by itself leaves free on the disk of the shared-files directory, at least.
+    /// What fetching by itself leaves free on the disk of the shared-files directory, at least; and the
+    /// most files it keeps.
     static let sharedFreeMargin: UInt64 = 1 << 30
+    static let maximumKeptFiles = 10_000
 
-    /// The bytes of the files kept in `directory` (named by their digest).
-    static func keptBytes(in directory: String) -> UInt64 {
-        guard let handle = opendir(directory) else { return 0 }
+    /// The bytes and the number of the files in `directory` (kept ones, named by their digest, and parts).
+    static func keptBytes(in directory: String) -> (bytes: UInt64, files: Int) {
+        guard let handle = opendir(directory) else { return (0, 0) }
         defer { closedir(handle) }
         var total: UInt64 = 0
+        var files = 0
         while let item = readdir(handle) {
             let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
             var info = stat()
             guard SharedFile.bytes(hex: name) != nil || name.hasSuffix(".part"), lstat(directory + "/" + name, &info) == 0 else { continue }
             total += UInt64(max(0, info.st_size))
+            files += 1
         }
-        return total
+        return (total, files)
     }
 
     // MARK: Serving and placing
@@ -248,7 +261,9 @@ extension SessionNode {
         let hex = SharedFile(sha256: request.sha256, size: 0, type: "application/octet-stream", name: "x").hex
         // Only what was shared in that room (a member of one room does not get another room's files by
         // their digest).
-        let announced = ((try? store.search(room: request.room.rawValue, limit: 20, filter: HistoryFilter(words: hex, kind: .file))) ?? [])
+        // (The digest is the announcement's second line: an exact look-up, whatever else members announce.)
+        let line = SharedFile.header + "\nsha256: " + hex + "\n"
+        let announced = ((try? store.search(room: request.room.rawValue, limit: 1, filter: HistoryFilter(kind: .file, bodyPrefix: line))) ?? [])
             .contains { SharedFile(body: $0.body)?.sha256 == request.sha256 }
         guard announced else {
             perform(engine.notServed(request, to: peer.id, because: "no file with that SHA-256 was shared in \(request.room)"))

@@ -209,6 +209,15 @@ public final class ChatStore: SessionStore {
             // A literal, not a parameter: SQLite uses the partial index `messages_files` only so.
             conditions.append("m.kind = \(kind.rawValue)")
         }
+        if let prefix = filter.idPrefix {
+            // A range of the primary key (ids are lowercase hex: nothing sorts between "...f" and "...g").
+            conditions.append("m.id >= ? AND m.id < ?")
+            values += [.text(prefix), .text(prefix + "g")]
+        }
+        if let prefix = filter.bodyPrefix {
+            conditions.append("substr(m.body, 1, ?) = ?")
+            values += [.integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]  // (SQLite counts code points)
+        }
         let clause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         let rows = try db.query(
             "SELECT \(Self.messageColumns(prefix: "m.")) FROM \(source)\(clause) "

@@ -195,6 +195,34 @@ import Testing
         #expect(ends(actions).first?.1.status == .cancelled && requests(actions).isEmpty && node.sharedFetchList.isEmpty)
     }
 
+    @Test func aFailureOfThisHostsEndsTheFetchAndTheSendersWordsAfterTheLastByteChangeNothing() throws {
+        var node = engine()
+        let (id, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: "/tmp/out", at: at(10))
+        let attempt = try #require(asked(started, 1))
+        _ = receive(&node, attempt, on: 1, at: 11)
+        _ = node.hashed(attempt, digest: file.sha256, at: at(15))
+        // Being placed: bob gives up on us (his serve timed out): ignored, the file is verified.
+        #expect(node.received([.resourceEnd(.init(id: attempt, status: .failed, text: "nothing acknowledged"))], on: LinkHandle(1), at: at(16)).isEmpty)
+        // Our disk fails while placing it: the fetch ends here (carol's copy would not help).
+        let failed = node.fileFailed(attempt, "No space left on device", at: at(17))
+        #expect(requests(failed).isEmpty)
+        #expect(transfers(failed).last?.state == "failed" && transfers(failed).last?.id == id.description, "\(transfers(failed))")
+        #expect(node.sharedFetchList.isEmpty)
+    }
+
+    @Test func aFetchsOwnTransferIsCancelledOnlyByTheFetchsId() throws {
+        var node = engine()
+        let (id, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))
+        let attempt = try #require(asked(started, 1))
+        _ = node.received([offer(attempt)], on: LinkHandle(1), at: at(11))
+        _ = node.partOpened(attempt, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(12))
+        // The request's own id is nobody's to cancel (people see the fetch's).
+        #expect(try node.cancelTransfer(attempt.description, at: at(13)) == nil)
+        #expect(node.sharedFetchList.count == 1)
+        let (info, _) = try #require(try node.cancelTransfer(id.description, at: at(14)))
+        #expect(info.id == id.description && info.state == "cancelled")
+    }
+
     // MARK: Serving
 
     @Test func requestsBeyondTheServingLimitAreRefusedEvenInOneReadAndStalledServesEnd() {

@@ -49,6 +49,29 @@ import Testing
         #expect(try found(.init(words: "deploy", sender: "alice", since: 1002)) == [4, 5])
     }
 
+    /// Shared files (issue 13, item 4): file messages found by kind, by a prefix of their id (a range of
+    /// the key) and by the exact beginning of their body (the announcement's digest line).
+    @Test(arguments: Kind.allCases) func fileMessagesByIdPrefixAndBodyPrefix(kind: Kind) throws {
+        let store = try kind.make()
+        for (index, body) in ["lanchat-file/1\nsha256: aa\nx", "lanchat-file/1\nsha256: ab\nx", "lanchat-file/1\nsha256: aa"].enumerated() {
+            var file = message(index + 1, body: body)
+            file.kind = .file
+            try store.insert(file, now: 0)
+        }
+        try store.insert(message(9, body: "lanchat-file/1\nsha256: aa\nx"), now: 0)  // text, not a file
+        func found(_ filter: HistoryFilter, room: String? = "lab") throws -> [Int64] {
+            try store.search(room: room, limit: 100, filter: filter).map(\.sequence).sorted()
+        }
+        #expect(try found(.init(kind: .file)) == [1, 2, 3])
+        #expect(try found(.init(kind: .file, bodyPrefix: "lanchat-file/1\nsha256: aa\n")) == [1])
+        #expect(try found(.init(kind: .file, bodyPrefix: "lanchat-file/1\nsha256: a")) == [1, 2, 3])
+        #expect(try found(.init(kind: .file, bodyPrefix: "lanchat-file/1\nsha256: aa\n"), room: "other").isEmpty)
+        let ids = try store.search(room: nil, limit: 100, filter: .init(kind: .file)).map(\.id).sorted()
+        #expect(try store.search(room: nil, limit: 100, filter: .init(kind: .file, idPrefix: ids[0])).map(\.id) == [ids[0]])
+        #expect(try store.search(room: nil, limit: 100, filter: .init(idPrefix: String(ids[0].prefix(1)))).allSatisfy { $0.id.hasPrefix(ids[0].prefix(1)) })
+        #expect(try store.search(room: nil, limit: 100, filter: .init(kind: .file, idPrefix: "zz")).isEmpty)
+    }
+
     @Test(arguments: Kind.allCases) func messagesHistoryAndExport(kind: Kind) throws {
         let store = try kind.make()
         #expect(try store.insert(message(1), now: 0))
