@@ -331,18 +331,6 @@ public enum WireFrame: Equatable, Sendable {
         }
     }
 
-    public struct FileRequest: Equatable, Sendable {
-        public var id: WireID
-        public var room: RoomID
-        public var sha256: [UInt8]
-
-        public init(id: WireID, room: RoomID, sha256: [UInt8]) {
-            self.id = id
-            self.room = room
-            self.sha256 = sha256
-        }
-    }
-
     public struct TopicMessage: Equatable, Sendable {
         public static let maximumText = 1024
         public var room: RoomID
@@ -422,79 +410,6 @@ public enum WireFrame: Equatable, Sendable {
 
     public struct StreamEnd: Equatable, Sendable {
         public enum Status: UInt8, Sendable { case finished = 0, refused = 1, aborted = 2 }
-        public var id: WireID
-        public var status: Status
-        public var text: String
-
-        public init(id: WireID, status: Status, text: String = "") {
-            self.id = id
-            self.status = status
-            self.text = text
-        }
-    }
-
-    public struct ResourceOffer: Equatable, Sendable {
-        /// `history`: records in the version 1 layout (unsigned); `signedHistory` (version 2): each record
-        /// also carries its author's key and signature (`HistoryRecord`).
-        public enum Kind: UInt8, Sendable {
-            /// `shared`: a file shared in a room (`SharedFile`), sent only to answer a FILE_REQUEST, under its id.
-            case file = 0, history = 1, signedHistory = 2, shared = 3
-            public var isHistory: Bool { self == .history || self == .signedHistory }
-            /// Lost with its connection (not resumed, not kept in the store): histories and shared files,
-            /// which the receiver asks for again.
-            public var endsWithConnection: Bool { self != .file }
-        }
-        public static let maximumName = 16 * 1024
-        public var id: WireID
-        /// `nil`: sent to the peer, not to a room.
-        public var room: RoomID?
-        public var kind: Kind
-        /// The name as the sender has it, unchecked: receivers make it safe (`SafeFileName`).
-        public var name: [UInt8]
-        public var size: UInt64
-        public var sha256: [UInt8]
-        public var modifiedMilliseconds: UInt64
-        /// The sender hashes while sending: `sha256` is zeros and RESOURCE_DIGEST follows (flag 0x01).
-        public var digestFollows: Bool
-
-        public init(id: WireID, room: RoomID?, kind: Kind, name: [UInt8], size: UInt64, sha256: [UInt8], modifiedMilliseconds: UInt64,
-                    digestFollows: Bool = false) {
-            self.id = id
-            self.room = room
-            self.kind = kind
-            self.name = name
-            self.size = size
-            self.sha256 = digestFollows ? [UInt8](repeating: 0, count: 32) : sha256
-            self.modifiedMilliseconds = modifiedMilliseconds
-            self.digestFollows = digestFollows
-        }
-    }
-
-    public struct ResourceAccept: Equatable, Sendable {
-        public var id: WireID
-        public var offset: UInt64
-
-        public init(id: WireID, offset: UInt64) {
-            self.id = id
-            self.offset = offset
-        }
-    }
-
-    public struct ResourceChunk: Equatable, Sendable {
-        public static let maximumData = 256 * 1024
-        public var id: WireID
-        public var offset: UInt64
-        public var data: ByteBuffer
-
-        public init(id: WireID, offset: UInt64, data: ByteBuffer) {
-            self.id = id
-            self.offset = offset
-            self.data = data
-        }
-    }
-
-    public struct ResourceEnd: Equatable, Sendable {
-        public enum Status: UInt8, Sendable { case complete = 0, refused = 1, cancelled = 2, failed = 3 }
         public var id: WireID
         public var status: Status
         public var text: String

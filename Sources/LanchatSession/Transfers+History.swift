@@ -1,0 +1,146 @@
+import Crypto
+import Glibc
+import LanchatCore
+import LanchatEngine
+import LanchatStore
+import LanchatTransfer
+import LanchatWire
+import NIOCore
+import NIOPosix
+
+/// A room's history received as a resource (from the inviter, or a member's relay answer), read and
+/// merged in pieces: the file thread decodes and checks signatures, the event loop stores batches.
+extension SessionNode {
+    /// Reads a received history resource in pieces and keeps each record the engine's rule allows (ids
+    /// de-duplicate): the file thread decodes up to `historyBatch` records from at most a 1 MiB read,
+    /// the event loop stores them in one transaction, then the next piece. So neither the file nor the
+    /// event loop is held whole: memory stays at a piece, and peers are served between batches.
+    func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
+        guard let file = files.removeValue(forKey: id) else { return }
+        let reader = HistoryFileReader(fd: file.fd, path: file.path, signed: signed)
+        importHistoryBatch(id, room: room, relay: peer.id, reader: Handoff(value: reader), counts: HistoryCounts())
+    }
+
+    /// What an import kept and refused so far.
+    struct HistoryCounts {
+        var added = 0
+        var refused = 0
+        var forged = 0
+    }
+
+    /// The file thread reads a piece and checks each record's signature (`SessionStateMachine.verdict`:
+    /// the costly part, off the event loop); the event loop stores what may be kept.
+    private func importHistoryBatch(_ id: WireID, room: RoomID, relay: PeerID, reader: Handoff<HistoryFileReader>, counts: HistoryCounts) {
+        let keys = configuration.envelopes
+        let ownID = configuration.ownID
+        // A relay answer keeps only current members' messages, with the names we show (a record's name is
+        // the relay's label); a newcomer's history from its inviter also keeps those of members who left.
+        let members = engine.isRelayTransfer(id) ? (engine.members(of: room) ?? [:]).mapValues(\.name) : nil
+        // Checking stops at the forged record that reaches the limit (each check costs about 55 µs).
+        let forgedLeft = engine.configuration.transferLimits.maximumForgedRecords - counts.forged
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])> in
+            var reader = reader.value
+            let records = try reader.next(maximumCount: Self.historyBatch)
+            var verdicts: [SessionStateMachine.HistoryVerdict] = []
+            var forged = 0
+            for record in records {
+                let verdict = SessionStateMachine.verdict(record, room: room, relay: relay, ownID: ownID, keys: keys, members: members)
+                verdicts.append(verdict)
+                if verdict == .forged {
+                    forged += 1
+                    if forged >= forgedLeft { break }
+                }
+            }
+            return Handoff(value: (reader, verdicts))
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.assumeIsolated { node in
+                guard !node.stopped else { return node.historyImportEnded(id, reader: reader.value, error: nil, counts: counts) }
+                switch result {
+                case .success(let handoff):
+                    let (next, verdicts) = handoff.value
+                    guard !verdicts.isEmpty else { return node.historyImportEnded(id, reader: reader.value, error: nil, counts: counts) }
+                    var counts = counts
+                    do {
+                        try node.store.transaction {
+                            for verdict in verdicts {
+                                switch verdict {
+                                case .keep(let stored): if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { counts.added += 1 }
+                                case .refused: counts.refused += 1
+                                case .forged: counts.forged += 1
+                                case .ours: break  // we have it, or never sent it: skipped quietly
+                                }
+                            }
+                        }
+                    } catch {
+                        return node.historyImportEnded(id, reader: next, error: "cannot store the history: \(error)", counts: counts)
+                    }
+                    node.scheduleCheckpoint()
+                    guard counts.forged < node.engine.configuration.transferLimits.maximumForgedRecords else {
+                        return node.historyImportEnded(id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
+                    }
+                    node.importHistoryBatch(id, room: room, relay: relay, reader: Handoff(value: next), counts: counts)
+                case .failure(let error):
+                    node.historyImportEnded(id, reader: reader.value, error: "invalid history: \(error)", counts: counts)
+                }
+            }
+        }
+    }
+
+    private func historyImportEnded(_ id: WireID, reader: HistoryFileReader, error: String?, counts: HistoryCounts) {
+        reader.close()
+        guard !stopped else { return }
+        perform(engine.historyImported(id, added: counts.added, refused: counts.refused, forged: counts.forged, error: error, at: time()))
+    }
+
+    /// Records stored per transaction when a history is imported.
+    static let historyBatch = 2000
+}
+
+/// Reads a history resource from its part file in pieces (on the file thread, one call at a time).
+struct HistoryFileReader {
+    let fd: Int32
+    let path: String
+    /// Records in the layout of a signed history (RESOURCE_OFFER kind 2).
+    let signed: Bool
+    private var offset = 0
+    private var buffer = ByteBufferAllocator().buffer(capacity: 0)
+    private var ended = false
+
+    init(fd: Int32, path: String, signed: Bool = false) {
+        self.fd = fd
+        self.path = path
+        self.signed = signed
+    }
+
+    /// The next records (at most `maximumCount`); none once the file is read to its end. Throws if a
+    /// record is invalid or the file ends inside one.
+    mutating func next(maximumCount: Int) throws -> [HistoryRecord] {
+        while true {
+            let records = try HistoryRecord.decodeSome(&buffer, maximumCount: maximumCount, signed: signed)
+            if !records.isEmpty { return records }
+            if ended {
+                guard buffer.readableBytes == 0 else { throw SessionError("history", "the history ends inside a record") }
+                return []
+            }
+            buffer.discardReadBytes()
+            let piece = 1 << 20
+            var failure: Int32 = 0
+            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: piece) { bytes in
+                let count = pread(fd, bytes.baseAddress, piece, offset)
+                if count < 0 { failure = errno }
+                return max(0, count)
+            }
+            guard failure == 0 else { throw SessionError("history", "cannot read the history: \(String(cString: strerror(failure)))") }
+            if n == 0 { ended = true }
+            offset += n
+        }
+    }
+
+    /// Closes and removes the part file.
+    func close() {
+        Glibc.close(fd)
+        unlink(path)
+    }
+}
