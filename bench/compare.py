@@ -5,11 +5,7 @@ Usage: python3 bench/compare.py OLD.json NEW.json   (or: scripts/bench.sh compar
 import json
 import sys
 
-
-def median(values):
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+from figures import median
 
 
 def figures(value, prefix=""):

@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, read_line, wait_for, wait_process  # noqa: E402
-from figures import figure, stop_quietly  # noqa: E402
+from figures import figure, median, stop_quietly  # noqa: E402
 
 
 def file_transfer(lan, mib, rounds):
@@ -139,11 +139,6 @@ def waited(process, timeout, what):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.005)
-
-
-def median(values):
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
 
 
 PROBE_SENDER = r"""

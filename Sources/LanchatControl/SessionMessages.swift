@@ -210,6 +210,9 @@ public struct SharedFileInfo: Codable, Equatable, Sendable {
 }
 
 public struct TransferEntry: Codable, Equatable, Sendable {
+    /// `complete`, `refused`, `failed` or `cancelled`: nothing more will come of it.
+    public var hasEnded: Bool { ["complete", "refused", "failed", "cancelled"].contains(state) }
+
     public var id: String
     /// `outgoing` or `incoming`.
     public var direction: String

@@ -114,7 +114,7 @@ public enum Daemon {
             sessionConfiguration.keepSharedFiles = configuration.keepSharedFiles
             sessionConfiguration.sharedFilesDays = configuration.sharedFilesDays
             sessionConfiguration.sharedFilesQuota = configuration.sharedFilesQuota
-            sessionConfiguration.sharedAutoFetchLimit = configuration.keepSharedFiles ? configuration.sharedAutoFetchLimit : 0
+            sessionConfiguration.sharedAutoFetchLimit = configuration.sharedAutoFetchLimit
             if configuration.autoAwaySeconds > 0 { sessionConfiguration.autoAway = .seconds(configuration.autoAwaySeconds) }
             node = try SessionNode(
                 configuration: sessionConfiguration,

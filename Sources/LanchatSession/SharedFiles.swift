@@ -22,7 +22,7 @@ public struct SharedFileEntry: Sendable, Equatable {
 /// members started (follow it by its transfer id).
 public enum SharedFetchStart: Sendable, Equatable {
     /// `id`: the announcement's (the whole id, where the person may have given a prefix).
-    case placed(id: String, path: String)
+    case placed(id: String, path: String, file: SharedFile)
     case started(id: String)
 }
 
@@ -188,7 +188,7 @@ extension SessionNode {
             let copy = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> String in
                 try Self.copy(source, named: file.name, into: directory.path, mode: mode, expected: file)
             }
-            do { return .placed(id: shared.message.id, path: try await copy.get()) } catch let error as SessionError { throw error } catch {
+            do { return .placed(id: shared.message.id, path: try await copy.get(), file: file) } catch let error as SessionError { throw error } catch {
                 throw SessionError("write_failed", "\(error)")
             }
         }
@@ -240,30 +240,33 @@ extension SessionNode {
 
     /// The bytes and the number of the files in `directory` (kept ones, named by their digest, and parts).
     static func keptBytes(in directory: String) -> (bytes: UInt64, files: Int) {
-        guard let handle = opendir(directory) else { return (0, 0) }
+        let kept = regularFiles(in: directory).filter { SharedFile.bytes(hex: $0.name) != nil || $0.name.hasSuffix(".part") }
+        return (kept.reduce(0) { $0 + UInt64(max(0, $1.info.st_size)) }, kept.count)
+    }
+
+    /// The regular files of `directory` (not following links), with what `lstat` says of them.
+    nonisolated static func regularFiles(in directory: String) -> [(name: String, info: stat)] {
+        guard let handle = opendir(directory) else { return [] }
         defer { closedir(handle) }
-        var total: UInt64 = 0
-        var files = 0
+        var found: [(name: String, info: stat)] = []
         while let item = readdir(handle) {
             let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
             var info = stat()
-            guard SharedFile.bytes(hex: name) != nil || name.hasSuffix(".part"), lstat(directory + "/" + name, &info) == 0 else { continue }
-            total += UInt64(max(0, info.st_size))
-            files += 1
+            guard lstat(directory + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            found.append((name, info))
         }
-        return (total, files)
+        return found
     }
 
     // MARK: Serving and placing
 
     /// A member asks for a file kept here: it is opened and offered, or refused.
     func serveShared(_ request: WireFrame.FileRequest, to peer: SessionPeer) {
-        let hex = SharedFile(sha256: request.sha256, size: 0, type: "application/octet-stream", name: "x").hex
+        let hex = Hex.string(request.sha256)
         // Only what was shared in that room (a member of one room does not get another room's files by
-        // their digest).
-        // (The digest is the announcement's second line: an exact look-up, whatever else members announce.)
-        let line = SharedFile.header + "\nsha256: " + hex + "\n"
-        let announced = ((try? store.search(room: request.room.rawValue, limit: 1, filter: HistoryFilter(kind: .file, bodyPrefix: line))) ?? [])
+        // their digest): an exact look-up of how its announcements begin, whatever else members announce.
+        let prefix = SharedFile.bodyPrefix(sha256: request.sha256)
+        let announced = ((try? store.search(room: request.room.rawValue, limit: 1, filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? [])
             .contains { SharedFile(body: $0.body)?.sha256 == request.sha256 }
         guard announced else {
             perform(engine.notServed(request, to: peer.id, because: "no file with that SHA-256 was shared in \(request.room)"))
@@ -332,23 +335,15 @@ extension SessionNode {
         let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard input >= 0 else { throw SessionError("write_failed", "cannot read \(source): \(String(cString: strerror(errno)))") }
         defer { close(input) }
-        func taken(_ candidate: String) -> Bool {
-            var info = stat()
-            return lstat(directory + "/" + candidate, &info) == 0
-        }
         // The announced name is a member's word: made safe as a received file's is (no leading dot, no
         // format characters, at most 255 bytes).
         let safe: String
         if case .success(let made) = SafeFileName.make(from: Array(name.utf8)) { safe = made } else { safe = "shared-file" }
-        var target = ""
         var output: Int32 = -1
-        for _ in 0..<100 {
-            guard let free = SafeFileName.unique(safe, exists: taken) else { break }
-            target = directory + "/" + free
-            output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-            if output >= 0 || errno != EEXIST { break }
+        let target = try underFreeName(safe, in: directory) { path in
+            output = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            return output >= 0
         }
-        guard output >= 0 else { throw SessionError("write_failed", "cannot write \(name) in \(directory): \(String(cString: strerror(errno)))") }
         var hasher = SHA256()
         var done: UInt64 = 0
         var block = [UInt8](repeating: 0, count: 1 << 20)
@@ -376,25 +371,17 @@ extension SessionNode {
     }
 
     /// Removes kept files older than `sharedFilesDays` and part files left by a stop (fetches are not
-    /// resumed). At start, then daily.
+    /// resumed). At start, then every 6 hours.
     func sweepSharedFiles() {
         let path = sharedStorage.path
         let days = configuration.sharedFilesDays
         let now = Self.nowMilliseconds()
         _ = fileIO.runIfActive(eventLoop: eventLoop) { () -> Void in
-            guard let directory = opendir(path) else { return }
-            defer { closedir(directory) }
-            while let item = readdir(directory) {
-                let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-                let full = path + "/" + name
-                var info = stat()
-                guard lstat(full, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            for (name, info) in Self.regularFiles(in: path) {
                 let age = now - Int64(info.st_mtim.tv_sec) * 1000
-                if name.hasPrefix(".lanchat-"), name.hasSuffix(".part"), age > 3_600_000 {
-                    unlink(full)
-                } else if SharedFile.bytes(hex: name) != nil, age > Int64(days) * 86_400_000 {
-                    unlink(full)
-                }
+                let stale = name.hasPrefix(".lanchat-") && name.hasSuffix(".part") ? age > 3_600_000
+                    : SharedFile.bytes(hex: name) != nil && age > Int64(days) * 86_400_000
+                if stale { unlink(path + "/" + name) }
             }
         }
     }

@@ -126,6 +126,24 @@ extension SessionNode {
         storage(for: kind).path + "/.lanchat-" + id.description + ".part"
     }
 
+    /// Makes a file in `directory` under a free name made from `name` (`name (1).ext` after a
+    /// collision): `create(path)` makes it there, failing with EEXIST when the name was taken meanwhile,
+    /// so nothing is ever overwritten. Returns the path. On the file thread.
+    nonisolated static func underFreeName(_ name: String, in directory: String, _ create: (String) -> Bool) throws -> String {
+        // A name is taken by anything there, a dangling symbolic link included (lstat, not access).
+        func taken(_ candidate: String) -> Bool {
+            var info = stat()
+            return lstat(directory + "/" + candidate, &info) == 0
+        }
+        for _ in 0..<100 {
+            guard let free = SafeFileName.unique(name, exists: taken) else { break }
+            let target = directory + "/" + free
+            if create(target) { return target }
+            guard errno == EEXIST else { throw SessionError("write_failed", "cannot place \(free): \(String(cString: strerror(errno)))") }
+        }
+        throw SessionError("write_failed", "no free name for \(name) in \(directory) (too many files of that name)")
+    }
+
     // MARK: Sending
 
     /// Reads a chunk on the file thread, hashing the file in order (after a restart, first what the
@@ -331,25 +349,13 @@ extension SessionNode {
             times[1].tv_sec = Int(modified / 1000)
             times[1].tv_nsec = Int(modified % 1000) * 1_000_000
             futimens(fd, times)
-            // A name is taken by anything there, a dangling symbolic link included (lstat, not access).
-            func taken(_ candidate: String) -> Bool {
-                var info = stat()
-                return lstat(directory + "/" + candidate, &info) == 0
-            }
-            for _ in 0..<100 {
-                guard let final = SafeFileName.unique(name, exists: taken) else { break }
-                let target = directory + "/" + final
-                // link() fails if the name was taken meanwhile: no file is ever overwritten.
-                if link(part, target) == 0 {
-                    unlink(part)
-                    // The new name is on disk only once the directory is: a power loss after "received"
-                    // must not lose the file. (A failure here, EIO, leaves the file in place.)
-                    DurableFile.syncDirectory(containing: target)
-                    return target
-                }
-                guard errno == EEXIST else { throw SessionError("write_failed", "cannot place \(final): \(String(cString: strerror(errno)))") }
-            }
-            throw SessionError("write_failed", "no free name for \(name) in \(directory) (too many files of that name)")
+            // link() fails if the name was taken meanwhile: no file is ever overwritten.
+            let target = try Self.underFreeName(name, in: directory) { link(part, $0) == 0 }
+            unlink(part)
+            // The new name is on disk only once the directory is: a power loss after "received" must not
+            // lose the file. (A failure here, EIO, leaves the file in place.)
+            DurableFile.syncDirectory(containing: target)
+            return target
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }

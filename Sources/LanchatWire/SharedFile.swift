@@ -1,3 +1,5 @@
+import LanchatCore
+
 /// A file shared in a room (issue 13, item 4): the body of a MESSAGE of kind 1 (file), signed by its
 /// author like every message, so it is stored, relayed and handed to newcomers as history is. Members
 /// fetch the content by its SHA-256 from any member that holds it (FILE_REQUEST, then a RESOURCE_OFFER of
@@ -29,10 +31,15 @@ public struct SharedFile: Equatable, Sendable {
     }
 
     public var isImage: Bool { type.hasPrefix("image/") }
-    public var hex: String { sha256.map { hexDigit($0 >> 4) + hexDigit($0 & 0xf) }.joined() }
+    public var hex: String { Hex.string(sha256) }
 
     public var body: String {
-        [Self.header, "sha256: " + hex, "size: \(size)", "type: " + type, "name: " + name].joined(separator: "\n")
+        Self.bodyPrefix(sha256: sha256) + ["size: \(size)", "type: " + type, "name: " + name].joined(separator: "\n")
+    }
+
+    /// How every announcement of this content begins (its first two lines): what a store looks for.
+    public static func bodyPrefix(sha256: [UInt8]) -> String {
+        header + "\nsha256: " + Hex.string(sha256) + "\n"
     }
 
     /// Whether the fields can be announced as they are (what `init(body:)` would read back).
@@ -89,30 +96,9 @@ public struct SharedFile: Equatable, Sendable {
         return String(line.dropFirst(prefix.count))
     }
 
-    /// 64 lowercase hex digits as 32 bytes.
+    /// 64 lowercase hex digits as 32 bytes (uppercase is not the format: refused).
     public static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count == 64 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(32)
-        var index = 0
-        while index < 64 {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
+        guard hex.utf8.count == 64, let bytes = Hex.bytes(hex), Hex.string(bytes) == hex else { return nil }
+        return bytes
     }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: digit - 0x30
-        case 0x61...0x66: digit - 0x61 + 10
-        default: nil
-        }
-    }
-}
-
-private func hexDigit(_ nibble: UInt8) -> String {
-    String(UnicodeScalar(nibble < 10 ? 0x30 + nibble : 0x61 + nibble - 10))
 }

@@ -47,7 +47,7 @@ struct SendFile: ParsableCommand {
             guard let event = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)).event,
                   let entry = event.transfer, waiting[entry.id] != nil else { continue }
             waiting[entry.id] = entry
-            let ended = ["complete", "refused", "failed", "cancelled"].contains(entry.state)
+            let ended = entry.hasEnded
             if terminal {
                 FileHandle.standardOutput.write(Data(("\r\u{1b}[K" + progressLine(entry) + (ended ? "\n" : "")).utf8))
             } else {

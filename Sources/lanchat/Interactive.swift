@@ -415,7 +415,7 @@ final class InteractiveState: @unchecked Sendable {
             // line shows the progress meanwhile.
             if let transfer = event.transfer {
                 ui?.transfer(transfer)
-                if ["complete", "refused", "failed", "cancelled"].contains(transfer.state) { say(progressLine(transfer)) }
+                if transfer.hasEnded { say(progressLine(transfer)) }
             }
         case "member":
             refreshMembers()

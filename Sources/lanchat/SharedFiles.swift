@@ -64,19 +64,10 @@ struct Files: ParsableCommand {
         let files = request(global, .files(room: room, limit: limit)).files ?? []
         if json { return printJSON(files) }
         if files.isEmpty { return print(room.map { "no files shared in \(printable($0))" } ?? "no files shared") }
-        print("ID        ROOM          SIZE       KEPT  FROM          NAME")
-        for file in files {
-            let columns = [
-                String(file.id.prefix(8)), pad(printable(file.room), 12), pad(sizeText(file.size), 9, right: true),
-                pad(file.held == true ? "yes" : "no", 4), pad(printable(file.from), 12),
-            ]
-            print(columns.joined(separator: "  ") + "  " + printable(file.name) + (file.image ? "  [image]" : ""))
-        }
-    }
-
-    private func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
-        let fill = String(repeating: " ", count: max(0, width - text.count))
-        return right ? fill + text : text + fill
+        print(table(["ID", "ROOM", "SIZE", "KEPT", "FROM", "NAME"], files.map { file in
+            [String(file.id.prefix(8)), printable(file.room), sizeText(file.size), file.held == true ? "yes" : "no", printable(file.from),
+             printable(file.name) + (file.image ? "  [image]" : "")]
+        }))
     }
 }
 
@@ -110,21 +101,20 @@ struct Fetch: ParsableCommand {
                 FileHandle.standardOutput.write(Data(ControlJSON.line(entry)))
             }
         }
-        let finished = ["complete", "refused", "failed", "cancelled"]
         if entry.state == "complete" {
             // Kept here: copied at once.
             if terminal { print("\(printable(entry.name)) was kept here: copied to \(printable(entry.path ?? "?"))") } else { show(entry, ended: true) }
             return
         }
         show(entry, ended: false)
-        while !finished.contains(entry.state) {
+        while !entry.hasEnded {
             let line: [UInt8]?
             do { line = try watcher.readLine() } catch { fail(error.message) }
             guard let line else { fail("lanchatd closed the connection (it stopped?)") }
             guard let event = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)).event,
                   let update = event.transfer, update.id == entry.id else { continue }
             entry = update
-            show(entry, ended: finished.contains(entry.state))
+            show(entry, ended: entry.hasEnded)
         }
         if entry.state != "complete" { fail("\(printable(entry.name)) was not fetched: \(printable(entry.error ?? entry.state))") }
     }

@@ -229,7 +229,7 @@ final class TerminalUI: @unchecked Sendable {
 
     func transfer(_ entry: TransferEntry) {
         lock.withLock {
-            if ["complete", "refused", "failed", "cancelled"].contains(entry.state) { transfers[entry.id] = nil } else { transfers[entry.id] = entry }
+            if entry.hasEnded { transfers[entry.id] = nil } else { transfers[entry.id] = entry }
             if active { drawBottom() }
         }
     }

@@ -386,14 +386,13 @@ struct SessionControl: Sendable {
         }
         do throws(SessionError) {
             switch try await node.fetchShared(id, to: directory) {
-            case .placed(let whole, let path):
-                // Kept here: copied from this host's own copy.
-                let name = path.split(separator: "/").last.map(String.init) ?? path
-                var size = stat()
-                _ = stat(path, &size)
+            case .placed(let whole, let path, let file):
+                // Kept here: copied from this host's own copy (under a free name, which `path` ends with).
+                let name = path.split(separator: "/").last.map(String.init) ?? file.name
                 let own = await node.configuration
-                return TransferEntry(id: whole, direction: "incoming", peer: own.ownName, peerId: own.ownID.rawValue, name: name, size: Int(size.st_size),
-                                     done: Int(size.st_size), rate: 0, state: "complete", path: path, error: nil)
+                let size = Int(clamping: file.size)
+                return TransferEntry(id: whole, direction: "incoming", peer: own.ownName, peerId: own.ownID.rawValue, name: name, size: size,
+                                     done: size, rate: 0, state: "complete", path: path, error: nil)
             case .started(let transfer):
                 let entry = await node.transfers.first { $0.id == transfer }.map(SessionService.entry)
                 return entry ?? TransferEntry(id: transfer, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,

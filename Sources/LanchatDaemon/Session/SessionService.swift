@@ -102,22 +102,18 @@ public struct SessionService: Service {
             id: message.id, room: message.room, sender: message.senderName, senderId: message.senderID, sequence: Int(message.sequence),
             timestampMs: Int(message.timestamp), time: time(milliseconds: message.timestamp), kind: kind, text: message.body,
             signed: message.kind == .system ? nil : message.isSigned)
-        if message.kind == .file, let file = SharedFile(body: message.body) {
-            info.file = SharedFileInfo(
-                id: info.id, room: info.room, name: file.name, size: Int(clamping: file.size), sha256: file.hex, type: file.type, image: file.isImage,
-                held: nil, from: info.sender, fromId: info.senderId, timestampMs: info.timestampMs, time: info.time)
-        }
+        if message.kind == .file, let file = SharedFile(body: message.body) { info.file = Self.info(file, in: info, image: file.isImage, held: nil) }
         return info
     }
 
+    static func info(_ file: SharedFile, in message: MessageInfo, image: Bool, held: Bool?) -> SharedFileInfo {
+        SharedFileInfo(
+            id: message.id, room: message.room, name: file.name, size: Int(clamping: file.size), sha256: file.hex, type: file.type, image: image,
+            held: held, from: message.sender, fromId: message.senderId, timestampMs: message.timestampMs, time: message.time)
+    }
+
     static func info(_ shared: SharedFileEntry) -> SharedFileInfo {
-        var file = info(shared.message).file ?? SharedFileInfo(
-            id: shared.message.id, room: shared.message.room, name: shared.file.name, size: Int(clamping: shared.file.size),
-            sha256: shared.file.hex, type: shared.file.type, image: shared.image, held: nil, from: shared.message.senderName,
-            fromId: shared.message.senderID, timestampMs: Int(shared.message.timestamp), time: time(milliseconds: shared.message.timestamp))
-        file.image = shared.image
-        file.held = shared.held
-        return file
+        info(shared.file, in: info(shared.message), image: shared.image, held: shared.held)
     }
 
     static func entry(_ info: TransferInfo) -> TransferEntry {
