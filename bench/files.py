@@ -365,25 +365,30 @@ def main():
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5, help="throughput runs of each, interleaved (min, median, max are printed)")
+    parser.add_argument("--only", choices=["file", "history"], help="one of the two figures (the other is not run)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     lan = TestLAN()
     missing = {}
     try:
         lan.up(5)
-        files = figure(missing, "file", file_transfer, lan, args.mib, args.rounds)
-        hist = figure(missing, "history", history, lan, args.messages)
+        files = figure(missing, "file", file_transfer, lan, args.mib, args.rounds) if args.only != "history" else None
+        hist = figure(missing, "history", history, lan, args.messages) if args.only != "file" else None
     finally:
         lan.down()
     if args.json:
         print(json.dumps({"file": files, "history": hist, **({"missing": missing} if missing else {})}, indent=2))
         sys.exit(1 if missing else 0)
     print(f"file and history benchmarks (simulated hosts over veth; TLS 1.3; to disk)")
-    if files is None:
+    if args.only == "history":
+        pass
+    elif files is None:
         print(f"{args.mib} MiB file h1 -> h2 (send-file, scp, rsync, chat during the transfer, named stream): missing: {missing['file']}")
     else:
         print_files(args, files)
-    if hist is None:
+    if args.only == "file":
+        pass
+    elif hist is None:
         print(f"history to a newcomer: {args.messages} messages: missing: {missing['history']}")
     else:
         print(f"history to a newcomer: {hist['messages']} messages, invitation -> in the newcomer's history: {hist['seconds']:.2f} s (goal < 2 s)")

@@ -4,7 +4,7 @@
 #   scripts/bench.sh                  every benchmark below, one after the other
 #   scripts/bench.sh discovery ARGS   only discovery (--trials N, --idle-seconds S, --json)
 #   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --json)
-#   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --json)
+#   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --only file|history, --json)
 #   scripts/bench.sh search ARGS      only history search: index vs LIKE scan (--messages N, --json)
 #   scripts/bench.sh compare OLD.json NEW.json   two runs' figures side by side, with new / old
 set -euo pipefail

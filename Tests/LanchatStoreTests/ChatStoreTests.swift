@@ -37,12 +37,43 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
             store.close()
         }
         let raw = try SQLiteDatabase(path: path)
-        try raw.execute("DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete; DROP TABLE messages_fts;")
+        try raw.execute("DROP TRIGGER messages_fts_delete; DROP TABLE messages_fts;")
         raw.close()
         let store = try ChatStore(path: path)
         #expect(try store.search(room: nil, limit: 10, filter: .init(words: "before")).map(\.body) == ["kept from before"])
         try store.insert(message(2, body: "and after"), now: 0)
         #expect(try store.search(room: nil, limit: 10, filter: .init(words: "after")).count == 1)
+    }
+
+    /// The word index's first lanchatd kept the index by an insert trigger, and makes it again when it
+    /// opens the file; a newer one drops it (it indexes each row itself), so no row is indexed twice.
+    @Test func theOldInsertTriggerIsDroppedAndNoRowIsIndexedTwice() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let store = try ChatStore(path: path)
+            try store.insert(message(1, body: "word from the newer one"), now: 0)
+            store.close()
+        }
+        let raw = try SQLiteDatabase(path: path)
+        try raw.execute("""
+            CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+                INSERT INTO messages_fts (rowid, body) VALUES (new.rowid, new.body);
+            END;
+            INSERT INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at)
+                VALUES ('\(String(repeating: "d", count: 32))', 'lab', 's', 'alice', 2, 900, 0, 'word from the older one', 0);
+            """)
+        raw.close()
+        let store = try ChatStore(path: path)
+        try store.insert(message(3, body: "word again from the newer one"), now: 0)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "word")).count == 3)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "older")).count == 1)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "again")).count == 1)
+        store.close()
+        let check = try SQLiteDatabase(path: path)
+        #expect(try check.query("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts_insert'").isEmpty)
+        // A row indexed twice would make FTS5's own check fail.
+        try check.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+        check.close()
     }
 
     @Test func insertIsIdempotentByID() throws {
