@@ -325,14 +325,15 @@ def history(lan, messages):
     wait_for(lambda: {"hist-bob", "hist-carol"} <= {p["name"] for p in lan.peers("h3") if p["addresses"]}, timeout=20, what="discovery")
     assert lan.lanchat_json("h3", "invite", "hist-carol", "--room", "big", "--wait")["outcome"] == "accepted"
     alice_id = alice.status()["id"]
-    # Fill alice's history offline (sending 100,000 messages is not what this measures).
+    # Fill alice's history offline (sending 100,000 messages is not what this measures), with ids as
+    # lanchat writes them: the time in milliseconds (6 bytes), then 10 random bytes.
     alice.stop()
     carol.stop()
     db = sqlite3.connect(os.path.join(lan.dir, "h3", "state", "history.sqlite3"))
     base = 1_795_000_000_000
     db.executemany("INSERT INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at) "
                    "VALUES (?,?,?,?,?,?,?,?,?)",
-                   ((os.urandom(16).hex(), "big", alice_id, "hist-alice", i + 1, base + i, 0, f"message {i} " + "x" * 40, base + i)
+                   ((f"{base + i:012x}" + os.urandom(10).hex(), "big", alice_id, "hist-alice", i + 1, base + i, 0, f"message {i} " + "x" * 40, base + i)
                     for i in range(messages)))
     db.commit()
     db.close()

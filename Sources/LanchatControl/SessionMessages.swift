@@ -173,7 +173,8 @@ public struct MemberEvent: Codable, Equatable, Sendable {
 /// A file transfer, in `transfers` and in `transfer` events.
 /// A file shared in a room (`lanchat files`).
 public struct SharedFileInfo: Codable, Equatable, Sendable {
-    /// The announcement's message id (`lanchat fetch` takes it, or a unique prefix of 4 or more).
+    /// The announcement's message id (`lanchat fetch` takes it, or a unique end of it, 4 digits or more:
+    /// the CLI shows its last 8, since a message id begins with its time).
     public var id: String
     public var room: String
     public var name: String

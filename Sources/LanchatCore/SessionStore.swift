@@ -10,6 +10,12 @@ public protocol SessionStore: AnyObject {
     /// loss in a power failure is harmless: a removal from the outbox, whose message is then sent again
     /// and de-duplicated by id). A later durable commit makes it durable too.
     func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T
+    /// Runs `body` in a transaction left open for more pieces of a bulk write (a received history),
+    /// committed by the next `transaction` (with its writes) or by `commitBulk`: nothing that must be
+    /// durable belongs in it. A piece that throws is undone alone.
+    func bulk<T>(_ body: () throws -> T) throws -> T
+    /// Commits an open bulk write (nothing if none is open).
+    func commitBulk() throws
     /// Makes what was written durable in the background (between messages); the store stays usable.
     func checkpoint()
     /// The store is unusable afterwards.
@@ -24,6 +30,11 @@ public protocol SessionStore: AnyObject {
     func search(room: String?, limit: Int, filter: HistoryFilter) throws -> [StoredMessage]
     /// What a newcomer is sent: the last `limit` text and file messages of `room` from `since` on, oldest first.
     func export(room: String, since: Int64, limit: Int) throws -> [StoredMessage]
+    /// `export` in pieces, for a history too large to hold at once: the next at most `count` of those
+    /// messages after `cursor` (nil: the first piece), oldest first, and where the next piece starts
+    /// (nil: none is left). Messages stored meanwhile after the last one read are included, up to `limit`.
+    func exportPage(room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int) throws
+        -> (messages: [StoredMessage], next: ExportCursor?)
     /// The newest timestamp of a text or file message in `room` (0 if none).
     func latestTimestamp(room: String) throws -> Int64
     /// The last sequence `sender` used in each room it wrote text or files in.
@@ -73,7 +84,44 @@ public protocol SessionStore: AnyObject {
     func pruneTransfers(before: Int64) throws -> [StoredTransfer]
 }
 
+/// Where a piece of `exportPage` starts: after the message with this key (a store's own order of
+/// messages with the same timestamp, author and sequence breaks ties), with `remaining` still to read.
+public struct ExportCursor: Equatable, Sendable {
+    public var timestamp: Int64
+    public var senderID: String
+    public var sequence: Int64
+    public var tiebreak: Int64
+    public var remaining: Int
+
+    public init(timestamp: Int64, senderID: String, sequence: Int64, tiebreak: Int64, remaining: Int) {
+        self.timestamp = timestamp
+        self.senderID = senderID
+        self.sequence = sequence
+        self.tiebreak = tiebreak
+        self.remaining = remaining
+    }
+}
+
 extension SessionStore {
+    /// For a store that holds everything in memory (nothing to gain from reading in pieces): the pieces
+    /// of the whole export, by position (`tiebreak`), for tests that write nothing between pieces.
+    public func exportPage(room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int) throws
+        -> (messages: [StoredMessage], next: ExportCursor?) {
+        let whole = try export(room: room, since: since, limit: limit)
+        let start = min(whole.count, max(0, Int(cursor?.tiebreak ?? 0)))
+        let end = min(whole.count, start + max(0, count))
+        let next = whole.indices.contains(end) ? ExportCursor(timestamp: whole[end].timestamp, senderID: whole[end].senderID,
+                                                              sequence: whole[end].sequence, tiebreak: Int64(end), remaining: whole.count - end) : nil
+        return (Array(whole[start..<end]), next)
+    }
+
+    /// A store whose commits are all alike (in memory) has no bulk writes: each piece is a transaction.
+    public func bulk<T>(_ body: () throws -> T) throws -> T {
+        try transaction(body)
+    }
+
+    public func commitBulk() throws {}
+
     /// A store whose commits are all alike (in memory) ignores `durable`.
     public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
         try transaction(body)
@@ -103,17 +151,18 @@ public struct HistoryFilter: Equatable, Sendable {
     public var since: Int64?
     /// Only messages of this kind (files: the room's shared files).
     public var kind: StoredMessage.Kind?
-    /// Only messages whose id begins so (lowercase hex), and whose body begins so (exactly).
-    public var idPrefix: String?
+    /// Only messages whose id ends so (lowercase hex: the random end of a message id, which its short
+    /// form shows), and whose body begins so (exactly).
+    public var idSuffix: String?
     public var bodyPrefix: String?
 
     public init(words: String? = nil, sender: String? = nil, since: Int64? = nil, kind: StoredMessage.Kind? = nil,
-                idPrefix: String? = nil, bodyPrefix: String? = nil) {
+                idSuffix: String? = nil, bodyPrefix: String? = nil) {
         self.words = words
         self.sender = sender
         self.since = since
         self.kind = kind
-        self.idPrefix = idPrefix
+        self.idSuffix = idSuffix
         self.bodyPrefix = bodyPrefix
     }
 
@@ -127,7 +176,7 @@ public struct HistoryFilter: Equatable, Sendable {
     public func keeps(_ message: StoredMessage) -> Bool {
         if let since, message.timestamp < since { return false }
         if let kind, message.kind != kind { return false }
-        if let idPrefix, !message.id.hasPrefix(idPrefix) { return false }
+        if let idSuffix, !message.id.hasSuffix(idSuffix) { return false }
         if let bodyPrefix, !message.body.hasPrefix(bodyPrefix) { return false }
         if let sender, message.senderName != sender, !(sender.count >= 4 && message.senderID.hasPrefix(sender)) { return false }
         if let words {

@@ -52,7 +52,7 @@ extension SessionStateMachine {
         for text in texts {
             let sequence = (sequences[room] ?? 0) + 1
             sequences[room] = sequence
-            let id = ids.wireID()
+            let id = ids.messageID(at: now.wall)
             wireIDs.append(id)
             let stored = signed(StoredMessage(
                 id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,

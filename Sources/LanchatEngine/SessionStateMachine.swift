@@ -330,7 +330,7 @@ public struct SessionStateMachine: Sendable {
         // Notices made in the same millisecond keep their order in history (it sorts by time, then sequence).
         noticeSequence += 1
         let stored = StoredMessage(
-            id: ids.wireID().description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
+            id: ids.messageID(at: now.wall).description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
             sequence: noticeSequence, timestamp: now.wall, kind: .system, body: text)
         out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: true, outgoing: false))))
     }

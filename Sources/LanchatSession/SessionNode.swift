@@ -299,9 +299,7 @@ public actor SessionNode {
             case .flushOutbox(let peer, let handle, let rooms):
                 flushOutbox(to: peer, on: handle, rooms: Set(rooms.map(\.rawValue)))
             case .sendHistory(let room, let since, let peer, let signed, let limit):
-                let bound = min(configuration.historyForNewcomers, limit ?? .max)
-                let messages = (try? store.export(room: room.rawValue, since: since, limit: bound)) ?? []
-                sendHistory(messages, room: room, to: peer, signed: signed)
+                exportHistory(room: room, since: since, limit: min(configuration.historyForNewcomers, limit ?? .max), to: peer, signed: signed)
             case .requestHistory(let room, let handle, let scope):
                 // What we lack (from a minute before the newest message we hold), within what was chosen.
                 let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0

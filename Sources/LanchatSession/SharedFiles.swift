@@ -162,22 +162,23 @@ extension SessionNode {
 
     // MARK: Fetching
 
-    /// Gets a copy of a shared file (by its announcement's id, or a unique prefix of it) into
+    /// Gets a copy of a shared file (by its announcement's id, or a unique end of it: the short id
+    /// `lanchat files` shows, from the id's random end, since a message id begins with its time) into
     /// `destination` (a directory; nil: the download directory): at once if it is kept here, else
     /// fetched from the room's connected members, checked against the announced SHA-256.
-    public func fetchShared(_ prefix: String, to destination: String?) async throws(SessionError) -> SharedFetchStart {
-        let lower = prefix.lowercased()
+    public func fetchShared(_ given: String, to destination: String?) async throws(SessionError) -> SharedFetchStart {
+        let lower = given.lowercased()
         guard lower.count >= 4, lower.allSatisfy({ $0.isHexDigit }) else {
             throw SessionError("bad_request", "give the file's id (at least 4 of its hex digits; see `lanchat files`)")
         }
         let matches: [SharedFileEntry]
         do {
-            matches = try store.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idPrefix: lower)).compactMap(entry)
+            matches = try store.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idSuffix: lower)).compactMap(entry)
         } catch { throw SessionError("storage", "\(error)") }
-        guard let first = matches.first else { throw SessionError("not_found", "no shared file has the id \(prefix) (see `lanchat files`)") }
-        // A whole id is never ambiguous (another member may choose ids that begin the same way).
+        guard let first = matches.first else { throw SessionError("not_found", "no shared file has the id \(given) (see `lanchat files`)") }
+        // A whole id is never ambiguous (another member may choose ids that end the same way).
         let shared = matches.first(where: { $0.message.id == lower }) ?? first
-        guard matches.count == 1 || shared.message.id == lower else { throw SessionError("ambiguous", "\(matches.count) shared files have ids that begin with \(prefix): give more of it") }
+        guard matches.count == 1 || shared.message.id == lower else { throw SessionError("ambiguous", "\(matches.count) shared files have ids that end with \(given): give more of it") }
         let directory = StorageDirectory(role: destination == nil ? "the download directory" : "the directory", path: destination ?? configuration.downloadDirectory,
                                          mode: configuration.downloadsForGroup ? 0o750 : 0o700)
         if let problem = directory.prepare().problem { throw SessionError("write_failed", problem) }

@@ -13,8 +13,9 @@ import NIOPosix
 extension SessionNode {
     /// Reads a received history resource in pieces and keeps each record the engine's rule allows (ids
     /// de-duplicate): the file thread decodes up to `historyBatch` records from at most a 1 MiB read,
-    /// the event loop stores them in one transaction, then the next piece. So neither the file nor the
-    /// event loop is held whole: memory stays at a piece, and peers are served between batches.
+    /// the event loop stores them (pieces join one bulk write, committed every `historyCommit` records),
+    /// then the next piece. So neither the file nor the event loop is held whole: memory stays at a
+    /// piece, and peers are served between pieces.
     func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
         guard let file = files.removeValue(forKey: id) else { return }
         let reader = HistoryFileReader(fd: file.fd, path: file.path, signed: signed)
@@ -26,6 +27,8 @@ extension SessionNode {
         var added = 0
         var refused = 0
         var forged = 0
+        /// Records read since the last commit.
+        var uncommitted = 0
     }
 
     /// The file thread reads a piece and checks each record's signature (`SessionStateMachine.verdict`:
@@ -63,7 +66,8 @@ extension SessionNode {
                     guard !verdicts.isEmpty else { return node.historyImportEnded(id, reader: reader.value, error: nil, counts: counts) }
                     var counts = counts
                     do {
-                        try node.store.transaction {
+                        // Pieces join one bulk write, committed every `historyCommit` records and at the end.
+                        try node.store.bulk {
                             for verdict in verdicts {
                                 switch verdict {
                                 case .keep(let stored): if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { counts.added += 1 }
@@ -73,10 +77,15 @@ extension SessionNode {
                                 }
                             }
                         }
+                        counts.uncommitted += verdicts.count
+                        if counts.uncommitted >= Self.historyCommit {
+                            try node.store.commitBulk()
+                            counts.uncommitted = 0
+                            node.scheduleCheckpoint()
+                        }
                     } catch {
                         return node.historyImportEnded(id, reader: next, error: "cannot store the history: \(error)", counts: counts)
                     }
-                    node.scheduleCheckpoint()
                     guard counts.forged < node.engine.configuration.transferLimits.maximumForgedRecords else {
                         return node.historyImportEnded(id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
                     }
@@ -90,12 +99,21 @@ extension SessionNode {
 
     private func historyImportEnded(_ id: WireID, reader: HistoryFileReader, error: String?, counts: HistoryCounts) {
         reader.close()
-        guard !stopped else { return }
+        guard !stopped else { return }  // (closing the store commits what was read)
+        var error = error
+        do {
+            try store.commitBulk()
+            scheduleCheckpoint()
+        } catch let failure {
+            error = error ?? "cannot store the history: \(failure)"
+        }
         perform(engine.historyImported(id, added: counts.added, refused: counts.refused, forged: counts.forged, error: error, at: time()))
     }
 
-    /// Records stored per transaction when a history is imported.
-    static let historyBatch = 2000
+    /// Records read, checked and stored per piece when a history is imported (one turn of the event loop).
+    static let historyBatch = 5000
+    /// Records stored per commit: pieces join one bulk write until then (or until anything else commits).
+    static let historyCommit = 50_000
 }
 
 /// Reads a history resource from its part file in pieces (on the file thread, one call at a time).

@@ -102,9 +102,55 @@ extension SessionNode {
     /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource, on the
     /// connection its request came on. The export is a nameless temporary file in the history directory
     /// (under the state directory, not `/tmp`): only its descriptor reads it, so it goes with the transfer.
-    /// `signed`: a signed history (each record with its author's signature, if it has one).
+    /// `signed`: a signed history (each record with its author's signature, if it has one). The history
+    /// is read from the store and written in pieces of `exportPiece` messages, one per turn of the event
+    /// loop: a history of a million messages is never held whole, and peers are served between pieces.
+    func exportHistory(room: RoomID, since: Int64, limit: Int, to peer: SessionPeer, signed: Bool) {
+        guard let file = historyFile() else { return }
+        exportHistoryPiece(file, room: room, since: since, limit: limit, after: nil, written: 0, to: peer, signed: signed)
+    }
+
+    private func exportHistoryPiece(_ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int, after cursor: ExportCursor?,
+                                    written: Int, to peer: SessionPeer, signed: Bool) {
+        guard !stopped, let piece = try? store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece),
+              let count = writeHistory(piece.messages, to: file.fd, at: written, signed: signed)
+        else { close(file.fd); return }
+        guard let next = piece.next else { return offerHistory(file, size: written + count, room: room, to: peer, signed: signed) }
+        eventLoop.execute { [weak self] in
+            self?.assumeIsolated { node in
+                node.exportHistoryPiece(file, room: room, since: since, limit: limit, after: next, written: written + count, to: peer, signed: signed)
+            }
+        }
+    }
+
+    /// Messages read from the store per piece of an exported history (about 160 bytes each).
+    static let exportPiece = 5000
+
+    /// The same, for messages already read (a relay answer: a few, within the relay's limit).
     func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer, signed: Bool) {
-        guard !messages.isEmpty else { return }
+        guard let file = historyFile() else { return }
+        guard let count = writeHistory(messages, to: file.fd, at: 0, signed: signed) else { close(file.fd); return }
+        offerHistory(file, size: count, room: room, to: peer, signed: signed)
+    }
+
+    /// A new nameless file in the history directory.
+    private func historyFile() -> (fd: Int32, path: String)? {
+        let directory = storage(for: .history)
+        guard case .usable = directory.prepare() else {
+            logger.error("cannot export history for a newcomer", metadata: ["directory": "\(directory.path)"])
+            return nil
+        }
+        var template = Array((directory.path + "/.lanchat-history-out-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { return nil }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        unlink(path)
+        return (fd, path)
+    }
+
+    /// Writes `messages` as history records at `offset`; returns the bytes written (nil: the write failed).
+    private func writeHistory(_ messages: [StoredMessage], to fd: Int32, at offset: Int, signed: Bool) -> Int? {
         var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
         for message in messages {
             guard let id = WireID(hex: message.id) else { continue }
@@ -114,23 +160,15 @@ extension SessionNode {
                 signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
             try? record.encode(into: &buffer, signed: signed)
         }
-        let directory = storage(for: .history)
-        guard case .usable = directory.prepare() else {
-            logger.error("cannot export history for a newcomer", metadata: ["directory": "\(directory.path)"])
-            return
-        }
-        var template = Array((directory.path + "/.lanchat-history-out-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { return }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        unlink(path)
-        let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, 0) }
-        guard written == buffer.readableBytes, let file = try? ResourceFile.opened(fd, path: path) else {
-            if written != buffer.readableBytes { close(fd) }
-            return
-        }
-        _ = try? offer(file, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room, ephemeral: true)
+        let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+        return written == buffer.readableBytes ? written : nil
+    }
+
+    /// Offers a written history (nothing if it is empty).
+    private func offerHistory(_ file: (fd: Int32, path: String), size: Int, room: RoomID, to peer: SessionPeer, signed: Bool) {
+        guard size > 0 else { close(file.fd); return }
+        guard let resource = try? ResourceFile.opened(file.fd, path: file.path) else { return }  // (closed by `opened`)
+        _ = try? offer(resource, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room, ephemeral: true)
     }
 
     /// Opens (or takes over `descriptor`), dials the peer and offers the file.

@@ -11,6 +11,8 @@ public final class ChatStore: SessionStore {
     public static let schemaVersion: Int64 = 3
     private let db: SQLiteDatabase
     private var depth = 0
+    /// A bulk write's transaction is open (`bulk`).
+    private var bulkOpen = false
 
     public typealias Error = SQLiteDatabase.Error
 
@@ -21,7 +23,7 @@ public final class ChatStore: SessionStore {
         // between messages, not inside a commit (unless the log grows past 16k pages).
         // Exclusive locking: only this daemon opens the file, so no lock syscalls per transaction (and a
         // second daemon on the same state directory gets "database is locked" instead of sharing it).
-        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-1024;")
+        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-8192;")
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {
             throw Error(description: "\(path) was written by a newer lanchatd (schema \(version)); this one knows \(Self.schemaVersion)")
@@ -94,12 +96,18 @@ public final class ChatStore: SessionStore {
         try db.execute("PRAGMA user_version = 3")
     }
 
-    /// Runs `body` in one transaction (nested calls join the outer one). Rolls back on error.
+    /// Runs `body` in one transaction (nested calls join the outer one). Rolls back on error. If a bulk
+    /// write is open (`bulk`), its writes join it, and the commit makes both durable.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
         if depth > 0 {
             depth += 1
             defer { depth -= 1 }
             return try body()
+        }
+        if bulkOpen {
+            let result = try piece(body)  // (if it throws, the bulk write stays open)
+            try commitBulk()
+            return result
         }
         try db.execute("BEGIN IMMEDIATE")
         depth = 1
@@ -115,6 +123,48 @@ public final class ChatStore: SessionStore {
         }
     }
 
+    /// Runs `body` in a transaction left open for the next piece of a bulk write (a received history):
+    /// many pieces then cost one commit, not one each (storing a million messages in pieces of 5,000
+    /// wrote most pages of the id index again at each commit). Nothing that must be durable belongs in
+    /// it: a crash loses what is not committed. The next `transaction` commits it with its own writes;
+    /// `commitBulk` commits it. A piece that fails is undone alone.
+    public func bulk<T>(_ body: () throws -> T) throws -> T {
+        guard depth == 0 else { return try transaction(body) }
+        if !bulkOpen {
+            try db.execute("BEGIN IMMEDIATE")
+            bulkOpen = true
+        }
+        return try piece(body)
+    }
+
+    /// Commits an open bulk write (nothing if none is open).
+    public func commitBulk() throws {
+        guard bulkOpen, depth == 0 else { return }
+        bulkOpen = false
+        do {
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// `body` in a savepoint of the open transaction: undone alone if it throws.
+    private func piece<T>(_ body: () throws -> T) throws -> T {
+        try db.execute("SAVEPOINT piece")
+        depth = 1
+        defer { depth = 0 }
+        do {
+            let result = try body()
+            try db.execute("RELEASE piece")
+            return result
+        } catch {
+            try? db.execute("ROLLBACK TO piece")
+            try? db.execute("RELEASE piece")
+            throw error
+        }
+    }
+
     /// A commit with `durable` false skips the sync of the log (`synchronous=NORMAL` for that commit).
     public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
         guard !durable, depth == 0 else { return try transaction(body) }
@@ -122,6 +172,9 @@ public final class ChatStore: SessionStore {
         defer { try? db.execute("PRAGMA synchronous=FULL") }
         return try transaction(body)
     }
+
+    /// A bulk write is open (not committed).
+    public var bulkIsOpen: Bool { bulkOpen }
 
     /// The database itself, for tests that look at query plans.
     var databaseForTests: SQLiteDatabase { db }
@@ -131,12 +184,14 @@ public final class ChatStore: SessionStore {
 
     /// Checkpoints and closes the file; the store is unusable afterwards.
     public func close() {
+        try? commitBulk()
         checkpoint()
         db.close()
     }
 
     /// Copies the write-ahead log into the database without waiting for readers (call when idle-ish).
     public func checkpoint() {
+        guard !bulkOpen else { return }  // (not inside a transaction)
         try? db.execute("PRAGMA wal_checkpoint(PASSIVE)")
     }
 
@@ -214,10 +269,10 @@ public final class ChatStore: SessionStore {
             // A literal, not a parameter: SQLite uses the partial index `messages_files` only so.
             conditions.append("m.kind = \(kind.rawValue)")
         }
-        if let prefix = filter.idPrefix {
-            // A range of the primary key (ids are lowercase hex: nothing sorts between "...f" and "...g").
-            conditions.append("m.id >= ? AND m.id < ?")
-            values += [.text(prefix), .text(prefix + "g")]
+        if let suffix = filter.idSuffix {
+            // (Read among the rows the other conditions leave: the room's files, by `messages_files`.)
+            conditions.append("substr(m.id, -?) = ?")
+            values += [.integer(Int64(suffix.utf8.count)), .text(suffix)]
         }
         if let prefix = filter.bodyPrefix {
             conditions.append("substr(m.body, 1, ?) = ?")
@@ -285,7 +340,37 @@ public final class ChatStore: SessionStore {
         try db.query(Self.exportSQL, [.text(room), .integer(since), .integer(Int64(limit))]).reversed().map(Self.message)
     }
 
-    /// (Both read through the partial index `messages_shared`; a test checks the plans.)
+    /// `export` in pieces: each a read through the same index from the cursor on, so a history of a
+    /// million messages is never held whole (nor its rows all read at once on the event loop). The first
+    /// piece starts at the `limit`th newest (one walk of the index), or at `since` if there are fewer.
+    public func exportPage(room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int) throws(Error)
+        -> (messages: [StoredMessage], next: ExportCursor?) {
+        var start: ExportCursor
+        if let cursor {
+            start = cursor
+        } else {
+            guard limit > 0 else { return ([], nil) }
+            let first = try db.query(Self.exportStartSQL, [.text(room), .integer(since), .integer(Int64(limit - 1))]).first
+            // Just before the first (the rowid breaks ties, so nothing lies between), or before anything since `since`.
+            start = first.map { ExportCursor(timestamp: $0[0].int, senderID: $0[1].string, sequence: $0[2].int,
+                                             tiebreak: $0[3].int - 1, remaining: limit) }
+                ?? ExportCursor(timestamp: since, senderID: "", sequence: .min, tiebreak: .min, remaining: limit)
+        }
+        let rows = try db.query(Self.exportPageSQL, [.text(room), .integer(start.timestamp), .text(start.senderID), .integer(start.sequence),
+                                                     .integer(start.tiebreak), .integer(Int64(min(count, start.remaining)))])
+        guard let last = rows.last else { return ([], nil) }
+        let messages = rows.map { Self.message(Array($0.dropLast())) }
+        let next = ExportCursor(timestamp: last[5].int, senderID: last[2].string, sequence: last[4].int,
+                                tiebreak: last[last.count - 1].int, remaining: start.remaining - rows.count)
+        return (messages, next.remaining > 0 && rows.count == count ? next : nil)
+    }
+
+    static let exportStartSQL = "SELECT timestamp, sender_id, sequence, rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+        + "AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT 1 OFFSET ?"
+    static let exportPageSQL = "SELECT \(messageColumns), rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+        + "AND (timestamp, sender_id, sequence, rowid) > (?, ?, ?, ?) ORDER BY timestamp, sender_id, sequence, rowid LIMIT ?"
+
+    /// (These read through the partial index `messages_shared`; a test checks the plans.)
     static let exportSQL = "SELECT \(messageColumns) FROM messages WHERE room = ? AND kind != 2 AND direct = 0 AND timestamp >= ? "
         + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
     static let recentSequencesSQL = "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "

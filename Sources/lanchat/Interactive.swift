@@ -246,14 +246,14 @@ struct Interactive: ParsableCommand {
                 let path = absolutePath(arguments.joined(separator: " "))
                 let token = try handOver(path, socket: client.path)
                 if let file = try client.call(.share(room: room, path: path, fileToken: token)).files?.first {
-                    state.say("shared \(describe(file)) in \(room) as \(file.id.prefix(8))")
+                    state.say("shared \(describe(file)) in \(room) as \(shortFileID(file.id))")
                 }
             case "files":
                 guard let room = arguments.first ?? state.room else { state.say("you are in no room"); return true }
                 let files = try client.call(.files(room: room, limit: 20)).files ?? []
                 if files.isEmpty { state.say("no files shared in \(room)") }
                 for file in files {
-                    state.say("\(file.id.prefix(8))  \(describe(file)) from \(printable(file.from))\(file.held == true ? "" : " (not kept here)")")
+                    state.say("\(shortFileID(file.id))  \(describe(file)) from \(printable(file.from))\(file.held == true ? "" : " (not kept here)")")
                 }
             case "fetch":
                 guard let id = arguments.first else { state.say("usage: /fetch ID (see /files)"); return true }

@@ -255,7 +255,7 @@ func describe(_ message: MessageInfo, showRoom: Bool = true) -> String {
     let lines = message.text.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }
     if message.kind == "system" { return "\(prefix) * \(lines.joined(separator: " "))" }
     if let file = message.file {
-        return "\(prefix) \(senderLabel(message)) shared \(describe(file)): lanchat fetch \(file.id.prefix(8))"
+        return "\(prefix) \(senderLabel(message)) shared \(describe(file)): lanchat fetch \(shortFileID(file.id))"
     }
     let head = "\(prefix) \(senderLabel(message)): "
     return head + lines.joined(separator: "\n" + String(repeating: " ", count: head.count))

@@ -7,6 +7,12 @@ func describe(_ file: SharedFileInfo) -> String {
     "\(printable(file.name)) (\(sizeText(file.size))\(file.image ? ", image" : ""))"
 }
 
+/// A shared file's short id: the last 8 hex digits of its announcement's id (`lanchat fetch` takes
+/// them). Not the first: a message id begins with the time it was written.
+func shortFileID(_ id: String) -> String {
+    String(id.suffix(8))
+}
+
 /// 1234567 -> "1.2 MB" (powers of 1000, as the progress lines).
 func sizeText(_ bytes: Int) -> String {
     switch bytes {
@@ -41,7 +47,7 @@ struct Share: ParsableCommand {
                 fail("the daemon sent no file")
             }
             shared.append(file)
-            if !json { print("shared \(describe(file)) in \(printable(file.room)) as \(file.id.prefix(8)) (sha256 \(file.sha256.prefix(16))...)") }
+            if !json { print("shared \(describe(file)) in \(printable(file.room)) as \(shortFileID(file.id)) (sha256 \(file.sha256.prefix(16))...)") }
         }
         if json { printJSON(shared) }
     }
@@ -65,7 +71,7 @@ struct Files: ParsableCommand {
         if json { return printJSON(files) }
         if files.isEmpty { return print(room.map { "no files shared in \(printable($0))" } ?? "no files shared") }
         print(table(["ID", "ROOM", "SIZE", "KEPT", "FROM", "NAME"], files.map { file in
-            [String(file.id.prefix(8)), printable(file.room), sizeText(file.size), file.held == true ? "yes" : "no", printable(file.from),
+            [shortFileID(file.id), printable(file.room), sizeText(file.size), file.held == true ? "yes" : "no", printable(file.from),
              printable(file.name) + (file.image ? "  [image]" : "")]
         }))
     }

@@ -28,6 +28,30 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(try store.history(room: "lab", limit: 10).count == 1)
     }
 
+    /// Pieces of a bulk write share one transaction until something commits it; a piece that fails is
+    /// undone alone; a transaction commits the bulk write with its own.
+    @Test func bulkPiecesShareACommit() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let store = try ChatStore(path: path)
+        struct Refused: Error {}
+        try store.bulk { try store.insert(message(1), now: 0) }
+        #expect(store.bulkIsOpen)
+        #expect(throws: Refused.self) { try store.bulk { try store.insert(message(2), now: 0); throw Refused() } }
+        #expect(store.bulkIsOpen)
+        store.checkpoint()  // (not inside a transaction: skipped)
+        try store.transaction { try store.insert(message(3), now: 0) }
+        #expect(!store.bulkIsOpen)
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 3])
+        try store.bulk { try store.insert(message(4), now: 0) }
+        #expect(throws: Refused.self) { try store.transaction { throw Refused() } }
+        #expect(store.bulkIsOpen)  // the failed transaction undid only its own writes
+        try store.commitBulk()
+        #expect(!store.bulkIsOpen)
+        try store.bulk { try store.insert(message(5), now: 0) }
+        store.close()  // commits it
+        #expect(try ChatStore(path: path).history(room: "lab", limit: 10).map(\.sequence) == [1, 3, 4, 5])
+    }
+
     /// A history file made before the word index gets it built when opened.
     @Test func anOlderFileIsIndexedWhenOpened() throws {
         let path = temporaryDirectory() + "/h.sqlite3"
@@ -224,9 +248,12 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
         let raw = store.databaseForTests
         for (query, binds) in [(ChatStore.exportSQL, [SQLiteDatabase.Value.text("lab"), .integer(5), .integer(10)]),
-                               (ChatStore.recentSequencesSQL, [.text("lab"), .integer(10)])] {
+                               (ChatStore.recentSequencesSQL, [.text("lab"), .integer(10)]),
+                               (ChatStore.exportStartSQL, [.text("lab"), .integer(5), .integer(10)]),
+                               (ChatStore.exportPageSQL, [.text("lab"), .integer(5), .text("s"), .integer(1), .integer(1), .integer(10)])] {
             let plan = try raw.query("EXPLAIN QUERY PLAN " + query, binds).map { $0[3].string }.joined(separator: " ")
             #expect(plan.contains("messages_shared"), "\(plan)")
+            #expect(!plan.contains("TEMP B-TREE"), "\(plan)")  // read in the index's order, not sorted
         }
     }
 }

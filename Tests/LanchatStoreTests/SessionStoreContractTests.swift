@@ -67,9 +67,11 @@ import Testing
         #expect(try found(.init(kind: .file, bodyPrefix: "lanchat-file/1\nsha256: a")) == [1, 2, 3])
         #expect(try found(.init(kind: .file, bodyPrefix: "lanchat-file/1\nsha256: aa\n"), room: "other").isEmpty)
         let ids = try store.search(room: nil, limit: 100, filter: .init(kind: .file)).map(\.id).sorted()
-        #expect(try store.search(room: nil, limit: 100, filter: .init(kind: .file, idPrefix: ids[0])).map(\.id) == [ids[0]])
-        #expect(try store.search(room: nil, limit: 100, filter: .init(idPrefix: String(ids[0].prefix(1)))).allSatisfy { $0.id.hasPrefix(ids[0].prefix(1)) })
-        #expect(try store.search(room: nil, limit: 100, filter: .init(kind: .file, idPrefix: "zz")).isEmpty)
+        #expect(try store.search(room: nil, limit: 100, filter: .init(kind: .file, idSuffix: ids[0])).map(\.id) == [ids[0]])
+        #expect(try store.search(room: nil, limit: 100, filter: .init(kind: .file, idSuffix: String(ids[1].suffix(2)))).map(\.id) == [ids[1]])
+        let ends = try store.search(room: nil, limit: 100, filter: .init(idSuffix: String(ids[0].suffix(1))))
+        #expect(!ends.isEmpty && ends.allSatisfy { $0.id.hasSuffix(ids[0].suffix(1)) })
+        #expect(try store.search(room: nil, limit: 100, filter: .init(kind: .file, idSuffix: "zz")).isEmpty)
     }
 
     @Test(arguments: Kind.allCases) func messagesHistoryAndExport(kind: Kind) throws {
@@ -89,6 +91,39 @@ import Testing
         #expect(try store.latestTimestamp(room: "lab") == 1001)                                        // notices do not count
         #expect(try store.latestTimestamp(room: "none") == 0)
         #expect(try store.lastSequences(sender: "s") == ["lab": 9, "other": 40])
+    }
+
+    /// The export in pieces is the export: every piece size, fewer or more messages than the limit, and
+    /// messages alike in time, author and sequence (only their ids differ) split across pieces.
+    @Test(arguments: Kind.allCases) func theExportInPiecesIsTheExport(kind: Kind) throws {
+        let store = try kind.make()
+        for id in 1...40 {
+            var stored = message(id, sender: id % 3 == 0 ? "b" : "s", timestamp: Int64(1000 + id / 4))
+            if id % 5 == 0 { stored.sequence = 7 }  // the same key as others at that time
+            if id == 13 { stored.direct = true }
+            if id == 17 { stored.kind = .system }
+            try store.insert(stored, now: 0)
+        }
+        try store.insert(message(99, room: "other"), now: 0)
+        for (since, limit) in [(Int64(0), 100), (0, 25), (1003, 10), (1003, 100), (0, 1)] {
+            let whole = try store.export(room: "lab", since: since, limit: limit)
+            for count in [1, 2, 3, 7, 50] {
+                var pieces: [StoredMessage] = []
+                var cursor: ExportCursor?
+                var reads = 0
+                repeat {
+                    let page = try store.exportPage(room: "lab", since: since, limit: limit, after: cursor, count: count)
+                    #expect(page.messages.count <= count)
+                    pieces += page.messages
+                    cursor = page.next
+                    reads += 1
+                } while cursor != nil && reads < 100
+                #expect(Set(pieces.map(\.id)) == Set(whole.map(\.id)), "since \(since), limit \(limit), pieces of \(count)")
+                #expect(pieces.count == whole.count)
+                #expect(pieces.map(\.timestamp) == whole.map(\.timestamp))
+            }
+        }
+        #expect(try store.exportPage(room: "lab", since: 0, limit: 0, after: nil, count: 10).messages.isEmpty)
     }
 
     @Test(arguments: Kind.allCases) func outboxPerRecipientInOrder(kind: Kind) throws {

@@ -21,7 +21,7 @@ def sha256(path):
 
 def fetch(lan, host, file_id, directory, check=True):
     """`lanchat fetch ID --to DIR --json` on `host`: the progress lines, parsed."""
-    result = lan.lanchat(host, "fetch", file_id[:8], "--to", directory, "--json", check=check, timeout=120)
+    result = lan.lanchat(host, "fetch", file_id[-8:], "--to", directory, "--json", check=check, timeout=120)
     return result, [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
 
@@ -50,7 +50,7 @@ def test_a_file_shared_while_a_member_was_away_is_fetched_later_from_another_mem
     listing = lan.lanchat("h2", "files", "lab").stdout
     assert "[image]" in listing and "photo.png" in listing and "alice" in listing, listing
     history = lan.lanchat("h2", "history", "--room", "lab").stdout
-    assert "alice shared photo.png (3.1 MB, image): lanchat fetch " + by_name["photo.png"]["id"][:8] in history, history
+    assert "alice shared photo.png (3.1 MB, image): lanchat fetch " + by_name["photo.png"]["id"][-8:] in history, history
 
     # The sender stops; carol comes back and learns of the files (relayed by bob: signed by alice).
     daemons["h1"].stop()
