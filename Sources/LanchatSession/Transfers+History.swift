@@ -19,7 +19,11 @@ extension SessionNode {
     func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
         guard let file = files.removeValue(forKey: id) else { return }
         let reader = HistoryFileReader(fd: file.fd, path: file.path, signed: signed)
-        importHistoryBatch(id, room: room, relay: peer.id, reader: Handoff(value: reader), counts: HistoryCounts())
+        // A relay answer keeps only current members' messages, with the names we show (a record's name is
+        // the relay's label); a newcomer's history from its inviter also keeps those of members who left.
+        let members = engine.isRelayTransfer(id) ? (engine.members(of: room) ?? [:]).mapValues(\.name) : nil
+        let piece = HistoryPiece(id: id, room: room, relay: peer.id, members: members)
+        storeHistoryPiece(piece, reading: readHistoryPiece(piece, reader: reader, forged: 0), reader: reader, counts: HistoryCounts())
     }
 
     /// What an import kept and refused so far.
@@ -31,23 +35,30 @@ extension SessionNode {
         var uncommitted = 0
     }
 
+    /// What every piece of one import is checked against.
+    private struct HistoryPiece {
+        let id: WireID
+        let room: RoomID
+        let relay: PeerID
+        let members: [PeerID: String]?
+    }
+
+    private typealias ReadPiece = Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])>
+
     /// The file thread reads a piece and checks each record's signature (`SessionStateMachine.verdict`:
-    /// the costly part, off the event loop); the event loop stores what may be kept.
-    private func importHistoryBatch(_ id: WireID, room: RoomID, relay: PeerID, reader: Handoff<HistoryFileReader>, counts: HistoryCounts) {
+    /// the costly part, off the event loop). Checking stops at the forged record that reaches the limit
+    /// (each check costs about 55 µs); `forged`: how many the import met before this piece.
+    private func readHistoryPiece(_ piece: HistoryPiece, reader: HistoryFileReader, forged: Int) -> EventLoopFuture<ReadPiece> {
         let keys = configuration.envelopes
         let ownID = configuration.ownID
-        // A relay answer keeps only current members' messages, with the names we show (a record's name is
-        // the relay's label); a newcomer's history from its inviter also keeps those of members who left.
-        let members = engine.isRelayTransfer(id) ? (engine.members(of: room) ?? [:]).mapValues(\.name) : nil
-        // Checking stops at the forged record that reaches the limit (each check costs about 55 µs).
-        let forgedLeft = engine.configuration.transferLimits.maximumForgedRecords - counts.forged
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])> in
-            var reader = reader.value
+        let forgedLeft = engine.configuration.transferLimits.maximumForgedRecords - forged
+        return fileIO.runIfActive(eventLoop: eventLoop) { () throws -> ReadPiece in
+            var reader = reader
             let records = try reader.next(maximumCount: Self.historyBatch)
             var verdicts: [SessionStateMachine.HistoryVerdict] = []
             var forged = 0
             for record in records {
-                let verdict = SessionStateMachine.verdict(record, room: room, relay: relay, ownID: ownID, keys: keys, members: members)
+                let verdict = SessionStateMachine.verdict(record, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members)
                 verdicts.append(verdict)
                 if verdict == .forged {
                     forged += 1
@@ -56,43 +67,59 @@ extension SessionNode {
             }
             return Handoff(value: (reader, verdicts))
         }
-        future.whenComplete { [weak self] result in
+    }
+
+    /// The event loop stores a piece once it is read, while the file thread reads the next: the two
+    /// take turns no longer (storing a million records took 11 s with each waiting for the other).
+    /// `reader`: the file as it was before `reading` (to close it if reading fails).
+    private func storeHistoryPiece(_ piece: HistoryPiece, reading: EventLoopFuture<ReadPiece>, reader: HistoryFileReader, counts: HistoryCounts) {
+        reading.whenComplete { [weak self] result in
             guard let self else { return }
             self.assumeIsolated { node in
-                guard !node.stopped else { return node.historyImportEnded(id, reader: reader.value, error: nil, counts: counts) }
+                guard !node.stopped else { return node.historyImportEnded(piece.id, reader: reader, error: nil, counts: counts) }
+                let next: HistoryFileReader
+                let verdicts: [SessionStateMachine.HistoryVerdict]
                 switch result {
-                case .success(let handoff):
-                    let (next, verdicts) = handoff.value
-                    guard !verdicts.isEmpty else { return node.historyImportEnded(id, reader: reader.value, error: nil, counts: counts) }
-                    var counts = counts
-                    do {
-                        // Pieces join one bulk write, committed every `historyCommit` records and at the end.
-                        try node.store.bulk {
-                            for verdict in verdicts {
-                                switch verdict {
-                                case .keep(let stored): if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { counts.added += 1 }
-                                case .refused: counts.refused += 1
-                                case .forged: counts.forged += 1
-                                case .ours: break  // we have it, or never sent it: skipped quietly
-                                }
+                case .success(let handoff): (next, verdicts) = handoff.value
+                case .failure(let error): return node.historyImportEnded(piece.id, reader: reader, error: "invalid history: \(error)", counts: counts)
+                }
+                guard !verdicts.isEmpty else { return node.historyImportEnded(piece.id, reader: next, error: nil, counts: counts) }
+                let limit = node.engine.configuration.transferLimits.maximumForgedRecords
+                let forged = counts.forged + verdicts.count { $0 == .forged }
+                // The next piece is read meanwhile, unless this one reached the limit of forged records.
+                let following = forged < limit ? node.readHistoryPiece(piece, reader: next, forged: forged) : nil
+                var counts = counts
+                do {
+                    // Pieces join one bulk write, committed every `historyCommit` records and at the end.
+                    try node.store.bulk {
+                        for verdict in verdicts {
+                            switch verdict {
+                            case .keep(let stored): if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { counts.added += 1 }
+                            case .refused: counts.refused += 1
+                            case .forged: counts.forged += 1
+                            case .ours: break  // we have it, or never sent it: skipped quietly
                             }
                         }
-                        counts.uncommitted += verdicts.count
-                        if counts.uncommitted >= Self.historyCommit {
-                            try node.store.commitBulk()
-                            counts.uncommitted = 0
-                            node.scheduleCheckpoint()
-                        }
-                    } catch {
-                        return node.historyImportEnded(id, reader: next, error: "cannot store the history: \(error)", counts: counts)
                     }
-                    guard counts.forged < node.engine.configuration.transferLimits.maximumForgedRecords else {
-                        return node.historyImportEnded(id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
+                    counts.uncommitted += verdicts.count
+                    if counts.uncommitted >= Self.historyCommit {
+                        try node.store.commitBulk()
+                        counts.uncommitted = 0
+                        node.scheduleCheckpoint()
                     }
-                    node.importHistoryBatch(id, room: room, relay: relay, reader: Handoff(value: next), counts: counts)
-                case .failure(let error):
-                    node.historyImportEnded(id, reader: reader.value, error: "invalid history: \(error)", counts: counts)
+                } catch {
+                    // The file is closed once the next piece's read (if any) is over: it reads the file.
+                    let failure = "cannot store the history: \(error)"
+                    guard let following else { return node.historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
+                    following.whenComplete { [weak node, counts] _ in
+                        node?.assumeIsolated { node in node.historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
+                    }
+                    return
                 }
+                guard let following else {
+                    return node.historyImportEnded(piece.id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
+                }
+                node.storeHistoryPiece(piece, reading: following, reader: next, counts: counts)
             }
         }
     }
