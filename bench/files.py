@@ -11,11 +11,11 @@
 2. Chat during that transfer: messages from h1 to the room every 20 ms while the file goes h1 -> h2;
    latency until h2's `lanchat watch` shows them, next to the same measurement with no transfer.
 3. A named stream h1 -> h2 (`lanchat stream`, the same bytes), next to socat.
-4. History to a newcomer: alice has N messages (default 100,000) in a room; she invites bob; time from
+4. History to a newcomer: alice has N messages (default 1,000,000: the goal's size) in a room; she invites bob; time from
    the invitation until bob's history has them, and how much each daemon's resident memory grew at its
    peak (VmHWM during the import, less VmRSS before it).
 
-Usage (root): python3 bench/files.py [--mib 1024] [--messages 100000] [--only file|history] [--json]"""
+Usage (root): python3 bench/files.py [--mib 1024] [--messages 1000000] [--only file|history] [--json]"""
 import argparse
 import json
 import os
@@ -326,7 +326,7 @@ def history(lan, messages):
     wait_for(lambda: {"hist-bob", "hist-carol"} <= {p["name"] for p in lan.peers("h3") if p["addresses"]}, timeout=20, what="discovery")
     assert lan.lanchat_json("h3", "invite", "hist-carol", "--room", "big", "--wait")["outcome"] == "accepted"
     alice_id = alice.status()["id"]
-    # Fill alice's history offline (sending 100,000 messages is not what this measures), with ids as
+    # Fill alice's history offline (sending a million messages is not what this measures), with ids as
     # lanchat writes them: the time in milliseconds (6 bytes), then 10 random bytes.
     alice.stop()
     carol.stop()
@@ -376,7 +376,7 @@ def memory_kib(lan, host, pid):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=1024)
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5, help="throughput runs of each, interleaved (min, median, max are printed)")
     parser.add_argument("--only", choices=["file", "history"], help="one of the two figures (the other is not run)")
     parser.add_argument("--json", action="store_true")
