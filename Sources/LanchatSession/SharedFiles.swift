@@ -21,7 +21,7 @@ public struct SharedFileEntry: Sendable, Equatable {
 /// What `fetchShared` did: the file was kept here and is copied already, or a fetch from the room's
 /// members started (follow it by its transfer id).
 public enum SharedFetchStart: Sendable, Equatable {
-    /// `id`: the announcement's (the whole id, where the person may have given a prefix).
+    /// `id`: the announcement's (the whole id, where the person may have given its end).
     case placed(id: String, path: String, file: SharedFile)
     case started(id: String)
 }

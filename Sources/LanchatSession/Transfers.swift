@@ -283,7 +283,8 @@ extension SessionNode {
     @discardableResult
     func cancelSaved(_ saved: StoredTransfer, peer: SessionPeer, error: String) -> TransferInfo {
         unlink(saved.path)
-        try? store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds())
+        // (In a transaction: a bulk write open meanwhile would otherwise hold it uncommitted.)
+        try? store.transaction { try store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds()) }
         let info = TransferInfo(state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
                                 size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: error)
         engine.keepEnded(info)

@@ -5,7 +5,8 @@ import LanchatCore
 /// (`history.sqlite3` in the state directory). WAL mode with `synchronous=FULL`: a committed write is
 /// on disk (the log is synced at each commit), so it survives a power loss, not only a crash of the
 /// daemon; an acknowledgement is sent only after the commit. Writes happen inside `transaction`, so
-/// that a batch (every frame of one read from a connection) costs one commit and one sync.
+/// that a batch (every frame of one read from a connection) costs one commit and one sync; a received
+/// history's pieces go in a bulk write (`bulk`), which the next `transaction` commits with its own.
 public final class ChatStore: SessionStore {
     public static let fileName = "history.sqlite3"
     public static let schemaVersion: Int64 = 3
@@ -104,7 +105,7 @@ public final class ChatStore: SessionStore {
             defer { depth -= 1 }
             return try body()
         }
-        if bulkOpen {
+        if bulkStillOpen() {
             let result = try piece(body)  // (if it throws, the bulk write stays open)
             try commitBulk()
             return result
@@ -130,7 +131,7 @@ public final class ChatStore: SessionStore {
     /// `commitBulk` commits it. A piece that fails is undone alone.
     public func bulk<T>(_ body: () throws -> T) throws -> T {
         guard depth == 0 else { return try transaction(body) }
-        if !bulkOpen {
+        if !bulkStillOpen() {
             try db.execute("BEGIN IMMEDIATE")
             bulkOpen = true
         }
@@ -139,7 +140,7 @@ public final class ChatStore: SessionStore {
 
     /// Commits an open bulk write (nothing if none is open).
     public func commitBulk() throws {
-        guard bulkOpen, depth == 0 else { return }
+        guard depth == 0, bulkStillOpen() else { return }
         bulkOpen = false
         do {
             try db.execute("COMMIT")
@@ -147,6 +148,13 @@ public final class ChatStore: SessionStore {
             try? db.execute("ROLLBACK")
             throw error
         }
+    }
+
+    /// Whether the bulk write's transaction is still open: SQLite rolls a whole transaction back by
+    /// itself after some errors (disk full, I/O error, out of memory), and then nothing is open.
+    private func bulkStillOpen() -> Bool {
+        if bulkOpen, !db.inTransaction { bulkOpen = false }
+        return bulkOpen
     }
 
     /// `body` in a savepoint of the open transaction: undone alone if it throws.
@@ -167,7 +175,8 @@ public final class ChatStore: SessionStore {
 
     /// A commit with `durable` false skips the sync of the log (`synchronous=NORMAL` for that commit).
     public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
-        guard !durable, depth == 0 else { return try transaction(body) }
+        // (Inside an open bulk write SQLite cannot change the setting: that commit syncs.)
+        guard !durable, depth == 0, !bulkStillOpen() else { return try transaction(body) }
         try db.execute("PRAGMA synchronous=NORMAL")
         defer { try? db.execute("PRAGMA synchronous=FULL") }
         return try transaction(body)
@@ -370,9 +379,10 @@ public final class ChatStore: SessionStore {
     static let exportPageSQL = "SELECT \(messageColumns), rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "AND (timestamp, sender_id, sequence, rowid) > (?, ?, ?, ?) ORDER BY timestamp, sender_id, sequence, rowid LIMIT ?"
 
-    /// (These read through the partial index `messages_shared`; a test checks the plans.)
+    /// (These read through the partial index `messages_shared`; a test checks the plans. Messages alike
+    /// in time, author and sequence are told apart by rowid, as in `exportPage`.)
     static let exportSQL = "SELECT \(messageColumns) FROM messages WHERE room = ? AND kind != 2 AND direct = 0 AND timestamp >= ? "
-        + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
+        + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT ?"
     static let recentSequencesSQL = "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
 

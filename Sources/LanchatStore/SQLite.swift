@@ -106,6 +106,8 @@ public final class SQLiteDatabase {
 
     /// Rows changed by the last INSERT/UPDATE/DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }
+    /// A transaction is open.
+    public var inTransaction: Bool { handle != nil && sqlite3_get_autocommit(handle) == 0 }
 }
 
 extension SQLiteDatabase.Value {

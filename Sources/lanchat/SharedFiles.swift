@@ -82,7 +82,7 @@ struct Fetch: ParsableCommand {
         abstract: "Get a copy of a file shared in a room: from this daemon if it keeps it, else from any member who does (checked against its SHA-256).")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The file's id, or its first 4 characters or more (see `lanchat files`).") var id: String
+    @Argument(help: "The file's id, or its last 4 characters or more (`lanchat files` shows the last 8).") var id: String
     @Option(help: "Put it in this directory (default: the daemon's download directory).") var to: String?
     @Flag(help: "Print JSON progress lines even on a terminal.") var json = false
 

@@ -24,7 +24,7 @@ final class TestNode: @unchecked Sendable {
     var maintenance: Task<Void, Never>?
     private let collected = EventLog()
 
-    init(_ name: String, directory: String? = nil, autoAccept: AutoAcceptPolicy = .all, downloads: String? = nil) async throws {
+    init(_ name: String, directory: String? = nil, autoAccept: AutoAcceptPolicy = .all, downloads: String? = nil, historyForNewcomers: Int? = nil) async throws {
         var template = Array("/tmp/lanchat-node-XXXXXX".utf8CString)
         self.directory = directory ?? template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         self.name = name
@@ -39,6 +39,7 @@ final class TestNode: @unchecked Sendable {
         var configuration = SessionNode.Configuration(
             ownID: identity.peerID, ownName: name, port: listener.localAddress!.port!, autoAccept: autoAccept, encryption: .required)
         configuration.downloadDirectory = downloads ?? self.directory + "/downloads"
+        if let historyForNewcomers { configuration.historyForNewcomers = historyForNewcomers }
         node = try SessionNode(
             configuration: configuration,
             eventLoop: group.next(), connector: connector, store: try ChatStore(path: self.directory + "/" + ChatStore.fileName),
@@ -58,8 +59,8 @@ final class TestNode: @unchecked Sendable {
 
     var events: [SessionEvent] { collected.all }
 
-    func texts(_ room: String = "lab") async throws -> [String] {
-        try await node.history(room: room, limit: 1000).filter { $0.kind == .text }.map(\.body)
+    func texts(_ room: String = "lab", limit: Int = 1000) async throws -> [String] {
+        try await node.history(room: room, limit: limit).filter { $0.kind == .text }.map(\.body)
     }
 
     func stop() async {
@@ -110,6 +111,27 @@ let lab = RoomID("lab")!
         #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .alreadyMember)
         await alice.stop()
         await bob.stop()
+    }
+
+    /// A history of several pieces (5,000 messages each) on both sides: the inviter writes it piece by
+    /// piece, the newcomer reads and checks the next piece while it stores one; it arrives whole and in order.
+    @Test func aHistoryOfSeveralPiecesArrivesWhole() async throws {
+        let count = 12_345
+        let alice = try await TestNode("alice", historyForNewcomers: count)
+        let bob = try await TestNode("bob")
+        let carol = try await TestNode("carol")
+        alice.knows(bob)
+        alice.knows(carol)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(10)) == .accepted)
+        for start in stride(from: 0, to: count, by: 500) {
+            _ = try await alice.node.send((start..<min(count, start + 500)).map { "m\($0)" }, room: lab)
+        }
+        #expect(await alice.node.invite(carol.peer, room: lab, context: [], timeout: .seconds(10)) == .accepted)
+        try await eventually("carol has the history", timeout: .seconds(180)) { try await carol.texts(limit: 20_000).count >= count }
+        #expect(try await carol.texts(limit: 20_000) == (0..<count).map { "m\($0)" })
+        await alice.stop()
+        await bob.stop()
+        await carol.stop()
     }
 
     @Test func declineAndExpiry() async throws {

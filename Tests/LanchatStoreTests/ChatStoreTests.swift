@@ -43,13 +43,18 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(!store.bulkIsOpen)
         #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 3])
         try store.bulk { try store.insert(message(4), now: 0) }
-        #expect(throws: Refused.self) { try store.transaction { throw Refused() } }
+        #expect(throws: Refused.self) { try store.transaction { try store.insert(message(6), now: 0); throw Refused() } }
         #expect(store.bulkIsOpen)  // the failed transaction undid only its own writes
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 3, 4])
+        // A commit that need not sync cannot change the setting inside the bulk write: it syncs, and commits both.
+        try store.transaction(durable: false) { try store.insert(message(7), now: 0) }
+        #expect(!store.bulkIsOpen && store.synchronousSetting == 2)
+        try store.bulk { try store.insert(message(8), now: 0) }
         try store.commitBulk()
         #expect(!store.bulkIsOpen)
         try store.bulk { try store.insert(message(5), now: 0) }
         store.close()  // commits it
-        #expect(try ChatStore(path: path).history(room: "lab", limit: 10).map(\.sequence) == [1, 3, 4, 5])
+        #expect(try ChatStore(path: path).history(room: "lab", limit: 10).map(\.sequence) == [1, 3, 4, 5, 7, 8])
     }
 
     /// A history file made before the word index gets it built when opened.
