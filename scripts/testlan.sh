@@ -160,7 +160,7 @@ cmd_avahi() {
 
 cmd_up() {
   local count=$1
-  [[ "$count" =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] && [ "$count" -le 60 ] || die "up N: 1 <= N <= 60"
+  [[ "$count" =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] && [ "$count" -le 200 ] || die "up N: 1 <= N <= 200"
   for i in $(seq "$count"); do cmd_add_host "h$i"; done
 }
 

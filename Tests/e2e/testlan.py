@@ -155,11 +155,11 @@ class TestLAN:
         self.daemons = []
         self.processes = []
 
-    def script(self, *args, check=True, capture=True):
-        return subprocess.run([SCRIPT, *args], env=self.env, check=check, capture_output=capture, text=True, timeout=60)
+    def script(self, *args, check=True, capture=True, timeout=60):
+        return subprocess.run([SCRIPT, *args], env=self.env, check=check, capture_output=capture, text=True, timeout=timeout)
 
     def up(self, count):
-        self.script("up", str(count))
+        self.script("up", str(count), timeout=60 + 2 * count)  # (each host starts its own avahi-daemon)
         return self
 
     def add_host(self, name, avahi=True, subnet=1):
