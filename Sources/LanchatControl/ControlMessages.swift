@@ -95,7 +95,7 @@ public enum ControlMethod: String, CaseIterable, Sendable {
     case share
     /// The files shared in `params.room` (or every room), the last `params.limit` (default 100). Answers `files`.
     case files
-    /// A copy of the shared file `params.id` (or a unique prefix) into `params.to` (a directory; default:
+    /// A copy of the shared file `params.id` (or a unique end of it) into `params.to` (a directory; default:
     /// the download directory): at once if kept here, else fetched from the room's members and checked
     /// against its SHA-256. Answers `transfer` (`complete` with its path, or `offered`: follow its events).
     case fetch
