@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, wait_for, wait_process  # noqa: E402
-from figures import figure, stop_quietly  # noqa: E402
+from figures import cpu_ticks, figure, proc_status, stop_quietly  # noqa: E402
 
 
 def reader(process):
@@ -120,11 +120,8 @@ def discovery(lan, trials):
 
 
 def proc_stats(lan, host, pid):
-    status = lan.run(host, ["cat", f"/proc/{pid}/status"]).stdout
-    stat = lan.run(host, ["cat", f"/proc/{pid}/stat"]).stdout
-    fields = stat.rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime + stime
-    values = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
+    values = proc_status(lan, host, pid)
+    ticks = cpu_ticks(lan, host, pid)
     # Context switches of every thread: each one is a wake-up.
     switches = lan.run(host, ["sh", "-c", f"cat /proc/{pid}/task/*/status | grep ctxt_switches"]).stdout
     total = sum(int(line.split(":")[1]) for line in switches.splitlines())

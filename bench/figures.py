@@ -19,6 +19,19 @@ def median(values):
     return statistics.median(values)
 
 
+def proc_status(lan, host, pid):
+    """/proc/PID/status of a process on `host` (its own pid namespace): each field's text."""
+    status = lan.run(host, ["cat", f"/proc/{pid}/status"]).stdout
+    return {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
+
+
+def cpu_ticks(lan, host, pid, children=False):
+    """User + system CPU time of a process on `host`, in clock ticks (/proc/PID/stat); with `children`,
+    that of the children it reaped too."""
+    fields = lan.run(host, ["cat", f"/proc/{pid}/stat"]).stdout.rsplit(")", 1)[1].split()
+    return sum(int(fields[index]) for index in ((11, 12, 13, 14) if children else (11, 12)))
+
+
 def stop_quietly(what, stop):
     """Clean-up after a figure, which must not hide why the figure failed: a failure here is only told."""
     try:

@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, read_line, wait_for, wait_process  # noqa: E402
-from figures import figure, median, stop_quietly  # noqa: E402
+from figures import cpu_ticks, figure, median, proc_status, stop_quietly  # noqa: E402
 
 
 def file_transfer(lan, mib, rounds):
@@ -122,8 +122,7 @@ def file_figures(lan, mib, rounds, downloads):
 
 def cpu_seconds(lan, host, pid):
     """User + system CPU seconds of a process on `host` (its own pid namespace), its reaped children included."""
-    fields = lan.run(host, ["cat", f"/proc/{pid}/stat"]).stdout.rsplit(")", 1)[1].split()
-    return sum(int(fields[index]) for index in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(lan, host, pid, children=True) / os.sysconf("SC_CLK_TCK")
 
 
 def waited(process, timeout, what):
@@ -369,8 +368,8 @@ def history(lan, messages):
 
 def memory_kib(lan, host, pid):
     """VmRSS and VmHWM (the peak) of a process on `host`, in KiB."""
-    status = lan.run(host, ["cat", f"/proc/{pid}/status"]).stdout
-    return {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM"))}
+    status = proc_status(lan, host, pid)
+    return {field: int(status[field].split()[0]) for field in ("VmRSS", "VmHWM")}
 
 
 def main():
@@ -393,17 +392,13 @@ def main():
         print(json.dumps({"file": files, "history": hist, **({"missing": missing} if missing else {})}, indent=2))
         sys.exit(1 if missing else 0)
     print(f"file and history benchmarks (simulated hosts over veth; TLS 1.3; to disk)")
-    if args.only == "history":
-        pass
-    elif files is None:
+    if "file" in missing:
         print(f"{args.mib} MiB file h1 -> h2 (send-file, scp, rsync, chat during the transfer, named stream): missing: {missing['file']}")
-    else:
+    elif files is not None:
         print_files(args, files)
-    if args.only == "file":
-        pass
-    elif hist is None:
+    if "history" in missing:
         print(f"history to a newcomer: {args.messages} messages: missing: {missing['history']}")
-    else:
+    elif hist is not None:
         print(f"history to a newcomer: {hist['messages']} messages, invitation -> in the newcomer's history: {hist['seconds']:.2f} s "
               f"(goal: 1,000,000 in < 10 s)")
         print(f"  peak memory growth: newcomer +{hist['newcomer_peak_growth_mib']:.1f} MiB (from {hist['newcomer_rss_before_mib']:.1f}; goal < 64), "

@@ -1,7 +1,8 @@
 // Identifiers shared by every layer: defined once here, in a module that links nothing else (no
 // dns_sd, no NIO), so identity, security, the wire format and the engine can name them.
 
-/// A 16-byte identifier (invitation, message), random per RFC 4122 version 4 in practice.
+/// A 16-byte identifier (invitation, message, transfer): random, except that a message's begins with
+/// the time it was written (`IDGenerator.messageID(at:)`).
 public struct WireID: Hashable, Sendable, CustomStringConvertible {
     public let bytes: [UInt8]
 
@@ -15,7 +16,7 @@ public struct WireID: Hashable, Sendable, CustomStringConvertible {
         return WireID(bytes: (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })!
     }
 
-    public var description: String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+    public var description: String { Hex.string(bytes) }
 }
 
 /// A stream's name: `[A-Za-z0-9._-]{1,64}`.
@@ -71,8 +72,16 @@ public enum Hex {
         return bytes
     }
 
+    /// Lowercase, two digits a byte (one buffer: ids are written to text for every stored message).
     public static func string(_ bytes: [UInt8]) -> String {
-        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     private static func value(_ digit: UInt8) -> UInt8? {

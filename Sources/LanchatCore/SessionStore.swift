@@ -13,7 +13,7 @@ public protocol SessionStore: AnyObject {
     /// Runs `body` in a transaction left open for more pieces of a bulk write (a received history),
     /// committed by the next `transaction` (with its writes) or by `commitBulk`: nothing that must be
     /// durable belongs in it. A piece that throws is undone alone.
-    func bulk<T>(_ body: () throws -> T) throws -> T
+    @discardableResult func bulk<T>(_ body: () throws -> T) throws -> T
     /// Commits an open bulk write (nothing if none is open).
     func commitBulk() throws
     /// Makes what was written durable in the background (between messages); the store stays usable.
@@ -116,6 +116,7 @@ extension SessionStore {
     }
 
     /// A store whose commits are all alike (in memory) has no bulk writes: each piece is a transaction.
+    @discardableResult
     public func bulk<T>(_ body: () throws -> T) throws -> T {
         try transaction(body)
     }

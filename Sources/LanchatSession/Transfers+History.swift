@@ -92,9 +92,10 @@ extension SessionNode {
                 do {
                     // Pieces join one bulk write, committed every `historyCommit` records and at the end.
                     try node.store.bulk {
+                        let now = SessionNode.nowMilliseconds()
                         for verdict in verdicts {
                             switch verdict {
-                            case .keep(let stored): if try node.store.insert(stored, now: SessionNode.nowMilliseconds()) { counts.added += 1 }
+                            case .keep(let stored): if try node.store.insert(stored, now: now) { counts.added += 1 }
                             case .refused: counts.refused += 1
                             case .forged: counts.forged += 1
                             case .ours: break  // we have it, or never sent it: skipped quietly
@@ -103,9 +104,8 @@ extension SessionNode {
                     }
                     counts.uncommitted += verdicts.count
                     if counts.uncommitted >= Self.historyCommit {
-                        try node.store.commitBulk()
+                        try node.commitImported()
                         counts.uncommitted = 0
-                        node.scheduleCheckpoint()
                     }
                 } catch {
                     // The file is closed once the next piece's read (if any) is over: it reads the file.
@@ -129,12 +129,17 @@ extension SessionNode {
         guard !stopped else { return }  // (closing the store commits what was read)
         var error = error
         do {
-            try store.commitBulk()
-            scheduleCheckpoint()
+            try commitImported()
         } catch let failure {
             error = error ?? "cannot store the history: \(failure)"
         }
         perform(engine.historyImported(id, added: counts.added, refused: counts.refused, forged: counts.forged, error: error, at: time()))
+    }
+
+    /// Commits what imports stored so far (their bulk write); the log's checkpoint follows between messages.
+    private func commitImported() throws {
+        try store.commitBulk()
+        scheduleCheckpoint()
     }
 
     /// Records read, checked and stored per piece when a history is imported (one turn of the event loop).

@@ -10,7 +10,7 @@ import LanchatCore
 public final class ChatStore: SessionStore {
     public static let fileName = "history.sqlite3"
     public static let schemaVersion: Int64 = 3
-    private let db: SQLiteDatabase
+    let db: SQLiteDatabase
     private var depth = 0
     /// A bulk write's transaction is open (`bulk`).
     private var bulkOpen = false
@@ -129,6 +129,7 @@ public final class ChatStore: SessionStore {
     /// wrote most pages of the id index again at each commit). Nothing that must be durable belongs in
     /// it: a crash loses what is not committed. The next `transaction` commits it with its own writes;
     /// `commitBulk` commits it. A piece that fails is undone alone.
+    @discardableResult
     public func bulk<T>(_ body: () throws -> T) throws -> T {
         guard depth == 0 else { return try transaction(body) }
         if !bulkStillOpen() {
@@ -214,7 +215,7 @@ public final class ChatStore: SessionStore {
                 + "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [.text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
              .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now),
-             .text(Self.hex(message.authorKey)), .text(Self.hex(message.signature)),
+             .text(Hex.string(message.authorKey)), .text(Hex.string(message.signature)),
              .integer(message.direct ? 1 : 0)])
         guard db.changes == 1 else { return false }
         try db.query("INSERT INTO messages_fts (rowid, body) VALUES (last_insert_rowid(), ?)", [.text(message.body)])
@@ -303,24 +304,13 @@ public final class ChatStore: SessionStore {
             .map { prefix + $0 }.joined(separator: ", ")
     }
 
-    private static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
+    static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
         StoredMessage(id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
                       timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string,
                       authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string), direct: row[10].int != 0)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// The bytes of lowercase hex as `hex` writes it (anything else: none, read as unsigned).
+    /// The bytes of lowercase hex as `Hex.string` writes it (anything else: none, read as unsigned).
     static func bytes(hex: String) -> [UInt8] {
         let digits = Array(hex.utf8)
         guard digits.count % 2 == 0 else { return [] }
@@ -410,158 +400,7 @@ public final class ChatStore: SessionStore {
         try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND kind != 2", [.text(room), .text(sender)]).first?.first?.int ?? 0
     }
 
-    // MARK: Outbox
-
-    public func enqueue(peerID: String, messageID: String) throws(Error) {
-        try db.query("INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)", [.text(peerID), .text(messageID)])
-    }
-
-    public func acknowledge(peerID: String, messageID: String) throws(Error) {
-        try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id = ?", [.text(peerID), .text(messageID)])
-    }
-
     public func recentSequences(room: String, limit: Int) throws(Error) -> [(author: String, sequence: Int64)] {
         try db.query(Self.recentSequencesSQL, [.text(room), .integer(Int64(limit))]).map { ($0[0].string, $0[1].int) }
-    }
-
-    /// Unacknowledged messages for `peerID`, in the order they were sent.
-    public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
-        try db.query("""
-            SELECT \(Self.messageColumns(prefix: "m."))
-            FROM outbox o JOIN messages m ON m.id = o.message_id WHERE o.peer_id = ? ORDER BY o.seq
-            """, [.text(peerID)]).map(Self.message)
-    }
-
-    /// Every queued (recipient, message, room), in the order they were queued.
-    public func outboxEntries() throws(Error) -> [(peerID: String, messageID: String, room: String)] {
-        try db.query("SELECT o.peer_id, o.message_id, m.room FROM outbox o JOIN messages m ON m.id = o.message_id ORDER BY o.seq")
-            .map { ($0[0].string, $0[1].string, $0[2].string) }
-    }
-
-    public func outboxCounts() throws(Error) -> [String: Int] {
-        var counts: [String: Int] = [:]
-        for row in try db.query("SELECT peer_id, count(*) FROM outbox GROUP BY peer_id") { counts[row[0].string] = Int(row[1].int) }
-        return counts
-    }
-
-    /// Drops what is queued for `peerID` in `room` (it left the room, or we did).
-    public func dropOutbox(peerID: String?, room: String) throws(Error) {
-        if let peerID {
-            try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id IN (SELECT id FROM messages WHERE room = ?)", [.text(peerID), .text(room)])
-        } else {
-            try db.query("DELETE FROM outbox WHERE message_id IN (SELECT id FROM messages WHERE room = ?)", [.text(room)])
-        }
-    }
-
-    // MARK: Rooms
-
-    public func rooms() throws(Error) -> [(room: String, members: [StoredMember])] {
-        var result: [(String, [StoredMember])] = []
-        for row in try db.query("SELECT room FROM rooms ORDER BY joined_at, room") {
-            let room = row[0].string
-            let members = try db.query("SELECT peer_id, name, port, addresses FROM members WHERE room = ? ORDER BY name", [.text(room)]).map {
-                StoredMember(peerID: $0[0].string, name: $0[1].string, port: Int($0[2].int),
-                             addresses: $0[3].string.split(separator: " ").map(String.init))
-            }
-            result.append((room, members))
-        }
-        return result
-    }
-
-    public func saveRoom(_ room: String, members: [StoredMember], now: Int64) throws(Error) {
-        try db.query("INSERT OR IGNORE INTO rooms (room, joined_at) VALUES (?, ?)", [.text(room), .integer(now)])
-        try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
-        for member in members {
-            try db.query("INSERT INTO members (room, peer_id, name, port, addresses) VALUES (?,?,?,?,?)",
-                         [.text(room), .text(member.peerID), .text(member.name), .integer(Int64(member.port)),
-                          .text(member.addresses.joined(separator: " "))])
-        }
-    }
-
-    public func joinedAt(room: String) throws(Error) -> Int64? {
-        try db.query("SELECT joined_at FROM rooms WHERE room = ?", [.text(room)]).first?.first?.int
-    }
-
-    public func deleteRoom(_ room: String) throws(Error) {
-        try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
-        try db.query("DELETE FROM rooms WHERE room = ?", [.text(room)])
-    }
-
-    public func saveMeta(_ entry: StoredMeta) throws(Error) {
-        try db.query(
-            "INSERT OR REPLACE INTO room_meta (room, key, value, deleted, version, timestamp, author_id, author_key, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [.text(entry.room), .text(entry.key), .text(entry.value), .integer(entry.deleted ? 1 : 0), .integer(Int64(clamping: entry.version)),
-             .integer(entry.timestamp), .text(entry.authorID), .text(Self.hex(entry.authorKey)), .text(Self.hex(entry.signature))])
-    }
-
-    public func deleteMeta(room: String, key: String?) throws(Error) {
-        if let key {
-            try db.query("DELETE FROM room_meta WHERE room = ? AND key = ?", [.text(room), .text(key)])
-        } else {
-            try db.query("DELETE FROM room_meta WHERE room = ?", [.text(room)])
-        }
-    }
-
-    public func metadata() throws(Error) -> [StoredMeta] {
-        try db.query("SELECT room, key, value, deleted, version, timestamp, author_id, author_key, signature FROM room_meta ORDER BY room, key").map {
-            StoredMeta(room: $0[0].string, key: $0[1].string, value: $0[2].string, deleted: $0[3].int != 0, version: UInt64(max(0, $0[4].int)),
-                       timestamp: $0[5].int, authorID: $0[6].string, authorKey: Self.bytes(hex: $0[7].string), signature: Self.bytes(hex: $0[8].string))
-        }
-    }
-
-    public func rememberKeyed(peerID: String, now: Int64) throws(Error) {
-        try db.query("INSERT OR IGNORE INTO keyed_peers (peer_id, first_seen) VALUES (?, ?)", [.text(peerID), .integer(now)])
-    }
-
-    public func keyedPeers() throws(Error) -> [String] {
-        try db.query("SELECT peer_id FROM keyed_peers ORDER BY first_seen, peer_id").map { $0[0].string }
-    }
-
-    // MARK: Transfers
-
-    public func saveTransfer(_ transfer: StoredTransfer, now: Int64) throws(Error) {
-        try db.query(
-            """
-            INSERT OR REPLACE INTO transfers (id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent, updated_at, file_identity)
-            VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-            """,
-            [.text(transfer.id), .integer(transfer.outgoing ? 1 : 0), .text(transfer.peerID), .text(transfer.peerName), .text(transfer.path),
-             .text(transfer.name), .integer(transfer.size), .text(transfer.sha256), .integer(transfer.modified), .text(transfer.room),
-             .text(transfer.state), .integer(transfer.sentMark), .integer(transfer.resent), .integer(now), .text(transfer.fileIdentity)])
-    }
-
-    public func transfer(id: String) throws(Error) -> StoredTransfer? {
-        try db.query("SELECT \(Self.transferColumns) FROM transfers WHERE id = ?", [.text(id)]).first.map(Self.transfer)
-    }
-
-    /// All stored transfers, oldest first.
-    public func transfers() throws(Error) -> [StoredTransfer] {
-        try db.query("SELECT \(Self.transferColumns) FROM transfers ORDER BY updated_at, id").map(Self.transfer)
-    }
-
-    public func updateTransfer(id: String, state: String?, sentMark: Int64?, resent: Int64?, now: Int64) throws(Error) {
-        if let state { try db.query("UPDATE transfers SET state = ?, updated_at = ? WHERE id = ?", [.text(state), .integer(now), .text(id)]) }
-        if let sentMark { try db.query("UPDATE transfers SET sent_mark = ? WHERE id = ?", [.integer(sentMark), .text(id)]) }
-        if let resent { try db.query("UPDATE transfers SET resent = ? WHERE id = ?", [.integer(resent), .text(id)]) }
-    }
-
-    public func deleteTransfer(id: String) throws(Error) {
-        try db.query("DELETE FROM transfers WHERE id = ?", [.text(id)])
-    }
-
-    /// Forgets transfers last touched before `before` (milliseconds); returns them (to remove `.part` files).
-    public func pruneTransfers(before: Int64) throws(Error) -> [StoredTransfer] {
-        let old = try db.query("SELECT \(Self.transferColumns) FROM transfers WHERE updated_at < ?", [.integer(before)]).map(Self.transfer)
-        try db.query("DELETE FROM transfers WHERE updated_at < ?", [.integer(before)])
-        return old
-    }
-
-    private static let transferColumns = "id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent, file_identity"
-
-    private static func transfer(_ row: SQLiteDatabase.Row) -> StoredTransfer {
-        StoredTransfer(
-            id: row[0].string, outgoing: row[1].int != 0, peerID: row[2].string, peerName: row[3].string, path: row[4].string,
-            name: row[5].string, size: row[6].int, sha256: row[7].string, modified: row[8].int, room: row[9].string,
-            state: row[10].string, sentMark: row[11].int, resent: row[12].int, fileIdentity: row[13].string)
     }
 }
