@@ -328,7 +328,7 @@ struct DaemonControlHandler: ControlHandler {
         var theirs = EncryptionPreference(rawValue: advertisement.encryption.rawValue)!
         if connector.encryption != .none, await node.isKeyed(advertisement.peerID) { theirs = .required }
         do {
-            connection = try await connector.dial(address, expected: advertisement.peerID, theirs: theirs)
+            connection = try await connector.dial(address, expected: advertisement.peerID, theirs: theirs, probe: true)
         } catch {
             throw ControlError(code: "connect_failed", message: "\(advertisement.displayName): \(error.description)")
         }

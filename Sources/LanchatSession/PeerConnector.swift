@@ -44,6 +44,9 @@ public struct PeerConnector: Sendable {
         public let dialed: Bool
         let reference: HandlerReference
 
+        /// Whether the peer said the connection only measures (PING), as `lanchat ping` dials.
+        public var isProbe: Bool { session.capabilities.contains(WireFrame.Hello.probeCapability) }
+
         init(channel: Channel, session: HandshakeStateMachine.Session, encrypted: Bool, dialed: Bool, reference: HandlerReference) {
             self.channel = channel
             self.session = session
@@ -109,7 +112,10 @@ public struct PeerConnector: Sendable {
     /// Connects to a peer advertised with `expected` id and encryption preference `theirs`. With
     /// `expected` nil (an address someone typed), the peer's id is learnt from its certificate, which
     /// needs TLS: the caller shows it to the person before trusting it.
-    public func dial(_ address: SocketAddress, expected: PeerID?, theirs: EncryptionPreference, timeout: TimeAmount = .seconds(5)) async throws(DialError) -> Connection {
+    /// With `probe`, the HELLO says so (`WireFrame.Hello.probeCapability`): the connection is for PING only.
+    public func dial(
+        _ address: SocketAddress, expected: PeerID?, theirs: EncryptionPreference, probe: Bool = false, timeout: TimeAmount = .seconds(5)
+    ) async throws(DialError) -> Connection {
         let useTLS: Bool
         switch EncryptionPreference.negotiate(ours: encryption, theirs: theirs) {
         case .success(let value): useTLS = value
@@ -121,6 +127,8 @@ public struct PeerConnector: Sendable {
         let certificateID = NIOLockedValueBox<String?>(nil)
         let pinFailure = NIOLockedValueBox<PeerPinning.Failure?>(nil)
         let established = group.next().makePromise(of: HandshakeStateMachine.Session.self)
+        var hello = self.hello
+        if probe { hello.capabilities.append(WireFrame.Hello.probeCapability) }
         var configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected?.rawValue)
         configuration.heartbeatInterval = heartbeatInterval
         configuration.heartbeatTimeout = heartbeatTimeout

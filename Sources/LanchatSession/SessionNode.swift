@@ -416,7 +416,20 @@ public actor SessionNode {
     /// now (by this connection, or by one it duplicates); false if the connection was refused.
     @discardableResult
     public func accepted(_ connection: PeerConnector.Connection) -> Bool {
-        adopt(connection) != nil
+        if connection.isProbe, !connection.dialed {
+            serveProbe(connection)
+            return true
+        }
+        return adopt(connection) != nil
+    }
+
+    /// A connection that only measures: its handler answers PING by itself; it is not the peer's link
+    /// (the member's link stays as it is), and any other frame on it closes it as a protocol error.
+    private func serveProbe(_ connection: PeerConnector.Connection) {
+        logger.debug("probe connection", metadata: ["peer.id": "\(connection.session.peerID.prefix(12))"])
+        connection.attach { event in
+            if case .frames = event { connection.leave(.protocolError, text: "a probe connection carries only PING") }
+        }
     }
 
     /// Returns the link that serves the connection's peer now, or nil if the connection was refused.

@@ -126,6 +126,10 @@ public enum WireFrame: Equatable, Sendable {
 
     public struct Hello: Equatable, Sendable {
         public static let magic: [UInt8] = Array("LCHT".utf8)
+        /// The capability of a connection that only measures (`lanchat ping`): the side that accepts it
+        /// answers PING and nothing else, and never takes it as the peer's session link (a second link
+        /// from a member would replace or be replaced by the first: one of the two would close).
+        public static let probeCapability = "probe"
         public var minimumVersion: UInt16
         public var maximumVersion: UInt16
         public var maximumPayload: UInt32

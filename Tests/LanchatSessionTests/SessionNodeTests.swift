@@ -20,6 +20,7 @@ final class TestNode: @unchecked Sendable {
     let node: SessionNode
     let listener: Channel
     let identity: Identity
+    let connector: PeerConnector
     let peers = PeerDirectory()
     var maintenance: Task<Void, Never>?
     private let collected = EventLog()
@@ -29,7 +30,7 @@ final class TestNode: @unchecked Sendable {
         self.directory = directory ?? template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         self.name = name
         identity = try Identity.loadOrCreate(in: self.directory)
-        let connector = PeerConnector(
+        connector = PeerConnector(
             hello: .init(peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"]), encryption: .required,
             tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
         let box = NodeReference()
@@ -109,6 +110,40 @@ let lab = RoomID("lab")!
         try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
         // Inviting a member again.
         #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .alreadyMember)
+        await alice.stop()
+        await bob.stop()
+    }
+
+    /// `lanchat ping` dials a connection of its own to a member. Said to be a probe, it is answered and
+    /// left alone: the member's link stays up. Without the capability the member's side would take it as
+    /// the member's new connection and close the old one (the control case below), which is how a ping
+    /// right after an invitation once lost either its connection or the member's.
+    @Test func aProbeConnectionLeavesTheMembersLinkAlone() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: bob.listener.localAddress!.port!)
+        let left: () -> Int = { alice.events.filter { if case .memberLeft = $0 { true } else { false } }.count }
+
+        let probe = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required, probe: true)
+        for _ in 0..<5 { _ = try await probe.ping() }
+        await probe.close()
+        let receipt = try await alice.node.send("after the probe", room: lab)
+        #expect(receipt.sentNow == 1)
+        try await eventually("bob has it") { try await bob.texts() == ["after the probe"] }
+        #expect(left() == 0)
+
+        // A probe that sends anything but PING is closed, and the link still stands.
+        let rude = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required, probe: true)
+        rude.send([.ack([WireID.random()])])
+        try await rude.channel.closeFuture.get()
+        #expect(left() == 0)
+
+        // The control: the same dial without the capability replaces alice's link on bob's side.
+        let plain = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required)
+        try await eventually("alice's link was replaced") { left() > 0 }
+        await plain.close()
         await alice.stop()
         await bob.stop()
     }

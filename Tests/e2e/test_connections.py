@@ -30,6 +30,22 @@ def test_ping_both_ways_over_pinned_tls_shows_the_same_short_code(lan):
     assert "TLS 1.3, key pinned" in text and there["short_code"] in text
 
 
+def test_pinging_a_member_leaves_the_rooms_connection_alone(lan):
+    """`ping` dials a connection of its own, said to be a probe: the member's daemon answers it and never
+    takes it for the member's link (a second connection from the same dialer would replace the first)."""
+    lan.up(2)
+    alice, bob = lan.start_daemon("h1", name="alice"), lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    ready(lan, "h1", 1)
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    for _ in range(3):
+        assert len(lan.lanchat_json("h1", "ping", "bob", "--count", "2")["rtt_ms"]) == 2
+    assert "sent to 1 of 1" in lan.lanchat("h1", "send", "--room", "lab", "still here").stdout
+    wait_for(lambda: "still here" in [m["text"] for m in lan.lanchat_json("h2", "history", "--room", "lab")],
+             timeout=20, what="bob to get the message")
+    for daemon in (alice, bob):
+        assert "duplicate" not in daemon.log() and "member left" not in daemon.log(), daemon.log()[-2000:]
+
+
 def test_an_impostor_under_anothers_id_is_refused(lan):
     lan.up(3)
     lan.start_daemon("h1", name="victim-client")
