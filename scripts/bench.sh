@@ -6,6 +6,7 @@
 #   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --json)
 #   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --only file|history, --json)
 #   scripts/bench.sh search ARGS      only history search: index vs LIKE scan (--messages N, --json)
+#   scripts/bench.sh instructions ARGS  only instruction counts under callgrind (--messages N, --mib N, --rounds N, --json)
 #   scripts/bench.sh compare OLD.json NEW.json   two runs' figures side by side, with new / old
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,13 +21,14 @@ case "${1:-all}" in
   sessions) shift; exec .venv/bin/python bench/sessions.py "$@" ;;
   files) shift; exec .venv/bin/python bench/files.py "$@" ;;
   search) shift; exec .venv/bin/python bench/search.py "$@" ;;
+  instructions) shift; exec .venv/bin/python bench/instructions.py "$@" ;;
   all)
     # Every benchmark runs even if an earlier one missed a figure; the exit status says whether any did.
     failed=()
-    for b in discovery sessions files search; do
+    for b in discovery sessions files search instructions; do
       .venv/bin/python "bench/$b.py" || failed+=("$b")
       echo
     done
     [ ${#failed[@]} -eq 0 ] || { echo "bench: figures missing in: ${failed[*]} (see above)" >&2; exit 1; } ;;
-  *) echo "bench: unknown benchmark '$1' (discovery, sessions, files, search, or nothing for all)" >&2; exit 1 ;;
+  *) echo "bench: unknown benchmark '$1' (discovery, sessions, files, search, instructions, or nothing for all)" >&2; exit 1 ;;
 esac

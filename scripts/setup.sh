@@ -13,7 +13,7 @@ command -v swift >/dev/null || { echo "setup: no 'swift' on PATH: install the Sw
 
 packages=(pkg-config libsqlite3-dev libavahi-compat-libdnssd-dev libavahi-compat-libdnssd1 avahi-daemon avahi-utils dbus iproute2 procps)
 if [ "$mode" = test ]; then
-  packages+=(util-linux iputils-ping nftables openssl socat python3 python3-venv systemd openssh-server openssh-client rsync lintian tmux e2fsprogs mount)
+  packages+=(util-linux iputils-ping nftables openssl socat python3 python3-venv systemd openssh-server openssh-client rsync lintian tmux e2fsprogs mount valgrind binutils)
 fi
 missing=()
 for p in "${packages[@]}"; do

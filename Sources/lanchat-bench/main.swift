@@ -10,8 +10,12 @@
 //   lanchat-bench search DIR N                       `history --grep` over N stored messages (the store's word
 //                                                    index) next to a plain LIKE scan of the same file; JSON
 //   lanchat-bench envelopes COUNT ROUNDS             sign and verify a message (P-256) next to SHA-256 of it; JSON
+//   lanchat-bench workload DIR messages N|file PATH  a fixed workload between two nodes in this process (for
+//                                                    instruction counts under callgrind): N messages, or a file
+//   lanchat-bench floor DIR tls-ping N|tls-copy PATH its floor with the same TLS library: N synced round trips,
+//                                                    or the file's bytes over TLS into a synced file
 //
-// One file per benchmark: TCPBaseline, TLSBaseline, SearchBenchmark, SessionNodes (shared: Support).
+// One file per benchmark: TCPBaseline, TLSBaseline, SearchBenchmark, SessionNodes, Workload (shared: Support).
 
 let arguments = CommandLine.arguments
 switch arguments.count > 1 ? arguments[1] : "" {
@@ -27,6 +31,10 @@ case "search" where arguments.count == 4:
     do { try searchBenchmark(directory: arguments[2], count: Int(arguments[3])!) } catch { die("\(error)") }
 case "envelopes" where arguments.count == 4:
     envelopeBenchmark(count: Int(arguments[2])!, rounds: Int(arguments[3])!)
+case "workload" where arguments.count == 5:
+    do { try await workload(directory: arguments[2], kind: arguments[3], argument: arguments[4]) } catch { die("\(error)") }
+case "floor" where arguments.count == 5:
+    do { try await floorWorkload(directory: arguments[2], kind: arguments[3], argument: arguments[4]) } catch { die("\(error)") }
 case "node" where arguments.count >= 7:
     do {
         try await runNode(directory: arguments[2], name: arguments[3], address: arguments[4], rendezvous: arguments[5],
@@ -35,5 +43,5 @@ case "node" where arguments.count >= 7:
         die("\(error)")
     }
 default:
-    die("usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | search DIR N | envelopes COUNT ROUNDS | node DIR NAME ADDR RDV N [leader]")
+    die("usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | search DIR N | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]")
 }

@@ -1,0 +1,209 @@
+import FoundationEssentials
+import Glibc
+import LanchatCore
+import LanchatEngine
+import LanchatIdentity
+import LanchatSecurity
+import LanchatSession
+import LanchatStore
+import LanchatWire
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+// MARK: Fixed workloads, for instruction counts (bench/instructions.py runs them under callgrind)
+
+/// A session node of its own in this process: its event loop, a listener on loopback, TLS, a SQLite file.
+struct WorkNode {
+    let node: SessionNode
+    let peer: SessionPeer
+    let port: Int
+    let directory: PeerDirectory
+
+    static func make(_ path: String, name: String) async throws -> WorkNode {
+        var logger = Logger(label: "workload")
+        logger.logLevel = .critical
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let identity = try Identity.loadOrCreate(in: path)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let hello = WireFrame.Hello(maximumVersion: 3, peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
+        let connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
+        let box = NodeBox()
+        let listener = try await connector.listen(port: 0) { connection in Task { await box.node?.accepted(connection) } }
+        let port = listener.localAddress!.port!
+        var configuration = SessionNode.Configuration(ownID: identity.peerID, ownName: name, port: port, autoAccept: .all, encryption: .required)
+        configuration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity))
+        configuration.downloadDirectory = path + "/downloads"
+        let directory = PeerDirectory()
+        let node = try SessionNode(
+            configuration: configuration, eventLoop: group.next(), connector: connector,
+            store: try ChatStore(path: path + "/" + ChatStore.fileName), knownPeers: try KnownPeers(directory: path),
+            directory: directory, logger: logger)
+        await box.set(node)
+        Task { await node.run() }
+        return WorkNode(node: node, peer: SessionPeer(id: identity.peerID, name: name), port: port, directory: directory)
+    }
+
+    func knows(_ other: WorkNode) {
+        directory.update(other.peer.id, PeerAddressHint(name: other.peer.name, port: other.port, addresses: ["127.0.0.1"], encryption: .required))
+    }
+}
+
+/// Polls `condition` every 5 ms, for at most 30 minutes (callgrind runs a program some 50 times slower).
+func waitUntil(_ what: String, _ condition: () async -> Bool) async {
+    let deadline = ContinuousClock.now + .seconds(1800)
+    while ContinuousClock.now < deadline {
+        if await condition() { return }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    die("workload: timed out waiting for \(what)")
+}
+
+/// `messages N`: two nodes, one room; N signed reliable messages one way in calls of 100, until the receiver
+/// has stored them all and the sender has every acknowledgement. `file PATH`: the same two nodes; the file
+/// from one to the other, until both ends say complete (the receiver has it on disk, verified).
+func workload(directory: String, kind: String, argument: String) async throws {
+    let sender = try await WorkNode.make(directory + "/sender", name: "sender")
+    let receiver = try await WorkNode.make(directory + "/receiver", name: "receiver")
+    sender.knows(receiver)
+    let room = RoomID("work")!
+    guard await sender.node.invite(receiver.peer, room: room, context: [], timeout: .seconds(600)) == .accepted else { die("invitation refused") }
+    let started = now()
+    switch kind {
+    case "messages":
+        guard let count = Int(argument), count >= 0 else { die("messages: a count") }
+        let arrived = Counter()
+        let events = receiver.node.events
+        Task {
+            for await event in events {
+                if case .message(let message) = event, !message.outgoing, message.stored.kind == .text { await arrived.add() }
+            }
+        }
+        var sent = 0
+        while sent < count {
+            let end = min(sent + 100, count)
+            _ = try await sender.node.send((sent..<end).map { "w:\($0)" }, room: room)
+            sent = end
+        }
+        await waitUntil("\(count) messages stored and acknowledged") {
+            let stored = await arrived.value
+            return stored == count ? await sender.node.unacknowledged().isEmpty : false
+        }
+    case "file":
+        _ = try await sender.node.sendFile(argument, to: receiver.peer)
+        await waitUntil("the file at both ends") {
+            let sent = await sender.node.transfers.contains { $0.state == "complete" }
+            let received = await receiver.node.transfers.contains { $0.state == "complete" }
+            return sent && received
+        }
+    default:
+        die("workload: messages N or file PATH")
+    }
+    emit(["workload_seconds": now() - started])
+}
+
+actor Counter {
+    var value = 0
+    func add() { value += 1 }
+}
+
+// MARK: The floors of the same workloads, with the same TLS library in this process
+
+/// `tls-ping N`: N round trips of 64 bytes over TLS 1.3 on loopback, each side syncing a small write
+/// before it sends (the `tls-ping` baseline, both ends here). `tls-copy PATH`: the file's bytes over TLS
+/// 1.3 on loopback into a file that is synced at the end (what a file transfer cannot do without).
+func floorWorkload(directory: String, kind: String, argument: String) async throws {
+    let started = now()
+    switch kind {
+    case "tls-ping":
+        guard let count = Int(argument), count >= 0 else { die("tls-ping: a count") }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let serverTLS = benchTLS(directory + "/echo")
+        let echoFile = openSyncFile(directory, "echo.sync")
+        let server = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(serverTLS.serverHandler { _ in })
+                    try channel.pipeline.syncOperations.addHandler(SyncedEcho(fd: echoFile))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        try await tlsPing(directory: directory, host: "127.0.0.1", port: server.localAddress!.port!, count: count, quiet: true)
+        try await server.close()
+    case "tls-copy":
+        try await tlsCopy(directory: directory, path: argument)
+    default:
+        die("floor: tls-ping N or tls-copy PATH")
+    }
+    emit(["workload_seconds": now() - started])
+}
+
+/// Writes what arrives to a file; syncs it and completes `done` once `size` bytes are in.
+final class FileSink: ChannelInboundHandler, @unchecked Sendable {  // one channel, on its event loop
+    typealias InboundIn = ByteBuffer
+    let fd: Int32
+    let size: Int
+    let done: EventLoopPromise<Void>
+    var received = 0
+    init(fd: Int32, size: Int, done: EventLoopPromise<Void>) {
+        self.fd = fd
+        self.size = size
+        self.done = done
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        buffer.withUnsafeReadableBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                guard written > 0 else { die("write: \(String(cString: strerror(errno)))") }
+                offset += written
+            }
+        }
+        received += buffer.readableBytes
+        if received == size {
+            guard fsync(fd) == 0 else { die("fsync: \(String(cString: strerror(errno)))") }
+            done.succeed()
+        }
+    }
+}
+
+func tlsCopy(directory: String, path: String) async throws {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let source = open(path, O_RDONLY | O_CLOEXEC)
+    guard source >= 0 else { die("cannot open \(path)") }
+    var info = stat()
+    fstat(source, &info)
+    let size = Int(info.st_size)
+    let target = openSyncFile(directory, "copy.bin")
+    let done = group.next().makePromise(of: Void.self)
+    let serverTLS = benchTLS(directory + "/sink")
+    let server = try await ServerBootstrap(group: group)
+        .childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(serverTLS.serverHandler { _ in })
+                try channel.pipeline.syncOperations.addHandler(FileSink(fd: target, size: size, done: done))
+            }
+        }
+        .bind(host: "127.0.0.1", port: 0).get()
+    let clientTLS = benchTLS(directory + "/source")
+    let channel = try await ClientBootstrap(group: group)
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(try clientTLS.clientHandler(expecting: nil) { _ in }) }
+        }
+        .connect(host: "127.0.0.1", port: server.localAddress!.port!).get()
+    // 256 KiB reads (lanchat's chunk), each written once the previous one is.
+    var chunk = [UInt8](repeating: 0, count: 256 * 1024)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+        guard count >= 0 else { die("read: \(String(cString: strerror(errno)))") }
+        if count == 0 { break }
+        try await channel.writeAndFlush(ByteBuffer(bytes: chunk[0..<count])).get()
+    }
+    close(source)
+    try await done.futureResult.get()
+    try await channel.close()
+    try await server.close()
+}
