@@ -77,6 +77,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     private let established: EventLoopPromise<HandshakeStateMachine.Session>
     private var machine: HandshakeStateMachine?
     private var decoder = FrameDecoder(limits: .beforeHello)
+    /// The start of a frame that has not arrived whole, in storage of this handler's alone (no decoded
+    /// frame's payload and no TLS buffer shares it): bytes are appended to it in place.
     private var buffer: ByteBuffer?
     private var timer: Scheduled<Void>?
     private var pings: [UInt64: EventLoopPromise<Void>] = [:]
@@ -145,14 +147,21 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         // Closing (TLS may still read while it says goodbye): what comes now is dropped, not kept.
         guard !closed else { return }
         lastReceived = context.eventLoop.now
-        var incoming = unwrapInboundIn(data)
-        if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
+        var bytes = unwrapInboundIn(data)
+        let owned = buffer != nil
+        if var partial = buffer {
+            buffer = nil  // (so that `partial` is the only reference: appending to it copies nothing else)
+            Self.makeRoom(in: &partial, for: bytes.readableBytes)
+            partial.writeBuffer(&bytes)
+            bytes = partial
+        }
         do {
-            while !closed, var pending = buffer, let raw = try decoder.decode(buffer: &pending) {
-                buffer = pending
+            var decoded = false
+            while !closed, let raw = try decoder.decode(buffer: &bytes) {
+                decoded = true
                 handle(try WireFrame.decode(raw), context: context)
             }
-            if let pending = buffer, pending.readableBytes == 0 { buffer = nil } else { buffer?.discardReadBytes() }
+            keepPartial(bytes, owned: owned && !decoded, allocator: context.channel.allocator)
         } catch let error as WireError {
             closeReason = closeReason ?? .protocolError(error.description)
             fail(.wire(error), context: context, goodbye: .init(reason: .protocolError, text: error.description))
@@ -160,6 +169,49 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             fail(.closed, context: context, goodbye: nil)
         }
     }
+
+    /// Room kept for a frame that has not arrived whole: at least this, and at most 8 times what has
+    /// arrived of it, up to its announced length (a peer that announces a large frame gets room for it as
+    /// it sends it, not at once: the length is 4 bytes, the frame up to 16 MiB).
+    static let minimumFrameRoom = 64 * 1024
+
+    /// The bytes a partial frame should have room for, given how much of it (`buffered`) is in.
+    static func frameRoom(_ buffer: ByteBuffer, buffered: Int) -> Int {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return minimumFrameRoom }
+        let whole = 4 + Int(length)
+        return max(buffered, min(whole, max(minimumFrameRoom, 8 * buffered)))
+    }
+
+    /// Grows `partial` (owned) at once to the room its frame needs, rather than doubling step by step
+    /// (each step copies what is in).
+    private static func makeRoom(in partial: inout ByteBuffer, for incoming: Int) {
+        let needed = partial.readableBytes + incoming
+        guard partial.writableBytes < incoming else { return }
+        let room = frameRoom(partial, buffered: needed)
+        partial.reserveCapacity(minimumWritableBytes: room - partial.readableBytes)
+    }
+
+    /// Keeps the start of the next frame (nothing if the bytes were all frames). The frames just decoded
+    /// are slices of these bytes' storage (as is a TLS handler's buffer): a buffer of our own is started
+    /// with a copy of the rest (usually a little), instead of growing or compacting the shared storage,
+    /// which would copy every frame in it.
+    private func keepPartial(_ rest: ByteBuffer, owned: Bool, allocator: ByteBufferAllocator) {
+        guard rest.readableBytes > 0 else {
+            buffer = nil
+            return
+        }
+        if owned {
+            buffer = rest
+        } else {
+            var fresh = allocator.buffer(capacity: Self.frameRoom(rest, buffered: rest.readableBytes))
+            var rest = rest
+            fresh.writeBuffer(&rest)
+            buffer = fresh
+        }
+    }
+
+    /// The capacity kept for a partial frame (tests).
+    var partialFrameCapacity: Int { buffer?.capacity ?? 0 }
 
     public func channelReadComplete(context: ChannelHandlerContext) {
         deliverPending()
@@ -302,14 +354,20 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     /// Writes frames; they are flushed at the end of this event loop tick, together with whatever else
     /// is written in it (one TLS record and one syscall for many small frames). Call on the channel's
     /// event loop. Frames that do not encode (a programming error upstream) are skipped.
+    /// A chunk of a file or stream goes as it is, after its frame's head (`WireFrame.encodeSplit`).
     func send(_ frames: [WireFrame]) {
         guard !closed, let context else { return }
-        var out = context.channel.allocator.buffer(capacity: 256 * frames.count)
+        let allocator = context.channel.allocator
+        var out = allocator.buffer(capacity: 256 * frames.count)
         for frame in frames {
-            guard let raw = try? frame.encode(allocator: context.channel.allocator) else { continue }
-            FrameEncoder().encode(data: raw, out: &out)
+            let data: ByteBuffer?
+            do { data = try frame.encodeSplit(into: &out, allocator: allocator) } catch { continue }
+            guard let data else { continue }
+            context.write(wrapOutboundOut(out), promise: counted(out.readableBytes, context: context))
+            context.write(wrapOutboundOut(data), promise: counted(data.readableBytes, context: context))
+            out = allocator.buffer(capacity: 256)
         }
-        context.write(wrapOutboundOut(out), promise: counted(out.readableBytes, context: context))
+        if out.readableBytes > 0 { context.write(wrapOutboundOut(out), promise: counted(out.readableBytes, context: context)) }
         guard !closed, !flushScheduled else { return }
         flushScheduled = true
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

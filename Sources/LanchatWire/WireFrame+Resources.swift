@@ -89,3 +89,43 @@ extension WireFrame {
         }
     }
 }
+
+/// Bulk data written apart from its frame (no copy of it into the frame's buffer).
+extension WireFrame {
+    /// Data at least this large goes apart (`encodeSplit`); smaller data is copied with its frame.
+    public static let splitDataThreshold = 16 * 1024
+
+    /// Writes the frame to `out` as it goes on the wire (length, type, flags, payload), except the data of
+    /// a RESOURCE_CHUNK or STREAM_DATA of `splitDataThreshold` bytes or more, which is returned as it is:
+    /// the frame is `out`'s new bytes followed by it. A file's chunk is then written to the connection
+    /// without two copies (into the payload, then into the frame). Throws as `encode` does.
+    public func encodeSplit(into out: inout ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(WireError) -> ByteBuffer? {
+        let data: ByteBuffer
+        let head: WireFrame
+        switch self {
+        case .resourceChunk(let chunk) where chunk.data.readableBytes >= Self.splitDataThreshold:
+            guard chunk.data.readableBytes <= ResourceChunk.maximumData else {
+                throw .fieldTooLong(field: "data", length: chunk.data.readableBytes, limit: ResourceChunk.maximumData)
+            }
+            data = chunk.data
+            head = .resourceChunk(ResourceChunk(id: chunk.id, offset: chunk.offset, data: ByteBuffer()))
+        case .streamData(let id, let bytes) where bytes.readableBytes >= Self.splitDataThreshold:
+            guard bytes.readableBytes <= Self.maximumStreamData else {
+                throw .fieldTooLong(field: "data", length: bytes.readableBytes, limit: Self.maximumStreamData)
+            }
+            data = bytes
+            head = .streamData(id: id, data: ByteBuffer())
+        default:
+            FrameEncoder().encode(data: try encode(allocator: allocator), out: &out)
+            return nil
+        }
+        var raw = try head.encode(allocator: allocator)
+        // Both payloads end with the data's length (u32), written as 0 for the empty data.
+        raw.payload.setInteger(UInt32(data.readableBytes), at: raw.payload.writerIndex - 4)
+        out.writeInteger(UInt32(2 + raw.payload.readableBytes + data.readableBytes))
+        out.writeInteger(raw.type)
+        out.writeInteger(raw.flags)
+        out.writeBuffer(&raw.payload)
+        return data
+    }
+}

@@ -67,6 +67,48 @@ import Testing
         #expect(frames == [one, two])
     }
 
+    /// Frames cut anywhere (a 256 KiB chunk over many reads, small frames across read boundaries) arrive
+    /// whole and in order, whatever the reads' sizes.
+    @Test func framesCutAcrossReadsArriveWhole() throws {
+        let data = ByteBuffer(bytes: (0..<(256 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let chunk = WireFrame.resourceChunk(.init(id: WireID.random(), offset: 0, data: data))
+        let frames: [WireFrame] = [.ping(1), chunk, .pong(2), chunk, .ping(3)]
+        let stream = try bytes(frames)
+        for piece in [1000, 16 * 1024, 16 * 1024 + 7, 100_000, stream.readableBytes] {
+            let (channel, _, events, _) = try established()
+            var rest = stream
+            while rest.readableBytes > 0 {
+                try channel.writeInbound(rest.readSlice(length: min(piece, rest.readableBytes))!)
+            }
+            (channel.eventLoop as! EmbeddedEventLoop).run()
+            let got = events.list.flatMap { event -> [WireFrame] in if case .frames(let frames) = event { frames } else { [] } }
+            #expect(got == [chunk, chunk], "reads of \(piece) bytes")  // (PING and PONG stay in the handler)
+        }
+    }
+
+    /// A peer that announces a large frame and sends a little of it gets room for what it sent (times
+    /// 8, at least 64 KiB), not for what it announced.
+    @Test func aPartialFrameIsGivenRoomAsItArrives() throws {
+        let (channel, handler, _, _) = try established()
+        let announced = ByteBuffer(bytes: [0x00, 0x10, 0x00, 0x00, 0x42, 0x00] + [UInt8](repeating: 0, count: 10))  // 1 MiB, 10 bytes of it
+        try channel.writeInbound(announced)
+        #expect(handler.partialFrameCapacity >= 16 && handler.partialFrameCapacity <= 128 * 1024)
+        try channel.writeInbound(ByteBuffer(repeating: 0, count: 100_000))
+        #expect(handler.partialFrameCapacity >= 100_016 && handler.partialFrameCapacity <= 1_024 * 1024)
+    }
+
+    /// A chunk goes out as its frame's head then its data: together exactly the frame.
+    @Test func aChunkGoesOutAsTheFrame() throws {
+        let (channel, handler, _, _) = try established()
+        _ = try decodeAll(channel)
+        let chunk = WireFrame.resourceChunk(.init(id: WireID.random(), offset: 7, data: ByteBuffer(repeating: 5, count: 200_000)))
+        handler.send([.ping(1), chunk, .ping(2)])
+        (channel.eventLoop as! EmbeddedEventLoop).run()
+        var all = ByteBuffer()
+        while var buffer = try channel.readOutbound(as: ByteBuffer.self) { all.writeBuffer(&buffer) }
+        #expect(all == (try bytes([.ping(1), chunk, .ping(2)])))
+    }
+
     @Test func aPingIsAnsweredWithAPong() throws {
         let (channel, _, _, _) = try established()
         _ = try decodeAll(channel)

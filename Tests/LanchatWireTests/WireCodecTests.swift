@@ -154,6 +154,30 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         }
     }
 
+    /// A chunk's data goes apart from its frame's head: head then data are exactly the frame's bytes, the
+    /// data is the chunk's own buffer, and data over the limit is refused as `encode` refuses it.
+    @Test func aSplitFrameIsTheSameBytes() throws {
+        var generator = SystemRandomNumberGenerator()
+        let id = WireID.random()
+        for size in [0, 1, WireFrame.splitDataThreshold - 1, WireFrame.splitDataThreshold, 100_000, WireFrame.ResourceChunk.maximumData] {
+            let data = ByteBuffer(bytes: (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            for frame in [WireFrame.resourceChunk(.init(id: id, offset: 12_345, data: data)), .streamData(id: id, data: data)] {
+                var head = ByteBuffer(bytes: [9, 9, 9])  // what was written before stays
+                let apart = try frame.encodeSplit(into: &head)
+                #expect((apart != nil) == (size >= WireFrame.splitDataThreshold))
+                if let apart { #expect(apart == data) }
+                var whole = head.getSlice(at: 3, length: head.readableBytes - 3)!
+                if var apart { whole.writeBuffer(&apart) }
+                #expect(Array(whole.readableBytesView) == (try frame.wireBytes()), "size \(size)")
+                #expect(head.getBytes(at: 0, length: 3) == [9, 9, 9])
+            }
+        }
+        let over = ByteBuffer(repeating: 0, count: WireFrame.ResourceChunk.maximumData + 1)
+        var out = ByteBuffer()
+        #expect(throws: WireError.self) { try WireFrame.resourceChunk(.init(id: id, offset: 0, data: over)).encodeSplit(into: &out) }
+        #expect(throws: WireError.self) { try WireFrame.streamData(id: id, data: over).encodeSplit(into: &out) }
+    }
+
     @Test func unknownTypesAreFatalUnlessIgnorable() throws {
         #expect(throws: WireError.unknownFrameType(0x7e)) { try WireFrame.decode(RawFrame(type: 0x7e, payload: ByteBuffer())) }
         #expect(try WireFrame.decode(RawFrame(type: 0x7e, flags: 0x80, payload: ByteBuffer(bytes: [1, 2]))) == .ignored(type: 0x7e))
