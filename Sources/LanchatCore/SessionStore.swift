@@ -18,6 +18,13 @@ public protocol SessionStore: AnyObject {
     func commitBulk() throws
     /// Makes what was written durable in the background (between messages); the store stays usable.
     func checkpoint()
+    /// Adds up to `limit` of the messages stored since last time to the word index, which is not kept in
+    /// the commit that stores a message (it made each one cost a third more); returns whether some still
+    /// wait. `search` brings it up to date first. Nothing is done while a bulk write is open (it says
+    /// true: call again after the bulk write's commit).
+    func indexWaiting(limit: Int) throws -> Bool
+    /// A bulk write is open (not committed).
+    var bulkIsOpen: Bool { get }
     /// The store is unusable afterwards.
     func close()
 
@@ -122,6 +129,11 @@ extension SessionStore {
     }
 
     public func commitBulk() throws {}
+
+    /// A store without a separate word index has nothing waiting for it.
+    public func indexWaiting(limit: Int) throws -> Bool { false }
+
+    public var bulkIsOpen: Bool { false }
 
     /// A store whose commits are all alike (in memory) ignores `durable`.
     public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {

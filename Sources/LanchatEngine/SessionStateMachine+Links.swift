@@ -13,10 +13,9 @@ extension SessionStateMachine {
         at now: EngineTime
     ) -> (serving: LinkHandle?, actions: [SessionAction]) {
         var out: [SessionAction] = []
-        if !authenticated, configuration.encryption != .none, keyed.contains(peer.id) || links.entry(peer.id)?.authenticated == true {
-            // A plaintext HELLO proves nothing: it may not speak for an id that was proved with a key.
-            out.append(.close(handle, .refused, "\(configuration.ownName) knows \(peer.id.short) by its key: connect with encryption"))
-            out.append(.emit(.security(peer: peer, text: Self.plaintextClaimText(peer))))
+        if !authenticated, let refusal = plaintextClaimRefusal(peer) {
+            out.append(.close(handle, .refused, refusal.reason))
+            out.append(.emit(refusal.event))
             return (nil, out)
         }
         if case .nameKnownWithOtherKeys(let others) = known.check(label: peer.name, id: peer.id) {
@@ -82,6 +81,13 @@ extension SessionStateMachine {
         guard !keyed.contains(id), keyed.count < configuration.maximumKeyedPeers else { return }
         keyed.insert(id)
         out.append(.persist(.rememberKeyed(id)))
+    }
+
+    /// A plaintext HELLO proves nothing: it may not speak for an id that was proved with a key (a link
+    /// or a probe connection). If `peer`'s id was, why the connection is refused, and the security event.
+    public func plaintextClaimRefusal(_ peer: SessionPeer) -> (reason: String, event: SessionEvent)? {
+        guard configuration.encryption != .none, keyed.contains(peer.id) || links.entry(peer.id)?.authenticated == true else { return nil }
+        return ("\(configuration.ownName) knows \(peer.id.short) by its key: connect with encryption", .security(peer: peer, text: Self.plaintextClaimText(peer)))
     }
 
     static func plaintextClaimText(_ peer: SessionPeer) -> String {

@@ -170,16 +170,19 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Room kept for a frame that has not arrived whole: at least this, and at most 8 times what has
-    /// arrived of it, up to its announced length (a peer that announces a large frame gets room for it as
-    /// it sends it, not at once: the length is 4 bytes, the frame up to 16 MiB).
+    /// Room kept for a frame that has not arrived whole: up to its announced length, at most 4 times what
+    /// has arrived of it or this much (a peer that announces a large frame gets room for it as it sends
+    /// it, not at once: the length is 4 bytes, the frame up to 16 MiB). Before its length is in, a
+    /// little: later small frames are slices of this buffer, and one kept (a stream's data waiting for
+    /// its reader) keeps all of it.
     static let minimumFrameRoom = 64 * 1024
+    static let unknownFrameRoom = 4 * 1024
 
     /// The bytes a partial frame should have room for, given how much of it (`buffered`) is in.
     static func frameRoom(_ buffer: ByteBuffer, buffered: Int) -> Int {
-        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return minimumFrameRoom }
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return max(buffered, unknownFrameRoom) }
         let whole = 4 + Int(length)
-        return max(buffered, min(whole, max(minimumFrameRoom, 8 * buffered)))
+        return max(buffered, min(whole, max(minimumFrameRoom, 4 * buffered)))
     }
 
     /// Grows `partial` (owned) at once to the room its frame needs, rather than doubling step by step

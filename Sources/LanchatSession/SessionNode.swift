@@ -117,6 +117,8 @@ public actor SessionNode {
     private var timerWakeup: Scheduled<Void>?
     private var timerDeadline: Int64?
     private var checkpointWakeup: Scheduled<Void>?
+    /// Probe connections open now (`serveProbe`), by their channel.
+    private var probes: [ObjectIdentifier: (peer: PeerID, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     var unreliableDrops = 0
     private let clockOrigin = ContinuousClock.now
@@ -201,7 +203,9 @@ public actor SessionNode {
         timerWakeup?.cancel()
         checkpointWakeup?.cancel()
         for link in openLinks.values { link.connection.leave(.shutdown) }
+        for probe in probes.values { probe.connection.leave(.shutdown) }
         openLinks = [:]
+        probes = [:]
         links = [:]
         for waiter in inviteWaiters.values { waiter.resume(returning: .unreachable("the node stopped")) }
         inviteWaiters = [:]
@@ -239,10 +243,22 @@ public actor SessionNode {
         checkpointWakeup = eventLoop.scheduleTask(in: .seconds(2)) { [weak self] in
             self?.assumeIsolated { node in
                 node.checkpointWakeup = nil
-                guard !node.stopped else { return }
-                node.store.checkpoint()
+                node.indexAndCheckpoint()
             }
         }
+    }
+
+    /// Messages stored per turn of the event loop when the word index catches up (about 15 ms).
+    static let indexPiece = 2000
+
+    /// The word index takes what was stored since (a piece per turn of the event loop, so that peers
+    /// are served between pieces), then the log is checkpointed. Not while an import's bulk write is
+    /// open: after its commit.
+    private func indexAndCheckpoint() {
+        guard !stopped else { return }
+        if store.bulkIsOpen { return scheduleCheckpoint() }
+        guard (try? store.indexWaiting(limit: Self.indexPiece)) == true else { return store.checkpoint() }
+        eventLoop.execute { [weak self] in self?.assumeIsolated { $0.indexAndCheckpoint() } }
     }
 
     // MARK: Performing the engine's actions
@@ -423,12 +439,43 @@ public actor SessionNode {
         return adopt(connection) != nil
     }
 
+    /// Probe connections at once: in all, and from one peer id (`lanchat ping` opens one at a time).
+    static let maximumProbes = 16
+    static let maximumProbesPerPeer = 2
+    /// How long a probe connection may stay open (`lanchat ping` sends its PINGs back to back).
+    static let probeLifetime: TimeAmount = .seconds(60)
+
     /// A connection that only measures: its handler answers PING by itself; it is not the peer's link
-    /// (the member's link stays as it is), and any other frame on it closes it as a protocol error.
+    /// (the member's link stays as it is), and any frame that reaches the session on it closes it as a
+    /// protocol error. Like a link, a plaintext one may not claim an id proved with a key. There are at
+    /// most `maximumProbes` (`maximumProbesPerPeer` from one id), each open for `probeLifetime` at most,
+    /// and they close with the node.
     private func serveProbe(_ connection: PeerConnector.Connection) {
-        logger.debug("probe connection", metadata: ["peer.id": "\(connection.session.peerID.prefix(12))"])
-        connection.attach { event in
-            if case .frames = event { connection.leave(.protocolError, text: "a probe connection carries only PING") }
+        guard !stopped, let id = PeerID(connection.session.peerID) else { return connection.leave(.protocolError, text: "bad peer id") }
+        if !connection.encrypted, let refusal = engine.plaintextClaimRefusal(SessionPeer(id: id, name: connection.session.name)) {
+            connection.leave(.refused, text: refusal.reason)
+            perform([.emit(refusal.event)])
+            return
+        }
+        guard probes.count < Self.maximumProbes, probes.values.count(where: { $0.peer == id }) < Self.maximumProbesPerPeer else {
+            return connection.leave(.refused, text: "too many probe connections")
+        }
+        logger.debug("probe connection", metadata: ["peer.id": "\(id.short)"])
+        let key = ObjectIdentifier(connection.channel)
+        probes[key] = (id, connection)
+        let lifetime = eventLoop.scheduleTask(in: Self.probeLifetime) { connection.leave(.leaving, text: "a probe lasts at most a minute") }
+        connection.attach { [weak self] event in
+            switch event {
+            case .frames: connection.leave(.protocolError, text: "a probe connection carries only PING")
+            case .closed:
+                lifetime.cancel()
+                guard let self else { return }
+                if self.eventLoop.inEventLoop {
+                    self.assumeIsolated { $0.probes[key] = nil }
+                } else {
+                    self.eventLoop.execute { self.assumeIsolated { $0.probes[key] = nil } }
+                }
+            }
         }
     }
 

@@ -32,6 +32,8 @@ func searchBenchmark(directory: String, count: Int) throws {
             }
         }
     }
+    // The word index takes the stored messages after their commits (as the daemon does, between messages).
+    while try store.indexWaiting(limit: 100_000) {}
     let filled = now() - started
     func median(_ run: () throws -> Int) rethrows -> (ms: Double, found: Int) {
         var times: [Double] = []

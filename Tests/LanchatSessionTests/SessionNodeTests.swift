@@ -140,12 +140,23 @@ let lab = RoomID("lab")!
         try await rude.channel.closeFuture.get()
         #expect(left() == 0)
 
+        // At most two probes from one peer at once: a third is refused; those open close with the node.
+        let first = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required, probe: true)
+        let second = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required, probe: true)
+        let third = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required, probe: true)
+        try await third.channel.closeFuture.get()
+        _ = try await first.ping()
+        _ = try await second.ping()
+        #expect(left() == 0)
+
         // The control: the same dial without the capability replaces alice's link on bob's side.
         let plain = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required)
         try await eventually("alice's link was replaced") { left() > 0 }
         await plain.close()
-        await alice.stop()
         await bob.stop()
+        try await first.channel.closeFuture.get()
+        try await second.channel.closeFuture.get()
+        await alice.stop()
     }
 
     /// A history of several pieces (5,000 messages each) on both sides: the inviter writes it piece by
