@@ -20,8 +20,8 @@ public protocol SessionStore: AnyObject {
     func checkpoint()
     /// Adds up to `limit` of the messages stored since last time to the word index, which is not kept in
     /// the commit that stores a message (it made each one cost a third more); returns whether some still
-    /// wait. `search` brings it up to date first. Nothing is done while a bulk write is open (it says
-    /// true: call again after the bulk write's commit).
+    /// wait. `search` brings it up to date first. Nothing is done inside a transaction or while a bulk
+    /// write is open (it says true: call again after the commit).
     func indexWaiting(limit: Int) throws -> Bool
     /// A bulk write is open (not committed).
     var bulkIsOpen: Bool { get }

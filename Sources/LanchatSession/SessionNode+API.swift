@@ -178,7 +178,9 @@ extension SessionNode {
 
     public var knownPeerEntries: [KnownPeers.Entry] { knownPeers.entries.values.sorted { ($0.label, $0.id.rawValue) < ($1.label, $1.id.rawValue) } }
 
-    public func search(room: String?, limit: Int, filter: HistoryFilter) throws(SessionError) -> [StoredMessage] {
+    /// With words, the word index first takes what waits for it, in pieces (`indexBeforeSearch`).
+    public func search(room: String?, limit: Int, filter: HistoryFilter) async throws(SessionError) -> [StoredMessage] {
+        if filter.words != nil { await indexBeforeSearch() }
         do { return try store.search(room: room, limit: limit, filter: filter) } catch { throw SessionError("storage", "\(error)") }
     }
 

@@ -64,22 +64,38 @@ public final class ChatStore: SessionStore {
         // pending words out as a new segment at every savepoint (storing 100,000 messages took 2.4 s
         // longer). The word index's lanchatd of 2026-11-23 made that trigger (schema 3 refuses this
         // file now): it is dropped here. Deleting a message forgets it in the index if it was indexed
-        // (the index must be told the body it had), or in the waiting list. A file made before the index
-        // gets it built once, here.
+        // (the index must be told the body it had), or in the waiting list. A file of an earlier schema
+        // (or without the index) gets the index made again, in pieces like any stored message: emptied,
+        // and every message waiting for it (a lanchatd of schema 3 from before the index stored rows
+        // the index lacks). All of it in one transaction: a crash cannot leave an index made but not filled.
         let indexed = !(try db.query("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'")).isEmpty
-        try db.execute("""
-            CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-                body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2', columnsize=0);
-            CREATE TABLE IF NOT EXISTS messages_unindexed (message_rowid INTEGER PRIMARY KEY);
-            DROP TRIGGER IF EXISTS messages_fts_insert;
-            DROP TRIGGER IF EXISTS messages_fts_delete;
-            CREATE TRIGGER IF NOT EXISTS messages_fts_forget AFTER DELETE ON messages BEGIN
-                INSERT INTO messages_fts (messages_fts, rowid, body)
-                    SELECT 'delete', old.rowid, old.body WHERE NOT EXISTS (SELECT 1 FROM messages_unindexed WHERE message_rowid = old.rowid);
-                DELETE FROM messages_unindexed WHERE message_rowid = old.rowid;
-            END;
-            """)
-        if !indexed { try db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('rebuild')") }
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            try db.execute("""
+                CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+                    body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2', columnsize=0);
+                CREATE TABLE IF NOT EXISTS messages_unindexed (message_rowid INTEGER PRIMARY KEY);
+                DROP TRIGGER IF EXISTS messages_fts_insert;
+                DROP TRIGGER IF EXISTS messages_fts_delete;
+                CREATE TRIGGER IF NOT EXISTS messages_fts_forget AFTER DELETE ON messages BEGIN
+                    INSERT INTO messages_fts (messages_fts, rowid, body)
+                        SELECT 'delete', old.rowid, old.body WHERE NOT EXISTS (SELECT 1 FROM messages_unindexed WHERE message_rowid = old.rowid);
+                    DELETE FROM messages_unindexed WHERE message_rowid = old.rowid;
+                END;
+                """)
+            if version < 4 || !indexed {
+                try db.execute("""
+                    INSERT INTO messages_fts (messages_fts) VALUES ('delete-all');
+                    DELETE FROM messages_unindexed;
+                    INSERT INTO messages_unindexed (message_rowid) SELECT rowid FROM messages;
+                    PRAGMA user_version = 4;
+                    """)
+            }
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
         // Schema 3 added `transfers.file_identity` (a file of schema 2 gains it, empty).
         let columns = try db.query("PRAGMA table_info(transfers)").map { $0[1].string }
         if !columns.contains("file_identity") {
@@ -272,10 +288,13 @@ public final class ChatStore: SessionStore {
         var conditions: [String] = []
         var values: [SQLiteDatabase.Value] = []
         if let words = filter.words {
-            // The index first takes what waits for it (an import's bulk write is committed for that).
+            // The index first takes what waits for it (an import's bulk write is committed for that; not
+            // inside a transaction, where nothing can be committed).
             do {
-                try commitBulk()
-                while try indexWaiting(limit: 50_000) {}
+                if depth == 0 {
+                    try commitBulk()
+                    while try indexWaiting(limit: 50_000) {}
+                }
             } catch let error as Error {
                 throw error
             } catch {

@@ -148,6 +148,13 @@ let lab = RoomID("lab")!
         _ = try await first.ping()
         _ = try await second.ping()
         #expect(left() == 0)
+        // A probe that closed frees its place.
+        await second.close()
+        try await eventually("a place for another probe") {
+            let again = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required, probe: true)
+            defer { Task { await again.close() } }
+            return (try? await again.ping()) != nil
+        }
 
         // The control: the same dial without the capability replaces alice's link on bob's side.
         let plain = try await alice.connector.dial(address, expected: bob.identity.peerID, theirs: .required)
@@ -155,7 +162,6 @@ let lab = RoomID("lab")!
         await plain.close()
         await bob.stop()
         try await first.channel.closeFuture.get()
-        try await second.channel.closeFuture.get()
         await alice.stop()
     }
 

@@ -100,6 +100,44 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(try store.search(room: nil, limit: 10, filter: .init(words: "word")).map(\.sequence) == [1, 2, 4, 5, 6, 7])
         #expect(try waiting(store) == 0)
         try store.databaseForTests.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+        // The highest rowid was deleted: the next message takes it again, and is indexed as itself.
+        try store.insert(message(9, body: "reused rowid"), now: 0)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "reused")).map(\.sequence) == [9])
+        // A search while an import's bulk write is open commits it and finds what it stored.
+        try store.bulk { try store.insert(message(10, body: "imported word"), now: 0) }
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "imported")).map(\.sequence) == [10])
+        #expect(!store.bulkIsOpen)
+        try store.databaseForTests.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+        store.close()
+    }
+
+    /// A file of schema 3 may hold messages its index lacks (a lanchatd of schema 3 from before the
+    /// index stored them without): opened, its index is made again from every message.
+    @Test func aSchema3FileHasItsIndexMadeAgain() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let store = try ChatStore(path: path)
+            try store.insert(message(1, body: "indexed before"), now: 0)
+            _ = try store.indexWaiting(limit: 10)
+            store.close()
+        }
+        let raw = try SQLiteDatabase(path: path)
+        try raw.execute("""
+            DROP TRIGGER messages_fts_forget; DROP TABLE messages_unindexed;
+            CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+                INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', old.rowid, old.body);
+            END;
+            INSERT INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at)
+                VALUES ('\(String(repeating: "e", count: 32))', 'lab', 's', 'alice', 2, 900, 0, 'stored unindexed', 0);
+            PRAGMA user_version = 3;
+            """)
+        raw.close()
+        let store = try ChatStore(path: path)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "unindexed")).map(\.sequence) == [2])
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "indexed")).map(\.sequence) == [1])
+        try store.databaseForTests.execute("DELETE FROM messages WHERE sequence = 2")
+        try store.databaseForTests.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+        #expect(try store.databaseForTests.query("PRAGMA user_version").first![0].int == 4)
         store.close()
     }
 
