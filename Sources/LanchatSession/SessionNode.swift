@@ -118,9 +118,9 @@ public actor SessionNode {
     private var timerDeadline: Int64?
     private var checkpointWakeup: Scheduled<Void>?
     /// The word index is catching up (`indexAndCheckpoint`): one catch-up at a time.
-    private var indexing = false
+    var indexing = false
     /// Probe connections open now (`serveProbe`), by their channel.
-    private var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
+    var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     var unreliableDrops = 0
     private let clockOrigin = ContinuousClock.now
@@ -248,40 +248,6 @@ public actor SessionNode {
                 node.checkpointWakeup = nil
                 node.indexAndCheckpoint()
             }
-        }
-    }
-
-    /// Messages stored per turn of the event loop when the word index catches up (about 15 ms).
-    static let indexPiece = 2000
-
-    /// The word index takes what was stored since (a piece per turn of the event loop, so that peers
-    /// are served between pieces), then the log is checkpointed. Not while an import's bulk write is
-    /// open: after its commit.
-    private func indexAndCheckpoint() {
-        guard !stopped, !indexing else { return }  // (a catch-up under way checkpoints when it ends)
-        if store.bulkIsOpen { return scheduleCheckpoint() }
-        let more: Bool
-        do { more = try store.indexWaiting(limit: Self.indexPiece) } catch {
-            logger.error("cannot bring the word index up to date", metadata: ["error": "\(error)"])
-            more = false
-        }
-        guard more else { return store.checkpoint() }
-        indexing = true
-        eventLoop.execute { [weak self] in
-            self?.assumeIsolated { node in
-                node.indexing = false
-                node.indexAndCheckpoint()
-            }
-        }
-    }
-
-    /// Brings the word index up to date before a search, a piece per turn of the event loop (after a
-    /// large import, a million messages take about a second and a half): peers are served meanwhile.
-    func indexBeforeSearch() async {
-        while !stopped {
-            if store.bulkIsOpen { try? store.commitBulk() }
-            guard (try? store.indexWaiting(limit: Self.indexPiece)) == true else { return }
-            await Task.yield()
         }
     }
 
@@ -463,49 +429,6 @@ public actor SessionNode {
         return adopt(connection) != nil
     }
 
-    /// Probe connections at once: in all, and from one peer id (`lanchat ping` opens one at a time).
-    static let maximumProbes = 16
-    static let maximumProbesPerPeer = 2
-    static let maximumProbesPerAddress = 4
-    /// How long a probe connection may stay open (`lanchat ping` sends its PINGs back to back).
-    static let probeLifetime: TimeAmount = .seconds(60)
-
-    /// A connection that only measures: its handler answers PING by itself; it is not the peer's link
-    /// (the member's link stays as it is), and any frame that reaches the session on it closes it as a
-    /// protocol error. Like a link, a plaintext one may not claim an id proved with a key. There are at
-    /// most `maximumProbes` (`maximumProbesPerPeer` from one id, `maximumProbesPerAddress` from one
-    /// address), each open for `probeLifetime` at most, and they close with the node.
-    private func serveProbe(_ connection: PeerConnector.Connection) {
-        guard !stopped, let id = PeerID(connection.session.peerID) else { return connection.leave(.protocolError, text: "bad peer id") }
-        if !connection.encrypted, let refusal = engine.plaintextClaimRefusal(SessionPeer(id: id, name: connection.session.name)) {
-            connection.leave(.refused, text: refusal.reason)
-            perform([.emit(refusal.event)])
-            return
-        }
-        let address = connection.channel.remoteAddress?.ipAddress ?? "?"
-        guard probes.count < Self.maximumProbes, probes.values.count(where: { $0.peer == id }) < Self.maximumProbesPerPeer,
-              probes.values.count(where: { $0.address == address }) < Self.maximumProbesPerAddress else {
-            return connection.leave(.refused, text: "too many probe connections")
-        }
-        logger.debug("probe connection", metadata: ["peer.id": "\(id.short)"])
-        let key = ObjectIdentifier(connection.channel)
-        probes[key] = (id, address, connection)
-        let lifetime = eventLoop.scheduleTask(in: Self.probeLifetime) { connection.leave(.leaving, text: "a probe lasts at most a minute") }
-        connection.attach { [weak self] event in
-            switch event {
-            case .frames: connection.leave(.protocolError, text: "a probe connection carries only PING")
-            case .closed:
-                lifetime.cancel()
-                guard let self else { return }
-                if self.eventLoop.inEventLoop {
-                    self.assumeIsolated { $0.probes[key] = nil }
-                } else {
-                    self.eventLoop.execute { self.assumeIsolated { $0.probes[key] = nil } }
-                }
-            }
-        }
-    }
-
     /// Returns the link that serves the connection's peer now, or nil if the connection was refused.
     private func adopt(_ connection: PeerConnector.Connection) -> Link? {
         guard let id = PeerID(connection.session.peerID) else {
@@ -567,14 +490,5 @@ public actor SessionNode {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-    }
-}
-
-extension EnvelopeKeys {
-    /// The engine's view of the identity key (`EnvelopeSigner`: P-256 ECDSA).
-    public init(signer: EnvelopeSigner) {
-        self.init(
-            publicKey: signer.publicKey, sign: { signer.sign($0) },
-            verify: { signature, bytes, author in signer.verify(signature: signature.bytes, over: bytes, key: signature.key, author: author) })
     }
 }
