@@ -3,8 +3,9 @@ import LanchatWire
 
 /// Delivery: messages to a room or chosen members, and redialing members we should be connected to.
 ///
-/// A reliable message is stored and queued for each recipient (`.persist(.enqueue)`) before it is
-/// sent; a recipient acknowledges it only after storing it; until then it stays in the outbox, sent
+/// A reliable message is stored and queued for each recipient (`.persist(.enqueue)`) in the commit of
+/// its send (the shell may write it to the connections just before that commit: `sendAheadLimit`); a
+/// recipient acknowledges it only after storing it; until then it stays in the outbox, sent
 /// again on every new connection and every `retransmitInterval` while connected. Receivers de-duplicate
 /// by id (the store's unique key). Unreliable messages go only to connected members whose connection
 /// has room, and are never queued.
@@ -18,6 +19,18 @@ extension SessionStateMachine {
     }
 
     public static let controlCharacterProblem = "message contains control characters (only newline and tab are allowed)"
+
+    /// How many of our own messages may leave before their commit: the shell may write a `send` of at
+    /// most this many messages to the connections first and commit after, so that its sync runs while
+    /// the members store them (a round trip then waits for one sync per side, not two). A crash between
+    /// the two loses the messages from our history while members may hold them; their sequences must
+    /// never be used again, or a member would hold two messages under one (author, room, sequence), and
+    /// the relay's marks would take one for the other. So the shell goes first only while every earlier
+    /// send of ours committed (the messages out and not stored are at most one such send, all above the
+    /// highest we stored), and a restart continues this many past the highest sequence stored
+    /// (`SessionStore.restored`). A send that fails to commit is reported as an error: members connected
+    /// at that moment may have it.
+    public static let sendAheadLimit = 256
 
     /// Validates and sends messages to the room's members (or `to`, a subset of them).
     public mutating func send(

@@ -355,10 +355,11 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     private var flushScheduled = false
 
     /// Writes frames; they are flushed at the end of this event loop tick, together with whatever else
-    /// is written in it (one TLS record and one syscall for many small frames). Call on the channel's
-    /// event loop. Frames that do not encode (a programming error upstream) are skipped.
-    /// A chunk of a file or stream goes as it is, after its frame's head (`WireFrame.encodeSplit`).
-    func send(_ frames: [WireFrame]) {
+    /// is written in it (one TLS record and one syscall for many small frames), or at once with
+    /// `flushNow` (before a commit the loop then waits on). Call on the channel's event loop. Frames that
+    /// do not encode (a programming error upstream) are skipped. A chunk of a file or stream goes as it
+    /// is, after its frame's head (`WireFrame.encodeSplit`).
+    func send(_ frames: [WireFrame], flushNow: Bool = false) {
         guard !closed, let context else { return }
         let allocator = context.channel.allocator
         var out = allocator.buffer(capacity: 256 * frames.count)
@@ -371,6 +372,10 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             out = allocator.buffer(capacity: 256)
         }
         if out.readableBytes > 0 { context.write(wrapOutboundOut(out), promise: counted(out.readableBytes, context: context)) }
+        if flushNow, !closed {
+            context.flush()
+            return
+        }
         guard !closed, !flushScheduled else { return }
         flushScheduled = true
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

@@ -66,9 +66,10 @@ public struct PeerConnector: Sendable {
             onLoop { $0.attach(consumer) }
         }
 
-        /// Writes frames for the peer (one flush for the batch). Does not wait.
-        public func send(_ frames: [WireFrame]) {
-            onLoop { $0.send(frames) }
+        /// Writes frames for the peer (one flush for the batch, at the end of the event loop's tick, or
+        /// at once with `flushNow`). Does not wait.
+        public func send(_ frames: [WireFrame], flushNow: Bool = false) {
+            onLoop { $0.send(frames, flushNow: flushNow) }
         }
 
         /// Whether the connection takes more data without queueing it in memory (for unreliable sends).

@@ -87,7 +87,13 @@ extension SessionNode {
     public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> [SendReceipt] {
         let (plan, actions) = try engine.send(texts, room: room, to: to, reliable: reliable, at: time())
         unreliableDrops = 0
-        guard perform(actions, allOrNothing: true) else { throw SessionError("storage", "cannot store the message (see the daemon's log)") }
+        // Out before the commit while our sends commit (SessionStateMachine.sendAheadLimit says why it is safe).
+        let ahead = sendAheadAllowed && texts.count <= SessionStateMachine.sendAheadLimit
+        sendAheadAllowed = perform(actions, allOrNothing: true, sendFirst: ahead)
+        guard sendAheadAllowed else {
+            throw SessionError("storage", ahead ? "cannot store the message (see the daemon's log); members connected now may have it"
+                                                : "cannot store the message (see the daemon's log)")
+        }
         let drops = reliable ? 0 : unreliableDrops
         return plan.messages.map {
             SendReceipt(message: $0, recipients: plan.recipients.count, sentNow: plan.connected - drops,

@@ -123,6 +123,8 @@ public actor SessionNode {
     var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     var unreliableDrops = 0
+    /// Our last send committed: the next may leave before its commit (`SessionStateMachine.sendAheadLimit`).
+    var sendAheadAllowed = true
     private let clockOrigin = ContinuousClock.now
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false
@@ -256,12 +258,23 @@ public actor SessionNode {
     /// Performs a batch of actions: the writes first, in one transaction; then the rest in order. If the
     /// writes fail, what depends on them does not happen: no acknowledgement is sent (the sender keeps
     /// the message and sends it again) and no message is reported; with `allOrNothing` (a message we
-    /// send) nothing happens at all. Returns whether the writes committed.
+    /// send) nothing happens at all. With `sendFirst` (our own messages, when
+    /// `SessionStateMachine.sendAheadLimit` allows it), the frames for the peers are written and flushed
+    /// before the commit, so that its sync runs while they travel and are stored. Returns whether the
+    /// writes committed.
     @discardableResult
-    func perform(_ actions: [SessionAction], allOrNothing: Bool = false) -> Bool {
+    func perform(_ actions: [SessionAction], allOrNothing: Bool = false, sendFirst: Bool = false) -> Bool {
         guard !stopped else { return false }
         var inserted: Set<String> = []
         var committed = true
+        var sentFirst: Set<Int> = []
+        if sendFirst {
+            for (index, action) in actions.enumerated() {
+                guard case .send(let handle, let frames) = action else { continue }
+                openLinks[handle]?.connection.send(frames, flushNow: true)
+                sentFirst.insert(index)
+            }
+        }
         if actions.contains(where: { if case .persist = $0 { true } else { false } }) {
             // Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure,
             // their messages are sent again and de-duplicated. Anything else is synced before what follows.
@@ -284,7 +297,7 @@ public actor SessionNode {
                 }
             }
         }
-        for action in actions {
+        for (index, action) in actions.enumerated() where !sentFirst.contains(index) {
             if !committed, case .send(_, let frames) = action, frames.allSatisfy({ if case .ack = $0 { true } else { false } }) { continue }
             switch action {
             case .persist(.insertMessage(let message, let report?)):

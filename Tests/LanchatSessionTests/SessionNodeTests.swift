@@ -4,7 +4,7 @@ import LanchatEngine
 import LanchatIdentity
 import LanchatSecurity
 @testable import LanchatSession
-import LanchatStore
+@testable import LanchatStore
 import LanchatWire
 import Logging
 import NIOCore
@@ -274,6 +274,49 @@ let lab = RoomID("lab")!
         await #expect(throws: SessionError.self) { try await alice.node.send("hi", room: lab, to: [stranger]) }
         await alice.stop()
         await bob.stop()
+    }
+
+    /// Our own messages leave before their commit (its sync then overlaps the member's), but only while
+    /// our sends commit: a send whose commit fails is an error that says members may have it; the next
+    /// goes commit-first, so while the store fails nothing more leaves; once a send commits again, sending
+    /// ahead resumes. No sequence is used twice.
+    @Test func aSendLeavesBeforeItsCommitOnlyWhileSendsCommit() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        _ = try await alice.node.send("stored", room: lab)
+        try await alice.node.executeOnStore("PRAGMA query_only = 1")  // (every write fails from here)
+        do {
+            _ = try await alice.node.send("sent, not stored", room: lab)
+            Issue.record("a send whose commit failed returned")
+        } catch {
+            #expect(error.code == "storage" && error.message.contains("members connected now may have it"), "\(error)")
+        }
+        do {
+            _ = try await alice.node.send("neither", room: lab)
+            Issue.record("a send whose commit failed returned")
+        } catch {
+            #expect(error.code == "storage" && !error.message.contains("may have it"), "\(error)")
+        }
+        try await alice.node.executeOnStore("PRAGMA query_only = 0")
+        _ = try await alice.node.send("stored again", room: lab)
+        _ = try await alice.node.send("ahead again", room: lab)
+        // Frames on a link arrive in order: had "neither" left, it would be before "stored again".
+        try await eventually("bob has the last") { try await bob.texts().last == "ahead again" }
+        #expect(try await bob.texts() == ["stored", "sent, not stored", "stored again", "ahead again"])
+        #expect(try await alice.texts() == ["stored", "stored again", "ahead again"])
+        let sequences = try await bob.node.history(room: "lab", limit: 10).filter { $0.kind == .text }.map(\.sequence)
+        #expect(sequences == [1, 2, 4, 5], "\(sequences)")
+        await alice.stop()
+        await bob.stop()
+    }
+}
+
+extension SessionNode {
+    /// Runs SQL on the node's own store connection, on its executor (tests only).
+    func executeOnStore(_ sql: String) throws {
+        try (store as! ChatStore).db.execute(sql)
     }
 }
 

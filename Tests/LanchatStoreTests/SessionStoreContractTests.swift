@@ -170,7 +170,7 @@ import Testing
         try store.enqueue(peerID: Self.bob, messageID: message(7).id)
         let restored = try store.restored(ownID: own, knownPeers: KnownPeerBook())
         #expect(restored.rooms.map(\.room.rawValue) == ["lab"])
-        #expect(restored.lastSequences == [RoomID("lab")!: 7])
+        #expect(restored.lastSequences == [RoomID("lab")!: 7 + UInt64(SessionStateMachine.sendAheadLimit)])
         #expect(restored.outbox.map(\.message.description) == [message(7).id])
     }
 

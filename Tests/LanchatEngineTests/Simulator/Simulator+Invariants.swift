@@ -15,6 +15,21 @@ extension Simulator {
         leaves.contains { $0.node == node && $0.room == room }
     }
 
+    /// No two messages anywhere share an author, a room and a sequence: not even after a crash between a
+    /// send's frames and its commit, which leaves members holding messages their author no longer has.
+    func checkSequences() throws {
+        var seen: [String: String] = [:]
+        for (index, node) in nodes.enumerated() {
+            for message in node.store.messages.values where message.kind != .system {
+                let key = "\(message.senderID.prefix(8)) \(message.room) #\(message.sequence)"
+                if let other = seen[key], other != message.id {
+                    throw fail("two messages under \(key): \(other) and \(message.id) (n\(index) holds the second)")
+                }
+                seen[key] = message.id
+            }
+        }
+    }
+
     /// Every reliable message a node's `send` accepted reaches every recipient that stays in the room
     /// (neither it nor the sender ever left it, and at the end both are in the same group of that room),
     /// and no message is reported twice anywhere.
@@ -47,7 +62,8 @@ extension Simulator {
     /// its author was never online at the same time as that member, if it was written (by its author's
     /// clock) no earlier than that member joined (by its clock): what came before is the history its
     /// inviter sent; and if its author is a member of the room as both see it (messages of
-    /// members who left are not relayed). (Members that ever left are owed nothing, as in `checkDelivery`.)
+    /// members who left are not relayed). (Members that ever left are owed nothing, as in `checkDelivery`;
+    /// an author that crashed between sending a message and storing it does not get it back.)
     func checkRelay() throws {
         for room in rooms {
             for (index, node) in nodes.enumerated() where !everLeft(index, room) {
@@ -58,7 +74,8 @@ extension Simulator {
                     let floor = Int64(SessionStateMachine.relayFloor(joinedAt: nodes[peer].store.joinedAt(room: room.rawValue), now: 0))
                     for message in node.store.messages.values.sorted(by: { $0.id < $1.id })
                     where message.room == room.rawValue && message.kind != .system && !message.direct && message.timestamp >= floor
-                        && nodes[peer].store.messages[message.id] == nil {
+                        && nodes[peer].store.messages[message.id] == nil
+                        && !(lostByAuthor.contains(message.id) && message.senderID == nodes[peer].peer.id.rawValue) {
                         let writer = PeerID(message.senderID)
                         let authorIsMember = { (index: Int) in writer == self.nodes[index].peer.id || writer.map { self.nodes[index].engine?.isMember($0, of: room) == true } == true }
                         guard authorIsMember(index), authorIsMember(peer) else { continue }

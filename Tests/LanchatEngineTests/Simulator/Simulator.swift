@@ -57,6 +57,8 @@ final class Simulator {
         case dial(node: Int, incarnation: Int, PeerID)
         case dialFailed(node: Int, incarnation: Int, PeerID)
         case restart(node: Int)
+        /// A crashed node's connections close (after what it wrote before the crash has arrived).
+        case dropLinks(node: Int)
         case step
         /// A simulated program on a node: starts waiting for a stream, works on one, or gives up waiting.
         case acceptStream(node: Int, incarnation: Int, plan: Int)
@@ -90,6 +92,9 @@ final class Simulator {
     private var queue: [(time: Int64, order: Int, event: Event)] = []
     private var order = 0
     var sent: [Sent] = []
+    /// Messages whose author crashed between sending them and storing them (members may hold them; the
+    /// author never gets its own messages back from a relay).
+    var lostByAuthor: Set<String> = []
     /// (node, room) pairs that left a room at some time, and when.
     var leaves: [(node: Int, room: RoomID, at: Int64)] = []
     /// Nodes that cannot reach each other (a partition): node index -> side.
@@ -179,6 +184,7 @@ final class Simulator {
         runUntil(options.chaos + options.quiet)
         try checkMembership()
         try checkDelivery()
+        try checkSequences()
         try checkSignatures()
         try checkRelay()
         try checkProvenance()
@@ -304,6 +310,10 @@ final class Simulator {
             if let target = nodes.firstIndex(where: { $0.peer.id == peer }) { intents.removeAll { $0.from == node && $0.to == target } }
         case .restart(let node):
             if nodes[node].engine == nil { boot(node) }
+        case .dropLinks(let node):
+            for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (link.ends.node == node || link.ends.other == node) {
+                drop(link, reason: .lost, closer: nil)
+            }
         case .acceptStream(let node, let incarnation, let plan):
             guard alive(node, incarnation) else { return }
             startAccepting(node, plan: plan)
@@ -505,13 +515,19 @@ final class Simulator {
         perform(index) { $0.start(at: self.time(index)) }
     }
 
-    func crash(_ index: Int) {
+    /// A node's process dies. Its connections close at once, or at `linksUntil` (what it wrote before
+    /// still arrives: the kernel sends it).
+    func crash(_ index: Int, linksUntil: Int64? = nil) {
         guard nodes[index].engine != nil else { return }
         log("n\(index) crashes")
         noteCrash(index)
         nodes[index].engine = nil
-        for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (link.ends.node == index || link.ends.other == index) {
-            drop(link, reason: .lost, closer: nil)
+        if let linksUntil {
+            schedule(.dropLinks(node: index), at: linksUntil)
+        } else {
+            for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (link.ends.node == index || link.ends.other == index) {
+                drop(link, reason: .lost, closer: nil)
+            }
         }
         intents.removeAll { $0.from == index }
     }
@@ -593,6 +609,22 @@ final class Simulator {
         let reliable = !chance(10)
         let count = 1 + (chance(20) ? roll(5) : 0)
         let texts = (0..<count).map { "m\(node)-\(now)-\($0)" }
+        // A crash between a send's frames and its commit (the daemon writes them first while its sends
+        // commit: `sendAheadLimit`): members may hold the messages, the sender's history does not, and
+        // their sequences must never be used again (`checkSequences`).
+        if options.faults, now < options.chaos, chance(3), var engine = nodes[node].engine,
+           let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)) {
+            nodes[node].engine = engine
+            lostByAuthor.formUnion(plan.messages.map(\.id))
+            log("n\(node) sends \(plan.messages.count) to \(room) and crashes before its commit")
+            for case .send(let handle, let frames) in actions { transmit(frames, from: node, on: handle) }
+            // What was written arrives; then the connections close.
+            let arrived = links.values.filter { $0.up && ($0.ends.node == node || $0.ends.other == node) }
+                .compactMap { $0.lastArrival[$0.ends.node == node ? $0.ends.other : $0.ends.node] }.max() ?? now
+            crash(node, linksUntil: max(now, arrived) + 1)
+            schedule(.restart(node: node), at: max(now, arrived) + Int64(500 + roll(5_000)))
+            return
+        }
         command(node) { engine throws(SessionError) in
             let (plan, actions) = try engine.send(texts, room: room, reliable: reliable, at: self.time(node))
             if reliable {
