@@ -41,8 +41,9 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let identity = try Identity.loadOrCreate(in: directory)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    // LANCHAT_BENCH_WIRE=1: speak wire version 1 (unsigned messages), for the figures before signing.
-    let version: UInt16 = ProcessInfo.processInfo.environment["LANCHAT_BENCH_WIRE"] == "1" ? 1 : 2
+    // LANCHAT_BENCH_WIRE=1: speak wire version 1 (unsigned messages), for the figures before signing;
+    // otherwise the newest, as lanchatd does (version 3: members admitted with their signed membership).
+    let version: UInt16 = ProcessInfo.processInfo.environment["LANCHAT_BENCH_WIRE"] == "1" ? 1 : WireFrame.versions.upperBound
     let hello = WireFrame.Hello(maximumVersion: version, peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
     let connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
     let store = try ChatStore(path: directory + "/" + ChatStore.fileName)
@@ -86,7 +87,19 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
         let figures = try await lead(node: node, peers: peers, room: room, rendezvous: rendezvous)
         emit(figures)
     } else {
+        // When this member is connected to every other one (the mesh, as it sees it), it says so.
+        let meshWatch = Task.detached {
+            let deadline = now() + 300
+            while now() < deadline {
+                if let state = await node.room(room), state.members.count == total - 1, state.members.allSatisfy({ $0.state == .connected }) {
+                    writeFile("\(rendezvous)/\(name).mesh", "\(now())\n")
+                    return
+                }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
         await member(node: node, room: room, rendezvous: rendezvous, name: name)
+        meshWatch.cancel()
     }
     maintenance.cancel()
     try? await Task.sleep(for: .milliseconds(300))
@@ -120,6 +133,7 @@ func member(node: isolated SessionNode, room: RoomID, rendezvous: String, name: 
 /// The leader: invitations, then the pair figures with the first member, then fan-out to all.
 func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendezvous: String) async throws -> [String: Double] {
     var invites: [Double] = []
+    let meshStart = now()
     for peer in peers {
         let start = now()
         let outcome = await node.invite(peer, room: room, context: [], timeout: .seconds(10))
@@ -134,10 +148,22 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
         }
         die("event stream ended")
     }
-    // Wait for the mesh, so that introductions do not run during the measurements.
+    // Wait for the mesh, so that introductions do not run during the measurements. (The leader's view:
+    // every member connected to it; members introduce themselves to each other meanwhile.)
+    let meshDeadline = now() + 300
     while !node.room(room)!.members.allSatisfy({ $0.state == .connected }) {
-        try await Task.sleep(for: .milliseconds(50))
+        guard now() < meshDeadline else { die("the mesh did not complete in 300 s") }
+        try await Task.sleep(for: .milliseconds(20))
     }
+    let leaderMesh = now()
+    // And every member's own view: connected to all the others.
+    var meshTimes: [Double] = []
+    while meshTimes.count < peers.count {
+        guard now() < meshDeadline else { die("only \(meshTimes.count) of \(peers.count) members saw the whole mesh in 300 s") }
+        try await Task.sleep(for: .milliseconds(20))
+        meshTimes = peers.compactMap { readFile("\(rendezvous)/\($0.name).mesh").flatMap { Double($0.split(separator: "\n").first ?? "") } }
+    }
+    let mesh = (max(leaderMesh, meshTimes.max()!) - meshStart) * 1000
     try await Task.sleep(for: .milliseconds(500))
 
     // Round trip of a small reliable message.
@@ -171,14 +197,28 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     let batched = try await throughput(count: 100_000, batch: 100)
     try await Task.sleep(for: .milliseconds(500))
 
-    // Fan-out to the whole room.
+    // Fan-out to the whole room: one message every 5 ms, or every half millisecond per member in a bigger
+    // room (each member syncs its own commit, and all of them share this machine's disk and 2 cores).
     var sent: [String: Double] = [:]
+    let interval = max(5, peers.count / 2)
     for index in 0..<300 {
         sent["\(index)"] = now()
         _ = try node.send("fan:\(index)", room: room)
-        try await Task.sleep(for: .milliseconds(5))
+        try await Task.sleep(for: .milliseconds(interval))
     }
     try await Task.sleep(for: .milliseconds(500))
+
+    // Idle with every link up (LANCHAT_BENCH_IDLE_SECONDS, 0 by default: skipped): the CPU this process
+    // spends on heartbeats and timers, from its own accounting.
+    var idle: [String: Double] = [:]
+    if let seconds = ProcessInfo.processInfo.environment["LANCHAT_BENCH_IDLE_SECONDS"].flatMap(Double.init), seconds > 0 {
+        try await Task.sleep(for: .seconds(2))
+        let (cpu0, wall0) = (cpuSeconds(), now())
+        try await Task.sleep(for: .seconds(seconds))
+        let connected = node.room(room)!.members.filter { $0.state == .connected }.count
+        idle = ["idle_cpu_percent": (cpuSeconds() - cpu0) / (now() - wall0) * 100, "idle_links_count": Double(connected),
+                "idle_seconds": now() - wall0]
+    }
     _ = try node.send("done", room: room)
     var latest: [String: Double] = [:]
     for peer in peers {
@@ -205,7 +245,15 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
         "rtt_p50_us": percentile(rtts, 0.5), "rtt_p99_us": percentile(rtts, 0.99),
         "throughput_msgs_per_s": batched, "throughput_single_msgs_per_s": single,
         "fanout_p50_ms": percentile(fanout, 0.5), "fanout_p99_ms": percentile(fanout, 0.99), "fanout_max_ms": fanout.max()!,
-    ]
+        "fanout_interval_ms": Double(interval), "mesh_ms": mesh,
+    ].merging(idle) { first, _ in first }
+}
+
+/// User + system CPU seconds of this process so far.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }
 
 actor NodeBox {

@@ -131,6 +131,24 @@ import Testing
         #expect(reason == .timedOut)
     }
 
+    /// A peer that pings us hears our PONGs and no PING of ours: both ends hear something every interval
+    /// with half the frames. Once it falls silent, we ping again.
+    @Test func aLinkThatHearsItsPeerSendsNoPingOfItsOwn() throws {
+        let (channel, _, events, _) = try established()
+        _ = try decodeAll(channel)
+        let loop = channel.eventLoop as! EmbeddedEventLoop
+        var out: [WireFrame] = []
+        for second in 0..<20 {
+            try channel.writeInbound(try bytes([.ping(UInt64(second))]))
+            loop.advanceTime(by: .seconds(1))
+            out += try decodeAll(channel)
+        }
+        #expect(out == (0..<20).map { WireFrame.pong(UInt64($0)) })
+        loop.advanceTime(by: .seconds(2))
+        #expect(try decodeAll(channel).contains { if case .ping = $0 { true } else { false } })
+        #expect(!events.list.contains { if case .closed = $0 { true } else { false } })
+    }
+
     @Test func anUnknownFrameTypeClosesWithAProtocolError() throws {
         let (channel, _, events, _) = try established()
         _ = try decodeAll(channel)
