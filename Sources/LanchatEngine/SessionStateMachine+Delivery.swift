@@ -25,11 +25,12 @@ extension SessionStateMachine {
     /// the members store them (a round trip then waits for one sync per side, not two). A crash between
     /// the two loses the messages from our history while members may hold them; their sequences must
     /// never be used again, or a member would hold two messages under one (author, room, sequence), and
-    /// the relay's marks would take one for the other. So the shell goes first only while every earlier
-    /// send of ours committed (the messages out and not stored are at most one such send, all above the
-    /// highest we stored), and a restart continues this many past the highest sequence stored
-    /// (`SessionStore.restored`). A send that fails to commit is reported as an error: members connected
-    /// at that moment may have it.
+    /// the relay's marks would take one for the other. So the shell goes first only with a send whose
+    /// first sequence follows the highest of ours it saw committed in that room since it started (the
+    /// first send in a room after a start, and the first after a failed commit, commit first): the
+    /// messages out and not stored are then at most one such send, right above the highest stored. A
+    /// restart continues this many past the highest sequence stored (`SessionStore.restored`). A send
+    /// that fails to commit is reported as an error: members may have it.
     public static let sendAheadLimit = 256
 
     /// Validates and sends messages to the room's members (or `to`, a subset of them).

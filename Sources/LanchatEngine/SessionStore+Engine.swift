@@ -48,10 +48,9 @@ extension SessionStore {
             restored.rooms.append((room, members))
             if let joined = try joinedAt(room: name) { restored.joinedAt[room] = joined }
         }
-        // Past what a send that left before its commit may have used (`sendAheadLimit`): in each room we
-        // wrote in, and in each room we are in (the first send there may be the one that was lost).
+        // Past what a send that left before its commit may have used (`sendAheadLimit`: only one that
+        // followed a stored message of ours in the room, so a room without one needs no margin).
         let ahead = UInt64(SessionStateMachine.sendAheadLimit)
-        for (room, _) in restored.rooms { restored.lastSequences[room] = ahead }
         for (name, sequence) in try lastSequences(sender: ownID.rawValue) {
             guard let room = RoomID(name) else { continue }
             restored.lastSequences[room] = UInt64(max(0, sequence)) + ahead

@@ -123,8 +123,9 @@ public actor SessionNode {
     var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     var unreliableDrops = 0
-    /// Our last send committed: the next may leave before its commit (`SessionStateMachine.sendAheadLimit`).
-    var sendAheadAllowed = true
+    /// Per room, the highest of our own sequences this process saw committed (`SessionStateMachine.sendAheadLimit`):
+    /// a send may leave before its commit only if it continues from there.
+    var storedThrough: [RoomID: Int64] = [:]
     private let clockOrigin = ContinuousClock.now
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false

@@ -75,6 +75,7 @@ extension SessionNode {
         guard perform(actions, allOrNothing: true), let message = plan.messages.first else {
             throw SessionError("storage", "cannot store the announcement (see the daemon's log)")
         }
+        storedThrough[room] = message.sequence
         return SharedFileEntry(message: message, file: file, held: true, image: file.isImage)
     }
 

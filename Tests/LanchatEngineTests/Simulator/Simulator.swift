@@ -95,6 +95,9 @@ final class Simulator {
     /// Messages whose author crashed between sending them and storing them (members may hold them; the
     /// author never gets its own messages back from a relay).
     var lostByAuthor: Set<String> = []
+    /// Per node and room, the highest of its own sequences its shell saw committed since it started: as
+    /// in `SessionNode`, only a send that follows it may leave before its commit.
+    var storedThrough: [Int: [RoomID: Int64]] = [:]
     /// (node, room) pairs that left a room at some time, and when.
     var leaves: [(node: Int, room: RoomID, at: Int64)] = []
     /// Nodes that cannot reach each other (a partition): node index -> side.
@@ -522,6 +525,7 @@ final class Simulator {
         log("n\(index) crashes")
         noteCrash(index)
         nodes[index].engine = nil
+        storedThrough[index] = nil
         if let linksUntil {
             schedule(.dropLinks(node: index), at: linksUntil)
         } else {
@@ -609,11 +613,13 @@ final class Simulator {
         let reliable = !chance(10)
         let count = 1 + (chance(20) ? roll(5) : 0)
         let texts = (0..<count).map { "m\(node)-\(now)-\($0)" }
-        // A crash between a send's frames and its commit (the daemon writes them first while its sends
-        // commit: `sendAheadLimit`): members may hold the messages, the sender's history does not, and
-        // their sequences must never be used again (`checkSequences`).
+        // A crash between a send's frames and its commit (the daemon writes a send first when it follows
+        // the node's own sequences it saw committed in the room: `sendAheadLimit`): members may hold the
+        // messages, the sender's history does not, and their sequences must never be used again
+        // (`checkSequences`).
         if options.faults, now < options.chaos, chance(3), var engine = nodes[node].engine,
-           let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)) {
+           let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)),
+           let first = plan.messages.first?.sequence, storedThrough[node]?[room] == first - 1 {
             nodes[node].engine = engine
             lostByAuthor.formUnion(plan.messages.map(\.id))
             log("n\(node) sends \(plan.messages.count) to \(room) and crashes before its commit")
@@ -627,6 +633,7 @@ final class Simulator {
         }
         command(node) { engine throws(SessionError) in
             let (plan, actions) = try engine.send(texts, room: room, reliable: reliable, at: self.time(node))
+            if let last = plan.messages.last?.sequence { self.storedThrough[node, default: [:]][room] = last }
             if reliable {
                 for message in plan.messages { self.sent.append(Sent(id: message.id, sender: node, room: room, recipients: plan.recipients, at: self.now)) }
             }
