@@ -18,8 +18,8 @@ public enum PeerLinkEvent: Sendable {
 ///
 /// It starts the handshake when the connection is ready: after the TLS handshake on an encrypted
 /// connection, at once on a plain one. The handshake's outcome completes `established`; a failure
-/// sends GOODBYE and closes. Once established it sends PING every `heartbeatInterval` unless something
-/// arrived in the last three quarters of it, and closes the connection (GOODBYE timeout) when nothing has arrived for `heartbeatTimeout`.
+/// sends GOODBYE and closes. Once established it sends PING every `heartbeatInterval` in which no frame
+/// but PONGs arrived, and closes the connection (GOODBYE timeout) when nothing has arrived for `heartbeatTimeout`.
 public final class PeerConnectionHandler: ChannelDuplexHandler {
     public typealias InboundIn = ByteBuffer
     public typealias OutboundIn = Never
@@ -90,6 +90,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     private var closeReason: PeerCloseReason?
     private var heartbeat: RepeatedTask?
     private var lastReceived = NIODeadline.now()
+    /// When a frame other than a PONG last arrived (heartbeats: a PONG answers our PING, it is not the peer's).
+    private var lastHeard = NIODeadline.now()
     /// Bytes handed to the channel whose write has not completed, and since when some have been waiting
     /// with none written (the output budget, `Configuration.outputBudget`).
     private var pendingOutput = 0
@@ -263,6 +265,7 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     private func handle(_ frame: WireFrame, context: ChannelHandlerContext) {
+        if case .pong = frame {} else { lastHeard = context.eventLoop.now }
         if var machine, !machine.isEstablished {
             let actions = machine.received(frame)
             self.machine = machine
@@ -331,9 +334,9 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
 
     private func startHeartbeat(context: ChannelHandlerContext) {
         lastReceived = context.eventLoop.now
+        lastHeard = lastReceived
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let interval = configuration.heartbeatInterval
-        let quiet = TimeAmount.nanoseconds(interval.nanoseconds * 3 / 4)
         heartbeat = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
             let (handler, context) = bound.value
             guard !handler.closed else { task.cancel(); return }
@@ -349,12 +352,12 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
                 task.cancel()
                 return
             }
-            // Only when nothing arrived for three quarters of an interval. A link in use, or whose peer
-            // pings, needs no PING from us (the peer pings when it hears nothing, and hears our PONG):
-            // an idle link mostly carries one side's PING and the other's PONG each interval, not two of
-            // each (in a room of 64, 63 links' heartbeats were about 1 % of a core per member), and
-            // neither side goes much longer than an interval without hearing the other.
-            guard context.eventLoop.now - handler.lastReceived >= quiet else { return }
+            // Only when no frame but PONGs arrived for an interval. A link in use, or whose peer pings,
+            // needs no PING from us (the peer pings when it hears nothing but PONGs, and hears ours): an
+            // idle link settles to one side's PING and the other's PONG each interval, not two of each
+            // (in a room of 64, 63 links' heartbeats were about 1 % of a core per member), and each side
+            // still hears the other every interval.
+            guard context.eventLoop.now - handler.lastHeard >= interval else { return }
             handler.write(.ping(UInt64.random(in: 0...UInt64.max)), context: context)
         }
     }
