@@ -10,7 +10,7 @@ next to a baseline or goal from the same run.
    and through the daemons (`lanchat invite --wait`, control API included).
 4. Fan-out in a room of N hosts: p50/p99 from sending until every member has the message.
 5. Signed envelopes (the newest wire version, 3, as lanchatd speaks it; until 2026-11-24 the benchmark
-   spoke version 2, where the members of its room were never introduced to each other): throughput and
+   spoke version 2, where, with that day's code, the members of its room were never introduced to each other): throughput and
    round trip between 2 hosts signed and unsigned (both ends at wire version 1) in the same run, and the time to sign and to verify one message
    (`lanchat-bench envelopes`, 5 rounds of 2,000) next to SHA-256 of the same bytes.
 6. A room of 64 hosts (`--room-hosts`, 0 skips it), on a simulated LAN of its own: the time until every
