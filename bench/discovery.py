@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, wait_for, wait_process  # noqa: E402
-from figures import cpu_ticks, figure, proc_status, stop_quietly  # noqa: E402
+from figures import figure, proc_stats, stop_quietly  # noqa: E402
 
 
 def reader(process):
@@ -117,20 +117,6 @@ def discovery(lan, trials):
             stop_quietly(f"lanchatd on {neighbour.host}", neighbour.stop)
         lan.daemons.clear()
     return {k: summary(v) for k, v in results.items()}
-
-
-def proc_stats(lan, host, pid):
-    values = proc_status(lan, host, pid)
-    ticks = cpu_ticks(lan, host, pid)
-    # Context switches of every thread: each one is a wake-up.
-    switches = lan.run(host, ["sh", "-c", f"cat /proc/{pid}/task/*/status | grep ctxt_switches"]).stdout
-    total = sum(int(line.split(":")[1]) for line in switches.splitlines())
-    # PSS (shared pages split between the processes that map them) and private memory (no one else's).
-    rollup = lan.run(host, ["cat", f"/proc/{pid}/smaps_rollup"]).stdout
-    memory = {line.split(":")[0]: int(line.split(":")[1].split()[0]) for line in rollup.splitlines()[1:] if ":" in line}
-    return {"rss_kib": int(values["VmRSS"].split()[0]), "ticks": ticks, "switches": total,
-            "threads": int(values["Threads"]), "pss_kib": memory.get("Pss", 0),
-            "private_kib": memory.get("Private_Clean", 0) + memory.get("Private_Dirty", 0)}
 
 
 def idle(lan, seconds, window):

@@ -32,6 +32,20 @@ def cpu_ticks(lan, host, pid, children=False):
     return sum(int(fields[index]) for index in ((11, 12, 13, 14) if children else (11, 12)))
 
 
+def proc_stats(lan, host, pid):
+    values = proc_status(lan, host, pid)
+    ticks = cpu_ticks(lan, host, pid)
+    # Context switches of every thread: each one is a wake-up.
+    switches = lan.run(host, ["sh", "-c", f"cat /proc/{pid}/task/*/status | grep ctxt_switches"]).stdout
+    total = sum(int(line.split(":")[1]) for line in switches.splitlines())
+    # PSS (shared pages split between the processes that map them) and private memory (no one else's).
+    rollup = lan.run(host, ["cat", f"/proc/{pid}/smaps_rollup"]).stdout
+    memory = {line.split(":")[0]: int(line.split(":")[1].split()[0]) for line in rollup.splitlines()[1:] if ":" in line}
+    return {"rss_kib": int(values["VmRSS"].split()[0]), "ticks": ticks, "switches": total,
+            "threads": int(values["Threads"]), "pss_kib": memory.get("Pss", 0),
+            "private_kib": memory.get("Private_Clean", 0) + memory.get("Private_Dirty", 0)}
+
+
 def stop_quietly(what, stop):
     """Clean-up after a figure, which must not hide why the figure failed: a failure here is only told."""
     try:

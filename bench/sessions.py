@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, read_line, wait_for, wait_process  # noqa: E402
-from figures import cpu_ticks, figure, proc_status, stop_quietly  # noqa: E402
+from figures import cpu_ticks, figure, proc_stats, stop_quietly  # noqa: E402
 
 BENCH = os.path.join(BIN, "lanchat-bench")
 
@@ -67,11 +67,6 @@ def kernel_unreclaimable_kib():
     """The kernel's unreclaimable slab (/proc/meminfo SUnreclaim): where namespaces, veths and sockets live."""
     with open("/proc/meminfo") as meminfo:
         return next(int(line.split()[1]) for line in meminfo if line.startswith("SUnreclaim:"))
-
-
-def pss_kib(lan, host, pid):
-    rollup = lan.run(host, ["cat", f"/proc/{pid}/smaps_rollup"]).stdout
-    return next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
 
 
 NEIGHBOUR_LIMITS = [f"/proc/sys/net/{family}/neigh/default/gc_thresh{n}" for family in ("ipv4", "ipv6") for n in (1, 2, 3)]
@@ -109,9 +104,9 @@ def room_on(lan, hosts, before, idle_seconds, window):
     names = [f"h{index}" for index in range(1, hosts + 1)]
     avahi = {host: lan.run(host, ["cat", "/run/avahi-daemon/pid"]).stdout.strip() for host in names}
     kernel_kib = kernel_unreclaimable_kib() - before
-    rss_kib = sum(int(proc_status(lan, host, pid)["VmRSS"].split()[0]) for host, pid in avahi.items())
-    avahi_pss_kib = sum(pss_kib(lan, host, pid) for host, pid in avahi.items())
-    ticks = sum(cpu_ticks(lan, host, pid) for host, pid in avahi.items())
+    stats = [proc_stats(lan, host, pid) for host, pid in avahi.items()]
+    rss_kib, avahi_pss_kib = sum(s["rss_kib"] for s in stats), sum(s["pss_kib"] for s in stats)
+    ticks = sum(s["ticks"] for s in stats)
     time.sleep(window)
     ticks = sum(cpu_ticks(lan, host, pid) for host, pid in avahi.items()) - ticks
     figures = library(lan, hosts, idle_seconds=idle_seconds)

@@ -87,15 +87,12 @@ extension SessionNode {
     public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> [SendReceipt] {
         let (plan, actions) = try engine.send(texts, room: room, to: to, reliable: reliable, at: time())
         unreliableDrops = 0
-        // Out before the commit only if it continues from our sequences known stored in the room
-        // (SessionStateMachine.sendAheadLimit says why that is safe).
-        let first = plan.messages.first?.sequence ?? 0
-        let ahead = texts.count <= SessionStateMachine.sendAheadLimit && storedThrough[room].map { $0 + 1 == first } == true
-        guard perform(actions, allOrNothing: true, sendFirst: ahead) else {
+        // Out before the commit when SessionStateMachine.sendAheadLimit allows it (it says why that is safe).
+        let (committed, ahead) = performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit)
+        guard committed else {
             throw SessionError("storage", ahead ? "cannot store the message (see the daemon's log); members may have it"
                                                 : "cannot store the message (see the daemon's log)")
         }
-        if let last = plan.messages.last?.sequence { storedThrough[room] = last }
         let drops = reliable ? 0 : unreliableDrops
         return plan.messages.map {
             SendReceipt(message: $0, recipients: plan.recipients.count, sentNow: plan.connected - drops,

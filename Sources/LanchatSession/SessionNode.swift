@@ -96,7 +96,7 @@ public actor SessionNode {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { eventLoop.executor.asUnownedSerialExecutor() }
     public nonisolated let events: AsyncStream<SessionEvent>
     let eventSink: AsyncStream<SessionEvent>.Continuation
-    private let connector: PeerConnector
+    let connector: PeerConnector
     let store: any SessionStore
     var knownPeers: KnownPeers
     let logger: Logger
@@ -104,10 +104,10 @@ public actor SessionNode {
     /// Every decision about links, invitations, rooms and delivery (pure; see LanchatEngine).
     var engine: SessionStateMachine
     /// Every connection adopted and not yet closed, by the handle the engine knows it by.
-    private var openLinks: [LinkHandle: Link] = [:]
+    var openLinks: [LinkHandle: Link] = [:]
     /// The connection that serves each peer now (the engine decides; `.peerConnected` updates this).
     var links: [PeerID: Link] = [:]
-    private var nextHandle = 1
+    var nextHandle = 1
     /// API calls waiting for the outcome of an invitation they sent.
     var inviteWaiters: [WireID: CheckedContinuation<InviteOutcome, Never>] = [:]
     /// Redials the engine asked for, run by `run()`'s task group.
@@ -126,6 +126,17 @@ public actor SessionNode {
     /// Per room, the highest of our own sequences this process saw committed (`SessionStateMachine.sendAheadLimit`):
     /// a send may leave before its commit only if it continues from there.
     var storedThrough: [RoomID: Int64] = [:]
+
+    /// Performs the actions of our own messages (`send`, `share`): before their commit if they may go
+    /// first (`mayGoFirst`, and they continue from `storedThrough`), after it otherwise. Returns whether
+    /// they committed, and whether they went first.
+    func performOwn(_ plan: SessionStateMachine.SendPlan, _ actions: [SessionAction], in room: RoomID, mayGoFirst: Bool) -> (committed: Bool, wentFirst: Bool) {
+        let first = plan.messages.first?.sequence ?? 0
+        let ahead = mayGoFirst && storedThrough[room].map { $0 + 1 == first } == true
+        guard perform(actions, allOrNothing: true, sendFirst: ahead) else { return (false, ahead) }
+        if let last = plan.messages.last?.sequence { storedThrough[room] = last }
+        return (true, ahead)
+    }
     private let clockOrigin = ContinuousClock.now
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false
@@ -268,13 +279,8 @@ public actor SessionNode {
         guard !stopped else { return false }
         var inserted: Set<String> = []
         var committed = true
-        var sentFirst: Set<Int> = []
         if sendFirst {
-            for (index, action) in actions.enumerated() {
-                guard case .send(let handle, let frames) = action else { continue }
-                openLinks[handle]?.connection.send(frames, flushNow: true)
-                sentFirst.insert(index)
-            }
+            for case .send(let handle, let frames) in actions { openLinks[handle]?.connection.send(frames, flushNow: true) }
         }
         if actions.contains(where: { if case .persist = $0 { true } else { false } }) {
             // Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure,
@@ -298,7 +304,8 @@ public actor SessionNode {
                 }
             }
         }
-        for (index, action) in actions.enumerated() where !sentFirst.contains(index) {
+        for action in actions {
+            if sendFirst, case .send = action { continue }  // (written before the commit)
             if !committed, case .send(_, let frames) = action, frames.allSatisfy({ if case .ack = $0 { true } else { false } }) { continue }
             switch action {
             case .persist(.insertMessage(let message, let report?)):
@@ -391,104 +398,6 @@ public actor SessionNode {
             }
         }
         if !frames.isEmpty { link.connection.send(frames) }
-    }
-
-    // MARK: Connections
-
-    /// Dials a peer unless connected; returns the link or why not.
-    func dial(_ peer: PeerID) async -> Result<Link, SessionError> {
-        // However this ends, the engine hears that the dial did (a redial marked the peer as being dialed).
-        defer { if !stopped { perform(engine.dialFinished(peer, at: time())) } }
-        if let link = links[peer] { return .success(link) }
-        guard !stopped else { return .failure(SessionError("unreachable", "the node is stopping")) }
-        let (plan, problem, actions) = engine.prepareDial(peer)
-        perform(actions)
-        guard let plan else { return .failure(problem ?? SessionError("unreachable", "cannot dial")) }
-        var seen = Set<String>()
-        var lastError = "no address known (not discovered on the network)"
-        for candidate in plan.candidates where seen.insert("\(candidate.address) \(candidate.port)").inserted {
-            guard !Task.isCancelled, !stopped else { break }
-            guard let socketAddress = Self.socketAddress(candidate.address, port: candidate.port) else { continue }
-            do {
-                let connection = try await connector.dial(socketAddress, expected: peer, theirs: plan.encryption ?? configuration.encryption)
-                if let link = adopt(connection) { return .success(link) }
-                return .failure(SessionError("refused", "the connection to \(plan.name ?? peer.short) was refused"))
-            } catch {
-                lastError = error.description
-                if error.description.contains("preferences cannot meet") { break }
-            }
-        }
-        return .failure(SessionError("unreachable", lastError))
-    }
-
-    static func socketAddress(_ text: String, port: Int) -> SocketAddress? {
-        let parts = text.split(separator: "%", maxSplits: 1)
-        if parts.count == 1 { return try? SocketAddress(ipAddress: text, port: port) }
-        var v6 = sockaddr_in6()
-        v6.sin6_family = sa_family_t(AF_INET6)
-        v6.sin6_port = UInt16(port).bigEndian
-        guard inet_pton(AF_INET6, String(parts[0]), &v6.sin6_addr) == 1 else { return nil }
-        v6.sin6_scope_id = if_nametoindex(String(parts[1]))
-        return SocketAddress(v6, host: String(parts[0]))
-    }
-
-    /// Takes over an established connection (dialed or accepted). Returns whether the peer is served
-    /// now (by this connection, or by one it duplicates); false if the connection was refused.
-    @discardableResult
-    public func accepted(_ connection: PeerConnector.Connection) -> Bool {
-        if connection.isProbe, !connection.dialed {
-            serveProbe(connection)
-            return true
-        }
-        return adopt(connection) != nil
-    }
-
-    /// Returns the link that serves the connection's peer now, or nil if the connection was refused.
-    private func adopt(_ connection: PeerConnector.Connection) -> Link? {
-        guard let id = PeerID(connection.session.peerID) else {
-            connection.leave(.protocolError, text: "bad peer id")
-            return nil
-        }
-        let peer = SessionPeer(id: id, name: connection.session.name)
-        let handle = LinkHandle(nextHandle)
-        nextHandle += 1
-        let link = Link(handle: handle, connection: connection, peer: peer)
-        openLinks[handle] = link
-        let (serving, actions) = engine.linkUp(
-            handle, peer: peer, dialedByUs: connection.dialed, remoteAddress: link.remoteAddress, authenticated: connection.encrypted,
-            version: connection.session.version, at: time())
-        if serving != handle {
-            // Refused, or a duplicate the existing connection wins over: never attached, so close it here.
-            perform(actions)
-            openLinks[handle] = nil
-            if serving == nil { logger.warning("refused a connection", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(id.short)"]) }
-            return serving.flatMap { openLinks[$0] }
-        }
-        perform(actions)
-        connection.attach { [weak self] event in
-            guard let self else { return }
-            if self.eventLoop.inEventLoop {
-                self.assumeIsolated { $0.handle(event, from: link) }
-            } else {
-                self.eventLoop.execute { self.assumeIsolated { $0.handle(event, from: link) } }
-            }
-        }
-        return link
-    }
-
-    private func handle(_ event: PeerLinkEvent, from link: Link) {
-        guard !stopped else { return }
-        switch event {
-        case .frames(let frames):
-            if frames.contains(where: { if case .streamOpen = $0 { true } else { false } }) { forgetGoneStreamAcceptors() }
-            if !perform(engine.received(frames, on: link.handle, at: time())) {
-                logger.error("cannot store frames from a peer", metadata: ["peer.name": "\(link.peer.name)"])
-            }
-        case .closed(let reason):
-            openLinks[link.handle] = nil
-            if links[link.peer.id] === link { links[link.peer.id] = nil }
-            perform(engine.linkDown(link.handle, reason: reason, at: time()))
-        }
     }
 
     func emitTransfer(_ info: TransferInfo) {

@@ -72,10 +72,9 @@ extension SessionNode {
             throw SessionError("write_failed", "\(error)")
         }
         let (plan, actions) = try engine.share(file, in: room, at: time())
-        guard perform(actions, allOrNothing: true), let message = plan.messages.first else {
+        guard performOwn(plan, actions, in: room, mayGoFirst: false).committed, let message = plan.messages.first else {
             throw SessionError("storage", "cannot store the announcement (see the daemon's log)")
         }
-        storedThrough[room] = message.sequence
         return SharedFileEntry(message: message, file: file, held: true, image: file.isImage)
     }
 

@@ -249,13 +249,6 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     ].merging(idle) { first, _ in first }
 }
 
-/// User + system CPU seconds of this process so far.
-func cpuSeconds() -> Double {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-}
-
 actor NodeBox {
     var node: SessionNode?
     func set(_ node: SessionNode) { self.node = node }

@@ -314,9 +314,7 @@ final class Simulator {
         case .restart(let node):
             if nodes[node].engine == nil { boot(node) }
         case .dropLinks(let node):
-            for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (link.ends.node == node || link.ends.other == node) {
-                drop(link, reason: .lost, closer: nil)
-            }
+            for link in upLinks(of: node) { drop(link, reason: .lost, closer: nil) }
         case .acceptStream(let node, let incarnation, let plan):
             guard alive(node, incarnation) else { return }
             startAccepting(node, plan: plan)
@@ -529,11 +527,14 @@ final class Simulator {
         if let linksUntil {
             schedule(.dropLinks(node: index), at: linksUntil)
         } else {
-            for link in links.values.sorted(by: { $0.id < $1.id }) where link.up && (link.ends.node == index || link.ends.other == index) {
-                drop(link, reason: .lost, closer: nil)
-            }
+            for link in upLinks(of: index) { drop(link, reason: .lost, closer: nil) }
         }
         intents.removeAll { $0.from == index }
+    }
+
+    /// A node's connections that are up, in the order they were made.
+    func upLinks(of node: Int) -> [Link] {
+        links.values.sorted(by: { $0.id < $1.id }).filter { $0.up && ($0.ends.node == node || $0.ends.other == node) }
     }
 
     /// Ends the chaos: every node runs again, partitions heal, links are fast.
@@ -625,8 +626,7 @@ final class Simulator {
             log("n\(node) sends \(plan.messages.count) to \(room) and crashes before its commit")
             for case .send(let handle, let frames) in actions { transmit(frames, from: node, on: handle) }
             // What was written arrives; then the connections close.
-            let arrived = links.values.filter { $0.up && ($0.ends.node == node || $0.ends.other == node) }
-                .compactMap { $0.lastArrival[$0.ends.node == node ? $0.ends.other : $0.ends.node] }.max() ?? now
+            let arrived = upLinks(of: node).compactMap { $0.lastArrival[$0.ends.node == node ? $0.ends.other : $0.ends.node] }.max() ?? now
             crash(node, linksUntil: max(now, arrived) + 1)
             schedule(.restart(node: node), at: max(now, arrived) + Int64(500 + roll(5_000)))
             return
