@@ -195,6 +195,20 @@ extension SessionStateMachine {
         flushOutbox(to: peer, at: now, &out)
     }
 
+    /// The shell could not commit a send (`plan`): its messages are not in the store, so nothing is
+    /// left to resend. They leave the outbox (a member that got them first has acknowledged them).
+    public mutating func sendNotStored(_ plan: SendPlan) {
+        let ids = plan.messages.compactMap { WireID(hex: $0.id) }
+        for peer in plan.recipients {
+            guard outbox[peer] != nil else { continue }
+            for id in ids { outbox[peer]?.removeValue(forKey: id) }
+            if outbox[peer]?.isEmpty == true {
+                outbox[peer] = nil
+                timers.cancel(.retransmit(peer))
+            }
+        }
+    }
+
     mutating func dropOutbox(for peer: PeerID?, in room: RoomID, _ out: inout [SessionAction]) {
         for recipient in peer.map({ [$0] }) ?? Array(outbox.keys) {
             guard var queued = outbox[recipient] else { continue }

@@ -133,7 +133,10 @@ public actor SessionNode {
     func performOwn(_ plan: SessionStateMachine.SendPlan, _ actions: [SessionAction], in room: RoomID, mayGoFirst: Bool) -> (committed: Bool, wentFirst: Bool) {
         let first = plan.messages.first?.sequence ?? 0
         let ahead = mayGoFirst && storedThrough[room].map { $0 + 1 == first } == true
-        guard perform(actions, allOrNothing: true, sendFirst: ahead) else { return (false, ahead) }
+        guard perform(actions, allOrNothing: true, sendFirst: ahead) else {
+            engine.sendNotStored(plan)
+            return (false, ahead)
+        }
         if let last = plan.messages.last?.sequence { storedThrough[room] = last }
         return (true, ahead)
     }

@@ -299,6 +299,8 @@ let lab = RoomID("lab")!
         } catch {
             #expect(error.code == "storage" && !error.message.contains("may have it"), "\(error)")
         }
+        // Neither failed send is left to resend: bob acknowledged the first; the second left the outbox.
+        try await eventually("nothing left to resend") { await alice.node.unacknowledged().isEmpty }
         try await alice.node.executeOnStore("PRAGMA query_only = 0")
         _ = try await alice.node.send("stored again", room: lab)
         _ = try await alice.node.send("ahead again", room: lab)
