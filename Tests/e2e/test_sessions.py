@@ -405,7 +405,12 @@ def test_two_hosts_named_pi_at_raspberrypi_share_a_room_and_a_third_name_holder_
     warning with the new key's code and both known ones."""
     lan.up(4)
     lan.start_daemon("h1", name="carol", extra=["--auto-accept", "all"])
-    pis = {host: lan.start_daemon(host, name="pi@raspberrypi", extra=["--auto-accept", "all"]) for host in ("h2", "h3")}
+    # One after the other, as test_same_display_name_on_two_hosts_both_appear_distinguishably does: two hosts
+    # probing one name at the same instant can keep Avahi renaming both for a long while (this failed CI once).
+    pis = {}
+    for host in ("h2", "h3"):
+        pis[host] = lan.start_daemon(host, name="pi@raspberrypi", extra=["--auto-accept", "all"])
+        wait_for(lambda: pis[host].status()["advertising"] == "registered", timeout=15, what=f"{host} registered")
     ids = {host: daemon.status()["id"] for host, daemon in pis.items()}
     wait_for(lambda: {p["id"] for p in lan.peers("h1") if p["addresses"]} >= set(ids.values()), timeout=30, what="carol to see both pis")
     watch = lan.popen("h1", [os.path.join(BIN, "lanchat"), "watch"], stdout=subprocess.PIPE, text=True)
