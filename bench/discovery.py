@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "e2e"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlan import BIN, TestLAN, wait_for, wait_process  # noqa: E402
-from figures import figure, proc_stats, stop_quietly  # noqa: E402
+from figures import figure, proc_stats, stop_quietly, wakeups  # noqa: E402
 
 
 def reader(process):
@@ -134,7 +134,7 @@ def idle(lan, seconds, window):
         def figures(b, a):
             return {"rss_mib": round(a["rss_kib"] / 1024, 1), "pss_mib": round(a["pss_kib"] / 1024, 1),
                     "private_mib": round(a["private_kib"] / 1024, 1), "cpu_percent": round(100 * (a["ticks"] - b["ticks"]) / hz / window, 3),
-                    "wakeups_per_s": round((a["switches"] - b["switches"]) / window, 1), "threads": a["threads"]}
+                    "wakeups_per_s": round(wakeups(b, a) / window, 1), "threads": a["threads"]}
         result = {"lanchatd": figures(before, after), "avahi_daemon": figures(avahi_before, avahi_after),
                   "after_seconds": seconds, "window_seconds": window, "peers": len(lan.peers("h1"))}
     finally:

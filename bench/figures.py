@@ -35,15 +35,24 @@ def cpu_ticks(lan, host, pid, children=False):
 def proc_stats(lan, host, pid):
     values = proc_status(lan, host, pid)
     ticks = cpu_ticks(lan, host, pid)
-    # Context switches of every thread: each one is a wake-up.
-    switches = lan.run(host, ["sh", "-c", f"cat /proc/{pid}/task/*/status | grep ctxt_switches"]).stdout
-    total = sum(int(line.split(":")[1]) for line in switches.splitlines())
+    # Context switches of each thread, by thread id: each one is a wake-up (`wakeups` takes the difference).
+    switches = lan.run(host, ["sh", "-c", f"grep -H ctxt_switches /proc/{pid}/task/*/status"]).stdout
+    total = {}
+    for line in switches.splitlines():
+        tid = line.split("/task/")[1].split("/")[0]
+        total[tid] = total.get(tid, 0) + int(line.rsplit(":", 1)[1])
     # PSS (shared pages split between the processes that map them) and private memory (no one else's).
     rollup = lan.run(host, ["cat", f"/proc/{pid}/smaps_rollup"]).stdout
     memory = {line.split(":")[0]: int(line.split(":")[1].split()[0]) for line in rollup.splitlines()[1:] if ":" in line}
     return {"rss_kib": int(values["VmRSS"].split()[0]), "ticks": ticks, "switches": total,
             "threads": int(values["Threads"]), "pss_kib": memory.get("Pss", 0),
             "private_kib": memory.get("Private_Clean", 0) + memory.get("Private_Dirty", 0)}
+
+
+def wakeups(before, after):
+    """Context switches between two `proc_stats`, thread by thread: a thread started meanwhile counts
+    whole, one that ended counts nothing (summing all threads' counters went negative when one ended)."""
+    return sum(count - before["switches"].get(tid, 0) for tid, count in after["switches"].items())
 
 
 def stop_quietly(what, stop):

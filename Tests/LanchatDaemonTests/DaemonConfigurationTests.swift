@@ -153,6 +153,10 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         let long = DiscoveryService.instanceName(base: String(repeating: "é", count: 100), attempt: 2)
         #expect(long.utf8.count <= 63)
         #expect(long.hasSuffix(" (3)"))
+        // After the name stayed contested on the network: our id's first characters, kept when cut.
+        #expect(DiscoveryService.instanceName(base: "alice", attempt: 0, tag: "ww7lh5") == "alice [ww7lh5]")
+        let tagged = DiscoveryService.instanceName(base: String(repeating: "é", count: 100), attempt: 1, tag: "ww7lh5")
+        #expect(tagged.utf8.count <= 63 && tagged.hasSuffix("é [ww7lh5] (2)"), "\(tagged)")
     }
 
     @Test func logValuesCannotForgeLines() {

@@ -1,7 +1,11 @@
 """Publishes hostile _chat-service._tcp services with hand-built mDNS responses, things avahi-publish
 refuses to send: instance names that are not UTF-8, control characters, oversized TXT records; or, with
 --flood N, N lanchat-looking services at once (fresh ids, all on this host).
-Run on a simulated host without avahi (it binds UDP 5353). Usage: mdns_raw.py ADDRESS HOSTNAME [--flood N]"""
+With --contest PREFIX SECONDS it answers, for SECONDS, every probe for an instance whose name starts
+with PREFIX (and has no "[") with a record of its own for that name, as a host that holds the name and
+each "PREFIX #N" Avahi renames to would: such a registration never completes.
+Run on a simulated host without avahi (it binds UDP 5353).
+Usage: mdns_raw.py ADDRESS HOSTNAME [--flood N | --contest PREFIX SECONDS]"""
 import base64
 import os
 import socket
@@ -43,6 +47,56 @@ def flood(count):
         yield [b"flood-%d" % n] + service, [b"v=1", b"id=" + peer_id, b"name=flood-%d" % n, b"enc=required"]
 
 
+def read_name(packet, offset):
+    """The labels of the name at `offset` (following compression pointers) and the offset after it."""
+    labels, end, hops = [], None, 0
+    while True:
+        length = packet[offset]
+        if length & 0xC0 == 0xC0:
+            if end is None:
+                end = offset + 2
+            offset = ((length & 0x3F) << 8) | packet[offset + 1]
+            hops += 1
+            if hops > 32:
+                raise ValueError("pointer loop")
+        elif length == 0:
+            return labels, (end if end is not None else offset + 1)
+        else:
+            labels.append(packet[offset + 1:offset + 1 + length])
+            offset += 1 + length
+
+
+def contest(sock, address, target, prefix, seconds):
+    """Answers probes (queries with records in their authority section) for our service type's
+    instances named PREFIX... with an SRV record of our own: the prober sees the name taken."""
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(GROUP[0]) + socket.inet_aton(address))
+    service = [b"_chat-service", b"_tcp", b"local"]
+    deadline = time.monotonic() + seconds
+    answered = set()
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            packet, _ = sock.recvfrom(9000)
+        except socket.timeout:
+            continue
+        try:
+            flags, questions, _, authority = struct.unpack("!HHHH", packet[2:10])
+            if flags & 0x8000 or not authority:
+                continue  # a response, or a query that is not a probe
+            offset = 12
+            for _ in range(questions):
+                labels, offset = read_name(packet, offset)
+                offset += 4
+                if labels[1:] == service and labels[0].startswith(prefix) and b"[" not in labels[0]:
+                    srv = record(name(labels), 33, struct.pack("!HHH", 0, 0, 9) + target)
+                    sock.sendto(struct.pack("!HHHHHH", 0, 0x8400, 0, 1, 0, 0) + srv, GROUP)
+                    if labels[0] not in answered:
+                        answered.add(labels[0])
+                        print(labels[0].decode(errors="replace"), flush=True)
+        except (IndexError, ValueError, struct.error):
+            continue
+
+
 def main():
     address, host = sys.argv[1], sys.argv[2]
     many = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--flood" else None
@@ -52,6 +106,8 @@ def main():
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(address))
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
     target = name([host.encode(), b"local"])
+    if len(sys.argv) > 5 and sys.argv[3] == "--contest":
+        return contest(sock, address, target, sys.argv[4].encode(), float(sys.argv[5]))
     answers = []
     port = 40000
     for labels, items in (flood(many) if many else services()):

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from testlan import BIN, read_line, wait_for
 
@@ -115,6 +116,30 @@ def test_same_name_twice_on_one_host(lan):
     assert second.status()["instance"] == "twin (2)"
     lan.start_daemon("h2", name="watcher")
     wait_for(lambda: sorted(p["instance"] for p in lan.peers("h2")) == ["twin", "twin (2)"], what="h2 to see both twins")
+
+
+def test_a_name_that_stays_contested_is_advertised_with_our_id(lan):
+    """Two hosts that probe one name at the same instant can keep Avahi renaming both ("name #2", "#3",
+    ...), and neither is listed (CI saw 30 s). Here a host answers every probe for "squat" and each
+    "squat #N" as its own: after DiscoveryService.contestedAfter (10 s) lanchatd advertises as
+    "squat [first characters of its id]", and the others list it under its name."""
+    lan.up(2)
+    lan.add_host("evil", avahi=False)
+    squatter = lan.popen("evil", [sys.executable, os.path.join(HERE, "mdns_raw.py"), lan.addr("evil"), "evil", "--contest", "squat", "20"],
+                         stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # (its socket joined the group)
+    daemon = lan.start_daemon("h1", name="squat")
+    own = daemon.status()["id"]
+    status = wait_for(lambda: (lambda s: s if s["advertising"] == "registered" else None)(daemon.status()), timeout=30,
+                      what="the advertisement registered under another name")
+    assert status["instance"] == f"squat [{own[:6]}]", status
+    assert "the name stayed contested on the network" in daemon.log()
+    lan.start_daemon("h2", name="watcher")
+    peer = wait_for(lambda: next((p for p in lan.peers("h2") if p["id"] == own and p["addresses"]), None), timeout=20,
+                    what="h2 to list the squatted daemon")
+    assert (peer["name"], peer["instance"]) == ("squat", f"squat [{own[:6]}]"), peer
+    # It did contest the name itself (it prints each name it answered for, the first time).
+    read_line(squatter.stdout, 5, "the squatter to have answered for 'squat'", match=lambda line: line.strip() == "squat")
 
 
 def test_independent_clients_see_and_resolve_our_service(lan):

@@ -123,10 +123,11 @@ public actor DiscoveryService: Service {
 
     // MARK: Advertising
 
-    /// The instance name to try after `attempt` same-host conflicts: "name", "name (2)", ...
+    /// The instance name to try after `attempt` same-host conflicts: "name", "name (2)", ...; with
+    /// `tag` (after the name stayed contested on the network: `contestedAfter`), "name [tag]", ...;
     /// cut to the 63 bytes a DNS label allows.
-    static func instanceName(base: String, attempt: Int) -> String {
-        let suffix = attempt == 0 ? "" : " (\(attempt + 1))"
+    static func instanceName(base: String, attempt: Int, tag: String? = nil) -> String {
+        let suffix = (tag.map { " [\($0)]" } ?? "") + (attempt == 0 ? "" : " (\(attempt + 1))")
         var name = ""
         for character in base where name.utf8.count + String(character).utf8.count + suffix.utf8.count <= 63 {
             name.append(character)
@@ -141,9 +142,17 @@ public actor DiscoveryService: Service {
         hub.publish(ControlEvent(type: "advertising", time: Self.now(), advertising: state.rawValue, instance: name))
     }
 
+    /// A registration that Avahi has not confirmed after this long is given up, and the name gets our
+    /// id's first characters (`instanceName(tag:)`), which no other host's name carries. Avahi renames
+    /// a name taken on the network ("name #2") in a second or two; but two hosts that probe one name at
+    /// the same instant (two machines named `pi@raspberrypi` booting together) can keep renaming each
+    /// other for a long while, and both stay unlisted (a CI run saw 30 s).
+    static let contestedAfter = Duration.seconds(10)
+
     private func advertiseLoop(interfaceIndex: UInt32) async {
         var backoff = Backoff()
         var conflicts = 0
+        var tag: String?
         var reportedOutage = false
         let txt: [UInt8]
         do { txt = try advertisement.txtRecord.encode() } catch {
@@ -151,14 +160,21 @@ public actor DiscoveryService: Service {
             return
         }
         while !Task.isCancelled {
-            let name = Self.instanceName(base: advertisement.displayName, attempt: conflicts)
+            let name = Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: tag)
             do {
                 let registration = try await DNSSD.register(
                     name: name, type: DNSSD.chatServiceType, port: port, txt: txt, interfaceIndex: interfaceIndex)
                 setAdvertising(.registering, name: nil, interfaceIndex: interfaceIndex)
+                // Gives the registration up (ending its events) if Avahi has not confirmed it in time.
+                let watchdog = Task {
+                    do { try await Task.sleep(for: Self.contestedAfter) } catch { return false }
+                    await registration.close()
+                    return true
+                }
                 for await event in registration.events {
                     switch event {
                     case .registered(let finalName):
+                        watchdog.cancel()
                         backoff.reset()
                         reportedOutage = false
                         if finalName != name {
@@ -172,10 +188,20 @@ public actor DiscoveryService: Service {
                         setAdvertising(.avahiUnavailable, name: nil, interfaceIndex: interfaceIndex)
                     }
                 }
-                // The stream ended: the registration failed, or we are shutting down. Either way, free it;
-                // on shutdown this withdraws the service (Avahi sends goodbye packets).
+                // The stream ended: the registration failed, was not confirmed in time, or we are shutting
+                // down. Either way, free it; on shutdown this withdraws the service (Avahi sends goodbye packets).
+                watchdog.cancel()
+                let contested = await watchdog.value
                 await registration.close()
                 if Task.isCancelled { logger.info("advertisement withdrawn") }
+                if contested && !Task.isCancelled && tag == nil {
+                    tag = String(advertisement.peerID.rawValue.prefix(6))
+                    logger.warning("the name stayed contested on the network; advertising under a name of our own", metadata: [
+                        "dnssd.instance": "\(Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: tag))",
+                        "waited_s": "\(Self.contestedAfter.components.seconds)",
+                    ])
+                    continue
+                }
             } catch let error where error.code == .nameConflict {
                 conflicts += 1
                 logger.notice("name taken on this host; trying another", metadata: ["dnssd.instance": "\(name)"])
