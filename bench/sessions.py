@@ -226,7 +226,8 @@ def main():
             (f"room of {n}: every member connected", shown(big, lambda b: f"{b['mesh_ms'] / 1000:.1f} s"),
              shown(big, lambda b: f"invite median {b['invite_p50_ms']:.1f} ms"), shown(big, lambda b: f"first invite {b['invite_first_ms']:.1f} ms")),
             (f"room of {n}: fan-out p99", shown(big, lambda b: f"{b['fanout_p99_ms']:.2f} ms"), "goal < 20 ms",
-             shown(big, lambda b: f"p50 {b['fanout_p50_ms']:.2f}, max {b['fanout_max_ms']:.2f} ms (one every {b['fanout_interval_ms']:.0f} ms)")),
+             shown(big, lambda b: f"p50 {b['fanout_p50_ms']:.2f}, max {b['fanout_max_ms']:.2f} ms (one every {b['fanout_interval_ms']:.0f} ms); "
+                                  f"links lost meanwhile: {b['fanout_links_lost_count']:.0f}")),
             (f"room of {n}: idle CPU, {n - 1} links", shown(big, lambda b: f"{b['idle_cpu_percent']:.3f} %"), "goal < 1 %",
              shown(big, lambda b: f"{b['idle_links_count']:.0f} links up, over {b['idle_seconds']:.0f} s")),
             (f"room of {n}: the LAN itself", shown(big, lambda b: f"{n} avahi-daemons: PSS {b['lan_avahi_pss_mib']:.0f} MiB"),

@@ -109,6 +109,11 @@ extension SessionStateMachine {
                               kind: kind, body: message.body, reliable: reliable, signature: signature, direct: message.direct))
     }
 
+    /// The ids of our messages queued for `peer` (sent again until it acknowledges them).
+    public func queued(for peer: PeerID) -> Set<String> {
+        Set((outbox[peer] ?? [:]).keys.map(\.description))
+    }
+
     /// Reliable messages not yet acknowledged, per recipient.
     public var unacknowledged: [PeerID: Int] { outbox.filter { !$0.value.isEmpty }.mapValues(\.count) }
 

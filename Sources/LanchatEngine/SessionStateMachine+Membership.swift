@@ -195,6 +195,7 @@ extension SessionStateMachine {
         var proven: [PeerID] = []
         var unproven = 0
         let proofsNeeded = configuration.envelopes != nil
+        let before = rooms[room]?.members
         for member in members {
             guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
             // A member that told us it is not in the room comes back by a direct admission, after a
@@ -228,7 +229,9 @@ extension SessionStateMachine {
             out.append(.emit(.memberState(room: room.rawValue, peer: SessionPeer(id: id, name: member.name), state: state)))
         }
         reportUnproven(unproven, in: room, from: link, &out)
-        saveRoom(room, &out)
+        // Only if something changed: every member's list at every resync (each 30 s) was a synced write
+        // of the whole list, 63 of them per resync in a room of 64.
+        if rooms[room]?.members != before { saveRoom(room, &out) }
         introduce(introduced + proven, in: room, at: now, &out)
         for id in introduced {
             if let entry = links.entry(id) { welcome(entry, to: room, at: now, &out) }

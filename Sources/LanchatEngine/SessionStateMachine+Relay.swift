@@ -101,6 +101,10 @@ extension SessionStateMachine {
         return Array(marks.sorted { ($0.last, $0.author) > ($1.last, $1.author) }.prefix(WireFrame.SyncRequest.maximumMarks))
     }
 
+    /// How recently (ms, by our clock) a message must have been stored for a relay answer to leave it to
+    /// its connected author (`lacking`).
+    public static let relayGrace: Int64 = 5_000
+
     /// The `since_ms` of our SYNC_REQUEST: when we joined the room (by our clock; now if we do not know).
     /// Relay brings what was written while we were a member; what came before is our inviter's history,
     /// in the scope we chose (a margin for clocks would hand on what we chose not to get).
@@ -114,11 +118,22 @@ extension SessionStateMachine {
     /// relay's own) and not direct, whose sequence is in none of the runs the requester holds from their
     /// author. (The requester looks at twice as many recent messages as are sent, so what it left out is
     /// older than what is sent, or at worst sent again: ids de-duplicate.)
+    ///
+    /// Left out as well: our own messages in `queued` (our outbox for the requester: they go to it
+    /// anyway), and messages in `recent` (stored here less than `relayGrace` ago: `RecentArrivals`) by an
+    /// author in `leftToAuthors` (those connected to us). Such a message is most likely on its way from
+    /// its author; relaying it too made every resync of a busy room a storm of histories of one message
+    /// each (in a room of 64, a second or two during which every core was busy). If its author cannot
+    /// reach the requester, or did not queue it (unreliable), a later request brings it (the next
+    /// resync, `resyncInterval`).
     public static func lacking(
-        _ messages: [StoredMessage], marks: [String: [ClosedRange<UInt64>]], requester: PeerID, ownID: PeerID, members: Set<PeerID>
+        _ messages: [StoredMessage], marks: [String: [ClosedRange<UInt64>]], requester: PeerID, ownID: PeerID, members: Set<PeerID>,
+        leftToAuthors: Set<PeerID> = [], recent: Set<String> = [], queued: Set<String> = []
     ) -> [StoredMessage] {
-        messages.filter { message in
-            guard message.kind != .system, !message.direct, message.senderID != requester.rawValue,
+        let recentAuthors = Set(leftToAuthors.map(\.rawValue))
+        return messages.filter { message in
+            guard message.kind != .system, !message.direct, message.senderID != requester.rawValue, !queued.contains(message.id),
+                  !recent.contains(message.id) || !recentAuthors.contains(message.senderID),
                   message.isSigned || message.senderID == ownID.rawValue,
                   message.senderID == ownID.rawValue || PeerID(message.senderID).map(members.contains) == true else { return false }
             let sequence = UInt64(max(0, message.sequence))

@@ -140,6 +140,8 @@ public actor SessionNode {
         if let last = plan.messages.last?.sequence { storedThrough[room] = last }
         return (true, ahead)
     }
+    /// What was stored in the last moments (a relay answer leaves it to its author: `SessionStateMachine.lacking`).
+    var arrivals = RecentArrivals()
     private let clockOrigin = ContinuousClock.now
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false
@@ -270,6 +272,15 @@ public actor SessionNode {
 
     // MARK: Performing the engine's actions
 
+    /// What we hold of the room's recent messages (twice what a member sends, so that its window lies
+    /// within ours), as a SYNC_REQUEST.
+    func syncRequest(_ room: RoomID) -> WireFrame.SyncRequest {
+        let held = (try? store.recentSequences(room: room.rawValue, limit: 2 * max(500, configuration.historyForNewcomers))) ?? []
+        let joined = (try? store.joinedAt(room: room.rawValue)) ?? nil
+        let since = SessionStateMachine.relayFloor(joinedAt: joined, now: Self.nowMilliseconds())
+        return .init(room: room, sinceMilliseconds: since, marks: SessionStateMachine.syncMarks(held))
+    }
+
     /// Performs a batch of actions: the writes first, in one transaction; then the rest in order. If the
     /// writes fail, what depends on them does not happen: no acknowledgement is sent (the sender keeps
     /// the message and sends it again) and no message is reported; with `allOrNothing` (a message we
@@ -282,6 +293,8 @@ public actor SessionNode {
         guard !stopped else { return false }
         var inserted: Set<String> = []
         var committed = true
+        // A resync asks every member of a room at once: what we hold is read once per room.
+        var syncRequests: [RoomID: WireFrame.SyncRequest] = [:]
         if sendFirst {
             for case .send(let handle, let frames) in actions { openLinks[handle]?.connection.send(frames, flushNow: true) }
         }
@@ -297,6 +310,7 @@ public actor SessionNode {
                 try store.transaction(durable: durable) {
                     for case .persist(let operation) in actions { try apply(operation, inserted: &inserted) }
                 }
+                if !inserted.isEmpty { arrivals.note(inserted, at: time().monotonic) }
                 scheduleCheckpoint()
             } catch {
                 logger.error("cannot write to the store", metadata: ["error": "\(error)"])
@@ -338,16 +352,16 @@ public actor SessionNode {
                 let limit = openLinks[handle].flatMap { $0.connection.session.version >= 2 ? scope.limit : nil }
                 openLinks[handle]?.connection.send([.historyRequest(room: room, sinceMilliseconds: UInt64(since), limit: limit.map { UInt32(clamping: $0) })])
             case .requestSync(let room, let handle):
-                // What we hold of the room's recent messages (twice what a member sends, so that its
-                // window lies within ours).
-                let held = (try? store.recentSequences(room: room.rawValue, limit: 2 * max(500, configuration.historyForNewcomers))) ?? []
-                let joined = (try? store.joinedAt(room: room.rawValue)) ?? nil
-                let since = SessionStateMachine.relayFloor(joinedAt: joined, now: Self.nowMilliseconds())
-                openLinks[handle]?.connection.send([.syncRequest(.init(room: room, sinceMilliseconds: since, marks: SessionStateMachine.syncMarks(held)))])
+                let request = syncRequests[room] ?? syncRequest(room)
+                syncRequests[room] = request
+                openLinks[handle]?.connection.send([.syncRequest(request)])
             case .sendSync(let room, let since, let marks, let peer):
                 let latest = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
                 let members = Set((engine.members(of: room) ?? [:]).keys)
-                let lacking = SessionStateMachine.lacking(latest, marks: marks, requester: peer.id, ownID: configuration.ownID, members: members)
+                let lacking = SessionStateMachine.lacking(
+                    latest, marks: marks, requester: peer.id, ownID: configuration.ownID, members: members,
+                    leftToAuthors: Set(engine.connections.keys.filter(engine.isConnected)), recent: arrivals.ids(after: time().monotonic - SessionStateMachine.relayGrace),
+                    queued: engine.queued(for: peer.id))
                 sendHistory(SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize),
                             room: room, to: peer, signed: true)
             case .emit(.topicMessage(let message)):

@@ -105,11 +105,16 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     try? await Task.sleep(for: .milliseconds(300))
 }
 
-/// Members answer pings, count the throughput run, and record fan-out arrivals.
+/// Members answer pings, count the throughput run, and record fan-out arrivals and the links they lose.
 func member(node: isolated SessionNode, room: RoomID, rendezvous: String, name: String) async {
     var arrivals: [String: Double] = [:]
+    var lost: [String] = []
     var counted = 0
     for await event in node.events {
+        if case .memberLeft(_, let peer, let code, _, _) = event {
+            lost.append("\(now()) \(code) \(peer.name)")
+            continue
+        }
         guard case .message(let message) = event, !message.outgoing, message.stored.kind == .text else { continue }
         let body = message.stored.body
         if body.hasPrefix("ping:") {
@@ -124,6 +129,7 @@ func member(node: isolated SessionNode, room: RoomID, rendezvous: String, name: 
             arrivals[String(body.dropFirst(4))] = now()
         } else if body == "done" {
             let lines = arrivals.map { "\($0.key) \($0.value)" }.joined(separator: "\n")
+            writeFile("\(rendezvous)/\(name).lost", lost.map { $0 + "\n" }.joined())
             writeFile("\(rendezvous)/\(name).arrivals", lines + "\n")
             return
         }
@@ -200,6 +206,7 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     // Fan-out to the whole room: one message every 5 ms, or every half millisecond per member in a bigger
     // room (each member syncs its own commit, and all of them share this machine's disk and 2 cores).
     var sent: [String: Double] = [:]
+    let fanStart = now()
     let interval = max(5, peers.count / 2)
     for index in 0..<300 {
         sent["\(index)"] = now()
@@ -207,6 +214,7 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
         try await Task.sleep(for: .milliseconds(interval))
     }
     try await Task.sleep(for: .milliseconds(500))
+    let fanEnd = now()
 
     // Idle with every link up (LANCHAT_BENCH_IDLE_SECONDS, 0 by default: skipped): the CPU this process
     // spends on heartbeats and timers, from its own accounting.
@@ -221,6 +229,7 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     }
     _ = try node.send("done", room: room)
     var latest: [String: Double] = [:]
+    var linksLost = 0
     for peer in peers {
         var text: String?
         for _ in 0..<200 {
@@ -237,6 +246,10 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
             seen += 1
         }
         guard seen == sent.count else { die("\(peer.name) got \(seen) of \(sent.count) fan-out messages") }
+        // (written before the arrivals) Links this member lost during the fan-out, whatever the reason.
+        for line in (readFile("\(rendezvous)/\(peer.name).lost") ?? "").split(separator: "\n") {
+            if let time = line.split(separator: " ").first.flatMap({ Double($0) }), time >= fanStart, time <= fanEnd { linksLost += 1 }
+        }
     }
     let fanout = sent.map { (latest[$0.key]! - $0.value) * 1000 }
     return [
@@ -245,7 +258,7 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
         "rtt_p50_us": percentile(rtts, 0.5), "rtt_p99_us": percentile(rtts, 0.99),
         "throughput_msgs_per_s": batched, "throughput_single_msgs_per_s": single,
         "fanout_p50_ms": percentile(fanout, 0.5), "fanout_p99_ms": percentile(fanout, 0.99), "fanout_max_ms": fanout.max()!,
-        "fanout_interval_ms": Double(interval), "mesh_ms": mesh,
+        "fanout_interval_ms": Double(interval), "fanout_links_lost_count": Double(linksLost), "mesh_ms": mesh,
     ].merging(idle) { first, _ in first }
 }
 

@@ -106,6 +106,27 @@ import Testing
                 == ["m1", "m2", "m4", "m5", "m7", "m5"])
         // carol left: her messages are not handed on (the requester would not keep them).
         #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id, members: [bob.id]).map(\.body) == ["m5"])
+        // Stored here a moment ago by an author connected to us, or ours and queued for the asker: left to its author.
+        let held = [carol.id.rawValue: [2...2, 5...5] as [ClosedRange<UInt64>]]
+        var arrivals = RecentArrivals()
+        arrivals.note([messages[0].id], at: 100)          // carol's 1, long ago
+        arrivals.note([messages[5].id, messages[7].id], at: 10_000)  // carol's 7, our 5, a moment ago
+        let recent = arrivals.ids(after: 10_001 - SessionStateMachine.relayGrace)
+        #expect(recent == [messages[5].id, messages[7].id])
+        #expect(SessionStateMachine.lacking(messages, marks: held, requester: bob.id, ownID: me.id, members: members,
+                                            leftToAuthors: [carol.id], recent: recent).map(\.body) == ["m1", "m4", "m5"])
+        #expect(SessionStateMachine.lacking(messages, marks: held, requester: bob.id, ownID: me.id, members: members,
+                                            leftToAuthors: [], recent: recent, queued: [messages[7].id]).map(\.body) == ["m1", "m4", "m7"])
+    }
+
+    @Test func recentArrivalsKeepTheNewestWithinTheirCapacity() {
+        var arrivals = RecentArrivals()
+        arrivals.note((0..<RecentArrivals.capacity * 3).map { "m\($0)" }, at: 7)
+        #expect(arrivals.count == RecentArrivals.capacity)
+        let ids = arrivals.ids(after: 6)
+        #expect(ids.count == RecentArrivals.capacity && ids.contains("m\(RecentArrivals.capacity * 3 - 1)") && !ids.contains("m0"))
+        arrivals.note(["late"], at: 9)
+        #expect(arrivals.ids(after: 7) == ["late"])
     }
 
     @Test func aRelayAnswerKeepsTheNewestThatFitItsLimit() {

@@ -31,6 +31,8 @@ final class Simulator {
         var incarnation = 0
         /// Part files (they survive a crash: what was written is on disk), by transfer id.
         var disk: [WireID: [UInt8]] = [:]
+        /// What it stored in the last moments (in memory: a crash forgets it).
+        var arrivals = RecentArrivals()
     }
 
     final class Link {
@@ -347,6 +349,7 @@ final class Simulator {
                 inserted.insert(message.id)
             }
         }
+        nodes[node].arrivals.note(inserted, at: now)
         for action in actions { perform(action, node: node, inserted: inserted) }
         if let deadline = nodes[node].engine?.nextDeadline {
             schedule(.tick(node: node, incarnation: nodes[node].incarnation), at: max(now, deadline))
@@ -387,8 +390,11 @@ final class Simulator {
         case .sendSync(let room, let since, let marks, let peer):
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
             let members = Set((nodes[node].engine?.members(of: room) ?? [:]).keys)
+            let connected = Set((nodes[node].engine?.connections ?? [:]).keys.filter { nodes[node].engine?.isConnected($0) == true })
             let lacking = SessionStateMachine.lacking(nodes[node].store.export(room: room.rawValue, since: since, limit: 1000), marks: marks,
-                                                      requester: peer.id, ownID: nodes[node].peer.id, members: members)
+                                                      requester: peer.id, ownID: nodes[node].peer.id, members: members,
+                                                      leftToAuthors: connected, recent: nodes[node].arrivals.ids(after: now - SessionStateMachine.relayGrace),
+                                                      queued: nodes[node].engine?.queued(for: peer.id) ?? [])
             if verbose { log("n\(node) -> n\(to): sync answer \(room) since \(since) \(lacking.map { $0.id.prefix(8) }) for marks \(marks.mapValues { $0.map { "\($0.lowerBound)-\($0.upperBound)" } })") }
             if !lacking.isEmpty { schedule(.history(link: link.id, to: to, from: node, room, lacking), at: arrival(link, to: to)) }
         case .requestHistory(let room, let handle, _):
@@ -523,6 +529,7 @@ final class Simulator {
         log("n\(index) crashes")
         noteCrash(index)
         nodes[index].engine = nil
+        nodes[index].arrivals = RecentArrivals()
         storedThrough[index] = nil
         if let linksUntil {
             schedule(.dropLinks(node: index), at: linksUntil)
