@@ -230,7 +230,7 @@ extension SessionStateMachine {
         }
         reportUnproven(unproven, in: room, from: link, &out)
         // Only if something changed: every member's list at every resync (each 30 s) was a synced write
-        // of the whole list, 63 of them per resync in a room of 64.
+        // of the whole list, 63 of them per resync in a room of 64 (our own resync saves it once).
         if rooms[room]?.members != before { saveRoom(room, &out) }
         introduce(introduced + proven, in: room, at: now, &out)
         for id in introduced {
@@ -285,6 +285,9 @@ extension SessionStateMachine {
         // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
         syncServed.removeAll()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            // Saved once a round: a list that `merge` found unchanged is not saved there, so a save that
+            // failed (a full disk) is repaired here.
+            saveRoom(room, &out)
             for member in rooms[room]!.members.keys.sorted() {
                 guard let entry = links.entry(member) else { continue }
                 sendMembers(room, to: entry, at: now, &out)

@@ -78,6 +78,8 @@ public actor SessionNode {
         let handle: LinkHandle
         let connection: PeerConnector.Connection
         let peer: SessionPeer
+        /// When it was adopted (a relay answer on a link this young leaves nothing to authors: `lacking`).
+        let opened = ContinuousClock.now
 
         init(handle: LinkHandle, connection: PeerConnector.Connection, peer: SessionPeer) {
             self.handle = handle
@@ -358,9 +360,12 @@ public actor SessionNode {
             case .sendSync(let room, let since, let marks, let peer):
                 let latest = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
                 let members = Set((engine.members(of: room) ?? [:]).keys)
+                // The first answer on a new link (a member back from an outage) leaves nothing to authors.
+                let settled = links[peer.id].map { ContinuousClock.now - $0.opened > .milliseconds(SessionStateMachine.relayGrace) } ?? false
                 let lacking = SessionStateMachine.lacking(
                     latest, marks: marks, requester: peer.id, ownID: configuration.ownID, members: members,
-                    leftToAuthors: Set(engine.connections.keys.filter(engine.isConnected)), recent: arrivals.ids(after: time().monotonic - SessionStateMachine.relayGrace),
+                    leftToAuthors: settled ? Set(engine.connections.keys.filter(engine.isConnected)) : [],
+                    recent: settled ? arrivals.ids(after: time().monotonic - SessionStateMachine.relayGrace) : [],
                     queued: engine.queued(for: peer.id))
                 sendHistory(SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize),
                             room: room, to: peer, signed: true)

@@ -143,7 +143,8 @@ public actor DiscoveryService: Service {
     }
 
     /// A registration that Avahi has not confirmed after this long is given up, and the name gets our
-    /// id's first characters (`instanceName(tag:)`), which no other host's name carries. Avahi renames
+    /// id's first characters (`instanceName(tag:)`), which no other host's name carries (for the rest of
+    /// the process: a registration slowed by Avahi itself, not by a contest, is renamed all the same). Avahi renames
     /// a name taken on the network ("name #2") in a second or two; but two hosts that probe one name at
     /// the same instant (two machines named `pi@raspberrypi` booting together) can keep renaming each
     /// other for a long while, and both stay unlisted (a CI run saw 30 s).
@@ -165,15 +166,19 @@ public actor DiscoveryService: Service {
                 let registration = try await DNSSD.register(
                     name: name, type: DNSSD.chatServiceType, port: port, txt: txt, interfaceIndex: interfaceIndex)
                 setAdvertising(.registering, name: nil, interfaceIndex: interfaceIndex)
-                // Gives the registration up (ending its events) if Avahi has not confirmed it in time.
-                let watchdog = Task {
+                // Gives the registration up (ending its events) if Avahi has not confirmed it in time; once
+                // (a name of our own, `tag`, waits as long as it takes).
+                let watchdog = Task { [tag] in
+                    guard tag == nil else { return false }
                     do { try await Task.sleep(for: Self.contestedAfter) } catch { return false }
                     await registration.close()
                     return true
                 }
+                var confirmed = false
                 for await event in registration.events {
                     switch event {
                     case .registered(let finalName):
+                        confirmed = true
                         watchdog.cancel()
                         backoff.reset()
                         reportedOutage = false
@@ -191,10 +196,10 @@ public actor DiscoveryService: Service {
                 // The stream ended: the registration failed, was not confirmed in time, or we are shutting
                 // down. Either way, free it; on shutdown this withdraws the service (Avahi sends goodbye packets).
                 watchdog.cancel()
-                let contested = await watchdog.value
+                let contested = await watchdog.value && !confirmed
                 await registration.close()
                 if Task.isCancelled { logger.info("advertisement withdrawn") }
-                if contested && !Task.isCancelled && tag == nil {
+                if contested && !Task.isCancelled {
                     tag = String(advertisement.peerID.rawValue.prefix(6))
                     logger.warning("the name stayed contested on the network; advertising under a name of our own", metadata: [
                         "dnssd.instance": "\(Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: tag))",
