@@ -42,6 +42,21 @@ import Testing
         #expect(node.members(of: lab)?[bob.id]?.port == 7600 && node.members(of: lab)?[bob.id]?.addresses.first == "198.18.0.22")
     }
 
+    /// A member's list is saved only when it changes something (every member sends it at every resync:
+    /// in a room of 64, 63 synced writes a round); our own resync saves each room once.
+    @Test func aListThatChangesNothingIsNotSaved() {
+        var node = engine()
+        func saves(_ actions: [SessionAction]) -> Int { actions.filter { if case .persist(.saveRoom) = $0 { true } else { false } }.count }
+        let same = WireFrame.roomMembers(.init(room: lab, members: [
+            .init(peerID: bob.id.rawValue, name: "bob", port: 7473, addresses: ["198.18.0.12"]),
+            .init(peerID: carol.id.rawValue, name: "carol", port: 7473, addresses: ["198.18.0.13"]),
+        ]))
+        #expect(saves(node.received([same], on: LinkHandle(1), at: at(2))) == 0)
+        let moved = WireFrame.roomMembers(.init(room: lab, members: [.init(peerID: bob.id.rawValue, name: "bob", port: 7600, addresses: ["198.18.0.12"])]))
+        #expect(saves(node.received([moved], on: LinkHandle(1), at: at(3))) == 1)
+        #expect(saves(node.tick(at: at(node.configuration.resyncInterval + 10))) == 1)
+    }
+
     @Test func aRoomTakesMembersOnlyUpToItsLimit() {
         var node = engine(limit: 10)
         let fakes = (0..<1024).map { index in
