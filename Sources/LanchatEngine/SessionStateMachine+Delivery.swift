@@ -110,7 +110,7 @@ extension SessionStateMachine {
     }
 
     /// The ids of our messages queued for `peer` (sent again until it acknowledges them).
-    public func queued(for peer: PeerID) -> Set<String> {
+    func queued(for peer: PeerID) -> Set<String> {
         Set((outbox[peer] ?? [:]).keys.map(\.description))
     }
 
@@ -168,6 +168,11 @@ extension SessionStateMachine {
         // Every acknowledged id leaves the store's queue, also one this engine does not track (after a
         // failed write, for example): deleting what is not there costs nothing.
         out.append(.persist(.acknowledge(peer, ids)))
+        unqueue(ids, for: peer)
+    }
+
+    /// Takes `ids` out of `peer`'s outbox (and its retransmit timer once it is empty).
+    private mutating func unqueue(_ ids: [WireID], for peer: PeerID) {
         guard outbox[peer] != nil else { return }
         // In place: a copy of a large outbox per ACK frame made the message path quadratic.
         for id in ids { outbox[peer]?.removeValue(forKey: id) }
@@ -204,14 +209,7 @@ extension SessionStateMachine {
     /// left to resend. They leave the outbox (a member that got them first has acknowledged them).
     public mutating func sendNotStored(_ plan: SendPlan) {
         let ids = plan.messages.compactMap { WireID(hex: $0.id) }
-        for peer in plan.recipients {
-            guard outbox[peer] != nil else { continue }
-            for id in ids { outbox[peer]?.removeValue(forKey: id) }
-            if outbox[peer]?.isEmpty == true {
-                outbox[peer] = nil
-                timers.cancel(.retransmit(peer))
-            }
-        }
+        for peer in plan.recipients { unqueue(ids, for: peer) }
     }
 
     mutating func dropOutbox(for peer: PeerID?, in room: RoomID, _ out: inout [SessionAction]) {

@@ -126,6 +126,21 @@ extension SessionStateMachine {
     /// each (in a room of 64, a second or two during which every core was busy). If its author cannot
     /// reach the requester, or did not queue it (unreliable), a later request brings it (the next
     /// resync, `resyncInterval`).
+    /// What a relay answer to `requester` hands on of `messages` (the room's latest, oldest first):
+    /// `lacking`, leaving out our own messages queued for it and, on a link up for more than `relayGrace`
+    /// (not the first answer to a member back from an outage), what `arrivals` stored since whose author
+    /// is connected to us.
+    public func relayAnswer(
+        _ messages: [StoredMessage], room: RoomID, marks: [String: [ClosedRange<UInt64>]], to requester: PeerID,
+        arrivals: RecentArrivals, at now: EngineTime
+    ) -> [StoredMessage] {
+        let settled = links.entry(requester).map { now.monotonic - $0.since > Self.relayGrace } ?? false
+        return Self.lacking(
+            messages, marks: marks, requester: requester, ownID: configuration.ownID, members: Set((rooms[room]?.members ?? [:]).keys),
+            leftToAuthors: settled ? Set(links.peers) : [], recent: settled ? arrivals.ids(after: now.monotonic - Self.relayGrace) : [],
+            queued: queued(for: requester))
+    }
+
     public static func lacking(
         _ messages: [StoredMessage], marks: [String: [ClosedRange<UInt64>]], requester: PeerID, ownID: PeerID, members: Set<PeerID>,
         leftToAuthors: Set<PeerID> = [], recent: Set<String> = [], queued: Set<String> = []

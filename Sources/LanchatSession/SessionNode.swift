@@ -78,8 +78,6 @@ public actor SessionNode {
         let handle: LinkHandle
         let connection: PeerConnector.Connection
         let peer: SessionPeer
-        /// When it was adopted (a relay answer on a link this young leaves nothing to authors: `lacking`).
-        let opened = ContinuousClock.now
 
         init(handle: LinkHandle, connection: PeerConnector.Connection, peer: SessionPeer) {
             self.handle = handle
@@ -359,14 +357,7 @@ public actor SessionNode {
                 openLinks[handle]?.connection.send([.syncRequest(request)])
             case .sendSync(let room, let since, let marks, let peer):
                 let latest = (try? store.export(room: room.rawValue, since: since, limit: configuration.historyForNewcomers)) ?? []
-                let members = Set((engine.members(of: room) ?? [:]).keys)
-                // The first answer on a new link (a member back from an outage) leaves nothing to authors.
-                let settled = links[peer.id].map { ContinuousClock.now - $0.opened > .milliseconds(SessionStateMachine.relayGrace) } ?? false
-                let lacking = SessionStateMachine.lacking(
-                    latest, marks: marks, requester: peer.id, ownID: configuration.ownID, members: members,
-                    leftToAuthors: settled ? Set(engine.connections.keys.filter(engine.isConnected)) : [],
-                    recent: settled ? arrivals.ids(after: time().monotonic - SessionStateMachine.relayGrace) : [],
-                    queued: engine.queued(for: peer.id))
+                let lacking = engine.relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, at: time())
                 sendHistory(SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize),
                             room: room, to: peer, signed: true)
             case .emit(.topicMessage(let message)):

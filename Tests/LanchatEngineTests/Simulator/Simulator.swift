@@ -43,8 +43,6 @@ final class Simulator {
         var adopted: Set<Int> = []
         /// When the last frame in each direction arrives (frames of a direction arrive in order).
         var lastArrival: [Int: Int64] = [:]
-        /// When it was made (a relay answer on a young link leaves nothing to authors, as the shell's).
-        var opened: Int64 = 0
 
         init(id: Int, ends: (node: Int, handle: LinkHandle, other: Int, otherHandle: LinkHandle)) {
             self.id = id
@@ -391,14 +389,8 @@ final class Simulator {
             transmit([.syncRequest(.init(room: room, sinceMilliseconds: since, marks: marks))], from: node, on: handle)
         case .sendSync(let room, let since, let marks, let peer):
             guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
-            let members = Set((nodes[node].engine?.members(of: room) ?? [:]).keys)
-            let settled = now - link.opened > SessionStateMachine.relayGrace
-            let connected = Set((nodes[node].engine?.connections ?? [:]).keys.filter { nodes[node].engine?.isConnected($0) == true })
-            let lacking = SessionStateMachine.lacking(nodes[node].store.export(room: room.rawValue, since: since, limit: 1000), marks: marks,
-                                                      requester: peer.id, ownID: nodes[node].peer.id, members: members,
-                                                      leftToAuthors: settled ? connected : [],
-                                                      recent: settled ? nodes[node].arrivals.ids(after: now - SessionStateMachine.relayGrace) : [],
-                                                      queued: nodes[node].engine?.queued(for: peer.id) ?? [])
+            let lacking = nodes[node].engine?.relayAnswer(nodes[node].store.export(room: room.rawValue, since: since, limit: 1000), room: room, marks: marks,
+                                                          to: peer.id, arrivals: nodes[node].arrivals, at: time(node)) ?? []
             if verbose { log("n\(node) -> n\(to): sync answer \(room) since \(since) \(lacking.map { $0.id.prefix(8) }) for marks \(marks.mapValues { $0.map { "\($0.lowerBound)-\($0.upperBound)" } })") }
             if !lacking.isEmpty { schedule(.history(link: link.id, to: to, from: node, room, lacking), at: arrival(link, to: to)) }
         case .requestHistory(let room, let handle, _):
@@ -503,7 +495,6 @@ final class Simulator {
         let link = Link(id: nextLink, ends: (node, LinkHandle(nextHandle), target, LinkHandle(nextHandle + 1)))
         nextLink += 1
         nextHandle += 2
-        link.opened = now
         links[link.id] = link
         let base = now + latency(node, target) * 2
         schedule(.linkUp(node: node, incarnation: nodes[node].incarnation, link: link.id), at: base + Int64(roll(3)))
