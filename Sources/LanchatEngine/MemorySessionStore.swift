@@ -4,7 +4,12 @@ import LanchatCore
 /// crashed node keeps exactly what its engine asked to persist, and for unit tests. Transactions are
 /// all or nothing (a failing body leaves the store as it was). Not thread-safe: one owner.
 public final class MemorySessionStore: SessionStore {
-    public private(set) var messages: [String: StoredMessage] = [:]
+    /// Messages by id and author, as the SQLite store keys them: a record under another author cannot
+    /// take a genuine message's id.
+    public private(set) var messages: [MessageKey: StoredMessage] = [:]
+    /// The first message stored under each id (the outbox's: our own message was stored before any
+    /// record that copies its id).
+    private var firstByID: [String: MessageKey] = [:]
     /// Per recipient, queued message ids, oldest queued first.
     public private(set) var queues: [String: [String]] = [:]
     private var roomOrder: [String] = []
@@ -14,10 +19,24 @@ public final class MemorySessionStore: SessionStore {
     private var keyed: [String] = []
     /// When each message was stored (0, 1, ...), as SQLite's rowid: a search with words takes the last
     /// stored matches.
-    private var storedOrder: [String: Int] = [:]
+    private var storedOrder: [MessageKey: Int] = [:]
     private var depth = 0
 
     public init() {}
+
+    /// A message's key in the store: its id and its author.
+    public struct MessageKey: Hashable, Sendable {
+        public var id: String
+        public var sender: String
+        public init(id: String, sender: String) {
+            self.id = id
+            self.sender = sender
+        }
+        public init(_ message: StoredMessage) { self.init(id: message.id, sender: message.senderID) }
+    }
+
+    /// The first message stored under `id` (any author).
+    public func message(id: String) -> StoredMessage? { firstByID[id].flatMap { messages[$0] } }
 
     /// Nested calls join the outer one, as in SQLite (`ChatStore`): only the outermost rolls back.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
@@ -26,13 +45,13 @@ public final class MemorySessionStore: SessionStore {
             defer { depth -= 1 }
             return try body()
         }
-        let before = (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder)
+        let before = (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID)
         depth = 1
         defer { depth = 0 }
         do {
             return try body()
         } catch {
-            (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder) = before
+            (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID) = before
             throw error
         }
     }
@@ -44,9 +63,11 @@ public final class MemorySessionStore: SessionStore {
 
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) -> Bool {
-        guard messages[message.id] == nil else { return false }
-        messages[message.id] = message
-        storedOrder[message.id] = storedOrder.count
+        let key = MessageKey(message)
+        guard messages[key] == nil else { return false }
+        messages[key] = message
+        storedOrder[key] = storedOrder.count
+        if firstByID[message.id] == nil { firstByID[message.id] = key }
         return true
     }
 
@@ -63,7 +84,7 @@ public final class MemorySessionStore: SessionStore {
     public func search(room: String?, limit: Int, filter: HistoryFilter) -> [StoredMessage] {
         let found = messages.values.filter { (room == nil || $0.room == room) && filter.keeps($0) }
         guard filter.words != nil else { return Array(Self.ordered(found).suffix(max(0, limit))) }
-        return Self.ordered(found.sorted { storedOrder[$0.id]! > storedOrder[$1.id]! }.prefix(max(0, limit)))
+        return Self.ordered(found.sorted { storedOrder[MessageKey($0)]! > storedOrder[MessageKey($1)]! }.prefix(max(0, limit)))
     }
 
     public func export(room: String, since: Int64, limit: Int) -> [StoredMessage] {
@@ -99,20 +120,20 @@ public final class MemorySessionStore: SessionStore {
     }
 
     public func outbox(peerID: String) -> [StoredMessage] {
-        (queues[peerID] ?? []).compactMap { messages[$0] }
+        (queues[peerID] ?? []).compactMap(message(id:))
     }
 
     /// In the order queued: by recipient in the order each queued first (the SQLite store keeps one
     /// global order; per recipient the two agree, and that is what the engine relies on).
     public func outboxEntries() -> [(peerID: String, messageID: String, room: String)] {
         queues.keys.sorted().flatMap { peer in
-            (queues[peer] ?? []).compactMap { id in messages[id].map { (peer, id, $0.room) } }
+            (queues[peer] ?? []).compactMap { id in message(id: id).map { (peer, id, $0.room) } }
         }
     }
 
     public func dropOutbox(peerID: String?, room: String) {
         for recipient in peerID.map({ [$0] }) ?? Array(queues.keys) {
-            queues[recipient]?.removeAll { messages[$0]?.room == room }
+            queues[recipient]?.removeAll { message(id: $0)?.room == room }
             if queues[recipient]?.isEmpty == true { queues[recipient] = nil }
         }
     }

@@ -46,8 +46,14 @@ extension SessionStateMachine {
     /// proved who that is: its own words need no signature). So a relay can withhold messages, but not
     /// put words in another member's mouth, nor bring in authors of its own making. Without `keys` (a
     /// node that speaks version 1 only) the relay's word is taken, as version 1 does.
+    ///
+    /// `strangers` (our inviter's history, which holds members who left): a signed record whose author
+    /// is not a member here is kept, under its short id and "not a member" (`strangerName`), never under
+    /// the name the relay gave it: a member's name is ours to show, and the relay may have made the
+    /// author up.
     public static func verdict(
-        _ record: HistoryRecord, room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String]? = nil
+        _ record: HistoryRecord, room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String]? = nil,
+        strangers: Bool = false
     ) -> HistoryVerdict {
         if record.senderID == ownID.rawValue { return .ours }
         guard var stored = storable(
@@ -63,11 +69,20 @@ extension SessionStateMachine {
             return .refused
         }
         if let members {
-            guard let name = members[author] ?? (author == relay ? stored.senderName : nil) else { return .refused }
-            stored.senderName = name
+            if let name = members[author] ?? (author == relay ? stored.senderName : nil) {
+                stored.senderName = name
+            } else if strangers, stored.isSigned {
+                stored.senderName = strangerName(author)
+            } else {
+                return .refused
+            }
         }
         return .keep(stored)
     }
+
+    /// How a history record's author that is not a member of the room is shown: its short id, never a
+    /// name someone else gave it.
+    public static func strangerName(_ author: PeerID) -> String { "\(author.short) (not a member)" }
 
     /// Signs a message we write (nothing without keys: an engine that speaks only version 1).
     func signed(_ message: StoredMessage, room: RoomID, id: WireID) -> StoredMessage {

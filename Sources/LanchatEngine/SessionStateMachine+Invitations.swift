@@ -131,6 +131,11 @@ extension SessionStateMachine {
             sendMeta(invite.room, to: link.handle, &out)
             return
         }
+        if rooms[invite.room] != nil, removalTime(peer.id, in: invite.room) != nil {
+            // Removed from a room we are in: it cannot bring us into it again, nor have us take its history.
+            reply(.refused, "\(peer.name) was removed from \(invite.room)", &out)
+            return
+        }
         let timeout = invite.timeoutMilliseconds == 0
             ? configuration.defaultInviteTimeout : min(Int64(invite.timeoutMilliseconds), configuration.maximumInviteTimeout)
         let invitation = IncomingInvitation(

@@ -29,8 +29,11 @@ extension SessionStateMachine {
 
     /// Joins `room` because `link`'s peer invited us (we accepted, or it was accepted for us), and asks
     /// it for the history `history` says (nothing: no request).
+    /// Only a room we were not in asks for a history, and only of an inviter we took as a member: one
+    /// history per join, from the member we accepted, while we join (`takeHistory`).
     mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, history: HistoryScope = .all, at now: EngineTime, _ out: inout [SessionAction]) {
-        if rooms[room] == nil {
+        let joining = rooms[room] == nil
+        if joining {
             rooms[room] = Room()
             joinedAt[room] = now.wall
             closedRooms[room] = nil
@@ -39,8 +42,8 @@ extension SessionStateMachine {
         }
         addMember(room, link.peer, hintFrom: link, at: now, &out)
         trustOnFirstUse(link, &out)
-        guard history.limit != 0 else { return }
-        historyRequested[room] = link.peer.id
+        guard joining, history.limit != 0, rooms[room]?.members[link.peer.id] != nil else { return }
+        historyRequested[room] = HistoryDoor(peer: link.peer.id, until: now.monotonic + configuration.historyOfferTimeout)
         out.append(.requestHistory(room, link.handle, history))
     }
 

@@ -41,12 +41,12 @@ extension SessionStateMachine {
                 out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
                 return
             }
-            if historyRequested[room] != peer.id {
-                guard offer.kind == .signedHistory, takeSyncAnswer(room, from: peer.id) else {
-                    out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
-                    return
-                }
-                relayTransfers.insert(offer.id)
+            switch takeHistory(room, from: peer.id, signed: offer.kind == .signedHistory, at: now) {
+            case .inviter?: break
+            case .relay?: relayTransfers.insert(offer.id)
+            case nil:
+                out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
+                return
             }
         }
         // A shared file only as the answer to our request, for what we asked (and nothing else under its id).

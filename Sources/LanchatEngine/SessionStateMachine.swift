@@ -55,6 +55,13 @@ public struct SessionStateMachine: Sendable {
         var generation = -1
     }
 
+    /// A history we asked our inviter for as we joined (`historyRequested`).
+    public struct HistoryDoor: Equatable, Sendable {
+        public var peer: PeerID
+        /// Until when (monotonic ms) its offer is taken.
+        public var until: Int64
+    }
+
     struct RoomMember: Hashable, Sendable {
         var room: RoomID
         var peer: PeerID
@@ -118,8 +125,9 @@ public struct SessionStateMachine: Sendable {
     /// the messages themselves.
     var outbox: [PeerID: [WireID: RoomID]] = [:]
     var noticeSequence: Int64 = 0
-    /// Rooms whose history we asked for, and whom we asked.
-    public internal(set) var historyRequested: [RoomID: PeerID] = [:]
+    /// Rooms whose history we asked for as we joined: whom we asked, and until when (monotonic ms) its
+    /// offer is taken (`takeHistory`). One history per join: the door closes when its offer is taken.
+    public internal(set) var historyRequested: [RoomID: HistoryDoor] = [:]
     /// Invitations whose answer never reached us (the connection dropped, or the reply timed out):
     /// if that peer later tells us it is in the room, it did accept, and is admitted. Oldest first,
     /// at most `maximumUnansweredInvitations`.
@@ -323,6 +331,28 @@ public struct SessionStateMachine: Sendable {
     /// The history we asked for in `room` arrived (or failed): nothing more is accepted for it.
     public mutating func historyEnded(_ room: RoomID) {
         historyRequested[room] = nil
+    }
+
+    /// Where a history resource comes from, when it is taken (`takeHistory`).
+    public enum HistorySource: Equatable, Sendable {
+        /// Our inviter's, asked for as we joined: records of authors who are not members are kept,
+        /// labelled as such (`verdict`'s `strangers`).
+        case inviter
+        /// A member's answer to our SYNC_REQUEST: only current members' records.
+        case relay
+    }
+
+    /// Whether a history `peer` offers for `room` is taken, and as what: our inviter's, once, while we
+    /// join (before `historyOfferTimeout` has passed), from a member of the room; or the answer to a
+    /// SYNC_REQUEST we sent it (a signed history only). Taking it closes the door it came through: a
+    /// second offer, or a late one, is refused.
+    public mutating func takeHistory(_ room: RoomID, from peer: PeerID, signed: Bool, at now: EngineTime) -> HistorySource? {
+        if let door = historyRequested[room], door.peer == peer {
+            historyRequested[room] = nil
+            if now.monotonic <= door.until, rooms[room]?.members[peer] != nil { return .inviter }
+        }
+        guard signed, takeSyncAnswer(room, from: peer) else { return nil }
+        return .relay
     }
 
     /// A system message, kept in history and reported ("bob joined").

@@ -19,10 +19,11 @@ extension SessionNode {
     func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
         guard let file = files.removeValue(forKey: id) else { return }
         let reader = HistoryFileReader(fd: file.fd, path: file.path, signed: signed)
-        // A relay answer keeps only current members' messages, with the names we show (a record's name is
-        // the relay's label); a newcomer's history from its inviter also keeps those of members who left.
-        let members = engine.isRelayTransfer(id) ? (engine.members(of: room) ?? [:]).mapValues(\.name) : nil
-        let piece = HistoryPiece(id: id, room: room, relay: peer.id, members: members)
+        // Records carry the names we show (a record's name is the relay's label). A relay answer keeps only
+        // current members' messages; a newcomer's history from its inviter also keeps those of authors who
+        // are not members here (members who left), under their short id and "not a member".
+        let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
+        let piece = HistoryPiece(id: id, room: room, relay: peer.id, members: members, strangers: !engine.isRelayTransfer(id))
         storeHistoryPiece(piece, reading: readHistoryPiece(piece, reader: reader, forged: 0), reader: reader, counts: HistoryCounts())
     }
 
@@ -40,7 +41,8 @@ extension SessionNode {
         let id: WireID
         let room: RoomID
         let relay: PeerID
-        let members: [PeerID: String]?
+        let members: [PeerID: String]
+        let strangers: Bool
     }
 
     private typealias ReadPiece = Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])>
@@ -58,7 +60,8 @@ extension SessionNode {
             var verdicts: [SessionStateMachine.HistoryVerdict] = []
             var forged = 0
             for record in records {
-                let verdict = SessionStateMachine.verdict(record, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members)
+                let verdict = SessionStateMachine.verdict(record, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
+                                                           strangers: piece.strangers)
                 verdicts.append(verdict)
                 if verdict == .forged {
                     forged += 1

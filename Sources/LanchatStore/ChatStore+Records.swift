@@ -14,17 +14,19 @@ extension ChatStore {
         try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id = ?", [.text(peerID), .text(messageID)])
     }
 
-    /// Unacknowledged messages for `peerID`, in the order they were sent.
+    /// Unacknowledged messages for `peerID`, in the order they were sent. The outbox holds our own
+    /// messages: of records under one id (`messages` is keyed by id and author), ours was stored first.
     public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
         try db.query("""
             SELECT \(Self.messageColumns(prefix: "m."))
-            FROM outbox o JOIN messages m ON m.id = o.message_id WHERE o.peer_id = ? ORDER BY o.seq
+            FROM outbox o JOIN messages m ON m.rowid = (SELECT min(rowid) FROM messages WHERE id = o.message_id)
+            WHERE o.peer_id = ? ORDER BY o.seq
             """, [.text(peerID)]).map(Self.message)
     }
 
     /// Every queued (recipient, message, room), in the order they were queued.
     public func outboxEntries() throws(Error) -> [(peerID: String, messageID: String, room: String)] {
-        try db.query("SELECT o.peer_id, o.message_id, m.room FROM outbox o JOIN messages m ON m.id = o.message_id ORDER BY o.seq")
+        try db.query("SELECT o.peer_id, o.message_id, m.room FROM outbox o JOIN messages m ON m.rowid = (SELECT min(rowid) FROM messages WHERE id = o.message_id) ORDER BY o.seq")
             .map { ($0[0].string, $0[1].string, $0[2].string) }
     }
 

@@ -111,6 +111,49 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         store.close()
     }
 
+    /// Issue 28: messages are keyed by id and author, so a record under another author cannot take a
+    /// genuine message's id and have it dropped as a duplicate. A file keyed by id alone (every lanchatd
+    /// before) is made again so, its rows, rowids and word index kept; the outbox (our own messages) reads
+    /// the first message stored under each id.
+    @Test func messagesAreKeyedByIdAndAuthorAndAnOlderFileIsMadeSo() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let store = try ChatStore(path: path)
+            try store.insert(message(1, body: "indexed before"), now: 0)
+            try store.insert(message(2, body: "queued before"), now: 0)
+            try store.enqueue(peerID: "bob", messageID: message(2).id)
+            _ = try store.indexWaiting(limit: 10)
+            store.close()
+        }
+        // The table as every earlier lanchatd made it: keyed by id alone.
+        let raw = try SQLiteDatabase(path: path)
+        try raw.execute("""
+            CREATE TABLE old_messages (id TEXT PRIMARY KEY, room TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
+                sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL, stored_at INTEGER NOT NULL,
+                author_key TEXT NOT NULL DEFAULT '', signature TEXT NOT NULL DEFAULT '', direct INTEGER NOT NULL DEFAULT 0);
+            INSERT INTO old_messages (rowid, id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at)
+                SELECT rowid, id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at FROM messages;
+            DROP TABLE messages;
+            ALTER TABLE old_messages RENAME TO messages;
+            """)
+        #expect(try raw.query("PRAGMA table_info(messages)").filter { $0[5].int > 0 }.map { $0[1].string } == ["id"])
+        raw.close()
+        let store = try ChatStore(path: path)
+        #expect(try store.databaseForTests.query("PRAGMA table_info(messages)").filter { $0[5].int > 0 }.map { $0[1].string } == ["id", "sender_id"])
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "indexed")).map(\.sequence) == [1])
+        // A record of another author under message 2's id is stored beside it; the same author's is a duplicate.
+        #expect(try store.insert(message(2, sender: "dave", body: "a record under that id"), now: 1))
+        #expect(try !store.insert(message(2, body: "queued before"), now: 1))
+        #expect(try store.history(room: "lab", limit: 10).map(\.body).sorted() == ["a record under that id", "indexed before", "queued before"])
+        #expect(try store.outbox(peerID: "bob").map(\.body) == ["queued before"])
+        #expect(try store.outboxEntries().count == 1)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "record")).map(\.senderID) == ["dave"])
+        try store.databaseForTests.execute("DELETE FROM messages WHERE sequence = 1")
+        try store.databaseForTests.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "indexed")).isEmpty)
+        store.close()
+    }
+
     /// A file of schema 3 may hold messages its index lacks (a lanchatd of schema 3 from before the
     /// index stored them without): opened, its index is made again from every message.
     @Test func aSchema3FileHasItsIndexMadeAgain() throws {

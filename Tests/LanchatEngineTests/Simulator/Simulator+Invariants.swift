@@ -46,7 +46,7 @@ extension Simulator {
                 guard !everLeft(index, message.room),
                       nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) == true,
                       nodes[message.sender].engine?.isMember(recipient, of: message.room) == true else { continue }
-                if nodes[index].store.messages[message.id] == nil {
+                if nodes[index].store.messages[.init(id: message.id, sender: nodes[message.sender].peer.id.rawValue)] == nil {
                     let queued = nodes[message.sender].store.queues[recipient.rawValue]?.contains(message.id) ?? false
                     throw fail("n\(index) never got \(message.id.prefix(8)) sent by n\(message.sender) to \(message.room) at \(message.at) "
                         + "(still queued at the sender: \(queued); sender's view of the recipient: "
@@ -74,7 +74,7 @@ extension Simulator {
                     let floor = Int64(SessionStateMachine.relayFloor(joinedAt: nodes[peer].store.joinedAt(room: room.rawValue), now: 0))
                     for message in node.store.messages.values.sorted(by: { $0.id < $1.id })
                     where message.room == room.rawValue && message.kind != .system && !message.direct && message.timestamp >= floor
-                        && nodes[peer].store.messages[message.id] == nil
+                        && nodes[peer].store.messages[.init(message)] == nil
                         && !(lostByAuthor.contains(message.id) && message.senderID == nodes[peer].peer.id.rawValue) {
                         let writer = PeerID(message.senderID)
                         let authorIsMember = { (index: Int) in writer == self.nodes[index].peer.id || writer.map { self.nodes[index].engine?.isMember($0, of: room) == true } == true }

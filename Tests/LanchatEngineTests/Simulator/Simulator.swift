@@ -248,8 +248,7 @@ final class Simulator {
             guard let link = links[id], link.up, var engine = nodes[to].engine else { return }
             // As the shell: a history resource is taken only from the member we asked: our inviter, or a
             // member we sent a SYNC_REQUEST (relay).
-            let newcomer = engine.historyRequested[room] == nodes[from].peer.id
-            guard newcomer || engine.takeSyncAnswer(room, from: nodes[from].peer.id) else {
+            guard let source = engine.takeHistory(room, from: nodes[from].peer.id, signed: engine.configuration.envelopes != nil, at: time(to)) else {
                 if verbose { log("n\(to): history from n\(from) for \(room) not asked for") }
                 nodes[to].engine = engine
                 return
@@ -270,7 +269,8 @@ final class Simulator {
                 }
                 let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
                 let verdict = SessionStateMachine.verdict(record, room: room, relay: nodes[from].peer.id, ownID: nodes[to].peer.id,
-                                                          keys: engine.configuration.envelopes, members: members)
+                                                          keys: engine.configuration.envelopes, members: members,
+                                                          strangers: source == .inviter)
                 if verbose, case .keep = verdict {} else if verbose { log("n\(to): record \(message.id.prefix(8)) from n\(from): \(verdict)") }
                 switch verdict {
                 case .keep(let kept): nodes[to].store.insert(kept, now: time(to).wall)
@@ -278,7 +278,6 @@ final class Simulator {
                 case .refused, .ours: break
                 }
             }
-            if newcomer { engine.historyEnded(room) }
             nodes[to].engine = engine
         case .linkDown(let node, let incarnation, let handle, let reason):
             guard alive(node, incarnation) else { return }
