@@ -119,12 +119,21 @@ extension SessionStateMachine {
 
     // MARK: Frames
 
-    mutating func receive(_ message: WireFrame.Message, from link: LinkTable.Entry, acks: inout [WireID], _ out: inout [SessionAction]) {
+    mutating func receive(_ message: WireFrame.Message, from link: LinkTable.Entry, at now: EngineTime, acks: inout [WireID], _ out: inout [SessionAction]) {
         let sender = link.peer.id
         // Only members speak in a room; a message from anyone else is neither stored nor acknowledged.
         guard rooms[message.room]?.members[sender] != nil else { return }
         // Acknowledged either way (a refused message is not sent again), stored only if it may be.
         if message.reliable { acks.append(message.id) }
+        if let timestamp = Int64(exactly: message.timestampMilliseconds), Self.isAhead(timestamp, of: now.wall) {
+            // Said once per connection, as a refused signature is: an honest member's clock may be wrong.
+            if refusedLive.insert(sender).inserted {
+                out.append(.emit(.security(peer: link.peer, text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
+                    + "\(message.room): it is dated \((timestamp - now.wall) / 60_000) minutes ahead of this host's clock (more than "
+                    + "\(Self.futureTolerance / 60_000) allowed); check both clocks (any more like it on this connection are refused without a word)")))
+            }
+            return
+        }
         guard var stored = Self.storable(
             id: message.id, room: message.room, senderID: sender.rawValue, senderName: link.peer.name, sequence: message.sequence,
             timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body, ownID: configuration.ownID) else { return }
@@ -152,15 +161,30 @@ extension SessionStateMachine {
     /// show as one, without a sender), a message under our own id (we know what we sent), or numbers
     /// the store cannot hold (a sequence past 2^63 - 1 would be stored negative and break the count our
     /// next messages continue from).
+    ///
+    /// `now` (our wall clock, ms): a message stamped more than `futureTolerance` ahead of it is refused.
+    /// Every window of history (relay answers, newcomers' histories, `history`) is the latest by author
+    /// time: a member that stamped its messages years ahead would hold those windows for years.
     public static func storable(
         id: WireID, room: RoomID, senderID: String, senderName: String, sequence: UInt64, timestamp: UInt64,
-        kind: WireFrame.Message.Kind, body: String, ownID: PeerID
+        kind: WireFrame.Message.Kind, body: String, ownID: PeerID, now: Int64? = nil
     ) -> StoredMessage? {
         guard kind != .system, senderID != ownID.rawValue, PeerID(senderID) != nil,
-              let sequence = Int64(exactly: sequence), let timestamp = Int64(exactly: timestamp) else { return nil }
+              let sequence = Int64(exactly: sequence), let timestamp = Int64(exactly: timestamp),
+              !isAhead(timestamp, of: now) else { return nil }
         return StoredMessage(
             id: id.description, room: room.rawValue, senderID: senderID, senderName: senderName, sequence: sequence, timestamp: timestamp,
             kind: kind == .file ? .file : .text, body: body)
+    }
+
+    /// How far ahead of our wall clock a message's time may be (ms): 10 minutes, for clocks that drift
+    /// on hosts without time synchronisation; past it the message is refused (`storable`).
+    public static let futureTolerance: Int64 = 600_000
+
+    /// Whether `timestamp` is more than `futureTolerance` ahead of `now` (nil: not checked).
+    public static func isAhead(_ timestamp: Int64, of now: Int64?) -> Bool {
+        guard let now else { return false }
+        return timestamp > now &+ futureTolerance
     }
 
     mutating func acknowledged(_ ids: [WireID], by peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {

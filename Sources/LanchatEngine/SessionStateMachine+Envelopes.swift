@@ -47,18 +47,20 @@ extension SessionStateMachine {
     /// put words in another member's mouth, nor bring in authors of its own making. Without `keys` (a
     /// node that speaks version 1 only) the relay's word is taken, as version 1 does.
     ///
+    /// `now` (our wall clock): a record dated more than `futureTolerance` ahead of it is refused (`storable`).
+    ///
     /// `strangers` (our inviter's history, which holds members who left): a signed record whose author
     /// is not a member here is kept, under its short id and "not a member" (`strangerName`), never under
     /// the name the relay gave it: a member's name is ours to show, and the relay may have made the
     /// author up.
     public static func verdict(
         _ record: HistoryRecord, room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String]? = nil,
-        strangers: Bool = false
+        strangers: Bool = false, now: Int64? = nil
     ) -> HistoryVerdict {
         if record.senderID == ownID.rawValue { return .ours }
         guard var stored = storable(
             id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
-            timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: ownID), let author = PeerID(record.senderID)
+            timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: ownID, now: now), let author = PeerID(record.senderID)
         else { return .refused }
         guard let keys else { return .keep(stored) }
         if let signature = record.signature {

@@ -59,9 +59,10 @@ extension SessionNode {
             let records = try reader.next(maximumCount: Self.historyBatch)
             var verdicts: [SessionStateMachine.HistoryVerdict] = []
             var forged = 0
+            let now = SessionNode.nowMilliseconds()
             for record in records {
                 let verdict = SessionStateMachine.verdict(record, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
-                                                           strangers: piece.strangers)
+                                                           strangers: piece.strangers, now: now)
                 verdicts.append(verdict)
                 if verdict == .forged {
                     forged += 1

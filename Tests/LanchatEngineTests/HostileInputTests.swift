@@ -41,6 +41,29 @@ import Testing
         #expect(stored(text).map(\.kind) == [.text])
     }
 
+    /// Issue 28, item 4: a message dated more than 10 minutes ahead of our clock is acknowledged but not
+    /// kept (it would hold every "latest" window of the room until that time), and the person is told
+    /// once per connection; one within the tolerance is kept. A history record the same.
+    @Test func aMessageFromTheFutureIsRefusedAndTheClockNamed() {
+        var node = engine()
+        func dated(_ time: Int64, byte: UInt8) -> WireFrame {
+            .message(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, sequence: UInt64(byte), timestampMilliseconds: UInt64(time),
+                           kind: .text, body: "pinned", reliable: true))
+        }
+        let now = at(10)
+        let far = node.received([dated(now.wall + SessionStateMachine.futureTolerance + 1, byte: 1)], on: LinkHandle(1), at: now)
+        #expect(stored(far).isEmpty)
+        #expect(far.contains(.send(LinkHandle(1), [.ack([WireID(bytes: [UInt8](repeating: 1, count: 16))!])])))
+        #expect(far.contains { if case .emit(.security(_, let text)) = $0 { text.contains("ahead of this host's clock") } else { false } })
+        let again = node.received([dated(Int64(1) << 62, byte: 2)], on: LinkHandle(1), at: now)
+        #expect(stored(again).isEmpty && !again.contains { if case .emit(.security) = $0 { true } else { false } })
+        #expect(stored(node.received([dated(now.wall + SessionStateMachine.futureTolerance, byte: 3)], on: LinkHandle(1), at: now)).count == 1)
+        let record = HistoryRecord(id: WireID(bytes: [UInt8](repeating: 4, count: 16))!, senderID: bob.id.rawValue, senderName: "bob", sequence: 4,
+                                   timestampMilliseconds: UInt64(now.wall + 3_600_000), kind: .text, body: "pinned")
+        #expect(SessionStateMachine.verdict(record, room: lab, relay: bob.id, ownID: me.id, keys: nil, now: now.wall) == .refused)
+        #expect(SessionStateMachine.verdict(record, room: lab, relay: bob.id, ownID: me.id, keys: nil, now: now.wall + 3_000_000) != .refused)
+    }
+
     @Test func aSequencePastTheStoresRangeIsRefused() {
         var node = engine()
         #expect(stored(node.received([message(.text, sequence: 1 << 63)], on: LinkHandle(1), at: at(1))).isEmpty)

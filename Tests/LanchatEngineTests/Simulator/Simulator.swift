@@ -270,7 +270,7 @@ final class Simulator {
                 let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
                 let verdict = SessionStateMachine.verdict(record, room: room, relay: nodes[from].peer.id, ownID: nodes[to].peer.id,
                                                           keys: engine.configuration.envelopes, members: members,
-                                                          strangers: source == .inviter)
+                                                          strangers: source == .inviter, now: time(to).wall)
                 if verbose, case .keep = verdict {} else if verbose { log("n\(to): record \(message.id.prefix(8)) from n\(from): \(verdict)") }
                 switch verdict {
                 case .keep(let kept): nodes[to].store.insert(kept, now: time(to).wall)
