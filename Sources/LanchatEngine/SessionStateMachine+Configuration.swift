@@ -22,6 +22,13 @@ extension SessionStateMachine {
         public var retransmitInterval: Int64 = 5_000
         /// The longest wait between two dials of a member (milliseconds).
         public var maximumReconnectDelay: Int64 = 10_000
+        /// The longest wait between two dials of a member we have never been connected with (milliseconds):
+        /// a member can introduce members at addresses of its choosing, and have us dial them.
+        public var maximumUnseenReconnectDelay: Int64 = 300_000
+        /// Dials started per look at the redial schedule (every `redialCheckInterval`), and under way at
+        /// once: the total dial rate and the descriptors it holds are bounded whatever members introduce.
+        public var maximumDialsPerCheck = 4
+        public var maximumDialsAtOnce = 16
         /// How often the redial schedule is looked at while a member is not connected (milliseconds).
         public var redialCheckInterval: Int64 = 250
         /// How long after we join (accept an invitation) our inviter's history offer is taken (milliseconds):
@@ -58,6 +65,9 @@ extension SessionStateMachine {
         /// that one member's ROOM_MEMBERS cannot grow every outbox and member list without bound. (A room
         /// restored from an older store keeps what it had.)
         public var maximumRoomMembers = 255
+        /// Members one member may introduce to us that we have not been connected with yet (at once; with
+        /// keys): a room of 64 that one member invited fits; 255 keys of one member's making do not.
+        public var maximumUnseenIntroductions = 64
         /// Ids remembered as seen with a key, at most (after that, new ones are not added).
         public var maximumKeyedPeers = 65_536
         /// Our signing key and the check of others' signatures (wire version 2); nil: version 1 only.

@@ -256,6 +256,12 @@ extension SessionStateMachine {
         return wanted
     }
 
+    /// Peers remembered as linked once in this run (`seenLinked`), at most.
+    static let maximumSeenLinked = 4096
+
+    /// Whether we have been connected with `peer` (in this run, or it proved its key to us before).
+    func seen(_ peer: PeerID) -> Bool { seenLinked.contains(peer) || keyed.contains(peer) }
+
     /// Forgets the backoff of peers we no longer want (they left, or we did).
     mutating func forgetUnwantedRedials() {
         guard !redials.isEmpty else { return }
@@ -270,11 +276,15 @@ extension SessionStateMachine {
     }
 
     /// Dials the wanted peers that are due. The peer with the smaller id dials first; the other waits
-    /// 1.5 s, so that both rarely dial at once. Backoff doubles to `maximumReconnectDelay`; a peer that
-    /// discovery sees again (a new generation) is tried again soon.
+    /// 1.5 s, so that both rarely dial at once. Backoff doubles to `maximumReconnectDelay`, or for a
+    /// member we have never been connected with (`seen`: one a member introduced, at addresses of its
+    /// saying) to `maximumUnseenReconnectDelay`; a peer that discovery sees again (a new generation) is
+    /// tried again soon. At most `maximumDialsPerCheck` dials start per look and `maximumDialsAtOnce`
+    /// are under way, whatever members introduce: the rest wait their turn.
     mutating func redial(at now: EngineTime, _ out: inout [SessionAction]) {
         let own = configuration.ownID
         var waiting = false
+        var started = 0
         for peer in wantedPeers.sorted() where !links.isLinked(peer) {
             waiting = true
             guard !links.dialing.contains(peer) else { continue }
@@ -284,9 +294,12 @@ extension SessionStateMachine {
                 if entry.attempt > 0 { entry.notBefore = min(entry.notBefore, now.monotonic + (own < peer ? 0 : 1_000)) }
             }
             redials[peer] = entry
-            guard now.monotonic >= entry.notBefore else { continue }
+            guard now.monotonic >= entry.notBefore, started < configuration.maximumDialsPerCheck,
+                  links.dialing.count < configuration.maximumDialsAtOnce else { continue }
+            started += 1
             entry.attempt += 1
-            entry.notBefore = now.monotonic + min(configuration.maximumReconnectDelay, 250 * (1 << Int64(min(entry.attempt, 6))))
+            let longest = seen(peer) ? configuration.maximumReconnectDelay : configuration.maximumUnseenReconnectDelay
+            entry.notBefore = now.monotonic + min(longest, 250 * (1 << Int64(min(entry.attempt, 12))))
             redials[peer] = entry
             _ = links.startDialing(peer)
             out.append(.dial(peer))

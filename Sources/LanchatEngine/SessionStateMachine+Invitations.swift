@@ -36,6 +36,7 @@ extension SessionStateMachine {
             recordCreation(room, at: now, &out)
         }
         if rooms[room]?.members[peer.id] != nil, links.isLinked(peer.id) { return (.finished(.alreadyMember), out) }
+        if rooms[room]?.members[peer.id] == nil, let problem = fullRoom(room) { return (.finished(.refused(problem)), out) }
         do throws(SessionError) { out += try liftRemoval(of: peer.id, in: room, at: now) } catch { return (.finished(.refused(error.message)), out) }
         // They invited us to this room first: inviting back means yes.
         // (The oldest of them, if it invited us more than once: the same choice on every run.)
@@ -61,6 +62,13 @@ extension SessionStateMachine {
         outgoing[id] = OutgoingInvitation(peer: entry.peer, room: room, frame: frame)
         timers.schedule(.outgoingInvitation(id), at: now.monotonic + timeout + configuration.inviteReplyGrace)
         return (.sent(id), [.send(entry.handle, [.invite(frame)])])
+    }
+
+    /// Why nobody more can join `room` (it has `maximumRoomMembers` besides us), or nil.
+    func fullRoom(_ room: RoomID) -> String? {
+        let count = rooms[room]?.members.count ?? 0
+        guard count >= configuration.maximumRoomMembers else { return nil }
+        return "room \(room) is full (\(count) members besides \(configuration.ownName)); someone must leave or be removed first"
     }
 
     /// Invitations waiting for the person's answer, oldest first.
@@ -174,6 +182,12 @@ extension SessionStateMachine {
         guard let entry = outgoing[reply.id], entry.peer.id == link.peer.id else { return }
         switch reply.outcome {
         case .accepted:
+            if rooms[entry.room]?.members[link.peer.id] == nil, let problem = fullRoom(entry.room) {
+                // Filled while the invitation waited: the invitee hears why, as we do.
+                out.append(.send(link.handle, [.roomLeave(.init(room: entry.room, text: problem))]))
+                closeOutgoingInvitation(reply.id, .refused(problem), &out)
+                return
+            }
             admitInvitee(entry.room, from: link, at: now, &out)
             closeOutgoingInvitation(reply.id, .accepted, &out)
         case .declined: closeOutgoingInvitation(reply.id, .declined(reply.reason), &out)

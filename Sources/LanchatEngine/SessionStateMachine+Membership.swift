@@ -101,6 +101,7 @@ extension SessionStateMachine {
     /// each other directly. On a version 2 connection only members whose proof we hold are introduced
     /// (the others are when their proof reaches us: `merge`).
     mutating func introduce(_ newcomers: [PeerID], in room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) {
+        let newcomers = newcomers.filter { vouchable($0, in: room) }
         guard let members = rooms[room]?.members.keys, !newcomers.isEmpty else { return }
         let plain = pages(of: newcomers.map(memberEntry) + [selfEntry()], in: room)
         var proven: [WireFrame] = []
@@ -135,6 +136,7 @@ extension SessionStateMachine {
     ) {
         rooms[room]?.members[peer.id] = nil
         rooms[room]?.proofs[peer.id] = nil
+        introducers[RoomMember(room: room, peer: peer.id)] = nil
         historyOwed.removeAll { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
@@ -197,6 +199,7 @@ extension SessionStateMachine {
         var introduced: [PeerID] = []
         var proven: [PeerID] = []
         var unproven = 0
+        var deferred = 0
         let proofsNeeded = configuration.envelopes != nil
         let before = rooms[room]?.members
         for member in members {
@@ -205,7 +208,9 @@ extension SessionStateMachine {
             // while, or when it claims to be in the room again itself and a member vouches for it.
             if id != link.peer.id, let until = tombstones[RoomMember(room: room, peer: id)], now.monotonic < until,
                claims[room]?[id] == nil { continue }
-            var addresses = member.addresses
+            // No member makes us dial this host, its loopback or a multicast group (unless we and it talk
+            // over loopback: every node is on this host).
+            var addresses = member.addresses.filter { Self.dialable($0, via: link.remoteAddress) }
             if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
             if var known = rooms[room]?.members[id] {
                 if proofsNeeded, adoptProof(member.proof, of: id, in: room) { proven.append(id) }
@@ -218,6 +223,14 @@ extension SessionStateMachine {
                 continue
             }
             guard (rooms[room]?.members.count ?? 0) < configuration.maximumRoomMembers else { continue }
+            // A member brings in at most `maximumUnseenIntroductions` that we have not been connected with
+            // yet (255 keys it made itself and proved would fill the room); the rest wait until those connect.
+            let hearsay = id != link.peer.id
+            if hearsay, proofsNeeded, unseenIntroduced(by: link.peer.id, in: room).count >= configuration.maximumUnseenIntroductions
+                || introducers.count >= Self.maximumIntroducers {
+                deferred += 1
+                continue
+            }
             if proofsNeeded {
                 guard verifies(member.proof, of: id, in: room) else {
                     unproven += 1
@@ -225,6 +238,7 @@ extension SessionStateMachine {
                 }
                 rooms[room]!.proofs[id] = member.proof
             }
+            if hearsay { introducers[RoomMember(room: room, peer: id)] = link.peer.id }
             rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
             introduced.append(id)
             notice(room, "\(member.name) joined", at: now, &out)
@@ -232,6 +246,7 @@ extension SessionStateMachine {
             out.append(.emit(.memberState(room: room.rawValue, peer: SessionPeer(id: id, name: member.name), state: state)))
         }
         reportUnproven(unproven, in: room, from: link, &out)
+        reportDeferred(deferred, in: room, from: link, &out)
         // Only if something changed: every member's list at every resync (each 30 s) was a synced write
         // of the whole list, 63 of them per resync in a room of 64 (our own resync saves it once).
         if rooms[room]?.members != before { saveRoom(room, &out) }
@@ -242,6 +257,45 @@ extension SessionStateMachine {
                 merge(claim.members, into: room, from: entry, at: now, &out)
             }
         }
+    }
+
+    /// Introductions remembered (`introducers`), at most: past it, nobody's are taken until some leave.
+    static let maximumIntroducers = 8192
+
+    /// The members of `room` that `introducer` introduced to us and that we have not been connected with.
+    public func unseenIntroduced(by introducer: PeerID, in room: RoomID) -> [PeerID] {
+        introducers.filter { $0.key.room == room && $0.value == introducer && !seen($0.key.peer) && rooms[room]?.members[$0.key.peer] != nil }
+            .map(\.key.peer).sorted()
+    }
+
+    /// Whether we pass `member` on to others (introductions, member lists): not while it is only a
+    /// member's word to us (introduced, never connected here): so what one member made up reaches only
+    /// those it tells itself, each within its `maximumUnseenIntroductions`.
+    func vouchable(_ member: PeerID, in room: RoomID) -> Bool {
+        introducers[RoomMember(room: room, peer: member)] == nil || seen(member)
+    }
+
+    /// Tells once per connection that a member introduced more members we never saw than it may.
+    mutating func reportDeferred(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
+        guard count > 0, refusedIntroductions.insert(link.peer.id).inserted else { return }
+        out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced \(count) more member(s) to room \(room) "
+            + "than the \(configuration.maximumUnseenIntroductions) not yet connected here it may: not added until those connect "
+            + "(any more from it on this connection are not reported)")))
+    }
+
+    /// Whether an address a member gave for itself or another member may be dialed: not unspecified,
+    /// multicast or broadcast, and loopback only when `link` (the address it told us over) is loopback too.
+    public static func dialable(_ address: String, via link: String?) -> Bool {
+        let host = address.split(separator: "%", maxSplits: 1).first.map(String.init)?.lowercased() ?? ""
+        func loopback(_ text: String) -> Bool {
+            text.hasPrefix("127.") || text == "::1" || text.hasPrefix("::ffff:127.") || text == "localhost"
+        }
+        if loopback(host) { return link.map { loopback($0.lowercased()) } ?? false }
+        if host.isEmpty || host == "0.0.0.0" || host == "::" || host == "255.255.255.255" || (host.contains(":") && host.hasPrefix("ff")) { return false }
+        if let first = host.split(separator: ".").first, let octet = Int(first), host.contains("."), !host.contains(":"), (224...239).contains(octet) {
+            return false
+        }
+        return true
     }
 
     /// A claim nobody confirmed in time is answered like a ROOM_MEMBERS for a room we are not in:
@@ -313,6 +367,7 @@ extension SessionStateMachine {
     /// `code` the event that tells programs why (`left`, `removed`, `closed`).
     mutating func leaveRoom(_ room: RoomID, code: String, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
         guard let state = rooms.removeValue(forKey: room) else { return }
+        introducers = introducers.filter { $0.key.room != room }
         historyOwed.removeAll { $0.room == room }
         if tell {
             let signed = signLeave(room, at: now)

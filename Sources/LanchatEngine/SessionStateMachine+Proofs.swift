@@ -60,14 +60,14 @@ extension SessionStateMachine {
         let others = (rooms[room]?.members.keys.sorted()) ?? []
         if entry.version >= WireFrame.proofsVersion, configuration.envelopes != nil {
             listed[0].proof = ownProof(room, at: now)
-            for id in others {
+            for id in others where vouchable(id, in: room) {
                 guard let proof = rooms[room]?.proofs[id] else { continue }
                 var member = memberEntry(id)
                 member.proof = proof
                 listed.append(member)
             }
         } else {
-            listed += others.map(memberEntry)
+            listed += others.filter { vouchable($0, in: room) }.map(memberEntry)
         }
         return pages(of: listed, in: room)
     }

@@ -119,6 +119,10 @@ public struct SessionStateMachine: Sendable {
     /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
     var claims: [RoomID: [PeerID: Claim]] = [:]
     var redials: [PeerID: Redial] = [:]
+    /// Who introduced each member we have not admitted ourselves (`+Membership`: `unseenIntroduced`).
+    var introducers: [RoomMember: PeerID] = [:]
+    /// Peers we have had a link with while this node runs (`seen`); at most `maximumSeenLinked`.
+    var seenLinked: Set<PeerID> = []
     /// Members for whom a "left" notice was shown, so a reconnection says "rejoined".
     var departed: Set<RoomMember> = []
     /// Reliable messages each recipient has not acknowledged yet (ids and their rooms); the store keeps
