@@ -192,6 +192,7 @@ extension SessionStateMachine {
         // Every acknowledged id leaves the store's queue, also one this engine does not track (after a
         // failed write, for example): deleting what is not there costs nothing.
         out.append(.persist(.acknowledge(peer, ids)))
+        if let queued = outbox[peer], ids.contains(where: { queued[$0] != nil }) { retransmitsUnanswered[peer] = nil }
         unqueue(ids, for: peer)
     }
 
@@ -202,6 +203,7 @@ extension SessionStateMachine {
         for id in ids { outbox[peer]?.removeValue(forKey: id) }
         if outbox[peer]?.isEmpty == true {
             outbox[peer] = nil
+            retransmitsUnanswered[peer] = nil
             timers.cancel(.retransmit(peer))
         }
     }
@@ -221,11 +223,19 @@ extension SessionStateMachine {
         noteReliableSend(to: peer, at: now)
     }
 
+    /// The retransmit timer: `retransmitInterval`, doubled for each resend that brought no acknowledgement
+    /// (up to 16 times it): a member that never acknowledges does not have us read and send its whole
+    /// outbox every 5 s.
     private mutating func noteReliableSend(to peer: PeerID, at now: EngineTime) {
-        timers.schedule(.retransmit(peer), at: now.monotonic + configuration.retransmitInterval)
+        let unanswered = Int64(min(retransmitsUnanswered[peer] ?? 0, Self.maximumRetransmitDoublings))
+        timers.schedule(.retransmit(peer), at: now.monotonic + configuration.retransmitInterval << unanswered)
     }
 
+    /// How many times the retransmit interval doubles at most (`noteReliableSend`).
+    static let maximumRetransmitDoublings = 4
+
     mutating func retransmit(to peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
+        if outbox[peer]?.isEmpty == false { retransmitsUnanswered[peer, default: 0] += 1 }
         flushOutbox(to: peer, at: now, &out)
     }
 

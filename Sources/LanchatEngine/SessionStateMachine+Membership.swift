@@ -188,8 +188,34 @@ extension SessionStateMachine {
                 }
             }
         }
-        claims[update.room, default: [:]][sender] = Claim(members: update.members, at: since ?? now.monotonic)
+        // Bounded in bytes too: no more members than a room holds, and the oldest claims go while all of
+        // them together are past `maximumClaimBytes` (a claim of 1,024 members with long names and eight
+        // addresses each is about a megabyte).
+        let members = Array(update.members.prefix(configuration.maximumRoomMembers + 1))
+        claims[update.room, default: [:]][sender] = Claim(members: members, at: since ?? now.monotonic)
+        var total = claimBytes
+        while total > Self.maximumClaimBytes {
+            guard let oldest = claims.flatMap({ room, byPeer in byPeer.map { (room: room, peer: $0.key, claim: $0.value) } })
+                .min(by: { ($0.claim.at, $0.room.rawValue, $0.peer.rawValue) < ($1.claim.at, $1.room.rawValue, $1.peer.rawValue) }) else { break }
+            total -= Self.bytes(of: oldest.claim.members)
+            claims[oldest.room]?[oldest.peer] = nil
+            if claims[oldest.room]?.isEmpty == true { claims[oldest.room] = nil }
+        }
         timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
+    }
+
+    /// What the kept claims hold, counted as `bytes(of:)` does.
+    public var claimBytes: Int { claims.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + Self.bytes(of: $1.members) } } }
+
+    /// What all kept claims may hold together (`keepClaim`), counted as `bytes(of:)` does.
+    static let maximumClaimBytes = 4 << 20
+
+    /// About what `members` takes in memory: their ids, names, addresses and proofs.
+    static func bytes(of members: [WireFrame.Member]) -> Int {
+        members.reduce(0) { total, member in
+            total + 64 + member.peerID.utf8.count + member.name.utf8.count + member.addresses.reduce(0) { $0 + 16 + $1.utf8.count }
+                + (member.proof.map { 32 + $0.inviter.utf8.count + $0.signature.key.count + $0.signature.bytes.count } ?? 0)
+        }
     }
 
     /// Adds the members `link`'s peer (a member) tells us of. With keys (version 2), one that is new to
@@ -213,7 +239,11 @@ extension SessionStateMachine {
             var addresses = member.addresses.filter { Self.dialable($0, via: link.remoteAddress) }
             if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
             if var known = rooms[room]?.members[id] {
-                if proofsNeeded, adoptProof(member.proof, of: id, in: room) { proven.append(id) }
+                if proofsNeeded, let proof = member.proof, proofChecksLeft(for: link.peer.id) {
+                    let newer = rooms[room]?.proofs[id].map { $0.timestampMilliseconds < proof.timestampMilliseconds } ?? true
+                    if adoptProof(proof, of: id, in: room) { proven.append(id) }
+                    else if newer, rooms[room]?.proofs[id] != proof { failedProofChecks[link.peer.id, default: 0] += 1 }
+                }
                 // Addresses are hints, and only a member's own: another member's word about them (which
                 // could send our redials to an address of its choosing) changes nothing.
                 guard id == link.peer.id else { continue }
@@ -232,7 +262,8 @@ extension SessionStateMachine {
                 continue
             }
             if proofsNeeded {
-                guard verifies(member.proof, of: id, in: room) else {
+                guard member.proof != nil, proofChecksLeft(for: link.peer.id), verifies(member.proof, of: id, in: room) else {
+                    if member.proof != nil, proofChecksLeft(for: link.peer.id) { failedProofChecks[link.peer.id, default: 0] += 1 }
                     unproven += 1
                     continue
                 }
@@ -261,6 +292,15 @@ extension SessionStateMachine {
 
     /// Introductions remembered (`introducers`), at most: past it, nobody's are taken until some leave.
     static let maximumIntroducers = 8192
+
+    /// Whether a proof `peer` sent is still checked: each costs a signature check (about 55 µs on the
+    /// event loop); past `maximumFailedProofChecks` failures from one peer between two resyncs, its
+    /// proofs are taken as failing without a check.
+    func proofChecksLeft(for peer: PeerID) -> Bool {
+        (failedProofChecks[peer] ?? 0) < Self.maximumFailedProofChecks
+    }
+
+    static let maximumFailedProofChecks = 64
 
     /// The members of `room` that `introducer` introduced to us and that we have not been connected with.
     public func unseenIntroduced(by introducer: PeerID, in room: RoomID) -> [PeerID] {
@@ -341,6 +381,7 @@ extension SessionStateMachine {
     mutating func resync(at now: EngineTime, _ out: inout [SessionAction]) {
         // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
         syncServed.removeAll()
+        failedProofChecks.removeAll()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             // Saved once a round: a list that `merge` found unchanged is not saved there, so a save that
             // failed (a full disk) is repaired here.

@@ -119,6 +119,8 @@ public struct SessionStateMachine: Sendable {
     /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
     var claims: [RoomID: [PeerID: Claim]] = [:]
     var redials: [PeerID: Redial] = [:]
+    /// Membership proofs from each peer that failed their check since the last resync (`proofChecksLeft`).
+    var failedProofChecks: [PeerID: Int] = [:]
     /// Who introduced each member we have not admitted ourselves (`+Membership`: `unseenIntroduced`).
     var introducers: [RoomMember: PeerID] = [:]
     /// Peers we have had a link with while this node runs (`seen`); at most `maximumSeenLinked`.
@@ -128,6 +130,8 @@ public struct SessionStateMachine: Sendable {
     /// Reliable messages each recipient has not acknowledged yet (ids and their rooms); the store keeps
     /// the messages themselves.
     var outbox: [PeerID: [WireID: RoomID]] = [:]
+    /// Resends to each recipient since it last acknowledged one of them (`+Delivery`: the backoff).
+    var retransmitsUnanswered: [PeerID: Int] = [:]
     var noticeSequence: Int64 = 0
     /// Rooms whose history we asked for as we joined: whom we asked, and until when (monotonic ms) its
     /// offer is taken (`takeHistory`). One history per join: the door closes when its offer is taken.

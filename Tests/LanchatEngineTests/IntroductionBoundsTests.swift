@@ -124,6 +124,64 @@ import Testing
         #expect(node.members(of: lab)?[fakes[0].id]?.addresses == ["198.18.0.9"])
     }
 
+    /// Item 7: a member that never acknowledges is resent its outbox less and less often (5 s, doubling
+    /// to 80 s), not every 5 s; one acknowledgement brings the interval back.
+    @Test func aMemberThatNeverAcknowledgesIsResentLessAndLessOften() throws {
+        var node = engine()
+        _ = try node.send(["hello"], room: lab, at: at(10))
+        func flushes(_ actions: [SessionAction]) -> Int {
+            actions.count { if case .flushOutbox(let peer, _, _) = $0 { peer == bob.id } else { false } }
+        }
+        var count = 0
+        var time: Int64 = 10
+        while time < 10 * 60_000 {
+            time += 1_000
+            count += flushes(node.tick(at: at(time)))
+        }
+        // 5 + 10 + 20 + 40 + 80 s, then every 80 s: 11 in 10 minutes (every 5 s: 120).
+        #expect(count >= 8 && count <= 12, "resends to a member that never acknowledges in 10 minutes: \(count)")
+    }
+
+    /// Item 7: failing membership proofs cost a signature check each; past 64 from one peer between two
+    /// resyncs, no more are checked.
+    @Test func failingProofsAreCheckedAtMost64TimesPerResync() {
+        final class Counter: @unchecked Sendable { var value = 0 }  // (one test, one thread)
+        let counter = Counter()
+        var counted = engine { configuration in
+            let keys = configuration.envelopes!
+            configuration.envelopes = EnvelopeKeys(publicKey: keys.publicKey, sign: { keys.signature(over: $0).bytes }, verify: { _, _, _ in
+                counter.value += 1
+                return false
+            })
+        }
+        var forged = fakes.map { entry($0) }
+        for index in forged.indices { forged[index].proof?.signature = Signature(key: SimulatedSignatures.key(1), bytes: [UInt8](repeating: 1, count: 64)) }
+        _ = counted.received([.roomMembers(.init(room: lab, members: forged))], on: LinkHandle(1), at: at(2))
+        _ = counted.received([.roomMembers(.init(room: lab, members: forged))], on: LinkHandle(1), at: at(3))
+        #expect(counter.value == 64)
+        _ = counted.tick(at: at(1 + counted.configuration.resyncInterval))
+        _ = counted.received([.roomMembers(.init(room: lab, members: forged))], on: LinkHandle(1), at: at(2 + counted.configuration.resyncInterval))
+        #expect(counter.value == 128)
+    }
+
+    /// Item 7: claims (ROOM_MEMBERS from peers not yet members) are bounded in bytes, not only in number.
+    @Test func claimsAreBoundedInBytes() {
+        var node = engine()
+        let long = String(repeating: "n", count: 255)
+        let addresses = (0..<8).map { "2001:db8::\($0):ffff:ffff:ffff" }
+        for n in 0..<300 {
+            let stranger = SessionPeer(id: PeerID(digest: [0x55, UInt8(n >> 8), UInt8(n & 0xff)] + [UInt8](repeating: 2, count: 29)), name: "s\(n)")
+            _ = node.linkUp(LinkHandle(100 + n), peer: stranger, dialedByUs: false, remoteAddress: "198.18.0.77", version: 3, at: at(2))
+            let members = (0..<1024).map { m in
+                WireFrame.Member(peerID: PeerID(digest: [0x66, UInt8(m >> 8), UInt8(m & 0xff)] + [UInt8](repeating: 3, count: 29)).rawValue,
+                                 name: long, port: 1, addresses: addresses)
+            }
+            _ = node.received([.roomMembers(.init(room: lab, members: members))], on: LinkHandle(100 + n), at: at(3))
+        }
+        #expect(node.claimBytes <= 4 << 20, "claims held: \(node.claimBytes) bytes")
+        #expect(node.claimBytes > 0)
+    }
+
     @Test func aFullRoomRefusesAnInvitationAndSaysSo() {
         var node = engine { $0.maximumRoomMembers = 2 }
         let dave = SessionPeer(id: SessionStateMachineTests.peerID(0x40), name: "dave")
