@@ -29,15 +29,34 @@ extension SessionStateMachine {
     /// answer costs an export).
     static let maximumSyncAnswers = 3
 
-    /// A member asks what it lacks: answered at most `maximumSyncAnswers` times per room between two resyncs.
-    mutating func received(_ request: WireFrame.SyncRequest, from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
+    /// A member asks what it lacks: answered at most `maximumSyncAnswers` times per room between two
+    /// resyncs, one answer at a time per room (none while our previous answer to it for that room is still
+    /// being written, offered or sent: `TransferTable.relayAnswerOutstanding`), and only within the
+    /// outgoing caps (`TransferLimits.maximumOutgoingPerPeer`, `maximumOutgoing`). A request past any of
+    /// these is not answered (the member asks again at its next resync). Each answer is an export (an
+    /// unlinked file, a descriptor) until it ends: accepted and sent, refused, or not accepted within
+    /// `TransferLimits.offerTimeout`.
+    mutating func received(_ request: WireFrame.SyncRequest, from entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let asker = RoomMember(room: request.room, peer: entry.peer.id)
         guard entry.version >= 2, rooms[request.room]?.members[entry.peer.id] != nil,
               syncServed[asker, default: 0] < Self.maximumSyncAnswers else { return }
+        let preparation = transfers.limits.relayAnswerPreparation
+        transfers.relayPreparing = transfers.relayPreparing.filter { now.monotonic - $0.value < preparation }
+        guard !transfers.relayAnswerOutstanding(request.room, to: entry.peer.id, at: now.monotonic),
+              transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil else { return }
         syncServed[asker, default: 0] += 1
+        transfers.relayPreparing[.init(room: request.room, peer: entry.peer.id)] = now.monotonic
+        timers.scheduleNoLaterThan(.outgoingTransfers, at: now.monotonic + preparation)
         var marks: [String: [ClosedRange<UInt64>]] = [:]
         for mark in request.marks { marks[mark.author, default: []].append(mark.first...mark.last) }
         out.append(.sendSync(request.room, sinceMilliseconds: Int64(clamping: request.sinceMilliseconds), marks: marks, to: entry.peer))
+    }
+
+    /// The shell made no offer for a `SessionAction.sendSync` (nothing lacking, or the export failed): the
+    /// member's next SYNC_REQUEST for `room` may be answered. (An answer it offers, `offerResource` with
+    /// `relayAnswer`, stays outstanding until that transfer ends.)
+    public mutating func relayAnswerNotOffered(_ room: RoomID, to peer: PeerID) {
+        transfers.relayPreparing[.init(room: room, peer: peer)] = nil
     }
 
     /// Whether an incoming history transfer answers a SYNC_REQUEST (relay), not a newcomer's HISTORY_REQUEST.
@@ -52,6 +71,7 @@ extension SessionStateMachine {
     /// stays until the next resync: a peer that reconnects in a loop gets no more answers.
     mutating func forgetSync(with peer: PeerID) {
         syncAsked = syncAsked.filter { $0.peer != peer }
+        transfers.relayPreparing = transfers.relayPreparing.filter { $0.key.peer != peer }
         refusedLive.remove(peer)
         refusedIntroductions.remove(peer)
     }

@@ -264,7 +264,8 @@ extension SessionStateMachine {
             return refuse("that id is in use")
         }
         let total = sharedServedCount(to: nil)
-        guard total < Self.maximumSharedServed, sharedServedCount(to: entry.peer.id) < Self.maximumSharedServedPerPeer else {
+        guard total < Self.maximumSharedServed, sharedServedCount(to: entry.peer.id) < Self.maximumSharedServedPerPeer,
+              transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil else {
             return refuse("busy: serving \(total) shared files; ask again later or another member")
         }
         sharedServing[request.id] = entry.peer.id
@@ -283,6 +284,26 @@ extension SessionStateMachine {
         sharedServed[request.id] = ServedProgress(acknowledged: 0, since: now.monotonic)
         timers.scheduleNoLaterThan(.sharedServes, at: now.monotonic + Self.sharedServeAcceptTimeout)
         return actions
+    }
+
+    /// Whether one of `messages` (the room's messages whose body begins as an announcement of the digest
+    /// asked for: `SharedFile.bodyPrefix`) lets us serve `request` to `requester`: an announcement of
+    /// exactly that digest, of kind file, in the room asked about, not direct, by a member other than the
+    /// requester. So a member cannot fetch, by its digest, a file shared in a room it is not in (nor one
+    /// sent to us alone), and cannot learn whether we hold some content by announcing it itself, directly
+    /// to us or in the room, and asking for it.
+    public static func mayServe(_ request: WireFrame.FileRequest, to requester: PeerID, announcedIn messages: [StoredMessage]) -> Bool {
+        messages.contains { message in
+            message.kind == .file && !message.direct && message.room == request.room.rawValue && message.senderID != requester.rawValue
+                && SharedFile(body: message.body)?.sha256 == request.sha256
+        }
+    }
+
+    /// What a member that asks for a file we do not serve is told, the same whether we do not hold it or
+    /// it was not announced in that room (by someone else, not directly): a member learns no more of what
+    /// we hold than what the room's announcements tell it.
+    public static func notServedText(_ request: WireFrame.FileRequest, ownName: String) -> String {
+        "\(ownName) has no such file to serve in \(request.room)"
     }
 
     /// The shell does not hold what was asked for (answer to `FileAction.serveShared`).

@@ -11,11 +11,15 @@ extension SessionStateMachine {
     // MARK: Sending
 
     /// Offers an open file (or a history export, `ephemeral`) to a connected peer. Returns its id.
+    /// `relayAnswer`: the answer to its SYNC_REQUEST for `room` (`SessionAction.sendSync`), one at a time.
+    /// Refused past `TransferLimits.maximumOutgoingPerPeer` or `maximumOutgoing` (the shell closes the file).
     public mutating func offerResource(
         _ file: OfferedFile, to peer: PeerID, kind: WireFrame.ResourceOffer.Kind = .file, room: RoomID? = nil, ephemeral: Bool = false,
-        id chosen: WireID? = nil, digest: [UInt8]? = nil, at now: EngineTime
+        id chosen: WireID? = nil, digest: [UInt8]? = nil, relayAnswer: Bool = false, at now: EngineTime
     ) throws(SessionError) -> (WireID, [SessionAction]) {
+        if relayAnswer, let room { transfers.relayPreparing[.init(room: room, peer: peer)] = nil }
         guard let entry = links.entry(peer) else { throw SessionError("unreachable", "not connected to \(peer.short)") }
+        if let refusal = transfers.outgoingRefusal(to: peer, name: entry.peer.name) { throw SessionError("busy", refusal) }
         var out: [SessionAction] = []
         let id = chosen ?? ids.wireID()
         let offer = Self.offer(id, file, kind: kind, room: room, digest: digest)
@@ -28,8 +32,9 @@ extension SessionStateMachine {
         let transfer = TransferTable.Outgoing(
             peer: entry.peer, file: file, offer: offer, machine: OutgoingResource(
                 size: file.size, chunkSize: transfers.limits.chunkSize, window: transfers.limits.window),
-            ephemeral: ephemeral, started: now.monotonic)
+            ephemeral: ephemeral, started: now.monotonic, relayAnswer: relayAnswer && room != nil, offeredAt: now.monotonic)
         transfers.outgoing[id] = transfer
+        timers.scheduleNoLaterThan(.outgoingTransfers, at: now.monotonic + transfers.limits.offerTimeout)
         // A digest known beforehand (a shared file is kept under it) is what the offer says; none follows.
         transfers.outgoing[id]?.digest = digest
         out.append(.send(entry.handle, [.resourceOffer(offer)]))
@@ -156,6 +161,12 @@ extension SessionStateMachine {
                 endOutgoing(accept.id, .failed, error: "the receiver sent a bad offset", at: now, &out)
                 return
             }
+            if transfer.state == .offered || transfer.machine.acknowledged > transfer.acknowledged {
+                // Accepted, or more acknowledged: the receiver is there (`outgoingDue`).
+                transfer.progressAt = now.monotonic
+                transfer.acknowledged = transfer.machine.acknowledged
+                timers.scheduleNoLaterThan(.outgoingTransfers, at: now.monotonic + transfers.limits.stallTimeout)
+            }
             if transfer.state == .offered {
                 transfer.state = .active
                 transfer.started = now.monotonic
@@ -237,8 +248,10 @@ extension SessionStateMachine {
             transfer.machine.interrupted()
             transfer.attempt += 1
             transfer.state = .offered
+            transfer.offeredAt = now.monotonic
             transfers.outgoing[id] = transfer
             out.append(.send(handle, [.resourceOffer(transfer.offer)]))
+            timers.scheduleNoLaterThan(.outgoingTransfers, at: now.monotonic + transfers.limits.offerTimeout)
         }
         // Kept until the receiver answers that it heard (an END on a connection that then failed is lost).
         for id in transfers.tellCancelled.orderedKeys {
@@ -291,6 +304,41 @@ extension SessionStateMachine {
         }
         if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
         sharedFetchesLost(peer, reason: reason, at: now, &out)
+    }
+
+    /// Outgoing transfers on a live connection whose offer was not accepted within `offerTimeout`, or whose
+    /// receiver acknowledged nothing more for `stallTimeout` (ten times that once every byte is sent), end:
+    /// the receiver is told why (RESOURCE_END failed), the file is closed (an export's with it). Shared
+    /// files served go by `sharedServesDue`; relay answers being written that the shell never offered
+    /// are forgotten after `relayAnswerPreparation`.
+    mutating func outgoingDue(at now: EngineTime, _ out: inout [SessionAction]) {
+        let limits = transfers.limits
+        transfers.relayPreparing = transfers.relayPreparing.filter { now.monotonic - $0.value < limits.relayAnswerPreparation }
+        var next: Int64?
+        for id in transfers.outgoing.orderedKeys {
+            guard let transfer = transfers.outgoing[id], transfer.offer.kind != .shared, let handle = links.handle(transfer.peer.id) else { continue }
+            let deadline: Int64
+            let problem: String
+            switch transfer.state {
+            case .offered:
+                deadline = transfer.offeredAt + limits.offerTimeout
+                problem = "not accepted within \(limits.offerTimeout / 1000) s"
+            case .active:
+                let stall = transfer.machine.isFinishedSending ? 10 * limits.stallTimeout : limits.stallTimeout
+                deadline = transfer.progressAt + stall
+                problem = "nothing acknowledged for \(stall / 1000) s"
+            default:
+                continue
+            }
+            guard deadline <= now.monotonic else {
+                next = min(next ?? deadline, deadline)
+                continue
+            }
+            out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: problem))]))
+            endOutgoing(id, .failed, error: problem, at: now, &out)
+        }
+        for since in transfers.relayPreparing.values { next = min(next ?? since + limits.relayAnswerPreparation, since + limits.relayAnswerPreparation) }
+        if let next { timers.scheduleNoLaterThan(.outgoingTransfers, at: next) }
     }
 
     /// Peers that outgoing transfers wait for (redialed like room members).

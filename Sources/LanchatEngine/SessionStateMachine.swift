@@ -266,6 +266,7 @@ public struct SessionStateMachine: Sendable {
             case .autoAway: idleTimerFired(at: now, &out)
             case .sharedFetches: sharedFetchesDue(at: now, &out)
             case .sharedServes: sharedServesDue(at: now, &out)
+            case .outgoingTransfers: outgoingDue(at: now, &out)
             }
         }
         return out
@@ -294,7 +295,7 @@ public struct SessionStateMachine: Sendable {
                 guard rooms[leave.room]?.members[entry.peer.id] != nil else { break }
                 removeMember(leave.room, entry.peer, reason: leave.text, keepQueued: leave.text == Self.notAMember, at: now, &out)
                 bury(RoomMember(room: leave.room, peer: entry.peer.id), at: now)
-            case .syncRequest(let request): received(request, from: entry, &out)
+            case .syncRequest(let request): received(request, from: entry, at: now, &out)
             case .presence(let presence): received(presence, from: entry, &out)
             case .roomMeta(let update): received(update, from: entry, at: now, &out)
             case .typing(let room): heardTyping(in: room, from: entry, at: now, &out)

@@ -28,6 +28,8 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
     case sharedFetches
     /// Shared files served that are not accepted, or no longer acknowledged, end.
     case sharedServes
+    /// Outgoing transfers not accepted in time, or no longer acknowledged, end.
+    case outgoingTransfers
 
     public var description: String {
         switch self {
@@ -43,6 +45,7 @@ public enum EngineTimer: Hashable, Sendable, CustomStringConvertible {
         case .autoAway: "auto-away"
         case .sharedFetches: "shared-file requests time out"
         case .sharedServes: "shared files served stall"
+        case .outgoingTransfers: "outgoing transfers not accepted or stalled end"
         }
     }
 }

@@ -124,6 +124,20 @@ public struct TransferLimits: Sendable, Equatable {
     /// Incoming transfers at once, from one peer and in all.
     public var maximumIncomingPerPeer = 16
     public var maximumIncoming = 64
+    /// Outgoing transfers at once (each holds a descriptor, an export an unlinked file as well), to one
+    /// peer and in all: a new offer past either is refused, and a SYNC_REQUEST past either is not
+    /// answered. (Those waiting for their peer count; the ones restored after a restart are never refused.)
+    public var maximumOutgoingPerPeer = 16
+    public var maximumOutgoing = 64
+    /// Sender: an offer not accepted within this long (milliseconds) on a live connection ends (RESOURCE_END
+    /// failed, "not accepted within 60 s"): its descriptor, and an export's file, go back. An accepted
+    /// transfer whose receiver acknowledges nothing more for `stallTimeout` (ten times that once every byte
+    /// is sent: the receiver checks and places it) ends as well. (Shared files served have their own,
+    /// shorter times: `SessionStateMachine.sharedServeAcceptTimeout`.)
+    public var offerTimeout: Int64 = 60_000
+    /// A relay answer being written counts as outstanding (no other is made for that member and room)
+    /// until the shell offers it or says it made none, or for at most this long (milliseconds).
+    public var relayAnswerPreparation: Int64 = 10_000
     public var chunkSize = 128 * 1024
     public var window: UInt64 = 4 << 20
     /// Receiver: progress every this many bytes written.
@@ -165,6 +179,13 @@ struct TransferTable: Sendable {
         var digest: [UInt8]?
         var started: Int64 = 0
         var startOffset: UInt64 = 0
+        /// An answer to a SYNC_REQUEST (relay): one at a time per member and room.
+        var relayAnswer = false
+        /// When it was last offered, and when its receiver last acknowledged more (`acknowledged`:
+        /// how much, then), monotonic milliseconds (see `TransferLimits.offerTimeout`).
+        var offeredAt: Int64 = 0
+        var progressAt: Int64 = 0
+        var acknowledged: UInt64 = 0
     }
 
     enum Stage: Equatable, Sendable {
@@ -197,10 +218,36 @@ struct TransferTable: Sendable {
     var tellCancelled: [WireID: TellCancel] = [:]
     /// The last ended transfers, newest last.
     var ended: [TransferInfo] = []
+    /// Relay answers the shell is writing (asked for with `SessionAction.sendSync`, not offered yet), by
+    /// room and member, and since when (monotonic milliseconds).
+    struct RelayAsker: Hashable, Sendable { var room: RoomID; var peer: PeerID }
+    var relayPreparing: [RelayAsker: Int64] = [:]
 
     func incomingCount(from peer: PeerID?) -> Int {
         guard let peer else { return incoming.count }
         return incoming.values.filter { $0.peer.id == peer }.count
+    }
+
+    /// Outgoing transfers to `peer` (nil: in all), with the relay answers being written.
+    func outgoingCount(to peer: PeerID?) -> Int {
+        outgoing.values.filter { peer == nil || $0.peer.id == peer }.count + relayPreparing.keys.filter { peer == nil || $0.peer == peer }.count
+    }
+
+    /// Why one more outgoing transfer to `peer` is not made now (nil: it may be).
+    func outgoingRefusal(to peer: PeerID, name: String) -> String? {
+        if outgoingCount(to: peer) >= limits.maximumOutgoingPerPeer {
+            return "too many transfers to \(name) at once (\(limits.maximumOutgoingPerPeer)); send it when one has ended"
+        }
+        if outgoingCount(to: nil) >= limits.maximumOutgoing {
+            return "too many transfers going out at once (\(limits.maximumOutgoing) in all); send it when one has ended"
+        }
+        return nil
+    }
+
+    /// Whether our answer to `peer`'s SYNC_REQUEST for `room` is still being written, offered or sent.
+    func relayAnswerOutstanding(_ room: RoomID, to peer: PeerID, at now: Int64) -> Bool {
+        if let since = relayPreparing[RelayAsker(room: room, peer: peer)], now - since < limits.relayAnswerPreparation { return true }
+        return outgoing.values.contains { $0.relayAnswer && $0.peer.id == peer && $0.offer.room == room }
     }
 
     /// Bytes still to come for the transfers receiving now (their free space is spoken for).

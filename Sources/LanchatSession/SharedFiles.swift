@@ -261,22 +261,27 @@ extension SessionNode {
 
     // MARK: Serving and placing
 
-    /// A member asks for a file kept here: it is opened and offered, or refused.
+    /// A member asks for a file kept here: it is opened and offered, or refused. Only what was announced
+    /// in that room, not directly, by someone else than the requester (`SessionStateMachine.mayServe`: the
+    /// store is asked for the room's announcements of that digest, the rule picks among them); the refusal
+    /// is the same whether the file is not held here or was not announced so (`notServedText`).
     func serveShared(_ request: WireFrame.FileRequest, to peer: SessionPeer) {
         let hex = Hex.string(request.sha256)
-        // Only what was shared in that room (a member of one room does not get another room's files by
-        // their digest): an exact look-up of how its announcements begin, whatever else members announce.
+        // An exact look-up of how its announcements begin, whatever else members announce (at most
+        // `servableAnnouncements`, the latest: a requester that announced the digest itself many times
+        // over only hides the others from its own request).
         let prefix = SharedFile.bodyPrefix(sha256: request.sha256)
-        let announced = ((try? store.search(room: request.room.rawValue, limit: 1, filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? [])
-            .contains { SharedFile(body: $0.body)?.sha256 == request.sha256 }
-        guard announced else {
-            perform(engine.notServed(request, to: peer.id, because: "no file with that SHA-256 was shared in \(request.room)"))
+        let found = (try? store.search(room: request.room.rawValue, limit: Self.servableAnnouncements,
+                                       filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? []
+        let refusal = SessionStateMachine.notServedText(request, ownName: configuration.ownName)
+        guard SessionStateMachine.mayServe(request, to: peer.id, announcedIn: found) else {
+            perform(engine.notServed(request, to: peer.id, because: refusal))
             return
         }
         let path = sharedStorage.path + "/" + hex
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0, let file = try? ResourceFile.opened(fd, path: path) else {
-            perform(engine.notServed(request, to: peer.id, because: "not held by \(configuration.ownName)"))
+            perform(engine.notServed(request, to: peer.id, because: refusal))
             return
         }
         guard files[request.id] == nil else {
@@ -288,6 +293,9 @@ extension SessionNode {
         let offered = OfferedFile(path: path, name: hex, size: file.size, modifiedMilliseconds: file.modified, identity: file.identity)
         perform(engine.serveShared(request, file: offered, to: peer.id, at: time()))
     }
+
+    /// Announcements of one digest in a room looked at when a member asks for it.
+    static let servableAnnouncements = 64
 
     /// A fetched file, verified: kept under its digest (unless this node keeps no shared files), and a
     /// copy put in `destination`.

@@ -103,8 +103,9 @@ extension SessionNode {
     /// connection its request came on. The export is a nameless temporary file in the history directory
     /// (under the state directory, not `/tmp`): only its descriptor reads it, so it goes with the transfer.
     /// `signed`: a signed history (each record with its author's signature, if it has one). The history
-    /// is read from the store and written in pieces of `exportPiece` messages, one per turn of the event
-    /// loop: a history of a million messages is never held whole, and peers are served between pieces.
+    /// is read from the store in pieces of `exportPiece` messages on the event loop, and each piece is
+    /// written on the file thread (`fileIO`), the next read once it is written: a history of a million
+    /// messages is never held whole, and peers are served meanwhile.
     func exportHistory(room: RoomID, since: Int64, limit: Int, to peer: SessionPeer, signed: Bool) {
         guard let file = historyFile() else { return }
         exportHistoryPiece(file, room: room, since: since, limit: limit, after: nil, written: 0, to: peer, signed: signed)
@@ -112,25 +113,31 @@ extension SessionNode {
 
     private func exportHistoryPiece(_ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int, after cursor: ExportCursor?,
                                     written: Int, to peer: SessionPeer, signed: Bool) {
-        guard !stopped, let piece = try? store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece),
-              let count = writeHistory(piece.messages, to: file.fd, at: written, signed: signed)
+        guard !stopped, let piece = try? store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece)
         else { close(file.fd); return }
-        guard let next = piece.next else { return offerHistory(file, size: written + count, room: room, to: peer, signed: signed) }
-        eventLoop.execute { [weak self] in
-            self?.assumeIsolated { node in
-                node.exportHistoryPiece(file, room: room, since: since, limit: limit, after: next, written: written + count, to: peer, signed: signed)
-            }
+        writeHistory(piece.messages, to: file, at: written, signed: signed) { node, count in
+            guard let count else { close(file.fd); return }
+            guard let next = piece.next else { return node.offerHistory(file, size: written + count, room: room, to: peer, signed: signed) }
+            node.exportHistoryPiece(file, room: room, since: since, limit: limit, after: next, written: written + count, to: peer, signed: signed)
         }
     }
 
     /// Messages read from the store per piece of an exported history (about 160 bytes each).
     static let exportPiece = 5000
 
-    /// The same, for messages already read (a relay answer: a few, within the relay's limit).
+    /// The same, for messages already read: a relay answer (a few, within the relay's limit), the answer
+    /// to `SessionAction.sendSync`. Written on the file thread, then offered as the relay answer to `peer`
+    /// for `room` (one at a time: `SessionStateMachine.received(_:SyncRequest...)`); when none is offered
+    /// (nothing lacking, a failure, the caps), the engine hears it (`relayAnswerNotOffered`).
     func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer, signed: Bool) {
-        guard let file = historyFile() else { return }
-        guard let count = writeHistory(messages, to: file.fd, at: 0, signed: signed) else { close(file.fd); return }
-        offerHistory(file, size: count, room: room, to: peer, signed: signed)
+        guard !messages.isEmpty, let file = historyFile() else { return engine.relayAnswerNotOffered(room, to: peer.id) }
+        writeHistory(messages, to: file, at: 0, signed: signed) { node, count in
+            guard let count, count > 0 else {
+                close(file.fd)
+                return node.engine.relayAnswerNotOffered(room, to: peer.id)
+            }
+            node.offerHistory(file, size: count, room: room, to: peer, signed: signed, relayAnswer: true)
+        }
     }
 
     /// A new nameless file in the history directory.
@@ -149,26 +156,48 @@ extension SessionNode {
         return (fd, path)
     }
 
-    /// Writes `messages` as history records at `offset`; returns the bytes written (nil: the write failed).
-    private func writeHistory(_ messages: [StoredMessage], to fd: Int32, at offset: Int, signed: Bool) -> Int? {
-        var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
-        for message in messages {
-            guard let id = WireID(hex: message.id) else { continue }
-            let record = HistoryRecord(
-                id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
-                timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
-                signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
-            try? record.encode(into: &buffer, signed: signed)
+    /// Writes `messages` as history records at `offset` on the file thread (`fileIO`), then calls `then` on
+    /// the event loop with the bytes written (nil: the write failed, or the node stopped; the caller closes
+    /// the file).
+    private func writeHistory(_ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, signed: Bool,
+                              then: @escaping @Sendable (isolated SessionNode, Int?) -> Void) {
+        let fd = file.fd
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () -> Int? in
+            var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
+            for message in messages {
+                guard let id = WireID(hex: message.id) else { continue }
+                let record = HistoryRecord(
+                    id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
+                    timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
+                    signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
+                try? record.encode(into: &buffer, signed: signed)
+            }
+            let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+            return written == buffer.readableBytes ? written : nil
         }
-        let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-        return written == buffer.readableBytes ? written : nil
+        future.whenComplete { [weak self] result in
+            guard let self else { close(fd); return }
+            self.assumeIsolated { node in
+                guard !node.stopped, case .success(let count) = result else { return then(node, nil) }
+                then(node, count)
+            }
+        }
     }
 
-    /// Offers a written history (nothing if it is empty).
-    private func offerHistory(_ file: (fd: Int32, path: String), size: Int, room: RoomID, to peer: SessionPeer, signed: Bool) {
-        guard size > 0 else { close(file.fd); return }
-        guard let resource = try? ResourceFile.opened(file.fd, path: file.path) else { return }  // (closed by `opened`)
-        _ = try? offer(resource, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room, ephemeral: true)
+    /// Offers a written history (nothing if it is empty). `relayAnswer`: the answer to a SYNC_REQUEST.
+    private func offerHistory(_ file: (fd: Int32, path: String), size: Int, room: RoomID, to peer: SessionPeer, signed: Bool,
+                              relayAnswer: Bool = false) {
+        guard size > 0, let resource = try? ResourceFile.opened(file.fd, path: file.path) else {  // (closed by `opened` if it fails)
+            if size <= 0 { close(file.fd) }
+            if relayAnswer { engine.relayAnswerNotOffered(room, to: peer.id) }
+            return
+        }
+        do {
+            _ = try offer(resource, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room,
+                          ephemeral: true, relayAnswer: relayAnswer)
+        } catch {
+            logger.notice("history not offered", metadata: ["room": "\(room)", "peer": "\(peer.id.short)", "why": "\(error.message)"])
+        }
     }
 
     /// Opens (or takes over `descriptor`), dials the peer and offers the file.
@@ -187,13 +216,14 @@ extension SessionNode {
     /// Hands an open file to the engine, which offers it (hashed while it is sent: no pass over the
     /// file before the first byte goes out).
     private func offer(
-        _ file: ResourceFile, name: String, to peer: PeerID, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, ephemeral: Bool
+        _ file: ResourceFile, name: String, to peer: PeerID, kind: WireFrame.ResourceOffer.Kind, room: RoomID?, ephemeral: Bool,
+        relayAnswer: Bool = false
     ) throws(SessionError) -> WireID {
         let offered = OfferedFile(path: file.path, name: name, size: file.size, modifiedMilliseconds: file.modified, identity: file.identity)
         let id: WireID
         let actions: [SessionAction]
         do {
-            (id, actions) = try engine.offerResource(offered, to: peer, kind: kind, room: room, ephemeral: ephemeral, at: time())
+            (id, actions) = try engine.offerResource(offered, to: peer, kind: kind, room: room, ephemeral: ephemeral, relayAnswer: relayAnswer, at: time())
         } catch {
             close(file.fd)
             throw error

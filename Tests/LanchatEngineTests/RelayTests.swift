@@ -29,6 +29,12 @@ import Testing
         actions.compactMap { if case .requestSync(let room, _) = $0 { room } else { nil } }
     }
 
+    func sent(_ actions: [SessionAction]) -> [LinkHandle: [WireFrame]] {
+        var result: [LinkHandle: [WireFrame]] = [:]
+        for case .send(let handle, let frames) in actions { result[handle, default: []] += frames }
+        return result
+    }
+
     func syncAnswers(_ actions: [SessionAction]) -> [[String: [ClosedRange<UInt64>]]] {
         actions.compactMap { if case .sendSync(_, _, let marks, _) = $0 { marks } else { nil } }
     }
@@ -61,7 +67,13 @@ import Testing
         let request = WireFrame.syncRequest(.init(room: lab, sinceMilliseconds: 0, marks: [.init(author: carol.id.rawValue, first: 1, last: 4),
                                                                     .init(author: carol.id.rawValue, first: 6, last: 9)]))
         #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(2))) == [[carol.id.rawValue: [1...4, 6...9]]])
-        #expect(syncAnswers(node.received([request, request, request, request], on: LinkHandle(1), at: at(3))).count == 2)
+        // (The shell had nothing to offer: the next request may be answered.) One answer at a time, three per resync.
+        node.relayAnswerNotOffered(lab, to: bob.id)
+        #expect(syncAnswers(node.received([request, request, request, request], on: LinkHandle(1), at: at(3))).count == 1)
+        node.relayAnswerNotOffered(lab, to: bob.id)
+        #expect(syncAnswers(node.received([request, request], on: LinkHandle(1), at: at(3))).count == 1)
+        node.relayAnswerNotOffered(lab, to: bob.id)
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(3))).isEmpty)
         // Reconnecting does not buy more answers before the next resync.
         _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(4))
         _ = node.linkUp(LinkHandle(3), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(5))
@@ -69,6 +81,58 @@ import Testing
         #expect(syncAnswers(node.received([request], on: LinkHandle(2), at: at(3))).isEmpty)  // carol is not a member
         _ = node.tick(at: at(node.configuration.resyncInterval + 10))
         #expect(syncAnswers(node.received([request], on: LinkHandle(3), at: at(node.configuration.resyncInterval + 20))).count == 1)
+    }
+
+    // MARK: Issue 28, item 3: one answer at a time, within the outgoing caps
+
+    /// A member that asks again while our answer to it for that room is still being written gets nothing
+    /// (each answer is an export: an unlinked file and a descriptor until it ends).
+    @Test func aSecondRequestWhileOurAnswerIsBeingWrittenIsNotAnswered() {
+        var node = engine()
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        let request = WireFrame.syncRequest(.init(room: lab, sinceMilliseconds: 0, marks: []))
+        let first = syncAnswers(node.received([request], on: LinkHandle(1), at: at(2))).count
+        let second = syncAnswers(node.received([request], on: LinkHandle(1), at: at(3))).count
+        let batch = syncAnswers(node.received([request, request], on: LinkHandle(1), at: at(4))).count
+        print("relay answers to 4 requests while the first is being written: \(first + second + batch)")
+        #expect(first == 1 && second == 0 && batch == 0)
+        // A shell that never says what became of it: the member is answered again after 10 s.
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(2 + 10_000))).count == 1)
+    }
+
+    @Test func aRelayAnswerOfferedIsOutstandingUntilItEndsAndEndsUnacceptedAfterTheOfferTimeout() throws {
+        var node = engine()
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        let request = WireFrame.syncRequest(.init(room: lab, sinceMilliseconds: 0, marks: []))
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(2))).count == 1)
+        let export = OfferedFile(path: "/state/history/.lanchat-history-out-x", name: "history of lab", size: 500, modifiedMilliseconds: 0, identity: "1:9")
+        let (id, _) = try node.offerResource(export, to: bob.id, kind: .signedHistory, room: lab, ephemeral: true, relayAnswer: true, at: at(3))
+        // Offered, not accepted: no other answer, even after the time a shell has to write one.
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(20_000))).isEmpty)
+        // Not accepted within the offer timeout: ended, the member told, the export closed.
+        let timeout = node.configuration.transferLimits.offerTimeout
+        #expect(timeout == 60_000)
+        let due = node.tick(at: at(3 + timeout))
+        let end = sent(due)[LinkHandle(1)]?.compactMap { if case .resourceEnd(let end) = $0 { end } else { nil } }.first
+        print("an unaccepted relay answer after \(timeout / 1000) s: \(end.map { "\($0.status) \($0.text)" } ?? "still offered")")
+        #expect(end?.id == id && end?.status == .failed && end?.text == "not accepted within 60 s")
+        #expect(due.contains(.file(.close(id, removePart: false))))
+        #expect(node.transfersUnderWay(at: at(3 + timeout)).isEmpty)
+        // Its slot is free: the member's next request is answered.
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(4 + timeout))).count == 1)
+    }
+
+    @Test func aRequestPastTheOutgoingCapsIsNotAnswered() throws {
+        var node = engine()
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        for index in 0..<16 {
+            let file = OfferedFile(path: "/home/alice/\(index)", name: "\(index)", size: 10, modifiedMilliseconds: 0, identity: "1:\(index)")
+            _ = try node.offerResource(file, to: bob.id, at: at(2))
+        }
+        let request = WireFrame.syncRequest(.init(room: lab, sinceMilliseconds: 0, marks: []))
+        let answers = syncAnswers(node.received([request], on: LinkHandle(1), at: at(3))).count
+        print("relay answers with 16 transfers going out to the member: \(answers)")
+        #expect(answers == 0)
     }
 
     @Test func aSignedHistoryIsTakenOnlyInAnswerToOurRequest() {

@@ -261,4 +261,33 @@ import Testing
         let other = WireFrame.FileRequest(id: WireID.random(), room: lab, sha256: file.sha256)
         #expect(ends(node.notServed(other, to: carol.id, because: "not held by alice")).first?.1.text == "not held by alice")
     }
+
+    // MARK: Issue 28, item 5: only what someone else announced in that room
+
+    @Test func onlyAnAnnouncementInThatRoomBySomeoneElseNotDirectLetsAFileBeServed() {
+        let request = WireFrame.FileRequest(id: WireID.random(), room: lab, sha256: file.sha256)
+        func announcement(by sender: PeerID, room: String = "lab", direct: Bool = false, body: String? = nil) -> StoredMessage {
+            StoredMessage(id: String(format: "%032x", Int.random(in: 0..<Int.max)), room: room, senderID: sender.rawValue, senderName: "x", sequence: 1,
+                          timestamp: 1, kind: .file, body: body ?? file.body, authorKey: [2], signature: [1], direct: direct)
+        }
+        // bob asks for a digest it announced itself (in the room, or directly to us), or that was
+        // announced in another room, or directly by carol: not served. (Before: any kind-1 message of
+        // the room beginning with the announcement.)
+        let refused: [(String, [StoredMessage])] = [
+            ("its own announcement", [announcement(by: bob.id)]),
+            ("its own direct announcement", [announcement(by: bob.id, direct: true)]),
+            ("carol's direct announcement", [announcement(by: carol.id, direct: true)]),
+            ("an announcement in another room", [announcement(by: carol.id, room: "ops")]),
+            ("another digest", [announcement(by: carol.id, body: file.body.replacing("abab", with: "cdcd"))]),
+        ]
+        for (what, messages) in refused {
+            #expect(!SessionStateMachine.mayServe(request, to: bob.id, announcedIn: messages), "served after \(what)")
+        }
+        // carol's (or our own) announcement in the room: served, whatever bob announced besides.
+        #expect(SessionStateMachine.mayServe(request, to: bob.id, announcedIn: [announcement(by: bob.id, direct: true), announcement(by: carol.id)]))
+        #expect(SessionStateMachine.mayServe(request, to: bob.id, announcedIn: [announcement(by: me.id)]))
+        // One refusal, whether we do not hold it or it was never announced there: it names no holder.
+        #expect(SessionStateMachine.notServedText(request, ownName: "alice") == "alice has no such file to serve in lab")
+    }
+
 }

@@ -321,4 +321,62 @@ import Testing
         #expect(files(read) == [.read(id, offset: 20, count: 10)])
     }
 
+
+    // MARK: Issue 28, item 3: offers end, transfers going out are capped
+
+    @Test func anOfferNotAcceptedInTimeEndsAndClosesItsFile() throws {
+        var node = engine()
+        let (id, _) = try node.offerResource(file, to: bob.id, at: at(0))
+        let export = OfferedFile(path: "/state/history/.x", name: "history of lab", size: 45, modifiedMilliseconds: 0, identity: "1:3")
+        let (history, _) = try node.offerResource(export, to: bob.id, kind: .signedHistory, room: lab, ephemeral: true, at: at(0))
+        #expect(!frames(node.tick(at: at(59_999))).contains { if case .resourceEnd = $0 { true } else { false } })
+        let due = node.tick(at: at(60_000))
+        let ends = frames(due).compactMap { if case .resourceEnd(let end) = $0 { end } else { nil } }
+        print("offers not accepted after 60 s: \(ends.map { "\($0.status) \($0.text)" }), still going out: \(node.diagnostics.outgoingTransfers)")
+        #expect(Set(ends.map(\.id)) == [id, history] && ends.allSatisfy { $0.status == .failed && $0.text == "not accepted within 60 s" })
+        #expect(files(due).contains(.close(id, removePart: false)) && files(due).contains(.close(history, removePart: false)))
+        #expect(due.contains(.persist(.deleteTransfer(id))))
+        #expect(node.diagnostics.outgoingTransfers == 0)
+    }
+
+    @Test func aTransferWhoseReceiverAcknowledgesNothingMoreEnds() throws {
+        var node = engine()
+        let (id, _) = try node.offerResource(file, to: bob.id, at: at(0))
+        _ = node.received([.resourceAccept(.init(id: id, offset: 0))], on: handle, at: at(1))
+        _ = node.fileRead(id, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 1, count: 10)), digest: nil, at: at(2))
+        // Progress at 10 keeps it going; then nothing more.
+        _ = node.received([.resourceAccept(.init(id: id, offset: 10))], on: handle, at: at(1_000))
+        #expect(!frames(node.tick(at: at(120_999))).contains { if case .resourceEnd = $0 { true } else { false } })
+        let due = node.tick(at: at(121_000))
+        let end = frames(due).compactMap { if case .resourceEnd(let end) = $0 { end } else { nil } }.first
+        print("an accepted transfer acknowledging nothing for 120 s: \(end.map { "\($0.status) \($0.text)" } ?? "still under way")")
+        #expect(end?.id == id && end?.status == .failed && end?.text == "nothing acknowledged for 120 s")
+        #expect(files(due).contains(.close(id, removePart: false)))
+    }
+
+    @Test func outgoingTransfersAreCappedPerPeerAndInAll() throws {
+        var node = engine()
+        let others = (0..<4).map { SessionPeer(id: SessionStateMachineTests.peerID(UInt8(0x40 + $0)), name: "p\($0)") }
+        for (index, peer) in others.enumerated() {
+            _ = node.linkUp(LinkHandle(10 + index), peer: peer, dialedByUs: true, remoteAddress: nil, at: at(0))
+        }
+        func offer(_ index: Int, to peer: PeerID) throws(SessionError) {
+            _ = try node.offerResource(OfferedFile(path: "/f/\(index)", name: "\(index)", size: 45, modifiedMilliseconds: 0, identity: "1:\(index)"),
+                                       to: peer, at: at(1))
+        }
+        for index in 0..<16 { try offer(index, to: bob.id) }
+        var refusal: SessionError?
+        do { try offer(16, to: bob.id) } catch { refusal = error }
+        print("the 17th offer to one peer: \(refusal.map { "\($0.code): \($0.message)" } ?? "offered")")
+        #expect(refusal?.code == "busy" && refusal?.message.contains("(16)") == true)
+        for (number, peer) in others.prefix(3).enumerated() {
+            for index in 0..<16 { try offer(100 * (number + 1) + index, to: peer.id) }
+        }
+        #expect(node.diagnostics.outgoingTransfers == 64)
+        refusal = nil
+        do { try offer(999, to: others[3].id) } catch { refusal = error }
+        print("the 65th offer in all: \(refusal.map { "\($0.code): \($0.message)" } ?? "offered")")
+        #expect(refusal?.code == "busy" && refusal?.message.contains("64 in all") == true)
+    }
+
 }
