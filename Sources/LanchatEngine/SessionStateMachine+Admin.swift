@@ -16,11 +16,51 @@ import LanchatWire
 /// only from the member that invited us (or our own, when we make the room). The creator cannot be
 /// removed nor lose its rights.
 /// `setMeta` refuses these keys: `remove`, `close` and `setAdmin` write them.
+///
+/// So that no member can block administration (issue 28, item 2):
+/// - The creator's word outranks: of two entries of `admin.<id>`, `removed.<id>` or `closed`, one written
+///   by the creator (as we hold its record) replaces one by anyone else whatever their versions, and an
+///   administrator's write over the creator's is refused (`outranks`). An administrator therefore cannot
+///   undo its removal or demotion by the creator, nor have a member it named do it, however far ahead it
+///   writes; only the creator lifts the creator's removals.
+/// - These keys never count against the ordinary keys' budgets, and have their own (`reservedRefusal`):
+///   the creator's entries at most `maximumReservedKeys` (512), the other administrators' together at most
+///   512 and each at most `maximumReservedKeysPerAdministrator` (64); a receiver takes twice each. A
+///   key the room holds is always rewritten (no budget: it grows nothing), and their deletions are never
+///   pushed out (a deleted administrator or removal must not come back).
+/// - Versions step at most 2^20 past what is held (`+Metadata`), so no one can push one of these keys to
+///   the last version that writers refuse to pass.
+/// So the creator can always remove, close and demote, whatever the other members and administrators wrote.
 extension SessionStateMachine {
     public static let creatorKey = "admin.creator"
     static let adminPrefix = "admin."
     static let removedPrefix = "removed."
     public static let closedKey = "closed"
+    /// The administration's entries the creator's (and, together, the other administrators') hold at most
+    /// in a room at a writer; a receiver takes twice that.
+    public static let maximumReservedKeys = 512
+    /// The administration's entries each administrator but the creator holds at most (a receiver: twice).
+    public static let maximumReservedKeysPerAdministrator = 64
+
+    /// Why a new key of the administration's (one `room` holds no entry for) written by `author` does not
+    /// fit, if it does not (`factor` 1 at the writer, 2 at a receiver). The creator's record always fits.
+    func reservedRefusal(_ key: String, by author: String, in room: RoomID, factor: Int) -> String? {
+        guard key != Self.creatorKey else { return nil }
+        let reserved = (meta[room] ?? [:]).values.filter { Self.isReservedKey($0.key) && $0.key != Self.creatorKey }
+        let creator = creator(of: room)?.rawValue
+        let own = reserved.filter { $0.author == author }.count
+        if author == creator {
+            return own < factor * Self.maximumReservedKeys ? nil : "room \(room)'s creator holds \(own) entries of its administration; the limit is \(factor * Self.maximumReservedKeys)"
+        }
+        guard own < factor * Self.maximumReservedKeysPerAdministrator else {
+            return "\(author.prefix(8)) holds \(own) entries of room \(room)'s administration; the limit is \(factor * Self.maximumReservedKeysPerAdministrator) an administrator"
+        }
+        let others = reserved.filter { $0.author != creator }.count
+        guard others < factor * Self.maximumReservedKeys else {
+            return "room \(room)'s administrators hold \(others) entries of its administration; the limit is \(factor * Self.maximumReservedKeys) (the creator's apart)"
+        }
+        return nil
+    }
 
     /// Keys only `remove`, `close`, `setAdmin` and room creation write.
     public static func isReservedKey(_ key: String) -> Bool {
@@ -80,8 +120,10 @@ extension SessionStateMachine {
         guard let member = rooms[room]?.members[peer] else { throw SessionError("unknown_member", "\(peer.short) is not a member of \(room)") }
         guard peer != creator(of: room) else { throw SessionError("refused", "\(member.name) created \(room): nobody can remove its creator") }
         var out: [SessionAction] = []
-        // A removed administrator is one no longer.
-        if meta[room]?[Self.adminPrefix + peer.rawValue].map({ !$0.deleted }) == true {
+        // A removed administrator is one no longer. (One the creator named: only the creator can delete that
+        // entry; the removal alone ends its rights.)
+        if let named = meta[room]?[Self.adminPrefix + peer.rawValue], !named.deleted,
+           named.author != creator(of: room)?.rawValue || configuration.ownID == creator(of: room) {
             out += try writeReserved(Self.adminPrefix + peer.rawValue, nil, in: room, by: name, at: now)
         }
         return out + (try writeReserved(Self.removedPrefix + peer.rawValue, Self.reasonLine(reason), in: room, by: name, at: now))
@@ -93,6 +135,9 @@ extension SessionStateMachine {
         guard removalTime(peer, in: room) != nil else { return [] }
         guard isAdministrator(configuration.ownID, of: room) else {
             throw SessionError("removed", "an administrator removed \(peer.short) from \(room): only an administrator can invite it back")
+        }
+        if let creator = creator(of: room), creator != configuration.ownID, meta[room]?[Self.removedPrefix + peer.rawValue]?.author == creator.rawValue {
+            throw SessionError("removed", "\(room)'s creator removed \(peer.short): only the creator can invite it back")
         }
         return try writeReserved(Self.removedPrefix + peer.rawValue, nil, in: room, by: configuration.ownName, at: now)
     }

@@ -10,13 +10,35 @@ import LanchatWire
 /// Members exchange every entry when a connection comes up, and hand on each entry that was new to them,
 /// so a newcomer or a member that was away gets the room's metadata from the first member it meets.
 /// The key `topic` is the room's topic: shown as a notice when it changes and on joining.
+///
+/// What a member can do to it is bounded (issue 28, item 2), so that no member can freeze the room's
+/// metadata nor, through it, its administration:
+/// - A received entry's version steps at most `maximumMetaStep` (2^20) past the version held for its key
+///   (0 for a key not held); writers step by 1. Reaching the last version (2^62, which a writer refuses
+///   to pass) from nothing takes 2^42 entries, each verified.
+/// - Ordinary keys (all but the administration's) have budgets of their own: a room holds at most
+///   `maximumMetaKeys` (256) of them with their deletions at a writer, twice that at a receiver; one
+///   author's entries at most `maximumMetaKeysPerAuthor` (64; a receiver twice that), so a member cannot
+///   take them all. Past 64 (or 256 in the room) an author's new key pushes out that author's own oldest
+///   deletions (as many as it takes, if it has them), never another's: nobody's writes push out the deletion of a value they would replay, and
+///   deleted values stay deleted. The creator is held to the receivers' room limit only (512), and its
+///   deletions only ever go for a new key of its own past it.
+/// - The administration's keys never count against those, and their deletions are never pushed out:
+///   see `+Admin` for their own budgets.
+/// - A store is restored the administration's keys first (`init`), within what a receiver keeps.
 extension SessionStateMachine {
     /// Bytes of keys and values a room holds at most (what `setMeta` enforces), and what a receiver
     /// takes at most (twice that: concurrent writes, each within the limit, may meet).
     public static let maximumMetaBytes = 64 * 1024
     static let receivedMetaBytes = 2 * maximumMetaBytes
-    /// Keys (with deletions, kept so that an older write does not come back) a room holds at most.
+    /// Ordinary keys (all but the administration's), deletions included (kept so that an older write does
+    /// not come back), a room holds at most at a writer; a receiver takes twice that.
     public static let maximumMetaKeys = 256
+    /// Ordinary keys, deletions included, one author's entries hold at most in a room at a writer (past it its
+    /// own oldest deletion goes); a receiver takes twice that. (Not the creator's.)
+    public static let maximumMetaKeysPerAuthor = 64
+    /// How far past the version we hold for a key (0: none) a received entry's version may be.
+    public static let maximumMetaStep: UInt64 = 1 << 20
     public static let topicKey = "topic"
     /// Versions and timestamps past this are refused from members (so that ours, one more, never overflows).
     static let maximumMetaNumber: UInt64 = 1 << 62
@@ -86,12 +108,13 @@ extension SessionStateMachine {
         guard live <= Self.maximumMetaBytes else {
             throw SessionError("too_large", "room \(room)'s metadata would hold \(live) bytes of keys and values; the limit is \(Self.maximumMetaBytes)")
         }
-        guard current != nil || liveKeys(room) < Self.maximumMetaKeys else {
-            throw SessionError("too_many_keys", "room \(room) has \(Self.maximumMetaKeys) keys already; delete one first")
+        let own = configuration.ownID.rawValue
+        if let current, Self.isReservedKey(key), !outranks(own: own, over: current, in: room) {
+            throw SessionError("refused", "\(key) was written by \(room)'s creator: only it can change that")
         }
+        if current == nil, let refusal = budgetRefusal(key, by: own, in: room, factor: 1) { throw SessionError("too_many_keys", refusal) }
         // The version orders writes; the time only breaks ties between writes of the same version.
         let time = min(UInt64(max(0, now.wall)), Self.maximumMetaNumber)
-        let own = configuration.ownID.rawValue
         let bytes = Envelope.metaBytes(room: room, key: key, deleted: value == nil, value: value ?? "", version: currentVersion + 1, timestamp: time, author: own)
         let entry = WireFrame.MetaEntry(key: key, value: value ?? "", deleted: value == nil, version: currentVersion + 1, timestampMilliseconds: time,
                                         author: own, signature: keys.signature(over: bytes))
@@ -105,18 +128,72 @@ extension SessionStateMachine {
         (meta[room] ?? [:]).values.reduce(0) { $0 + ($1.deleted || $1.key == key ? 0 : $1.key.utf8.count + $1.value.utf8.count) }
     }
 
-    private func liveKeys(_ room: RoomID) -> Int { (meta[room] ?? [:]).values.filter { !$0.deleted }.count }
+    /// Why a new key `key` (one `room` holds no entry for) written by `author` does not fit, if it does not:
+    /// `factor` 1 at the writer, 2 at a receiver. An ordinary key counts what `pushedOut` would make room
+    /// with; the administration's keys count apart (`reservedRefusal`).
+    func budgetRefusal(_ key: String, by author: String, in room: RoomID, factor: Int) -> String? {
+        if Self.isReservedKey(key) { return reservedRefusal(key, by: author, in: room, factor: factor) }
+        let ordinary = (meta[room] ?? [:]).values.filter { !Self.isReservedKey($0.key) }
+        let isCreator = author == creator(of: room)?.rawValue
+        let own = ordinary.filter { $0.author == author }.count + 1
+        let freed = pushedOut(by: author, in: room, holding: own, of: ordinary.count + 1).count
+        // The creator is held to the receivers' room limit only.
+        let roomLimit = (isCreator ? 2 : factor) * Self.maximumMetaKeys
+        if ordinary.count + 1 - freed > roomLimit {
+            return "room \(room) holds \(ordinary.count) keys (deletions included); the limit is \(roomLimit): delete one of yours first"
+        }
+        if !isCreator, own - freed > factor * Self.maximumMetaKeysPerAuthor {
+            return "\(author == configuration.ownID.rawValue ? "you hold" : "\(author.prefix(8)) holds") \(own - 1) keys of room \(room) (deletions included); "
+                + "the limit is \(factor * Self.maximumMetaKeysPerAuthor) a member: delete one of yours first"
+        }
+        return nil
+    }
+
+    /// The deletions that go when `author`'s new key makes it hold `own` ordinary entries, the room `total`:
+    /// its own, oldest first (by time, then key), as many as bring both within the writer's limits (or all
+    /// it has). Never another author's (so nobody can push out a deletion to replay what it deleted), nor
+    /// the administration's.
+    private func pushedOut(by author: String, in room: RoomID, holding own: Int, of total: Int) -> [String] {
+        let isCreator = author == creator(of: room)?.rawValue
+        let excess = max(isCreator ? 0 : own - Self.maximumMetaKeysPerAuthor, total - (isCreator ? 2 : 1) * Self.maximumMetaKeys)
+        guard excess > 0 else { return [] }
+        return (meta[room] ?? [:]).values
+            .filter { $0.deleted && $0.author == author && !Self.isReservedKey($0.key) }
+            .sorted { ($0.timestampMilliseconds, $0.key) < ($1.timestampMilliseconds, $1.key) }
+            .prefix(excess).map(\.key)
+    }
+
+    /// Whether `a` replaces `b` in `room`: `wins`, but that an entry of the administration's keys (the
+    /// creator's record aside) written by the room's creator outranks another author's, whatever their
+    /// versions, so no administrator can undo what the creator wrote by stepping ahead (nor make itself
+    /// irremovable). A total order for a given creator; members that hold different creators' records may
+    /// disagree, and then neither answers the other's entry with its own (`received`), so they never loop.
+    func outranks(_ a: WireFrame.MetaEntry, over b: WireFrame.MetaEntry, in room: RoomID) -> Bool {
+        if Self.isReservedKey(a.key), a.key != Self.creatorKey, let creator = creator(of: room)?.rawValue, (a.author == creator) != (b.author == creator) {
+            return a.author == creator
+        }
+        return Self.wins(a, over: b)
+    }
+
+    /// Whether our write (by `own`) of a reserved key may replace `current`.
+    private func outranks(own: String, over current: WireFrame.MetaEntry, in room: RoomID) -> Bool {
+        guard current.key != Self.creatorKey, let creator = creator(of: room)?.rawValue else { return true }
+        return current.author != creator || own == creator
+    }
 
     /// Keeps an entry that won, saves it, reports it (a topic also as a notice).
     private mutating func apply(_ entry: WireFrame.MetaEntry, in room: RoomID, by name: String, at now: EngineTime, _ out: inout [SessionAction]) {
-        meta[room, default: [:]][entry.key] = entry
-        // Deletions are kept (so an older write does not come back), up to the key limit: past it the oldest goes.
-        // (Never the administration's: a deleted administrator or removal must not come back.)
-        let deletions = meta[room]!.values.filter { $0.deleted && !Self.isReservedKey($0.key) }
-        if meta[room]!.count > Self.maximumMetaKeys, let oldest = deletions.min(by: { ($0.timestampMilliseconds, $0.key) < ($1.timestampMilliseconds, $1.key) }) {
-            meta[room]![oldest.key] = nil
-            out.append(.persist(.deleteMeta(room, key: oldest.key)))
+        // Deletions are kept (so an older write does not come back): a new ordinary key past the limits
+        // pushes out its own author's oldest deletion only (`pushedOut`); the administration's never go.
+        if meta[room]?[entry.key] == nil, !Self.isReservedKey(entry.key) {
+            let ordinary = (meta[room] ?? [:]).values.filter { !Self.isReservedKey($0.key) }
+            let own = ordinary.filter { $0.author == entry.author }.count + 1
+            for gone in pushedOut(by: entry.author, in: room, holding: own, of: ordinary.count + 1) {
+                meta[room]![gone] = nil
+                out.append(.persist(.deleteMeta(room, key: gone)))
+            }
         }
+        meta[room, default: [:]][entry.key] = entry
         out.append(.persist(.saveMeta(StoredMeta(
             room: room.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
             timestamp: Int64(clamping: entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes))))
@@ -204,13 +281,17 @@ extension SessionStateMachine {
             for entry in passes.removeFirst() {
                 guard let author = PeerID(entry.author), entry.version >= 1, entry.version <= Self.maximumMetaNumber,
                       entry.timestampMilliseconds <= Self.maximumMetaNumber, entry.deleted ? entry.value.isEmpty : true else { continue }
+                // At most `maximumMetaStep` past the version we hold (before the signature is checked: it costs nothing).
+                guard entry.version <= (meta[room]?[entry.key]?.version ?? 0) + Self.maximumMetaStep else { continue }
                 if let current = meta[room]?[entry.key] {
                     if current == entry { continue }
                     // The first record of the creator we hold stays (and is not sent back: two members that hold
                     // different ones would answer each other forever).
                     if entry.key == Self.creatorKey { continue }
-                    if !Self.wins(entry, over: current) {
-                        ours.append(current)
+                    if !outranks(entry, over: current, in: room) {
+                        // Lost by the creator's rank alone: not answered (a member holding another creator's
+                        // record would answer back forever).
+                        if !Self.wins(entry, over: current) { ours.append(current) }
                         continue
                     }
                 }
@@ -222,7 +303,8 @@ extension SessionStateMachine {
                                                timestamp: entry.timestampMilliseconds, author: entry.author)
                 guard keys.verifies(entry.signature, over: bytes, by: author) else { continue }
                 let live = metaBytes(room, without: entry.key) + (entry.deleted ? 0 : entry.key.utf8.count + entry.value.utf8.count)
-                guard live <= Self.receivedMetaBytes, meta[room]?[entry.key] != nil || liveKeys(room) < 2 * Self.maximumMetaKeys else { continue }
+                guard live <= Self.receivedMetaBytes,
+                      meta[room]?[entry.key] != nil || budgetRefusal(entry.key, by: entry.author, in: room, factor: 2) == nil else { continue }
                 let name = author == link.peer.id ? link.peer.name : rooms[room]?.members[author]?.name ?? author.short
                 apply(entry, in: room, by: name, at: now, &out)
                 fresh.append(entry)

@@ -220,10 +220,19 @@ public struct SessionStateMachine: Sendable {
             }
             rooms[room] = state
         }
-        for stored in restored.metadata {
-            // What a store holds beyond the limits a receiver keeps (an older file, or one edited) is not loaded.
-            guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key), rooms[room] != nil,
-                  (meta[room]?.count ?? 0) < 2 * Self.maximumMetaKeys, stored.version <= Self.maximumMetaNumber else { continue }
+        // The administration's keys first, then the rest, each within what a receiver keeps (the creator's
+        // and the other administrators' entries, `2 * maximumReservedKeys` each, the creator's record apart;
+        // `2 * maximumMetaKeys` ordinary ones): whatever the key order, no ordinary key pushes out a removal.
+        // What a store holds beyond those (an older file, or one edited) is not loaded.
+        var restoredCounts: [RoomID: (reserved: Int, ordinary: Int)] = [:]
+        for stored in restored.metadata.filter({ Self.isReservedKey($0.key) }) + restored.metadata.filter({ !Self.isReservedKey($0.key) }) {
+            let reserved = Self.isReservedKey(stored.key)
+            guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key), rooms[room] != nil, meta[room]?[stored.key] == nil,
+                  stored.key == Self.creatorKey || (reserved ? restoredCounts[room]?.reserved ?? 0 < 4 * Self.maximumReservedKeys
+                                                             : restoredCounts[room]?.ordinary ?? 0 < 2 * Self.maximumMetaKeys),
+                  stored.version <= Self.maximumMetaNumber else { continue }
+            restoredCounts[room, default: (0, 0)].reserved += reserved && stored.key != Self.creatorKey ? 1 : 0
+            restoredCounts[room, default: (0, 0)].ordinary += reserved ? 0 : 1
             meta[room, default: [:]][stored.key] = WireFrame.MetaEntry(
                 key: stored.key, value: stored.value, deleted: stored.deleted, version: stored.version,
                 timestampMilliseconds: UInt64(max(0, stored.timestamp)), author: stored.authorID,

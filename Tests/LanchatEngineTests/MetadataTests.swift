@@ -144,6 +144,78 @@ import Testing
         #expect(huge.metadata(of: lab).isEmpty)
     }
 
+    /// Issue 28, item 2: deletions were evicted past 256 entries (the oldest first), so a member could push
+    /// out a deletion with keys of its own and replay the deleted value. Before: the value came back. Now
+    /// an author's new key pushes out only that author's own deletions, one member holds at most 128 keys
+    /// at a receiver, and a deletion of the creator's is never pushed out: deleted values stay deleted.
+    @Test func aDeletedValueCannotBeReplayed() throws {
+        var node = engine()
+        let ad = entry("ad", "buy now", version: 1, by: 1)
+        _ = node.received([.roomMeta(.init(room: lab, entries: [ad]))], on: LinkHandle(1), at: at(2))
+        #expect(try node.setMeta("ad", to: nil, in: lab, at: at(3)).0.deleted)
+        // Carol (or bob) writes 300 keys, deletes some of them, writes more.
+        for chunk in stride(from: 0, to: 300, by: 60) {
+            let frame = (chunk..<chunk + 60).map { entry("c\($0)", "x", version: 1, time: 2_000_000, by: 2) }
+            _ = node.received([.roomMeta(.init(room: lab, entries: frame))], on: LinkHandle(2), at: at(4))
+            let deletions = (chunk..<chunk + 30).map { entry("c\($0)", "", version: 2, time: 2_000_000, by: 2, deleted: true) }
+            _ = node.received([.roomMeta(.init(room: lab, entries: deletions))], on: LinkHandle(2), at: at(4))
+        }
+        #expect(node.metaEntry("ad", in: lab)?.deleted == true, "the deletion was pushed out")
+        let carols = (0..<300).compactMap { node.metaEntry("c\($0)", in: lab) }.filter { $0.author == ids[2].rawValue }.count
+        #expect(carols <= 128, "carol holds \(carols) entries")
+        // Bob replays his value: it stays deleted (and he hears the deletion back).
+        let replay = node.received([.roomMeta(.init(room: lab, entries: [ad]))], on: LinkHandle(1), at: at(5))
+        #expect(node.metaEntry("ad", in: lab)?.deleted == true)
+        #expect(metaSent(replay, on: LinkHandle(1)).map(\.deleted) == [true])
+        // A new key from a member with room left is still taken.
+        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("agenda", "1. demo", version: 1, by: 1)]))], on: LinkHandle(1), at: at(6))
+        #expect(node.metaEntry("agenda", in: lab)?.value == "1. demo")
+    }
+
+    /// Per-writer budgets: a member writes at most 64 ordinary keys (deletions included); past that only its
+    /// own oldest deletion makes room, never another's. Before, a writer's limit was 256 live keys for the
+    /// room, the administration's included.
+    @Test func aWriterHoldsAtMost64KeysAndOnlyItsOwnDeletionsMakeRoom() throws {
+        var node = engine()
+        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("theirs", "x", version: 1, by: 1), entry("gone", "x", version: 1, by: 1)]))],
+                          on: LinkHandle(1), at: at(2))
+        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("gone", "", version: 2, by: 1, deleted: true)]))], on: LinkHandle(1), at: at(2))
+        for index in 0..<64 { _ = try node.setMeta("k\(index)", to: "v", in: lab, at: at(3)) }
+        do {
+            _ = try node.setMeta("k64", to: "v", in: lab, at: at(4))
+            Issue.record("a 65th key was written")
+        } catch {
+            #expect(error.code == "too_many_keys" && error.message.contains("delete one of yours first"))
+        }
+        // Overwriting and deleting keys the room holds grows nothing: always allowed.
+        _ = try node.setMeta("theirs", to: "mine now", in: lab, at: at(5))
+        _ = try node.setMeta("k0", to: nil, in: lab, at: at(6))
+        // We hold 65 (bob's key is ours now): one deletion of ours is not enough room; two are (both go),
+        // and bob's deletion stays.
+        #expect(throws: SessionError.self) { try node.setMeta("k64", to: "v", in: lab, at: at(7)) }
+        _ = try node.setMeta("k1", to: nil, in: lab, at: at(8))
+        let (fresh, actions) = try node.setMeta("k64", to: "v", in: lab, at: at(9))
+        #expect(fresh.version == 1 && node.metaEntry("k0", in: lab) == nil && node.metaEntry("k1", in: lab) == nil)
+        #expect(node.metaEntry("gone", in: lab)?.deleted == true)
+        #expect(actions.filter { if case .persist(.deleteMeta(_, let key?)) = $0 { ["k0", "k1"].contains(key) } else { false } }.count == 2)
+    }
+
+    /// A received version steps at most 2^20 past the one held (none: 0), so no member can push a key to
+    /// the last version (2^62) that writers refuse to pass. Before: 2^62 was taken and the key was frozen.
+    @Test func aVersionStepsAtMostABoundPastWhatIsHeld() throws {
+        var node = engine()
+        let step: UInt64 = 1 << 20
+        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("topic", "frozen", version: 1 << 62, by: 1)]))], on: LinkHandle(1), at: at(2))
+        #expect(node.metaEntry("topic", in: lab) == nil)
+        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("topic", "far", version: step + 1, by: 1)]))], on: LinkHandle(1), at: at(2))
+        #expect(node.metaEntry("topic", in: lab) == nil)
+        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("topic", "ahead", version: step, by: 1)]))], on: LinkHandle(1), at: at(3))
+        #expect(node.metaEntry("topic", in: lab)?.value == "ahead")
+        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("topic", "again", version: 2 * step, by: 1)]))], on: LinkHandle(1), at: at(4))
+        #expect(node.metaEntry("topic", in: lab)?.value == "again")
+        #expect(try node.setMeta("topic", to: "ours", in: lab, at: at(5)).0.version == 2 * step + 1)
+    }
+
     @Test func leavingARoomForgetsItsMetadata() throws {
         var node = engine()
         _ = try node.setMeta("topic", to: "gone soon", in: lab, at: at(2))
