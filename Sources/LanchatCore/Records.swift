@@ -46,12 +46,53 @@ public struct StoredMember: Equatable, Sendable {
     public var name: String
     public var port: Int
     public var addresses: [String]
+    /// The member's own signed proof that it is in the room, as we hold it (our own is kept under our id).
+    public var proof: StoredProof?
 
-    public init(peerID: String, name: String, port: Int, addresses: [String]) {
+    public init(peerID: String, name: String, port: Int, addresses: [String], proof: StoredProof? = nil) {
         self.peerID = peerID
         self.name = name
         self.port = port
         self.addresses = addresses
+        self.proof = proof
+    }
+}
+
+/// A member's proof of membership (wire `MembershipProof`) as the store keeps it.
+public struct StoredProof: Equatable, Sendable {
+    public var inviter: String
+    public var timestamp: UInt64
+    public var key: [UInt8]
+    public var signature: [UInt8]
+
+    public init(inviter: String, timestamp: UInt64, key: [UInt8], signature: [UInt8]) {
+        self.inviter = inviter
+        self.timestamp = timestamp
+        self.key = key
+        self.signature = signature
+    }
+
+    /// One line: time, key and signature in hex, then the inviter (empty if none).
+    public var encoded: String { "\(timestamp) \(Hex.string(key)) \(Hex.string(signature)) \(inviter)" }
+
+    public init?(encoded: String) {
+        let parts = encoded.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+        guard parts.count == 4, let timestamp = UInt64(parts[0]), let key = Hex.bytes(String(parts[1])),
+              let signature = Hex.bytes(String(parts[2])) else { return nil }
+        self.init(inviter: String(parts[3]), timestamp: timestamp, key: key, signature: signature)
+    }
+}
+
+/// When a member (or we) left a room by its signed leave, as the store keeps it.
+public struct StoredLeave: Equatable, Sendable {
+    public var room: String
+    public var peerID: String
+    public var timestamp: UInt64
+
+    public init(room: String, peerID: String, timestamp: UInt64) {
+        self.room = room
+        self.peerID = peerID
+        self.timestamp = timestamp
     }
 }
 

@@ -3,6 +3,9 @@
 /// simulator and unit tests use `MemorySessionStore` (LanchatEngine), which keeps the same rules
 /// (the contract tests in LanchatStoreTests run both). Ids are the wire's, as text: peers 52 base32
 /// characters, messages and transfers 32 hex characters. Times are milliseconds since the epoch.
+/// Signed leaves a store keeps at most (`saveLeave`).
+public let maximumStoredLeaves = 2048
+
 public protocol SessionStore: AnyObject {
     /// Runs `body` in one transaction (nested calls join the outer one); nothing of it stays on error.
     func transaction<T>(_ body: () throws -> T) throws -> T
@@ -77,6 +80,11 @@ public protocol SessionStore: AnyObject {
 
     func rememberKeyed(peerID: String, now: Int64) throws
     func keyedPeers() throws -> [String]
+
+    // Signed leaves: when each member (or we) last left each room, by its own signature (one row per
+    // room and member, a later one replacing it; the oldest go past `maximumStoredLeaves`).
+    func saveLeave(_ leave: StoredLeave) throws
+    func leaves() throws -> [StoredLeave]
 
     // Transfers
     /// Creates or replaces.

@@ -17,6 +17,7 @@ public final class MemorySessionStore: SessionStore {
     private var joined: [String: Int64] = [:]
     private var saved: [String: (transfer: StoredTransfer, touched: Int64)] = [:]
     private var keyed: [String] = []
+    private var storedLeaves: [StoredLeave] = []
     /// When each message was stored (0, 1, ...), as SQLite's rowid: a search with words takes the last
     /// stored matches.
     private var storedOrder: [MessageKey: Int] = [:]
@@ -45,13 +46,13 @@ public final class MemorySessionStore: SessionStore {
             defer { depth -= 1 }
             return try body()
         }
-        let before = (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID)
+        let before = (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves)
         depth = 1
         defer { depth = 0 }
         do {
             return try body()
         } catch {
-            (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID) = before
+            (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves) = before
             throw error
         }
     }
@@ -165,6 +166,19 @@ public final class MemorySessionStore: SessionStore {
     }
 
     public func keyedPeers() -> [String] { keyed }
+
+    public func saveLeave(_ leave: StoredLeave) {
+        storedLeaves.removeAll { $0.room == leave.room && $0.peerID == leave.peerID }
+        storedLeaves.append(leave)
+        if storedLeaves.count > maximumStoredLeaves {
+            storedLeaves.sort { ($0.timestamp, $0.room, $0.peerID) < ($1.timestamp, $1.room, $1.peerID) }
+            storedLeaves.removeFirst(storedLeaves.count - maximumStoredLeaves)
+        }
+    }
+
+    public func leaves() -> [StoredLeave] {
+        storedLeaves.sorted { ($0.timestamp, $0.room, $0.peerID) < ($1.timestamp, $1.room, $1.peerID) }
+    }
 
     private var meta: [String: StoredMeta] = [:]
 

@@ -68,6 +68,8 @@ public enum StoreOperation: Equatable, Sendable {
     case rememberPeer(label: String, id: PeerID)
     /// An id a room member proved with its key (`SessionStateMachine.keyed`).
     case rememberKeyed(PeerID)
+    /// A signed leave (ours, or a member's we took).
+    case saveLeave(StoredLeave)
     /// A transfer that must outlive the process (to resume it, or to answer a re-offer).
     case saveTransfer(StoredTransfer)
     case updateTransfer(WireID, state: TransferState?, sentMark: UInt64?, resent: UInt64?)

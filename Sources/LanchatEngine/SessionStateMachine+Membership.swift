@@ -227,7 +227,7 @@ extension SessionStateMachine {
         var unproven = 0
         var deferred = 0
         let proofsNeeded = configuration.envelopes != nil
-        let before = rooms[room]?.members
+        let before = rooms[room]
         for member in members {
             guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
             // A member that told us it is not in the room comes back by a direct admission, after a
@@ -280,7 +280,7 @@ extension SessionStateMachine {
         reportDeferred(deferred, in: room, from: link, &out)
         // Only if something changed: every member's list at every resync (each 30 s) was a synced write
         // of the whole list, 63 of them per resync in a room of 64 (our own resync saves it once).
-        if rooms[room]?.members != before { saveRoom(room, &out) }
+        if rooms[room] != before { saveRoom(room, &out) }
         introduce(introduced + proven, in: room, at: now, &out)
         for id in introduced {
             if let entry = links.entry(id) { welcome(entry, to: room, at: now, &out) }
@@ -411,7 +411,7 @@ extension SessionStateMachine {
         introducers = introducers.filter { $0.key.room != room }
         historyOwed.removeAll { $0.room == room }
         if tell {
-            let signed = signLeave(room, at: now)
+            let signed = signLeave(room, at: now, &out)
             for id in state.members.keys.sorted() {
                 guard let entry = links.entry(id) else { continue }
                 out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= WireFrame.proofsVersion ? signed : nil))]))
@@ -441,8 +441,15 @@ extension SessionStateMachine {
 
     mutating func saveRoom(_ room: RoomID, _ out: inout [SessionAction]) {
         guard let state = rooms[room] else { return }
-        let members = state.members.sorted { $0.key < $1.key }.map {
-            StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses)
+        func stored(_ proof: WireFrame.MembershipProof?) -> StoredProof? {
+            proof.map { StoredProof(inviter: $0.inviter, timestamp: $0.timestampMilliseconds, key: $0.signature.key, signature: $0.signature.bytes) }
+        }
+        var members = state.members.sorted { $0.key < $1.key }.map {
+            StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses, proof: stored(state.proofs[$0.key]))
+        }
+        // Our own proof, under our id (the members we restore skip it).
+        if let own = ownProofs[room] {
+            members.append(StoredMember(peerID: configuration.ownID.rawValue, name: configuration.ownName, port: 0, addresses: [], proof: stored(own)))
         }
         out.append(.persist(.saveRoom(room, members)))
     }

@@ -97,11 +97,12 @@ extension SessionStateMachine {
     // MARK: Leaving
 
     /// Our signed leave of `room` (nil without keys).
-    mutating func signLeave(_ room: RoomID, at now: EngineTime) -> WireFrame.SignedLeave? {
+    mutating func signLeave(_ room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) -> WireFrame.SignedLeave? {
         guard let keys = configuration.envelopes else { return nil }
         let time = max(UInt64(max(0, now.wall)), (ownProofs[room]?.timestampMilliseconds ?? 0) + 1)
         ownProofs[room] = nil
         ownLeaves[room] = time
+        out.append(.persist(.saveLeave(StoredLeave(room: room.rawValue, peerID: configuration.ownID.rawValue, timestamp: time))))
         let own = configuration.ownID.rawValue
         return WireFrame.SignedLeave(
             member: own, timestampMilliseconds: time,
@@ -126,6 +127,7 @@ extension SessionStateMachine {
             signedLeaves[oldest.key] = nil
         }
         signedLeaves[key] = leave.timestampMilliseconds
+        out.append(.persist(.saveLeave(StoredLeave(room: room.rawValue, peerID: member.rawValue, timestamp: leave.timestampMilliseconds))))
         if member != link.peer.id {
             // Handed on: only a leave newer than the membership we know of counts.
             guard let proof = rooms[room]?.proofs[member], proof.timestampMilliseconds < leave.timestampMilliseconds else { return }

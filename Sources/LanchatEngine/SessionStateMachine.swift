@@ -81,6 +81,8 @@ public struct SessionStateMachine: Sendable {
         public var metadata: [StoredMeta] = []
         /// When we joined each room (milliseconds, our clock).
         public var joinedAt: [RoomID: Int64] = [:]
+        /// Signed leaves, ours and members' (`+Proofs`).
+        public var leaves: [StoredLeave] = []
 
         public init(rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
                     outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
@@ -215,8 +217,17 @@ public struct SessionStateMachine: Sendable {
         for (room, members) in restored.rooms {
             var state = Room()
             for member in members {
-                guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
+                guard let id = PeerID(member.peerID) else { continue }
+                // Proofs outlive a restart: we introduce those whose proofs we hold, with our own.
+                let proof = member.proof.map {
+                    WireFrame.MembershipProof(inviter: $0.inviter, timestampMilliseconds: $0.timestamp, signature: Signature(key: $0.key, bytes: $0.signature))
+                }
+                if id == configuration.ownID {
+                    ownProofs[room] = proof
+                    continue
+                }
                 state.members[id] = Member(name: member.name, port: member.port, addresses: member.addresses)
+                state.proofs[id] = proof
             }
             rooms[room] = state
         }
@@ -237,6 +248,10 @@ public struct SessionStateMachine: Sendable {
                 key: stored.key, value: stored.value, deleted: stored.deleted, version: stored.version,
                 timestampMilliseconds: UInt64(max(0, stored.timestamp)), author: stored.authorID,
                 signature: Signature(key: stored.authorKey, bytes: stored.signature))
+        }
+        for leave in restored.leaves {
+            guard let room = RoomID(leave.room), let peer = PeerID(leave.peerID) else { continue }
+            if peer == configuration.ownID { ownLeaves[room] = leave.timestamp } else { signedLeaves[RoomMember(room: room, peer: peer)] = leave.timestamp }
         }
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox[entry.peer, default: [:]][entry.message] = entry.room

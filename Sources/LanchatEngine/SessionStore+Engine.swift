@@ -28,6 +28,8 @@ extension SessionStore {
             break
         case .rememberKeyed(let peer):
             try rememberKeyed(peerID: peer.rawValue, now: now)
+        case .saveLeave(let leave):
+            try saveLeave(leave)
         case .saveTransfer(let transfer):
             try saveTransfer(transfer, now: now)
         case .updateTransfer(let id, let state, let sentMark, let resent):
@@ -63,6 +65,7 @@ extension SessionStore {
             if let peer = PeerID(id) { restored.keyedPeers.insert(peer) }
         }
         restored.metadata = try metadata()
+        restored.leaves = try leaves()
         return restored
     }
 }

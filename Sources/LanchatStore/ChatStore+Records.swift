@@ -51,9 +51,9 @@ extension ChatStore {
         var result: [(String, [StoredMember])] = []
         for row in try db.query("SELECT room FROM rooms ORDER BY joined_at, room") {
             let room = row[0].string
-            let members = try db.query("SELECT peer_id, name, port, addresses FROM members WHERE room = ? ORDER BY name", [.text(room)]).map {
+            let members = try db.query("SELECT peer_id, name, port, addresses, proof FROM members WHERE room = ? ORDER BY name", [.text(room)]).map {
                 StoredMember(peerID: $0[0].string, name: $0[1].string, port: Int($0[2].int),
-                             addresses: $0[3].string.split(separator: " ").map(String.init))
+                             addresses: $0[3].string.split(separator: " ").map(String.init), proof: StoredProof(encoded: $0[4].string))
             }
             result.append((room, members))
         }
@@ -64,9 +64,9 @@ extension ChatStore {
         try db.query("INSERT OR IGNORE INTO rooms (room, joined_at) VALUES (?, ?)", [.text(room), .integer(now)])
         try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
         for member in members {
-            try db.query("INSERT INTO members (room, peer_id, name, port, addresses) VALUES (?,?,?,?,?)",
+            try db.query("INSERT INTO members (room, peer_id, name, port, addresses, proof) VALUES (?,?,?,?,?,?)",
                          [.text(room), .text(member.peerID), .text(member.name), .integer(Int64(member.port)),
-                          .text(member.addresses.joined(separator: " "))])
+                          .text(member.addresses.joined(separator: " ")), .text(member.proof?.encoded ?? "")])
         }
     }
 
@@ -103,6 +103,21 @@ extension ChatStore {
 
     public func rememberKeyed(peerID: String, now: Int64) throws(Error) {
         try db.query("INSERT OR IGNORE INTO keyed_peers (peer_id, first_seen) VALUES (?, ?)", [.text(peerID), .integer(now)])
+    }
+
+    public func saveLeave(_ leave: StoredLeave) throws(Error) {
+        try db.query("INSERT OR REPLACE INTO leaves (room, peer_id, left_at) VALUES (?, ?, ?)",
+                     [.text(leave.room), .text(leave.peerID), .integer(Int64(clamping: leave.timestamp))])
+        try db.query("""
+            DELETE FROM leaves WHERE rowid IN (SELECT rowid FROM leaves ORDER BY left_at, room, peer_id
+                LIMIT max(0, (SELECT count(*) FROM leaves) - ?))
+            """, [.integer(Int64(maximumStoredLeaves))])
+    }
+
+    public func leaves() throws(Error) -> [StoredLeave] {
+        try db.query("SELECT room, peer_id, left_at FROM leaves ORDER BY left_at, room, peer_id").map {
+            StoredLeave(room: $0[0].string, peerID: $0[1].string, timestamp: UInt64(max(0, $0[2].int)))
+        }
     }
 
     public func keyedPeers() throws(Error) -> [String] {

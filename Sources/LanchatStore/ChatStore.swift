@@ -108,6 +108,14 @@ public final class ChatStore: SessionStore {
             try db.execute("ALTER TABLE messages ADD COLUMN \(column) \(type)")
         }
         try keyMessagesByAuthor()
+        // Membership with provenance outlives a restart (issue 28): each member's proof with its row (ours
+        // under our own id), and signed leaves. Added without a new schema number: an older lanchatd names
+        // its columns and ignores the table.
+        let memberColumns = try db.query("PRAGMA table_info(members)").map { $0[1].string }
+        if !memberColumns.contains("proof") { try db.execute("ALTER TABLE members ADD COLUMN proof TEXT NOT NULL DEFAULT ''") }
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS leaves (room TEXT NOT NULL, peer_id TEXT NOT NULL, left_at INTEGER NOT NULL, PRIMARY KEY (room, peer_id))
+            """)
         // What the relay and newcomers' histories read (`export`, `recentSequences`): the room's messages
         // but notices and direct ones, newest first. Without it, a room whose latest 100,000 messages
         // were direct made each SYNC_REQUEST skip them row by row on the event loop (about 100 ms).

@@ -91,6 +91,36 @@ import Testing
         #expect(plain.flatMap(\.members).allSatisfy { $0.proof == nil })
     }
 
+    /// Issue 28 (honest accidents): proofs, our own and members', and signed leaves outlive a restart.
+    /// After one we introduce the members whose proofs we hold with them, our own proof keeps its
+    /// inviter, and a member's older proof still does not bring back one whose signed leave we took.
+    @Test func proofsAndSignedLeavesOutliveARestart() throws {
+        let store = MemorySessionStore()
+        func listed(_ actions: [SessionAction], on handle: LinkHandle) -> [WireFrame.Member] {
+            sent(actions, on: handle).flatMap { frame -> [WireFrame.Member] in if case .roomMembers(let update) = frame { update.members } else { [] } }
+        }
+        var node = engine(others: [carol])
+        var actions: [SessionAction] = []
+        actions += node.received([.roomMembers(.init(room: lab, members: [entry(dave, proof(of: dave)), entry(carol, proof(of: carol))]))],
+                                 on: LinkHandle(1), at: at(3))
+        let ownBefore = try #require(listed(node.linkUp(LinkHandle(2), peer: dave, dialedByUs: true, remoteAddress: nil, version: 3, at: at(3)).actions,
+                                            on: LinkHandle(2)).first?.proof)
+        actions += node.received([leave(of: carol, time: 600)], on: LinkHandle(1), at: at(4))
+        actions += node.tick(at: at(1 + node.configuration.resyncInterval))  // (saves each room, our own proof with it)
+        try store.transaction { for case .persist(let operation) in actions { try store.apply(operation, now: 0) } }
+
+        var restarted = SessionStateMachine(configuration: node.configuration, restored: try store.restored(ownID: me.id, knownPeers: KnownPeerBook()),
+                                            addressBook: PeerDirectory(), ids: IDGenerator(seed: 2), shortCode: { _ in "1234-5678" })
+        _ = restarted.start(at: at(100_000))
+        let told = listed(restarted.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 3, at: at(100_001)).actions,
+                          on: LinkHandle(1))
+        #expect(told.first?.peerID == me.id.rawValue && told.first?.proof == ownBefore)
+        #expect(told.contains { $0.peerID == dave.id.rawValue && $0.proof == proof(of: dave) })
+        // Carol left (signed, at 600): her proof of 500, sent again, does not bring her back.
+        _ = restarted.received([.roomMembers(.init(room: lab, members: [entry(carol, proof(of: carol))]))], on: LinkHandle(1), at: at(100_002))
+        #expect(restarted.members(of: lab)?[carol.id] == nil)
+    }
+
     @Test func aProofNewToUsIntroducesTheMemberToTheOthers() {
         var node = engine(others: [carol])
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 3, at: at(2))

@@ -174,6 +174,22 @@ import Testing
         #expect(restored.outbox.map(\.message.description) == [message(7).id])
     }
 
+    /// Issue 28: members' proofs are kept with their rows, and signed leaves (one per room and member,
+    /// the latest; the oldest go past `maximumStoredLeaves`).
+    @Test(arguments: Kind.allCases) func proofsAndSignedLeavesAreKept(kind: Kind) throws {
+        let store = try kind.make()
+        let proof = StoredProof(inviter: "", timestamp: 500, key: [2, 1, 3], signature: [9, 9])
+        let zed = StoredMember(peerID: Self.bob, name: "zed", port: 1, addresses: ["10.0.0.2"], proof: proof)
+        try store.saveRoom("lab", members: [zed], now: 1)
+        #expect(try store.rooms().first?.members == [zed])
+        try store.saveLeave(StoredLeave(room: "lab", peerID: Self.carol, timestamp: 700))
+        try store.saveLeave(StoredLeave(room: "lab", peerID: Self.carol, timestamp: 800))
+        #expect(try store.leaves() == [StoredLeave(room: "lab", peerID: Self.carol, timestamp: 800)])
+        for n in 0..<(maximumStoredLeaves + 10) { try store.saveLeave(StoredLeave(room: "r\(n)", peerID: Self.bob, timestamp: UInt64(1_000 + n))) }
+        let kept = try store.leaves()
+        #expect(kept.count == maximumStoredLeaves && kept.first?.timestamp == UInt64(1_010))
+    }
+
     @Test(arguments: Kind.allCases) func engineWritesApplyAndRollBackTogether(kind: Kind) throws {
         struct Refused: Error {}
         let store = try kind.make()
