@@ -54,6 +54,7 @@ extension SessionStateMachine {
                 size: file.size, chunkSize: transfers.limits.chunkSize, window: transfers.limits.window, alreadySent: sentMark, resent: resent),
             ephemeral: false, sentMark: sentMark)
         transfer.state = .waiting
+        transfer.everAccepted = sentMark > 0
         transfers.outgoing[id] = transfer
     }
 
@@ -169,6 +170,7 @@ extension SessionStateMachine {
             }
             if transfer.state == .offered {
                 transfer.state = .active
+                transfer.everAccepted = true
                 transfer.started = now.monotonic
                 transfer.startOffset = accept.offset
                 // A receiver that restarted lost the digest it was sent.
@@ -306,7 +308,8 @@ extension SessionStateMachine {
         sharedFetchesLost(peer, reason: reason, at: now, &out)
     }
 
-    /// Outgoing transfers on a live connection whose offer was not accepted within `offerTimeout`, or whose
+    /// Outgoing transfers on a live connection whose offer was not accepted within `offerTimeout` (ten times
+    /// `stallTimeout` for one its receiver accepted on an earlier connection), or whose
     /// receiver acknowledged nothing more for `stallTimeout` (ten times that once every byte is sent), end:
     /// the receiver is told why (RESOURCE_END failed), the file is closed (an export's with it). Shared
     /// files served go by `sharedServesDue`; relay answers being written that the shell never offered
@@ -320,6 +323,11 @@ extension SessionStateMachine {
             let deadline: Int64
             let problem: String
             switch transfer.state {
+            case .offered where transfer.everAccepted:
+                // Offered again after a dropped connection (a person's file: an export ends with its
+                // connection): its receiver may be checking and placing every byte, and answers then.
+                deadline = transfer.offeredAt + 10 * limits.stallTimeout
+                problem = "no answer for \(10 * limits.stallTimeout / 1000) s"
             case .offered:
                 deadline = transfer.offeredAt + limits.offerTimeout
                 problem = "not accepted within \(limits.offerTimeout / 1000) s"

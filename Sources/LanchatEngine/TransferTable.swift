@@ -186,6 +186,9 @@ struct TransferTable: Sendable {
         var offeredAt: Int64 = 0
         var progressAt: Int64 = 0
         var acknowledged: UInt64 = 0
+        /// Its receiver accepted it before (on an earlier connection): offered again, it may be busy
+        /// checking and placing what it holds, and answers only then.
+        var everAccepted = false
     }
 
     enum Stage: Equatable, Sendable {

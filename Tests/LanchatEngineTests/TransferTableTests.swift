@@ -339,6 +339,18 @@ import Testing
         #expect(node.diagnostics.outgoingTransfers == 0)
     }
 
+    @Test func anOfferAgainAfterADroppedConnectionWaitsLongerForAReceiverThatAcceptedBefore() throws {
+        var node = engine()
+        let (id, _) = try node.offerResource(file, to: bob.id, at: at(0))
+        _ = node.received([.resourceAccept(.init(id: id, offset: 0))], on: handle, at: at(1))
+        _ = node.linkDown(handle, reason: .lost, at: at(2))
+        _ = node.linkUp(LinkHandle(2), peer: bob, dialedByUs: true, remoteAddress: nil, at: at(3))
+        // (It may be checking and placing what it holds: it answers when done.)
+        #expect(!frames(node.tick(at: at(3 + 60_000))).contains { if case .resourceEnd = $0 { true } else { false } })
+        let due = node.tick(at: at(3 + 1_200_000))
+        #expect(frames(due).contains(.resourceEnd(.init(id: id, status: .failed, text: "no answer for 1200 s"))))
+    }
+
     @Test func aTransferWhoseReceiverAcknowledgesNothingMoreEnds() throws {
         var node = engine()
         let (id, _) = try node.offerResource(file, to: bob.id, at: at(0))
