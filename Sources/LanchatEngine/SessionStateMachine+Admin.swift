@@ -202,8 +202,17 @@ extension SessionStateMachine {
             return
         }
         guard let member = rooms[room]?.members[subject] else { return }
+        // The members it introduced to us that never connected here go with it: members of its own making
+        // (issue 28, item 8) would otherwise stay, each a slot of the room and a peer we dial. One of them
+        // that is genuine and connects later is a member again by another member's introduction.
+        let introduced = unseenIntroduced(by: subject, in: room)
         removeMember(room, SessionPeer(id: subject, name: member.name), reason: "removed by \(name)\(because)", code: "removed", at: now, &out)
         bury(RoomMember(room: room, peer: subject), at: now)
+        for id in introduced {
+            guard let gone = rooms[room]?.members[id] else { continue }
+            removeMember(room, SessionPeer(id: id, name: gone.name), reason: "introduced by \(member.name), who was removed, and never connected here",
+                         code: "removed", at: now, &out)
+        }
     }
 
     /// A peer spoke to us of a room we left because it was closed: it hears of the closing.

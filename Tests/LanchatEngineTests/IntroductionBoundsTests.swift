@@ -182,6 +182,33 @@ import Testing
         #expect(node.claimBytes > 0)
     }
 
+    /// Item 8: an administrator's removal of a member takes with it, at every member that enacts it, the
+    /// members it introduced there that never connected there (members of its own making).
+    @Test func aRemovalTakesTheMembersItIntroducedThatNeverConnected() throws {
+        // Alice made lab (her creator record), so she administers it.
+        let bytes = Envelope.metaBytes(room: lab, key: "admin.creator", deleted: false, value: me.id.rawValue, version: 1, timestamp: 1_000_000,
+                                       author: me.id.rawValue)
+        let record = StoredMeta(room: lab.rawValue, key: "admin.creator", value: me.id.rawValue, deleted: false, version: 1, timestamp: 1_000_000,
+                                authorID: me.id.rawValue, authorKey: SimulatedSignatures.key(0),
+                                signature: SimulatedSignatures.keys(for: 0, ids: ids).signature(over: bytes).bytes)
+        var node = engine { _ in }
+        var restored = SessionStateMachine.Restored(rooms: [(lab, [bob, carol].map { StoredMember(peerID: $0.id.rawValue, name: $0.name, port: 7473, addresses: []) })],
+                                                    knownPeers: KnownPeerBook())
+        restored.metadata = [record]
+        node = SessionStateMachine(configuration: node.configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
+                                   shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: "198.18.0.2", version: 3, at: at(1))
+        _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: "198.18.0.3", version: 3, at: at(1))
+        #expect(node.isAdministrator(me.id, of: lab))
+        _ = node.received([.roomMembers(.init(room: lab, members: fakes.prefix(10).map { entry($0) }))], on: LinkHandle(1), at: at(2))
+        // One of them connected here: it is not of bob's making as far as we can tell, and stays.
+        _ = node.linkUp(LinkHandle(3), peer: fakes[0], dialedByUs: false, remoteAddress: "198.18.0.50", version: 3, at: at(3))
+        #expect(node.members(of: lab)!.count == 12)
+        _ = try node.remove(bob.id, from: lab, reason: "spam", at: at(4))
+        #expect(Set(node.members(of: lab)!.keys) == [carol.id, fakes[0].id])
+    }
+
     @Test func aFullRoomRefusesAnInvitationAndSaysSo() {
         var node = engine { $0.maximumRoomMembers = 2 }
         let dave = SessionPeer(id: SessionStateMachineTests.peerID(0x40), name: "dave")
