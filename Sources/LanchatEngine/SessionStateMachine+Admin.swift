@@ -22,7 +22,9 @@ import LanchatWire
 ///   by the creator (as we hold its record) replaces one by anyone else whatever their versions, and an
 ///   administrator's write over the creator's is refused (`outranks`). An administrator therefore cannot
 ///   undo its removal or demotion by the creator, nor have a member it named do it, however far ahead it
-///   writes; only the creator lifts the creator's removals.
+///   writes; only the creator lifts the creator's removals, and what the creator last wrote of a member
+///   (invited back, demoted) only the creator changes. (A total order: `wins` among the creator's entries
+///   and among the others'; an exception for the creator's lifts would make a cycle.)
 /// - These keys never count against the ordinary keys' budgets, and have their own (`reservedRefusal`):
 ///   the creator's entries at most `maximumReservedKeys` (512), the other administrators' together at most
 ///   512 and each at most `maximumReservedKeysPerAdministrator` (64); a receiver takes twice each. A

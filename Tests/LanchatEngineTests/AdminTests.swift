@@ -212,6 +212,17 @@ import Testing
         #expect(node.administrators(of: lab) == [me.id])
     }
 
+    /// Only the creator changes what the creator wrote of the administration: an administrator it named
+    /// cannot lift its removal of carol (it could, before: an administrator's lift at a higher version won).
+    @Test func onlyTheCreatorLiftsTheCreatorsRemoval() throws {
+        var node = engine(metadata: [stored(entry("admin.creator", ids[1].rawValue, by: 1)), stored(entry("admin." + ids[0].rawValue, "admin", by: 1))])
+        _ = node.received([meta([entry("removed." + ids[2].rawValue, "spam", by: 1)])], on: LinkHandle(1), at: at(5))
+        #expect(node.room(lab)?.members.map(\.peer.name) == ["bob"])
+        _ = node.linkDown(LinkHandle(2), reason: .lost, at: at(6))
+        #expect(node.beginInvite(carol, room: lab, at: at(7)).0 == .finished(.refused("lab's creator removed \(carol.id.short): only the creator can invite it back")))
+        #expect(node.metaEntry("removed." + ids[2].rawValue, in: lab)?.deleted == false)
+    }
+
     /// The restore loaded 512 entries in key order: ordinary keys sorting before `admin.creator` pushed out
     /// the administration. Before: the creator's record and the removal were gone after a restart. Now
     /// the administration's keys are loaded first, whatever the rest.
