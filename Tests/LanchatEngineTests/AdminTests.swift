@@ -5,8 +5,8 @@ import Testing
 
 /// Administration (issue 13, item 5), the engine's part: the creator's record; only administrators
 /// remove, close and name administrators, and only their entries count; a removal drops the member
-/// everywhere (its own daemon leaves), a closing makes every member leave; a removal older than a
-/// membership does not touch it; every departure has a code.
+/// everywhere (its own daemon leaves), a closing makes every member leave (not one older than our membership); a removal
+/// stands, whatever its time, until an administrator invites the member back; every departure has a code.
 @Suite struct AdminTests {
     let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
     let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
