@@ -151,7 +151,7 @@ extension SessionStateMachine {
         let (machine, actions) = IncomingResource.offer(
             rawName: transfer.offer.name, size: transfer.offer.size,
             limits: .init(maximumSize: transfers.limits.maximumSize, freeBytes: free > reserved ? free - reserved : 0, storageProblem: problem,
-                          progressEvery: transfers.limits.progressEvery),
+                          progressEvery: transfers.limits.progressEvery, keptFree: transfers.limits.keptFree),
             partialBytes: held)
         transfer.machine = machine
         transfer.stage = .receiving

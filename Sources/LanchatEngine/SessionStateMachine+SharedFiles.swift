@@ -30,6 +30,9 @@ extension SessionStateMachine {
         /// Its transfer's end ends the fetch (a person here cancelled it, or the failure is this host's:
         /// its disk, its limits), rather than passing to the next member.
         var endsHere = false
+        /// Who announced it, for a fetch this node started by itself (no person asked): such fetches are
+        /// bounded per announcer (`maximumAutomaticFetchesPerAuthor`).
+        var automaticFor: PeerID?
     }
 
     /// A shared file served: how much the receiver had acknowledged when we last looked, and since when.
@@ -40,6 +43,11 @@ extension SessionStateMachine {
 
     /// Fetches at once (each may hold an incoming transfer), and files served at once to one member and in all.
     public static let maximumSharedFetches = 16
+    /// Fetches this node starts by itself (announcements, no person asking): at most this many for one
+    /// announcer's files and in all, so that a member announcing large files nobody holds cannot take every
+    /// slot (and the quota they reserve) from the others' files and from the person's own fetches.
+    public static let maximumAutomaticFetchesPerAuthor = 4
+    public static let maximumAutomaticFetches = 12
     public static let maximumSharedServedPerPeer = 4
     public static let maximumSharedServed = 16
     /// How long a member asked may take to answer (it looks the file up and opens it) before the next is asked.
@@ -76,6 +84,7 @@ extension SessionStateMachine {
                     throw SessionError("busy", "\(file.name) is being fetched already (transfer \(id.description.prefix(8))); ask again when it has ended")
                 }
                 sharedFetches[id]?.destination = destination
+                sharedFetches[id]?.automaticFor = nil
                 sharedFetches[id]?.file = file
             }
             return (id, [])
@@ -83,13 +92,22 @@ extension SessionStateMachine {
         guard sharedFetches.count < Self.maximumSharedFetches else {
             throw SessionError("busy", "\(Self.maximumSharedFetches) files are being fetched already; try again when one has ended")
         }
+        if destination == nil {
+            let automatic = sharedFetches.orderedKeys.compactMap { sharedFetches[$0]?.automaticFor }
+            guard automatic.count < Self.maximumAutomaticFetches,
+                  author.map({ author in automatic.count { $0 == author } < Self.maximumAutomaticFetchesPerAuthor }) ?? true else {
+                throw SessionError("busy", "\(automatic.count) files announced in rooms are being fetched already"
+                    + " (at most \(Self.maximumAutomaticFetchesPerAuthor) of one member's, \(Self.maximumAutomaticFetches) in all)")
+            }
+        }
         let others = state.members.keys.filter { $0 != author && links.isLinked($0) }.sorted()
         let candidates = (author.map { state.members[$0] != nil && links.isLinked($0) ? [$0] : [] } ?? []) + others
         guard !candidates.isEmpty else {
             throw SessionError("unreachable", "no member of \(room) is connected to ask for \(file.name)")
         }
         let id = ids.wireID()
-        sharedFetches[id] = SharedFetch(room: room, file: file, destination: destination, candidates: candidates)
+        sharedFetches[id] = SharedFetch(room: room, file: file, destination: destination, candidates: candidates,
+                                        automaticFor: destination == nil ? author ?? configuration.ownID : nil)
         var out: [SessionAction] = []
         askNext(id, at: now, &out)
         return (id, out)

@@ -112,6 +112,9 @@ public struct OfferedFile: Equatable, Sendable {
 public struct TransferLimits: Sendable, Equatable {
     /// Largest file accepted (`--max-file-size`).
     public var maximumSize: UInt64 = 1 << 40
+    /// What a received file (or history) leaves free on its disk at least: 64 MiB (a pushed file took
+    /// up to all of it).
+    public var keptFree: UInt64 = 64 << 20
     /// Largest history resource accepted from an inviter: 512 MiB holds the 1,000,000 messages a
     /// sender may export at most (`--history-for-newcomers`) at about 500 bytes each.
     public var maximumHistorySize: UInt64 = 512 << 20

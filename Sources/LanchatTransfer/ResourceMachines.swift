@@ -23,14 +23,18 @@ public struct IncomingResource: Sendable {
         /// How far past the last progress reported the sender may send (its window is 4 MiB; more
         /// would pile up in the receiver's memory).
         public var maximumAhead: UInt64
+        /// What an accepted resource leaves free at least (`freeBytes` counts it): a member's files never
+        /// take the last of the disk the history database and the logs need too.
+        public var keptFree: UInt64
 
         public init(maximumSize: UInt64, freeBytes: UInt64, storageProblem: String? = nil, progressEvery: UInt64 = 1 << 20,
-                    maximumAhead: UInt64 = 16 << 20) {
+                    maximumAhead: UInt64 = 16 << 20, keptFree: UInt64 = 0) {
             self.maximumSize = maximumSize
             self.freeBytes = freeBytes
             self.storageProblem = storageProblem
             self.progressEvery = progressEvery
             self.maximumAhead = maximumAhead
+            self.keptFree = keptFree
         }
     }
 
@@ -76,8 +80,9 @@ public struct IncomingResource: Sendable {
             return refused(size: size, problem)
         }
         let resume = partialBytes <= size ? partialBytes : 0
-        guard size - resume <= limits.freeBytes else {
-            return refused(size: size, "not enough free space (\(size - resume) bytes needed, \(limits.freeBytes) free)")
+        guard size - resume <= limits.freeBytes, limits.freeBytes - (size - resume) >= limits.keptFree else {
+            let kept = limits.keptFree > 0 ? ", \(limits.keptFree) kept free" : ""
+            return refused(size: size, "not enough free space (\(size - resume) bytes needed, \(limits.freeBytes) free\(kept))")
         }
         var machine = IncomingResource(size: size, name: name, received: resume, progressEvery: limits.progressEvery, maximumAhead: limits.maximumAhead)
         var actions: [Action] = [.sendAccept(resume)]

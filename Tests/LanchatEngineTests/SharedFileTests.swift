@@ -107,6 +107,20 @@ import Testing
         #expect(node.sharedFetchList.isEmpty)
     }
 
+    /// Issue 28, item 7: files announced in a room are fetched by themselves at most 4 at a time for one
+    /// announcer and 12 in all, so large announcements nobody serves cannot take every slot (and the quota
+    /// reserved for them) from other members' files and the person's own fetches.
+    @Test func oneAnnouncersFilesTakeAtMostFourOfTheAutomaticFetches() throws {
+        var node = engine()
+        func file(_ n: UInt8) -> SharedFile { SharedFile(sha256: [UInt8](repeating: n, count: 32), size: 256 << 20, type: "", name: "fake\(n)") }
+        for n in 0..<4 { _ = try node.fetchShared(file(UInt8(n)), room: lab, author: bob.id, destination: nil, at: at(10)) }
+        #expect(throws: SessionError.self) { _ = try node.fetchShared(file(9), room: lab, author: bob.id, destination: nil, at: at(10)) }
+        // Carol's announcement is still fetched, and a person's fetch of bob's file too.
+        _ = try node.fetchShared(file(20), room: lab, author: carol.id, destination: nil, at: at(10))
+        _ = try node.fetchShared(file(9), room: lab, author: bob.id, destination: "/tmp/x", at: at(10))
+        #expect(node.sharedFetchList.count == 6)
+    }
+
     @Test func aCopyWhoseDigestDiffersIsRefusedAndTheNextMemberAsked() throws {
         var node = engine()
         let (id, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))

@@ -45,6 +45,11 @@ import Testing
         #expect(IncomingResource.offer(rawName: Array("x".utf8), size: 1000, limits: small, partialBytes: 600).1 == [.sendAccept(600)])
         #expect(reason(IncomingResource.offer(rawName: [], size: 1, limits: limits, partialBytes: 0).1)?.contains("empty") == true)
         #expect(reason(IncomingResource.offer(rawName: Array("..".utf8), size: 1, limits: limits, partialBytes: 0).1) != nil)
+        // Issue 28, item 7: a resource never takes the last `keptFree` bytes of the disk (it could take all).
+        let margin = IncomingResource.Limits(maximumSize: 1 << 30, freeBytes: 10_000, keptFree: 2_000)
+        #expect(IncomingResource.offer(rawName: Array("x".utf8), size: 8_000, limits: margin, partialBytes: 0).1 == [.sendAccept(0)])
+        #expect(reason(IncomingResource.offer(rawName: Array("x".utf8), size: 8_001, limits: margin, partialBytes: 0).1)
+            == "not enough free space (8001 bytes needed, 10000 free, 2000 kept free)")
         // The status says "refused"; the text is only the reason (no "refused: refused: ..." on screen).
         #expect(reason(tooBig)?.hasPrefix("refused") == false)
     }
