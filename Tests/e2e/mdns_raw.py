@@ -3,9 +3,10 @@ refuses to send: instance names that are not UTF-8, control characters, oversize
 --flood N, N lanchat-looking services at once (fresh ids, all on this host).
 With --contest PREFIX SECONDS it answers, for SECONDS, every probe for an instance whose name starts
 with PREFIX (and has no "[") with a record of its own for that name, as a host that holds the name and
-each "PREFIX #N" Avahi renames to would: such a registration never completes.
+each "PREFIX #N" Avahi renames to would: such a registration never completes. With TAG_LENGTH it also
+answers for names tagged "PREFIX [tag]" (and their "#N") whose tag has at most TAG_LENGTH characters.
 Run on a simulated host without avahi (it binds UDP 5353).
-Usage: mdns_raw.py ADDRESS HOSTNAME [--flood N | --contest PREFIX SECONDS]"""
+Usage: mdns_raw.py ADDRESS HOSTNAME [--flood N | --contest PREFIX SECONDS [TAG_LENGTH]]"""
 import base64
 import os
 import socket
@@ -66,7 +67,17 @@ def read_name(packet, offset):
             offset += 1 + length
 
 
-def contest(sock, address, target, prefix, seconds):
+def contested(label, prefix, tag_length):
+    """Whether the squatter claims an instance label: PREFIX..., untagged or with a short enough tag."""
+    if not label.startswith(prefix):
+        return False
+    if b"[" not in label:
+        return True
+    tag = label.split(b"[", 1)[1].split(b"]", 1)[0]
+    return len(tag) <= tag_length
+
+
+def contest(sock, address, target, prefix, seconds, tag_length=-1):
     """Answers probes (queries with records in their authority section) for our service type's
     instances named PREFIX... with an SRV record of our own: the prober sees the name taken."""
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(GROUP[0]) + socket.inet_aton(address))
@@ -87,7 +98,7 @@ def contest(sock, address, target, prefix, seconds):
             for _ in range(questions):
                 labels, offset = read_name(packet, offset)
                 offset += 4
-                if labels[1:] == service and labels[0].startswith(prefix) and b"[" not in labels[0]:
+                if labels[1:] == service and contested(labels[0], prefix, tag_length):
                     srv = record(name(labels), 33, struct.pack("!HHH", 0, 0, 9) + target)
                     sock.sendto(struct.pack("!HHHHHH", 0, 0x8400, 0, 1, 0, 0) + srv, GROUP)
                     if labels[0] not in answered:
@@ -107,7 +118,8 @@ def main():
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
     target = name([host.encode(), b"local"])
     if len(sys.argv) > 5 and sys.argv[3] == "--contest":
-        return contest(sock, address, target, sys.argv[4].encode(), float(sys.argv[5]))
+        return contest(sock, address, target, sys.argv[4].encode(), float(sys.argv[5]),
+                       int(sys.argv[6]) if len(sys.argv) > 6 else -1)
     answers = []
     port = 40000
     for labels, items in (flood(many) if many else services()):

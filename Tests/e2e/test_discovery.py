@@ -121,7 +121,7 @@ def test_same_name_twice_on_one_host(lan):
 def test_a_name_that_stays_contested_is_advertised_with_our_id(lan):
     """Two hosts that probe one name at the same instant can keep Avahi renaming both ("name #2", "#3",
     ...), and neither is listed (CI saw 30 s). Here a host answers every probe for "squat" and each
-    "squat #N" as its own: after DiscoveryService.contestedAfter (10 s) lanchatd advertises as
+    "squat #N" as its own: after ContestedName.firstWait (10 s) lanchatd advertises as
     "squat [first characters of its id]", and the others list it under its name."""
     lan.up(2)
     lan.add_host("evil", avahi=False)
@@ -140,6 +140,33 @@ def test_a_name_that_stays_contested_is_advertised_with_our_id(lan):
     assert (peer["name"], peer["instance"]) == ("squat", f"squat [{own[:6]}]"), peer
     # It did contest the name itself (it prints each name it answered for, the first time).
     read_line(squatter.stdout, 5, "the squatter to have answered for 'squat'", match=lambda line: line.strip() == "squat")
+
+
+def test_a_tagged_name_that_is_contested_too_is_advertised_with_a_longer_tag(lan):
+    """Issue 28: after the "name [abcdef]" fallback the watchdog did not run again, so a host that also
+    answers for the tagged name kept us unadvertised for good. Here the squatter answers for "squat",
+    each "squat #N" and every "squat [tag]" with a tag of up to 6 characters: lanchatd gives the tagged
+    registration ContestedName.firstWait (10 s) too, then advertises as "squat [first 10 characters]"."""
+    lan.up(2)
+    lan.add_host("evil", avahi=False)
+    squatter = lan.popen("evil", [sys.executable, os.path.join(HERE, "mdns_raw.py"), lan.addr("evil"), "evil",
+                                  "--contest", "squat", "90", "6"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # (its socket joined the group)
+    daemon = lan.start_daemon("h1", name="squat")
+    own = daemon.status()["id"]
+    status = wait_for(lambda: (lambda s: s if s["advertising"] == "registered" else None)(daemon.status()), timeout=60,
+                      what="the advertisement registered under a longer tag")
+    assert status["instance"] == f"squat [{own[:10]}]", status
+    log = daemon.log()
+    assert "the name stayed contested on the network" in log
+    assert "the name of our own is contested on the network too" in log
+    lan.start_daemon("h2", name="watcher")
+    peer = wait_for(lambda: next((p for p in lan.peers("h2") if p["id"] == own and p["addresses"]), None), timeout=20,
+                    what="h2 to list the squatted daemon")
+    assert (peer["name"], peer["instance"]) == ("squat", f"squat [{own[:10]}]"), peer
+    # It did contest the short tag itself (it prints each name it answered for, the first time).
+    read_line(squatter.stdout, 5, "the squatter to have answered for the 6-character tag",
+              match=lambda line: line.strip() == f"squat [{own[:6]}]")
 
 
 def test_independent_clients_see_and_resolve_our_service(lan):

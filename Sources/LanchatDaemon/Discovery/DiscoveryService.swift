@@ -124,7 +124,7 @@ public actor DiscoveryService: Service {
     // MARK: Advertising
 
     /// The instance name to try after `attempt` same-host conflicts: "name", "name (2)", ...; with
-    /// `tag` (after the name stayed contested on the network: `contestedAfter`), "name [tag]", ...;
+    /// `tag` (after the name stayed contested on the network: `ContestedName`), "name [tag]", ...;
     /// cut to the 63 bytes a DNS label allows.
     static func instanceName(base: String, attempt: Int, tag: String? = nil) -> String {
         let suffix = (tag.map { " [\($0)]" } ?? "") + (attempt == 0 ? "" : " (\(attempt + 1))")
@@ -143,17 +143,16 @@ public actor DiscoveryService: Service {
     }
 
     /// A registration that Avahi has not confirmed after this long is given up, and the name gets our
-    /// id's first characters (`instanceName(tag:)`), which no other host's name carries (for the rest of
-    /// the process: a registration slowed by Avahi itself, not by a contest, is renamed all the same). Avahi renames
-    /// a name taken on the network ("name #2") in a second or two; but two hosts that probe one name at
-    /// the same instant (two machines named `pi@raspberrypi` booting together) can keep renaming each
-    /// other for a long while, and both stay unlisted (a CI run saw 30 s).
-    static let contestedAfter = Duration.seconds(10)
+    /// id's first characters (`instanceName(tag:)`), which no other host's name carries; the watchdog
+    /// keeps running for the tagged name (longer tags, then the same one with the wait doubling to
+    /// 160 s): `ContestedName` decides. A registration slowed by Avahi itself, not by a contest, is
+    /// renamed all the same.
+    static let contestedAfter = ContestedName.firstWait
 
     private func advertiseLoop(interfaceIndex: UInt32) async {
         var backoff = Backoff()
         var conflicts = 0
-        var tag: String?
+        var contest = ContestedName()
         var reportedOutage = false
         let txt: [UInt8]
         do { txt = try advertisement.txtRecord.encode() } catch {
@@ -161,16 +160,16 @@ public actor DiscoveryService: Service {
             return
         }
         while !Task.isCancelled {
-            let name = Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: tag)
+            let name = Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
             do {
                 let registration = try await DNSSD.register(
                     name: name, type: DNSSD.chatServiceType, port: port, txt: txt, interfaceIndex: interfaceIndex)
                 setAdvertising(.registering, name: nil, interfaceIndex: interfaceIndex)
-                // Gives the registration up (ending its events) if Avahi has not confirmed it in time; once
-                // (a name of our own, `tag`, waits as long as it takes).
-                let watchdog = Task { [tag] in
-                    guard tag == nil else { return false }
-                    do { try await Task.sleep(for: Self.contestedAfter) } catch { return false }
+                // Gives the registration up (ending its events) if Avahi has not confirmed it in time,
+                // whatever the name (a tagged one too: a host on the LAN can contest that as well).
+                let wait = contest.wait
+                let watchdog = Task {
+                    do { try await Task.sleep(for: wait) } catch { return false }
                     await registration.close()
                     return true
                 }
@@ -181,6 +180,7 @@ public actor DiscoveryService: Service {
                         confirmed = true
                         watchdog.cancel()
                         backoff.reset()
+                        contest.confirmed()
                         reportedOutage = false
                         if finalName != name {
                             logger.notice("advertised under another name: the name is taken on the network", metadata: ["dnssd.instance": "\(finalName)"])
@@ -200,11 +200,20 @@ public actor DiscoveryService: Service {
                 await registration.close()
                 if Task.isCancelled { logger.info("advertisement withdrawn") }
                 if contested && !Task.isCancelled {
-                    tag = String(advertisement.peerID.rawValue.prefix(6))
-                    logger.warning("the name stayed contested on the network; advertising under a name of our own", metadata: [
-                        "dnssd.instance": "\(Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: tag))",
-                        "waited_s": "\(Self.contestedAfter.components.seconds)",
-                    ])
+                    let step = contest.notConfirmed()
+                    let next = Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
+                    let metadata: Logger.Metadata = [
+                        "dnssd.instance": "\(next)", "dnssd.contested": "\(name)", "waited_s": "\(wait.components.seconds)",
+                        "attempt": "\(contest.unconfirmed)", "next_wait_s": "\(contest.wait.components.seconds)",
+                    ]
+                    switch step {
+                    case .tag(let length) where length == ContestedName.tagLengths[0]:
+                        logger.warning("the name stayed contested on the network; advertising under a name of our own", metadata: metadata)
+                    case .tag:
+                        logger.warning("the name of our own is contested on the network too; advertising under a longer one", metadata: metadata)
+                    case .again:
+                        logger.warning("our name is still contested on the network (a host may be answering for every name we try); registering it again", metadata: metadata)
+                    }
                     continue
                 }
             } catch let error where error.code == .nameConflict {
