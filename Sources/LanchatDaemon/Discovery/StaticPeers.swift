@@ -184,16 +184,21 @@ actor StaticPeers: Service {
     }
 
     private func save() throws(ControlError) {
+        try Self.save(entries, to: path)
+    }
+
+    /// Writes `entries` to `path` as the identity key is written (`DurableFile.replace`: a fresh 0600
+    /// file, synced, renamed over `path`, the directory synced): once `connect` says "saved" the peer
+    /// survives a power loss, and a crash mid-write leaves the previous file, never a torn one.
+    static func save(_ entries: [Entry], to path: String) throws(ControlError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let temporary = path + ".tmp"
-        do {
-            let data = try encoder.encode(entries)
-            try data.write(to: URL(fileURLWithPath: temporary))
-            guard rename(temporary, path) == 0 else { throw ControlError(code: "io", message: String(cString: strerror(errno))) }
-        } catch {
-            unlink(temporary)
+        let data: Data
+        do { data = try encoder.encode(entries) } catch {
             throw ControlError(code: "io", message: "cannot save \(path): \(error)")
+        }
+        do { try DurableFile.replace(path, with: Array(data)) } catch {
+            throw ControlError(code: "io", message: "cannot save \(path): \(error.reason)")
         }
     }
 
