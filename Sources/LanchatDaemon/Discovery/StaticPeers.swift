@@ -1,4 +1,3 @@
-import Dispatch
 import FoundationEssentials
 import Glibc
 import LanchatControl
@@ -41,12 +40,15 @@ actor StaticPeers: Service {
     private let adopt: @Sendable (PeerConnector.Connection) async -> Bool
     private let logger: Logger
     private let configured: [PeerAddress]
+    /// Host names to addresses, each look-up given `HostResolver.deadline` (10 s).
+    private let resolver: HostResolver
     private var entries: [Entry] = []
 
     init(
         stateDirectory: String, configured: [PeerAddress], ownID: PeerID, connector: PeerConnector, discovery: DiscoveryService,
-        logger: Logger, adopt: @escaping @Sendable (PeerConnector.Connection) async -> Bool
+        logger: Logger, resolver: HostResolver = HostResolver(), adopt: @escaping @Sendable (PeerConnector.Connection) async -> Bool
     ) {
+        self.resolver = resolver
         self.path = joinPath(stateDirectory, Self.fileName)
         self.configured = configured
         self.ownID = ownID
@@ -86,7 +88,7 @@ actor StaticPeers: Service {
     /// keeps the peer and hands the connection to the session layer.
     func connect(_ address: PeerAddress, confirm: PeerID?) async throws(ControlError) -> ConnectResult {
         if let confirm, confirm == ownID { throw ControlError(code: "bad_request", message: "that is this daemon's own id") }
-        let ip = try await Self.resolve(address.host)
+        let ip = try await resolver.resolve(address.host)
         guard let socketAddress = try? SocketAddress(ipAddress: ip.split(separator: "%").first.map(String.init) ?? ip, port: address.port) else {
             throw ControlError(code: "bad_address", message: "cannot use the address \(ip)")
         }
@@ -200,58 +202,5 @@ actor StaticPeers: Service {
         do { try DurableFile.replace(path, with: Array(data)) } catch {
             throw ControlError(code: "io", message: "cannot save \(path): \(error.reason)")
         }
-    }
-
-    /// An IP address for `host` (itself when it is one). Host names go through the system resolver on
-    /// a thread of their own, given 5 s.
-    static func resolve(_ host: String) async throws(ControlError) -> String {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        let bare = String(host.split(separator: "%").first ?? Substring(host))
-        if inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1 { return host }
-        let answer: String? = await withTaskGroup(of: String??.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    DispatchQueue.global().async { continuation.resume(returning: .some(lookup(host))) }
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(5))
-                return .some(nil)
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? nil
-        }
-        guard let answer else { throw ControlError(code: "unknown_host", message: "cannot resolve host name '\(host)'") }
-        return answer
-    }
-
-    private static func lookup(_ host: String) -> String? {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return nil }
-        defer { freeaddrinfo(list) }
-        var found: [String] = []
-        var cursor: UnsafeMutablePointer<addrinfo>? = first
-        while let entry = cursor {
-            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-            if entry.pointee.ai_family == AF_INET {
-                entry.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
-                    var address = pointer.pointee.sin_addr
-                    _ = inet_ntop(AF_INET, &address, &text, socklen_t(text.count))
-                }
-                found.insert(String(cString: text), at: 0)  // IPv4 first
-            } else if entry.pointee.ai_family == AF_INET6 {
-                entry.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
-                    var address = pointer.pointee.sin6_addr
-                    _ = inet_ntop(AF_INET6, &address, &text, socklen_t(text.count))
-                }
-                found.append(String(cString: text))
-            }
-            cursor = entry.pointee.ai_next
-        }
-        return found.first
     }
 }
