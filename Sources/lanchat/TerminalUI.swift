@@ -105,13 +105,17 @@ final class TerminalUI: @unchecked Sendable {
 
     // MARK: Output
 
-    /// Adds a line above the status line (wrapped by the terminal inside the scroll region).
+    /// Adds a line above the status line: wrapped to the width by `ConversationLayout` (as a full redraw
+    /// wraps it), each row scrolled in at the bottom of the scroll region.
     func addLine(_ text: String) {
         lock.withLock {
             for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
                 scrollback.append(String(line))
                 if scrollback.count > Self.scrollbackSize { scrollback.removeFirst() }
-                if active { write("\u{1b}[\(max(1, rows - 2));1H\n" + String(line)) }
+                guard active else { continue }
+                for row in ConversationLayout.wrap(String(line), width: columns) {
+                    write("\u{1b}[\(max(1, rows - 2));1H\n" + row)
+                }
             }
             if active { drawBottom() }
         }
@@ -128,12 +132,16 @@ final class TerminalUI: @unchecked Sendable {
         addLine(colored)
     }
 
+    /// Draws the whole screen again (after a resize, Ctrl-L, the start): the conversation laid out from
+    /// the bottom up at the current width, as many rows as fit above the status line, bottom-aligned,
+    /// every row cleared and written on its own.
     private func redrawAll() {
-        write("\u{1b}[1;1H")
-        let visible = scrollback.suffix(max(0, rows - 2))
-        for (index, line) in visible.enumerated() {
-            write("\u{1b}[\(index + 1);1H\u{1b}[2K" + line)
+        let rows = ConversationLayout.rows(scrollback, width: columns, height: max(1, self.rows - 2))
+        var screen = ""
+        for (index, row) in rows.enumerated() {
+            screen += "\u{1b}[\(index + 1);1H\u{1b}[2K" + row
         }
+        write(screen)
         drawBottom()
     }
 
