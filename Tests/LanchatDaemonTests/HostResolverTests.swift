@@ -26,7 +26,9 @@ import Testing
         let took = clock.now - started
         #expect(caught?.code == "unknown_host")
         #expect(caught?.message.contains("could not resolve 'nowhere.example' within 200 ms") == true)
-        #expect(took >= .milliseconds(200) && took < .seconds(2), "took \(took)")
+        // (No upper bound on the time: a busy machine's cooperative threads may be late. That it returned
+        // at all proves it: the look-up has not answered, and does not until released below.)
+        #expect(took >= .milliseconds(200), "took \(took)")
         // The thread is still inside the look-up (it cannot be interrupted) and holds its slot...
         #expect(resolver.lookupsUnderWay == 1)
         // ...until the system resolver gives up; then the slot is free again.
@@ -69,13 +71,12 @@ import Testing
     @Test func aCancelledCallerDoesNotWaitForTheLookUp() async throws {
         let stuck = Stuck()
         let resolver = HostResolver(deadline: .seconds(60), lookup: { stuck.lookup($0) })
-        let clock = ContinuousClock()
-        let started = clock.now
         let task = Task { () throws(ControlError) -> String in try await resolver.resolve("nowhere.example") }
         try await Task.sleep(for: .milliseconds(100))
         task.cancel()
+        // The caller is answered although the look-up (released only below) and its 60 s deadline have not:
+        // no wall-clock bound, which a busy machine would break.
         let result = await task.result
-        #expect(clock.now - started < .seconds(5))
         guard case .failure(let error) = result else { Issue.record("answered"); return }
         #expect((error as? ControlError)?.code == "cancelled")
         stuck.release.signal()
