@@ -295,7 +295,11 @@ extension SessionStateMachine {
         let own = configuration.ownID
         var waiting = false
         var started = 0
-        for peer in wantedPeers.sorted() where !links.isLinked(peer) {
+        // Members we have been connected with first; members only introduced to us (perhaps of someone's
+        // making, with ids ground to sort first) take at most half the dials under way.
+        var unseenDialing = links.dialing.count { !seen($0) }
+        let wanted = wantedPeers.sorted()
+        for peer in wanted.filter(seen) + wanted.filter({ !seen($0) }) where !links.isLinked(peer) {
             waiting = true
             guard !links.dialing.contains(peer) else { continue }
             var entry = redials[peer] ?? Redial(notBefore: now.monotonic + (own < peer ? 0 : 1_500))
@@ -305,8 +309,10 @@ extension SessionStateMachine {
             }
             redials[peer] = entry
             guard now.monotonic >= entry.notBefore, started < configuration.maximumDialsPerCheck,
-                  links.dialing.count < configuration.maximumDialsAtOnce else { continue }
+                  links.dialing.count < configuration.maximumDialsAtOnce,
+                  seen(peer) || unseenDialing < configuration.maximumDialsAtOnce / 2 else { continue }
             started += 1
+            if !seen(peer) { unseenDialing += 1 }
             entry.attempt += 1
             let longest = seen(peer) ? configuration.maximumReconnectDelay : configuration.maximumUnseenReconnectDelay
             entry.notBefore = now.monotonic + min(longest, 250 * (1 << Int64(min(entry.attempt, 12))))

@@ -1,3 +1,4 @@
+import Glibc
 import LanchatCore
 import LanchatWire
 
@@ -227,7 +228,7 @@ extension SessionStateMachine {
         var unproven = 0
         var deferred = 0
         let proofsNeeded = configuration.envelopes != nil
-        let before = rooms[room]
+        let before = rooms[room]?.members
         for member in members {
             guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
             // A member that told us it is not in the room comes back by a direct admission, after a
@@ -240,9 +241,11 @@ extension SessionStateMachine {
             if id == link.peer.id, let remote = link.remoteAddress { addresses = [remote] + addresses }
             if var known = rooms[room]?.members[id] {
                 if proofsNeeded, let proof = member.proof, proofChecksLeft(for: link.peer.id) {
-                    let newer = rooms[room]?.proofs[id].map { $0.timestampMilliseconds < proof.timestampMilliseconds } ?? true
+                    // A proof newer than the one held costs a check, whether it verifies or not.
+                    if rooms[room]?.proofs[id].map({ $0.timestampMilliseconds < proof.timestampMilliseconds }) ?? true {
+                        proofChecks[link.peer.id, default: 0] += 1
+                    }
                     if adoptProof(proof, of: id, in: room) { proven.append(id) }
-                    else if newer, rooms[room]?.proofs[id] != proof { failedProofChecks[link.peer.id, default: 0] += 1 }
                 }
                 // Addresses are hints, and only a member's own: another member's word about them (which
                 // could send our redials to an address of its choosing) changes nothing.
@@ -262,8 +265,9 @@ extension SessionStateMachine {
                 continue
             }
             if proofsNeeded {
-                guard member.proof != nil, proofChecksLeft(for: link.peer.id), verifies(member.proof, of: id, in: room) else {
-                    if member.proof != nil, proofChecksLeft(for: link.peer.id) { failedProofChecks[link.peer.id, default: 0] += 1 }
+                let checked = member.proof != nil && proofChecksLeft(for: link.peer.id)
+                if checked { proofChecks[link.peer.id, default: 0] += 1 }
+                guard checked, verifies(member.proof, of: id, in: room) else {
                     unproven += 1
                     continue
                 }
@@ -280,7 +284,9 @@ extension SessionStateMachine {
         reportDeferred(deferred, in: room, from: link, &out)
         // Only if something changed: every member's list at every resync (each 30 s) was a synced write
         // of the whole list, 63 of them per resync in a room of 64 (our own resync saves it once).
-        if rooms[room] != before { saveRoom(room, &out) }
+        // A newer proof of a member whose proof we held is not saved at once (the resync saves each room):
+        // a member re-signing its proofs in a loop would make every member write the list in a loop.
+        if rooms[room]?.members != before || !proven.isEmpty { saveRoom(room, &out) }
         introduce(introduced + proven, in: room, at: now, &out)
         for id in introduced {
             if let entry = links.entry(id) { welcome(entry, to: room, at: now, &out) }
@@ -294,13 +300,14 @@ extension SessionStateMachine {
     static let maximumIntroducers = 8192
 
     /// Whether a proof `peer` sent is still checked: each costs a signature check (about 55 µs on the
-    /// event loop); past `maximumFailedProofChecks` failures from one peer between two resyncs, its
-    /// proofs are taken as failing without a check.
+    /// event loop); past `maximumProofChecks` from one peer between two resyncs (a room's worth of new
+    /// members twice over), its proofs are taken as failing without a check. Only a proof new to us, or
+    /// newer than the one held, is checked: an honest resync resends what we hold and costs none.
     func proofChecksLeft(for peer: PeerID) -> Bool {
-        (failedProofChecks[peer] ?? 0) < Self.maximumFailedProofChecks
+        (proofChecks[peer] ?? 0) < Self.maximumProofChecks
     }
 
-    static let maximumFailedProofChecks = 64
+    static let maximumProofChecks = 512
 
     /// The members of `room` that `introducer` introduced to us and that we have not been connected with.
     public func unseenIntroduced(by introducer: PeerID, in room: RoomID) -> [PeerID] {
@@ -323,19 +330,44 @@ extension SessionStateMachine {
             + "(any more from it on this connection are not reported)")))
     }
 
-    /// Whether an address a member gave for itself or another member may be dialed: not unspecified,
-    /// multicast or broadcast, and loopback only when `link` (the address it told us over) is loopback too.
+    /// Whether an address a member gave for itself or another member may be dialed: an IP address (as the
+    /// dialer parses it: `inet_pton`, so every spelling of one address is that address), not unspecified
+    /// (0.0.0.0/8, ::), multicast (224/4, ff00::/8), reserved (240/4) or broadcast, v4-mapped or
+    /// v4-compatible forms of those included; loopback (127/8, ::1) only when `link` (the address it told
+    /// us over) is loopback too: every node is then on this host.
     public static func dialable(_ address: String, via link: String?) -> Bool {
-        let host = address.split(separator: "%", maxSplits: 1).first.map(String.init)?.lowercased() ?? ""
-        func loopback(_ text: String) -> Bool {
-            text.hasPrefix("127.") || text == "::1" || text.hasPrefix("::ffff:127.") || text == "localhost"
+        guard let kind = addressKind(address) else { return false }
+        switch kind {
+        case .loopback: return link.flatMap(addressKind) == .loopback
+        case .ordinary: return true
+        case .unusable: return false
         }
-        if loopback(host) { return link.map { loopback($0.lowercased()) } ?? false }
-        if host.isEmpty || host == "0.0.0.0" || host == "::" || host == "255.255.255.255" || (host.contains(":") && host.hasPrefix("ff")) { return false }
-        if let first = host.split(separator: ".").first, let octet = Int(first), host.contains("."), !host.contains(":"), (224...239).contains(octet) {
-            return false
+    }
+
+    enum AddressKind: Equatable { case loopback, ordinary, unusable }
+
+    /// What `text` (an IPv4 or IPv6 address, IPv6 with an optional `%zone`) is, or nil if it is neither.
+    static func addressKind(_ text: String) -> AddressKind? {
+        func ipv4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> AddressKind {
+            if a == 127 { return .loopback }
+            if a == 0 || a >= 224 || (a, b, c, d) == (255, 255, 255, 255) { return .unusable }
+            return .ordinary
         }
-        return true
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            let bytes = withUnsafeBytes(of: v4) { Array($0) }
+            return ipv4(bytes[0], bytes[1], bytes[2], bytes[3])
+        }
+        let bare = String(text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, bare, &v6) == 1 else { return nil }
+        let bytes = withUnsafeBytes(of: v6) { Array($0) }
+        if bytes[0] == 0xff { return .unusable }
+        if bytes[0..<15].allSatisfy({ $0 == 0 }) { return bytes[15] == 1 ? .loopback : .unusable }
+        let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+        let compatible = bytes[0..<12].allSatisfy { $0 == 0 }
+        if mapped || compatible { return ipv4(bytes[12], bytes[13], bytes[14], bytes[15]) }
+        return .ordinary
     }
 
     /// A claim nobody confirmed in time is answered like a ROOM_MEMBERS for a room we are not in:
@@ -381,7 +413,7 @@ extension SessionStateMachine {
     mutating func resync(at now: EngineTime, _ out: inout [SessionAction]) {
         // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
         syncServed.removeAll()
-        failedProofChecks.removeAll()
+        proofChecks.removeAll()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             // Saved once a round: a list that `merge` found unchanged is not saved there, so a save that
             // failed (a full disk) is repaired here.

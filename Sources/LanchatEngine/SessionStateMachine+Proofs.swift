@@ -119,6 +119,9 @@ extension SessionStateMachine {
               keys.verifies(leave.signature, over: Envelope.leaveBytes(room: room, member: leave.member, timestamp: leave.timestampMilliseconds), by: member)
         else { return }
         let key = RoomMember(room: room, peer: member)
+        // Not dated far ahead: kept leaves are bounded by their time, and one from the future would
+        // outlast the honest ones (and outrank every proof until then).
+        guard !Self.isAhead(Int64(clamping: leave.timestampMilliseconds), of: now.wall) else { return }
         // Kept only for a member we hold (so ids of nobody's making cannot push out the leaves that matter).
         guard let known = rooms[room]?.members[member] else { return }
         if let held = signedLeaves[key], held >= leave.timestampMilliseconds { return }

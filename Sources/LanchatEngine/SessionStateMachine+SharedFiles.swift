@@ -310,9 +310,13 @@ extension SessionStateMachine {
     /// requester. So a member cannot fetch, by its digest, a file shared in a room it is not in (nor one
     /// sent to us alone), and cannot learn whether we hold some content by announcing it itself, directly
     /// to us or in the room, and asking for it.
-    public static func mayServe(_ request: WireFrame.FileRequest, to requester: PeerID, announcedIn messages: [StoredMessage]) -> Bool {
+    /// `authors`: who may have announced it (the room's members and us; nil: anyone): an announcement a
+    /// history brought from an author who is not a member (one an inviter may have made up) does not count.
+    public static func mayServe(_ request: WireFrame.FileRequest, to requester: PeerID, announcedIn messages: [StoredMessage],
+                                authors: Set<String>? = nil) -> Bool {
         messages.contains { message in
             message.kind == .file && !message.direct && message.room == request.room.rawValue && message.senderID != requester.rawValue
+                && authors.map { $0.contains(message.senderID) } ?? true
                 && SharedFile(body: message.body)?.sha256 == request.sha256
         }
     }

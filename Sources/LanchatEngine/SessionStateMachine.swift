@@ -121,8 +121,8 @@ public struct SessionStateMachine: Sendable {
     /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
     var claims: [RoomID: [PeerID: Claim]] = [:]
     var redials: [PeerID: Redial] = [:]
-    /// Membership proofs from each peer that failed their check since the last resync (`proofChecksLeft`).
-    var failedProofChecks: [PeerID: Int] = [:]
+    /// Membership proofs from each peer checked since the last resync (`proofChecksLeft`).
+    var proofChecks: [PeerID: Int] = [:]
     /// Who introduced each member we have not admitted ourselves (`+Membership`: `unseenIntroduced`).
     var introducers: [RoomMember: PeerID] = [:]
     /// Peers we have had a link with while this node runs (`seen`); at most `maximumSeenLinked`.

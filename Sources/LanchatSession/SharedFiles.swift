@@ -274,7 +274,8 @@ extension SessionNode {
         let found = (try? store.search(room: request.room.rawValue, limit: Self.servableAnnouncements,
                                        filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? []
         let refusal = SessionStateMachine.notServedText(request, ownName: configuration.ownName)
-        guard SessionStateMachine.mayServe(request, to: peer.id, announcedIn: found) else {
+        let authors = Set(((engine.members(of: request.room) ?? [:]).keys.map(\.rawValue)) + [configuration.ownID.rawValue])
+        guard SessionStateMachine.mayServe(request, to: peer.id, announcedIn: found, authors: authors) else {
             perform(engine.notServed(request, to: peer.id, because: refusal))
             return
         }

@@ -36,12 +36,16 @@ extension ChatStore {
         return counts
     }
 
+    /// An outbox row whose message (ours: the first stored under its id, as `outbox` reads it) is in the
+    /// room given: another author's message under one of our ids, in another room, does not count.
+    static let queuedIn = "(SELECT room FROM messages WHERE rowid = (SELECT min(rowid) FROM messages WHERE id = outbox.message_id)) = ?"
+
     /// Drops what is queued for `peerID` in `room` (it left the room, or we did).
     public func dropOutbox(peerID: String?, room: String) throws(Error) {
         if let peerID {
-            try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id IN (SELECT id FROM messages WHERE room = ?)", [.text(peerID), .text(room)])
+            try db.query("DELETE FROM outbox WHERE peer_id = ? AND \(Self.queuedIn)", [.text(peerID), .text(room)])
         } else {
-            try db.query("DELETE FROM outbox WHERE message_id IN (SELECT id FROM messages WHERE room = ?)", [.text(room)])
+            try db.query("DELETE FROM outbox WHERE \(Self.queuedIn)", [.text(room)])
         }
     }
 

@@ -121,6 +121,18 @@ import Testing
         #expect(restarted.members(of: lab)?[carol.id] == nil)
     }
 
+    /// A signed leave dated more than 10 minutes ahead is not taken: kept leaves are bounded by their
+    /// time, and one from the future would outlast the honest ones.
+    @Test func aLeaveFromTheFutureIsNotTaken() {
+        var node = engine(others: [carol])
+        _ = node.received([.roomMembers(.init(room: lab, members: [entry(carol, proof(of: carol))]))], on: LinkHandle(1), at: at(3))
+        let ahead = UInt64(at(4).wall + SessionStateMachine.futureTolerance + 1)
+        _ = node.received([leave(of: carol, time: ahead)], on: LinkHandle(1), at: at(4))
+        #expect(node.members(of: lab)?[carol.id] != nil)
+        _ = node.received([leave(of: carol, time: 600)], on: LinkHandle(1), at: at(5))
+        #expect(node.members(of: lab)?[carol.id] == nil)
+    }
+
     @Test func aProofNewToUsIntroducesTheMemberToTheOthers() {
         var node = engine(others: [carol])
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 3, at: at(2))

@@ -300,6 +300,12 @@ import Testing
         // carol's (or our own) announcement in the room: served, whatever bob announced besides.
         #expect(SessionStateMachine.mayServe(request, to: bob.id, announcedIn: [announcement(by: bob.id, direct: true), announcement(by: carol.id)]))
         #expect(SessionStateMachine.mayServe(request, to: bob.id, announcedIn: [announcement(by: me.id)]))
+        // An announcement by an author who is not a member (a history record an inviter may have made up,
+        // "(not a member)") does not count.
+        let dave = SessionStateMachineTests.peerID(0x40)
+        let members: Set<String> = [me.id.rawValue, bob.id.rawValue, carol.id.rawValue]
+        #expect(!SessionStateMachine.mayServe(request, to: bob.id, announcedIn: [announcement(by: dave)], authors: members))
+        #expect(SessionStateMachine.mayServe(request, to: bob.id, announcedIn: [announcement(by: dave), announcement(by: carol.id)], authors: members))
         // One refusal, whether we do not hold it or it was never announced there: it names no holder.
         #expect(SessionStateMachine.notServedText(request, ownName: "alice") == "alice has no such file to serve in lab")
     }

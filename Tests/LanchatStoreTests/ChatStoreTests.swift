@@ -154,6 +154,20 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         store.close()
     }
 
+    /// A record of another author under one of our ids, in another room, does not take our queued message
+    /// out of the outbox when that other room's queue is dropped (the outbox is of our own messages).
+    @Test func droppingARoomsQueueLeavesOurMessageOfAnotherRoomUnderTheSameId() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        try store.insert(message(7, room: "y", sender: "me"), now: 0)
+        try store.enqueue(peerID: "v", messageID: message(7).id)
+        try store.insert(message(7, room: "x", sender: "dave"), now: 1)
+        try store.dropOutbox(peerID: "v", room: "x")
+        try store.dropOutbox(peerID: nil, room: "x")
+        #expect(try store.outbox(peerID: "v").map(\.room) == ["y"])
+        try store.dropOutbox(peerID: "v", room: "y")
+        #expect(try store.outbox(peerID: "v").isEmpty)
+    }
+
     /// A file of schema 3 may hold messages its index lacks (a lanchatd of schema 3 from before the
     /// index stored them without): opened, its index is made again from every message.
     @Test func aSchema3FileHasItsIndexMadeAgain() throws {
