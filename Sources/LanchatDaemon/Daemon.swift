@@ -108,6 +108,7 @@ public enum Daemon {
             sessionConfiguration.historyDirectory = joinPath(configuration.stateDirectory, "incoming")
             sessionConfiguration.downloadsForGroup = configuration.socketGroup != nil
             sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
+            sessionConfiguration.historyWait = .seconds(configuration.historyWait)
             sessionConfiguration.maximumFileSize = configuration.maximumFileSize
             if configuration.maximumWireVersion >= 2 { sessionConfiguration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity)) }
             sessionConfiguration.sharedDirectory = joinPath(configuration.stateDirectory, "shared")

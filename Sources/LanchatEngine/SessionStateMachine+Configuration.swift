@@ -31,9 +31,11 @@ extension SessionStateMachine {
         public var maximumDialsAtOnce = 16
         /// How often the redial schedule is looked at while a member is not connected (milliseconds).
         public var redialCheckInterval: Int64 = 250
-        /// How long after we join (accept an invitation) our inviter's history offer is taken (milliseconds):
-        /// an inviter cannot hold the door open to send a history later, or two.
-        public var historyOfferTimeout: Int64 = 30_000
+        /// How long after we join (accept an invitation) our inviter's history offer is taken (milliseconds;
+        /// lanchatd's `history-wait`): an inviter cannot hold the door open to send a history later, or two.
+        /// Two minutes: an inviter exports a million messages in a few seconds, but exports go one at a
+        /// time, and a few newcomers at once on a slow disk take longer.
+        public var historyOfferTimeout: Int64 = 120_000
         /// How long a membership claim waits for a member to introduce its sender (milliseconds).
         public var claimLifetime: Int64 = 30_000
         /// Grace period after an invitation's own timeout before we give up on an answer (milliseconds).

@@ -48,6 +48,8 @@ public actor SessionNode {
         public var downloadsForGroup = false
         /// How many of a room's latest messages a member sends a newcomer it invited.
         public var historyForNewcomers = 1000
+        /// How long after joining a newcomer takes its inviter's history offer (the engine's `historyOfferTimeout`).
+        public var historyWait: Duration = .seconds(120)
         /// Our signing key and the check of others' signatures (`EnvelopeKeys(signer:)`); nil: the node
         /// speaks wire version 1 only (its HELLO must say so).
         public var envelopes: EnvelopeKeys?
@@ -179,6 +181,7 @@ public actor SessionNode {
         engineConfiguration.defaultInviteTimeout = Self.milliseconds(configuration.defaultInviteTimeout)
         engineConfiguration.maximumPendingInvitations = configuration.maximumPendingInvitations
         engineConfiguration.retransmitInterval = Self.milliseconds(configuration.retransmitInterval)
+        engineConfiguration.historyOfferTimeout = Self.milliseconds(configuration.historyWait)
         engineConfiguration.maximumReconnectDelay = Self.milliseconds(configuration.maximumReconnectDelay)
         engineConfiguration.encryption = configuration.encryption
         engineConfiguration.envelopes = configuration.envelopes

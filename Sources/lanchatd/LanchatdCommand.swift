@@ -33,6 +33,7 @@ struct LanchatdCommand: AsyncParsableCommand {
     @Option(name: .customLong("shared-files"), help: "Files others share in rooms: keep (fetch them when announced, keep them, serve them; the default) or on-demand (fetch only with `lanchat fetch`, keep nothing).") var sharedFiles: String?
     @Option(name: .customLong("shared-files-days"), help: "Days a shared file is kept (default 30).") var sharedFilesDays: String?
     @Option(name: .customLong("shared-auto-fetch"), help: "Largest shared file fetched when announced, like 100M (default 256M; 0: none).") var sharedAutoFetch: String?
+    @Option(name: .customLong("history-wait"), help: "Seconds a newcomer takes its inviter's history after joining (default 120; one history, the first).") var historyWait: String?
 
     func run() async throws {
         var flags: [(key: String, value: String)] = []
@@ -40,7 +41,7 @@ struct LanchatdCommand: AsyncParsableCommand {
             ("name", name), ("state-dir", stateDir), ("socket", socket), ("socket-group", socketGroup), ("port", port),
             ("encryption", encryption), ("auto-accept", autoAccept), ("download-dir", downloadDir), ("log-level", logLevel),
             ("max-file-size", maxFileSize), ("auto-away", autoAway), ("shared-files", sharedFiles), ("shared-files-days", sharedFilesDays),
-            ("shared-auto-fetch", sharedAutoFetch),
+            ("shared-auto-fetch", sharedAutoFetch), ("history-wait", historyWait),
         ]
         for (key, value) in single { if let value { flags.append((key, value)) } }
         for interface in interfaces { flags.append(("interface", interface)) }

@@ -80,6 +80,16 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         #expect(config.controlIdleTimeout == 300)
     }
 
+    /// Issue 28: how long a newcomer takes its inviter's history (two minutes unless said), a flag too.
+    @Test func historyWaitDefaultsToTwoMinutes() throws {
+        #expect(try resolve().historyWait == 120)
+        #expect(try resolve(environment: ["LANCHATD_HISTORY_WAIT": "10"]).historyWait == 10)
+        var config = try resolve()
+        #expect(throws: (any Error).self) { try config.apply(key: "history-wait", value: "0") }
+        try config.apply(key: "history-wait", value: "3600")
+        #expect(config.historyWait == 3600)
+    }
+
     @Test func parsesAConfigFile() throws {
         let settings = try DaemonConfiguration.parseFile("""
             # comment

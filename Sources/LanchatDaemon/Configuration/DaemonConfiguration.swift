@@ -51,6 +51,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public var watchBufferSize: Int = 1024
     /// How many of a room's latest messages this daemon sends a newcomer it invited.
     public var historyForNewcomers: Int = 1000
+    /// Seconds a newcomer takes its inviter's history offer after joining (`history-wait`): one offer,
+    /// the first; later ones are refused, so that an inviter cannot hold the door open.
+    public var historyWait: Int = 120
     /// Largest file accepted from a peer, in bytes (`max-file-size`: a number with an optional K, M, G or
     /// T suffix, powers of 1024).
     public var maximumFileSize: UInt64 = 1 << 40
@@ -79,7 +82,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
     public static let fileKeys: Set<String> = [
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
-        "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "max-file-size", "static-peer",
+        "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "history-wait", "max-file-size", "static-peer",
         "max-wire-version", "auto-away", "shared-files", "shared-files-days", "shared-auto-fetch", "shared-files-quota",
     ]
 
@@ -164,6 +167,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         case "max-request-length": maximumRequestLength = try integer(1024...(16 * 1024 * 1024))
         case "watch-buffer": watchBufferSize = try integer(16...1_000_000)
         case "history-for-newcomers": historyForNewcomers = try integer(0...1_000_000)
+        case "history-wait": historyWait = try integer(1...3600)
         case "max-wire-version": maximumWireVersion = UInt16(try integer(Int(WireFrame.versions.lowerBound)...Int(WireFrame.versions.upperBound)))
         case "auto-away":
             if value.hasSuffix("s"), let seconds = Int(value.dropLast()), (1...86400).contains(seconds) {
