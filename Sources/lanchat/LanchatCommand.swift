@@ -16,8 +16,10 @@ struct LanchatCommand: AsyncParsableCommand {
         ],
         defaultSubcommand: Interactive.self)
 
-    /// `--socket` is global (`lanchat --socket PATH peers`), but ArgumentParser knows it per subcommand:
-    /// move global options given before the subcommand to just after it.
+    /// `--socket` is global (`lanchat --socket PATH peers`, `lanchat --socket PATH room set ...`), but
+    /// ArgumentParser knows it per leaf command (each has `@OptionGroup var global`): the command groups
+    /// (`room`, `topic`, `status`, ...) and the root have no options of their own, so a global option
+    /// left in front of a group's subcommand is an "Unknown option" there.
     static func main() async {
         let arguments = hoistGlobalOptions(Array(CommandLine.arguments.dropFirst()))
         do {
@@ -32,30 +34,54 @@ struct LanchatCommand: AsyncParsableCommand {
         }
     }
 
+    /// Moves the global options (`GlobalOptions.names`) given before or between the words of the command
+    /// (`lanchat --socket S room set lab topic x`, `lanchat room --socket S set ...`) to just after its last
+    /// word (`room set --socket S lab topic x`), where the leaf command's `@OptionGroup var global` takes
+    /// them. Walks the command tree, so every group, at any depth, is covered. Stops at the first argument
+    /// that is neither a global option nor a subcommand's name (the command's own options and arguments
+    /// are left in place), and at `--`.
     static func hoistGlobalOptions(_ arguments: [String]) -> [String] {
-        var leading: [String] = []
+        var path: [String] = []
+        var global: [String] = []
+        var node: any ParsableCommand.Type = LanchatCommand.self
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
-            if argument == "--socket", index + 1 < arguments.count {
-                leading += [argument, arguments[index + 1]]
-                index += 2
-            } else if argument.hasPrefix("--socket=") {
-                leading.append(argument)
-                index += 1
-            } else {
-                break
+            if argument == "--" { break }
+            if let option = GlobalOptions.names.first(where: { argument == $0.name || argument.hasPrefix($0.name + "=") }) {
+                if argument == option.name, option.takesValue {
+                    guard index + 1 < arguments.count else { break }
+                    global += [argument, arguments[index + 1]]
+                    index += 2
+                } else {
+                    global.append(argument)
+                    index += 1
+                }
+                continue
             }
+            if let subcommand = node.configuration.subcommands.first(where: {
+                $0._commandName == argument || $0.configuration.aliases.contains(argument)
+            }) {
+                path.append(argument)
+                node = subcommand
+                index += 1
+                continue
+            }
+            break
         }
-        guard !leading.isEmpty, index < arguments.count else { return arguments }
-        // The subcommand, then the global options, then the rest.
-        return [arguments[index]] + leading + arguments[(index + 1)...]
+        guard !global.isEmpty else { return arguments }
+        // The command's words, then the global options, then the rest.
+        return path + global + arguments[index...]
     }
 }
 
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
     @Option(help: "The daemon's control socket.") var socket: String?
+
+    /// The options above, as `LanchatCommand.hoistGlobalOptions` moves them (CommandLineTests checks that
+    /// this list names every option of the group).
+    static let names: [(name: String, takesValue: Bool)] = [("--socket", true)]
 
     var socketPath: String {
         ControlSocketPath.clientDefault(explicit: socket, environment: ProcessInfo.processInfo.environment)
