@@ -188,9 +188,12 @@ public struct PeerInfo: Codable, Equatable, Sendable {
     public var problem: String?
     public var protocolVersion: Int?
     public var encryption: String?
-    /// How the daemon knows the peer: `dnssd` (discovered on the link) or `static` (added by address
-    /// with `lanchat connect`, or `static-peer` in the config). Absent from older daemons.
+    /// How the daemon knows the peer: `dnssd` (discovered on the link), `static` (added by address
+    /// with `lanchat connect`, or `static-peer` in the config), or `connected` (only by a live connection
+    /// that discovery does not list, e.g. the peer dialed us with `lanchat connect`). Absent from older daemons.
     public var origin: String?
+    /// With origin `connected`: whether the peer dialed the connection (true) or we did.
+    public var dialedUs: Bool?
     /// What the peer told us of its presence (a member of a room we share): `available`, `away`, `busy`.
     public var availability: String?
     public var statusText: String?

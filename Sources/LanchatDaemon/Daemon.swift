@@ -233,12 +233,12 @@ struct DaemonControlHandler: ControlHandler {
 
     func status() async -> DaemonStatus {
         let advertising = await discovery.advertisingStatus
-        let peers = await discovery.peers
+        let peers = await peers()
         var status = DaemonStatus(
             name: advertisement.displayName, id: advertisement.peerID.rawValue, shortId: advertisement.peerID.short,
             instance: advertising.instance, advertising: advertising.state.rawValue, port: port,
             protocolVersion: advertisement.version, encryption: advertisement.encryption.rawValue,
-            peers: peers.filter(\.isCompatible).count, pid: Int(getpid()), version: Daemon.version, startedAt: startedAt)
+            peers: peers.filter(\.compatible).count, pid: Int(getpid()), version: Daemon.version, startedAt: startedAt)
         status.advertisementVisible = await discovery.advertisementVisible
         status.downloadDirectory = downloads.path
         switch downloads.prepare() {
@@ -248,7 +248,8 @@ struct DaemonControlHandler: ControlHandler {
         return status
     }
 
-    /// Discovered peers, with their session state and the rooms we share with them.
+    /// Discovered peers, with their session state and the rooms we share with them, then the peers with a
+    /// live connection that discovery does not list (origin `connected`: typically a peer that dialed us).
     func peers() async -> [PeerInfo] {
         let connections = await node.connections
         var connected = Set<String>()
@@ -257,7 +258,7 @@ struct DaemonControlHandler: ControlHandler {
             if await node.isConnected(id) { connected.insert(id.rawValue) }
             presences[id] = await node.presence(of: id)
         }
-        return await discovery.peers.map { peer in
+        let listed = await discovery.peers.map { peer in
             var info = DiscoveryService.info(peer)
             if let id = peer.advertisement?.peerID {
                 info.rooms = connections[id] ?? []
@@ -267,6 +268,13 @@ struct DaemonControlHandler: ControlHandler {
                     info.statusText = presence.text
                 }
             }
+            return info
+        }
+        return PeerListing.merge(listed, links: await node.liveLinks, rooms: connections).map { peer in
+            guard peer.origin == "connected", let id = peer.id.flatMap(PeerID.init), let presence = presences[id] else { return peer }
+            var info = peer
+            info.availability = presence.availability.name
+            info.statusText = presence.text
             return info
         }
     }

@@ -22,13 +22,28 @@ struct Peers: ParsableCommand {
         let rows = peers.map { peer -> [String] in
             [
                 printable(peer.name), peer.shortId ?? "-",
-                peer.addresses.isEmpty ? "-" : peer.addresses.joined(separator: ","), String(peer.port),
+                Self.addresses(peer), peer.port == 0 ? "-" : String(peer.port),
                 peer.compatible ? peer.state : "incompatible: " + printable(peer.problem ?? "?"),
                 peer.rooms.isEmpty ? "-" : peer.rooms.joined(separator: ","),
                 (peer.availability ?? "-") + (peer.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? ""),
-                printable(peer.instance), peer.origin ?? "dnssd",
+                peer.instance.isEmpty ? "-" : printable(peer.instance), Self.origin(peer),
             ]
         }
         print(table(["NAME", "ID", "ADDRESSES", "PORT", "STATE", "ROOMS", "STATUS", "INSTANCE", "ORIGIN"], rows))
+    }
+
+    /// Where the peer is: its addresses, or for a peer known only by its connection, the address the
+    /// connection is with (`host`).
+    static func addresses(_ peer: PeerInfo) -> String {
+        if !peer.addresses.isEmpty { return peer.addresses.joined(separator: ",") }
+        return peer.origin == "connected" && !peer.host.isEmpty ? printable(peer.host) : "-"
+    }
+
+    /// How the daemon knows the peer: dnssd, static, or "connected (dialed us)" for a peer known only
+    /// by its connection (it ran `lanchat connect` to us; discovery does not see it).
+    static func origin(_ peer: PeerInfo) -> String {
+        let origin = peer.origin ?? "dnssd"
+        guard origin == "connected", let dialedUs = peer.dialedUs else { return origin }
+        return dialedUs ? "connected (dialed us)" : "connected (we dialed)"
     }
 }

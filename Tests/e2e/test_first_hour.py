@@ -1,0 +1,47 @@
+"""The first hour with lanchat (issue 32): what `peers`, `doctor` and `watch` say must be true.
+
+- The side that was connected to with `lanchat connect` (from beyond a router: discovery does not see the
+  peer) lists that peer in `peers` at once, not "no peers found yet" until a room is shared.
+- On a host running without Avahi on purpose, with peers kept by address or connected to it, `doctor`
+  says discovery is off and what chat works through (warnings), and exits 0; without such peers it
+  still fails.
+- `watch` on a terminal says at once that it watches (on stderr); to a pipe it prints nothing extra,
+  and with --json nothing extra on stdout."""
+import json
+import os
+
+from testlan import wait_for
+
+
+def test_the_side_that_was_connected_to_lists_the_peer_at_once(lan):
+    # Bob's host runs without Avahi, beyond a router from alice's: only alice's `connect` joins them.
+    lan.add_host("h1")
+    lan.add_host("h2", avahi=False, subnet=2)
+    lan.router("gw")
+    alice = lan.start_daemon("h1", name="alice")
+    bob = lan.start_daemon("h2", name="bob")
+    assert lan.peers("h2") == []
+    assert lan.lanchat_json("h1", "connect", lan.addr("h2"), "--yes")["saved"] is True
+    alice_id = alice.status()["id"]
+
+    peers = wait_for(lambda: [p for p in lan.peers("h2") if p.get("id") == alice_id], timeout=15,
+                     what="alice listed at bob (she connected to him)")
+    assert len(lan.peers("h2")) == 1
+    peer = peers[0]
+    assert (peer["name"], peer["state"], peer["origin"], peer["dialed_us"]) == ("alice", "connected", "connected", True), peer
+    # Where the connection comes from; nothing to dial (where alice listens is not known to bob).
+    assert peer["host"] == lan.addr("h1") and peer["addresses"] == [] and peer["port"] == 0, peer
+    assert peer["short_id"] == alice_id[:12] and peer["rooms"] == []
+    assert bob.status()["peers"] == 1
+
+    text = lan.lanchat("h2", "peers").stdout
+    assert "no peers found" not in text, text
+    row = [line for line in text.splitlines() if line.startswith("alice")]
+    assert len(row) == 1 and "connected (dialed us)" in row[0] and lan.addr("h1") in row[0], text
+
+    # Once a room is shared, alice is listed the same way, with the room.
+    lan.lanchat("h1", "invite", "bob", "--room", "wan")
+    invitation = wait_for(lambda: lan.lanchat_json("h2", "invitations"), timeout=15, what="alice's invitation at bob")[0]
+    lan.lanchat("h2", "accept", invitation["id"])
+    wait_for(lambda: [p["rooms"] for p in lan.peers("h2")] == [["wan"]], timeout=15, what="the shared room in bob's peers")
+    assert [(p["name"], p["origin"], p["state"]) for p in lan.peers("h2")] == [("alice", "connected", "connected")]
