@@ -22,13 +22,14 @@ struct Doctor: AsyncParsableCommand {
         checks.append(Self.checkDBus())
         checks.append(Self.checkAvahi())
         checks.append(Self.checkMulticast())
-        let (socketCheck, status) = checkSocket()
+        let (socketCheck, status, peers) = checkSocket()
         checks.append(socketCheck)
         if let status {
             checks.append(Self.checkPort(status.port))
             if let downloads = Self.checkDownloads(status) { checks.append(downloads) }
             checks.append(Self.checkAdvertisement(status))
         }
+        checks = Self.withoutDiscovery(checks, peers: peers)
         if json {
             printJSON(checks)
         } else {
@@ -93,17 +94,45 @@ struct Doctor: AsyncParsableCommand {
         return Check(name: "multicast", result: "ok", detail: "multicast interfaces up: \(names.sorted().joined(separator: ", "))")
     }
 
-    func checkSocket() -> (Check, DaemonStatus?) {
+    /// The socket check, the daemon's status and its peers (what chat works through without discovery).
+    func checkSocket() -> (Check, DaemonStatus?, [PeerInfo]) {
         let path = global.socketPath
         do throws(ControlError) {
             let client = try ControlClient(path: path, timeoutSeconds: 5)
             guard let status = try client.call(.status).status else { throw ControlError(code: "bad_response", message: "no status") }
-            return (Check(name: "socket", result: "ok", detail: "lanchatd \(status.version) (pid \(status.pid)) answers at \(path)"), status)
+            let peers = (try? client.call(.peers).peers) ?? []
+            return (Check(name: "socket", result: "ok", detail: "lanchatd \(status.version) (pid \(status.pid)) answers at \(path)"), status, peers)
         } catch {
             let fix = error.code == "permission_denied"
                 ? "run lanchat as the daemon's user, or start lanchatd with --socket-group GROUP and join that group"
                 : "start the daemon: lanchatd (or systemctl start lanchatd / systemctl --user start lanchatd)"
-            return (Check(name: "socket", result: "fail", detail: error.message, fix: fix), nil)
+            return (Check(name: "socket", result: "fail", detail: error.message, fix: fix), nil, [])
+        }
+    }
+
+    /// The checks that only discovery (DNS-SD through avahi-daemon) needs.
+    static let discoveryChecks: Set<String> = ["dbus", "avahi-daemon", "multicast", "advertisement"]
+
+    /// A host may run without Avahi on purpose, its peers kept by address (`lanchat connect`, `static-peer`)
+    /// or connected to it: when avahi-daemon does not run and the daemon has such peers, the discovery
+    /// checks that fail are warnings that say discovery is off and what chat works through, not failures
+    /// (the exit status is 1 only for a real failure). Without such peers, they stay failures.
+    static func withoutDiscovery(_ checks: [Check], peers: [PeerInfo]) -> [Check] {
+        guard checks.contains(where: { $0.name == "avahi-daemon" && $0.result == "fail" }) else { return checks }
+        let staticPeers = Set(peers.filter { $0.origin == "static" }.compactMap(\.id)).count
+        let connected = Set(peers.filter { $0.origin != "static" && $0.state == "connected" }.compactMap(\.id)).count
+        guard staticPeers + connected > 0 else { return checks }
+        func count(_ number: Int, _ kind: String) -> String? {
+            number == 0 ? nil : "\(number) \(kind) peer\(number == 1 ? "" : "s")"
+        }
+        let through = [count(staticPeers, "static"), count(connected, "connected")].compactMap { $0 }.joined(separator: " and ")
+        return checks.map { check in
+            guard discoveryChecks.contains(check.name), check.result == "fail" else { return check }
+            var relaxed = check
+            relaxed.result = "warn"
+            relaxed.detail += "; discovery is off: chat works through \(through) (lanchat peers)"
+            relaxed.fix = check.fix.map { "only to find peers on the link too: \($0)" }
+            return relaxed
         }
     }
 

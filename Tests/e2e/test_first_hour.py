@@ -39,9 +39,46 @@ def test_the_side_that_was_connected_to_lists_the_peer_at_once(lan):
     row = [line for line in text.splitlines() if line.startswith("alice")]
     assert len(row) == 1 and "connected (dialed us)" in row[0] and lan.addr("h1") in row[0], text
 
+    # Bob's doctor: no Avahi there, but chat works through alice's connection.
+    doctor = lan.lanchat("h2", "doctor", check=False)
+    assert doctor.returncode == 0, doctor.stdout
+    assert "warn  avahi-daemon" in doctor.stdout and "discovery is off: chat works through 1 connected peer" in doctor.stdout, doctor.stdout
+    assert "FAIL" not in doctor.stdout, doctor.stdout
+
     # Once a room is shared, alice is listed the same way, with the room.
     lan.lanchat("h1", "invite", "bob", "--room", "wan")
     invitation = wait_for(lambda: lan.lanchat_json("h2", "invitations"), timeout=15, what="alice's invitation at bob")[0]
     lan.lanchat("h2", "accept", invitation["id"])
     wait_for(lambda: [p["rooms"] for p in lan.peers("h2")] == [["wan"]], timeout=15, what="the shared room in bob's peers")
     assert [(p["name"], p["origin"], p["state"]) for p in lan.peers("h2")] == [("alice", "connected", "connected")]
+
+
+def test_doctor_without_avahi_on_purpose_warns_when_chat_works_through_static_peers(lan):
+    lan.add_host("h1", avahi=False)
+    lan.add_host("h2")
+    lan.add_host("h3", avahi=False)
+    lan.start_daemon("h2", name="bob")
+    # Alice has bob in her configuration; carol has no peer yet.
+    lan.start_daemon("h1", name="alice", extra=["--static-peer", lan.addr("h2")])
+    lan.start_daemon("h3", name="carol")
+    wait_for(lambda: [(p["name"], p["origin"]) for p in lan.peers("h1")] == [("bob", "static")], timeout=40,
+             what="the configured static peer listed")
+
+    doctor = lan.lanchat("h1", "doctor", check=False)
+    assert doctor.returncode == 0, doctor.stdout
+    assert "FAIL" not in doctor.stdout, doctor.stdout
+    lines = doctor.stdout.splitlines()
+    avahi = [line for line in lines if line.startswith("warn  avahi-daemon:")]
+    assert len(avahi) == 1 and "discovery is off: chat works through 1 static peer (lanchat peers)" in avahi[0], doctor.stdout
+    checks = {c["name"]: c for c in json.loads(lan.lanchat("h1", "doctor", "--json", check=False).stdout)}
+    assert checks["avahi-daemon"]["result"] == "warn" and checks["advertisement"]["result"] == "warn", checks
+    assert checks["socket"]["result"] == "ok" and checks["port"]["result"] == "ok", checks
+
+    # Without any peer kept by address or connected, no Avahi is still a failure...
+    doctor = lan.lanchat("h3", "doctor", check=False)
+    assert doctor.returncode == 1 and "FAIL  avahi-daemon" in doctor.stdout and "discovery is off" not in doctor.stdout, doctor.stdout
+    # ...until carol keeps a peer by address.
+    assert lan.lanchat_json("h3", "connect", lan.addr("h2"), "--yes")["saved"] is True
+    doctor = lan.lanchat("h3", "doctor", check=False)
+    assert doctor.returncode == 0 and "FAIL" not in doctor.stdout, doctor.stdout
+    assert "chat works through 1 static peer" in doctor.stdout, doctor.stdout
