@@ -12,6 +12,11 @@ struct Watch: ParsableCommand {
     func run() throws {
         let client = try global.connect()
         _ = call(client, .watch)
+        // Nothing else is printed until an event: on a terminal, say that it watches (on stderr, so that
+        // what stdout carries, JSON lines included, stays the events only).
+        if let note = Self.startNote(socket: global.socketPath, standardOutputIsTerminal: isatty(STDOUT_FILENO) == 1) {
+            FileHandle.standardError.write(Data((note + "\n").utf8))
+        }
         client.setTimeout(seconds: 0)
         while true {
             let line: [UInt8]?
@@ -27,6 +32,11 @@ struct Watch: ParsableCommand {
             let text = json ? String(decoding: ControlJSON.line(event), as: UTF8.self) : Self.describe(event) + "\n"
             FileHandle.standardOutput.write(Data(text.utf8))
         }
+    }
+
+    /// The line said at start on a terminal (none when stdout is a pipe or a file: a script reads it).
+    static func startNote(socket: String, standardOutputIsTerminal: Bool) -> String? {
+        standardOutputIsTerminal ? "watching lanchatd at \(printable(socket)) (Ctrl-C to stop)" : nil
     }
 
     /// The keys of a room's metadata that hold its administration (removals, the closing, administrators).

@@ -65,6 +65,12 @@ import Testing
             == ["ok", "warn", "ok", "ok", "fail", "warn"])
     }
 
+    @Test func watchSaysItWatchesOnlyOnATerminal() {
+        #expect(Watch.startNote(socket: "/run/lanchat/lanchatd.sock", standardOutputIsTerminal: true)
+            == "watching lanchatd at /run/lanchat/lanchatd.sock (Ctrl-C to stop)")
+        #expect(Watch.startNote(socket: "/run/lanchat/lanchatd.sock", standardOutputIsTerminal: false) == nil)
+    }
+
     @Test func aPeerKnownByItsConnectionSaysWhoDialed() {
         var dialedUs = peer(bob, origin: "connected", state: "connected")
         dialedUs.dialedUs = true

@@ -9,8 +9,12 @@
   and with --json nothing extra on stdout."""
 import json
 import os
+import pty
+import select
+import subprocess
+import time
 
-from testlan import wait_for
+from testlan import BIN, read_line, wait_for
 
 
 def test_the_side_that_was_connected_to_lists_the_peer_at_once(lan):
@@ -82,3 +86,55 @@ def test_doctor_without_avahi_on_purpose_warns_when_chat_works_through_static_pe
     doctor = lan.lanchat("h3", "doctor", check=False)
     assert doctor.returncode == 0 and "FAIL" not in doctor.stdout, doctor.stdout
     assert "chat works through 1 static peer" in doctor.stdout, doctor.stdout
+
+
+def _watch(lan, *args, seconds):
+    """`lanchat watch ARGS` on h1 for `seconds` (then `timeout` ends it inside the host), its stdout a
+    terminal (a pty); returns the process and the pty's master end."""
+    argv = ["timeout", str(seconds), os.path.join(BIN, "lanchat"), "watch", *args]
+    master, slave = pty.openpty()
+    process = lan.popen("h1", argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    return process, master
+
+
+def _pending(fd, seconds):
+    """What `fd` gives within `seconds`."""
+    data = b""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_watch_says_at_once_that_it_watches_on_a_terminal_and_nothing_extra_to_a_pipe(lan):
+    lan.up(1)
+    alice = lan.start_daemon("h1", name="alice")
+    # (Its registration is an event: wait for it to be over, so that nothing is said for a while.)
+    wait_for(lambda: alice.status()["advertising"] == "registered", timeout=20, what="alice advertised")
+
+    # On a terminal, with or without --json: one line on stderr at once, nothing on stdout before an event.
+    for args in ([], ["--json"]):
+        process, master = _watch(lan, *args, seconds=4)
+        try:
+            line = read_line(process.stderr, timeout=3, what=f"watch {args}'s first line on a terminal").decode()
+            assert line.startswith("watching lanchatd at /") and line.rstrip().endswith("(Ctrl-C to stop)"), line
+            assert _pending(master, 1) == b"", args   # the terminal (stdout) gets events only
+            process.wait(timeout=10)
+        finally:
+            os.close(master)
+
+    # To a pipe (a script): nothing extra, on stdout or stderr, with or without --json.
+    for args in ([], ["--json"]):
+        result = lan.run("h1", ["timeout", "3", os.path.join(BIN, "lanchat"), "watch", *args], check=False)
+        assert result.returncode == 124, (args, result.returncode, result.stderr)
+        assert (result.stdout, result.stderr) == ("", ""), (args, result.stdout, result.stderr)
