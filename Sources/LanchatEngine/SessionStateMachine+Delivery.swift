@@ -129,7 +129,7 @@ extension SessionStateMachine {
             // Said once per connection, as a refused signature is: an honest member's clock may be wrong.
             if refusedLive.insert(sender).inserted {
                 out.append(.emit(.security(peer: link.peer, text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
-                    + "\(message.room): it is dated \((timestamp - now.wall) / 60_000) minutes ahead of this host's clock (more than "
+                    + "\(message.room): it is dated \((timestamp - now.wall + 59_999) / 60_000) minutes ahead of this host's clock (more than "
                     + "\(Self.futureTolerance / 60_000) allowed); check both clocks (any more like it on this connection are refused without a word)")))
             }
             return
@@ -269,8 +269,18 @@ extension SessionStateMachine {
     /// Peers remembered as linked once in this run (`seenLinked`), at most.
     static let maximumSeenLinked = 4096
 
-    /// Whether we have been connected with `peer` (in this run, or it proved its key to us before).
-    func seen(_ peer: PeerID) -> Bool { seenLinked.contains(peer) || keyed.contains(peer) }
+    /// Whether we have been connected with `peer`: now, before in this run, or it proved its key to us
+    /// before. (A peer linked before it became a member here, a stranger then, counts from the moment
+    /// it is linked: the simulator found a member introduced while connected that was never "seen", so
+    /// never passed on, and two members that never learnt of each other.)
+    func seen(_ peer: PeerID) -> Bool { seenLinked.contains(peer) || keyed.contains(peer) || links.isLinked(peer) }
+
+    /// Remembers that `peer`, a member linked to us now, has been seen (`seen`), and forgets who
+    /// introduced it.
+    mutating func noteSeen(_ peer: PeerID) {
+        guard links.isLinked(peer), seenLinked.count < Self.maximumSeenLinked, seenLinked.insert(peer).inserted else { return }
+        introducers = introducers.filter { $0.key.peer != peer }
+    }
 
     /// Forgets the backoff of peers we no longer want (they left, or we did).
     mutating func forgetUnwantedRedials() {

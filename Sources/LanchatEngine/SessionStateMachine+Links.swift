@@ -45,11 +45,8 @@ extension SessionStateMachine {
             if crowded == handle { return (nil, out) }
         }
         if authenticated, sharesRoom(with: peer.id) { markKeyed(peer.id, &out) }
-        if sharesRoom(with: peer.id), seenLinked.count < Self.maximumSeenLinked {
-            seenLinked.insert(peer.id)
-            // Who introduced it no longer matters (`unseenIntroduced`): the bound is on those never seen.
-            introducers = introducers.filter { $0.key.peer != peer.id }
-        }
+        // Who introduced it no longer matters (`unseenIntroduced`): the bound is on those never seen.
+        if sharesRoom(with: peer.id) { noteSeen(peer.id) }
         // The redial backoff is reset once the peer speaks on the connection (`received`), not here: a
         // peer that accepts TLS and then refuses us must not be redialed at once, again and again.
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[peer.id] != nil {

@@ -72,6 +72,7 @@ extension SessionStateMachine {
         }
         rooms[room]!.members[peer.id] = member
         if links.entry(peer.id)?.authenticated == true { markKeyed(peer.id, &out) }
+        noteSeen(peer.id)
         departed.remove(RoomMember(room: room, peer: peer.id))
         tombstones[RoomMember(room: room, peer: peer.id)] = nil
         saveRoom(room, &out)
@@ -274,6 +275,7 @@ extension SessionStateMachine {
                 rooms[room]!.proofs[id] = member.proof
             }
             if hearsay { introducers[RoomMember(room: room, peer: id)] = link.peer.id }
+            noteSeen(id)
             rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
             introduced.append(id)
             notice(room, "\(member.name) joined", at: now, &out)
@@ -325,9 +327,9 @@ extension SessionStateMachine {
     /// Tells once per connection that a member introduced more members we never saw than it may.
     mutating func reportDeferred(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
         guard count > 0, refusedIntroductions.insert(link.peer.id).inserted else { return }
-        out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced \(count) more member(s) to room \(room) "
-            + "than the \(configuration.maximumUnseenIntroductions) not yet connected here it may: not added until those connect "
-            + "(any more from it on this connection are not reported)")))
+        out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced more members to room \(room) "
+            + "than the \(configuration.maximumUnseenIntroductions) not yet connected here it may (\(count) in this list): not added until those "
+            + "connect (any more from it on this connection are not reported)")))
     }
 
     /// Whether an address a member gave for itself or another member may be dialed: an IP address (as the

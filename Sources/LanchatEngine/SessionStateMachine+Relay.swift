@@ -57,6 +57,7 @@ extension SessionStateMachine {
     /// `relayAnswer`, stays outstanding until that transfer ends.)
     public mutating func relayAnswerNotOffered(_ room: RoomID, to peer: PeerID) {
         transfers.relayPreparing[.init(room: room, peer: peer)] = nil
+        releaseOutgoingTimer()
     }
 
     /// Whether an incoming history transfer answers a SYNC_REQUEST (relay), not a newcomer's HISTORY_REQUEST.
@@ -72,6 +73,7 @@ extension SessionStateMachine {
     mutating func forgetSync(with peer: PeerID) {
         syncAsked = syncAsked.filter { $0.peer != peer }
         transfers.relayPreparing = transfers.relayPreparing.filter { $0.key.peer != peer }
+        releaseOutgoingTimer()
         refusedLive.remove(peer)
         refusedIntroductions.remove(peer)
     }

@@ -142,6 +142,15 @@ extension SessionStateMachine {
         let info = info(transfer, id: id, error: error, at: now)
         transfers.keep(info)
         out.append(.emit(.transfer(info)))
+        releaseOutgoingTimer()
+    }
+
+    /// The deadline timer of outgoing offers and relay answers (`outgoingDue`) goes once nothing is left
+    /// for it to watch: an idle node keeps no timer (the simulator checks it), and one armed 20 minutes
+    /// ahead for a transfer that ended would wake it for nothing.
+    mutating func releaseOutgoingTimer() {
+        guard transfers.relayPreparing.isEmpty, !transfers.outgoing.values.contains(where: { $0.offer.kind != .shared }) else { return }
+        timers.cancel(.outgoingTransfers)
     }
 
     // MARK: Frames

@@ -65,7 +65,7 @@ import Testing
         let limit = node.configuration.maximumUnseenIntroductions
         #expect(node.members(of: lab)!.count == 2 + limit)
         #expect(node.unseenIntroduced(by: bob.id, in: lab).count == limit)
-        #expect(actions.contains { if case .emit(.security(_, let text)) = $0 { text.contains("introduced \(200 - limit) more member(s)") } else { false } })
+        #expect(actions.contains { if case .emit(.security(_, let text)) = $0 { text.contains("introduced more members to room lab than the \(limit) not yet connected here it may (\(200 - limit) in this list)") } else { false } })
         // Carol is not told about any of them (bob's word is not ours to pass on), not now, not at a resync.
         #expect(!members(frames(actions, on: LinkHandle(2))).contains { $0.hasPrefix("fake") })
         let resync = node.tick(at: at(1 + node.configuration.resyncInterval))
