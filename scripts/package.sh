@@ -3,13 +3,21 @@
 #   scripts/package.sh [--no-build]     --no-build: use the release binaries already in .build/release
 # Contents: release binaries with the Swift runtime linked statically (/usr/bin), the system and user
 # units, sysusers and tmpfiles configuration, completions and man pages generated from the binaries,
-# copyright and changelog. Depends: what dpkg-shlibdeps finds the binaries linked against, plus
-# avahi-daemon and dbus. The maintainer scripts create the lanchat user and enable the service where
-# systemd runs; purge removes the state directory (the user stays, as Debian does for system users).
+# README.md, copyright and changelog; md5sums of every file. Depends: what dpkg-shlibdeps finds the
+# binaries linked against, plus avahi-daemon and dbus. The maintainer scripts create the lanchat user
+# and enable the service where systemd runs; purge removes the state directory (the user stays, as
+# Debian does for system users).
+# Maintainer: $DEBFULLNAME <$DEBEMAIL> (as dch uses them), else this repository's git identity
+# (user.name, user.email): the project has no maintainer address of its own.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 [ "$(id -u)" = 0 ] || { echo "package: run as root (file ownership in the package): sudo $0" >&2; exit 1; }
+maintainer_name=${DEBFULLNAME:-$(git config user.name 2>/dev/null || true)}
+maintainer_email=${DEBEMAIL:-$(git config user.email 2>/dev/null || true)}
+[ -n "$maintainer_name" ] && [ -n "$maintainer_email" ] || {
+  echo "package: no maintainer: set DEBFULLNAME and DEBEMAIL (or git's user.name and user.email)" >&2; exit 1; }
+maintainer="$maintainer_name <$maintainer_email>"
 version=${LANCHAT_DEB_VERSION:-$(sed -n 's/^public let lanchatVersion = "\(.*\)"$/\1/p' Sources/LanchatControl/Version.swift)}
 [ -n "$version" ] || { echo "package: cannot read the version from Sources/LanchatControl/Version.swift" >&2; exit 1; }
 arch=$(dpkg --print-architecture)
@@ -29,9 +37,16 @@ for tool in lanchat lanchatd; do
   install -m 0755 "$bin/$tool" "$stage/usr/bin/$tool"
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$tool"
 done
-# Units: the repository's, pointing at /usr/bin (run.sh installs to /usr/local/bin).
-sed 's|/usr/local/bin/lanchatd|/usr/bin/lanchatd|' systemd/lanchatd.service > "$stage/lib/systemd/system/lanchatd.service"
-sed 's|/usr/local/bin/lanchatd|/usr/bin/lanchatd|' systemd/lanchatd-user.service > "$stage/usr/lib/systemd/user/lanchatd.service"
+# Units: the repository's, pointing at /usr/bin (run.sh installs to /usr/local/bin), with the README this
+# package installs added to their documentation.
+while read -r unit dir; do
+  grep -q '^Documentation=man:' "$unit" || { echo "package: $unit has no Documentation=man: line" >&2; exit 1; }
+  sed -e 's|/usr/local/bin/lanchatd|/usr/bin/lanchatd|' \
+      -e '/^Documentation=man:/a Documentation=file:/usr/share/doc/lanchat/README.md' "$unit" > "$stage/$dir/lanchatd.service"
+done <<'EOF'
+systemd/lanchatd.service lib/systemd/system
+systemd/lanchatd-user.service usr/lib/systemd/user
+EOF
 install -m 0644 systemd/lanchat.sysusers.conf "$stage/usr/lib/sysusers.d/lanchat.conf"
 cat > "$stage/usr/lib/tmpfiles.d/lanchat.conf" <<'EOF'
 # The system service's state directory (systemd's StateDirectory= makes it too; this serves tools that
@@ -48,6 +63,8 @@ cp -r "$extras/man/man1" "$stage/usr/share/man/"
 # Completion scripts are sourced, not run: no "#!" line (Debian's bash-completion policy).
 sed -i '1{/^#!/d}' "$stage"/usr/share/bash-completion/completions/*
 
+# Uncompressed (policy 12.3 would gzip it): the units' Documentation= names it, for a person to open.
+install -m 0644 README.md "$stage/usr/share/doc/lanchat/README.md"
 cat > "$stage/usr/share/doc/lanchat/copyright" <<'EOF'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: lanchat
@@ -67,7 +84,7 @@ lanchat ($version) unstable; urgency=medium
 
   * Package built by scripts/package.sh from $(git log -1 --format=%h 2>/dev/null || echo "a source tree").
 
- -- lanchat developers <lanchat@example.org>  $(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
+ -- $maintainer  $(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
 EOF
 gzip -9nf "$changelog"
 find "$stage/usr/share" -type f -exec chmod 0644 {} +
@@ -86,7 +103,7 @@ cat > "$stage/DEBIAN/control" <<EOF
 Package: lanchat
 Version: $version
 Architecture: $arch
-Maintainer: lanchat developers <lanchat@example.org>
+Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $shlibs, avahi-daemon, dbus, adduser
 Section: net
@@ -162,6 +179,10 @@ fi
 exit 0
 EOF
 chmod 0755 "$stage"/DEBIAN/postinst "$stage"/DEBIAN/prerm "$stage"/DEBIAN/postrm
+# md5sums of every file but the control area's, paths relative to the root (what dh_md5sums writes;
+# dpkg --verify and debsums read it). There are no conffiles to leave out.
+(cd "$stage" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | LC_ALL=C sort -z | xargs -0r md5sum) > "$stage/DEBIAN/md5sums"
+chmod 0644 "$stage/DEBIAN/md5sums"
 deb=$out/lanchat_${version}_$arch.deb
 dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
 echo "package: $deb ($(du -h "$deb" | cut -f1))"

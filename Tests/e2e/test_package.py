@@ -2,7 +2,8 @@
 copy-on-write view of this machine's root (an overlay whose upper layer lives in the host's own tmpfs,
 so nothing reaches the real root), it creates its user and units, its daemon (started as the unit
 starts it: systemd is not PID 1 in a namespace) sees a peer on another host, it upgrades over itself,
-and purging it leaves nothing of it behind.
+and purging it leaves nothing of it behind. Its md5sums hold (dpkg --verify, debsums), man finds its
+pages with their FILES and SEE ALSO, and its units name their documentation.
 
 Needs a built package: `scripts/test-package.sh` builds one and runs this test with LANCHAT_DEB set
 (a release build takes minutes, so the default test run skips it)."""
@@ -10,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -69,6 +71,51 @@ def package_files(lan):
     return [line for line in chroot(lan, "dpkg -L lanchat").stdout.splitlines() if line and line != "/."]
 
 
+def check_md5sums(lan, regular):
+    """The package ships md5sums (dpkg would otherwise make its own at unpack) naming every file it
+    installed, dpkg --verify (and debsums, where installed) find them all intact, and a changed file is found."""
+    shipped = subprocess.run(["dpkg-deb", "--info", DEB, "md5sums"], capture_output=True, text=True)
+    assert shipped.returncode == 0, f"the package has no md5sums: {shipped.stderr}"
+    assert chroot(lan, "cat /var/lib/dpkg/info/lanchat.md5sums").stdout == shipped.stdout
+    listed = {"/" + line.split("  ", 1)[1] for line in shipped.stdout.splitlines()}
+    assert listed == set(regular), f"not in md5sums: {sorted(set(regular) - listed)}; not installed: {sorted(listed - set(regular))}"
+    verify = chroot(lan, "dpkg --verify lanchat", check=False)
+    assert verify.returncode == 0 and verify.stdout == "", verify.stdout + verify.stderr
+    if chroot(lan, "command -v debsums", check=False).returncode == 0:
+        debsums = chroot(lan, "debsums lanchat 2>&1", check=False)
+        assert debsums.returncode == 0, debsums.stdout
+        assert len([line for line in debsums.stdout.splitlines() if line.endswith(" OK")]) == len(regular), debsums.stdout
+    changed = "/usr/share/doc/lanchat/copyright"
+    chroot(lan, f"cp -p {changed} /tmp/copyright && echo changed >> {changed}")
+    verify = chroot(lan, "dpkg --verify lanchat", check=False)
+    assert re.search(rf"^\?\?5\S* +{changed}$", verify.stdout, re.M), verify.stdout + verify.stderr
+    chroot(lan, f"cp -p /tmp/copyright {changed}")
+
+
+def check_documentation(lan):
+    """man finds both pages; their FILES name the default paths, SEE ALSO the other page, and lanchatd's
+    SYNOPSIS no subcommand (it has none). The units' Documentation= names the pages and the README,
+    and systemd-analyze verify (which runs man for each man: page) accepts them."""
+    for tool, other in (("lanchat", "lanchatd"), ("lanchatd", "lanchat")):
+        assert chroot(lan, f"man -w {tool}").stdout.strip() == f"/usr/share/man/man1/{tool}.1.gz"
+        page = chroot(lan, f"MANWIDTH=200 MAN_KEEP_FORMATTING= man -P cat {tool} 2>/dev/null").stdout
+        sections = re.findall(r"^([A-Z][A-Z ]+)$", page, re.M)
+        assert "FILES" in sections and "SEE ALSO" in sections, sections
+        files = page.split("\nFILES\n", 1)[1].split("\nEXIT STATUS\n", 1)[0]
+        for path in ("/run/lanchat/lanchatd.sock", "$XDG_RUNTIME_DIR/lanchat/lanchatd.sock", "/var/lib/lanchat/", "~/.local/state/lanchat/", "~/Downloads/"):
+            assert path in files, (tool, path)
+        assert f"{other}(1)" in page.split("\nSEE ALSO\n", 1)[1]
+    synopsis = chroot(lan, "MANWIDTH=200 man -P cat lanchatd 2>/dev/null").stdout.split("\nSYNOPSIS\n", 1)[1].split("\nDESCRIPTION\n", 1)[0]
+    assert synopsis.split()[:2] == ["lanchatd", "[--name"] and "subcommand" not in synopsis, synopsis
+    assert "/etc/lanchat/lanchatd.env" in chroot(lan, "MANWIDTH=200 man -P cat lanchatd 2>/dev/null").stdout
+    for unit, user in (("/lib/systemd/system/lanchatd.service", False), ("/usr/lib/systemd/user/lanchatd.service", True)):
+        text = chroot(lan, f"cat {unit}").stdout
+        assert re.findall(r"^Documentation=(.*)$", text, re.M) == ["man:lanchatd(1) man:lanchat(1)", "file:/usr/share/doc/lanchat/README.md"], text
+        verify = chroot(lan, f"XDG_RUNTIME_DIR=/tmp SYSTEMD_LOG_LEVEL=notice systemd-analyze verify {'--user ' if user else ''}{unit} 2>&1", check=False)
+        assert verify.returncode == 0 and "lanchatd" not in verify.stdout, verify.stdout
+    assert chroot(lan, "test -s /usr/share/doc/lanchat/README.md", check=False).returncode == 0
+
+
 def test_the_package_installs_runs_upgrades_and_purges(lan, tmp_path):
     lan.add_host("h1", avahi=False)
     lan.add_host("h2")
@@ -94,6 +141,8 @@ def test_the_package_installs_runs_upgrades_and_purges(lan, tmp_path):
     assert chroot(lan, "stat -c '%U %a' /var/lib/lanchat").stdout.split() == ["lanchat", "750"]
     assert chroot(lan, "test -L /etc/systemd/system/multi-user.target.wants/lanchatd.service", check=False).returncode == 0
     assert chroot(lan, "lanchat --version").stdout.strip() == chroot(lan, "lanchatd --version").stdout.strip()
+    check_md5sums(lan, regular)
+    check_documentation(lan)
 
     start_avahi(lan)
     # Start the daemon as the unit does: its ExecStart, as the lanchat user, with its state and runtime directories.

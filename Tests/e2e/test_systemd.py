@@ -14,7 +14,8 @@ def verify(unit, user):
     path = os.path.join(work, "lanchatd.service")
     with open(path, "w") as f:
         f.write(text)
-    args = ["systemd-analyze", "verify"] + (["--user"] if user else []) + [path]
+    # --man=no: Documentation= names the man pages, installed by the package (test_package.py finds them there), not here.
+    args = ["systemd-analyze", "verify", "--man=no"] + (["--user"] if user else []) + [path]
     return subprocess.run(args, capture_output=True, text=True,
                           env=dict(os.environ, XDG_RUNTIME_DIR=runtime, SYSTEMD_LOG_LEVEL="notice"))
 
