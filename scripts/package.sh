@@ -8,13 +8,14 @@
 # and enable the service where systemd runs; purge removes the state directory (the user stays, as
 # Debian does for system users).
 # Maintainer: $DEBFULLNAME <$DEBEMAIL> (as dch uses them), else this repository's git identity
-# (user.name, user.email): the project has no maintainer address of its own.
+# (user.name, user.email), else the author of its last commit (a fresh machine has no git identity set):
+# the project has no maintainer address of its own.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 [ "$(id -u)" = 0 ] || { echo "package: run as root (file ownership in the package): sudo $0" >&2; exit 1; }
-maintainer_name=${DEBFULLNAME:-$(git config user.name 2>/dev/null || true)}
-maintainer_email=${DEBEMAIL:-$(git config user.email 2>/dev/null || true)}
+maintainer_name=${DEBFULLNAME:-$(git config user.name 2>/dev/null || git log -1 --format=%an 2>/dev/null || true)}
+maintainer_email=${DEBEMAIL:-$(git config user.email 2>/dev/null || git log -1 --format=%ae 2>/dev/null || true)}
 [ -n "$maintainer_name" ] && [ -n "$maintainer_email" ] || {
   echo "package: no maintainer: set DEBFULLNAME and DEBEMAIL (or git's user.name and user.email)" >&2; exit 1; }
 maintainer="$maintainer_name <$maintainer_email>"
