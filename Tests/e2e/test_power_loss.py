@@ -38,7 +38,8 @@ def test_acknowledged_messages_and_received_files_survive_a_power_loss(lan):
     image = os.path.join(lan.dir, "bob-disk.img")
     copy = os.path.join(lan.dir, "bob-disk-after-power-loss.img")
     with open(image, "wb") as f:
-        f.truncate(64 << 20)
+        # 128 MiB: a received file leaves 64 MiB free at least (TransferLimits.keptFree).
+        f.truncate(128 << 20)
     lan.run("h2", ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", image])
     state = os.path.join(lan.dir, "h2", "state")
     mount(lan, "h2", image, state)
