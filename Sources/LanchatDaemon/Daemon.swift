@@ -263,15 +263,12 @@ struct DaemonControlHandler: ControlHandler {
             if let id = peer.advertisement?.peerID {
                 info.rooms = connections[id] ?? []
                 if connected.contains(id.rawValue) { info.state = "connected" } else if !info.rooms.isEmpty { info.state = "not_connected" }
-                if let presence = presences[id] {
-                    info.availability = presence.availability.name
-                    info.statusText = presence.text
-                }
             }
             return info
         }
+        // What each peer told of its presence, discovered or connected alike.
         return PeerListing.merge(listed, links: await node.liveLinks, rooms: connections).map { peer in
-            guard peer.origin == "connected", let id = peer.id.flatMap(PeerID.init), let presence = presences[id] else { return peer }
+            guard let id = peer.id.flatMap(PeerID.init), let presence = presences[id] else { return peer }
             var info = peer
             info.availability = presence.availability.name
             info.statusText = presence.text

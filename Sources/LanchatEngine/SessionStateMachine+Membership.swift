@@ -400,15 +400,13 @@ extension SessionStateMachine {
 
     mutating func saveRoom(_ room: RoomID, _ out: inout [SessionAction]) {
         guard let state = rooms[room] else { return }
-        func stored(_ proof: WireFrame.MembershipProof?) -> StoredProof? {
-            proof.map { StoredProof(inviter: $0.inviter, timestamp: $0.timestampMilliseconds, key: $0.signature.key, signature: $0.signature.bytes) }
-        }
         var members = state.members.sorted { $0.key < $1.key }.map {
-            StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses, proof: stored(state.proofs[$0.key]))
+            StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses,
+                         proof: state.proofs[$0.key].map(StoredProof.init))
         }
         // Our own proof, under our id (the members we restore skip it).
         if let own = ownProofs[room] {
-            members.append(StoredMember(peerID: configuration.ownID.rawValue, name: configuration.ownName, port: 0, addresses: [], proof: stored(own)))
+            members.append(StoredMember(peerID: configuration.ownID.rawValue, name: configuration.ownName, port: 0, addresses: [], proof: StoredProof(own)))
         }
         out.append(.persist(.saveRoom(room, members)))
     }

@@ -133,14 +133,13 @@ extension SessionStateMachine {
     /// with; the administration's keys count apart (`reservedRefusal`).
     func budgetRefusal(_ key: String, by author: String, in room: RoomID, factor: Int) -> String? {
         if Self.isReservedKey(key) { return reservedRefusal(key, by: author, in: room, factor: factor) }
-        let ordinary = (meta[room] ?? [:]).values.filter { !Self.isReservedKey($0.key) }
+        let (total, own) = ordinaryCounts(withNewKeyBy: author, in: room)
         let isCreator = author == creator(of: room)?.rawValue
-        let own = ordinary.filter { $0.author == author }.count + 1
-        let freed = pushedOut(by: author, in: room, holding: own, of: ordinary.count + 1).count
+        let freed = pushedOut(forNewKeyBy: author, in: room).count
         // The creator is held to the receivers' room limit only.
         let roomLimit = (isCreator ? 2 : factor) * Self.maximumMetaKeys
-        if ordinary.count + 1 - freed > roomLimit {
-            return "room \(room) holds \(ordinary.count) keys (deletions included); the limit is \(roomLimit): delete one of yours first"
+        if total - freed > roomLimit {
+            return "room \(room) holds \(total - 1) keys (deletions included); the limit is \(roomLimit): delete one of yours first"
         }
         if !isCreator, own - freed > factor * Self.maximumMetaKeysPerAuthor {
             return "\(author == configuration.ownID.rawValue ? "you hold" : "\(author.prefix(8)) holds") \(own - 1) keys of room \(room) (deletions included); "
@@ -149,11 +148,19 @@ extension SessionStateMachine {
         return nil
     }
 
-    /// The deletions that go when `author`'s new key makes it hold `own` ordinary entries, the room `total`:
-    /// its own, oldest first (by time, then key), as many as bring both within the writer's limits (or all
-    /// it has). Never another author's (so nobody can push out a deletion to replay what it deleted), nor
-    /// the administration's.
-    private func pushedOut(by author: String, in room: RoomID, holding own: Int, of total: Int) -> [String] {
+    /// The room's ordinary entries (deletions included), and `author`'s among them, with a new key of
+    /// `author`'s counted.
+    private func ordinaryCounts(withNewKeyBy author: String, in room: RoomID) -> (total: Int, own: Int) {
+        let ordinary = (meta[room] ?? [:]).values.filter { !Self.isReservedKey($0.key) }
+        return (ordinary.count + 1, ordinary.count { $0.author == author } + 1)
+    }
+
+    /// The deletions that go when `author` writes a new ordinary key (`ordinaryCounts`): its own, oldest
+    /// first (by time, then key), as many as bring both counts within the writer's limits (or all it has).
+    /// Never another author's (so nobody can push out a deletion to replay what it deleted), nor the
+    /// administration's.
+    private func pushedOut(forNewKeyBy author: String, in room: RoomID) -> [String] {
+        let (total, own) = ordinaryCounts(withNewKeyBy: author, in: room)
         let isCreator = author == creator(of: room)?.rawValue
         let excess = max(isCreator ? 0 : own - Self.maximumMetaKeysPerAuthor, total - (isCreator ? 2 : 1) * Self.maximumMetaKeys)
         guard excess > 0 else { return [] }
@@ -186,9 +193,7 @@ extension SessionStateMachine {
         // Deletions are kept (so an older write does not come back): a new ordinary key past the limits
         // pushes out its own author's oldest deletion only (`pushedOut`); the administration's never go.
         if meta[room]?[entry.key] == nil, !Self.isReservedKey(entry.key) {
-            let ordinary = (meta[room] ?? [:]).values.filter { !Self.isReservedKey($0.key) }
-            let own = ordinary.filter { $0.author == entry.author }.count + 1
-            for gone in pushedOut(by: entry.author, in: room, holding: own, of: ordinary.count + 1) {
+            for gone in pushedOut(forNewKeyBy: entry.author, in: room) {
                 meta[room]![gone] = nil
                 out.append(.persist(.deleteMeta(room, key: gone)))
             }

@@ -145,3 +145,16 @@ extension SessionStateMachine {
         }
     }
 }
+
+/// A membership proof as the store keeps it, and back (`saveRoom`, the restore).
+extension StoredProof {
+    init(_ proof: WireFrame.MembershipProof) {
+        self.init(inviter: proof.inviter, timestamp: proof.timestampMilliseconds, key: proof.signature.key, signature: proof.signature.bytes)
+    }
+}
+
+extension WireFrame.MembershipProof {
+    init(_ stored: StoredProof) {
+        self.init(inviter: stored.inviter, timestampMilliseconds: stored.timestamp, signature: Signature(key: stored.key, bytes: stored.signature))
+    }
+}

@@ -41,8 +41,8 @@ extension SessionStateMachine {
         guard entry.version >= 2, rooms[request.room]?.members[entry.peer.id] != nil,
               syncServed[asker, default: 0] < Self.maximumSyncAnswers else { return }
         let preparation = transfers.limits.relayAnswerPreparation
-        transfers.relayPreparing = transfers.relayPreparing.filter { now.monotonic - $0.value < preparation }
-        guard !transfers.relayAnswerOutstanding(request.room, to: entry.peer.id, at: now.monotonic),
+        transfers.expireRelayPreparing(at: now.monotonic)
+        guard !transfers.relayAnswerOutstanding(request.room, to: entry.peer.id),
               transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil else { return }
         syncServed[asker, default: 0] += 1
         transfers.relayPreparing[.init(room: request.room, peer: entry.peer.id)] = now.monotonic

@@ -325,7 +325,7 @@ extension SessionStateMachine {
     /// are forgotten after `relayAnswerPreparation`.
     mutating func outgoingDue(at now: EngineTime, _ out: inout [SessionAction]) {
         let limits = transfers.limits
-        transfers.relayPreparing = transfers.relayPreparing.filter { now.monotonic - $0.value < limits.relayAnswerPreparation }
+        transfers.expireRelayPreparing(at: now.monotonic)
         var next: Int64?
         for id in transfers.outgoing.orderedKeys {
             guard let transfer = transfers.outgoing[id], transfer.offer.kind != .shared, let handle = links.handle(transfer.peer.id) else { continue }

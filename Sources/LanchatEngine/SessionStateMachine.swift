@@ -219,9 +219,7 @@ public struct SessionStateMachine: Sendable {
             for member in members {
                 guard let id = PeerID(member.peerID) else { continue }
                 // Proofs outlive a restart: we introduce those whose proofs we hold, with our own.
-                let proof = member.proof.map {
-                    WireFrame.MembershipProof(inviter: $0.inviter, timestampMilliseconds: $0.timestamp, signature: Signature(key: $0.key, bytes: $0.signature))
-                }
+                let proof = member.proof.map(WireFrame.MembershipProof.init)
                 if id == configuration.ownID {
                     ownProofs[room] = proof
                     continue

@@ -229,6 +229,11 @@ struct TransferTable: Sendable {
     struct RelayAsker: Hashable, Sendable { var room: RoomID; var peer: PeerID }
     var relayPreparing: [RelayAsker: Int64] = [:]
 
+    /// Forgets the relay answers the shell has been writing for `relayAnswerPreparation` or longer.
+    mutating func expireRelayPreparing(at now: Int64) {
+        relayPreparing = relayPreparing.filter { now - $0.value < limits.relayAnswerPreparation }
+    }
+
     func incomingCount(from peer: PeerID?) -> Int {
         guard let peer else { return incoming.count }
         return incoming.values.filter { $0.peer.id == peer }.count
@@ -250,9 +255,10 @@ struct TransferTable: Sendable {
         return nil
     }
 
-    /// Whether our answer to `peer`'s SYNC_REQUEST for `room` is still being written, offered or sent.
-    func relayAnswerOutstanding(_ room: RoomID, to peer: PeerID, at now: Int64) -> Bool {
-        if let since = relayPreparing[RelayAsker(room: room, peer: peer)], now - since < limits.relayAnswerPreparation { return true }
+    /// Whether our answer to `peer`'s SYNC_REQUEST for `room` is still being written, offered or sent
+    /// (call `expireRelayPreparing` first).
+    func relayAnswerOutstanding(_ room: RoomID, to peer: PeerID) -> Bool {
+        if relayPreparing[RelayAsker(room: room, peer: peer)] != nil { return true }
         return outgoing.values.contains { $0.relayAnswer && $0.peer.id == peer && $0.offer.room == room }
     }
 

@@ -19,14 +19,14 @@ extension ChatStore {
     public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
         try db.query("""
             SELECT \(Self.messageColumns(prefix: "m."))
-            FROM outbox o JOIN messages m ON m.rowid = (SELECT min(rowid) FROM messages WHERE id = o.message_id)
-            WHERE o.peer_id = ? ORDER BY o.seq
+            FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage)
+            WHERE outbox.peer_id = ? ORDER BY outbox.seq
             """, [.text(peerID)]).map(Self.message)
     }
 
     /// Every queued (recipient, message, room), in the order they were queued.
     public func outboxEntries() throws(Error) -> [(peerID: String, messageID: String, room: String)] {
-        try db.query("SELECT o.peer_id, o.message_id, m.room FROM outbox o JOIN messages m ON m.rowid = (SELECT min(rowid) FROM messages WHERE id = o.message_id) ORDER BY o.seq")
+        try db.query("SELECT outbox.peer_id, outbox.message_id, m.room FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage) ORDER BY outbox.seq")
             .map { ($0[0].string, $0[1].string, $0[2].string) }
     }
 
@@ -38,7 +38,11 @@ extension ChatStore {
 
     /// An outbox row whose message (ours: the first stored under its id, as `outbox` reads it) is in the
     /// room given: another author's message under one of our ids, in another room, does not count.
-    static let queuedIn = "(SELECT room FROM messages WHERE rowid = (SELECT min(rowid) FROM messages WHERE id = outbox.message_id)) = ?"
+    static let queuedIn = "(SELECT room FROM messages WHERE rowid = \(queuedMessage)) = ?"
+
+    /// The rowid of an outbox row's message: ours, the first stored under its id (`messages` is keyed by
+    /// id and author; another author's record under one of our ids was stored after ours).
+    static let queuedMessage = "(SELECT min(rowid) FROM messages WHERE id = outbox.message_id)"
 
     /// Drops what is queued for `peerID` in `room` (it left the room, or we did).
     public func dropOutbox(peerID: String?, room: String) throws(Error) {

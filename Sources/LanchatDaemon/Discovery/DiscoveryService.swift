@@ -142,13 +142,6 @@ public actor DiscoveryService: Service {
         hub.publish(ControlEvent(type: "advertising", time: Self.now(), advertising: state.rawValue, instance: name))
     }
 
-    /// A registration that Avahi has not confirmed after this long is given up, and the name gets our
-    /// id's first characters (`instanceName(tag:)`), which no other host's name carries; the watchdog
-    /// keeps running for the tagged name (longer tags, then the same one with the wait doubling to
-    /// 160 s): `ContestedName` decides. A registration slowed by Avahi itself, not by a contest, is
-    /// renamed all the same.
-    static let contestedAfter = ContestedName.firstWait
-
     private func advertiseLoop(interfaceIndex: UInt32) async {
         var backoff = Backoff()
         var conflicts = 0

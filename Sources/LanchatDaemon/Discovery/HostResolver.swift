@@ -74,8 +74,7 @@ struct HostResolver: Sendable {
     }
 
     static func text(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        return attoseconds == 0 ? "\(seconds) s" : "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000) ms"
+        duration.components.attoseconds == 0 ? "\(duration.components.seconds) s" : "\(duration.milliseconds) ms"
     }
 
     enum Outcome: Sendable, Equatable {
