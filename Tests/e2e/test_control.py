@@ -112,9 +112,15 @@ def connect():
     return s, s.makefile("rb"), time.monotonic()
 
 def closed_with(f, started):
-    """The idle line, EOF after it, and when it came."""
+    """The idle line, the end after it, and when it came. A client still writing (slow_loris) may find
+    the end a reset rather than EOF: the kernel resets a Unix socket closed with unread bytes in it."""
     line = f.readline()
-    return {"line": json.loads(line) if line else None, "after": time.monotonic() - started, "then": f.readline().decode()}
+    after = time.monotonic() - started
+    try:
+        then = f.readline().decode()
+    except ConnectionResetError:
+        then = "<reset>"
+    return {"line": json.loads(line) if line else None, "after": after, "then": then}
 
 def quiet_for(s, seconds):
     """Whether the daemon closed the connection or sent an error within `seconds` (events are fine)."""
@@ -195,7 +201,7 @@ def test_idle_control_connections_are_closed_but_watches_calls_and_clients_go_on
         assert closed["line"] == {"ok": False, "error": {"code": "idle", "message": closed["line"]["error"]["message"]}}, closed
         assert "no request in 2 s (control-idle-timeout)" in closed["line"]["error"]["message"]
         assert 1.9 <= closed["after"] < 5, closed   # closed at the deadline, not long after
-        assert closed["then"] == "", closed         # and the connection ends there
+        assert closed["then"] in ("", "<reset>"), closed   # and the connection ends there
     assert out["watch_answer"] == {"id": 1, "ok": True}
     assert out["watch"] == "open"
     assert out["waiting_call"] == "open"
