@@ -17,38 +17,18 @@ members' names ("wire-client", ours, and "bob", the daemon's), and one of our ow
 one more invented record. Then a signed live MESSAGE of ours under the id of one invented record."""
 import json
 import os
-import struct
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wire_client import (  # noqa: E402
-    Connection, acked, chunk, frame, hello, history_record, identity, invite, negotiated_version, offer,
-    signed_history_record, signed_message,
+    acked, chunk, handshake, history_record, identity, join, offer, pinged, signed_history_record, signed_message,
 )
 
 MAX_VERSION = 2
-PING, PONG, HISTORY_REQUEST, SYNC_REQUEST = 0x20, 0x21, 0x06, 0x07
+HISTORY_REQUEST = 0x06
 RESOURCE_ACCEPT, RESOURCE_END = 0x41, 0x43
-
-
-def idle(c, seconds, seen):
-    """Reads frames for `seconds`, answering PINGs like a live peer; counts each frame type in `seen`.
-    Returns False when the connection closed."""
-    deadline = time.monotonic() + seconds
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return True
-        got = c.read_frame(timeout=min(left, 1.0))
-        if got is None:
-            continue
-        if got[0] == "closed":
-            return False
-        seen[f"0x{got[0]:02x}"] = seen.get(f"0x{got[0]:02x}", 0) + 1
-        if got[0] == PING:
-            c.send(frame(PONG, got[2]))
 
 
 def answers(c, ids, timeout=10):
@@ -67,7 +47,7 @@ def answers(c, ids, timeout=10):
     return found
 
 
-def end_of(c, rid, timeout=10):
+def end_status(c, rid, timeout=10):
     """The status of the RESOURCE_END for `rid` (after we sent its bytes), or None."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -79,11 +59,9 @@ def end_of(c, rid, timeout=10):
     return None
 
 
-def join(c, room, out):
+def join_asked(c, room, out):
     """Invites the daemon into `room`; records its reply and its HISTORY_REQUEST (when it came)."""
-    c.send(invite(room))
-    got = c.frames_until(0x03, timeout=10)
-    out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+    out["joined"] = join(c, room)
     got = c.frames_until(HISTORY_REQUEST, timeout=10)
     out["history_requested"] = got is not None and got[0] == HISTORY_REQUEST
     return time.monotonic()
@@ -100,14 +78,14 @@ def send_accepted(c, rid, records, answer):
     result = {"answer": kind, "status": status, "text": text}
     if kind == "accept":
         c.send(chunk(rid, 0, records))
-        result["end_status"] = end_of(c, rid)
+        result["end_status"] = end_status(c, rid)
     return result
 
 
 def late_history(c, key, peer_id, out, room, hold):
-    requested = join(c, room, out)
+    requested = join_asked(c, room, out)
     seen = {}
-    out["alive_while_held"] = idle(c, hold, seen)
+    out["alive_while_held"] = c.pump(hold, seen) != ("closed",)
     out["held_seconds"] = round(time.monotonic() - requested, 1)
     out["frames_while_held"] = seen
     records = history_record(peer_id, "wire-client", 1, "held-back words") + history_record(peer_id, "wire-client", 2, "more held-back words")
@@ -117,7 +95,7 @@ def late_history(c, key, peer_id, out, room, hold):
 
 
 def two_histories(c, key, peer_id, out, room):
-    join(c, room, out)
+    join_asked(c, room, out)
     work = tempfile.mkdtemp()
     invented = []
     for label in ("wire-client", "bob", "mallory"):
@@ -148,20 +126,15 @@ def main():
     host, port, scenario, room = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
-    c = Connection(host, port, key, cert)
-    c.send(hello(peer_id, max_version=MAX_VERSION))
-    got = c.frames_until(0x01, timeout=10)
-    out["hello"] = got is not None and got[0] == 0x01
-    out["version"] = negotiated_version(got[2], MAX_VERSION) if out["hello"] else None
+    c, out["version"] = handshake(host, port, key, cert, peer_id, MAX_VERSION)
+    out["hello"] = out["version"] is not None
     if scenario == "late-history":
         late_history(c, key, peer_id, out, room, float(sys.argv[5]))
     elif scenario == "two-histories":
         two_histories(c, key, peer_id, out, room)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
-    c.send(frame(PING, struct.pack(">Q", 99)))
-    got = c.frames_until(PONG, timeout=10)
-    out["pong_after"] = got is not None and got[0] == PONG
+    out["pong_after"] = pinged(c, 99, timeout=10)
     print(json.dumps(out), flush=True)
 
 

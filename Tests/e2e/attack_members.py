@@ -35,82 +35,33 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wire_client import (  # noqa: E402
-    Connection, author_key, frame, hello, id_of_spki, identity, invite, lp, membership_bytes, message_payload,
-    negotiated_version, sign, signing_bytes,
+    acks_for, frame, handshake, id_of_spki, identity, join, lp, membership_bytes, now_ms, pinged, sign, signed_message,
 )
 
 MAX_VERSION = 3
-HELLO, ROOM_MEMBERS, INVITE_REPLY, MESSAGE, ACK, PING, PONG = 0x01, 0x04, 0x03, 0x10, 0x11, 0x20, 0x21
+ROOM_MEMBERS, MESSAGE, PING, PONG = 0x04, 0x10, 0x20, 0x21
 FAR_FUTURE_MS = 1 << 62
 JOINED_MS = 1795000000000
 
 
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def connect(host, port, key, cert, peer_id, name):
-    c = Connection(host, port, key, cert)
-    c.send(hello(peer_id, name=name, max_version=MAX_VERSION))
-    got = c.frames_until(HELLO, timeout=10)
-    return c, (negotiated_version(got[2], MAX_VERSION) if got is not None and got[0] == HELLO else None)
-
-
-def join(c, room):
-    """Invites the daemon into `room`: True when it answered accepted (we are a member there)."""
-    c.send(invite(room))
-    got = c.frames_until(INVITE_REPLY, timeout=10)
-    return got is not None and got[0] == INVITE_REPLY and got[2][16] == 0
-
-
-def pinged(c, nonce):
-    """A PING answered: everything sent before it was read (frames are handled in order)."""
-    c.send(frame(PING, struct.pack(">Q", nonce)))
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        got = c.frames_until(PONG, timeout=max(0.1, deadline - time.monotonic()))
-        if got is None or got[0] == "closed":
-            return False
-        if got[0] == PONG and got[2] == struct.pack(">Q", nonce):
-            return True
-    return False
-
-
 # MARK: future (item 4)
 
-def dated_message(key, compressed, author_id, room, body, timestamp_ms, sequence):
-    """A signed reliable MESSAGE (flags 0x03) dated `timestamp_ms`: wire_client.signed_message with our date."""
+def dated(key, peer_id, room, body, timestamp_ms, sequence):
+    """(message id, a signed reliable MESSAGE (flags 0x03) dated `timestamp_ms`)."""
     message_id = os.urandom(16)
-    signature = sign(key, signing_bytes(author_id, room, message_id, sequence, timestamp_ms, 0, body))
-    payload = message_payload(room, body, message_id, 0, sequence, timestamp_ms) + compressed + signature
-    return message_id, frame(MESSAGE, payload, 0x03)
-
-
-def acks_for(c, ids, timeout=10):
-    """The ids among `ids` that ACK frames name within `timeout` seconds."""
-    wanted, seen = set(ids), set()
-    deadline = time.monotonic() + timeout
-    while seen != wanted and time.monotonic() < deadline:
-        got = c.frames_until(ACK, timeout=max(0.1, deadline - time.monotonic()))
-        if got is None or got[0] == "closed":
-            break
-        count = struct.unpack(">H", got[2][:2])[0]
-        seen |= wanted & {got[2][2 + 16 * n:18 + 16 * n] for n in range(count)}
-    return seen
+    return message_id, signed_message(key, peer_id, room, body, message_id=message_id, sequence=sequence, timestamp_ms=timestamp_ms)
 
 
 def future(c, key, peer_id, out, room, window_room):
-    compressed = author_key(key)
     out["joined"] = join(c, room)
     out["joined_window"] = join(c, window_room)
     now = now_ms()
-    ahead_id, ahead = dated_message(key, compressed, peer_id, room, "dated eleven minutes ahead", now + 11 * 60_000, 1)
-    within_id, within = dated_message(key, compressed, peer_id, room, "dated five minutes ahead", now + 5 * 60_000, 2)
+    ahead_id, ahead = dated(key, peer_id, room, "dated eleven minutes ahead", now + 11 * 60_000, 1)
+    within_id, within = dated(key, peer_id, room, "dated five minutes ahead", now + 5 * 60_000, 2)
     c.send(ahead + within)
     got = acks_for(c, [ahead_id, within_id])
     out["ahead_acked"], out["within_acked"] = ahead_id in got, within_id in got
-    far = [dated_message(key, compressed, peer_id, window_room, f"from the year 146 million, number {n}", FAR_FUTURE_MS + n, n + 1)
-           for n in range(50)]
+    far = [dated(key, peer_id, window_room, f"from the year 146 million, number {n}", FAR_FUTURE_MS + n, n + 1) for n in range(50)]
     c.send(b"".join(data for _, data in far))
     out["far_acked"] = len(acks_for(c, [i for i, _ in far]))
     out["pong_after"] = pinged(c, 4)
@@ -197,7 +148,7 @@ def crowd(host, port, out, room, count, fake_port, identities, seconds):
         directory = os.path.join(work, f"member{n}")
         os.makedirs(directory)
         key, cert, peer_id = identity(directory)
-        c, version = connect(host, port, key, cert, peer_id, "wire-client" if n == 0 else f"wire-client{n}")
+        c, version = handshake(host, port, key, cert, peer_id, MAX_VERSION, name="wire-client" if n == 0 else f"wire-client{n}")
         out.setdefault("versions", []).append(version)
         out.setdefault("joined", []).append(join(c, room))
         members.append((c, peer_id))
@@ -229,18 +180,9 @@ def silent(c, out, room, seconds):
     copies = {}  # message id (hex) -> {"body", "at": [seconds after its first copy]}
     frames = {}
     acks_sent = 0  # (never: a member that never acknowledges)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = c.read_frame(timeout=min(1.0, max(0.05, deadline - time.monotonic())))
-        if got is None:
-            continue
-        if got[0] == "closed":
-            out["closed_at"] = round(seconds - (deadline - time.monotonic()), 1)
-            break
-        frames[f"0x{got[0]:02x}"] = frames.get(f"0x{got[0]:02x}", 0) + 1
-        if got[0] == PING:
-            c.send(frame(PONG, got[2]))
-        elif got[0] == MESSAGE:
+
+    def record(got):
+        if got[0] == MESSAGE:
             payload = got[2]
             message_id = payload[:16].hex()
             room_length = payload[16]
@@ -249,6 +191,10 @@ def silent(c, out, room, seconds):
             body = payload[at + 4:at + 4 + body_length].decode("utf-8", "replace")
             entry = copies.setdefault(message_id, {"body": body, "first": time.monotonic(), "at": []})
             entry["at"].append(round(time.monotonic() - entry["first"], 1))
+
+    started = time.monotonic()
+    if c.pump(seconds, frames, on_frame=record) == ("closed",):
+        out["closed_at"] = round(time.monotonic() - started, 1)
     for entry in copies.values():
         del entry["first"]
     out.update(marker="done", messages=copies, frames=frames, acks_sent=acks_sent)
@@ -270,7 +216,7 @@ def main():
         return
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
-    c, out["version"] = connect(args.host, args.port, key, cert, peer_id, "wire-client")
+    c, out["version"] = handshake(args.host, args.port, key, cert, peer_id, MAX_VERSION)
     if args.scenario == "future":
         future(c, key, peer_id, out, args.room, args.rest[0])
     else:

@@ -19,15 +19,12 @@ import os
 import struct
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wire_client import (  # noqa: E402
-    TIMESTAMP_MS, Connection, author_key, frame, hello, identity, invite, lp, negotiated_version, sign,
-)
+from wire_client import TIMESTAMP_MS, author_key, frame, handshake, identity, join, lp, pinged, sign  # noqa: E402
 
 MAX_VERSION = 3
-INVITE_REPLY, ROOM_META, PING, PONG = 0x03, 0x09, 0x20, 0x21
+ROOM_META = 0x09
 IGNORABLE = 0x80
 LAST_VERSION = 1 << 62
 
@@ -75,37 +72,19 @@ def parse_meta(payload, flags):
     return entries
 
 
-def pump(c, seconds, seen, until=None):
-    """Reads frames for `seconds` (answering PINGs), collecting ROOM_META entries into `seen`; returns the
-    first frame of a type in `until`, "closed", or None."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = c.read_frame(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
-        if got is None:
-            continue
-        if got[0] == "closed":
-            return "closed"
-        if got[0] == PING:
-            c.send(frame(PONG, got[2]))
-        elif got[0] == ROOM_META:
+def pump(c, seconds, seen):
+    """Reads frames for `seconds` (answering PINGs), collecting ROOM_META entries into `seen`."""
+    def collect(got):
+        if got[0] == ROOM_META:
             seen.extend(parse_meta(got[2], got[1]))
-        if until and got[0] in until:
-            return got
-    return None
 
-
-def synced(c, token, seen):
-    """A PING answered: what we sent before it was read."""
-    c.send(frame(PING, struct.pack(">Q", token)))
-    got = pump(c, 15, seen, until=(PONG,))
-    return got is not None and got != "closed"
+    c.pump(seconds, on_frame=collect)
 
 
 def freeze(c, pem, peer_id, room, out):
     seen = []
-    c.send(invite(room))
-    got = pump(c, 30, seen, until=(INVITE_REPLY,))
-    out["invited"] = got not in (None, "closed") and got[2][16] == 0
+    # (The daemon answers the INVITE before it sends the room's metadata: nothing is passed over.)
+    out["invited"] = join(c, room, timeout=30)
     if not out["invited"]:
         return
     pump(c, 3, seen)
@@ -116,7 +95,7 @@ def freeze(c, pem, peer_id, room, out):
     share = [meta_entry(pem, compressed, peer_id, room, f"m{n:03d}", "y", 1) for n in range(300)]
     c.send(room_meta(room, frozen) + room_meta(room, share))
     out["sent"] = {"at_last_version": len(frozen), "at_version_1": len(share)}
-    out["synced"] = synced(c, 7, seen)
+    out["synced"] = pinged(c, 7, timeout=15)  # (what the daemon sent meanwhile is not looked at: `seen` is cleared below)
     out["marker"] = "flooded"
     print(json.dumps(out), flush=True)
     # The test runs the creator's commands now, then tells us to report (a line on stdin).
@@ -133,11 +112,8 @@ def main():
     host, port, scenario, room = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     pem, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
-    c = Connection(host, port, pem, cert)
-    c.send(hello(peer_id, max_version=MAX_VERSION))
-    got = c.frames_until(0x01)
-    out["hello"] = got is not None and got[0] == 0x01
-    out["version"] = negotiated_version(got[2], MAX_VERSION) if out["hello"] else None
+    c, out["version"] = handshake(host, port, pem, cert, peer_id, MAX_VERSION, timeout=5)
+    out["hello"] = out["version"] is not None
     print(json.dumps({"id": peer_id, "version": out["version"], "marker": "connected"}), flush=True)
     if scenario == "freeze":
         freeze(c, pem, peer_id, room, out)

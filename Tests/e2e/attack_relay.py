@@ -23,22 +23,14 @@ import sys
 import tempfile
 import time
 
-from wire_client import Connection, frame, hello, identity, invite, lp, negotiated_version, signed_message
+from wire_client import frame, handshake, identity, join, lp, pinged, signed_message
 
 
 def connect(host, port, max_version=2):
+    """A new identity of ours, connected: (connection, key, id, version)."""
     key, cert, peer_id = identity(tempfile.mkdtemp())
-    c = Connection(host, port, key, cert)
-    c.send(hello(peer_id, max_version=max_version))
-    got = c.frames_until(0x01)
-    version = negotiated_version(got[2], max_version) if got and got[0] == 0x01 else None
+    c, version = handshake(host, port, key, cert, peer_id, max_version, timeout=5)
     return c, key, peer_id, version
-
-
-def join(c, room):
-    c.send(invite(room))
-    got = c.frames_until(0x03, timeout=10)
-    return got is not None and got[0] == 0x03 and got[2][16] == 0
 
 
 def sync_request(room, since_ms=0, runs=()):
@@ -55,8 +47,8 @@ def file_request(request_id, room, sha256):
     return frame(0x45, request_id + lp(room.encode()) + sha256, 0x80)
 
 
-def end_of(payload):
-    """RESOURCE_END: resource_id [16] | status u8 | text (u16 len)."""
+def parse_end(payload):
+    """RESOURCE_END's payload: resource_id [16] | status u8 | text (u16 len)."""
     return payload[:16], payload[16], payload[19:19 + struct.unpack(">H", payload[17:19])[0]].decode("utf-8", "replace")
 
 
@@ -96,15 +88,13 @@ def relay_flood(host, port, rooms, seconds):
         if got[0] == 0x40 and got[2][16 + 1 + got[2][16]] == 2:  # a signed history: a relay answer
             offered.add(got[2][:16])
         elif got[0] == 0x43:
-            rid, status, text = end_of(got[2])
+            rid, status, text = parse_end(got[2])
             if rid in offered and rid not in ended:
                 ended.add(rid)
                 texts[f"{status} {text}"] = texts.get(f"{status} {text}", 0) + 1
         most = max(most, len(offered - ended))
-    c.send(frame(0x20, struct.pack(">Q", 5)))
-    got = c.frames_until(0x21, timeout=10)
     out.update(requests=requests, offered=len(offered), ended=len(ended), end_texts=texts, most_outstanding=most,
-               outstanding=len(offered - ended), pong_after=got is not None and got[0] == 0x21)
+               outstanding=len(offered - ended), pong_after=pinged(c, 5, timeout=10))
     print(json.dumps(out), flush=True)
 
 
@@ -122,7 +112,7 @@ def ask(c, room, sha256):
             c.send(frame(0x43, rid + bytes([2]) + lp(b"no, thanks", 2)))  # cancelled: we only wanted to know
             return "offered"
         if got[0] == 0x43 and got[2][:16] == rid:
-            return end_of(got[2])[2]
+            return parse_end(got[2])[2]
     return None
 
 
@@ -153,9 +143,7 @@ def shared_probe(host, port, held_hex):
     out["held_self_announced"] = ask(c, "lab", held)
     out["unknown_self_announced"] = ask(c, "lab", unknown)
     out["held_other_room"] = ask(c, "secret", held)
-    c.send(frame(0x20, struct.pack(">Q", 6)))
-    got = c.frames_until(0x21, timeout=10)
-    out["pong_after"] = got is not None and got[0] == 0x21
+    out["pong_after"] = pinged(c, 6, timeout=10)
     print(json.dumps(out), flush=True)
 
 

@@ -13,41 +13,22 @@ import os
 import struct
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wire_client import (  # noqa: E402
-    Connection, chunk, frame, hello, identity, invite, negotiated_version, offer, proven_members, signed_history_record,
+    OUTCOMES, chunk, handshake, identity, invite, join, now_ms, offer, proven_members, signed_history_record,
 )
 
 MAX_VERSION = 3
-INVITE_REPLY, HISTORY_REQUEST, PING, PONG = 0x03, 0x06, 0x20, 0x21
+INVITE_REPLY, HISTORY_REQUEST = 0x03, 0x06
 RESOURCE_ACCEPT, RESOURCE_END = 0x41, 0x43
-OUTCOMES = {0: "accepted", 1: "declined", 2: "expired", 3: "refused"}
-
-
-def connect(host, port, key, cert, peer_id):
-    c = Connection(host, port, key, cert)
-    c.send(hello(peer_id, max_version=MAX_VERSION))
-    got = c.frames_until(0x01, timeout=10)
-    return c, (negotiated_version(got[2], MAX_VERSION) if got is not None and got[0] == 0x01 else None)
 
 
 def watch(c, seconds, seen, key, peer_id, room):
     """Reads frames for `seconds`, answering PINGs, and a HISTORY_REQUEST with a signed history of ours
     (what a removed member would want a newcomer to keep). Counts each frame type in `seen`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = c.read_frame(timeout=min(1.0, max(0.05, deadline - time.monotonic())))
-        if got is None:
-            continue
-        if got[0] == "closed":
-            seen["closed"] = 1
-            return
-        seen[f"0x{got[0]:02x}"] = seen.get(f"0x{got[0]:02x}", 0) + 1
-        if got[0] == PING:
-            c.send(frame(PONG, got[2]))
-        elif got[0] == HISTORY_REQUEST:
+    def history_of_ours(got):
+        if got[0] == HISTORY_REQUEST:
             records = signed_history_record(room, peer_id, "wire-client", 50, "written after my removal", key=key)
             rid = os.urandom(16)
             c.send(offer(rid, b"history", records, room=room.encode(), kind=2))
@@ -55,23 +36,24 @@ def watch(c, seconds, seen, key, peer_id, room):
             if answer is not None and answer[0] == RESOURCE_ACCEPT:
                 c.send(chunk(rid, 0, records))
 
+    if c.pump(seconds, seen, on_frame=history_of_ours) == ("closed",):
+        seen["closed"] = 1
+
 
 def main():
     creator_host, creator_port, other_host, other_port, room = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
-    creator, out["version"] = connect(creator_host, creator_port, key, cert, peer_id)
-    creator.send(invite(room))
-    got = creator.frames_until(INVITE_REPLY, timeout=30)
-    out["joined"] = got is not None and got[0] == INVITE_REPLY and got[2][16] == 0
+    creator, out["version"] = handshake(creator_host, creator_port, key, cert, peer_id, MAX_VERSION)
+    out["joined"] = join(creator, room, timeout=30)
     # Our own signed membership (we made our side of the room: no inviter), so the creator introduces us.
-    creator.send(proven_members(room, [(peer_id, "wire-client", [], ("", int(time.time() * 1000), key))]))
+    creator.send(proven_members(room, [(peer_id, "wire-client", [], ("", now_ms(), key))]))
     seen = {}
     watch(creator, 2, seen, key, peer_id, room)
     print(json.dumps({"marker": "member", "id": peer_id, "joined": out["joined"], "version": out["version"]}), flush=True)
     sys.stdin.readline()  # the test removes us now
 
-    other, _ = connect(other_host, other_port, key, cert, peer_id)
+    other, _ = handshake(other_host, other_port, key, cert, peer_id, MAX_VERSION)
     other.send(invite(room))
     got = other.frames_until(INVITE_REPLY, timeout=30)
     if got is not None and got[0] == INVITE_REPLY:

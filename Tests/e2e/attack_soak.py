@@ -47,27 +47,22 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wire_client import (  # noqa: E402
-    TIMESTAMP_MS, Connection, author_key, chunk, frame, hello, history_record, identity, invite, lp, negotiated_version,
+    OUTCOMES, TIMESTAMP_MS, author_key, chunk, frame, handshake, history_record, identity, invite, lp, now_ms,
     proven_members, signed_history_record, signed_message,
 )
 from attack_history import offer_history  # noqa: E402
 from attack_meta import LAST_VERSION, meta_entry, room_meta  # noqa: E402
 from attack_relay import file_request, sync_request  # noqa: E402
-from attack_members import FAR_FUTURE_MS, dated_message, introduction_pages, make_fakes  # noqa: E402
+from attack_members import FAR_FUTURE_MS, introduction_pages, make_fakes  # noqa: E402
 
 MAX_VERSION = 3
 HELLO, INVITE, INVITE_REPLY, ROOM_MEMBERS, ROOM_LEAVE, HISTORY_REQUEST = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
 MESSAGE, ACK, PING, PONG, GOODBYE = 0x10, 0x11, 0x20, 0x21, 0x2F
 RESOURCE_OFFER, RESOURCE_ACCEPT, RESOURCE_END, FILE_REQUEST = 0x40, 0x41, 0x43, 0x45
-OUTCOMES = {0: "accepted", 1: "declined", 2: "expired", 3: "refused"}
 ROUND = 2.0
 FAKES = 253
 SIDE_ROOMS, SIDE_ROOM_EVERY = 6, 30.0
 LATE_HISTORY_AFTER = 130.0
-
-
-def now_ms():
-    return int(time.time() * 1000)
 
 
 def pooled(function, items):
@@ -149,10 +144,7 @@ class Target:
         self.connect()
 
     def connect(self):
-        self.c = Connection(self.host, self.port, self.p.key, self.p.cert)
-        self.c.send(hello(self.p.id, max_version=MAX_VERSION))
-        got = self.c.frames_until(HELLO, timeout=10)
-        self.version = negotiated_version(got[2], MAX_VERSION) if got is not None and got[0] == HELLO else None
+        self.c, self.version = handshake(self.host, self.port, self.p.key, self.p.cert, self.p.id, MAX_VERSION)
 
     def send(self, data):
         """Sends with a deadline of its own (read_frame leaves short timeouts on the socket)."""
@@ -285,12 +277,11 @@ class Target:
         for shared in [room] + self.side_rooms:
             self.send(sync_request(shared))
         self.send(file_request(os.urandom(16), room, os.urandom(32)) + file_request(os.urandom(16), "secret", os.urandom(32)))
-        _, ahead = dated_message(p.key, p.compressed, p.id, room, "dated eleven minutes ahead", now_ms() + 11 * 60_000, self.next_sequence())
-        _, far = dated_message(p.key, p.compressed, p.id, room, "from the year 146 million", FAR_FUTURE_MS + round_number, self.next_sequence())
+        ahead = signed_message(p.key, p.id, room, "dated eleven minutes ahead", sequence=self.next_sequence(), timestamp_ms=now_ms() + 11 * 60_000)
+        far = signed_message(p.key, p.id, room, "from the year 146 million", sequence=self.next_sequence(), timestamp_ms=FAR_FUTURE_MS + round_number)
         self.send(ahead + far)
         if round_number % 15 == 7:
-            _, within = dated_message(p.key, p.compressed, p.id, room, "dated five minutes ahead", now_ms() + 5 * 60_000, self.next_sequence())
-            self.send(within)
+            self.send(signed_message(p.key, p.id, room, "dated five minutes ahead", sequence=self.next_sequence(), timestamp_ms=now_ms() + 5 * 60_000))
         self.late_histories()
 
     def every_fifth_round(self, round_number):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from test_hostile import open_descriptors
 from testlan import BIN, ROOT, read_line, wait_for
 
 ATTACKER = os.path.join(ROOT, "Tests", "e2e", "attack_members.py")
@@ -55,11 +56,6 @@ def security_event(stream, phrase, timeout):
     except AssertionError:
         return None
     return json.loads(line)["text"]
-
-
-def open_descriptors(lan, daemon):
-    """The daemon's open descriptors, counted inside its host (as test_hostile.py does)."""
-    return int(lan.run(daemon.host, ["sh", "-c", f"ls /proc/{daemon.pid()}/fd | wc -l"]).stdout)
 
 
 def lines_so_far(stream, quiet=0.5):

@@ -17,15 +17,10 @@ import subprocess
 import sys
 import time
 
+from test_hostile import solo
 from testlan import ROOT, read_line
 
 ATTACK = os.path.join(ROOT, "Tests", "e2e", "attack_relay.py")
-
-
-def solo(lan):
-    lan.up(2)
-    daemon = lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
-    return daemon, str(daemon.status()["port"])
 
 
 def descriptors(lan, daemon):

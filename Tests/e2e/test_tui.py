@@ -14,15 +14,21 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 
 class Tmux:
-    def __init__(self, lan, host, name, command):
+    """lanchat in a tmux session of its own (`width` x `height`), inside a host's namespaces; `env`: more
+    VAR=value for it. When it exits, the shell prints its exit status and stty's terminal modes."""
+    options = ()  # the tmux client's
+
+    def __init__(self, lan, host, name, command, width=100, height=24, env=()):
         self.name = name
+        self.height = height
         self.socket = os.path.join(lan.dir, "tmux.sock")
         argv = " ".join(lan.ns_prefix(host) + command)
-        self.tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "24",
-                  f"env TERM=xterm-256color LANCHAT_CONTROL_TRACE={lan.trace} {argv}; echo EXITED $?; stty -a | tr ';' '\\n' | grep -E 'icanon|echo' | head -3; sleep 60")
+        variables = " ".join(["TERM=xterm-256color", *env, f"LANCHAT_CONTROL_TRACE={lan.trace}"])
+        self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
+                  f"env {variables} {argv}; echo EXITED $?; stty -a | tr ';' '\\n' | grep -E 'icanon|echo' | head -3; sleep 60")
 
     def tmux(self, *args):
-        return subprocess.run(["tmux", "-S", self.socket, *args], check=True, capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run(["tmux", *self.options, "-S", self.socket, *args], check=True, capture_output=True, text=True, timeout=10).stdout
 
     def keys(self, *keys):
         self.tmux("send-keys", "-t", self.name, *keys)
@@ -31,11 +37,11 @@ class Tmux:
         return self.tmux("capture-pane", "-p", "-t", self.name)
 
     def lines(self):
-        """The pane's 24 rows (the last two: the status line and the input line)."""
+        """The pane's rows, trailing spaces removed (the last two: the status line and the input line)."""
         lines = self.screen().split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        return [line.rstrip() for line in (lines + [""] * 24)[:24]]
+        return [line.rstrip() for line in (lines + [""] * self.height)[:self.height]]
 
     def wait(self, predicate, what, timeout=30):
         try:

@@ -4,12 +4,12 @@ last), and no empty rows are left between the conversation and the status line. 
 import os
 import re
 import shutil
-import subprocess
 import time
 import unicodedata
 
 import pytest
 
+from test_tui import Tmux
 from testlan import BIN, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup.sh test installs it)")
@@ -19,42 +19,17 @@ WIDE = "wide " + "漢字" * 15  # 35 characters, 65 columns: one wide character 
 LAST = "the last one"
 
 
-class Window:
-    """lanchat in a tmux window of its own, inside a host's namespaces."""
+class Window(Tmux):
+    """lanchat in a tmux window of its own, inside a host's namespaces, in UTF-8 (tmux -u, LANG=C.UTF-8),
+    resized at will."""
+    options = ("-u",)
 
     def __init__(self, lan, host, name, command, width, height):
-        self.name = name
-        self.height = height
-        self.socket = os.path.join(lan.dir, "tmux.sock")
-        argv = " ".join(lan.ns_prefix(host) + command)
-        self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
-                  f"env TERM=xterm-256color LANG=C.UTF-8 LANCHAT_CONTROL_TRACE={lan.trace} {argv}; echo EXITED $?; sleep 60")
-
-    def tmux(self, *args):
-        return subprocess.run(["tmux", "-u", "-S", self.socket, *args], check=True, capture_output=True, text=True, timeout=10).stdout
+        super().__init__(lan, host, name, command, width, height, env=("LANG=C.UTF-8",))
 
     def resize(self, width, height):
         self.tmux("resize-window", "-t", self.name, "-x", str(width), "-y", str(height))
         self.height = height
-
-    def screen(self):
-        return self.tmux("capture-pane", "-p", "-t", self.name)
-
-    def lines(self):
-        """The pane's rows, trailing spaces removed (the last two: the status line and the input line)."""
-        lines = self.screen().split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        return [line.rstrip() for line in (lines + [""] * self.height)[:self.height]]
-
-    def wait(self, predicate, what, timeout=30):
-        try:
-            return wait_for(lambda: predicate(self.lines()), timeout=timeout, what=what)
-        except AssertionError as error:
-            raise AssertionError(f"{error}\nthe screen then:\n{self.screen()}") from None
-
-    def close(self):
-        subprocess.run(["tmux", "-S", self.socket, "kill-session", "-t", self.name], capture_output=True, timeout=10)
 
 
 def columns(text):

