@@ -18,8 +18,8 @@ log=.build/unit-tests.log
 if swift test --skip-build --skip SimulatorTests > "$log" 2>&1; then rc=0; else rc=$?; fi
 grep -E "✘|^simulator:|Test run with" "$log" || true
 [ "$rc" = 0 ] || { grep -vE "prohibited flag" "$log" | tail -n 40; echo "test: unit tests failed" >&2; exit 1; }
-# The simulator's long run goes on its own: run beside the other suites it would hold one of the two
-# cooperative threads for minutes, and their real-time waits are not for a machine that busy.
+# The simulator's long run goes on its own: it runs one worker per core (SIMULATOR_WORKERS), and the
+# other suites' real-time waits are not for a machine that busy.
 echo "== simulator (${SIMULATOR_SCHEDULES:-10000} seeded schedules of whole rooms with faults)"
 log=.build/simulator.log
 if SIMULATOR_SCHEDULES=${SIMULATOR_SCHEDULES:-10000} swift test --skip-build --filter SimulatorTests > "$log" 2>&1; then rc=0; else rc=$?; fi

@@ -1,10 +1,12 @@
 import Foundation
 import Testing
+import LanchatEngine
 
 /// Seeded schedules of whole rooms with faults (see `Simulator`). `SIMULATOR_SCHEDULES=N` sets how many
 /// (default 300; `scripts/test.sh` runs 10,000 in a step of their own), `SIMULATOR_SEED=S` replays one,
-/// `SIMULATOR_FIRST=S` starts the range elsewhere. The schedules are CPU work: the test yields between
-/// them, so that tests with real-time waits running beside it get their turn on the cooperative threads.
+/// `SIMULATOR_FIRST=S` starts the range elsewhere, `SIMULATOR_WORKERS=N` runs them on N tasks (default: one
+/// per core). The schedules are CPU work: each worker yields between them, so that tests with real-time
+/// waits running beside it get their turn on the cooperative threads.
 @Suite struct SimulatorTests {
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
@@ -21,7 +23,50 @@ import Testing
         }
         let count = Self.environment["SIMULATOR_SCHEDULES"].flatMap { Int($0) } ?? 300
         let first = Self.environment["SIMULATOR_FIRST"].flatMap { UInt64($0) } ?? 1
+        let workers = max(1, Self.environment["SIMULATOR_WORKERS"].flatMap { Int($0) } ?? ProcessInfo.processInfo.activeProcessorCount)
+        let all = Self.environment["SIMULATOR_ALL"] == "1"
         let started = ContinuousClock.now
+        // The schedules are independent: each worker runs every `workers`-th seed, and their totals add up.
+        var totals = Totals()
+        await withTaskGroup(of: Totals.self) { group in
+            for worker in 0..<min(workers, max(1, count)) {
+                group.addTask {
+                    var totals = Totals()
+                    for seed in stride(from: first + UInt64(worker), to: first + UInt64(count), by: workers) {
+                        if Task.isCancelled { break }
+                        let simulator = Simulator(seed: seed)
+                        do {
+                            try simulator.run()
+                        } catch {
+                            totals.failures.append((seed, "\(error)"))
+                            if !all { break }
+                        }
+                        totals.add(simulator)
+                        await Task.yield()
+                    }
+                    return totals
+                }
+            }
+            for await part in group {
+                totals.merge(part)
+                if !part.failures.isEmpty && !all { group.cancelAll() }
+            }
+        }
+        let failed = totals.failures.sorted { $0.seed < $1.seed }
+        if let lowest = failed.first { Issue.record("\(lowest.description)") }
+        let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed.map(\.seed)))"
+        print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(totals.events) events, "
+            + "\(totals.messages) reliable messages checked, \(totals.streams.opened) streams opened (\(totals.streams.clean) ended cleanly at the reader, "
+            + "\(totals.streams.bytes) bytes read and checked), \(totals.files.sent) files sent (\(totals.files.placed) placed and checked, \(totals.files.bytes) bytes; "
+            + "\(totals.files.resent) bytes sent again after interruptions; \(totals.files.corrupted) damaged on disk, none placed), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
+            + "refused as forged, the rest the newcomer's own; every stored message's signature checked), "
+            + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
+            + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), in \(ContinuousClock.now - started) "
+            + "on \(workers) worker\(workers == 1 ? "" : "s") (SIMULATOR_WORKERS)")
+    }
+
+    /// What a range of schedules did, added up (per worker, then merged).
+    struct Totals: Sendable {
         var events = 0
         var messages = 0
         var streams = (opened: 0, clean: 0, bytes: 0)
@@ -30,17 +75,9 @@ import Testing
         var fakes = 0
         var metaWrites = 0
         var topics = (published: 0, delivered: 0)
-        var failed: [UInt64] = []
-        for seed in first..<(first + UInt64(count)) {
-            let simulator = Simulator(seed: seed)
-            do {
-                try simulator.run()
-            } catch {
-                if failed.isEmpty { Issue.record("\(error)") }
-                failed.append(seed)
-                if Self.environment["SIMULATOR_ALL"] != "1" { return }
-            }
-            await Task.yield()
+        var failures: [(seed: UInt64, description: String)] = []
+
+        mutating func add(_ simulator: Simulator) {
             events += simulator.events
             messages += simulator.sent.count
             streams.opened += simulator.streamPlans.count
@@ -58,14 +95,19 @@ import Testing
             topics.published += simulator.topicPublished
             topics.delivered += simulator.topicDeliveries
         }
-        let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed))"
-        print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(events) events, "
-            + "\(messages) reliable messages checked, \(streams.opened) streams opened (\(streams.clean) ended cleanly at the reader, "
-            + "\(streams.bytes) bytes read and checked), \(files.sent) files sent (\(files.placed) placed and checked, \(files.bytes) bytes; "
-            + "\(files.resent) bytes sent again after interruptions; \(files.corrupted) damaged on disk, none placed), \(forgeries.injected) history records changed by a relay (\(forgeries.refused) "
-            + "refused as forged, the rest the newcomer's own; every stored message's signature checked), "
-            + "\(fakes) members of no node's making introduced (none added), \(metaWrites) metadata writes (converged), "
-            + "\(topics.published) topic messages published (\(topics.delivered) deliveries checked), in \(ContinuousClock.now - started)")
+
+        mutating func merge(_ other: Totals) {
+            events += other.events
+            messages += other.messages
+            streams = (streams.opened + other.streams.opened, streams.clean + other.streams.clean, streams.bytes + other.streams.bytes)
+            files = (files.sent + other.files.sent, files.placed + other.files.placed, files.bytes + other.files.bytes,
+                     files.resent + other.files.resent, files.corrupted + other.files.corrupted)
+            forgeries = (forgeries.injected + other.forgeries.injected, forgeries.refused + other.forgeries.refused)
+            fakes += other.fakes
+            metaWrites += other.metaWrites
+            topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
+            failures += other.failures
+        }
     }
 
     /// Without faults, the same commands must also keep every invariant (a baseline for the faults).
@@ -75,6 +117,23 @@ import Testing
             options.faults = false
             try Simulator(seed: seed, options: options).run()
         }
+    }
+
+    /// The event queue gives events by time, and those due at the same time in the order they were scheduled.
+    @Test func theEventQueueKeepsTimeThenScheduleOrder() {
+        var queue = EventQueue<Int>()
+        var generator = IDGenerator(seed: 7)
+        var expected: [(time: Int64, value: Int)] = []
+        for value in 0..<2_000 {
+            let time = Int64(generator.next() % 50)
+            queue.push(value, at: time)
+            expected.append((time, value))
+        }
+        expected.sort { ($0.time, $0.value) < ($1.time, $1.value) }
+        var got: [(time: Int64, value: Int)] = []
+        while let next = queue.pop() { got.append((next.time, next.event)) }
+        #expect(got.map(\.value) == expected.map(\.value))
+        #expect(queue.isEmpty && queue.nextTime == nil)
     }
 
     @Test func aSeedReplaysIdentically() throws {

@@ -91,8 +91,7 @@ final class Simulator {
     var links: [Int: Link] = [:]
     var nextLink = 1
     var nextHandle = 1
-    private var queue: [(time: Int64, order: Int, event: Event)] = []
-    private var order = 0
+    private var queue = EventQueue<Event>()
     var sent: [Sent] = []
     /// Messages whose author crashed between sending them and storing them (members may hold them; the
     /// author never gets its own messages back from a relay).
@@ -163,8 +162,7 @@ final class Simulator {
     func time(_ node: Int) -> EngineTime { EngineTime(monotonic: now, wall: 1_800_000_000_000 + now + nodes[node].skew) }
 
     func schedule(_ event: Event, at time: Int64) {
-        order += 1
-        queue.append((time, order, event))
+        queue.push(event, at: time)
     }
 
     /// Print every step as it happens, and frames of membership too (SIMULATOR_TRACE=1 with a seed).
@@ -208,17 +206,12 @@ final class Simulator {
 
     func runUntil(_ end: Int64) {
         while true {
-            guard let index = nextIndex(), queue[index].time <= end else { break }
-            let next = queue.remove(at: index)
+            guard let due = queue.nextTime, due <= end, let next = queue.pop() else { break }
             now = max(now, next.time)
             events += 1
             handle(next.event)
         }
         now = max(now, end)
-    }
-
-    private func nextIndex() -> Int? {
-        queue.indices.min(by: { (queue[$0].time, queue[$0].order) < (queue[$1].time, queue[$1].order) })
     }
 
     func alive(_ node: Int, _ incarnation: Int) -> Bool {
