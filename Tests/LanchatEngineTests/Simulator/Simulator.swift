@@ -136,6 +136,8 @@ final class Simulator {
     var topicViolation: String?
     var trace: [String] = []
     var events = 0
+    /// The first fault `SessionStateMachine.consistencyFaults` found (checked after every engine input).
+    var stateFault: String?
     let rooms = [RoomID("lab")!, RoomID("ops")!, RoomID("x")!]
 
     init(seed: UInt64, options: Options = Options()) {
@@ -183,8 +185,10 @@ final class Simulator {
             schedule(.step, at: at)
         }
         runUntil(options.chaos)
+        if let stateFault { throw fail(stateFault) }
         heal()
         runUntil(options.chaos + options.quiet)
+        if let stateFault { throw fail(stateFault) }
         try checkMembership()
         try checkDelivery()
         try checkSequences()
@@ -201,11 +205,12 @@ final class Simulator {
             for room in nodes[index].engine?.roomNames ?? [] { command(index) { engine throws(SessionError) in try engine.leave(RoomID(room)!, at: self.time(index)) } }
         }
         runUntil(options.chaos + options.quiet + 40_000)
+        if let stateFault { throw fail(stateFault) }
         try checkQuiet()
     }
 
     func runUntil(_ end: Int64) {
-        while true {
+        while stateFault == nil {
             guard let due = queue.nextTime, due <= end, let next = queue.pop() else { break }
             now = max(now, next.time)
             events += 1
@@ -331,6 +336,10 @@ final class Simulator {
         guard var engine = nodes[node].engine else { return }
         let actions = try input(&engine)
         nodes[node].engine = engine
+        // The engine's tables must agree after every input, not only at the end of the schedule.
+        if stateFault == nil, case let faults = engine.consistencyFaults(), !faults.isEmpty {
+            stateFault = "n\(node)'s state after event \(events): " + faults.joined(separator: "; ")
+        }
         var inserted: Set<String> = []
         for case .persist(let operation) in actions {
             if case .rememberPeer(let label, let id) = operation {
@@ -351,7 +360,11 @@ final class Simulator {
     private func perform(_ action: SessionAction, node: Int, inserted: Set<String>) {
         switch action {
         case .persist(.insertMessage(let message, let report?)):
-            if inserted.contains(message.id), !report.outgoing, message.kind != .system { nodes[node].reported[message.id, default: 0] += 1 }
+            if inserted.contains(message.id), !report.outgoing, message.kind != .system {
+                nodes[node].reported[message.id, default: 0] += 1
+                // Checked here too, so that the trace ends where it happened.
+                if nodes[node].reported[message.id] == 2, stateFault == nil { stateFault = "n\(node) reported message \(message.id.prefix(8)) twice" }
+            }
         case .persist:
             break
         case .send(let handle, let frames):

@@ -1,0 +1,137 @@
+import LanchatCore
+import LanchatWire
+
+/// What must hold between the engine's tables after every input, whatever came in: the records that
+/// describe one thing agree (a link's two indexes, an invitation and its timer, a stream and its
+/// connection, a transfer and its stage), and every table that outside input fills stays within its
+/// limit. The simulator checks it after every event; it is not used in the daemon (it reads every table).
+extension SessionStateMachine {
+    /// What does not hold now: one line each, empty when all is well.
+    public func consistencyFaults() -> [String] {
+        var faults: [String] = []
+        linkFaults(&faults)
+        invitationFaults(&faults)
+        streamFaults(&faults)
+        transferFaults(&faults)
+        return faults
+    }
+
+    private func linkFaults(_ faults: inout [String]) {
+        for peer in links.peers {
+            guard let entry = links.entry(peer), links.byHandle[entry.handle] == peer else {
+                faults.append("link to \(peer.short) is not found under its handle")
+                continue
+            }
+            if entry.peer.id != peer { faults.append("link to \(peer.short) is filed as \(entry.peer.id.short)'s") }
+        }
+        for (handle, peer) in links.byHandle where links.handle(peer) != handle {
+            faults.append("handle \(handle) names \(peer.short), whose link is \(links.handle(peer).map { "\($0)" } ?? "none")")
+        }
+        for handle in links.retired.keys where links.byHandle[handle] != nil {
+            faults.append("handle \(handle) is both retired and serving")
+        }
+    }
+
+    private func invitationFaults(_ faults: inout [String]) {
+        for id in pending.keys where timers.deadlines[.incomingInvitation(id)] == nil {
+            faults.append("invitation \(id.description.prefix(8)) waits for an answer with no timer to expire it")
+        }
+        for id in outgoing.keys where timers.deadlines[.outgoingInvitation(id)] == nil {
+            faults.append("invite \(id.description.prefix(8)) waits for a reply with no timer to end it")
+        }
+        if pending.count > configuration.maximumPendingInvitations {
+            faults.append("\(pending.count) invitations wait, past the limit of \(configuration.maximumPendingInvitations)")
+        }
+        if Set(answeredOrder) != Set(answered.keys) || answeredOrder.count != answered.count {
+            faults.append("answered invitations (\(answered.count)) and their order (\(answeredOrder.count)) disagree")
+        }
+        if answered.count > configuration.maximumPendingInvitations {
+            faults.append("\(answered.count) answers kept, past the limit of \(configuration.maximumPendingInvitations)")
+        }
+    }
+
+    private func streamFaults(_ faults: inout [String]) {
+        let table = streamTable
+        if table.streams.count > table.limits.maximumStreams {
+            faults.append("\(table.streams.count) streams open, past the limit of \(table.limits.maximumStreams)")
+        }
+        if table.pendingOpens.count > table.limits.maximumPendingOpens {
+            faults.append("\(table.pendingOpens.count) opens held, past the limit of \(table.limits.maximumPendingOpens)")
+        }
+        if table.acceptors.count > table.limits.maximumAcceptors {
+            faults.append("\(table.acceptors.count) acceptors wait, past the limit of \(table.limits.maximumAcceptors)")
+        }
+        if Set(table.acceptors.map(\.id)).count != table.acceptors.count { faults.append("an acceptor is listed twice") }
+        for (id, stream) in table.streams {
+            let name = "stream \(id.description.prefix(8))"
+            if links.peer(on: stream.handle)?.peer.id != stream.peer.id {
+                faults.append("\(name) runs on \(stream.handle), which does not serve \(stream.peer.id.short)")
+            }
+            if stream.opening, timers.deadlines[.streamOpen(id)] == nil {
+                faults.append("\(name) waits for its accept with no timer to end it")
+            }
+            if !(0...StreamTable.maximumCredit).contains(stream.sendCredit) || !(0...StreamTable.maximumCredit).contains(stream.receiveAllowance) {
+                faults.append("\(name) has credit \(stream.sendCredit) to send and \(stream.receiveAllowance) to receive")
+            }
+        }
+        for open in table.pendingOpens {
+            if links.peer(on: open.handle)?.peer.id != open.peer.id {
+                faults.append("open \(open.open.id.description.prefix(8)) is held for \(open.handle), which does not serve \(open.peer.id.short)")
+            }
+            if timers.deadlines[.pendingStreamOpen(open.open.id)] == nil {
+                faults.append("open \(open.open.id.description.prefix(8)) is held with no timer to refuse it")
+            }
+        }
+    }
+
+    private func transferFaults(_ faults: inout [String]) {
+        let limits = transfers.limits
+        if transfers.incoming.count > limits.maximumIncoming {
+            faults.append("\(transfers.incoming.count) transfers coming in, past the limit of \(limits.maximumIncoming)")
+        }
+        for (peer, count) in Dictionary(grouping: transfers.incoming.values, by: \.peer.id).mapValues(\.count) where count > limits.maximumIncomingPerPeer {
+            faults.append("\(count) transfers coming in from \(peer.short), past the limit of \(limits.maximumIncomingPerPeer)")
+        }
+        for (id, transfer) in transfers.incoming {
+            let name = "incoming \(id.description.prefix(8)) (\(transfer.stage))"
+            switch transfer.stage {
+            case .receiving, .verifying, .placing:
+                if transfer.machine == nil { faults.append("\(name) has no resource machine") }
+            case .lookingUp, .opening:
+                break
+            }
+            if let machine = transfer.machine, transfer.written > machine.received {
+                faults.append("\(name) wrote \(transfer.written) bytes of \(machine.received) received")
+            }
+            if !transfer.interrupted, !links.isLinked(transfer.peer.id) {
+                faults.append("\(name) is under way with \(transfer.peer.id.short), who is not connected")
+            }
+            if transfer.stage == .receiving, !transfer.interrupted, timers.deadlines[.transferStalls] == nil {
+                faults.append("\(name) receives with no timer to fail it if it stalls")
+            }
+        }
+        for (id, transfer) in transfers.outgoing {
+            let name = "outgoing \(id.description.prefix(8)) (\(transfer.state.rawValue))"
+            if transfer.state.ended { faults.append("\(name) has ended but is still held") }
+            if transfer.state == .active || transfer.state == .offered, !links.isLinked(transfer.peer.id) {
+                faults.append("\(name) goes to \(transfer.peer.id.short), who is not connected")
+            }
+            // Offers and sends are ended by a timer if their receiver goes quiet (shared files served by their own).
+            let watchedBy: EngineTimer = transfer.offer.kind == .shared ? .sharedServes : .outgoingTransfers
+            if transfer.state == .active || transfer.state == .offered, timers.deadlines[watchedBy] == nil,
+               transfer.offer.kind != .shared || sharedServed[id] != nil {
+                faults.append("\(name) waits for its receiver with no timer to end it")
+            }
+        }
+        if !transfers.relayPreparing.isEmpty, timers.deadlines[.outgoingTransfers] == nil {
+            faults.append("\(transfers.relayPreparing.count) relay answers are being written with no timer to forget them")
+        }
+        if !sharedServed.isEmpty, timers.deadlines[.sharedServes] == nil {
+            faults.append("\(sharedServed.count) shared files are served with no timer to end them if they stall")
+        }
+        if transfers.ended.count > limits.keptEnded { faults.append("\(transfers.ended.count) ended transfers kept, past \(limits.keptEnded)") }
+        if transfers.tellCancelled.count > limits.keptCancelled {
+            faults.append("\(transfers.tellCancelled.count) cancellations to tell, past \(limits.keptCancelled)")
+        }
+    }
+}
