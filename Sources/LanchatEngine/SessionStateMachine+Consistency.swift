@@ -13,6 +13,9 @@ extension SessionStateMachine {
         invitationFaults(&faults)
         streamFaults(&faults)
         transferFaults(&faults)
+        for room in topics.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+            faults.append("topic state is kept for \(room), a room we are not in")
+        }
         return faults
     }
 

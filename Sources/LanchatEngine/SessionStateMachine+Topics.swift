@@ -37,45 +37,18 @@ extension SessionStateMachine {
         public var reliable: Bool
     }
 
-    struct RoomTopic: Hashable, Sendable {
-        var room: RoomID
-        var topic: String
-    }
-
-    struct TopicSource: Hashable, Sendable {
-        var peer: PeerID
-        var room: RoomID
-        var topic: String
-    }
-
-    /// A token bucket in thousandths of a message: `rate` per second, at most `burst` saved up.
-    struct TopicBucket: Equatable, Sendable {
-        var tokens: Int64
-        var at: Int64
-
-        init(burst: Int64, at now: Int64) {
-            tokens = burst * 1000
-            at = now
-        }
-
-        mutating func take(rate: Int64, burst: Int64, at now: Int64) -> Bool {
-            tokens = min(burst * 1000, tokens + max(0, now - at) * rate)
-            at = max(at, now)
-            guard tokens >= 1000 else { return false }
-            tokens -= 1000
-            return true
-        }
-    }
-
     /// The topics we subscribe to in `room`.
-    public func subscriptions(in room: RoomID) -> [String] { ownTopics[room].map { $0.sorted() } ?? [] }
+    public func subscriptions(in room: RoomID) -> [String] { topics.subscriptions(in: room) }
 
     /// The sequence number of the last message we published on `topic` in `room` (0: none).
-    public func topicSequence(_ topic: String, in room: RoomID) -> UInt64 { topicSequences[RoomTopic(room: room, topic: topic)] ?? 0 }
+    public func topicSequence(_ topic: String, in room: RoomID) -> UInt64 { topics.sequence(topic, in: room) }
+
+    /// Topic messages dropped because their publisher sent too fast.
+    public var topicDrops: Int { topics.drops }
 
     /// How many connected members of `room` subscribe to `topic`.
     public func subscribers(of topic: String, in room: RoomID) -> Int {
-        (rooms[room]?.members.keys ?? [:].keys).filter { links.isLinked($0) && peerTopics[RoomMember(room: room, peer: $0)]?.contains(topic) == true }.count
+        (rooms[room]?.members.keys ?? [:].keys).filter { links.isLinked($0) && topics.subscribes(RoomMember(room: room, peer: $0), to: topic) }.count
     }
 
     static func checkTopic(_ topic: String) throws(SessionError) {
@@ -88,16 +61,7 @@ extension SessionStateMachine {
     public mutating func subscribe(_ topic: String, in room: RoomID, _ on: Bool = true) throws(SessionError) -> [SessionAction] {
         guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
         try Self.checkTopic(topic)
-        var topics = ownTopics[room] ?? []
-        if on {
-            guard topics.count < WireFrame.TopicSubscriptions.maximumTopics || topics.contains(topic) else {
-                throw SessionError("too_many_topics", "at most \(WireFrame.TopicSubscriptions.maximumTopics) topics per room")
-            }
-            guard topics.insert(topic).inserted else { return [] }
-        } else {
-            guard topics.remove(topic) != nil else { return [] }
-        }
-        ownTopics[room] = topics.isEmpty ? nil : topics
+        guard try topics.subscribe(topic, in: room, on) else { return [] }
         var out: [SessionAction] = []
         for member in (rooms[room]?.members.keys.sorted() ?? []) {
             if let handle = links.handle(member) { sendTopics(room, to: handle, always: true, &out) }
@@ -118,18 +82,9 @@ extension SessionStateMachine {
         guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
             throw SessionError("bad_text", "a topic message is one line of text, without control characters")
         }
-        var bucket = topicBuckets[room] ?? TopicBucket(burst: Self.topicBurst, at: now.monotonic)
-        guard bucket.take(rate: Self.topicRate, burst: Self.topicBurst, at: now.monotonic) else {
-            topicBuckets[room] = bucket
-            throw SessionError("rate_limited", "more than \(Self.topicRate) topic messages a second in \(room) (bursts of \(Self.topicBurst)): slow down")
-        }
-        topicBuckets[room] = bucket
-        let key = RoomTopic(room: room, topic: topic)
-        let sequence = (topicSequences[key] ?? 0) + 1
-        topicSequences[key] = sequence
-        let frame = WireFrame.topicMessage(.init(room: room, topic: topic, sequence: sequence, text: text, reliable: reliable))
+        let frame = try topics.publish(text, topic: topic, in: room, reliable: reliable, rate: Self.topicRate, burst: Self.topicBurst, at: now.monotonic)
         var out: [SessionAction] = []
-        for member in members.keys.sorted() where peerTopics[RoomMember(room: room, peer: member)]?.contains(topic) == true {
+        for member in members.keys.sorted() where topics.subscribes(RoomMember(room: room, peer: member), to: topic) {
             guard let handle = links.handle(member) else { continue }
             out.append(reliable ? .send(handle, [frame]) : .sendUnreliable(handle, [frame]))
         }
@@ -150,28 +105,23 @@ extension SessionStateMachine {
     /// does (connections from strangers are capped).
     mutating func received(_ subscriptions: WireFrame.TopicSubscriptions, from link: LinkTable.Entry) {
         guard rooms[subscriptions.room] != nil else { return }
-        let key = RoomMember(room: subscriptions.room, peer: link.peer.id)
-        peerTopics[key] = subscriptions.topics.isEmpty ? nil : Set(subscriptions.topics)
+        topics.told(subscriptions.topics, by: RoomMember(room: subscriptions.room, peer: link.peer.id))
     }
 
     mutating func received(_ message: WireFrame.TopicMessage, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let peer = link.peer.id
-        guard rooms[message.room]?.members[peer] != nil, ownTopics[message.room]?.contains(message.topic) == true else { return }
+        guard rooms[message.room]?.members[peer] != nil, topics.subscribes(to: message.topic, in: message.room) else { return }
         let member = RoomMember(room: message.room, peer: peer)
-        var bucket = peerTopicBuckets[member] ?? TopicBucket(burst: Self.receivedTopicBurst, at: now.monotonic)
-        let allowed = bucket.take(rate: Self.receivedTopicRate, burst: Self.receivedTopicBurst, at: now.monotonic)
-        peerTopicBuckets[member] = bucket
-        guard allowed else {
-            topicDrops += 1
-            if topicFloodTold.insert(peer).inserted {
-                out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) sends topic messages in \(message.room) faster than "
-                    + "\(Self.receivedTopicRate) a second: what comes faster is dropped")))
-            }
+        switch topics.arrived(message, from: member, rate: Self.receivedTopicRate, burst: Self.receivedTopicBurst, at: now.monotonic) {
+        case .stale, .flood(tell: false):
             return
+        case .flood(tell: true):
+            out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) sends topic messages in \(message.room) faster than "
+                + "\(Self.receivedTopicRate) a second: what comes faster is dropped")))
+            return
+        case .deliver:
+            break
         }
-        let source = TopicSource(peer: peer, room: message.room, topic: message.topic)
-        guard message.sequence > (topicHeard[source] ?? 0) else { return }
-        topicHeard[source] = message.sequence
         out.append(.emit(.topicMessage(TopicDelivery(
             room: message.room.rawValue, topic: message.topic, from: link.peer, sequence: message.sequence, text: message.text,
             reliable: message.reliable))))
@@ -180,19 +130,12 @@ extension SessionStateMachine {
     /// A connection ended: what the peer said of its subscriptions, and where its sequences were,
     /// start again with the next one.
     mutating func forgetTopics(of peer: PeerID) {
-        peerTopics = peerTopics.filter { $0.key.peer != peer }
-        topicHeard = topicHeard.filter { $0.key.peer != peer }
-        peerTopicBuckets = peerTopicBuckets.filter { $0.key.peer != peer }
-        topicFloodTold.remove(peer)
+        topics.forget(peer)
     }
 
     /// Rooms we left and members gone: their topic state goes.
     mutating func forgetTopicsOutsideRooms() {
-        peerTopics = peerTopics.filter { rooms[$0.key.room] != nil }
-        topicHeard = topicHeard.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
-        peerTopicBuckets = peerTopicBuckets.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
-        ownTopics = ownTopics.filter { rooms[$0.key] != nil }
-        topicSequences = topicSequences.filter { rooms[$0.key.room] != nil }
-        topicBuckets = topicBuckets.filter { rooms[$0.key] != nil }
+        let rooms = rooms
+        topics.keep(rooms: { rooms[$0] != nil }, members: { rooms[$0.room]?.members[$0.peer] != nil })
     }
 }

@@ -174,21 +174,12 @@ public struct SessionStateMachine: Sendable {
     /// Typing (`+Presence`): when we last told each room, when we last reported each member.
     var typingTold: [RoomID: Int64] = [:]
     var typingHeard: [RoomMember: Int64] = [:]
-    /// Topics (`+Topics`): ours per room; what each connected member subscribes to; our next sequence
-    /// per topic; the last sequence heard per publisher and topic; the rate limits both ways; peers told
-    /// about once on their connection for sending too fast; messages dropped for that.
-    var ownTopics: [RoomID: Set<String>] = [:]
+    /// Topics (`+Topics`, `TopicMachine`).
+    var topics = TopicMachine()
     /// Administration (`+Admin`): when we joined each room (our clock), and the closing of rooms we left
     /// because an administrator closed them (at most 64), for members that come back unaware.
     var joinedAt: [RoomID: Int64] = [:]
     var closedRooms: [RoomID: WireFrame.MetaEntry] = [:]
-    var peerTopics: [RoomMember: Set<String>] = [:]
-    var topicSequences: [RoomTopic: UInt64] = [:]
-    var topicHeard: [TopicSource: UInt64] = [:]
-    var topicBuckets: [RoomID: TopicBucket] = [:]
-    var peerTopicBuckets: [RoomMember: TopicBucket] = [:]
-    var topicFloodTold: Set<PeerID> = []
-    public internal(set) var topicDrops = 0
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
