@@ -455,7 +455,7 @@ extension SessionStateMachine {
             // while we try to reach it again.
             let state: SessionPeerState = links.isLinked(id) ? .connected
                 : links.dialing.contains(id) && !departed.contains(RoomMember(room: room, peer: id)) ? .connecting : .notConnected
-            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state, presence: presences[id], hand: handRaised(id, in: room),
+            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state, presence: presenceState.of(id), hand: handRaised(id, in: room),
                                  admin: administrators.contains(id))
         }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }
         return RoomSummary(room: room.rawValue, members: members, administered: administrators.contains(configuration.ownID))

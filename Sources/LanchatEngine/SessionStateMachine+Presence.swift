@@ -22,23 +22,20 @@ extension SessionStateMachine {
     }
 
     /// Our availability and text, and the rooms where our hand is up.
-    public var presence: PresenceState { ownPresence }
+    public var presence: PresenceState { presenceState.own }
 
     /// A peer's presence as it last told us (nil: not told, or an older lanchat).
-    public func presence(of peer: PeerID) -> PresenceState? { presences[peer] }
+    public func presence(of peer: PeerID) -> PresenceState? { presenceState.of(peer) }
 
     /// Whether `peer`'s hand is up in `room`.
     public func handRaised(_ peer: PeerID, in room: RoomID) -> Bool {
-        peer == configuration.ownID ? ownPresence.hands.contains(room) : presences[peer]?.hands.contains(room) == true
+        (peer == configuration.ownID ? presenceState.own : presenceState.of(peer))?.hands.contains(room) == true
     }
 
     /// Sets our availability and text (one line, at most 128 bytes: control characters become spaces).
     public mutating func setStatus(_ availability: WireFrame.Presence.Availability, text: String, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        autoAway = false
-        ownPresence.availability = availability
-        ownPresence.text = Self.statusLine(text)
-        lastActivity = now.monotonic
+        presenceState.set(availability, text: Self.statusLine(text), at: now.monotonic)
         scheduleAutoAway()
         announcePresence(&out)
         return out
@@ -48,7 +45,7 @@ extension SessionStateMachine {
     public mutating func setHand(_ up: Bool, in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
         guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
         var out: [SessionAction] = []
-        if up { ownPresence.hands.insert(room) } else { ownPresence.hands.remove(room) }
+        presenceState.setHand(up, in: room)
         out.append(contentsOf: personActive(at: now))
         announcePresence(only: room, &out)
         return out
@@ -57,43 +54,35 @@ extension SessionStateMachine {
     /// A person used the daemon (sent, invited, answered, set a status): with auto-away, the idle clock
     /// starts again, and if it had turned us away we are available again.
     public mutating func personActive(at now: EngineTime) -> [SessionAction] {
-        lastActivity = now.monotonic
         var out: [SessionAction] = []
-        if autoAway {
-            autoAway = false
-            ownPresence.availability = .available
-            ownPresence.text = ""
-            announcePresence(&out)
-        }
+        if presenceState.personActive(at: now.monotonic) { announcePresence(&out) }
         scheduleAutoAway()
         return out
     }
 
     mutating func scheduleAutoAway() {
-        guard let idle = configuration.autoAway, ownPresence.availability == .available else {
+        guard let idle = configuration.autoAway, let deadline = presenceState.autoAwayDeadline(idle: idle) else {
             timers.cancel(.autoAway)
             return
         }
-        timers.schedule(.autoAway, at: lastActivity + idle)
+        timers.schedule(.autoAway, at: deadline)
     }
 
     /// The idle timer fired: away, if we still are available and idle.
     mutating func idleTimerFired(at now: EngineTime, _ out: inout [SessionAction]) {
-        guard let idle = configuration.autoAway, ownPresence.availability == .available else { return }
-        guard now.monotonic - lastActivity >= idle else {
-            scheduleAutoAway()
-            return
+        guard let idle = configuration.autoAway else { return }
+        switch presenceState.idleTimerFired(idle: idle, at: now.monotonic) {
+        case .nothing: break
+        case .notYet: scheduleAutoAway()
+        case .turnedAway: announcePresence(&out)
         }
-        autoAway = true
-        ownPresence.availability = .away
-        ownPresence.text = "idle"
-        announcePresence(&out)
     }
 
     /// What we tell `peer` of our presence: its hands only in rooms it shares with us.
     func presenceFrame(for peer: PeerID) -> WireFrame {
-        let hands = ownPresence.hands.filter { rooms[$0]?.members[peer] != nil }.sorted { $0.rawValue < $1.rawValue }
-        return .presence(.init(availability: ownPresence.availability, text: ownPresence.text, hands: Array(hands.prefix(WireFrame.Presence.maximumHands))))
+        let own = presenceState.own
+        let hands = own.hands.filter { rooms[$0]?.members[peer] != nil }.sorted { $0.rawValue < $1.rawValue }
+        return .presence(.init(availability: own.availability, text: own.text, hands: Array(hands.prefix(WireFrame.Presence.maximumHands))))
     }
 
     /// Sends our presence to every connected peer sharing a room with us (`only`: members of that room).
@@ -109,9 +98,7 @@ extension SessionStateMachine {
         let state = PresenceState(
             availability: presence.availability, text: Self.statusLine(presence.text),
             hands: Set(presence.hands.filter { rooms[$0]?.members[link.peer.id] != nil }))
-        guard presences[link.peer.id] != state else { return }
-        let before = presences[link.peer.id]
-        presences[link.peer.id] = state
+        guard let before = presenceState.told(state, by: link.peer.id) else { return }
         out.append(.emit(.presence(peer: link.peer, state: state, before: before)))
     }
 
@@ -121,8 +108,7 @@ extension SessionStateMachine {
 
     public mutating func typing(in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
         guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
-        if let told = typingTold[room], now.monotonic - told < Self.typingInterval { return [] }
-        typingTold[room] = now.monotonic
+        guard presenceState.typing(in: room, interval: Self.typingInterval, at: now.monotonic) else { return [] }
         var out: [SessionAction] = []
         for member in (rooms[room]?.members.keys.sorted() ?? []) {
             if let handle = links.handle(member) { out.append(.sendUnreliable(handle, [.typing(room)])) }
@@ -132,18 +118,15 @@ extension SessionStateMachine {
 
     mutating func heardTyping(in room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         guard rooms[room]?.members[link.peer.id] != nil else { return }
-        let key = RoomMember(room: room, peer: link.peer.id)
-        if let heard = typingHeard[key], now.monotonic - heard < 1_000 { return }
-        typingHeard[key] = now.monotonic
+        guard presenceState.heardTyping(RoomMember(room: room, peer: link.peer.id), at: now.monotonic) else { return }
         out.append(.emit(.typing(room: room.rawValue, peer: link.peer)))
     }
 
     /// Presence of peers we no longer share a room with is forgotten.
     mutating func forgetPresences() {
-        typingHeard = typingHeard.filter { rooms[$0.key.room]?.members[$0.key.peer] != nil }
-        typingTold = typingTold.filter { rooms[$0.key] != nil }
-        presences = presences.filter { sharesRoom(with: $0.key) }
-        ownPresence.hands = ownPresence.hands.filter { rooms[$0] != nil }
+        let machine = self
+        presenceState.keep(rooms: { machine.rooms[$0] != nil }, members: { machine.rooms[$0.room]?.members[$0.peer] != nil },
+                           peers: { machine.sharesRoom(with: $0) })
     }
 
     static func statusLine(_ text: String) -> String {

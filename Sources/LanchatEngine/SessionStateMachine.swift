@@ -163,17 +163,10 @@ public struct SessionStateMachine: Sendable {
     var ownLeaves: [RoomID: UInt64] = [:]
     var signedLeaves: [RoomMember: UInt64] = [:]
     var refusedIntroductions: Set<PeerID> = []
-    /// Presence (`+Presence`): ours, whether auto-away set it, when a person last acted, and each
-    /// peer's as it told us (peers we share a room with).
-    var ownPresence = PresenceState()
-    var autoAway = false
-    var lastActivity: Int64 = 0
-    var presences: [PeerID: PresenceState] = [:]
+    /// Presence and typing (`+Presence`, `PresenceMachine`).
+    var presenceState = PresenceMachine()
     /// Room metadata (`+Metadata`): the winning entry of each key, deletions included.
     var meta: [RoomID: [String: WireFrame.MetaEntry]] = [:]
-    /// Typing (`+Presence`): when we last told each room, when we last reported each member.
-    var typingTold: [RoomID: Int64] = [:]
-    var typingHeard: [RoomMember: Int64] = [:]
     /// Topics (`+Topics`, `TopicMachine`).
     var topics = TopicMachine()
     /// Administration (`+Admin`): when we joined each room (our clock), and the closing of rooms we left
@@ -252,7 +245,7 @@ public struct SessionStateMachine: Sendable {
         var out: [SessionAction] = []
         scheduleRedial(at: now, &out)
         scheduleResync(at: now)
-        lastActivity = now.monotonic
+        _ = presenceState.personActive(at: now.monotonic)  // (the idle clock starts now; nobody was auto-away yet)
         scheduleAutoAway()
         return out
     }
