@@ -39,20 +39,18 @@ extension SessionStateMachine {
     }
 
     private func invitationFaults(_ faults: inout [String]) {
-        for id in pending.keys where timers.deadlines[.incomingInvitation(id)] == nil {
+        for id in invites.pending.keys where timers.deadlines[.incomingInvitation(id)] == nil {
             faults.append("invitation \(id.description.prefix(8)) waits for an answer with no timer to expire it")
         }
-        for id in outgoing.keys where timers.deadlines[.outgoingInvitation(id)] == nil {
+        for id in invites.outgoing.keys where timers.deadlines[.outgoingInvitation(id)] == nil {
             faults.append("invite \(id.description.prefix(8)) waits for a reply with no timer to end it")
         }
-        if pending.count > configuration.maximumPendingInvitations {
-            faults.append("\(pending.count) invitations wait, past the limit of \(configuration.maximumPendingInvitations)")
+        if invites.pending.count > configuration.maximumPendingInvitations {
+            faults.append("\(invites.pending.count) invitations wait, past the limit of \(configuration.maximumPendingInvitations)")
         }
-        if Set(answeredOrder) != Set(answered.keys) || answeredOrder.count != answered.count {
-            faults.append("answered invitations (\(answered.count)) and their order (\(answeredOrder.count)) disagree")
-        }
-        if answered.count > configuration.maximumPendingInvitations {
-            faults.append("\(answered.count) answers kept, past the limit of \(configuration.maximumPendingInvitations)")
+        if !invites.answersAgree { faults.append("answered invitations and their order disagree") }
+        if invites.answersKept > configuration.maximumPendingInvitations {
+            faults.append("\(invites.answersKept) answers kept, past the limit of \(configuration.maximumPendingInvitations)")
         }
     }
 

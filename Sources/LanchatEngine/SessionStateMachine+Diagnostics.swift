@@ -27,7 +27,7 @@ extension SessionStateMachine {
 
     public var diagnostics: Diagnostics {
         Diagnostics(
-            links: links.peers.count, dialing: links.dialing.count, pendingInvitations: pending.count, outgoingInvitations: outgoing.count,
+            links: links.peers.count, dialing: links.dialing.count, pendingInvitations: invites.pending.count, outgoingInvitations: invites.outgoing.count,
             timers: timers.deadlines.keys.sorted { $0.description < $1.description }, claims: claims.values.reduce(0) { $0 + $1.count },
             redials: redials.count, outbox: outbox.values.reduce(0) { $0 + $1.count }, streams: streamTable.streams.count,
             pendingStreamOpens: streamTable.pendingOpens.count, streamAcceptors: streamTable.acceptors.count,

@@ -40,7 +40,7 @@ extension SessionStateMachine {
         do throws(SessionError) { out += try liftRemoval(of: peer.id, in: room, at: now) } catch { return (.finished(.refused(error.message)), out) }
         // They invited us to this room first: inviting back means yes.
         // (The oldest of them, if it invited us more than once: the same choice on every run.)
-        if let waiting = pending.filter({ $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue })
+        if let waiting = invites.pending.filter({ $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue })
             .min(by: { ($0.value.invitation.receivedAt, $0.key.description) < ($1.value.invitation.receivedAt, $1.key.description) }),
            let accepted = try? accept(waiting.key.description, at: now) {
             return (.finished(.accepted), out + accepted.1)
@@ -59,7 +59,7 @@ extension SessionStateMachine {
         }
         let id = ids.wireID()
         let frame = WireFrame.Invite(id: id, timeoutMilliseconds: UInt32(clamping: timeout), room: room, context: context)
-        outgoing[id] = OutgoingInvitation(peer: entry.peer, room: room, frame: frame)
+        invites.sent(id, OutgoingInvitation(peer: entry.peer, room: room, frame: frame))
         timers.schedule(.outgoingInvitation(id), at: now.monotonic + timeout + configuration.inviteReplyGrace)
         return (.sent(id), [.send(entry.handle, [.invite(frame)])])
     }
@@ -73,19 +73,7 @@ extension SessionStateMachine {
 
     /// Invitations waiting for the person's answer, oldest first.
     public var invitations: [IncomingInvitation] {
-        pending.values.map(\.invitation).sorted { ($0.receivedAt, $0.id) < ($1.receivedAt, $1.id) }
-    }
-
-    private func pendingInvitation(_ prefix: String) throws(SessionError) -> WireID {
-        let lower = prefix.lowercased()
-        let matches = pending.keys.filter { $0.description.hasPrefix(lower) }
-        guard !lower.isEmpty, let first = matches.first else {
-            throw SessionError("unknown_invitation", "no pending invitation '\(prefix)' (it may have expired or been answered; see `lanchat invitations`)")
-        }
-        guard matches.count == 1 else {
-            throw SessionError("ambiguous", "'\(prefix)' matches \(matches.count) invitations: \(matches.map { String($0.description.prefix(8)) }.sorted().joined(separator: ", "))")
-        }
-        return first
+        invites.pending.values.map(\.invitation).sorted { ($0.receivedAt, $0.id) < ($1.receivedAt, $1.id) }
     }
 
     /// Accepts a pending invitation (by id or unique prefix) and joins its room, asking the inviter for
@@ -93,13 +81,13 @@ extension SessionStateMachine {
     public mutating func accept(
         _ prefix: String, history: HistoryScope = .all, at now: EngineTime
     ) throws(SessionError) -> (IncomingInvitation, [SessionAction]) {
-        let id = try pendingInvitation(prefix)
-        let entry = pending[id]!
+        let id = try invites.pendingID(prefix)
+        let entry = invites.pending[id]!
         guard let link = links.entry(entry.peer) else {
             throw SessionError("unreachable", "\(entry.invitation.from.name) is no longer connected; ask them to invite you again")
         }
         var out: [SessionAction] = []
-        pending[id] = nil
+        _ = invites.takePending(id)
         timers.cancel(.incomingInvitation(id))
         answer(id, from: entry.peer, .init(id: id, outcome: .accepted), on: link.handle, &out)
         join(RoomID(entry.invitation.room)!, invitedBy: link, history: history, at: now, &out)
@@ -109,8 +97,8 @@ extension SessionStateMachine {
     }
 
     public mutating func decline(_ prefix: String, reason: String = "", at now: EngineTime) throws(SessionError) -> (IncomingInvitation, [SessionAction]) {
-        let id = try pendingInvitation(prefix)
-        let entry = pending.removeValue(forKey: id)!
+        let id = try invites.pendingID(prefix)
+        let entry = invites.takePending(id)!
         timers.cancel(.incomingInvitation(id))
         var out: [SessionAction] = []
         answer(id, from: entry.peer, .init(id: id, outcome: .declined, reason: String(reason.prefix(200))), on: links.handle(entry.peer), &out)
@@ -125,10 +113,10 @@ extension SessionStateMachine {
         func reply(_ outcome: WireFrame.InviteReply.Outcome, _ reason: String, _ out: inout [SessionAction]) {
             answer(invite.id, from: peer.id, .init(id: invite.id, outcome: outcome, reason: reason), on: link.handle, &out)
         }
-        if let previous = answered[invite.id], previous.peer == peer.id {
+        if let previous = invites.answer(to: invite.id, from: peer.id) {
             // The same INVITE again (sent once more on a connection that replaced the one our answer
             // went on): the same answer.
-            out.append(.send(link.handle, [.inviteReply(previous.reply)]))
+            out.append(.send(link.handle, [.inviteReply(previous)]))
             return
         }
         if rooms[invite.room]?.members[peer.id] != nil {
@@ -149,7 +137,7 @@ extension SessionStateMachine {
         let invitation = IncomingInvitation(
             id: invite.id.description, from: peer, room: invite.room.rawValue, context: invite.context,
             shortCode: shortCode(peer.id), receivedAt: now.wall, expiresAt: now.wall + timeout)
-        let mutual = outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
+        let mutual = invites.outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
         // Known means known by key: a plaintext connection proves no key.
         let isKnown = link.authenticated && known.knows(peer.id)
         if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && isKnown) {
@@ -158,28 +146,29 @@ extension SessionStateMachine {
             out.append(.emit(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically")))
             // Both invited each other: ours is answered too, whether or not its INVITE or the answer
             // to it arrives (either may be lost with a duplicate connection closed unread).
-            for (wireID, entry) in outgoing.sorted(by: { $0.key.description < $1.key.description })
-            where entry.peer.id == peer.id && entry.room == invite.room {
+            for (wireID, _) in invites.outgoing(where: { $0.peer.id == peer.id && $0.room == invite.room }) {
                 closeOutgoingInvitation(wireID, .accepted, &out)
             }
             return
         }
-        if pending[invite.id] != nil { return }
-        guard pending.count < configuration.maximumPendingInvitations else {
+        if invites.pending[invite.id] != nil { return }
+        switch invites.wait(invite.id, PendingInvitation(invitation: invitation, peer: peer.id),
+                            maximum: configuration.maximumPendingInvitations, perPeer: configuration.maximumPendingInvitationsPerPeer) {
+        case .tooMany?:
             reply(.refused, "too many pending invitations", &out)
             return
-        }
-        guard pending.values.filter({ $0.peer == peer.id }).count < configuration.maximumPendingInvitationsPerPeer else {
+        case .tooManyFrom?:
             reply(.refused, "too many pending invitations from \(peer.name) (\(configuration.maximumPendingInvitationsPerPeer)); wait for an answer", &out)
             return
+        case nil:
+            break
         }
-        pending[invite.id] = PendingInvitation(invitation: invitation, peer: peer.id)
         timers.schedule(.incomingInvitation(invite.id), at: now.monotonic + timeout)
         out.append(.emit(.invitation(invitation)))
     }
 
     mutating func received(_ reply: WireFrame.InviteReply, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard let entry = outgoing[reply.id], entry.peer.id == link.peer.id else { return }
+        guard let entry = invites.outgoing[reply.id], entry.peer.id == link.peer.id else { return }
         switch reply.outcome {
         case .accepted:
             if rooms[entry.room]?.members[link.peer.id] == nil, let problem = fullRoom(entry.room) {
@@ -199,14 +188,11 @@ extension SessionStateMachine {
     /// Sends `reply` (if connected) and remembers it for an INVITE that comes again.
     mutating func answer(_ id: WireID, from peer: PeerID, _ reply: WireFrame.InviteReply, on handle: LinkHandle?, _ out: inout [SessionAction]) {
         if let handle { out.append(.send(handle, [.inviteReply(reply)])) }
-        if answered.updateValue(AnsweredInvitation(peer: peer, reply: reply), forKey: id) == nil {
-            answeredOrder.append(id)
-            if answeredOrder.count > configuration.maximumPendingInvitations { answered[answeredOrder.removeFirst()] = nil }
-        }
+        invites.answered(id, from: peer, reply, keep: configuration.maximumPendingInvitations)
     }
 
     mutating func expireIncoming(_ id: WireID, _ out: inout [SessionAction]) {
-        guard let entry = pending.removeValue(forKey: id) else { return }
+        guard let entry = invites.takePending(id) else { return }
         answer(id, from: entry.peer, .init(id: id, outcome: .expired, reason: "not answered in time"), on: links.handle(entry.peer), &out)
         out.append(.emit(.invitationClosed(entry.invitation, outcome: "expired")))
     }
@@ -214,7 +200,7 @@ extension SessionStateMachine {
     /// Ends an invitation we sent. `answered`: the peer said so itself (an `expired` reply), as opposed
     /// to our timer or a lost connection.
     mutating func closeOutgoingInvitation(_ id: WireID, _ outcome: InviteOutcome, answered: Bool = false, _ out: inout [SessionAction]) {
-        guard let entry = outgoing.removeValue(forKey: id) else { return }
+        guard let entry = invites.takeOutgoing(id) else { return }
         timers.cancel(.outgoingInvitation(id))
         switch outcome {
         case .expired where !answered, .unreachable:
@@ -230,10 +216,10 @@ extension SessionStateMachine {
 
     /// Settles invitations from `peer` to `room` still waiting here: joining the room answers them.
     mutating func settleInvitations(from peer: PeerID, to room: RoomID, _ out: inout [SessionAction]) {
-        for (wireID, entry) in pending.sorted(by: { $0.key.description < $1.key.description })
+        for (wireID, entry) in invites.pending.sorted(by: { $0.key.description < $1.key.description })
         where entry.peer == peer && entry.invitation.room == room.rawValue {
             timers.cancel(.incomingInvitation(wireID))
-            pending[wireID] = nil
+            _ = invites.takePending(wireID)
             answer(wireID, from: peer, .init(id: wireID, outcome: .accepted, reason: "already in the room"), on: links.handle(peer), &out)
             out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted (already in the room)")))
         }

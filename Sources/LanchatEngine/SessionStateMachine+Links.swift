@@ -35,7 +35,7 @@ extension SessionStateMachine {
                 forgetTopics(of: peer.id)
                 // What we sent on the old one may be lost with it (the peer kept the other connection
                 // and closed ours unread): invitations still waiting go again on this one.
-                for (_, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == peer.id {
+                for (_, invitation) in invites.outgoing(where: { $0.peer.id == peer.id }) {
                     out.append(.send(handle, [.invite(invitation.frame)]))
                 }
             }
@@ -72,7 +72,7 @@ extension SessionStateMachine {
     func strangerToClose(arriving: PeerID) -> LinkHandle? {
         let strangers = links.peers.filter { !sharesRoom(with: $0) }.compactMap { links.entry($0) }
         guard strangers.count > configuration.maximumStrangerLinks else { return nil }
-        let busy = Set(pending.values.map(\.peer)).union(outgoing.values.map(\.peer.id))
+        let busy = Set(invites.pending.values.map(\.peer)).union(invites.outgoing.values.map(\.peer.id))
         let idle = strangers.filter { $0.peer.id != arriving && !busy.contains($0.peer.id) }
         let oldest = idle.min { ($0.since, $0.handle.rawValue) < ($1.since, $1.handle.rawValue) }
         return oldest?.handle ?? links.handle(arriving)
@@ -115,16 +115,16 @@ extension SessionStateMachine {
         // are not connected, and what was under way on ours waits, and makes us dial again.)
         forgetSync(with: id)
         forgetTopics(of: id)
-        for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.peer.id == id {
+        for (wireID, _) in invites.outgoing(where: { $0.peer.id == id }) {
             let outcome: InviteOutcome
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
             closeOutgoingInvitation(wireID, outcome, &out)
         }
         out.append(.peerDisconnected(id, reason: "connection \(reason)"))
         transfersLost(id, reason: "connection \(reason)", at: now, &out)
-        for (wireID, entry) in pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
+        for (wireID, entry) in invites.pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
             timers.cancel(.incomingInvitation(wireID))
-            pending[wireID] = nil
+            _ = invites.takePending(wireID)
             out.append(.emit(.invitationClosed(entry.invitation, outcome: "withdrawn")))
         }
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[id] != nil {

@@ -380,7 +380,7 @@ extension SessionStateMachine {
         ownProofs[room] = nil
         unanswered.removeAll { $0.room == room }
         // Invitations we sent to it are answered for: an acceptance coming late must not bring the room back.
-        for (wireID, invitation) in outgoing.sorted(by: { $0.key.description < $1.key.description }) where invitation.room == room {
+        for (wireID, _) in invites.outgoing(where: { $0.room == room }) {
             closeOutgoingInvitation(wireID, .refused("you are no longer in \(room)"), &out)
         }
         dropOutbox(for: nil, in: room, &out)

@@ -113,11 +113,8 @@ public struct SessionStateMachine: Sendable {
     var timers = TimerTable()
     var rooms: [RoomID: Room] = [:]
     var sequences: [RoomID: UInt64] = [:]
-    var pending: [WireID: PendingInvitation] = [:]
-    var outgoing: [WireID: OutgoingInvitation] = [:]
-    /// Answers we gave, oldest first, at most `maximumPendingInvitations` (`AnsweredInvitation`).
-    var answered: [WireID: AnsweredInvitation] = [:]
-    var answeredOrder: [WireID] = []
+    /// Invitations waiting both ways, and the answers we gave (`+Invitations`, `InvitationBook`).
+    var invites = InvitationBook()
     /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
     var claims: [RoomID: [PeerID: Claim]] = [:]
     var redials: [PeerID: Redial] = [:]

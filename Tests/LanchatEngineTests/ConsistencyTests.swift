@@ -14,22 +14,28 @@ import Testing
         var node = healthy()
         #expect(node.consistencyFaults() == [])
         _ = node.sendInvite(base.large, room: RoomID("ops")!, context: [], timeout: 30_000, at: base.at(5))
-        #expect(node.outgoing.count == 1)
+        #expect(node.invites.outgoing.count == 1)
         #expect(node.consistencyFaults() == [])
     }
 
     @Test func anInvitationWithoutItsTimerIsAFault() throws {
         var node = healthy()
         _ = node.sendInvite(base.large, room: RoomID("ops")!, context: [], timeout: 30_000, at: base.at(5))
-        let id = try #require(node.outgoing.keys.first)
+        let id = try #require(node.invites.outgoing.keys.first)
         node.timers.cancel(.outgoingInvitation(id))
         #expect(node.consistencyFaults().contains { $0.contains("waits for a reply with no timer") })
     }
 
-    @Test func answersAndTheirOrderMustAgree() {
-        var node = healthy()
-        node.answeredOrder.append(WireID(bytes: [UInt8](repeating: 7, count: 16))!)
-        #expect(node.consistencyFaults().contains { $0.contains("disagree") })
+    /// The invitation book keeps its answers and their order together, and forgets the oldest past its bound.
+    @Test func answersAreKeptInOrderAndBounded() {
+        var book = InvitationBook()
+        let ids = (1...5).map { WireID(bytes: [UInt8](repeating: UInt8($0), count: 16))! }
+        for id in ids { book.answered(id, from: base.large.id, .init(id: id, outcome: .declined), keep: 3) }
+        book.answered(ids[4], from: base.large.id, .init(id: ids[4], outcome: .accepted), keep: 3)  // (replaces the first, in its place)
+        #expect(book.answersAgree && book.answersKept == 3)
+        #expect(book.answer(to: ids[0], from: base.large.id) == nil)
+        #expect(book.answer(to: ids[4], from: base.large.id)?.outcome == .accepted)
+        #expect(book.answer(to: ids[4], from: base.small.id) == nil)
     }
 
     @Test func aTransferUnderWayWithAPeerNotConnectedIsAFault() {
