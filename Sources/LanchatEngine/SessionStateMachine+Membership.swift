@@ -32,7 +32,10 @@ extension SessionStateMachine {
     /// Only a room we were not in asks for a history, and only of an inviter we took as a member: one
     /// history per join, from the member we accepted, while we join (`takeHistory`).
     mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, history: HistoryScope = .all, at now: EngineTime, _ out: inout [SessionAction]) {
-        let joining = rooms[room] == nil
+        // Alone in a room whose creator we never heard of (we accepted an invitation from a member that
+        // had left it, and it said so): joining it now is joining it, from this inviter (its creator's
+        // record, its history), not staying with the first one for good.
+        let joining = rooms[room].map { $0.members.isEmpty && creator(of: room) == nil } ?? true
         if joining {
             rooms[room] = Room()
             joinedAt[room] = now.wall
