@@ -61,6 +61,8 @@ import LanchatEngine
             + "\(totals.files.resent) bytes sent again after interruptions; \(totals.files.corrupted) damaged on disk, none placed), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
             + "refused as forged, the rest the newcomer's own; every stored message's signature checked), "
             + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
+            + "\(totals.admin.commands) administration commands in the even seeds (\(totals.admin.removed) nodes removed from a room, \(totals.admin.closed) "
+            + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator), "
             + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), in \(ContinuousClock.now - started) "
             + "on \(workers) worker\(workers == 1 ? "" : "s") (SIMULATOR_WORKERS)")
     }
@@ -74,6 +76,7 @@ import LanchatEngine
         var forgeries = (injected: 0, refused: 0)
         var fakes = 0
         var metaWrites = 0
+        var admin = (commands: 0, removed: 0, closed: 0, recordless: 0)
         var topics = (published: 0, delivered: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
@@ -92,6 +95,8 @@ import LanchatEngine
             forgeries.refused += simulator.forgeries.refused
             fakes += simulator.fakeMembers
             metaWrites += simulator.metaWrites
+            admin = (admin.commands + simulator.adminCommands,
+                     admin.removed + simulator.removals, admin.closed + simulator.closings, admin.recordless + simulator.recordless)
             topics.published += simulator.topicPublished
             topics.delivered += simulator.topicDeliveries
         }
@@ -105,6 +110,8 @@ import LanchatEngine
             forgeries = (forgeries.injected + other.forgeries.injected, forgeries.refused + other.forgeries.refused)
             fakes += other.fakes
             metaWrites += other.metaWrites
+            admin = (admin.commands + other.admin.commands,
+                     admin.removed + other.admin.removed, admin.closed + other.admin.closed, admin.recordless + other.admin.recordless)
             topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
             failures += other.failures
         }

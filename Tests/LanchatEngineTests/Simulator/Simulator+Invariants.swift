@@ -135,14 +135,28 @@ extension Simulator {
     }
 
     /// Metadata converges: fellow members of a room (each in the other's view) hold the same entry for
-    /// every key, deletions included, whatever order the writes reached them in.
+    /// every key, deletions included, whatever order the writes reached them in; and, where rooms have one
+    /// maker (`administered`), two that hold a record of the room's creator hold the same one and the same
+    /// administrators. (A member whose inviter held no record, or had left, never takes one from another
+    /// member: a room without a record cannot be claimed later. It does not administer, and honours no
+    /// removal: `recordless` counts them.)
     func checkMetadata() throws {
         for room in rooms {
             for (index, node) in nodes.enumerated() {
                 guard let engine = node.engine, let members = engine.members(of: room) else { continue }
+                if administered, engine.creator(of: room) == nil, members.keys.contains(where: { other in
+                    self.nodes.first { $0.peer.id == other }?.engine?.creator(of: room) != nil }) {
+                    recordless += 1
+                }
                 for other in members.keys.sorted() {
                     guard let peer = nodes.firstIndex(where: { $0.peer.id == other }), let theirs = nodes[peer].engine,
                           theirs.isMember(node.peer.id, of: room) else { continue }
+                    if administered, engine.creator(of: room) != nil, theirs.creator(of: room) != nil,
+                       engine.creator(of: room) != theirs.creator(of: room) || engine.administrators(of: room) != theirs.administrators(of: room) {
+                        let names = { (ids: Set<PeerID>) in ids.map { id in self.nodes.firstIndex { $0.peer.id == id }.map { "n\($0)" } ?? id.short }.sorted() }
+                        throw fail("n\(index) and its fellow member n\(peer) disagree on who administers \(room): "
+                            + "\(names(engine.administrators(of: room))) and \(names(theirs.administrators(of: room)))")
+                    }
                     for key in ["topic", "color", "size"] where engine.metaEntry(key, in: room) != theirs.metaEntry(key, in: room) {
                         let describe = { (entry: WireFrame.MetaEntry?) in entry.map { "v\($0.version) \($0.deleted ? "deleted" : $0.value)" } ?? "none" }
                         throw fail("n\(index) holds \(room)'s \(key) as \(describe(engine.metaEntry(key, in: room))) but its fellow member n\(peer) as "

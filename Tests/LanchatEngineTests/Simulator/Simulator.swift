@@ -127,8 +127,15 @@ final class Simulator {
     var forgeries = (injected: 0, refused: 0)
     /// Members of no node's making a hostile member put in its ROOM_MEMBERS (a fault).
     var fakeMembers = 0
-    /// Metadata writes made.
+    /// Metadata writes made, and administration commands given (removals, administrators named or
+    /// demoted, closings; some refused).
     var metaWrites = 0
+    var adminCommands = 0
+    /// Members at the end with no record of their room's creator, beside one that holds it (`checkMetadata`).
+    var recordless = 0
+    /// Nodes out of a room by an administrator's removal, and by its closing.
+    var removals = 0
+    var closings = 0
     /// Topics (`+Topics`): messages published, delivered, what each node got, the first fault seen.
     var topicPublished = 0
     var topicDeliveries = 0
@@ -405,6 +412,12 @@ final class Simulator {
             if info.state != "active" { log("n\(node): transfer \(info.id.prefix(6)) \(info.direction) \(info.state)\(info.error.map { ": \($0)" } ?? "")") }
         case .emit(.topicMessage(let message)):
             topicDelivered(message, at: node)
+        case .emit(.memberLeft(let room, let peer, let code, let text, true)) where peer.id == nodes[node].peer.id:
+            // Out of a room by our own leave, or by an administrator's removal or closing: owed nothing
+            // sent there any more (a rejoin starts over), as with `leaveRandomRoom`.
+            if code != "left" { log("n\(node) is out of \(room): \(code) (\(text))") }
+            if code == "removed" { removals += 1 } else if code == "closed" { closings += 1 }
+            if let room = RoomID(room) { leaves.append((node, room, now)) }
         case .emit(let event):
             if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
         case .inviteFinished(let id, let outcome):
@@ -570,7 +583,7 @@ final class Simulator {
         case 25..<40: answer(node, accept: !chance(15))
         case 40..<73: send(from: node)
         case 73..<77: topicStep(node)
-        case 77..<80: writeMeta(node)
+        case 77..<80: if administered && chance(70) { administer(node) } else { writeMeta(node) }
         case 80..<83: leaveRandomRoom(node)
         case 83..<86: openStream(from: node)
         case 86..<89: sendFile(from: node)
@@ -578,9 +591,21 @@ final class Simulator {
         }
     }
 
+    /// In half the schedules (even seeds) each room has one maker, as people use rooms: only node i makes
+    /// room i, the others invite only to rooms they are in, and the rooms are administered (`administer`).
+    /// In the others any node makes any room, so that rooms of one name made apart merge (members of
+    /// both, one room) as they may on a LAN; those are not administered: merged, they keep two creators
+    /// and two views of who administers (a removal then splits the members' lists; see `administer`).
+    var administered: Bool { seed % 2 == 0 }
+
     private func invite(from node: Int) {
         let target = (node + 1 + roll(nodes.count - 1)) % nodes.count
-        let room = rooms[roll(rooms.count)]
+        var room = rooms[roll(rooms.count)]
+        if administered, nodes[node].engine?.roomNames.contains(room.rawValue) != true, rooms.firstIndex(of: room)! % nodes.count != node {
+            // Not its room to make: one it is in, if any.
+            guard let names = nodes[node].engine?.roomNames, !names.isEmpty else { return }
+            room = RoomID(names[roll(names.count)])!
+        }
         let peer = nodes[target].peer
         let timeout = Int64(2_000 + roll(20_000))
         var start: SessionStateMachine.InviteStart = .dial
@@ -660,6 +685,46 @@ final class Simulator {
         metaWrites += 1
         command(node) { engine throws(SessionError) in
             try engine.setMeta(key, to: value, in: room, ifVersion: self.chance(2) ? held : nil, at: self.time(node)).1
+        }
+    }
+
+    /// Administration: a member removes another, names or demotes an administrator, or (rarely) closes
+    /// the room. Members that do not administer the room are refused, as are removals of its creator;
+    /// what the rest does travels as the room's metadata, with its faults.
+    private func administer(_ node: Int) {
+        guard let mine = nodes[node].engine, case let names = mine.roomNames, !names.isEmpty else { return }
+        let room = RoomID(names[roll(names.count)])!
+        // Mostly an administrator of the room gives the command (some members try and are refused).
+        var node = node
+        let admins = mine.administrators(of: room)
+        if !admins.contains(nodes[node].peer.id), chance(75),
+           let admin = nodes.indices.first(where: { admins.contains(nodes[$0].peer.id) && nodes[$0].engine?.roomNames.contains(room.rawValue) == true }) {
+            node = admin
+        }
+        guard let engine = nodes[node].engine else { return }
+        let members = (engine.members(of: room) ?? [:]).keys.sorted()
+        let dice = roll(100)
+        // With one maker per room, the nodes in a room hold one creator at most (none: nobody administers it).
+        let creators = Set(nodes.compactMap { $0.engine?.roomNames.contains(room.rawValue) == true ? $0.engine?.creator(of: room) : nil })
+        if creators.count > 1, stateFault == nil {
+            stateFault = "the nodes in \(room) hold \(creators.count) creators, though only n\(rooms.firstIndex(of: room)! % nodes.count) makes it"
+        }
+        adminCommands += 1
+        if dice < 4 {
+            log("n\(node) closes \(room)")
+            command(node) { engine throws(SessionError) in try engine.close(room, reason: "closed by n\(node)", at: self.time(node)) }
+            return
+        }
+        guard !members.isEmpty else { return }
+        let member = members[roll(members.count)]
+        let name = nodes.firstIndex { $0.peer.id == member }.map { "n\($0)" } ?? member.short
+        if dice < 50 {
+            log("n\(node) removes \(name) from \(room)")
+            command(node) { engine throws(SessionError) in try engine.remove(member, from: room, reason: "removed by n\(node)", at: self.time(node)) }
+        } else {
+            let on = dice < 85
+            log("n\(node) \(on ? "names" : "demotes") \(name) as administrator of \(room)")
+            command(node) { engine throws(SessionError) in try engine.setAdministrator(member, of: room, on, at: self.time(node)) }
         }
     }
 
