@@ -123,15 +123,16 @@ extension SessionStateMachine {
             // Offers and sends are ended by a timer if their receiver goes quiet (shared files served by their own).
             let watchedBy: EngineTimer = transfer.offer.kind == .shared ? .sharedServes : .outgoingTransfers
             if transfer.state == .active || transfer.state == .offered, timers.deadlines[watchedBy] == nil,
-               transfer.offer.kind != .shared || sharedServed[id] != nil {
+               transfer.offer.kind != .shared || shared.served[id] != nil {
                 faults.append("\(name) waits for its receiver with no timer to end it")
             }
         }
         if !transfers.relayPreparing.isEmpty, timers.deadlines[.outgoingTransfers] == nil {
             faults.append("\(transfers.relayPreparing.count) relay answers are being written with no timer to forget them")
         }
-        if !sharedServed.isEmpty, timers.deadlines[.sharedServes] == nil {
-            faults.append("\(sharedServed.count) shared files are served with no timer to end them if they stall")
+        faults += shared.faults
+        if !shared.served.isEmpty, timers.deadlines[.sharedServes] == nil {
+            faults.append("\(shared.served.count) shared files are served with no timer to end them if they stall")
         }
         if transfers.ended.count > limits.keptEnded { faults.append("\(transfers.ended.count) ended transfers kept, past \(limits.keptEnded)") }
         if transfers.tellCancelled.count > limits.keptCancelled {

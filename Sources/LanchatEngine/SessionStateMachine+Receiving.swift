@@ -52,7 +52,7 @@ extension SessionStateMachine {
         // A shared file only as the answer to our request, for what we asked (and nothing else under its id).
         if let problem = sharedOfferProblem(offer, from: peer.id) {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: problem))]))
-            if let fetch = sharedFetch(ofAttempt: offer.id), sharedFetches[fetch]?.asked == peer.id { passOver(fetch, problem, at: now, &out) }
+            if let fetch = sharedFetch(ofAttempt: offer.id), shared.fetches[fetch]?.asked == peer.id { passOver(fetch, problem, at: now, &out) }
             return
         }
         // Files come only from people we share a room with (they were invited, or invited us).
@@ -306,7 +306,7 @@ extension SessionStateMachine {
                 transfers.incoming[id]?.stage = .placing
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room {
                     out.append(.file(.importHistory(id, room, from: transfer.peer, signed: transfer.offer.kind == .signedHistory)))
-                } else if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id).flatMap({ sharedFetches[$0] }) {
+                } else if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id).flatMap({ shared.fetches[$0] }) {
                     out.append(.file(.placeShared(id, fetch.file, destination: fetch.destination)))
                 } else {
                     out.append(.file(.place(id, name: name, modifiedMilliseconds: transfer.offer.modifiedMilliseconds)))

@@ -174,12 +174,8 @@ public struct SessionStateMachine: Sendable {
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
     var transfers = TransferTable()
-    /// Shared files (`+SharedFiles`): fetches by their id, each request (attempt) to the fetch it is for,
-    /// requests the shell is looking up to serve, and files served with their progress.
-    var sharedFetches: [WireID: SharedFetch] = [:]
-    var sharedAttempts: [WireID: WireID] = [:]
-    var sharedServing: [WireID: PeerID] = [:]
-    var sharedServed: [WireID: ServedProgress] = [:]
+    /// Shared files (`+SharedFiles`, `SharedFileTable`).
+    var shared = SharedFileTable()
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
