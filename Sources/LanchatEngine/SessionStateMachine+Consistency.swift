@@ -16,6 +16,9 @@ extension SessionStateMachine {
         for room in topics.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("topic state is kept for \(room), a room we are not in")
         }
+        for room in histories.doors.keys.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+            faults.append("the door for \(room)'s history is open, but we are not in \(room)")
+        }
         for room in presenceState.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("presence or typing state is kept for \(room), a room we are not in")
         }

@@ -46,7 +46,7 @@ extension SessionStateMachine {
         addMember(room, link.peer, hintFrom: link, at: now, &out)
         trustOnFirstUse(link, &out)
         guard joining, history.limit != 0, rooms[room]?.members[link.peer.id] != nil else { return }
-        historyRequested[room] = HistoryDoor(peer: link.peer.id, until: now.monotonic + configuration.historyOfferTimeout)
+        histories.open(room, for: link.peer.id, until: now.monotonic + configuration.historyOfferTimeout)
         out.append(.requestHistory(room, link.handle, history))
     }
 
@@ -56,9 +56,7 @@ extension SessionStateMachine {
     mutating func admitInvitee(_ room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         addMember(room, link.peer, hintFrom: link, at: now, &out)
         trustOnFirstUse(link, &out)
-        let newcomer = RoomMember(room: room, peer: link.peer.id)
-        if !historyOwed.contains(newcomer) { historyOwed.append(newcomer) }
-        if historyOwed.count > configuration.maximumUnansweredInvitations { historyOwed.removeFirst() }
+        histories.owe(RoomMember(room: room, peer: link.peer.id), keep: configuration.maximumUnansweredInvitations)
     }
 
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
@@ -141,7 +139,7 @@ extension SessionStateMachine {
         rooms[room]?.members[peer.id] = nil
         rooms[room]?.proofs[peer.id] = nil
         introducers[RoomMember(room: room, peer: peer.id)] = nil
-        historyOwed.removeAll { $0 == RoomMember(room: room, peer: peer.id) }
+        histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
         departed.remove(RoomMember(room: room, peer: peer.id))
@@ -342,7 +340,7 @@ extension SessionStateMachine {
 
     mutating func resync(at now: EngineTime, _ out: inout [SessionAction]) {
         // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
-        syncServed.removeAll()
+        histories.resync()
         proofChecks.removeAll()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             // Saved once a round: a list that `merge` found unchanged is not saved there, so a save that
@@ -371,7 +369,7 @@ extension SessionStateMachine {
     mutating func leaveRoom(_ room: RoomID, code: String, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
         guard let state = rooms.removeValue(forKey: room) else { return }
         introducers = introducers.filter { $0.key.room != room }
-        historyOwed.removeAll { $0.room == room }
+        histories.forgetOwed { $0.room == room }
         if tell {
             let signed = signLeave(room, at: now, &out)
             for id in state.members.keys.sorted() {
@@ -390,7 +388,7 @@ extension SessionStateMachine {
         forgetMeta(room, &out)
         claims[room] = nil
         departed = departed.filter { $0.room != room }
-        historyRequested[room] = nil
+        histories.close(room)
         out.append(.persist(.deleteRoom(room)))
         notice(room, reason, at: now, &out)
         out.append(.emit(.memberLeft(room: room.rawValue, peer: SessionPeer(id: configuration.ownID, name: configuration.ownName), code: code,

@@ -43,7 +43,7 @@ extension SessionStateMachine {
             }
             switch takeHistory(room, from: peer.id, signed: offer.kind == .signedHistory, at: now) {
             case .inviter?: break
-            case .relay?: relayTransfers.insert(offer.id)
+            case .relay?: histories.relayTransferStarted(offer.id)
             case nil:
                 out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
                 return
@@ -108,7 +108,7 @@ extension SessionStateMachine {
         // The name and the size are checked before any file is made for them.
         let (check, refusal) = IncomingResource.offer(
             rawName: transfer.offer.name, size: transfer.offer.size,
-            limits: .init(maximumSize: relayTransfers.contains(id) ? limits.maximumRelaySize
+            limits: .init(maximumSize: histories.relayTransfers.contains(id) ? limits.maximumRelaySize
                               : transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max),
             partialBytes: 0)
         if case .done = check.state {
@@ -232,7 +232,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard let transfer = transfers.incoming[id], transfer.stage == .placing, let room = transfer.offer.room else { return out }
         transfers.incoming[id] = nil
-        let relayed = relayTransfers.contains(id)
+        let relayed = histories.relayTransfers.contains(id)
         historyTransferEnded(id, room: room)
         let handle = links.handle(transfer.peer.id)
         let info: TransferInfo

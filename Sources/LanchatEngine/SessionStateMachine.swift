@@ -132,9 +132,6 @@ public struct SessionStateMachine: Sendable {
     /// Resends to each recipient since it last acknowledged one of them (`+Delivery`: the backoff).
     var retransmitsUnanswered: [PeerID: Int] = [:]
     var noticeSequence: Int64 = 0
-    /// Rooms whose history we asked for as we joined: whom we asked, and until when (monotonic ms) its
-    /// offer is taken (`takeHistory`). One history per join: the door closes when its offer is taken.
-    public internal(set) var historyRequested: [RoomID: HistoryDoor] = [:]
     /// Invitations whose answer never reached us (the connection dropped, or the reply timed out):
     /// if that peer later tells us it is in the room, it did accept, and is admitted. Oldest first,
     /// at most `maximumUnansweredInvitations`.
@@ -142,15 +139,10 @@ public struct SessionStateMachine: Sendable {
     /// Members that told us themselves that they are not in a room (ROOM_LEAVE), until when: another
     /// member's stale list does not bring them back meanwhile; only a direct admission does.
     var tombstones: [RoomMember: Int64] = [:]
-    /// Newcomers we invited that may ask us for the room's history once (HISTORY_REQUEST is answered
-    /// once per join, not on demand: each answer reads and sends up to `history-for-newcomers` messages).
-    /// Oldest first, at most `maximumUnansweredInvitations`.
-    var historyOwed: [RoomMember] = []
-    /// Relay (version 2): SYNC_REQUESTs we sent and may get a history for, and those we answered, per
-    /// connection (forgotten when it ends); histories under way that answer one.
-    var syncAsked: Set<RoomMember> = []
-    var syncServed: [RoomMember: Int] = [:]
-    var relayTransfers: Set<WireID> = []
+    /// Histories both ways (`HistoryExchange`): the door each room we join keeps for its inviter's
+    /// history (one history per join), the newcomers owed one (HISTORY_REQUEST is answered once per join,
+    /// not on demand), and relay's SYNC_REQUESTs asked and answered.
+    var histories = HistoryExchange()
     /// Peers told about once on their connection for a live message refused for its signature.
     var refusedLive: Set<PeerID> = []
     /// Membership with provenance (`+Proofs`): our own proof per room, when we last left each room,
@@ -302,9 +294,7 @@ public struct SessionStateMachine: Sendable {
             case .topicMessage(let message): received(message, from: entry, at: now, &out)
             case .fileRequest(let request): received(request, from: entry, &out)
             case .historyRequest(let room, let since, let limit):
-                guard rooms[room]?.members[entry.peer.id] != nil,
-                      let owed = historyOwed.firstIndex(of: RoomMember(room: room, peer: entry.peer.id)) else { break }
-                historyOwed.remove(at: owed)
+                guard rooms[room]?.members[entry.peer.id] != nil, histories.takeOwed(RoomMember(room: room, peer: entry.peer.id)) else { break }
                 out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2,
                                         limit: limit.map { Int($0) }))
             case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
@@ -338,8 +328,12 @@ public struct SessionStateMachine: Sendable {
 
     /// The history we asked for in `room` arrived (or failed): nothing more is accepted for it.
     public mutating func historyEnded(_ room: RoomID) {
-        historyRequested[room] = nil
+        histories.close(room)
     }
+
+    /// Rooms whose history we asked for as we joined: whom we asked, and until when (monotonic ms) its
+    /// offer is taken (`takeHistory`). One history per join: the door closes when its offer is taken.
+    public var historyRequested: [RoomID: HistoryDoor] { histories.doors }
 
     /// Where a history resource comes from, when it is taken (`takeHistory`).
     public enum HistorySource: Equatable, Sendable {
@@ -355,12 +349,7 @@ public struct SessionStateMachine: Sendable {
     /// SYNC_REQUEST we sent it (a signed history only). Taking it closes the door it came through: a
     /// second offer, or a late one, is refused.
     public mutating func takeHistory(_ room: RoomID, from peer: PeerID, signed: Bool, at now: EngineTime) -> HistorySource? {
-        if let door = historyRequested[room], door.peer == peer {
-            historyRequested[room] = nil
-            if now.monotonic <= door.until, rooms[room]?.members[peer] != nil { return .inviter }
-        }
-        guard signed, takeSyncAnswer(room, from: peer) else { return nil }
-        return .relay
+        histories.take(room, from: peer, signed: signed, isMember: rooms[room]?.members[peer] != nil, at: now.monotonic)
     }
 
     /// A system message, kept in history and reported ("bob joined").
