@@ -77,7 +77,7 @@ extension SessionStateMachine {
         if reliable {
             for peer in recipients {
                 out.append(.persist(.enqueue(peer, wireIDs)))
-                for id in wireIDs { outbox[peer, default: [:]][id] = room }
+                outbox.queue(wireIDs, in: room, for: peer)
             }
         }
         // Signed frames for peers that speak version 2, the same messages unsigned for version 1.
@@ -111,11 +111,11 @@ extension SessionStateMachine {
 
     /// The ids of our messages queued for `peer` (sent again until it acknowledges them).
     func queued(for peer: PeerID) -> Set<String> {
-        Set((outbox[peer] ?? [:]).keys.map(\.description))
+        Set((outbox.queued(for: peer) ?? [:]).keys.map(\.description))
     }
 
     /// Reliable messages not yet acknowledged, per recipient.
-    public var unacknowledged: [PeerID: Int] { outbox.filter { !$0.value.isEmpty }.mapValues(\.count) }
+    public var unacknowledged: [PeerID: Int] { outbox.counts }
 
     // MARK: Frames
 
@@ -192,20 +192,7 @@ extension SessionStateMachine {
         // Every acknowledged id leaves the store's queue, also one this engine does not track (after a
         // failed write, for example): deleting what is not there costs nothing.
         out.append(.persist(.acknowledge(peer, ids)))
-        if let queued = outbox[peer], ids.contains(where: { queued[$0] != nil }) { retransmitsUnanswered[peer] = nil }
-        unqueue(ids, for: peer)
-    }
-
-    /// Takes `ids` out of `peer`'s outbox (and its retransmit timer once it is empty).
-    private mutating func unqueue(_ ids: [WireID], for peer: PeerID) {
-        guard outbox[peer] != nil else { return }
-        // In place: a copy of a large outbox per ACK frame made the message path quadratic.
-        for id in ids { outbox[peer]?.removeValue(forKey: id) }
-        if outbox[peer]?.isEmpty == true {
-            outbox[peer] = nil
-            retransmitsUnanswered[peer] = nil
-            timers.cancel(.retransmit(peer))
-        }
+        if outbox.acknowledged(ids, by: peer) { timers.cancel(.retransmit(peer)) }
     }
 
     // MARK: Outbox
@@ -213,7 +200,7 @@ extension SessionStateMachine {
     /// Resends what `peer` has not acknowledged, in the rooms it is a member of (what was kept for it
     /// after it answered "not a member" waits until it is admitted again).
     mutating func flushOutbox(to peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard let handle = links.handle(peer), let queued = outbox[peer], !queued.isEmpty else { return }
+        guard let handle = links.handle(peer), let queued = outbox.queued(for: peer), !queued.isEmpty else { return }
         let rooms = Set(queued.values).filter { isMember(peer, of: $0) }
         guard !rooms.isEmpty else {
             timers.cancel(.retransmit(peer))
@@ -227,7 +214,7 @@ extension SessionStateMachine {
     /// (up to 16 times it): a member that never acknowledges does not have us read and send its whole
     /// outbox every 5 s.
     private mutating func noteReliableSend(to peer: PeerID, at now: EngineTime) {
-        let unanswered = Int64(min(retransmitsUnanswered[peer] ?? 0, Self.maximumRetransmitDoublings))
+        let unanswered = Int64(min(outbox.unanswered(peer), Self.maximumRetransmitDoublings))
         timers.schedule(.retransmit(peer), at: now.monotonic + configuration.retransmitInterval << unanswered)
     }
 
@@ -235,7 +222,7 @@ extension SessionStateMachine {
     static let maximumRetransmitDoublings = 4
 
     mutating func retransmit(to peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
-        if outbox[peer]?.isEmpty == false { retransmitsUnanswered[peer, default: 0] += 1 }
+        outbox.resending(to: peer)
         flushOutbox(to: peer, at: now, &out)
     }
 
@@ -243,16 +230,11 @@ extension SessionStateMachine {
     /// left to resend. They leave the outbox (a member that got them first has acknowledged them).
     public mutating func sendNotStored(_ plan: SendPlan) {
         let ids = plan.messages.compactMap { WireID(hex: $0.id) }
-        for peer in plan.recipients { unqueue(ids, for: peer) }
+        for peer in plan.recipients where outbox.remove(ids, for: peer) { timers.cancel(.retransmit(peer)) }
     }
 
     mutating func dropOutbox(for peer: PeerID?, in room: RoomID, _ out: inout [SessionAction]) {
-        for recipient in peer.map({ [$0] }) ?? Array(outbox.keys) {
-            guard var queued = outbox[recipient] else { continue }
-            queued = queued.filter { $0.value != room }
-            outbox[recipient] = queued.isEmpty ? nil : queued
-            if queued.isEmpty { timers.cancel(.retransmit(recipient)) }
-        }
+        for emptied in outbox.drop(room, for: peer) { timers.cancel(.retransmit(emptied)) }
         out.append(.persist(.dropOutbox(peer, room)))
     }
 

@@ -126,11 +126,8 @@ public struct SessionStateMachine: Sendable {
     var seenLinked: Set<PeerID> = []
     /// Members for whom a "left" notice was shown, so a reconnection says "rejoined".
     var departed: Set<RoomMember> = []
-    /// Reliable messages each recipient has not acknowledged yet (ids and their rooms); the store keeps
-    /// the messages themselves.
-    var outbox: [PeerID: [WireID: RoomID]] = [:]
-    /// Resends to each recipient since it last acknowledged one of them (`+Delivery`: the backoff).
-    var retransmitsUnanswered: [PeerID: Int] = [:]
+    /// Reliable messages each recipient has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
+    var outbox = Outbox()
     var noticeSequence: Int64 = 0
     /// Invitations whose answer never reached us (the connection dropped, or the reply timed out):
     /// if that peer later tells us it is in the room, it did accept, and is admitted. Oldest first,
@@ -221,7 +218,7 @@ public struct SessionStateMachine: Sendable {
             if peer == configuration.ownID { ownLeaves[room] = leave.timestamp } else { signedLeaves[RoomMember(room: room, peer: peer)] = leave.timestamp }
         }
         for entry in restored.outbox where rooms[entry.room] != nil {
-            outbox[entry.peer, default: [:]][entry.message] = entry.room
+            outbox.queue([entry.message], in: entry.room, for: entry.peer)
         }
     }
 
