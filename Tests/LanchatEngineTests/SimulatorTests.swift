@@ -58,11 +58,13 @@ import LanchatEngine
         print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(totals.events) events, "
             + "\(totals.messages) reliable messages checked, \(totals.streams.opened) streams opened (\(totals.streams.clean) ended cleanly at the reader, "
             + "\(totals.streams.bytes) bytes read and checked), \(totals.files.sent) files sent (\(totals.files.placed) placed and checked, \(totals.files.bytes) bytes; "
-            + "\(totals.files.resent) bytes sent again after interruptions; \(totals.files.corrupted) damaged on disk, none placed), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
+            + "\(totals.files.resent) bytes sent again after interruptions; \(totals.files.corrupted) damaged on disk, none placed; "
+            + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
             + "refused as forged, the rest the newcomer's own; every stored message's signature checked), "
             + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
             + "\(totals.admin.commands) administration commands in the even seeds (\(totals.admin.removed) nodes removed from a room, \(totals.admin.closed) "
-            + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator), "
+            + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator, "
+            + "\(totals.admin.notTaken) views where such a member took no removal), "
             + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), in \(ContinuousClock.now - started) "
             + "on \(workers) worker\(workers == 1 ? "" : "s") (SIMULATOR_WORKERS)")
     }
@@ -72,11 +74,11 @@ import LanchatEngine
         var events = 0
         var messages = 0
         var streams = (opened: 0, clean: 0, bytes: 0)
-        var files = (sent: 0, placed: 0, bytes: 0, resent: 0, corrupted: 0)
+        var files = (sent: 0, placed: 0, bytes: 0, resent: 0, corrupted: 0, cancelsNotHeard: 0)
         var forgeries = (injected: 0, refused: 0)
         var fakes = 0
         var metaWrites = 0
-        var admin = (commands: 0, removed: 0, closed: 0, recordless: 0)
+        var admin = (commands: 0, removed: 0, closed: 0, recordless: 0, notTaken: 0)
         var topics = (published: 0, delivered: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
@@ -91,12 +93,13 @@ import LanchatEngine
             files.bytes += simulator.placedBytes
             files.resent += simulator.transferStats.values.reduce(0) { $0 + $1.resent }
             files.corrupted += simulator.corrupted.count
+            files.cancelsNotHeard += simulator.cancelsNotHeard
             forgeries.injected += simulator.forgeries.injected
             forgeries.refused += simulator.forgeries.refused
             fakes += simulator.fakeMembers
             metaWrites += simulator.metaWrites
             admin = (admin.commands + simulator.adminCommands,
-                     admin.removed + simulator.removals, admin.closed + simulator.closings, admin.recordless + simulator.recordless)
+                     admin.removed + simulator.removals, admin.closed + simulator.closings, admin.recordless + simulator.recordless, admin.notTaken + simulator.removalsNotTaken)
             topics.published += simulator.topicPublished
             topics.delivered += simulator.topicDeliveries
         }
@@ -106,12 +109,13 @@ import LanchatEngine
             messages += other.messages
             streams = (streams.opened + other.streams.opened, streams.clean + other.streams.clean, streams.bytes + other.streams.bytes)
             files = (files.sent + other.files.sent, files.placed + other.files.placed, files.bytes + other.files.bytes,
-                     files.resent + other.files.resent, files.corrupted + other.files.corrupted)
+                     files.resent + other.files.resent, files.corrupted + other.files.corrupted,
+                     files.cancelsNotHeard + other.files.cancelsNotHeard)
             forgeries = (forgeries.injected + other.forgeries.injected, forgeries.refused + other.forgeries.refused)
             fakes += other.fakes
             metaWrites += other.metaWrites
             admin = (admin.commands + other.admin.commands,
-                     admin.removed + other.admin.removed, admin.closed + other.admin.closed, admin.recordless + other.admin.recordless)
+                     admin.removed + other.admin.removed, admin.closed + other.admin.closed, admin.recordless + other.admin.recordless, admin.notTaken + other.admin.notTaken)
             topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
             failures += other.failures
         }

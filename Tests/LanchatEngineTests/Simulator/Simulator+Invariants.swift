@@ -90,24 +90,44 @@ extension Simulator {
     /// Membership views converge. Rooms are named, not registered: two groups can each have a room
     /// called "lab". So for each name, the members a node lists and the node itself form a group that
     /// every one of them sees the same way (views are symmetric and closed).
+    ///
+    /// Where rooms are administered, a member with no record of the room's creator takes no removal
+    /// (docs/threat-model.md): it may go on listing a member an administrator removed, and that member,
+    /// if it never heard, goes on with it. Such a removed member's own view is left out, and taken out of
+    /// the views of members with no record; each time that changes a view is counted (`removalsNotTaken`).
     func checkMembership() throws {
+        let name = { (ids: Set<PeerID>) in ids.compactMap { id in self.nodes.firstIndex { $0.peer.id == id }.map { "n\($0)" } }.sorted() }
         for room in rooms {
             var views: [PeerID: Set<PeerID>] = [:]
             for node in nodes where node.engine?.roomNames.contains(room.rawValue) == true {
                 views[node.peer.id] = Set(node.engine?.members(of: room)?.keys.map { $0 } ?? []).union([node.peer.id])
             }
-            let name = { (ids: Set<PeerID>) in ids.compactMap { id in self.nodes.firstIndex { $0.peer.id == id }.map { "n\($0)" } }.sorted() }
-            for (id, view) in views {
-                let index = nodes.firstIndex { $0.peer.id == id }!
-                for other in view where other != id {
-                    guard let theirs = views[other] else {
-                        throw fail("n\(index) lists \(name([other])) in \(room), which is not in it")
-                    }
-                    if theirs != view {
-                        throw fail("n\(index) sees \(room) as \(name(view)) but \(name([other])) sees it as \(name(theirs))")
+            /// The first disagreement between `views`, if any.
+            func disagreement(_ views: [PeerID: Set<PeerID>]) -> String? {
+                for (id, view) in views.sorted(by: { $0.key < $1.key }) {
+                    let index = nodes.firstIndex { $0.peer.id == id }!
+                    for other in view.sorted() where other != id {
+                        guard let theirs = views[other] else { return "n\(index) lists \(name([other])) in \(room), which is not in it" }
+                        if theirs != view { return "n\(index) sees \(room) as \(name(view)) but \(name([other])) sees it as \(name(theirs))" }
                     }
                 }
+                return nil
             }
+            guard let problem = disagreement(views) else { continue }
+            guard administered else { throw fail(problem) }
+            // Members whose removal a node with a record of the creator holds: left out of the views of
+            // members with no record (they took no removal), with their own views.
+            let removed = Set(nodes.flatMap { node -> [PeerID] in
+                guard let engine = node.engine, engine.creator(of: room) != nil else { return [] }
+                return nodes.map(\.peer.id).filter { engine.metaEntry("removed." + $0.rawValue, in: room).map { !$0.deleted } ?? false }
+            })
+            var taken = views
+            for id in removed { taken[id] = nil }
+            for node in nodes where node.engine?.creator(of: room) == nil {
+                if let view = taken[node.peer.id] { taken[node.peer.id] = view.subtracting(removed) }
+            }
+            guard taken != views, disagreement(taken) == nil else { throw fail(problem) }
+            removalsNotTaken += 1
         }
     }
 

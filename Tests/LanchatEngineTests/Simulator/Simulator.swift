@@ -131,8 +131,13 @@ final class Simulator {
     /// demoted, closings; some refused).
     var metaWrites = 0
     var adminCommands = 0
-    /// Members at the end with no record of their room's creator, beside one that holds it (`checkMetadata`).
+    /// Members at the end with no record of their room's creator, beside one that holds it (`checkMetadata`),
+    /// and views of members that took no removal for that reason (`checkMembership`).
     var recordless = 0
+    var removalsNotTaken = 0
+    /// Outgoing transfers a sender cancelled, and those whose receiver never heard by the end (`checkTransfers`).
+    var cancelledBySender: Set<String> = []
+    var cancelsNotHeard = 0
     /// Nodes out of a room by an administrator's removal, and by its closing.
     var removals = 0
     var closings = 0
@@ -418,6 +423,10 @@ final class Simulator {
             if code != "left" { log("n\(node) is out of \(room): \(code) (\(text))") }
             if code == "removed" { removals += 1 } else if code == "closed" { closings += 1 }
             if let room = RoomID(room) { leaves.append((node, room, now)) }
+        case .emit(.memberLeft(let room, let peer, "removed", _, true)):
+            // A member an administrator removed is owed nothing it was sent, as one that left, whether or
+            // not it heard (its queued messages are dropped here; invited back, it starts over with history).
+            if let index = nodes.firstIndex(where: { $0.peer.id == peer.id }), let room = RoomID(room) { leaves.append((index, room, now)) }
         case .emit(let event):
             if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
         case .inviteFinished(let id, let outcome):
@@ -599,12 +608,14 @@ final class Simulator {
     var administered: Bool { seed % 2 == 0 }
 
     private func invite(from node: Int) {
-        let target = (node + 1 + roll(nodes.count - 1)) % nodes.count
-        var room = rooms[roll(rooms.count)]
+        var node = node
+        var target = (node + 1 + roll(nodes.count - 1)) % nodes.count
+        let room = rooms[roll(rooms.count)]
         if administered, nodes[node].engine?.roomNames.contains(room.rawValue) != true, rooms.firstIndex(of: room)! % nodes.count != node {
-            // Not its room to make: one it is in, if any.
-            guard let names = nodes[node].engine?.roomNames, !names.isEmpty else { return }
-            room = RoomID(names[roll(names.count)])!
+            // Not its room to make: its maker invites it instead (if the maker is up).
+            let maker = rooms.firstIndex(of: room)! % nodes.count
+            guard nodes[maker].engine != nil else { return }
+            (node, target) = (maker, node)
         }
         let peer = nodes[target].peer
         let timeout = Int64(2_000 + roll(20_000))
