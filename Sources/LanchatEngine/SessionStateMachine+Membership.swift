@@ -32,10 +32,11 @@ extension SessionStateMachine {
     /// Only a room we were not in asks for a history, and only of an inviter we took as a member: one
     /// history per join, from the member we accepted, while we join (`takeHistory`).
     mutating func join(_ room: RoomID, invitedBy link: LinkTable.Entry, history: HistoryScope = .all, at now: EngineTime, _ out: inout [SessionAction]) {
-        // Alone in a room whose creator we never heard of (we accepted an invitation from a member that
-        // had left it, and it said so): joining it now is joining it, from this inviter (its creator's
-        // record, its history), not staying with the first one for good.
-        let joining = rooms[room].map { $0.members.isEmpty && creator(of: room) == nil } ?? true
+        // (Only a room we are not in is joined: an invitation to a room we are in, even alone in it with no
+        // record of its creator, neither re-opens the history door nor takes a creator's record from this
+        // inviter. Otherwise an inviter could leave ("not a member") and invite us again, as often as it
+        // likes, each time with a history; and claim a room that has no record.)
+        let joining = rooms[room] == nil
         if joining {
             rooms[room] = Room()
             joinedAt[room] = now.wall
