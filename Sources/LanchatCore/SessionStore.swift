@@ -13,6 +13,11 @@ public protocol SessionStore: AnyObject {
     /// loss in a power failure is harmless: a removal from the outbox, whose message is then sent again
     /// and de-duplicated by id). A later durable commit makes it durable too.
     func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T
+    /// The file whose sync makes the commits before it durable (SQLite's write-ahead log): a commit made
+    /// with `durable` false is on disk once this file has been synced (`fdatasync`) after it, which the
+    /// session does on a thread of its own (`StoreSync`), so that no sync stalls its event loop. Nil for a
+    /// store with nothing to sync (in memory): its commits are done when they return.
+    var logPath: String? { get }
     /// Runs `body` in a transaction left open for more pieces of a bulk write (a received history),
     /// committed by the next `transaction` (with its writes) or by `commitBulk`: nothing that must be
     /// durable belongs in it. A piece that throws is undone alone.

@@ -40,6 +40,8 @@ public final class MemorySessionStore: SessionStore {
     public func message(id: String) -> StoredMessage? { firstByID[id].flatMap { messages[$0] } }
 
     /// Nested calls join the outer one, as in SQLite (`ChatStore`): only the outermost rolls back.
+    public var logPath: String? { nil }
+
     public func transaction<T>(_ body: () throws -> T) throws -> T {
         if depth > 0 {
             depth += 1

@@ -77,18 +77,18 @@ extension SessionNode {
     }
 
     /// Sends text to the room's members (or `to`, a subset of them). Reliable messages are stored
-    /// and queued per recipient before this returns.
-    public func send(_ text: String, room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> SendReceipt {
-        try send([text], room: room, to: to, reliable: reliable)[0]
+    /// (on disk) and queued per recipient before this returns.
+    public func send(_ text: String, room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) async throws(SessionError) -> SendReceipt {
+        try await send([text], room: room, to: to, reliable: reliable)[0]
     }
 
     /// Sends several messages at once: each is its own message (id, sequence, acknowledgement), but
     /// they share one database commit and one write per recipient.
-    public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) throws(SessionError) -> [SendReceipt] {
+    public func send(_ texts: [String], room: RoomID, to: [PeerID]? = nil, reliable: Bool = true) async throws(SessionError) -> [SendReceipt] {
         let (plan, actions) = try engine.send(texts, room: room, to: to, reliable: reliable, at: time())
         unreliableDrops = 0
         // Out before the commit when SessionStateMachine.sendAheadLimit allows it (it says why that is safe).
-        let (committed, ahead) = performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit)
+        let (committed, ahead) = await performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit)
         guard committed else {
             throw SessionError("storage", ahead ? "cannot store the message (see the daemon's log); members may have it"
                                                 : "cannot store the message (see the daemon's log)")

@@ -125,21 +125,33 @@ public actor SessionNode {
     var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     var unreliableDrops = 0
-    /// Per room, the highest of our own sequences this process saw committed (`SessionStateMachine.sendAheadLimit`):
-    /// a send may leave before its commit only if it continues from there.
+    /// Per room, the highest of our own sequences this process saw committed and synced
+    /// (`SessionStateMachine.sendAheadLimit`): a send may leave before its commit only if it continues from there.
     var storedThrough: [RoomID: Int64] = [:]
+    /// The store's syncs off the event loop (`StoreSync`); nil for a store with nothing to sync.
+    let storeSync: StoreSync?
+    /// Syncs asked for (each durable commit takes the next number), and the last one known done.
+    var syncsAsked: UInt64 = 0
+    var syncedThrough: UInt64 = 0
+    var syncRunning = false
+    /// What waits for a sync, oldest first (`perform`): the frames and other I/O of each batch after a
+    /// durable commit, and of every batch after it, so that nothing overtakes; `settled` waiters.
+    var afterSync = SyncQueue()
 
     /// Performs the actions of our own messages (`send`, `share`): before their commit if they may go
-    /// first (`mayGoFirst`, and they continue from `storedThrough`), after it otherwise. Returns whether
-    /// they committed, and whether they went first.
-    func performOwn(_ plan: SessionStateMachine.SendPlan, _ actions: [SessionAction], in room: RoomID, mayGoFirst: Bool) -> (committed: Bool, wentFirst: Bool) {
+    /// first (`mayGoFirst`, and they continue from `storedThrough`), after it otherwise. Returns once
+    /// they are on disk: whether they committed (and synced), and whether they went first.
+    func performOwn(_ plan: SessionStateMachine.SendPlan, _ actions: [SessionAction], in room: RoomID, mayGoFirst: Bool) async -> (committed: Bool, wentFirst: Bool) {
         let first = plan.messages.first?.sequence ?? 0
-        let ahead = mayGoFirst && storedThrough[room].map { $0 + 1 == first } == true
+        // (Not while frames of earlier batches wait for a sync: they would be overtaken.)
+        let ahead = mayGoFirst && afterSync.isEmpty && storedThrough[room].map { $0 + 1 == first } == true
         guard perform(actions, allOrNothing: true, sendFirst: ahead) else {
             engine.sendNotStored(plan)
             return (false, ahead)
         }
-        if let last = plan.messages.last?.sequence { storedThrough[room] = last }
+        // (A failed sync: the messages are in the store, maybe not on disk; their numbers stay used.)
+        guard await settled() else { return (false, ahead) }
+        if let last = plan.messages.last?.sequence { storedThrough[room] = max(storedThrough[room] ?? 0, last) }
         return (true, ahead)
     }
     /// What was stored in the last moments (a relay answer leaves it to its author: `SessionStateMachine.lacking`).
@@ -171,6 +183,7 @@ public actor SessionNode {
         fileIO.start()
         self.connector = connector
         self.store = store
+        storeSync = store.logPath.map(StoreSync.init(path:))
         self.knownPeers = knownPeers
         self.logger = logger
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(100_000))
@@ -234,6 +247,9 @@ public actor SessionNode {
         links = [:]
         for waiter in inviteWaiters.values { waiter.resume(returning: .unreachable("the node stopped")) }
         inviteWaiters = [:]
+        // What waited for a sync is not done (stopped: `performLater` does nothing); `settled` waiters hear false.
+        while let waiting = afterSync.popFirst() { waiting.work(false) }
+        await storeSync?.shutdown()
         closeTransfers()
         eventSink.finish()
         store.close()
@@ -241,7 +257,7 @@ public actor SessionNode {
     }
 
     /// Sleeps until the engine's next deadline, then ticks it.
-    private func armTimer() {
+    func armTimer() {
         guard !stopped, let deadline = engine.nextDeadline else {
             timerWakeup?.cancel()
             timerWakeup = nil
@@ -291,13 +307,19 @@ public actor SessionNode {
     /// `SessionStateMachine.sendAheadLimit` allows it), the frames for the peers are written and flushed
     /// before the commit, so that its sync runs while they travel and are stored. Returns whether the
     /// writes committed.
+    ///
+    /// With a store that syncs (`storeSync`), the commit does not wait for the disk: the sync runs on the
+    /// store's thread, and the batch's I/O (frames, closes, file and stream work, answers to API calls)
+    /// waits for it in `afterSync`, as does every later batch's, so that nothing overtakes an
+    /// acknowledgement and everything keeps its order. Events for local programs (messages stored,
+    /// members' changes) are told at once: the commit is visible to every read already; lost in a power
+    /// failure before its sync, a message is sent again (it was not acknowledged) and told again.
     @discardableResult
     func perform(_ actions: [SessionAction], allOrNothing: Bool = false, sendFirst: Bool = false) -> Bool {
         guard !stopped else { return false }
         var inserted: Set<String> = []
         var committed = true
-        // A resync asks every member of a room at once: what we hold is read once per room.
-        var syncRequests: [RoomID: WireFrame.SyncRequest] = [:]
+        var ticket: UInt64?
         if sendFirst {
             for case .send(let handle, let frames) in actions { openLinks[handle]?.connection.send(frames, flushNow: true) }
         }
@@ -310,9 +332,10 @@ public actor SessionNode {
                 return true
             }
             do {
-                try store.transaction(durable: durable) {
+                try store.transaction(durable: durable && storeSync == nil) {
                     for case .persist(let operation) in actions { try apply(operation, inserted: &inserted) }
                 }
+                if durable, storeSync != nil { ticket = askSync() }
                 if !inserted.isEmpty { arrivals.note(inserted, at: time().monotonic) }
                 scheduleCheckpoint()
             } catch {
@@ -324,9 +347,9 @@ public actor SessionNode {
                 }
             }
         }
+        var later: [SessionAction] = []
         for action in actions {
             if sendFirst, case .send = action { continue }  // (written before the commit)
-            if !committed, case .send(_, let frames) = action, frames.allSatisfy({ if case .ack = $0 { true } else { false } }) { continue }
             switch action {
             case .persist(.insertMessage(let message, let report?)):
                 guard inserted.contains(message.id) else { break }
@@ -334,6 +357,42 @@ public actor SessionNode {
                 if report.stored.kind == .file { announced(report) }
             case .persist:
                 break
+            case .emit(.topicMessage(let message)):
+                deliver(message)
+            case .emit(let event) where event.isOwnDeparture(configuration.ownID):
+                eventSink.yield(event)
+                endTopicsOutsideRooms()
+            case .emit(let event):
+                eventSink.yield(event)
+            case .peerConnected(let peer, let handle):
+                guard let link = openLinks[handle] else { break }
+                links[peer.id] = link
+            case .dial(let peer):
+                dialRequestSink.yield(peer)
+            case .peerDisconnected:
+                break
+            default:
+                later.append(action)
+            }
+        }
+        // Nothing leaves before what was committed before it is on disk.
+        if let after = ticket ?? syncPending {
+            if !later.isEmpty { afterSync.append(after) { [committed] synced in self.performLater(later, committed: committed && synced) } }
+        } else {
+            performLater(later, committed: committed)
+        }
+        armTimer()
+        return committed
+    }
+
+    /// The rest of a batch (`perform`): its frames and other I/O, once its writes are on disk.
+    private func performLater(_ actions: [SessionAction], committed: Bool) {
+        guard !stopped else { return }
+        // A resync asks every member of a room at once: what we hold is read once per room.
+        var syncRequests: [RoomID: WireFrame.SyncRequest] = [:]
+        for action in actions {
+            if !committed, case .send(_, let frames) = action, frames.allSatisfy({ if case .ack = $0 { true } else { false } }) { continue }
+            switch action {
             case .send(let handle, let frames):
                 openLinks[handle]?.connection.send(frames)
             case .sendUnreliable(let handle, let frames):
@@ -341,8 +400,6 @@ public actor SessionNode {
                 link.connection.send(frames)
             case .close(let handle, let reason, let text):
                 openLinks[handle]?.connection.leave(reason, text: text)
-            case .dial(let peer):
-                dialRequestSink.yield(peer)
             case .flushOutbox(let peer, let handle, let rooms):
                 flushOutbox(to: peer, on: handle, rooms: Set(rooms.map(\.rawValue)))
             case .sendHistory(let room, let since, let peer, let signed, let limit):
@@ -363,30 +420,61 @@ public actor SessionNode {
                 let lacking = engine.relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, at: time())
                 sendHistory(SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize),
                             room: room, to: peer, signed: true)
-            case .emit(.topicMessage(let message)):
-                deliver(message)
-            case .emit(let event) where event.isOwnDeparture(configuration.ownID):
-                eventSink.yield(event)
-                endTopicsOutsideRooms()
-            case .emit(let event):
-                eventSink.yield(event)
             case .inviteFinished(let id, let outcome):
                 inviteWaiters.removeValue(forKey: id)?.resume(returning: outcome)
-            case .peerConnected(let peer, let handle):
-                guard let link = openLinks[handle] else { break }
-                links[peer.id] = link
             case .stream(let id, let signal):
                 streamSignal(id, signal)
             case .streamHandedOver(let acceptor, let accepted):
                 streamHandedOver(acceptor, accepted)
             case .file(let file):
                 performFile(file)
-            case .peerDisconnected:
-                break
+            case .persist, .emit, .peerConnected, .dial, .peerDisconnected:
+                break  // (done in `perform`)
             }
         }
-        armTimer()
-        return committed
+    }
+
+    // MARK: The store's syncs
+
+    /// Asks for a sync of everything committed so far; returns its number.
+    private func askSync() -> UInt64 {
+        syncsAsked += 1
+        startSync()
+        return syncsAsked
+    }
+
+    /// Starts a sync of what was committed until now, unless one runs (then the next covers these).
+    private func startSync() {
+        guard !syncRunning, syncedThrough < syncsAsked, let storeSync else { return }
+        syncRunning = true
+        let target = syncsAsked
+        storeSync.sync(on: eventLoop).whenComplete { [weak self] result in
+            self?.assumeIsolated { node in
+                node.syncRunning = false
+                var synced = true
+                if case .failure(let error) = result {
+                    // The writes are in the store, perhaps not on disk: nothing is acknowledged for them.
+                    node.logger.error("cannot sync the store", metadata: ["error": "\(error)"])
+                    synced = false
+                }
+                node.syncedThrough = target
+                while let first = node.afterSync.first, first.ticket <= target {
+                    _ = node.afterSync.popFirst()
+                    first.work(synced)
+                }
+                node.startSync()
+                node.armTimer()
+            }
+        }
+    }
+
+    /// The last sync asked for, if it is not done.
+    private var syncPending: UInt64? { syncedThrough < syncsAsked ? syncsAsked : nil }
+
+    /// Waits until what was performed so far is done (its syncs included); returns whether they synced.
+    func settled() async -> Bool {
+        guard let last = syncPending else { return true }
+        return await withCheckedContinuation { waiter in afterSync.append(last) { waiter.resume(returning: $0) } }
     }
 
     private func apply(_ operation: StoreOperation, inserted: inout Set<String>) throws {
@@ -429,5 +517,38 @@ public actor SessionNode {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+}
+
+/// Work waiting for a sync of the store, first in first out (`SessionNode.afterSync`): each item runs
+/// once the sync numbered `ticket` is done, with whether it succeeded.
+struct SyncQueue {
+    struct Waiting {
+        var ticket: UInt64
+        var work: (_ synced: Bool) -> Void
+    }
+
+    private var items: [Waiting] = []
+    private var head = 0
+
+    var first: Waiting? { head < items.count ? items[head] : nil }
+    var isEmpty: Bool { head == items.count }
+
+    mutating func append(_ ticket: UInt64, _ work: @escaping (_ synced: Bool) -> Void) {
+        items.append(Waiting(ticket: ticket, work: work))
+    }
+
+    mutating func popFirst() -> Waiting? {
+        guard head < items.count else { return nil }
+        let item = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024, 2 * head >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return item
     }
 }

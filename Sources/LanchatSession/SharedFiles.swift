@@ -72,7 +72,7 @@ extension SessionNode {
             throw SessionError("write_failed", "\(error)")
         }
         let (plan, actions) = try engine.share(file, in: room, at: time())
-        guard performOwn(plan, actions, in: room, mayGoFirst: false).committed, let message = plan.messages.first else {
+        guard await performOwn(plan, actions, in: room, mayGoFirst: false).committed, let message = plan.messages.first else {
             throw SessionError("storage", "cannot store the announcement (see the daemon's log)")
         }
         return SharedFileEntry(message: message, file: file, held: true, image: file.isImage)

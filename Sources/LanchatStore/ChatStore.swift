@@ -4,13 +4,17 @@ import LanchatCore
 /// History, rooms and the outbox of unacknowledged reliable messages, in one SQLite file
 /// (`history.sqlite3` in the state directory). WAL mode with `synchronous=FULL`: a committed write is
 /// on disk (the log is synced at each commit), so it survives a power loss, not only a crash of the
-/// daemon; an acknowledgement is sent only after the commit. Writes happen inside `transaction`, so
-/// that a batch (every frame of one read from a connection) costs one commit and one sync; a received
-/// history's pieces go in a bulk write (`bulk`), which the next `transaction` commits with its own.
+/// daemon. The session's batches commit with `durable: false` and have the log (`logPath`) synced on a
+/// thread of their own (LanchatSession's `StoreSync`), one sync for all that committed meanwhile; an
+/// acknowledgement is sent only after that sync. Writes happen inside `transaction`, so that a batch
+/// (every frame of one read from a connection) costs one commit; a received history's pieces go in a
+/// bulk write (`bulk`), which the next `transaction` commits with its own.
 public final class ChatStore: SessionStore {
     public static let fileName = "history.sqlite3"
     public static let schemaVersion: Int64 = 4
     let db: SQLiteDatabase
+    /// The write-ahead log (`logPath`).
+    public let logPath: String?
     private var depth = 0
     /// A bulk write's transaction is open (`bulk`).
     private var bulkOpen = false
@@ -19,6 +23,7 @@ public final class ChatStore: SessionStore {
 
     public init(path: String) throws(Error) {
         db = try SQLiteDatabase(path: path)
+        logPath = path + "-wal"
         chmod(path, 0o600)
         // WAL: a commit is one append and one fsync of the log; checkpoints run from `checkpoint()`
         // between messages, not inside a commit (unless the log grows past 16k pages).

@@ -118,11 +118,11 @@ func member(node: isolated SessionNode, room: RoomID, rendezvous: String, name: 
         guard case .message(let message) = event, !message.outgoing, message.stored.kind == .text else { continue }
         let body = message.stored.body
         if body.hasPrefix("ping:") {
-            _ = try? node.send("pong:" + body.dropFirst(5), room: room, to: [PeerID(message.stored.senderID)!])
+            _ = try? await node.send("pong:" + body.dropFirst(5), room: room, to: [PeerID(message.stored.senderID)!])
         } else if body.hasPrefix("t:") {
             counted += 1
             if body == "t:last" {
-                _ = try? node.send("tdone:\(counted)", room: room, to: [PeerID(message.stored.senderID)!])
+                _ = try? await node.send("tdone:\(counted)", room: room, to: [PeerID(message.stored.senderID)!])
                 counted = 0
             }
         } else if body.hasPrefix("fan:") {
@@ -176,7 +176,7 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     var rtts: [Double] = []
     for index in 0..<2100 {
         let start = now()
-        _ = try node.send("ping:\(index)", room: room, to: [first.id])
+        _ = try await node.send("ping:\(index)", room: room, to: [first.id])
         _ = await next(prefix: "pong:")
         if index >= 100 { rtts.append((now() - start) * 1e6) }
     }
@@ -189,11 +189,11 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
         while index < count - 1 {
             let end = min(index + batch, count - 1)
             let texts = (index..<end).map { "t:\($0)" }
-            if batch == 1 { _ = try node.send(texts[0], room: room, to: [first.id]) } else { _ = try node.send(texts, room: room, to: [first.id]) }
+            if batch == 1 { _ = try await node.send(texts[0], room: room, to: [first.id]) } else { _ = try await node.send(texts, room: room, to: [first.id]) }
             index = end
             await Task.yield()
         }
-        _ = try node.send("t:last", room: room, to: [first.id])
+        _ = try await node.send("t:last", room: room, to: [first.id])
         let done = await next(prefix: "tdone:")
         guard done == "tdone:\(count)" else { die("throughput run: member counted \(done)") }
         return Double(count) / (now() - start)
@@ -210,7 +210,7 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     let interval = max(5, peers.count / 2)
     for index in 0..<300 {
         sent["\(index)"] = now()
-        _ = try node.send("fan:\(index)", room: room)
+        _ = try await node.send("fan:\(index)", room: room)
         try await Task.sleep(for: .milliseconds(interval))
     }
     try await Task.sleep(for: .milliseconds(500))
@@ -227,7 +227,7 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
         idle = ["idle_cpu_percent": (cpuSeconds() - cpu0) / (now() - wall0) * 100, "idle_links_count": Double(connected),
                 "idle_seconds": now() - wall0]
     }
-    _ = try node.send("done", room: room)
+    _ = try await node.send("done", room: room)
     var latest: [String: Double] = [:]
     var linksLost = 0
     for peer in peers {

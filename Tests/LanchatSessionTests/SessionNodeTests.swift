@@ -314,6 +314,42 @@ let lab = RoomID("lab")!
         await bob.stop()
     }
 
+    /// The store's sync runs off the event loop (`StoreSync`): while bob's sync is held, his node goes
+    /// on (the message is stored, readable and reported), but no acknowledgement leaves until the sync
+    /// is done; three messages committed meanwhile share the next sync (one, not three).
+    @Test func anAcknowledgementWaitsForTheSyncAndCommitsShareOne() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        _ = try await alice.node.send("before", room: lab)
+        try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
+        let sync = try #require(await bob.node.storeSync)
+        let held = Mutex(true)
+        let holding = Mutex(false)
+        sync.beforeSync.withLock { hook in
+            hook = {
+                holding.withLock { $0 = true }
+                while held.withLock({ $0 }) { usleep(1000) }
+            }
+        }
+        let base = sync.syncs.load(ordering: .relaxed)
+        _ = try await alice.node.send("held", room: lab)
+        try await eventually("bob's sync is held") { holding.withLock { $0 } }
+        try await eventually("bob stored it") { try await bob.texts().last == "held" }
+        #expect(bob.events.contains { if case .message(let m) = $0 { m.stored.body == "held" } else { false } })
+        for text in ["one", "two", "three"] { _ = try await alice.node.send(text, room: lab) }
+        try await eventually("bob stored them") { try await bob.texts().suffix(3) == ["one", "two", "three"] }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await alice.node.unacknowledged()[bob.identity.peerID] == 4, "acknowledged before bob's sync")
+        held.withLock { $0 = false }
+        try await eventually("acknowledged after the sync") { await alice.node.unacknowledged().isEmpty }
+        #expect(sync.syncs.load(ordering: .relaxed) - base == 2)
+        sync.beforeSync.withLock { $0 = nil }
+        await alice.stop()
+        await bob.stop()
+    }
+
     /// After a restart the first send in a room commits first (a crash before the commit of one that went
     /// first, then another, must not reuse its numbers), and the room's sequence continues
     /// `sendAheadLimit` past the highest stored.
