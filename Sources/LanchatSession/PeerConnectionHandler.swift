@@ -89,20 +89,18 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     private var pendingFrames: [WireFrame] = []
     private var closeReason: PeerCloseReason?
     private var heartbeat: RepeatedTask?
-    private var lastReceived = NIODeadline.now()
-    /// When a frame other than a PONG last arrived (heartbeats: a PONG answers our PING, it is not the peer's).
-    private var lastHeard = NIODeadline.now()
-    /// Bytes handed to the channel whose write has not completed, and since when some have been waiting
-    /// with none written (the output budget, `Configuration.outputBudget`).
-    private var pendingOutput = 0
-    private var overBudget = false
-    private var outputWaitingSince = NIODeadline.now()
+    /// Heartbeats and the output budget (`LinkLiveness`), on the loop's clock.
+    private var liveness: LinkLiveness
     private var finished = false
 
     public init(configuration: Configuration, certificateID: NIOLockedValueBox<String?>, established: EventLoopPromise<HandshakeStateMachine.Session>) {
         self.configuration = configuration
         self.certificateID = certificateID
         self.established = established
+        liveness = LinkLiveness(
+            limits: .init(interval: configuration.heartbeatInterval.nanoseconds, timeout: configuration.heartbeatTimeout.nanoseconds,
+                          budget: configuration.outputBudget, overhead: configuration.writeOverhead, stall: configuration.outputStall.nanoseconds),
+            at: NIODeadline.now().nanoseconds)
     }
 
     /// Sets the consumer of this connection's events and hands it what waited. Call on the event loop.
@@ -148,7 +146,7 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         // The loop's clock, not the wall's: an EmbeddedEventLoop drives heartbeats in tests.
         // Closing (TLS may still read while it says goodbye): what comes now is dropped, not kept.
         guard !closed else { return }
-        lastReceived = context.eventLoop.now
+        liveness.bytesArrived(at: context.eventLoop.now.nanoseconds)
         var bytes = unwrapInboundIn(data)
         let owned = buffer != nil
         if var partial = buffer {
@@ -265,7 +263,7 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     private func handle(_ frame: WireFrame, context: ChannelHandlerContext) {
-        if case .pong = frame {} else { lastHeard = context.eventLoop.now }
+        liveness.frameArrived(isPong: { if case .pong = frame { true } else { false } }(), at: context.eventLoop.now.nanoseconds)
         if var machine, !machine.isEstablished {
             let actions = machine.received(frame)
             self.machine = machine
@@ -333,32 +331,28 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     private func startHeartbeat(context: ChannelHandlerContext) {
-        lastReceived = context.eventLoop.now
-        lastHeard = lastReceived
+        liveness.started(at: context.eventLoop.now.nanoseconds)
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let interval = configuration.heartbeatInterval
         heartbeat = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
             let (handler, context) = bound.value
             guard !handler.closed else { task.cancel(); return }
-            if context.eventLoop.now - handler.lastReceived > handler.configuration.heartbeatTimeout {
+            switch handler.liveness.tick(at: context.eventLoop.now.nanoseconds) {
+            case .quiet:
+                break
+            case .ping:
+                // (In a room of 64, 63 links' heartbeats both ways were about 1 % of a core per member:
+                // `LinkLiveness` pings only when nothing but PONGs was heard.)
+                handler.write(.ping(UInt64.random(in: 0...UInt64.max)), context: context)
+            case .noHeartbeat:
                 handler.closeReason = handler.closeReason ?? .timedOut
                 handler.fail(.closed, context: context, goodbye: .init(reason: .timeout, text: "no heartbeat"))
                 task.cancel()
-                return
-            }
-            if handler.pendingOutput > 0, context.eventLoop.now - handler.outputWaitingSince > handler.configuration.outputStall {
+            case .stalled:
                 let seconds = handler.configuration.outputStall.nanoseconds / 1_000_000_000
                 handler.stopReading("output waited \(seconds) s with none of it read", context: context)
                 task.cancel()
-                return
             }
-            // Only when no frame but PONGs arrived for an interval. A link in use, or whose peer pings,
-            // needs no PING from us (the peer pings when it hears nothing but PONGs, and hears ours): an
-            // idle link settles to one side's PING and the other's PONG each interval, not two of each
-            // (in a room of 64, 63 links' heartbeats were about 1 % of a core per member), and each side
-            // still hears the other every interval.
-            guard context.eventLoop.now - handler.lastHeard >= interval else { return }
-            handler.write(.ping(UInt64.random(in: 0...UInt64.max)), context: context)
         }
     }
 
@@ -407,23 +401,17 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     /// failed because the connection closed); a write past the budget closes the connection.
     private func counted(_ bytes: Int, context: ChannelHandlerContext) -> EventLoopPromise<Void>? {
         let loop = context.eventLoop
-        if pendingOutput == 0 { outputWaitingSince = loop.now }
-        let bytes = bytes + configuration.writeOverhead
-        pendingOutput += bytes
+        let (counted, overBudget) = liveness.queued(bytes, at: loop.now.nanoseconds)
         let promise = loop.makePromise(of: Void.self)
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         promise.futureResult.whenComplete { _ in
-            let handler = bound.value.0
-            handler.pendingOutput -= bytes
-            // Some output was read: what still waits waits from now.
-            handler.outputWaitingSince = loop.now
+            bound.value.0.liveness.written(counted, at: loop.now.nanoseconds)
         }
-        if pendingOutput > configuration.outputBudget, !closed, !overBudget {
+        if overBudget, !closed {
             // Closed on the next tick, not inside the caller's send.
-            overBudget = true
             loop.execute {
                 let (handler, context) = bound.value
-                handler.stopReading("\(handler.pendingOutput >> 20) MiB of output waiting, over the budget of \(handler.configuration.outputBudget >> 20) MiB", context: context)
+                handler.stopReading("\(handler.liveness.pendingOutput >> 20) MiB of output waiting, over the budget of \(handler.configuration.outputBudget >> 20) MiB", context: context)
             }
         }
         return promise
@@ -471,3 +459,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
 /// `PeerConnectionHandler` is used only on its channel's event loop.
 @available(*, unavailable)
 extension PeerConnectionHandler: Sendable {}
+
+extension NIODeadline {
+    /// The loop's clock as `LinkLiveness` takes it.
+    fileprivate var nanoseconds: Int64 { Int64(clamping: uptimeNanoseconds) }
+}

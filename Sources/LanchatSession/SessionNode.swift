@@ -143,8 +143,9 @@ public actor SessionNode {
     /// they are on disk: whether they committed (and synced), and whether they went first.
     func performOwn(_ plan: SessionStateMachine.SendPlan, _ actions: [SessionAction], in room: RoomID, mayGoFirst: Bool) async -> (committed: Bool, wentFirst: Bool) {
         let first = plan.messages.first?.sequence ?? 0
-        // (Not while frames of earlier batches wait for a sync: they would be overtaken.)
-        let ahead = mayGoFirst && afterSync.isEmpty && storedThrough[room].map { $0 + 1 == first } == true
+        // (Not while frames of earlier batches other than acknowledgements wait for a sync: they would be
+        // overtaken. An ACK overtaken changes nothing: it only ends the peer's retransmits.)
+        let ahead = mayGoFirst && afterSync.onlyAcknowledgementsWait && storedThrough[room].map { $0 + 1 == first } == true
         guard perform(actions, allOrNothing: true, sendFirst: ahead) else {
             engine.sendNotStored(plan)
             return (false, ahead)
@@ -377,7 +378,13 @@ public actor SessionNode {
         }
         // Nothing leaves before what was committed before it is on disk.
         if let after = ticket ?? syncPending {
-            if !later.isEmpty { afterSync.append(after) { [committed] synced in self.performLater(later, committed: committed && synced) } }
+            if !later.isEmpty {
+                let acknowledgements = later.allSatisfy { action in
+                    guard case .send(_, let frames) = action else { return false }
+                    return frames.allSatisfy { if case .ack = $0 { true } else { false } }
+                }
+                afterSync.append(after, frames: !acknowledgements) { [committed] synced in self.performLater(later, committed: committed && synced) }
+            }
         } else {
             performLater(later, committed: committed)
         }
@@ -474,7 +481,7 @@ public actor SessionNode {
     /// Waits until what was performed so far is done (its syncs included); returns whether they synced.
     func settled() async -> Bool {
         guard let last = syncPending else { return true }
-        return await withCheckedContinuation { waiter in afterSync.append(last) { waiter.resume(returning: $0) } }
+        return await withCheckedContinuation { waiter in afterSync.append(last, frames: false) { waiter.resume(returning: $0) } }
     }
 
     private func apply(_ operation: StoreOperation, inserted: inout Set<String>) throws {
@@ -525,22 +532,28 @@ public actor SessionNode {
 struct SyncQueue {
     struct Waiting {
         var ticket: UInt64
+        /// It holds frames other than ACKs.
+        var frames: Bool
         var work: (_ synced: Bool) -> Void
     }
 
     private var items: [Waiting] = []
     private var head = 0
+    private var holdingFrames = 0
 
     var first: Waiting? { head < items.count ? items[head] : nil }
-    var isEmpty: Bool { head == items.count }
+    /// Nothing waits but acknowledgements (and waiters with no frames).
+    var onlyAcknowledgementsWait: Bool { holdingFrames == 0 }
 
-    mutating func append(_ ticket: UInt64, _ work: @escaping (_ synced: Bool) -> Void) {
-        items.append(Waiting(ticket: ticket, work: work))
+    mutating func append(_ ticket: UInt64, frames: Bool, _ work: @escaping (_ synced: Bool) -> Void) {
+        items.append(Waiting(ticket: ticket, frames: frames, work: work))
+        if frames { holdingFrames += 1 }
     }
 
     mutating func popFirst() -> Waiting? {
         guard head < items.count else { return nil }
         let item = items[head]
+        if item.frames { holdingFrames -= 1 }
         head += 1
         if head == items.count {
             items.removeAll(keepingCapacity: true)
