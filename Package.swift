@@ -50,17 +50,27 @@ let package = Package(
         .target(name: "LanchatTerminal"),
         .target(name: "LanchatWire", dependencies: ["LanchatCore", .product(name: "NIOCore", package: "swift-nio")]),
         .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire", "LanchatTransfer", .product(name: "NIOCore", package: "swift-nio")]),
+        // Connections to peers: dialing and accepting (TLS or plain, sniffed), the HELLO handshake, framing,
+        // and their liveness (heartbeats, the output budget: `LinkLiveness`, pure).
         .target(
-            name: "LanchatSession",
+            name: "LanchatTransport",
             dependencies: [
-                "LanchatCore", "LanchatEngine", "LanchatWire", "LanchatSecurity", "LanchatStore", "LanchatTransfer",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
+                "LanchatCore", "LanchatEngine", "LanchatWire", "LanchatSecurity",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .target(
+            name: "LanchatSession",
+            dependencies: [
+                "LanchatCore", "LanchatEngine", "LanchatWire", "LanchatSecurity", "LanchatStore", "LanchatTransfer", "LanchatTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .target(
@@ -83,7 +93,7 @@ let package = Package(
             name: "LanchatDaemon",
             dependencies: [
                 "DNSSD", "LanchatCore", "LanchatEngine", "LanchatIdentity", "LanchatDiscovery", "LanchatControl", "LanchatSecurity", "LanchatSession",
-                "LanchatWire", "LanchatStore",
+                "LanchatTransport", "LanchatWire", "LanchatStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -109,7 +119,7 @@ let package = Package(
         .executableTarget(
             name: "lanchat-bench",
             dependencies: [
-                "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
+                "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatTransport", "LanchatWire",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -132,9 +142,18 @@ let package = Package(
             dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
         .testTarget(
+            name: "LanchatTransportTests",
+            dependencies: [
+                "LanchatCore", "LanchatEngine", "LanchatTransport", "LanchatWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "LanchatSessionTests",
             dependencies: [
-                "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
+                "LanchatCore", "LanchatEngine", "LanchatSession", "LanchatStore", "LanchatSecurity", "LanchatIdentity", "LanchatTransport", "LanchatWire",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

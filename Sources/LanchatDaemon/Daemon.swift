@@ -9,6 +9,7 @@ import LanchatIdentity
 import LanchatSecurity
 import LanchatSession
 import LanchatStore
+import LanchatTransport
 import LanchatWire
 import Logging
 import NIOCore

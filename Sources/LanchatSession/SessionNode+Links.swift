@@ -3,6 +3,7 @@ import LanchatCore
 import LanchatEngine
 import LanchatSecurity
 import LanchatStore
+import LanchatTransport
 import LanchatWire
 import Logging
 import NIOCore

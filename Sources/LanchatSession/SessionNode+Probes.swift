@@ -1,5 +1,6 @@
 import LanchatCore
 import LanchatEngine
+import LanchatTransport
 import NIOCore
 
 /// Probe connections (`lanchat ping`): answered, never a peer's link.

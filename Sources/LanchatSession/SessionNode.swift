@@ -3,6 +3,7 @@ import LanchatCore
 import LanchatEngine
 import LanchatSecurity
 import LanchatStore
+import LanchatTransport
 import LanchatWire
 import Logging
 import NIOCore
@@ -75,8 +76,8 @@ public actor SessionNode {
         }
     }
 
-    /// A live connection to a peer. Used only on the node's executor (its event loop).
-    final class Link: @unchecked Sendable {
+    /// A live connection to a peer.
+    final class Link: Sendable {
         let handle: LinkHandle
         let connection: PeerConnector.Connection
         let peer: SessionPeer

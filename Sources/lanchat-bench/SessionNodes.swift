@@ -6,6 +6,7 @@ import LanchatIdentity
 import LanchatSecurity
 import LanchatSession
 import LanchatStore
+import LanchatTransport
 import LanchatWire
 import Logging
 import NIOCore

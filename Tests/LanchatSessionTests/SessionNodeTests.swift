@@ -5,6 +5,7 @@ import LanchatIdentity
 import LanchatSecurity
 @testable import LanchatSession
 @testable import LanchatStore
+import LanchatTransport
 import LanchatWire
 import Logging
 import NIOCore

@@ -1,4 +1,5 @@
 import LanchatSession
+import LanchatTransport
 import Logging
 import NIOCore
 import NIOPosix

@@ -5,6 +5,7 @@ import LanchatCore
 import LanchatDiscovery
 import LanchatSecurity
 import LanchatSession
+import LanchatTransport
 import Logging
 import NIOCore
 import ServiceLifecycle

@@ -1,6 +1,6 @@
 import LanchatCore
 import LanchatEngine
-@testable import LanchatSession
+@testable import LanchatTransport
 import LanchatWire
 import NIOConcurrencyHelpers
 import NIOCore

@@ -27,13 +27,10 @@ public struct PeerConnector: Sendable {
         self.group = group
     }
 
-    /// The connection's handler, kept by reference so that it can be reached after the channel has
-    /// closed and its pipeline was torn down (events that waited are still delivered). Used only on the
-    /// channel's event loop.
-    final class HandlerReference: @unchecked Sendable {
-        let handler: PeerConnectionHandler
-        init(_ handler: PeerConnectionHandler) { self.handler = handler }
-    }
+    /// The connection's handler, kept so that it can be reached after the channel has closed and its
+    /// pipeline was torn down (events that waited are still delivered); bound to the channel's event loop
+    /// (made and used only there).
+    typealias HandlerReference = NIOLoopBound<PeerConnectionHandler>
 
     /// An open, handshaken connection.
     public struct Connection: Sendable {
@@ -58,7 +55,7 @@ public struct PeerConnector: Sendable {
         /// Runs `body` with the handler on the event loop (now, if we are on it).
         private func onLoop(_ body: @escaping @Sendable (PeerConnectionHandler) -> Void) {
             let reference = self.reference
-            if channel.eventLoop.inEventLoop { body(reference.handler) } else { channel.eventLoop.execute { body(reference.handler) } }
+            if channel.eventLoop.inEventLoop { body(reference.value) } else { channel.eventLoop.execute { body(reference.value) } }
         }
         /// Sets who gets the frames from the peer and, last, why the connection ended: `consumer` is
         /// called on the connection's event loop, in order. Events before this call wait for it.
@@ -133,6 +130,7 @@ public struct PeerConnector: Sendable {
         var configuration = PeerConnectionHandler.Configuration(hello: hello, encrypted: useTLS, advertisedID: expected?.rawValue)
         configuration.heartbeatInterval = heartbeatInterval
         configuration.heartbeatTimeout = heartbeatTimeout
+        let handlerConfiguration = configuration
         let tls = self.tls
         let reference = NIOLockedValueBox<HandlerReference?>(nil)
         let channel: Channel
@@ -150,8 +148,8 @@ public struct PeerConnector: Sendable {
                                 }
                             })
                         }
-                        let handler = PeerConnectionHandler(configuration: configuration, certificateID: certificateID, established: established)
-                        reference.withLockedValue { $0 = HandlerReference(handler) }
+                        let handler = PeerConnectionHandler(configuration: handlerConfiguration, certificateID: certificateID, established: established)
+                        reference.withLockedValue { $0 = HandlerReference(handler, eventLoop: channel.eventLoop) }
                         try channel.pipeline.syncOperations.addHandler(handler)
                     }
                 }
@@ -291,7 +289,7 @@ public struct PeerConnector: Sendable {
         let connection = PeerConnectionHandler(
             configuration: .init(hello: hello, encrypted: encrypted, advertisedID: nil, heartbeatInterval: heartbeatInterval, heartbeatTimeout: heartbeatTimeout),
             certificateID: certificateID, established: promise)
-        let reference = HandlerReference(connection)
+        let reference = HandlerReference(connection, eventLoop: channel.eventLoop)
         promise.futureResult.whenComplete { result in
             deadline.cancel()
             // With `optional`, the TLS handler is in the pipeline only if the caller chose TLS.

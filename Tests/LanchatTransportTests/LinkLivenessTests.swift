@@ -1,4 +1,4 @@
-@testable import LanchatSession
+@testable import LanchatTransport
 import Testing
 
 /// `LinkLiveness` as tables: what the heartbeat's tick says after what arrived, and what the output
