@@ -22,6 +22,12 @@ extension SessionStateMachine {
         for room in presenceState.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("presence or typing state is kept for \(room), a room we are not in")
         }
+        for room in roomMeta.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+            faults.append("metadata is kept for \(room), a room we are not in")
+        }
+        if roomMeta.closedRoomsKept > MetadataBook.maximumClosedRooms {
+            faults.append("\(roomMeta.closedRoomsKept) closed rooms kept, past \(MetadataBook.maximumClosedRooms)")
+        }
         return faults
     }
 

@@ -39,8 +39,7 @@ extension SessionStateMachine {
         let joining = rooms[room] == nil
         if joining {
             rooms[room] = Room()
-            joinedAt[room] = now.wall
-            closedRooms[room] = nil
+            roomMeta.joined(room, at: now.wall)
             ownProof(room, inviter: link.peer.id, at: now)
             notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
         }
@@ -378,7 +377,6 @@ extension SessionStateMachine {
                 out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= WireFrame.proofsVersion ? signed : nil))]))
             }
         }
-        joinedAt[room] = nil
         ownProofs[room] = nil
         unanswered.removeAll { $0.room == room }
         // Invitations we sent to it are answered for: an acceptance coming late must not bring the room back.

@@ -151,14 +151,11 @@ public struct SessionStateMachine: Sendable {
     var refusedIntroductions: Set<PeerID> = []
     /// Presence and typing (`+Presence`, `PresenceMachine`).
     var presenceState = PresenceMachine()
-    /// Room metadata (`+Metadata`): the winning entry of each key, deletions included.
-    var meta: [RoomID: [String: WireFrame.MetaEntry]] = [:]
+    /// Room metadata and its administration (`+Metadata`, `+Admin`, `MetadataBook`): the winning entry of
+    /// each key, when we joined each room, and the closings of rooms we left because they were closed.
+    var roomMeta = MetadataBook()
     /// Topics (`+Topics`, `TopicMachine`).
     var topics = TopicMachine()
-    /// Administration (`+Admin`): when we joined each room (our clock), and the closing of rooms we left
-    /// because an administrator closed them (at most 64), for members that come back unaware.
-    var joinedAt: [RoomID: Int64] = [:]
-    var closedRooms: [RoomID: WireFrame.MetaEntry] = [:]
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -179,7 +176,6 @@ public struct SessionStateMachine: Sendable {
         known = restored.knownPeers
         keyed = restored.keyedPeers
         sequences = restored.lastSequences
-        joinedAt = restored.joinedAt
         for (room, members) in restored.rooms {
             var state = Room()
             for member in members {
@@ -195,24 +191,7 @@ public struct SessionStateMachine: Sendable {
             }
             rooms[room] = state
         }
-        // The administration's keys first, then the rest, each within what a receiver keeps (the creator's
-        // and the other administrators' entries, `2 * maximumReservedKeys` each, the creator's record apart;
-        // `2 * maximumMetaKeys` ordinary ones): whatever the key order, no ordinary key pushes out a removal.
-        // What a store holds beyond those (an older file, or one edited) is not loaded.
-        var restoredCounts: [RoomID: (reserved: Int, ordinary: Int)] = [:]
-        for stored in restored.metadata.filter({ Self.isReservedKey($0.key) }) + restored.metadata.filter({ !Self.isReservedKey($0.key) }) {
-            let reserved = Self.isReservedKey(stored.key)
-            guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key), rooms[room] != nil, meta[room]?[stored.key] == nil,
-                  stored.key == Self.creatorKey || (reserved ? restoredCounts[room]?.reserved ?? 0 < 4 * Self.maximumReservedKeys
-                                                             : restoredCounts[room]?.ordinary ?? 0 < 2 * Self.maximumMetaKeys),
-                  stored.version <= Self.maximumMetaNumber else { continue }
-            restoredCounts[room, default: (0, 0)].reserved += reserved && stored.key != Self.creatorKey ? 1 : 0
-            restoredCounts[room, default: (0, 0)].ordinary += reserved ? 0 : 1
-            meta[room, default: [:]][stored.key] = WireFrame.MetaEntry(
-                key: stored.key, value: stored.value, deleted: stored.deleted, version: stored.version,
-                timestampMilliseconds: UInt64(max(0, stored.timestamp)), author: stored.authorID,
-                signature: Signature(key: stored.authorKey, bytes: stored.signature))
-        }
+        roomMeta = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
         for leave in restored.leaves {
             guard let room = RoomID(leave.room), let peer = PeerID(leave.peerID) else { continue }
             if peer == configuration.ownID { ownLeaves[room] = leave.timestamp } else { signedLeaves[RoomMember(room: room, peer: peer)] = leave.timestamp }
