@@ -134,7 +134,7 @@ extension SessionStateMachine {
         let because = entry.value.isEmpty ? "" : ": \(entry.value)"
         if entry.key == Self.closedKey {
             // (Not a closing older than our joining: it is about an earlier room of that name.)
-            guard roomMeta.closes(entry, room, proofTime: ownProofs[room]?.timestampMilliseconds) else { return }
+            guard roomMeta.closes(entry, room, proofTime: membership.ownProof(room)?.timestampMilliseconds) else { return }
             leaveRoom(room, code: "closed", reason: "\(room) was closed by \(name)\(because)", tell: false, at: now, &out)
             return
         }

@@ -205,8 +205,7 @@ extension SessionStateMachine {
         switch outcome {
         case .expired where !answered, .unreachable:
             // The peer may have accepted and its answer been lost with the connection.
-            unanswered.append(RoomMember(room: entry.room, peer: entry.peer.id))
-            if unanswered.count > configuration.maximumUnansweredInvitations { unanswered.removeFirst() }
+            membership.unanswered(RoomMember(room: entry.room, peer: entry.peer.id), keep: configuration.maximumUnansweredInvitations)
         default:
             break
         }

@@ -157,7 +157,7 @@ extension SessionStateMachine {
         var ours: [WireFrame.MetaEntry] = []
         var enacted: [(WireFrame.MetaEntry, String)] = []
         // Who invited us (our proof says): the only member the creator's record is taken from.
-        let inviter = ownProofs[room].flatMap { PeerID($0.inviter) }
+        let inviter = membership.ownProof(room).flatMap { PeerID($0.inviter) }
         // Administration first (the creator, then administrators), so that what they wrote in the same
         // frames counts; an entry refused for its author's authority is tried once more at the end.
         var passes = [update.entries.sorted { Self.administrationOrder($0.key) < Self.administrationOrder($1.key) }]

@@ -115,40 +115,21 @@ public struct SessionStateMachine: Sendable {
     var sequences: [RoomID: UInt64] = [:]
     /// Invitations waiting both ways, and the answers we gave (`+Invitations`, `InvitationBook`).
     var invites = InvitationBook()
-    /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
-    var claims: [RoomID: [PeerID: Claim]] = [:]
+    /// Membership's bookkeeping (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): claims,
+    /// introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
+    var membership = MembershipBook()
     var redials: [PeerID: Redial] = [:]
-    /// Membership proofs from each peer checked since the last resync (`proofChecksLeft`).
-    var proofChecks: [PeerID: Int] = [:]
-    /// Who introduced each member we have not admitted ourselves (`+Membership`: `unseenIntroduced`).
-    var introducers: [RoomMember: PeerID] = [:]
     /// Peers we have had a link with while this node runs (`seen`); at most `maximumSeenLinked`.
     var seenLinked: Set<PeerID> = []
-    /// Members for whom a "left" notice was shown, so a reconnection says "rejoined".
-    var departed: Set<RoomMember> = []
     /// Reliable messages each recipient has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
     var outbox = Outbox()
     var noticeSequence: Int64 = 0
-    /// Invitations whose answer never reached us (the connection dropped, or the reply timed out):
-    /// if that peer later tells us it is in the room, it did accept, and is admitted. Oldest first,
-    /// at most `maximumUnansweredInvitations`.
-    var unanswered: [RoomMember] = []
-    /// Members that told us themselves that they are not in a room (ROOM_LEAVE), until when: another
-    /// member's stale list does not bring them back meanwhile; only a direct admission does.
-    var tombstones: [RoomMember: Int64] = [:]
     /// Histories both ways (`HistoryExchange`): the door each room we join keeps for its inviter's
     /// history (one history per join), the newcomers owed one (HISTORY_REQUEST is answered once per join,
     /// not on demand), and relay's SYNC_REQUESTs asked and answered.
     var histories = HistoryExchange()
     /// Peers told about once on their connection for a live message refused for its signature.
     var refusedLive: Set<PeerID> = []
-    /// Membership with provenance (`+Proofs`): our own proof per room, when we last left each room,
-    /// the signed leaves of others we hold (when each left; at most `maximumTombstones`), and peers told
-    /// about once on their connection for introducing members without proofs.
-    var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
-    var ownLeaves: [RoomID: UInt64] = [:]
-    var signedLeaves: [RoomMember: UInt64] = [:]
-    var refusedIntroductions: Set<PeerID> = []
     /// Presence and typing (`+Presence`, `PresenceMachine`).
     var presenceState = PresenceMachine()
     /// Room metadata and its administration (`+Metadata`, `+Admin`, `MetadataBook`): the winning entry of
@@ -176,6 +157,7 @@ public struct SessionStateMachine: Sendable {
         known = restored.knownPeers
         keyed = restored.keyedPeers
         sequences = restored.lastSequences
+        var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
         for (room, members) in restored.rooms {
             var state = Room()
             for member in members {
@@ -192,10 +174,7 @@ public struct SessionStateMachine: Sendable {
             rooms[room] = state
         }
         roomMeta = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
-        for leave in restored.leaves {
-            guard let room = RoomID(leave.room), let peer = PeerID(leave.peerID) else { continue }
-            if peer == configuration.ownID { ownLeaves[room] = leave.timestamp } else { signedLeaves[RoomMember(room: room, peer: peer)] = leave.timestamp }
-        }
+        membership = MembershipBook(restoring: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox.queue([entry.message], in: entry.room, for: entry.peer)
         }
