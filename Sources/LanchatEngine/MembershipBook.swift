@@ -1,18 +1,22 @@
 import LanchatCore
 import LanchatWire
 
-/// Membership's bookkeeping (issue 29: a machine that owns its state; the rules are in `+Membership`,
+/// Membership and its bookkeeping (issue 29: a machine that owns its state; the rules are in `+Membership`,
 /// `+Proofs`, `+Introductions` and `+Relay`, which route frames here and turn its answers into actions):
 /// the claims of peers not yet members, who introduced each member we have not seen, the members shown as
 /// left, the invitations whose answer never reached us, the tombstones of members that left, our own
 /// proofs and leaves, the signed leaves of others, and what each peer made us check or was told once.
-/// Who is in each room (`SessionStateMachine.rooms`) is not here: what it needs of it, and of the links,
-/// is passed in.
+/// And who is in each room we are in, with their proofs (`rooms`). What it needs of the links, the
+/// metadata and the configuration is passed in; the rules for who gets in are the extensions'.
 struct MembershipBook: Sendable {
     typealias RoomMember = SessionStateMachine.RoomMember
     typealias Claim = SessionStateMachine.Claim
+    typealias Room = SessionStateMachine.Room
+    typealias Member = SessionStateMachine.Member
     private typealias Engine = SessionStateMachine
 
+    /// The rooms we are in: their members as we know them, and the members' proofs we hold.
+    private(set) var rooms: [RoomID: Room] = [:]
     /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
     private var claims: [RoomID: [PeerID: Claim]] = [:]
     /// Who introduced each member we have not admitted ourselves (`SessionStateMachine.unseenIntroduced`);
@@ -45,8 +49,10 @@ struct MembershipBook: Sendable {
 
     init() {}
 
-    /// What the store held: our own proofs (`ownProofs`), and the signed leaves, ours (by `ownID`) and members'.
-    init(restoring ownProofs: [RoomID: WireFrame.MembershipProof], leaves: [StoredLeave], ownID: PeerID) {
+    /// What the store held: the rooms, our own proofs (`ownProofs`), and the signed leaves, ours (by
+    /// `ownID`) and members'.
+    init(restoring rooms: [RoomID: Room], ownProofs: [RoomID: WireFrame.MembershipProof], leaves: [StoredLeave], ownID: PeerID) {
+        self.rooms = rooms
         self.ownProofs = ownProofs
         for leave in leaves {
             guard let room = RoomID(leave.room), let peer = PeerID(leave.peerID) else { continue }
@@ -55,6 +61,26 @@ struct MembershipBook: Sendable {
     }
 
     // MARK: Joining and leaving
+
+    /// We are in `room` (we made or joined it, or a member was admitted to it): kept, with no members if new.
+    mutating func enter(_ room: RoomID) {
+        if rooms[room] == nil { rooms[room] = Room() }
+    }
+
+    /// We are no longer in `room`: what we held of it, if we were. (Its bookkeeping goes with `left`.)
+    mutating func drop(_ room: RoomID) -> Room? { rooms.removeValue(forKey: room) }
+
+    /// `peer` is a member of `room` (we are in it) as `member` says (new, or its name and addresses updated).
+    mutating func setMember(_ member: Member, _ peer: PeerID, in room: RoomID) { rooms[room]!.members[peer] = member }
+
+    /// `peer`'s proof for `room` (we are in it), as we hold it.
+    mutating func setProof(_ proof: WireFrame.MembershipProof?, of peer: PeerID, in room: RoomID) { rooms[room]!.proofs[peer] = proof }
+
+    /// `peer` is no longer a member of `room`, nor is its proof held.
+    mutating func removeMember(_ peer: PeerID, from room: RoomID) {
+        rooms[room]?.members[peer] = nil
+        rooms[room]?.proofs[peer] = nil
+    }
 
     /// `member` is admitted: neither shown as left nor buried any more.
     mutating func admitted(_ member: RoomMember) {
@@ -251,7 +277,7 @@ struct MembershipBook: Sendable {
     // MARK: Consistency
 
     /// Rooms whose claims, introductions or departures are kept here (for the consistency check).
-    var rooms: Set<RoomID> {
+    var roomsKept: Set<RoomID> {
         Set(claims.keys).union(introducers.keys.map(\.room)).union(departed.map(\.room))
     }
 

@@ -25,7 +25,7 @@ extension SessionStateMachine {
         for room in roomMeta.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("metadata is kept for \(room), a room we are not in")
         }
-        for room in membership.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+        for room in membership.roomsKept.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("claims, introductions or departures are kept for \(room), a room we are not in")
         }
         if membership.claimCount > configuration.maximumClaims || membership.claimBytes > Self.maximumClaimBytes {

@@ -29,7 +29,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard peer.id != configuration.ownID else { return (.finished(.refused("that is this daemon")), out) }
         if rooms[room] == nil {
-            rooms[room] = Room()
+            membership.enter(room)
             roomMeta.joined(room, at: now.wall)
             saveRoom(room, &out)
             notice(room, "you created \(room)", at: now, &out)

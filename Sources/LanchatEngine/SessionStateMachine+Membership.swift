@@ -38,7 +38,7 @@ extension SessionStateMachine {
         // likes, each time with a history; and claim a room that has no record.)
         let joining = rooms[room] == nil
         if joining {
-            rooms[room] = Room()
+            membership.enter(room)
             roomMeta.joined(room, at: now.wall)
             ownProof(room, inviter: link.peer.id, at: now)
             notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
@@ -60,7 +60,7 @@ extension SessionStateMachine {
     }
 
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
-        if rooms[room] == nil { rooms[room] = Room() }
+        membership.enter(room)
         guard rooms[room]!.members[peer.id] == nil, rooms[room]!.members.count < configuration.maximumRoomMembers,
               removalTime(peer.id, in: room) == nil else { return }
         var member = Member(name: peer.name, port: 0, addresses: [])
@@ -70,7 +70,7 @@ extension SessionStateMachine {
         } else if let remote = link.remoteAddress {
             member.addresses = [remote]
         }
-        rooms[room]!.members[peer.id] = member
+        membership.setMember(member, peer.id, in: room)
         if links.entry(peer.id)?.authenticated == true { markKeyed(peer.id, &out) }
         noteSeen(peer.id)
         membership.admitted(RoomMember(room: room, peer: peer.id))
@@ -135,8 +135,7 @@ extension SessionStateMachine {
         _ room: RoomID, _ peer: SessionPeer, reason: String, code: String = "left", keepQueued: Bool = false, at now: EngineTime,
         _ out: inout [SessionAction]
     ) {
-        rooms[room]?.members[peer.id] = nil
-        rooms[room]?.proofs[peer.id] = nil
+        membership.removeMember(peer.id, from: room)
         membership.removed(RoomMember(room: room, peer: peer.id))
         histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
@@ -225,7 +224,7 @@ extension SessionStateMachine {
                 guard id == link.peer.id else { continue }
                 if member.port > 0 { known.port = Int(member.port) }
                 if !addresses.isEmpty { known.addresses = Array((addresses + known.addresses).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.prefix(8)) }
-                rooms[room]!.members[id] = known
+                membership.setMember(known, id, in: room)
                 continue
             }
             guard (rooms[room]?.members.count ?? 0) < configuration.maximumRoomMembers else { continue }
@@ -244,11 +243,11 @@ extension SessionStateMachine {
                     unproven += 1
                     continue
                 }
-                rooms[room]!.proofs[id] = member.proof
+                membership.setProof(member.proof, of: id, in: room)
             }
             if hearsay { membership.introduced(RoomMember(room: room, peer: id), by: link.peer.id) }
             noteSeen(id)
-            rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
+            membership.setMember(Member(name: member.name, port: Int(member.port), addresses: addresses), id, in: room)
             introduced.append(id)
             notice(room, "\(member.name) joined", at: now, &out)
             let state: SessionPeerState = links.isLinked(id) ? .connected : .connecting
@@ -324,7 +323,7 @@ extension SessionStateMachine {
     /// We leave `room`: `tell`, the connected members hear it (signed); `reason` is the notice, and with
     /// `code` the event that tells programs why (`left`, `removed`, `closed`).
     mutating func leaveRoom(_ room: RoomID, code: String, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard let state = rooms.removeValue(forKey: room) else { return }
+        guard let state = membership.drop(room) else { return }
         histories.forgetOwed { $0.room == room }
         if tell {
             let signed = signLeave(room, at: now, &out)

@@ -48,7 +48,7 @@ extension SessionStateMachine {
         let held = rooms[room]?.proofs[member]
         if let held, held.timestampMilliseconds >= proof.timestampMilliseconds { return false }
         guard verifies(proof, of: member, in: room) else { return false }
-        rooms[room]!.proofs[member] = proof
+        membership.setProof(proof, of: member, in: room)
         return held == nil
     }
 

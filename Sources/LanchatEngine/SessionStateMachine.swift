@@ -111,12 +111,13 @@ public struct SessionStateMachine: Sendable {
     public internal(set) var keyed: Set<PeerID>
     var links = LinkTable()
     var timers = TimerTable()
-    var rooms: [RoomID: Room] = [:]
+    /// Who is in each room we are in (`MembershipBook` keeps it; its methods change it).
+    var rooms: [RoomID: Room] { membership.rooms }
     var sequences: [RoomID: UInt64] = [:]
     /// Invitations waiting both ways, and the answers we gave (`+Invitations`, `InvitationBook`).
     var invites = InvitationBook()
-    /// Membership's bookkeeping (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): claims,
-    /// introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
+    /// Membership (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): the rooms and their members,
+    /// claims, introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
     var membership = MembershipBook()
     var redials: [PeerID: Redial] = [:]
     /// Peers we have had a link with while this node runs (`seen`); at most `maximumSeenLinked`.
@@ -158,6 +159,7 @@ public struct SessionStateMachine: Sendable {
         keyed = restored.keyedPeers
         sequences = restored.lastSequences
         var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
+        var rooms: [RoomID: Room] = [:]
         for (room, members) in restored.rooms {
             var state = Room()
             for member in members {
@@ -174,7 +176,7 @@ public struct SessionStateMachine: Sendable {
             rooms[room] = state
         }
         roomMeta = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
-        membership = MembershipBook(restoring: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
+        membership = MembershipBook(restoring: rooms, ownProofs: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox.queue([entry.message], in: entry.room, for: entry.peer)
         }
