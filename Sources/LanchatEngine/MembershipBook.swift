@@ -76,11 +76,6 @@ struct MembershipBook: Sendable {
     /// `peer`'s proof for `room` (we are in it), as we hold it.
     mutating func setProof(_ proof: WireFrame.MembershipProof?, of peer: PeerID, in room: RoomID) { rooms[room]!.proofs[peer] = proof }
 
-    /// `peer` is no longer a member of `room`, nor is its proof held.
-    mutating func removeMember(_ peer: PeerID, from room: RoomID) {
-        rooms[room]?.members[peer] = nil
-        rooms[room]?.proofs[peer] = nil
-    }
 
     /// `member` is admitted: neither shown as left nor buried any more.
     mutating func admitted(_ member: RoomMember) {
@@ -88,8 +83,11 @@ struct MembershipBook: Sendable {
         tombstones[member] = nil
     }
 
-    /// `member` was removed from its room: nobody introduced it, and it is not shown as left.
-    mutating func removed(_ member: RoomMember) {
+    /// `member` is no longer a member of its room: neither it nor its proof is held, nobody introduced it,
+    /// and it is not shown as left.
+    mutating func remove(_ member: RoomMember) {
+        rooms[member.room]?.members[member.peer] = nil
+        rooms[member.room]?.proofs[member.peer] = nil
         introducers[member] = nil
         departed.remove(member)
     }

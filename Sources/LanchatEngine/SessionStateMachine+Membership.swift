@@ -135,8 +135,7 @@ extension SessionStateMachine {
         _ room: RoomID, _ peer: SessionPeer, reason: String, code: String = "left", keepQueued: Bool = false, at now: EngineTime,
         _ out: inout [SessionAction]
     ) {
-        membership.removeMember(peer.id, from: room)
-        membership.removed(RoomMember(room: room, peer: peer.id))
+        membership.remove(RoomMember(room: room, peer: peer.id))
         histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
