@@ -20,12 +20,12 @@ import LanchatWire
 /// So that no member can block administration (issue 28, item 2):
 /// - The creator's word outranks: of two entries of `admin.<id>`, `removed.<id>` or `closed`, one written
 ///   by the creator (as we hold its record) replaces one by anyone else whatever their versions, and an
-///   administrator's write over the creator's is refused (`outranks`). An administrator therefore cannot
+///   administrator's write over the creator's is refused (`MetadataBook.outranks`). An administrator therefore cannot
 ///   undo its removal or demotion by the creator, nor have a member it named do it, however far ahead it
 ///   writes; only the creator lifts the creator's removals, and what the creator last wrote of a member
 ///   (invited back, demoted) only the creator changes. (A total order: `wins` among the creator's entries
 ///   and among the others'; an exception for the creator's lifts would make a cycle.)
-/// - These keys never count against the ordinary keys' budgets, and have their own (`reservedRefusal`):
+/// - These keys never count against the ordinary keys' budgets, and have their own (`MetadataBook.reservedRefusal`):
 ///   the creator's entries at most `maximumReservedKeys` (512), the other administrators' together at most
 ///   512 and each at most `maximumReservedKeysPerAdministrator` (64); a receiver takes twice each. A
 ///   key the room holds is always rewritten (no budget: it grows nothing), and their deletions are never
@@ -44,76 +44,21 @@ extension SessionStateMachine {
     /// The administration's entries each administrator but the creator holds at most (a receiver: twice).
     public static let maximumReservedKeysPerAdministrator = 64
 
-    /// Why a new key of the administration's (one `room` holds no entry for) written by `author` does not
-    /// fit, if it does not (`factor` 1 at the writer, 2 at a receiver). The creator's record always fits.
-    func reservedRefusal(_ key: String, by author: String, in room: RoomID, factor: Int) -> String? {
-        guard key != Self.creatorKey else { return nil }
-        let reserved = (meta[room] ?? [:]).values.filter { Self.isReservedKey($0.key) && $0.key != Self.creatorKey }
-        let creator = creator(of: room)?.rawValue
-        let own = reserved.filter { $0.author == author }.count
-        if author == creator {
-            return own < factor * Self.maximumReservedKeys ? nil : "room \(room)'s creator holds \(own) entries of its administration; the limit is \(factor * Self.maximumReservedKeys)"
-        }
-        guard own < factor * Self.maximumReservedKeysPerAdministrator else {
-            return "\(author.prefix(8)) holds \(own) entries of room \(room)'s administration; the limit is \(factor * Self.maximumReservedKeysPerAdministrator) an administrator"
-        }
-        let others = reserved.filter { $0.author != creator }.count
-        guard others < factor * Self.maximumReservedKeys else {
-            return "room \(room)'s administrators hold \(others) entries of its administration; the limit is \(factor * Self.maximumReservedKeys) (the creator's apart)"
-        }
-        return nil
-    }
-
     /// Keys only `remove`, `close`, `setAdmin` and room creation write.
     public static func isReservedKey(_ key: String) -> Bool {
         key == closedKey || key.hasPrefix(adminPrefix) || key.hasPrefix(removedPrefix)
     }
 
     /// Who made `room` (as the first record of it we hold says), if anyone we know of.
-    public func creator(of room: RoomID) -> PeerID? {
-        meta[room]?[Self.creatorKey].flatMap { $0.deleted ? nil : PeerID($0.value) }
-    }
+    public func creator(of room: RoomID) -> PeerID? { roomMeta.creator(of: room) }
 
     /// Who administers `room`: its creator and whom administrators named (and did not remove since).
-    public func administrators(of room: RoomID) -> Set<PeerID> {
-        var result: Set<PeerID> = []
-        if let creator = creator(of: room) { result.insert(creator) }
-        for (key, entry) in meta[room] ?? [:] where key != Self.creatorKey && key.hasPrefix(Self.adminPrefix) && !entry.deleted {
-            if let id = PeerID(String(key.dropFirst(Self.adminPrefix.count))), removalTime(id, in: room) == nil { result.insert(id) }
-        }
-        return result
-    }
+    public func administrators(of room: RoomID) -> Set<PeerID> { roomMeta.administrators(of: room) }
 
     public func isAdministrator(_ id: PeerID, of room: RoomID) -> Bool { administrators(of: room).contains(id) }
 
-    /// When we joined `room` (or made it), by our clock: an administrator's closing older than that is
-    /// about an earlier room of that name.
-    func ownJoinTime(_ room: RoomID) -> UInt64 {
-        UInt64(max(0, joinedAt[room] ?? Int64(clamping: ownProofs[room]?.timestampMilliseconds ?? 0)))
-    }
-
     /// When an administrator removed `member` from `room` (a live `removed.<id>` entry), if it did.
-    func removalTime(_ member: PeerID, in room: RoomID) -> UInt64? {
-        guard let entry = meta[room]?[Self.removedPrefix + member.rawValue], !entry.deleted else { return nil }
-        return entry.timestampMilliseconds
-    }
-
-    /// Whether a received entry may be taken: true for ordinary keys; for the reserved ones, by its
-    /// author's authority as we hold it.
-    func authorized(_ entry: WireFrame.MetaEntry, in room: RoomID, from sender: PeerID) -> Bool {
-        guard Self.isReservedKey(entry.key), let author = PeerID(entry.author) else { return true }
-        if entry.key == Self.creatorKey {
-            // Only as we join, from the member that invited us: nobody can claim a room that has no record
-            // later (one made by an older lanchat), and a member can fool only those it invites itself.
-            guard let inviter = ownProofs[room].flatMap({ PeerID($0.inviter) }), inviter == sender else { return false }
-            return meta[room]?[Self.creatorKey] == nil && !entry.deleted && entry.value == entry.author
-        }
-        guard isAdministrator(author, of: room) else { return false }
-        if entry.key == Self.closedKey { return true }
-        let prefix = entry.key.hasPrefix(Self.adminPrefix) ? Self.adminPrefix : Self.removedPrefix
-        guard let subject = PeerID(String(entry.key.dropFirst(prefix.count))) else { return false }
-        return subject != creator(of: room)
-    }
+    func removalTime(_ member: PeerID, in room: RoomID) -> UInt64? { roomMeta.removalTime(member, in: room) }
 
     /// Removes `peer` from `room` (we must administer it): every member drops it, and its daemon leaves
     /// the room and tells its person why.
@@ -124,8 +69,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         // A removed administrator is one no longer. (One the creator named: only the creator can delete that
         // entry; the removal alone ends its rights.)
-        if let named = meta[room]?[Self.adminPrefix + peer.rawValue], !named.deleted,
-           named.author != creator(of: room)?.rawValue || configuration.ownID == creator(of: room) {
+        if roomMeta.unnamesOnRemoval(peer, in: room, by: configuration.ownID) {
             out += try writeReserved(Self.adminPrefix + peer.rawValue, nil, in: room, by: name, at: now)
         }
         return out + (try writeReserved(Self.removedPrefix + peer.rawValue, Self.reasonLine(reason), in: room, by: name, at: now))
@@ -138,7 +82,7 @@ extension SessionStateMachine {
         guard isAdministrator(configuration.ownID, of: room) else {
             throw SessionError("removed", "an administrator removed \(peer.short) from \(room): only an administrator can invite it back")
         }
-        if let creator = creator(of: room), creator != configuration.ownID, meta[room]?[Self.removedPrefix + peer.rawValue]?.author == creator.rawValue {
+        if roomMeta.onlyCreatorLifts(peer, in: room, for: configuration.ownID) {
             throw SessionError("removed", "\(room)'s creator removed \(peer.short): only the creator can invite it back")
         }
         return try writeReserved(Self.removedPrefix + peer.rawValue, nil, in: room, by: configuration.ownName, at: now)
@@ -156,7 +100,7 @@ extension SessionStateMachine {
         guard peer != creator(of: room) else { throw SessionError("refused", "\(peer.short) created \(room): it always administers it") }
         guard !on || rooms[room]?.members[peer] != nil else { throw SessionError("unknown_member", "\(peer.short) is not a member of \(room)") }
         let key = Self.adminPrefix + peer.rawValue
-        guard on || meta[room]?[key].map({ !$0.deleted }) == true else { return [] }
+        guard on || roomMeta.isNamed(peer, in: room) else { return [] }
         return try writeReserved(key, on ? "admin" : nil, in: room, by: name, at: now)
     }
 
@@ -178,8 +122,7 @@ extension SessionStateMachine {
 
     /// Our record that we made `room` (at its creation).
     mutating func recordCreation(_ room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) {
-        joinedAt[room] = now.wall
-        guard configuration.envelopes != nil, meta[room]?[Self.creatorKey] == nil,
+        guard configuration.envelopes != nil, roomMeta.entry(Self.creatorKey, in: room) == nil,
               let (_, actions) = try? writeMeta(Self.creatorKey, to: configuration.ownID.rawValue, in: room, ifVersion: nil, at: now) else { return }
         out += actions
     }
@@ -190,11 +133,8 @@ extension SessionStateMachine {
         guard !entry.deleted, rooms[room] != nil else { return }
         let because = entry.value.isEmpty ? "" : ": \(entry.value)"
         if entry.key == Self.closedKey {
-            guard entry.timestampMilliseconds >= ownJoinTime(room) else { return }
-            closedRooms[room] = entry
-            if closedRooms.count > 64, let oldest = closedRooms.min(by: { $0.value.timestampMilliseconds < $1.value.timestampMilliseconds }) {
-                closedRooms[oldest.key] = nil
-            }
+            // (Not a closing older than our joining: it is about an earlier room of that name.)
+            guard roomMeta.closes(entry, room, proofTime: membership.ownProof(room)?.timestampMilliseconds) else { return }
             leaveRoom(room, code: "closed", reason: "\(room) was closed by \(name)\(because)", tell: false, at: now, &out)
             return
         }
@@ -219,7 +159,7 @@ extension SessionStateMachine {
 
     /// A peer spoke to us of a room we left because it was closed: it hears of the closing.
     func tellClosed(_ room: RoomID, to handle: LinkHandle, _ out: inout [SessionAction]) {
-        guard let entry = closedRooms[room] else { return }
+        guard let entry = roomMeta.closing(of: room) else { return }
         out.append(.send(handle, metaFrames([entry], in: room)))
     }
 

@@ -22,6 +22,24 @@ extension SessionStateMachine {
         for room in presenceState.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("presence or typing state is kept for \(room), a room we are not in")
         }
+        for room in roomMeta.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+            faults.append("metadata is kept for \(room), a room we are not in")
+        }
+        for room in membership.roomsKept.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+            faults.append("claims, introductions or departures are kept for \(room), a room we are not in")
+        }
+        if membership.claimCount > configuration.maximumClaims || membership.claimBytes > Self.maximumClaimBytes {
+            faults.append("\(membership.claimCount) claims kept (\(membership.claimBytes) bytes), past \(configuration.maximumClaims) (\(Self.maximumClaimBytes) bytes)")
+        }
+        if membership.tombstoneCount > configuration.maximumTombstones {
+            faults.append("\(membership.tombstoneCount) tombstones kept, past \(configuration.maximumTombstones)")
+        }
+        if membership.unansweredCount > configuration.maximumUnansweredInvitations {
+            faults.append("\(membership.unansweredCount) unanswered invitations kept, past \(configuration.maximumUnansweredInvitations)")
+        }
+        if roomMeta.closedRoomsKept > MetadataBook.maximumClosedRooms {
+            faults.append("\(roomMeta.closedRoomsKept) closed rooms kept, past \(MetadataBook.maximumClosedRooms)")
+        }
         return faults
     }
 

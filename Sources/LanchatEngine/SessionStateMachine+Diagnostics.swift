@@ -28,7 +28,7 @@ extension SessionStateMachine {
     public var diagnostics: Diagnostics {
         Diagnostics(
             links: links.peers.count, dialing: links.dialing.count, pendingInvitations: invites.pending.count, outgoingInvitations: invites.outgoing.count,
-            timers: timers.deadlines.keys.sorted { $0.description < $1.description }, claims: claims.values.reduce(0) { $0 + $1.count },
+            timers: timers.deadlines.keys.sorted { $0.description < $1.description }, claims: membership.claimCount,
             redials: redials.count, outbox: outbox.total, streams: streamTable.streams.count,
             pendingStreamOpens: streamTable.pendingOpens.count, streamAcceptors: streamTable.acceptors.count,
             outgoingTransfers: transfers.outgoing.count, incomingTransfers: transfers.incoming.count)

@@ -21,38 +21,30 @@ extension SessionStateMachine {
     /// introduced it.
     mutating func noteSeen(_ peer: PeerID) {
         guard links.isLinked(peer), seenLinked.count < Self.maximumSeenLinked, seenLinked.insert(peer).inserted else { return }
-        introducers = introducers.filter { $0.key.peer != peer }
+        membership.forgetIntroducer(of: peer)
     }
-
-    /// Introductions remembered (`introducers`), at most: past it, nobody's are taken until some leave.
-    static let maximumIntroducers = 8192
 
     /// Whether a proof `peer` sent is still checked: each costs a signature check (about 55 µs on the
-    /// event loop); past `maximumProofChecks` from one peer between two resyncs (a room's worth of new
+    /// event loop); past `MembershipBook.maximumProofChecks` from one peer between two resyncs (a room's worth of new
     /// members twice over), its proofs are taken as failing without a check. Only a proof new to us, or
     /// newer than the one held, is checked: an honest resync resends what we hold and costs none.
-    func proofChecksLeft(for peer: PeerID) -> Bool {
-        (proofChecks[peer] ?? 0) < Self.maximumProofChecks
-    }
-
-    static let maximumProofChecks = 512
+    func proofChecksLeft(for peer: PeerID) -> Bool { membership.proofChecksLeft(for: peer) }
 
     /// The members of `room` that `introducer` introduced to us and that we have not been connected with.
     public func unseenIntroduced(by introducer: PeerID, in room: RoomID) -> [PeerID] {
-        introducers.filter { $0.key.room == room && $0.value == introducer && !seen($0.key.peer) && rooms[room]?.members[$0.key.peer] != nil }
-            .map(\.key.peer).sorted()
+        membership.introduced(by: introducer, in: room) { !seen($0) && rooms[room]?.members[$0] != nil }
     }
 
     /// Whether we pass `member` on to others (introductions, member lists): not while it is only a
     /// member's word to us (introduced, never connected here): so what one member made up reaches only
     /// those it tells itself, each within its `maximumUnseenIntroductions`.
     func vouchable(_ member: PeerID, in room: RoomID) -> Bool {
-        introducers[RoomMember(room: room, peer: member)] == nil || seen(member)
+        !membership.isIntroduced(RoomMember(room: room, peer: member)) || seen(member)
     }
 
     /// Tells once per connection that a member introduced more members we never saw than it may.
     mutating func reportDeferred(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
-        guard count > 0, refusedIntroductions.insert(link.peer.id).inserted else { return }
+        guard count > 0, membership.firstRefusal(of: link.peer.id) else { return }
         out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced more members to room \(room) "
             + "than the \(configuration.maximumUnseenIntroductions) not yet connected here it may (\(count) in this list): not added until those "
             + "connect (any more from it on this connection are not reported)")))

@@ -29,8 +29,8 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard peer.id != configuration.ownID else { return (.finished(.refused("that is this daemon")), out) }
         if rooms[room] == nil {
-            rooms[room] = Room()
-            closedRooms[room] = nil
+            membership.enter(room)
+            roomMeta.joined(room, at: now.wall)
             saveRoom(room, &out)
             notice(room, "you created \(room)", at: now, &out)
             recordCreation(room, at: now, &out)
@@ -205,8 +205,7 @@ extension SessionStateMachine {
         switch outcome {
         case .expired where !answered, .unreachable:
             // The peer may have accepted and its answer been lost with the connection.
-            unanswered.append(RoomMember(room: entry.room, peer: entry.peer.id))
-            if unanswered.count > configuration.maximumUnansweredInvitations { unanswered.removeFirst() }
+            membership.unanswered(RoomMember(room: entry.room, peer: entry.peer.id), keep: configuration.maximumUnansweredInvitations)
         default:
             break
         }

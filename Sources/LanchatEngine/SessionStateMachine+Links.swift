@@ -51,7 +51,7 @@ extension SessionStateMachine {
         // peer that accepts TLS and then refuses us must not be redialed at once, again and again.
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[peer.id] != nil {
             out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .connected)))
-            if departed.remove(RoomMember(room: room, peer: peer.id)) != nil { notice(room, "\(peer.name) rejoined", at: now, &out) }
+            if membership.rejoined(RoomMember(room: room, peer: peer.id)) { notice(room, "\(peer.name) rejoined", at: now, &out) }
             if let entry = links.entry(peer.id) { sendMembers(room, to: entry, at: now, &out) }
             sendMeta(room, to: handle, &out)
         }
@@ -129,7 +129,7 @@ extension SessionStateMachine {
         }
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[id] != nil {
             out.append(.emit(.memberState(room: room.rawValue, peer: entry.peer, state: .notConnected)))
-            if departed.insert(RoomMember(room: room, peer: id)).inserted {
+            if membership.departed(RoomMember(room: room, peer: id)) {
                 notice(room, "\(entry.peer.name) left: \(reason)", at: now, &out)
                 out.append(.emit(.memberLeft(room: room.rawValue, peer: entry.peer, code: Self.code(of: reason),
                                              text: "\(entry.peer.name) left: \(reason)", fatal: false)))

@@ -38,9 +38,8 @@ extension SessionStateMachine {
         // likes, each time with a history; and claim a room that has no record.)
         let joining = rooms[room] == nil
         if joining {
-            rooms[room] = Room()
-            joinedAt[room] = now.wall
-            closedRooms[room] = nil
+            membership.enter(room)
+            roomMeta.joined(room, at: now.wall)
             ownProof(room, inviter: link.peer.id, at: now)
             notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
         }
@@ -61,7 +60,7 @@ extension SessionStateMachine {
     }
 
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
-        if rooms[room] == nil { rooms[room] = Room() }
+        membership.enter(room)
         guard rooms[room]!.members[peer.id] == nil, rooms[room]!.members.count < configuration.maximumRoomMembers,
               removalTime(peer.id, in: room) == nil else { return }
         var member = Member(name: peer.name, port: 0, addresses: [])
@@ -71,11 +70,10 @@ extension SessionStateMachine {
         } else if let remote = link.remoteAddress {
             member.addresses = [remote]
         }
-        rooms[room]!.members[peer.id] = member
+        membership.setMember(member, peer.id, in: room)
         if links.entry(peer.id)?.authenticated == true { markKeyed(peer.id, &out) }
         noteSeen(peer.id)
-        departed.remove(RoomMember(room: room, peer: peer.id))
-        tombstones[RoomMember(room: room, peer: peer.id)] = nil
+        membership.admitted(RoomMember(room: room, peer: peer.id))
         saveRoom(room, &out)
         settleInvitations(from: peer.id, to: room, &out)
         notice(room, "\(peer.name) joined", at: now, &out)
@@ -85,7 +83,7 @@ extension SessionStateMachine {
         if let entry = links.entry(peer.id) { welcome(entry, to: room, at: now, &out) }
         introduce([peer.id], in: room, at: now, &out)
         // What it claimed before it was a member here now counts.
-        if let claim = claims[room]?.removeValue(forKey: peer.id), let entry = links.entry(peer.id) {
+        if let claim = membership.takeClaim(RoomMember(room: room, peer: peer.id)), let entry = links.entry(peer.id) {
             merge(claim.members, into: room, from: entry, at: now, &out)
         }
     }
@@ -137,13 +135,10 @@ extension SessionStateMachine {
         _ room: RoomID, _ peer: SessionPeer, reason: String, code: String = "left", keepQueued: Bool = false, at now: EngineTime,
         _ out: inout [SessionAction]
     ) {
-        rooms[room]?.members[peer.id] = nil
-        rooms[room]?.proofs[peer.id] = nil
-        introducers[RoomMember(room: room, peer: peer.id)] = nil
+        membership.remove(RoomMember(room: room, peer: peer.id))
         histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
-        departed.remove(RoomMember(room: room, peer: peer.id))
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
         let text = reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)"
         out.append(.emit(.memberLeft(room: room.rawValue, peer: peer, code: keepQueued ? "not_a_member" : code, text: text, fatal: true)))
@@ -161,9 +156,8 @@ extension SessionStateMachine {
             out.append(.send(link.handle, [.roomLeave(.init(room: update.room, text: Self.notAMember))]))
             return
         }
-        if room.members[sender] == nil, let index = unanswered.firstIndex(of: RoomMember(room: update.room, peer: sender)) {
+        if room.members[sender] == nil, membership.takeUnanswered(RoomMember(room: update.room, peer: sender)) {
             // We invited it and its answer was lost: it accepted.
-            unanswered.remove(at: index)
             admitInvitee(update.room, from: link, at: now, &out)
         }
         guard rooms[update.room]?.members[sender] != nil else {
@@ -178,37 +172,13 @@ extension SessionStateMachine {
     /// most `maximumClaimsPerPeer` (more are ignored: it sends them again at its next resync); past
     /// `maximumClaims` in all, the oldest goes (each holds up to 1,024 members).
     private mutating func keepClaim(_ update: WireFrame.RoomMembers, from sender: PeerID, at now: EngineTime) {
-        let since = claims[update.room]?[sender]?.at
-        if since == nil {
-            let held = claims.values.reduce(0) { $0 + ($1[sender] == nil ? 0 : 1) }
-            guard held < configuration.maximumClaimsPerPeer else { return }
-            if claims.values.reduce(0, { $0 + $1.count }) >= configuration.maximumClaims {
-                let oldest = claims.flatMap { room, byPeer in byPeer.map { (room: room, peer: $0.key, at: $0.value.at) } }
-                    .min { ($0.at, $0.room.rawValue, $0.peer.rawValue) < ($1.at, $1.room.rawValue, $1.peer.rawValue) }
-                if let oldest {
-                    claims[oldest.room]?[oldest.peer] = nil
-                    if claims[oldest.room]?.isEmpty == true { claims[oldest.room] = nil }
-                }
-            }
-        }
-        // Bounded in bytes too: no more members than a room holds, and the oldest claims go while all of
-        // them together are past `maximumClaimBytes` (a claim of 1,024 members with long names and eight
-        // addresses each is about a megabyte).
-        let members = Array(update.members.prefix(configuration.maximumRoomMembers + 1))
-        claims[update.room, default: [:]][sender] = Claim(members: members, at: since ?? now.monotonic)
-        var total = claimBytes
-        while total > Self.maximumClaimBytes {
-            guard let oldest = claims.flatMap({ room, byPeer in byPeer.map { (room: room, peer: $0.key, claim: $0.value) } })
-                .min(by: { ($0.claim.at, $0.room.rawValue, $0.peer.rawValue) < ($1.claim.at, $1.room.rawValue, $1.peer.rawValue) }) else { break }
-            total -= Self.bytes(of: oldest.claim.members)
-            claims[oldest.room]?[oldest.peer] = nil
-            if claims[oldest.room]?.isEmpty == true { claims[oldest.room] = nil }
-        }
+        guard membership.keepClaim(update.members, in: update.room, from: sender, perPeer: configuration.maximumClaimsPerPeer,
+                                   maximum: configuration.maximumClaims, roomMembers: configuration.maximumRoomMembers, at: now.monotonic) else { return }
         timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
     }
 
     /// What the kept claims hold, counted as `bytes(of:)` does.
-    public var claimBytes: Int { claims.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + Self.bytes(of: $1.members) } } }
+    public var claimBytes: Int { membership.claimBytes }
 
     /// What all kept claims may hold together (`keepClaim`), counted as `bytes(of:)` does.
     static let maximumClaimBytes = 4 << 20
@@ -235,8 +205,7 @@ extension SessionStateMachine {
             guard let id = PeerID(member.peerID), id != configuration.ownID else { continue }
             // A member that told us it is not in the room comes back by a direct admission, after a
             // while, or when it claims to be in the room again itself and a member vouches for it.
-            if id != link.peer.id, let until = tombstones[RoomMember(room: room, peer: id)], now.monotonic < until,
-               claims[room]?[id] == nil { continue }
+            if id != link.peer.id, membership.isBuried(RoomMember(room: room, peer: id), at: now.monotonic) { continue }
             // No member makes us dial this host, its loopback or a multicast group (unless we and it talk
             // over loopback: every node is on this host).
             var addresses = member.addresses.filter { Self.dialable($0, via: link.remoteAddress) }
@@ -245,7 +214,7 @@ extension SessionStateMachine {
                 if proofsNeeded, let proof = member.proof, proofChecksLeft(for: link.peer.id) {
                     // A proof newer than the one held costs a check, whether it verifies or not.
                     if rooms[room]?.proofs[id].map({ $0.timestampMilliseconds < proof.timestampMilliseconds }) ?? true {
-                        proofChecks[link.peer.id, default: 0] += 1
+                        membership.proofChecked(from: link.peer.id)
                     }
                     if adoptProof(proof, of: id, in: room) { proven.append(id) }
                 }
@@ -254,7 +223,7 @@ extension SessionStateMachine {
                 guard id == link.peer.id else { continue }
                 if member.port > 0 { known.port = Int(member.port) }
                 if !addresses.isEmpty { known.addresses = Array((addresses + known.addresses).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.prefix(8)) }
-                rooms[room]!.members[id] = known
+                membership.setMember(known, id, in: room)
                 continue
             }
             guard (rooms[room]?.members.count ?? 0) < configuration.maximumRoomMembers else { continue }
@@ -262,22 +231,22 @@ extension SessionStateMachine {
             // yet (255 keys it made itself and proved would fill the room); the rest wait until those connect.
             let hearsay = id != link.peer.id
             if hearsay, proofsNeeded, unseenIntroduced(by: link.peer.id, in: room).count >= configuration.maximumUnseenIntroductions
-                || introducers.count >= Self.maximumIntroducers {
+                || membership.introducersFull {
                 deferred += 1
                 continue
             }
             if proofsNeeded {
                 let checked = member.proof != nil && proofChecksLeft(for: link.peer.id)
-                if checked { proofChecks[link.peer.id, default: 0] += 1 }
+                if checked { membership.proofChecked(from: link.peer.id) }
                 guard checked, verifies(member.proof, of: id, in: room) else {
                     unproven += 1
                     continue
                 }
-                rooms[room]!.proofs[id] = member.proof
+                membership.setProof(member.proof, of: id, in: room)
             }
-            if hearsay { introducers[RoomMember(room: room, peer: id)] = link.peer.id }
+            if hearsay { membership.introduced(RoomMember(room: room, peer: id), by: link.peer.id) }
             noteSeen(id)
-            rooms[room]!.members[id] = Member(name: member.name, port: Int(member.port), addresses: addresses)
+            membership.setMember(Member(name: member.name, port: Int(member.port), addresses: addresses), id, in: room)
             introduced.append(id)
             notice(room, "\(member.name) joined", at: now, &out)
             let state: SessionPeerState = links.isLinked(id) ? .connected : .connecting
@@ -293,7 +262,7 @@ extension SessionStateMachine {
         introduce(introduced + proven, in: room, at: now, &out)
         for id in introduced {
             if let entry = links.entry(id) { welcome(entry, to: room, at: now, &out) }
-            if let claim = claims[room]?.removeValue(forKey: id), let entry = links.entry(id) {
+            if let claim = membership.takeClaim(RoomMember(room: room, peer: id)), let entry = links.entry(id) {
                 merge(claim.members, into: room, from: entry, at: now, &out)
             }
         }
@@ -303,31 +272,16 @@ extension SessionStateMachine {
     /// "not a member", so that its sender drops us too and both views agree (for example when we gave
     /// up on an invitation whose acceptance never reached us). A later introduction still admits it.
     mutating func expireClaims(at now: EngineTime, _ out: inout [SessionAction]) {
-        var next: Int64?
-        for (room, byPeer) in claims.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            var kept: [PeerID: Claim] = [:]
-            for (peer, claim) in byPeer.sorted(by: { $0.key < $1.key }) {
-                if now.monotonic - claim.at < configuration.claimLifetime {
-                    kept[peer] = claim
-                    next = min(next ?? .max, claim.at + configuration.claimLifetime)
-                } else if rooms[room]?.members[peer] == nil, let handle = links.handle(peer) {
-                    out.append(.send(handle, [.roomLeave(.init(room: room, text: Self.notAMember))]))
-                }
-            }
-            claims[room] = kept.isEmpty ? nil : kept
+        let (expired, next) = membership.expireClaims(lifetime: configuration.claimLifetime, at: now.monotonic)
+        for claim in expired where rooms[claim.room]?.members[claim.peer] == nil {
+            if let handle = links.handle(claim.peer) { out.append(.send(handle, [.roomLeave(.init(room: claim.room, text: Self.notAMember))])) }
         }
         if let next { timers.schedule(.claims, at: next) }
     }
 
     /// Remembers that `member` told us it is not in the room.
     mutating func bury(_ member: RoomMember, at now: EngineTime) {
-        if tombstones.count >= configuration.maximumTombstones {
-            tombstones = tombstones.filter { $0.value > now.monotonic }
-            if tombstones.count >= configuration.maximumTombstones, let oldest = tombstones.min(by: { $0.value < $1.value }) {
-                tombstones[oldest.key] = nil
-            }
-        }
-        tombstones[member] = now.monotonic + configuration.tombstoneLifetime
+        membership.bury(member, until: now.monotonic + configuration.tombstoneLifetime, keep: configuration.maximumTombstones, at: now.monotonic)
     }
 
     /// Schedules the next resync while some room has members.
@@ -342,7 +296,7 @@ extension SessionStateMachine {
     mutating func resync(at now: EngineTime, _ out: inout [SessionAction]) {
         // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
         histories.resync()
-        proofChecks.removeAll()
+        membership.resync()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             // Saved once a round: a list that `merge` found unchanged is not saved there, so a save that
             // failed (a full disk) is repaired here.
@@ -368,8 +322,7 @@ extension SessionStateMachine {
     /// We leave `room`: `tell`, the connected members hear it (signed); `reason` is the notice, and with
     /// `code` the event that tells programs why (`left`, `removed`, `closed`).
     mutating func leaveRoom(_ room: RoomID, code: String, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard let state = rooms.removeValue(forKey: room) else { return }
-        introducers = introducers.filter { $0.key.room != room }
+        guard let state = membership.drop(room) else { return }
         histories.forgetOwed { $0.room == room }
         if tell {
             let signed = signLeave(room, at: now, &out)
@@ -378,17 +331,13 @@ extension SessionStateMachine {
                 out.append(.send(entry.handle, [.roomLeave(.init(room: room, text: "", signed: entry.version >= WireFrame.proofsVersion ? signed : nil))]))
             }
         }
-        joinedAt[room] = nil
-        ownProofs[room] = nil
-        unanswered.removeAll { $0.room == room }
+        membership.left(room)
         // Invitations we sent to it are answered for: an acceptance coming late must not bring the room back.
         for (wireID, _) in invites.outgoing(where: { $0.room == room }) {
             closeOutgoingInvitation(wireID, .refused("you are no longer in \(room)"), &out)
         }
         dropOutbox(for: nil, in: room, &out)
         forgetMeta(room, &out)
-        claims[room] = nil
-        departed = departed.filter { $0.room != room }
         histories.close(room)
         out.append(.persist(.deleteRoom(room)))
         notice(room, reason, at: now, &out)
@@ -407,7 +356,7 @@ extension SessionStateMachine {
                          proof: state.proofs[$0.key].map(StoredProof.init))
         }
         // Our own proof, under our id (the members we restore skip it).
-        if let own = ownProofs[room] {
+        if let own = membership.ownProof(room) {
             members.append(StoredMember(peerID: configuration.ownID.rawValue, name: configuration.ownName, port: 0, addresses: [], proof: StoredProof(own)))
         }
         out.append(.persist(.saveRoom(room, members)))
@@ -456,7 +405,7 @@ extension SessionStateMachine {
             // "connecting" while joining; a member that was connected and dropped is "not connected"
             // while we try to reach it again.
             let state: SessionPeerState = links.isLinked(id) ? .connected
-                : links.dialing.contains(id) && !departed.contains(RoomMember(room: room, peer: id)) ? .connecting : .notConnected
+                : links.dialing.contains(id) && !membership.hasDeparted(RoomMember(room: room, peer: id)) ? .connecting : .notConnected
             return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state, presence: presenceState.of(id), hand: handRaised(id, in: room),
                                  admin: administrators.contains(id))
         }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }

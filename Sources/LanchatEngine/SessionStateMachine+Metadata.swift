@@ -25,7 +25,10 @@ import LanchatWire
 ///   deletions only ever go for a new key of its own past it.
 /// - The administration's keys never count against those, and their deletions are never pushed out:
 ///   see `+Admin` for their own budgets.
-/// - A store is restored the administration's keys first (`init`), within what a receiver keeps.
+/// - A store is restored the administration's keys first (`MetadataBook.init`), within what a receiver keeps.
+///
+/// `MetadataBook` holds the entries and makes these decisions; this extension routes frames and commands
+/// to it and turns its answers into actions.
 extension SessionStateMachine {
     /// Bytes of keys and values a room holds at most (what `setMeta` enforces), and what a receiver
     /// takes at most (twice that: concurrent writes, each within the limit, may meet).
@@ -45,23 +48,17 @@ extension SessionStateMachine {
 
     /// The live entries of `room`'s metadata, by key.
     public func metadata(of room: RoomID) -> [WireFrame.MetaEntry] {
-        (meta[room] ?? [:]).values.filter { !$0.deleted }.sorted { $0.key < $1.key }
+        roomMeta.live(in: room)
     }
 
     /// The entry for `key` (a deletion included), if any.
-    public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { meta[room]?[key] }
+    public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { roomMeta.entry(key, in: room) }
 
     /// The rule for concurrent writes: whether `a` replaces `b`. A total order (the value, then the
     /// signature's bytes, break the last ties: an author that signs two writes with the same numbers, or
     /// the same write twice, ECDSA signatures being randomized), so two members never answer each other
     /// with their own entries forever.
-    public static func wins(_ a: WireFrame.MetaEntry, over b: WireFrame.MetaEntry) -> Bool {
-        if (a.version, a.timestampMilliseconds, a.author) != (b.version, b.timestampMilliseconds, b.author) {
-            return (a.version, a.timestampMilliseconds, a.author) > (b.version, b.timestampMilliseconds, b.author)
-        }
-        if (a.deleted, a.value) != (b.deleted, b.value) { return (a.deleted ? 1 : 0, a.value) > (b.deleted ? 1 : 0, b.value) }
-        return (b.signature.key + b.signature.bytes).lexicographicallyPrecedes(a.signature.key + a.signature.bytes)
-    }
+    public static func wins(_ a: WireFrame.MetaEntry, over b: WireFrame.MetaEntry) -> Bool { MetadataBook.wins(a, over: b) }
 
     /// Sets (`value`) or deletes (nil) `key` in `room`; with `ifVersion`, only if our current version
     /// of the key is that (0: the key does not exist).
@@ -82,41 +79,12 @@ extension SessionStateMachine {
         guard let keys = configuration.envelopes else {
             throw SessionError("unsupported", "room metadata is signed: this daemon speaks wire protocol version 1 only")
         }
-        guard WireFrame.MetaEntry.isKey(key) else {
-            throw SessionError("bad_key", "a key is 1-64 of A-Z a-z 0-9 . _ - (not '\(key.prefix(70))')")
-        }
-        if let value {
-            guard value.utf8.count <= WireFrame.MetaEntry.maximumValue else {
-                throw SessionError("too_large", "a value is at most \(WireFrame.MetaEntry.maximumValue) bytes (this one is \(value.utf8.count))")
-            }
-            guard !value.unicodeScalars.contains(where: { ($0.value < 0x20 || $0.value == 0x7f) && $0 != "\n" && $0 != "\t" }) else {
-                throw SessionError("bad_value", "a value is text: no control characters but newline and tab")
-            }
-        }
-        let current = meta[room]?[key]
-        let currentVersion = current?.version ?? 0
-        guard currentVersion < Self.maximumMetaNumber else {
-            throw SessionError("too_many_versions", "\(key) has reached the last version (\(currentVersion)); delete it under another key")
-        }
-        if let ifVersion, ifVersion != currentVersion {
-            throw SessionError("version_mismatch", "\(key) is at version \(currentVersion) here, not \(ifVersion)\(current.map { $0.deleted ? " (deleted)" : "" } ?? "")")
-        }
-        if value == nil, current == nil || current?.deleted == true {
-            throw SessionError("unknown_key", "room \(room) has no key '\(key)'")
-        }
-        let live = metaBytes(room, without: key) + (value.map { key.utf8.count + $0.utf8.count } ?? 0)
-        guard live <= Self.maximumMetaBytes else {
-            throw SessionError("too_large", "room \(room)'s metadata would hold \(live) bytes of keys and values; the limit is \(Self.maximumMetaBytes)")
-        }
         let own = configuration.ownID.rawValue
-        if let current, Self.isReservedKey(key), !outranks(own: own, over: current, in: room) {
-            throw SessionError("refused", "\(key) was written by \(room)'s creator: only it can change that")
-        }
-        if current == nil, let refusal = budgetRefusal(key, by: own, in: room, factor: 1) { throw SessionError("too_many_keys", refusal) }
+        let version = try roomMeta.checkWrite(key, to: value, in: room, ifVersion: ifVersion, by: own)
         // The version orders writes; the time only breaks ties between writes of the same version.
         let time = min(UInt64(max(0, now.wall)), Self.maximumMetaNumber)
-        let bytes = Envelope.metaBytes(room: room, key: key, deleted: value == nil, value: value ?? "", version: currentVersion + 1, timestamp: time, author: own)
-        let entry = WireFrame.MetaEntry(key: key, value: value ?? "", deleted: value == nil, version: currentVersion + 1, timestampMilliseconds: time,
+        let bytes = Envelope.metaBytes(room: room, key: key, deleted: value == nil, value: value ?? "", version: version, timestamp: time, author: own)
+        let entry = WireFrame.MetaEntry(key: key, value: value ?? "", deleted: value == nil, version: version, timestampMilliseconds: time,
                                         author: own, signature: keys.signature(over: bytes))
         var out: [SessionAction] = []
         apply(entry, in: room, by: configuration.ownName, at: now, &out)
@@ -124,81 +92,10 @@ extension SessionStateMachine {
         return (entry, out)
     }
 
-    private func metaBytes(_ room: RoomID, without key: String? = nil) -> Int {
-        (meta[room] ?? [:]).values.reduce(0) { $0 + ($1.deleted || $1.key == key ? 0 : $1.key.utf8.count + $1.value.utf8.count) }
-    }
-
-    /// Why a new key `key` (one `room` holds no entry for) written by `author` does not fit, if it does not:
-    /// `factor` 1 at the writer, 2 at a receiver. An ordinary key counts what `pushedOut` would make room
-    /// with; the administration's keys count apart (`reservedRefusal`).
-    func budgetRefusal(_ key: String, by author: String, in room: RoomID, factor: Int) -> String? {
-        if Self.isReservedKey(key) { return reservedRefusal(key, by: author, in: room, factor: factor) }
-        let (total, own) = ordinaryCounts(withNewKeyBy: author, in: room)
-        let isCreator = author == creator(of: room)?.rawValue
-        let freed = pushedOut(forNewKeyBy: author, in: room).count
-        // The creator is held to the receivers' room limit only.
-        let roomLimit = (isCreator ? 2 : factor) * Self.maximumMetaKeys
-        if total - freed > roomLimit {
-            return "room \(room) holds \(total - 1) keys (deletions included); the limit is \(roomLimit): delete one of yours first"
-        }
-        if !isCreator, own - freed > factor * Self.maximumMetaKeysPerAuthor {
-            return "\(author == configuration.ownID.rawValue ? "you hold" : "\(author.prefix(8)) holds") \(own - 1) keys of room \(room) (deletions included); "
-                + "the limit is \(factor * Self.maximumMetaKeysPerAuthor) a member: delete one of yours first"
-        }
-        return nil
-    }
-
-    /// The room's ordinary entries (deletions included), and `author`'s among them, with a new key of
-    /// `author`'s counted.
-    private func ordinaryCounts(withNewKeyBy author: String, in room: RoomID) -> (total: Int, own: Int) {
-        let ordinary = (meta[room] ?? [:]).values.filter { !Self.isReservedKey($0.key) }
-        return (ordinary.count + 1, ordinary.count { $0.author == author } + 1)
-    }
-
-    /// The deletions that go when `author` writes a new ordinary key (`ordinaryCounts`): its own, oldest
-    /// first (by time, then key), as many as bring both counts within the writer's limits (or all it has).
-    /// Never another author's (so nobody can push out a deletion to replay what it deleted), nor the
-    /// administration's.
-    private func pushedOut(forNewKeyBy author: String, in room: RoomID) -> [String] {
-        let (total, own) = ordinaryCounts(withNewKeyBy: author, in: room)
-        let isCreator = author == creator(of: room)?.rawValue
-        let excess = max(isCreator ? 0 : own - Self.maximumMetaKeysPerAuthor, total - (isCreator ? 2 : 1) * Self.maximumMetaKeys)
-        guard excess > 0 else { return [] }
-        return (meta[room] ?? [:]).values
-            .filter { $0.deleted && $0.author == author && !Self.isReservedKey($0.key) }
-            .sorted { ($0.timestampMilliseconds, $0.key) < ($1.timestampMilliseconds, $1.key) }
-            .prefix(excess).map(\.key)
-    }
-
-    /// Whether `a` replaces `b` in `room`: `wins`, but that an entry of the administration's keys (the
-    /// creator's record aside) written by the room's creator outranks another author's, whatever their
-    /// versions, so no administrator can undo what the creator wrote by stepping ahead (nor make itself
-    /// irremovable). A total order for a given creator; members that hold different creators' records may
-    /// disagree, and then neither answers the other's entry with its own (`received`), so they never loop.
-    func outranks(_ a: WireFrame.MetaEntry, over b: WireFrame.MetaEntry, in room: RoomID) -> Bool {
-        if Self.isReservedKey(a.key), a.key != Self.creatorKey, let creator = creator(of: room)?.rawValue, (a.author == creator) != (b.author == creator) {
-            return a.author == creator
-        }
-        return Self.wins(a, over: b)
-    }
-
-    /// Whether our write (by `own`) of a reserved key may replace `current`.
-    private func outranks(own: String, over current: WireFrame.MetaEntry, in room: RoomID) -> Bool {
-        guard current.key != Self.creatorKey, let creator = creator(of: room)?.rawValue else { return true }
-        return current.author != creator || own == creator
-    }
-
     /// Keeps an entry that won, saves it, reports it (a topic also as a notice).
     private mutating func apply(_ entry: WireFrame.MetaEntry, in room: RoomID, by name: String, at now: EngineTime, _ out: inout [SessionAction]) {
-        // Deletions are kept (so an older write does not come back): a new ordinary key past the limits
-        // pushes out its own author's oldest deletion only (`pushedOut`); the administration's never go.
-        if meta[room]?[entry.key] == nil, !Self.isReservedKey(entry.key) {
-            for gone in pushedOut(forNewKeyBy: entry.author, in: room) {
-                meta[room]![gone] = nil
-                out.append(.persist(.deleteMeta(room, key: gone)))
-            }
-        }
-        meta[room, default: [:]][entry.key] = entry
+        // (A new ordinary key past the limits pushes out its own author's oldest deletions: `MetadataBook.apply`.)
+        for gone in roomMeta.apply(entry, in: room) { out.append(.persist(.deleteMeta(room, key: gone))) }
         out.append(.persist(.saveMeta(StoredMeta(
             room: room.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
             timestamp: Int64(clamping: entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes))))
@@ -210,9 +107,10 @@ extension SessionStateMachine {
         }
     }
 
-    /// We left `room`: its metadata goes (a later room of that name starts from what its members hold).
+    /// We left `room`: its metadata goes (a later room of that name starts from what its members hold),
+    /// and when we joined it.
     mutating func forgetMeta(_ room: RoomID, _ out: inout [SessionAction]) {
-        guard meta.removeValue(forKey: room) != nil else { return }
+        guard roomMeta.left(room) else { return }
         out.append(.persist(.deleteMeta(room, key: nil)))
     }
 
@@ -231,33 +129,14 @@ extension SessionStateMachine {
 
     /// Everything we hold of `room`'s metadata (deletions included), for a member that just connected.
     func sendMeta(_ room: RoomID, to handle: LinkHandle, _ out: inout [SessionAction]) {
-        guard let entries = meta[room], !entries.isEmpty else { return }
-        out.append(.send(handle, metaFrames(entries.values.sorted { $0.key < $1.key }, in: room)))
+        let entries = roomMeta.all(in: room)
+        guard !entries.isEmpty else { return }
+        out.append(.send(handle, metaFrames(entries, in: room)))
     }
 
     /// A digest of everything we hold for `room` (FNV-1a over the entries in key order: the same entries
     /// give the same digest on every member).
-    func metaDigest(_ room: RoomID) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        func mix(_ bytes: some Sequence<UInt8>) {
-            for byte in bytes {
-                hash ^= UInt64(byte)
-                hash = hash &* 0x100_0000_01b3
-            }
-            hash ^= 0xff
-            hash = hash &* 0x100_0000_01b3
-        }
-        for entry in (meta[room] ?? [:]).values.sorted(by: { $0.key < $1.key }) {
-            mix(entry.key.utf8)
-            mix(entry.value.utf8)
-            mix(entry.author.utf8)
-            mix(entry.signature.bytes)
-            withUnsafeBytes(of: entry.version.bigEndian) { mix($0) }
-            withUnsafeBytes(of: entry.timestampMilliseconds.bigEndian) { mix($0) }
-            mix([entry.deleted ? 1 : 0])
-        }
-        return hash
-    }
+    func metaDigest(_ room: RoomID) -> UInt64 { roomMeta.digest(room) }
 
     /// At each resync: our digest of `room` to a connected member (whichever of us holds otherwise then
     /// sends all it holds, so members converge even when an exchange was missed).
@@ -277,6 +156,8 @@ extension SessionStateMachine {
         var fresh: [WireFrame.MetaEntry] = []
         var ours: [WireFrame.MetaEntry] = []
         var enacted: [(WireFrame.MetaEntry, String)] = []
+        // Who invited us (our proof says): the only member the creator's record is taken from.
+        let inviter = membership.ownProof(room).flatMap { PeerID($0.inviter) }
         // Administration first (the creator, then administrators), so that what they wrote in the same
         // frames counts; an entry refused for its author's authority is tried once more at the end.
         var passes = [update.entries.sorted { Self.administrationOrder($0.key) < Self.administrationOrder($1.key) }]
@@ -284,32 +165,20 @@ extension SessionStateMachine {
         while !passes.isEmpty {
             let acceptedBefore = fresh.count
             for entry in passes.removeFirst() {
-                guard let author = PeerID(entry.author), entry.version >= 1, entry.version <= Self.maximumMetaNumber,
-                      entry.timestampMilliseconds <= Self.maximumMetaNumber, entry.deleted ? entry.value.isEmpty : true else { continue }
-                // At most `maximumMetaStep` past the version we hold (before the signature is checked: it costs nothing).
-                guard entry.version <= (meta[room]?[entry.key]?.version ?? 0) + Self.maximumMetaStep else { continue }
-                if let current = meta[room]?[entry.key] {
-                    if current == entry { continue }
-                    // The first record of the creator we hold stays (and is not sent back: two members that hold
-                    // different ones would answer each other forever).
-                    if entry.key == Self.creatorKey { continue }
-                    if !outranks(entry, over: current, in: room) {
-                        // Lost by the creator's rank alone: not answered (a member holding another creator's
-                        // record would answer back forever).
-                        if !Self.wins(entry, over: current) { ours.append(current) }
-                        continue
-                    }
-                }
-                guard authorized(entry, in: room, from: link.peer.id) else {
+                let author: PeerID
+                switch roomMeta.admission(of: entry, in: room, from: link.peer.id, inviter: inviter) {
+                case .ignored: continue
+                case .answered(let current):
+                    ours.append(current)
+                    continue
+                case .deferred:
                     deferred.append(entry)
                     continue
+                case .verify(let by): author = by
                 }
                 let bytes = Envelope.metaBytes(room: room, key: entry.key, deleted: entry.deleted, value: entry.value, version: entry.version,
                                                timestamp: entry.timestampMilliseconds, author: entry.author)
-                guard keys.verifies(entry.signature, over: bytes, by: author) else { continue }
-                let live = metaBytes(room, without: entry.key) + (entry.deleted ? 0 : entry.key.utf8.count + entry.value.utf8.count)
-                guard live <= Self.receivedMetaBytes,
-                      meta[room]?[entry.key] != nil || budgetRefusal(entry.key, by: entry.author, in: room, factor: 2) == nil else { continue }
+                guard keys.verifies(entry.signature, over: bytes, by: author), roomMeta.fits(entry, in: room) else { continue }
                 let name = author == link.peer.id ? link.peer.name : rooms[room]?.members[author]?.name ?? author.short
                 apply(entry, in: room, by: name, at: now, &out)
                 fresh.append(entry)

@@ -20,20 +20,20 @@ extension SessionStateMachine {
     @discardableResult
     mutating func ownProof(_ room: RoomID, inviter: PeerID? = nil, at now: EngineTime) -> WireFrame.MembershipProof? {
         guard let keys = configuration.envelopes else { return nil }
-        if inviter == nil, let proof = ownProofs[room] { return proof }
-        let time = max(UInt64(max(0, now.wall)), (ownLeaves[room] ?? 0) + 1)
+        if inviter == nil, let proof = membership.ownProof(room) { return proof }
+        let time = membership.proofTime(room, now: now.wall)
         let inviterID = inviter?.rawValue ?? ""
         let proof = WireFrame.MembershipProof(
             inviter: inviterID, timestampMilliseconds: time,
             signature: keys.signature(over: Envelope.membershipBytes(room: room, member: configuration.ownID.rawValue, inviter: inviterID, timestamp: time)))
-        ownProofs[room] = proof
+        membership.signed(proof, for: room)
         return proof
     }
 
     /// Whether `proof` is `member`'s own, for `room`, and newer than any leave of it we hold.
     func verifies(_ proof: WireFrame.MembershipProof?, of member: PeerID, in room: RoomID) -> Bool {
         guard let proof, let keys = configuration.envelopes else { return false }
-        if let left = signedLeaves[RoomMember(room: room, peer: member)], left >= proof.timestampMilliseconds { return false }
+        if let left = membership.leaveTime(RoomMember(room: room, peer: member)), left >= proof.timestampMilliseconds { return false }
         // Removed by an administrator: no proof brings it back (an administrator's invitation lifts that).
         if removalTime(member, in: room) != nil { return false }
         let bytes = Envelope.membershipBytes(room: room, member: member.rawValue, inviter: proof.inviter, timestamp: proof.timestampMilliseconds)
@@ -48,7 +48,7 @@ extension SessionStateMachine {
         let held = rooms[room]?.proofs[member]
         if let held, held.timestampMilliseconds >= proof.timestampMilliseconds { return false }
         guard verifies(proof, of: member, in: room) else { return false }
-        rooms[room]!.proofs[member] = proof
+        membership.setProof(proof, of: member, in: room)
         return held == nil
     }
 
@@ -89,7 +89,7 @@ extension SessionStateMachine {
     /// Tells once per connection that a member's introduction brought peers without their proofs (a
     /// member that speaks a version before proofs cannot send them: its introductions are refused quietly).
     mutating func reportUnproven(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
-        guard count > 0, link.version >= WireFrame.proofsVersion, refusedIntroductions.insert(link.peer.id).inserted else { return }
+        guard count > 0, link.version >= WireFrame.proofsVersion, membership.firstRefusal(of: link.peer.id) else { return }
         out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced \(count) member(s) to room \(room) "
             + "without their own signed membership: not added (any more from it on this connection are refused without a word)")))
     }
@@ -99,9 +99,7 @@ extension SessionStateMachine {
     /// Our signed leave of `room` (nil without keys).
     mutating func signLeave(_ room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) -> WireFrame.SignedLeave? {
         guard let keys = configuration.envelopes else { return nil }
-        let time = max(UInt64(max(0, now.wall)), (ownProofs[room]?.timestampMilliseconds ?? 0) + 1)
-        ownProofs[room] = nil
-        ownLeaves[room] = time
+        let time = membership.leave(room, now: now.wall)
         out.append(.persist(.saveLeave(StoredLeave(room: room.rawValue, peerID: configuration.ownID.rawValue, timestamp: time))))
         let own = configuration.ownID.rawValue
         return WireFrame.SignedLeave(
@@ -124,12 +122,7 @@ extension SessionStateMachine {
         guard !Self.isAhead(Int64(clamping: leave.timestampMilliseconds), of: now.wall) else { return }
         // Kept only for a member we hold (so ids of nobody's making cannot push out the leaves that matter).
         guard let known = rooms[room]?.members[member] else { return }
-        if let held = signedLeaves[key], held >= leave.timestampMilliseconds { return }
-        if signedLeaves.count >= configuration.maximumTombstones, signedLeaves[key] == nil,
-           let oldest = signedLeaves.min(by: { ($0.value, $0.key.peer) < ($1.value, $1.key.peer) }) {
-            signedLeaves[oldest.key] = nil
-        }
-        signedLeaves[key] = leave.timestampMilliseconds
+        guard membership.keepLeave(key, at: leave.timestampMilliseconds, keep: configuration.maximumTombstones) else { return }
         out.append(.persist(.saveLeave(StoredLeave(room: room.rawValue, peerID: member.rawValue, timestamp: leave.timestampMilliseconds))))
         if member != link.peer.id {
             // Handed on: only a leave newer than the membership we know of counts.

@@ -75,7 +75,7 @@ extension SessionStateMachine {
         transfers.relayPreparing = transfers.relayPreparing.filter { $0.key.peer != peer }
         releaseOutgoingTimer()
         refusedLive.remove(peer)
-        refusedIntroductions.remove(peer)
+        membership.forgetRefusal(of: peer)
     }
 
     /// A history transfer ended (any way): a newcomer's history frees the room for the next; a relay

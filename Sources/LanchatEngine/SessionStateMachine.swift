@@ -111,54 +111,33 @@ public struct SessionStateMachine: Sendable {
     public internal(set) var keyed: Set<PeerID>
     var links = LinkTable()
     var timers = TimerTable()
-    var rooms: [RoomID: Room] = [:]
+    /// Who is in each room we are in (`MembershipBook` keeps it; its methods change it).
+    var rooms: [RoomID: Room] { membership.rooms }
     var sequences: [RoomID: UInt64] = [:]
     /// Invitations waiting both ways, and the answers we gave (`+Invitations`, `InvitationBook`).
     var invites = InvitationBook()
-    /// ROOM_MEMBERS from peers we did not know to be members yet, kept until someone introduces them.
-    var claims: [RoomID: [PeerID: Claim]] = [:]
+    /// Membership (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): the rooms and their members,
+    /// claims, introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
+    var membership = MembershipBook()
     var redials: [PeerID: Redial] = [:]
-    /// Membership proofs from each peer checked since the last resync (`proofChecksLeft`).
-    var proofChecks: [PeerID: Int] = [:]
-    /// Who introduced each member we have not admitted ourselves (`+Membership`: `unseenIntroduced`).
-    var introducers: [RoomMember: PeerID] = [:]
     /// Peers we have had a link with while this node runs (`seen`); at most `maximumSeenLinked`.
     var seenLinked: Set<PeerID> = []
-    /// Members for whom a "left" notice was shown, so a reconnection says "rejoined".
-    var departed: Set<RoomMember> = []
     /// Reliable messages each recipient has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
     var outbox = Outbox()
     var noticeSequence: Int64 = 0
-    /// Invitations whose answer never reached us (the connection dropped, or the reply timed out):
-    /// if that peer later tells us it is in the room, it did accept, and is admitted. Oldest first,
-    /// at most `maximumUnansweredInvitations`.
-    var unanswered: [RoomMember] = []
-    /// Members that told us themselves that they are not in a room (ROOM_LEAVE), until when: another
-    /// member's stale list does not bring them back meanwhile; only a direct admission does.
-    var tombstones: [RoomMember: Int64] = [:]
     /// Histories both ways (`HistoryExchange`): the door each room we join keeps for its inviter's
     /// history (one history per join), the newcomers owed one (HISTORY_REQUEST is answered once per join,
     /// not on demand), and relay's SYNC_REQUESTs asked and answered.
     var histories = HistoryExchange()
     /// Peers told about once on their connection for a live message refused for its signature.
     var refusedLive: Set<PeerID> = []
-    /// Membership with provenance (`+Proofs`): our own proof per room, when we last left each room,
-    /// the signed leaves of others we hold (when each left; at most `maximumTombstones`), and peers told
-    /// about once on their connection for introducing members without proofs.
-    var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
-    var ownLeaves: [RoomID: UInt64] = [:]
-    var signedLeaves: [RoomMember: UInt64] = [:]
-    var refusedIntroductions: Set<PeerID> = []
     /// Presence and typing (`+Presence`, `PresenceMachine`).
     var presenceState = PresenceMachine()
-    /// Room metadata (`+Metadata`): the winning entry of each key, deletions included.
-    var meta: [RoomID: [String: WireFrame.MetaEntry]] = [:]
+    /// Room metadata and its administration (`+Metadata`, `+Admin`, `MetadataBook`): the winning entry of
+    /// each key, when we joined each room, and the closings of rooms we left because they were closed.
+    var roomMeta = MetadataBook()
     /// Topics (`+Topics`, `TopicMachine`).
     var topics = TopicMachine()
-    /// Administration (`+Admin`): when we joined each room (our clock), and the closing of rooms we left
-    /// because an administrator closed them (at most 64), for members that come back unaware.
-    var joinedAt: [RoomID: Int64] = [:]
-    var closedRooms: [RoomID: WireFrame.MetaEntry] = [:]
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
     /// Files and history resources (`+Transfers`).
@@ -179,7 +158,8 @@ public struct SessionStateMachine: Sendable {
         known = restored.knownPeers
         keyed = restored.keyedPeers
         sequences = restored.lastSequences
-        joinedAt = restored.joinedAt
+        var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
+        var rooms: [RoomID: Room] = [:]
         for (room, members) in restored.rooms {
             var state = Room()
             for member in members {
@@ -195,28 +175,8 @@ public struct SessionStateMachine: Sendable {
             }
             rooms[room] = state
         }
-        // The administration's keys first, then the rest, each within what a receiver keeps (the creator's
-        // and the other administrators' entries, `2 * maximumReservedKeys` each, the creator's record apart;
-        // `2 * maximumMetaKeys` ordinary ones): whatever the key order, no ordinary key pushes out a removal.
-        // What a store holds beyond those (an older file, or one edited) is not loaded.
-        var restoredCounts: [RoomID: (reserved: Int, ordinary: Int)] = [:]
-        for stored in restored.metadata.filter({ Self.isReservedKey($0.key) }) + restored.metadata.filter({ !Self.isReservedKey($0.key) }) {
-            let reserved = Self.isReservedKey(stored.key)
-            guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key), rooms[room] != nil, meta[room]?[stored.key] == nil,
-                  stored.key == Self.creatorKey || (reserved ? restoredCounts[room]?.reserved ?? 0 < 4 * Self.maximumReservedKeys
-                                                             : restoredCounts[room]?.ordinary ?? 0 < 2 * Self.maximumMetaKeys),
-                  stored.version <= Self.maximumMetaNumber else { continue }
-            restoredCounts[room, default: (0, 0)].reserved += reserved && stored.key != Self.creatorKey ? 1 : 0
-            restoredCounts[room, default: (0, 0)].ordinary += reserved ? 0 : 1
-            meta[room, default: [:]][stored.key] = WireFrame.MetaEntry(
-                key: stored.key, value: stored.value, deleted: stored.deleted, version: stored.version,
-                timestampMilliseconds: UInt64(max(0, stored.timestamp)), author: stored.authorID,
-                signature: Signature(key: stored.authorKey, bytes: stored.signature))
-        }
-        for leave in restored.leaves {
-            guard let room = RoomID(leave.room), let peer = PeerID(leave.peerID) else { continue }
-            if peer == configuration.ownID { ownLeaves[room] = leave.timestamp } else { signedLeaves[RoomMember(room: room, peer: peer)] = leave.timestamp }
-        }
+        roomMeta = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
+        membership = MembershipBook(restoring: rooms, ownProofs: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox.queue([entry.message], in: entry.room, for: entry.peer)
         }

@@ -266,7 +266,8 @@ import Testing
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(0))
         // Bob is a member we invited: he is owed the room's history once.
         node.histories.owe(SessionStateMachine.RoomMember(room: lab, peer: bob.id), keep: 16)
-        node.rooms[lab, default: .init()].members[bob.id] = .init(name: "bob", port: 0, addresses: [])
+        node.membership.enter(lab)
+        node.membership.setMember(.init(name: "bob", port: 0, addresses: []), bob.id, in: lab)
         let actions = node.received([.historyRequest(room: lab, sinceMilliseconds: 5, limit: 20)], on: LinkHandle(1), at: at(2))
         #expect(actions.contains { if case .sendHistory(lab, 5, bob, true, 20) = $0 { true } else { false } })
     }
