@@ -128,7 +128,9 @@ struct MembershipBook: Sendable {
     mutating func bury(_ member: RoomMember, until: Int64, keep: Int, at now: Int64) {
         if tombstones.count >= keep {
             tombstones = tombstones.filter { $0.value > now }
-            if tombstones.count >= keep, let oldest = tombstones.min(by: { $0.value < $1.value }) {
+            // (Ties broken by room and peer: a dictionary's order differs between runs, and a seed must replay.)
+            if tombstones.count >= keep,
+               let oldest = tombstones.min(by: { ($0.value, $0.key.room.rawValue, $0.key.peer) < ($1.value, $1.key.room.rawValue, $1.key.peer) }) {
                 tombstones[oldest.key] = nil
             }
         }
@@ -265,7 +267,7 @@ struct MembershipBook: Sendable {
     mutating func keepLeave(_ member: RoomMember, at time: UInt64, keep: Int) -> Bool {
         if let held = signedLeaves[member], held >= time { return false }
         if signedLeaves.count >= keep, signedLeaves[member] == nil,
-           let oldest = signedLeaves.min(by: { ($0.value, $0.key.peer) < ($1.value, $1.key.peer) }) {
+           let oldest = signedLeaves.min(by: { ($0.value, $0.key.peer, $0.key.room.rawValue) < ($1.value, $1.key.peer, $1.key.room.rawValue) }) {
             signedLeaves[oldest.key] = nil
         }
         signedLeaves[member] = time

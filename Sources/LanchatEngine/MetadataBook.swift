@@ -174,7 +174,9 @@ struct MetadataBook: Sendable {
     mutating func closes(_ entry: WireFrame.MetaEntry, _ room: RoomID, proofTime: UInt64?) -> Bool {
         guard entry.timestampMilliseconds >= joinTime(room, proofTime: proofTime) else { return false }
         closings[room] = entry
-        if closings.count > Self.maximumClosedRooms, let oldest = closings.min(by: { $0.value.timestampMilliseconds < $1.value.timestampMilliseconds }) {
+        // (Ties broken by room: a dictionary's order differs between runs, and a seed must replay.)
+        if closings.count > Self.maximumClosedRooms,
+           let oldest = closings.min(by: { ($0.value.timestampMilliseconds, $0.key.rawValue) < ($1.value.timestampMilliseconds, $1.key.rawValue) }) {
             closings[oldest.key] = nil
         }
         return true
