@@ -250,9 +250,8 @@ extension SessionStateMachine {
 
     /// Forgets the backoff of peers we no longer want (they left, or we did).
     mutating func forgetUnwantedRedials() {
-        guard !redials.isEmpty else { return }
-        let wanted = wantedPeers
-        redials = redials.filter { wanted.contains($0.key) }
+        guard redials.count > 0 else { return }
+        redials.keep(only: wantedPeers)
     }
 
     /// Makes sure the redial schedule is looked at soon if a wanted peer is not connected.
@@ -261,39 +260,25 @@ extension SessionStateMachine {
         timers.scheduleNoLaterThan(.redial, at: now.monotonic)
     }
 
-    /// Dials the wanted peers that are due. The peer with the smaller id dials first; the other waits
-    /// 1.5 s, so that both rarely dial at once. Backoff doubles to `maximumReconnectDelay`, or for a
-    /// member we have never been connected with (`seen`: one a member introduced, at addresses of its
-    /// saying) to `maximumUnseenReconnectDelay`; a peer that discovery sees again (a new generation) is
-    /// tried again soon. At most `maximumDialsPerCheck` dials start per look and `maximumDialsAtOnce`
-    /// are under way, whatever members introduce: the rest wait their turn.
+    /// Dials the wanted peers that are due (`RedialSchedule`: who first, backoff, how many at once):
+    /// members we have been connected with first, then members only introduced to us (perhaps of
+    /// someone's making, with ids ground to sort first).
     mutating func redial(at now: EngineTime, _ out: inout [SessionAction]) {
-        let own = configuration.ownID
-        var waiting = false
-        var started = 0
-        // Members we have been connected with first; members only introduced to us (perhaps of someone's
-        // making, with ids ground to sort first) take at most half the dials under way.
-        var unseenDialing = links.dialing.count { !seen($0) }
         let wanted = wantedPeers.sorted()
-        for peer in wanted.filter(seen) + wanted.filter({ !seen($0) }) where !links.isLinked(peer) {
-            waiting = true
-            guard !links.dialing.contains(peer) else { continue }
-            var entry = redials[peer] ?? Redial(notBefore: now.monotonic + (own < peer ? 0 : 1_500))
-            if let generation = addressBook.lookup(peer)?.generation, generation != entry.generation {
-                entry.generation = generation
-                if entry.attempt > 0 { entry.notBefore = min(entry.notBefore, now.monotonic + (own < peer ? 0 : 1_000)) }
-            }
-            redials[peer] = entry
-            guard now.monotonic >= entry.notBefore, started < configuration.maximumDialsPerCheck,
-                  links.dialing.count < configuration.maximumDialsAtOnce,
-                  seen(peer) || unseenDialing < configuration.maximumDialsAtOnce / 2 else { continue }
-            started += 1
-            if !seen(peer) { unseenDialing += 1 }
-            entry.attempt += 1
-            let longest = seen(peer) ? configuration.maximumReconnectDelay : configuration.maximumUnseenReconnectDelay
-            entry.notBefore = now.monotonic + min(longest, 250 * (1 << Int64(min(entry.attempt, 12))))
-            redials[peer] = entry
-            _ = links.startDialing(peer)
+        let links = self.links
+        let candidates = (wanted.filter(seen) + wanted.filter({ !seen($0) })).filter { !links.isLinked($0) }
+        let keyed = self.keyed
+        let linkedOnce = redials
+        let book = addressBook
+        let limits = RedialSchedule.Limits(
+            dialsPerCheck: configuration.maximumDialsPerCheck, dialsAtOnce: configuration.maximumDialsAtOnce,
+            reconnect: configuration.maximumReconnectDelay, unseenReconnect: configuration.maximumUnseenReconnectDelay)
+        let (dials, waiting) = redials.due(
+            candidates, own: configuration.ownID, dialing: links.dialing,
+            seen: { linkedOnce.wasLinked($0) || keyed.contains($0) || links.isLinked($0) },
+            generation: { book.lookup($0)?.generation }, limits: limits, at: now.monotonic)
+        for peer in dials {
+            _ = self.links.startDialing(peer)
             out.append(.dial(peer))
         }
         forgetUnwantedRedials()

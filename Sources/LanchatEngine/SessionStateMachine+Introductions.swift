@@ -8,19 +8,16 @@ import LanchatWire
 /// membership proofs a peer may make us check (`proofChecksLeft`), and which addresses a member may make
 /// us dial (`dialable`). `+Membership` applies them as members are merged; `+Delivery` as it redials.
 extension SessionStateMachine {
-    /// Peers remembered as linked once in this run (`seenLinked`), at most.
-    static let maximumSeenLinked = 4096
-
     /// Whether we have been connected with `peer`: now, before in this run, or it proved its key to us
     /// before. (A peer linked before it became a member here, a stranger then, counts from the moment
     /// it is linked: the simulator found a member introduced while connected that was never "seen", so
     /// never passed on, and two members that never learnt of each other.)
-    func seen(_ peer: PeerID) -> Bool { seenLinked.contains(peer) || keyed.contains(peer) || links.isLinked(peer) }
+    func seen(_ peer: PeerID) -> Bool { redials.wasLinked(peer) || keyed.contains(peer) || links.isLinked(peer) }
 
     /// Remembers that `peer`, a member linked to us now, has been seen (`seen`), and forgets who
     /// introduced it.
     mutating func noteSeen(_ peer: PeerID) {
-        guard links.isLinked(peer), seenLinked.count < Self.maximumSeenLinked, seenLinked.insert(peer).inserted else { return }
+        guard links.isLinked(peer), redials.linked(peer) else { return }
         membership.forgetIntroducer(of: peer)
     }
 

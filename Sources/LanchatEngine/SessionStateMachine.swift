@@ -49,12 +49,6 @@ public struct SessionStateMachine: Sendable {
         var at: Int64
     }
 
-    struct Redial: Equatable, Sendable {
-        var attempt = 0
-        var notBefore: Int64
-        var generation = -1
-    }
-
     /// A history we asked our inviter for as we joined (`historyRequested`).
     public struct HistoryDoor: Equatable, Sendable {
         public var peer: PeerID
@@ -119,9 +113,8 @@ public struct SessionStateMachine: Sendable {
     /// Membership (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): the rooms and their members,
     /// claims, introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
     var membership = MembershipBook()
-    var redials: [PeerID: Redial] = [:]
-    /// Peers we have had a link with while this node runs (`seen`); at most `maximumSeenLinked`.
-    var seenLinked: Set<PeerID> = []
+    /// When to dial whom, and the peers linked to us once in this run (`RedialSchedule`, `seen`).
+    var redials = RedialSchedule()
     /// Reliable messages each recipient has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
     var outbox = Outbox()
     var noticeSequence: Int64 = 0
@@ -226,7 +219,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func received(_ frames: [WireFrame], on handle: LinkHandle, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard let entry = links.peer(on: handle) else { return out }
-        redials[entry.peer.id] = nil
+        redials.heard(from: entry.peer.id)
         var acks: [WireID] = []
         for frame in frames {
             switch frame {
