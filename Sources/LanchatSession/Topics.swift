@@ -23,6 +23,8 @@ extension SessionNode {
         topicSubscribers[key, default: [:]][id] = continuation
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
+            // Unstructured: onTermination is a synchronous callback (on whichever thread ended the stream)
+            // that hands the end to the node actor; the task ends once `topicSubscriberEnded` returns.
             Task { await self.topicSubscriberEnded(key, id) }
         }
         return stream

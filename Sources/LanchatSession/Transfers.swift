@@ -73,11 +73,6 @@ struct ResourceFile {
 /// given up after it (their `.part` file removed).
 let transferRetention: Int64 = 7 * 24 * 3600 * 1000
 
-/// A value moved to the file thread and back; only one side touches it at a time.
-struct Handoff<Value>: @unchecked Sendable {
-    var value: Value
-}
-
 extension SessionNode {
     // MARK: Sending
 

@@ -291,6 +291,11 @@ struct Interactive: ParsableCommand {
 }
 
 /// What the input loop and the event thread share.
+// @unchecked: `currentRoom` and `pending` are touched only with `lock` held; `ui`, `notify`,
+// `showTyping`, `ownName`, `ownID` and `socketPath` are set before the event thread starts and only
+// read after; `lastTyping` is used only by the input loop (main thread) and `lastPresenceRefresh` only
+// by the event thread. What would remove it: the set-once values as `let`s given to `init`, and the
+// rest behind a Mutex.
 final class InteractiveState: @unchecked Sendable {
     private let lock = NSLock()
     private var currentRoom: String?
@@ -452,6 +457,9 @@ final class InteractiveState: @unchecked Sendable {
 }
 
 /// The watch connection, used only by the event thread once the main thread hands it over.
+// @unchecked: `Thread` takes a `@Sendable` block and ControlClient (a class with a mutable line framer)
+// is not Sendable; the main thread never uses `watcher` again after it starts the thread. What would
+// remove it: a thread API that takes a `sending` closure, or a Sendable ControlClient (its state behind a Mutex).
 struct UncheckedClient: @unchecked Sendable {
     let client: ControlClient
 }

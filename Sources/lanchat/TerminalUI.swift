@@ -8,6 +8,10 @@ import LanchatTerminal
 /// (a scroll region), so what arrives never lands in what the person is typing. Raw mode with the
 /// line editor of `LanchatTerminal`; invitations ask in the input line and keep the half-typed text;
 /// the terminal is restored on every way out (/quit, Ctrl-C, Ctrl-D, SIGTERM, the daemon stopping).
+// @unchecked: three threads use it (the key loop on the main thread, the event thread, the signal
+// queue), and every mutable property is touched only with `lock` held, except `me` (set once, before
+// `start`) and `signalSources` (only in `start`). What would remove it: those properties in a struct
+// behind a Mutex, with the drawing methods on that struct.
 final class TerminalUI: @unchecked Sendable {
     private let lock = NSLock()
     private var editor = LineEditor()
