@@ -1,4 +1,3 @@
-import DNSSD
 import FoundationEssentials
 import Glibc
 import LanchatControl

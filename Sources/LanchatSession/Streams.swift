@@ -1,6 +1,5 @@
 import LanchatCore
 import LanchatEngine
-import LanchatWire
 import NIOCore
 
 /// A named byte stream to or from a peer (STREAM_* frames): both directions, each with its own end of

@@ -1,6 +1,5 @@
 import LanchatCore
 import LanchatEngine
-import LanchatWire
 
 /// Topics as programs on this side see them: each subscriber has its own stream; the engine subscribes
 /// to a topic while at least one program does (`SessionStateMachine+Topics`).

@@ -1,9 +1,6 @@
-import Crypto
 import Glibc
 import LanchatCore
 import LanchatEngine
-import LanchatStore
-import LanchatTransfer
 import LanchatWire
 import NIOCore
 import NIOPosix

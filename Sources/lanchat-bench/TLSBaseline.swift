@@ -4,7 +4,6 @@ import LanchatIdentity
 import LanchatSecurity
 import NIOCore
 import NIOPosix
-import NIOSSL
 import NIOTLS
 
 // MARK: TLS with one sync per side (the floor of a durable acknowledged message)

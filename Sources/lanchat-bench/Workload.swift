@@ -10,7 +10,6 @@ import LanchatWire
 import Logging
 import NIOCore
 import NIOPosix
-import NIOSSL
 
 // MARK: Fixed workloads, for instruction counts (bench/instructions.py runs them under callgrind)
 

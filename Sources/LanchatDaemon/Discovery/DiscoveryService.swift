@@ -5,8 +5,6 @@ import LanchatControl
 import LanchatCore
 import LanchatDiscovery
 import LanchatEngine
-import LanchatSession
-import LanchatWire
 import Logging
 import ServiceLifecycle
 
