@@ -66,6 +66,8 @@ extension DNSSD {
             DNSServiceResolve(refOut, 0, instance.interfaceIndex, instance.name, instance.type, instance.domain, resolveReply, ctx)
         }
         defer { driver.cancel() }
+        // Unstructured: a timer that ends the stream this function iterates (a child task could not end
+        // the loop below without a group around it); cancelled by the defer, so it lives no longer than the call.
         let timer = Task {
             try? await Task.sleep(for: timeout)
             continuation.finish()
@@ -103,6 +105,8 @@ extension DNSSD {
         do { drivers.append(try await aaaa) } catch { failure = failure ?? error as? DNSSDError ?? DNSSDError(code: .other, operation: "query") }
         defer { drivers.forEach { $0.cancel() } }
         if let failure { throw failure }
+        // Unstructured: a timer that ends the stream this function iterates; cancelled by the defer, so it
+        // lives no longer than the call.
         let timer = Task {
             try? await Task.sleep(for: timeout)
             continuation.finish()
@@ -116,6 +120,7 @@ extension DNSSD {
             // Both families in: nothing more to wait for.
             if addresses.contains(where: { !$0.contains(":") }) && addresses.contains(where: { $0.contains(":") }) { break }
             if settleTimer == nil {
+                // Unstructured: the settle timer, started inside the loop it ends; cancelled by the defer above.
                 settleTimer = Task {
                     try? await Task.sleep(for: settle)
                     continuation.finish()

@@ -1,4 +1,3 @@
-import DNSSD
 import FoundationEssentials
 import Glibc
 import LanchatControl
@@ -127,6 +126,8 @@ public enum Daemon {
             throw StartupError("cannot load rooms from the history database: \(error)")
         }
         listener.onConnection { connection in
+            // Unstructured: a synchronous NIO callback (on the listener's event loop) hands the connection to
+            // the node actor; the task ends once `accepted` (synchronous on the actor) returns.
             Task { await node.accepted(connection) }
         }
         let staticPeers = StaticPeers(

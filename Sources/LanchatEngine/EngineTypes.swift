@@ -1,5 +1,4 @@
 import LanchatCore
-import LanchatWire
 
 /// Time as the engine sees it. It comes with every input; the engine never reads a clock, so tests
 /// and the simulator decide what time it is.

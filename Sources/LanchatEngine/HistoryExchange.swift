@@ -1,5 +1,4 @@
 import LanchatCore
-import LanchatWire
 
 /// Histories' own state both ways (issue 29: a machine that owns its state; the rules are in
 /// `+Membership` for a newcomer's history and `+Relay` for relay): the door each room we join keeps open

@@ -1,5 +1,4 @@
 import LanchatCore
-import LanchatWire
 
 /// The outbox's own state (issue 29: a machine that owns its state; the rules are in `+Delivery`): per
 /// recipient, the reliable messages it has not acknowledged (their ids and rooms; the store keeps the

@@ -1,5 +1,4 @@
 import LanchatCore
-import LanchatWire
 
 /// What a node is configured with: who it is, its limits and policies (the daemon sets them from its
 /// flags, the simulator makes them small).

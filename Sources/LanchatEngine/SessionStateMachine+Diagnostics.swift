@@ -1,6 +1,3 @@
-import LanchatCore
-import LanchatWire
-
 extension SessionStateMachine {
     /// Counts of what the engine holds, for tests, the simulator's leak checks and `lanchat status`.
     public struct Diagnostics: Equatable, Sendable, CustomStringConvertible {

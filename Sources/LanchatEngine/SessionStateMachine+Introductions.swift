@@ -1,6 +1,5 @@
 import Glibc
 import LanchatCore
-import LanchatWire
 
 /// What one member's introductions can make us do (issue 28, items 6 to 8): whom we have been connected
 /// with (`seen`), who introduced each member we have not seen (`introducers`), how many such members one

@@ -1,7 +1,6 @@
 import LanchatCore
 import LanchatTransfer
 import LanchatWire
-import NIOCore
 
 /// The receiving end of transfers: an offer decided (who may send, the caps, the name and size, the
 /// part file), chunks handed to the shell to write in order, progress once written, the digest checked,

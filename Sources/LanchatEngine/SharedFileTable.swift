@@ -1,5 +1,4 @@
 import LanchatCore
-import LanchatWire
 
 /// Shared files' own state (issue 29: a machine that owns its state; the rules are in `+SharedFiles`):
 /// the fetches under way by their own id, the request each asks now (and, the other way, the fetch each

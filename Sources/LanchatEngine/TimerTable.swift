@@ -1,5 +1,4 @@
 import LanchatCore
-import LanchatWire
 
 /// The engine's timers. Time is an input: the shell asks `nextDeadline`, sleeps until then (or until
 /// something else happens), and calls `tick(at:)`, which fires every timer that is due.

@@ -2,7 +2,6 @@ import LanchatCore
 import LanchatEngine
 import LanchatWire
 import LanchatSecurity
-import LanchatStore
 
 /// What the daemon and the benchmark call: the browser's and advertiser's side of invitations, and
 /// the session (rooms, messages, history). Each call asks the engine and performs what it answers.

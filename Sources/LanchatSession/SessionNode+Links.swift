@@ -1,13 +1,10 @@
 import Glibc
 import LanchatCore
 import LanchatEngine
-import LanchatSecurity
-import LanchatStore
 import LanchatTransport
 import LanchatWire
 import Logging
 import NIOCore
-import NIOPosix
 
 /// The node's connections: dialing a peer, taking over a connection (dialed or accepted) as the peer's
 /// link, and handing its frames and its end to the engine.

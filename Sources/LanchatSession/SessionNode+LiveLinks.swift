@@ -1,4 +1,3 @@
-import LanchatCore
 import LanchatEngine
 
 extension SessionNode {

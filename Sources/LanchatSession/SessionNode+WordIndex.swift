@@ -1,5 +1,4 @@
 import LanchatCore
-import LanchatEngine
 import NIOCore
 
 /// The word index catching up with what was stored (a stored message waits for it: `SessionStore.indexWaiting`).

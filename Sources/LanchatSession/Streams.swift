@@ -1,6 +1,5 @@
 import LanchatCore
 import LanchatEngine
-import LanchatWire
 import NIOCore
 
 /// A named byte stream to or from a peer (STREAM_* frames): both directions, each with its own end of
@@ -50,6 +49,10 @@ public final class ByteStream: Sendable {
 /// One stream as the program on our side sees it (the engine decides the protocol): bytes that came
 /// and are not read yet, whether each direction ended, and the program's waiting calls. Touched only on
 /// the node's executor.
+// @unchecked: ByteStream (Sendable, in programs' hands) holds it, but reads and writes it only through
+// SessionNode's methods, which run on the node actor; Swift cannot isolate a class to one actor
+// instance. What would remove it: ByteStream holding only the id, and the node keeping each stream's
+// state (its failure included) in its own table until the last ByteStream is gone.
 final class StreamState: @unchecked Sendable {
     let id: WireID
     let peer: SessionPeer

@@ -1,6 +1,5 @@
 import LanchatCore
 import LanchatEngine
-import LanchatWire
 
 /// Topics as programs on this side see them: each subscriber has its own stream; the engine subscribes
 /// to a topic while at least one program does (`SessionStateMachine+Topics`).
@@ -23,6 +22,8 @@ extension SessionNode {
         topicSubscribers[key, default: [:]][id] = continuation
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
+            // Unstructured: onTermination is a synchronous callback (on whichever thread ended the stream)
+            // that hands the end to the node actor; the task ends once `topicSubscriberEnded` returns.
             Task { await self.topicSubscriberEnded(key, id) }
         }
         return stream

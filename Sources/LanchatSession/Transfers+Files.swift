@@ -2,7 +2,6 @@ import Crypto
 import Glibc
 import LanchatCore
 import LanchatEngine
-import LanchatStore
 import LanchatTransfer
 import LanchatWire
 import NIOCore
@@ -151,13 +150,13 @@ extension SessionNode {
     private func read(_ id: WireID, offset: UInt64, count: Int) {
         guard var file = files[id], !file.busy else { return }
         file.busy = true
-        let hashing = Handoff(value: (file.hasher, file.hashedUpTo))
+        let hashing = (file.hasher, file.hashedUpTo)
         file.hasher = SHA256()
         files[id] = file
         let fd = file.fd
         let size = file.size
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(ByteBuffer, SHA256, UInt64)> in
-            var (hasher, hashed) = hashing.value
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> (ByteBuffer, SHA256, UInt64) in
+            var (hasher, hashed) = hashing
             if hashed < offset {
                 hashed = SessionNode.hash(fd, from: hashed, to: offset, into: &hasher)
                 guard hashed == offset else { throw SessionError("bad_file", "the file changed while being sent (short read at \(hashed))") }
@@ -174,13 +173,12 @@ extension SessionNode {
                     hashed = offset + UInt64(count)
                 }
             }
-            return Handoff(value: (buffer, hasher, hashed))
+            return (buffer, hasher, hashed)
         }
         afterFileWork(id, future) { node, file, result in
             var file = file
             switch result {
-            case .success(let handoff):
-                let (data, hasher, hashed) = handoff.value
+            case .success(let (data, hasher, hashed)):
                 file.hasher = hasher
                 if hashed == size, file.digest == nil { file.digest = Array(hasher.finalize()) }
                 file.hashedUpTo = hashed
@@ -239,16 +237,16 @@ extension SessionNode {
     }
 
     private func hashPart(_ id: WireID, fd: Int32, path: String, size: UInt64, free: UInt64) {
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<(UInt64, SHA256)> in
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> (UInt64, SHA256) in
             var info = stat()
             // Longer than the offer: not this offer's bytes; start over.
             guard fstat(fd, &info) == 0, UInt64(info.st_size) <= size else {
                 ftruncate(fd, 0)
-                return Handoff(value: (0, SHA256()))
+                return (0, SHA256())
             }
             var hasher = SHA256()
             let held = SessionNode.hash(fd, from: 0, to: UInt64(info.st_size), into: &hasher)
-            return Handoff(value: (held, hasher))
+            return (held, hasher)
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }
@@ -261,7 +259,7 @@ extension SessionNode {
                 var held: UInt64 = 0
                 var hasher = SHA256()
                 switch result {
-                case .success(let handoff): (held, hasher) = handoff.value
+                case .success(let value): (held, hasher) = value
                 case .failure: ftruncate(fd, 0)
                 }
                 node.files[id] = TransferFile(fd: fd, path: path, incoming: true, hasher: hasher, hashedUpTo: held)
@@ -277,13 +275,13 @@ extension SessionNode {
         let batch = file.queue
         file.queue = []
         file.busy = true
-        let handoff = Handoff(value: (batch, file.hasher))
+        let hashing = file.hasher
         file.hasher = SHA256()
         files[id] = file
         let fd = file.fd
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> Handoff<SHA256> in
-            var hasher = handoff.value.1
-            for (offset, data) in handoff.value.0 {
+        let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> SHA256 in
+            var hasher = hashing
+            for (offset, data) in batch {
                 data.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
                 var written = 0
                 let total = data.readableBytes
@@ -304,7 +302,7 @@ extension SessionNode {
             // commit, which on ext4 waits for them) has to write them all at once. Measured: chat p99
             // during a 1 GiB transfer 103 ms without either, 65 ms with DONTNEED, 9 ms with both; the
             // transfer's rate unchanged (bench/files.py).
-            if let first = handoff.value.0.first, let last = handoff.value.0.last {
+            if let first = batch.first, let last = batch.last {
                 let end = last.offset + UInt64(last.data.readableBytes)
                 _ = posix_fadvise(fd, off_t(first.offset), off_t(end - first.offset), POSIX_FADV_DONTNEED)
                 // And at most 8 MiB are in flight: every 8 MiB this thread waits until they are written.
@@ -313,13 +311,13 @@ extension SessionNode {
                     throw SessionError("write_failed", String(cString: strerror(errno)))
                 }
             }
-            return Handoff(value: hasher)
+            return hasher
         }
         afterFileWork(id, future) { node, file, result in
             var file = file
             switch result {
             case .success(let hasher):
-                file.hasher = hasher.value
+                file.hasher = hasher
                 node.files[id] = file
                 if let last = batch.last {
                     node.perform(node.engine.written(id, upTo: last.offset + UInt64(last.data.readableBytes), at: node.time()))

@@ -1,9 +1,6 @@
-import Crypto
 import Glibc
 import LanchatCore
 import LanchatEngine
-import LanchatStore
-import LanchatTransfer
 import LanchatWire
 import NIOCore
 import NIOPosix
@@ -45,7 +42,7 @@ extension SessionNode {
         let strangers: Bool
     }
 
-    private typealias ReadPiece = Handoff<(HistoryFileReader, [SessionStateMachine.HistoryVerdict])>
+    private typealias ReadPiece = (HistoryFileReader, [SessionStateMachine.HistoryVerdict])
 
     /// The file thread reads a piece and checks each record's signature (`SessionStateMachine.verdict`:
     /// the costly part, off the event loop). Checking stops at the forged record that reaches the limit
@@ -69,7 +66,7 @@ extension SessionNode {
                     if forged >= forgedLeft { break }
                 }
             }
-            return Handoff(value: (reader, verdicts))
+            return (reader, verdicts)
         }
     }
 
@@ -84,7 +81,7 @@ extension SessionNode {
                 let next: HistoryFileReader
                 let verdicts: [SessionStateMachine.HistoryVerdict]
                 switch result {
-                case .success(let handoff): (next, verdicts) = handoff.value
+                case .success(let value): (next, verdicts) = value
                 case .failure(let error): return node.historyImportEnded(piece.id, reader: reader, error: "invalid history: \(error)", counts: counts)
                 }
                 guard !verdicts.isEmpty else { return node.historyImportEnded(piece.id, reader: next, error: nil, counts: counts) }

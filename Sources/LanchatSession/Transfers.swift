@@ -2,8 +2,6 @@ import Crypto
 import Glibc
 import LanchatCore
 import LanchatEngine
-import LanchatStore
-import LanchatTransfer
 import LanchatWire
 import NIOCore
 import NIOPosix
@@ -72,11 +70,6 @@ struct ResourceFile {
 /// Ended transfers are remembered this long (a late re-offer is answered), and interrupted ones are
 /// given up after it (their `.part` file removed).
 let transferRetention: Int64 = 7 * 24 * 3600 * 1000
-
-/// A value moved to the file thread and back; only one side touches it at a time.
-struct Handoff<Value>: @unchecked Sendable {
-    var value: Value
-}
 
 extension SessionNode {
     // MARK: Sending

@@ -1,5 +1,3 @@
-import LanchatCore
-
 /// The messages table's shape, and bringing an older file to it.
 extension ChatStore {
     /// The messages table: a message is keyed by its id and its author (`PRIMARY KEY (id, sender_id)`), so

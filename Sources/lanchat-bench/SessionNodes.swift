@@ -51,6 +51,8 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     let directoryOfPeers = PeerDirectory()
     let nodeBox = NodeBox()
     let listener = try await connector.listen(port: 0) { connection in
+        // (Unstructured: NIO's synchronous callback hands the connection to the actor; it ends when
+        // `accepted` returns.)
         Task { await nodeBox.node?.accepted(connection) }
     }
     let port = listener.localAddress!.port!
@@ -61,6 +63,7 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
         eventLoop: group.next(), connector: connector, store: store, knownPeers: try KnownPeers(directory: directory),
         directory: directoryOfPeers, logger: logger)
     await nodeBox.set(node)
+    // (Unstructured: the node runs beside the measurements; cancelled at the end, then given 300 ms to say GOODBYE.)
     let maintenance = Task { await node.run() }
 
     // Meet the others.

@@ -4,7 +4,6 @@ import LanchatIdentity
 import LanchatSecurity
 import NIOCore
 import NIOPosix
-import NIOSSL
 import NIOTLS
 
 // MARK: TLS with one sync per side (the floor of a durable acknowledged message)
@@ -29,7 +28,7 @@ func benchTLS(_ directory: String) -> PeerTLS {
 }
 
 /// Echoes each 64-byte message once a small write is synced.
-final class SyncedEcho: ChannelInboundHandler, @unchecked Sendable {  // one channel, on its event loop
+final class SyncedEcho: ChannelInboundHandler {  // one channel, on its event loop: made and used there, never sent
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     let fd: Int32
@@ -49,7 +48,7 @@ final class SyncedEcho: ChannelInboundHandler, @unchecked Sendable {  // one cha
 }
 
 /// Sends a 64-byte message after a synced write, waits for its echo, `count` + 100 times (100 to warm up).
-final class SyncedPing: ChannelInboundHandler, @unchecked Sendable {  // one channel, on its event loop
+final class SyncedPing: ChannelInboundHandler {  // one channel, on its event loop: made and used there, never sent
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     let fd: Int32

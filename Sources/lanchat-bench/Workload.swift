@@ -11,7 +11,6 @@ import LanchatWire
 import Logging
 import NIOCore
 import NIOPosix
-import NIOSSL
 
 // MARK: Fixed workloads, for instruction counts (bench/instructions.py runs them under callgrind)
 
@@ -35,6 +34,8 @@ struct WorkNode {
         // timeout) would then add work that the bare run never does.
         connector.heartbeatTimeout = .seconds(3600)
         let box = NodeBox()
+        // Unstructured: a synchronous NIO callback hands the connection to the node actor; the task ends once
+        // `accepted` returns.
         let listener = try await connector.listen(port: 0) { connection in Task { await box.node?.accepted(connection) } }
         let port = listener.localAddress!.port!
         var configuration = SessionNode.Configuration(ownID: identity.peerID, ownName: name, port: port, autoAccept: .all, encryption: .required)
@@ -47,6 +48,8 @@ struct WorkNode {
             store: try ChatStore(path: path + "/" + ChatStore.fileName), knownPeers: try KnownPeers(directory: path),
             directory: directory, logger: logger)
         await box.set(node)
+        // Unstructured: the node's maintenance loop, for as long as the workload's process runs (the
+        // benchmark exits when the workload is done; nothing waits for the node to stop).
         Task { await node.run() }
         return WorkNode(node: node, peer: SessionPeer(id: identity.peerID, name: name), port: port, directory: directory)
     }
@@ -88,6 +91,8 @@ actor Counter {
 /// Counts, on `counter`, the events of `node` that `counts` keeps (in a task of its own).
 func countEvents(_ node: SessionNode, on counter: Counter, _ counts: @escaping @Sendable (SessionEvent) -> Bool) async {
     let events = await node.events
+    // Unstructured: it counts while the workload goes on after this returns; it ends with the node's events
+    // (or the process, once the workload is done).
     Task {
         for await event in events where counts(event) { await counter.add() }
     }
@@ -167,7 +172,7 @@ func floorWorkload(directory: String, kind: String, argument: String) async thro
 }
 
 /// Writes what arrives to a file; syncs it and completes `done` once `size` bytes are in.
-final class FileSink: ChannelInboundHandler, @unchecked Sendable {  // one channel, on its event loop
+final class FileSink: ChannelInboundHandler {  // one channel, on its event loop: made and used there, never sent
     typealias InboundIn = ByteBuffer
     let fd: Int32
     let size: Int

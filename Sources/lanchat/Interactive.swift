@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LanchatControl
+import Synchronization
 
 /// `lanchat` with no subcommand: messages and notices as they arrive, invitation prompts, /commands.
 struct Interactive: ParsableCommand {
@@ -43,24 +44,23 @@ struct Interactive: ParsableCommand {
         let watcher = try global.connect()
         do { _ = try watcher.call(.watch) } catch { fail(error.message) }
         watcher.setTimeout(seconds: 0)
-        let state = InteractiveState()
-        state.notify = !noNotify
-        state.showTyping = !noTyping
-        state.socketPath = global.socketPath
         let environment = ProcessInfo.processInfo.environment
         let term = environment["TERM"] ?? ""
+        var ui: TerminalUI?
         if !lineMode, isatty(0) == 1, isatty(1) == 1, !term.isEmpty, term != "dumb" {
-            state.ui = TerminalUI(color: environment["NO_COLOR"].map(\.isEmpty) ?? true)
+            ui = TerminalUI(color: environment["NO_COLOR"].map(\.isEmpty) ?? true)
         }
         let status: DaemonStatus
+        let firstRoom: String?
         do {
             guard let value = try commands.call(.status).status else { fail("the daemon sent no status") }
             status = value
             let rooms = try commands.call(.rooms).rooms ?? []
-            state.room = rooms.first?.room
+            firstRoom = rooms.first?.room
         } catch { fail(error.message) }
-        state.ownName = status.name
-        state.ownID = status.id
+        let state = InteractiveState(
+            ui: ui, notify: !noNotify, showTyping: !noTyping, ownName: status.name, ownID: status.id, socketPath: global.socketPath)
+        state.room = firstRoom
         if let ui = state.ui {
             ui.me = printable(status.name)
             ui.start()
@@ -108,10 +108,7 @@ struct Interactive: ParsableCommand {
                 _ = state.answerPending(yes ? "y" : "n", commands)
             }, edited: {
                 // The room is told at most every 3 s (the daemon keeps to that too).
-                guard !noTyping, let room = state.room else { return }
-                let now = ContinuousClock.now
-                guard state.lastTyping.map({ now - $0 >= .seconds(3) }) ?? true else { return }
-                state.lastTyping = now
+                guard !noTyping, let room = state.room, state.typingDue() else { return }
                 _ = try? commands.call(.typing(room: room))
             })
             ui.restore()
@@ -291,25 +288,47 @@ struct Interactive: ParsableCommand {
 }
 
 /// What the input loop and the event thread share.
-final class InteractiveState: @unchecked Sendable {
-    private let lock = NSLock()
-    private var currentRoom: String?
-    private var pending: [InvitationInfo] = []
+final class InteractiveState: Sendable {
+    private struct Shared {
+        var room: String?
+        var pending: [InvitationInfo] = []
+        var lastPresenceRefresh: ContinuousClock.Instant?
+        var lastTyping: ContinuousClock.Instant?
+    }
+
+    private let shared = Mutex(Shared())
     /// The full-screen UI on a terminal; nil in line mode.
-    var ui: TerminalUI?
-    var notify = true
-    var lastPresenceRefresh: ContinuousClock.Instant?
-    var lastTyping: ContinuousClock.Instant?
-    var showTyping = true
-    var ownName = ""
-    var ownID = ""
-    var socketPath = ""
+    let ui: TerminalUI?
+    let notify: Bool
+    let showTyping: Bool
+    let ownName: String
+    let ownID: String
+    let socketPath: String
+
+    init(ui: TerminalUI?, notify: Bool, showTyping: Bool, ownName: String, ownID: String, socketPath: String) {
+        self.ui = ui
+        self.notify = notify
+        self.showTyping = showTyping
+        self.ownName = ownName
+        self.ownID = ownID
+        self.socketPath = socketPath
+    }
 
     var room: String? {
-        get { lock.withLock { currentRoom } }
+        get { shared.withLock { $0.room } }
         set {
-            lock.withLock { currentRoom = newValue }
+            shared.withLock { $0.room = newValue }
             ui?.setRoom(newValue)
+        }
+    }
+
+    /// Whether to tell the room we type: at most every 3 s (the daemon keeps to that too).
+    func typingDue() -> Bool {
+        let now = ContinuousClock.now
+        return shared.withLock { state in
+            guard state.lastTyping.map({ now - $0 >= .seconds(3) }) ?? true else { return false }
+            state.lastTyping = now
+            return true
         }
     }
 
@@ -319,13 +338,13 @@ final class InteractiveState: @unchecked Sendable {
             ui.addLine(text)
             return
         }
-        lock.withLock {
+        shared.withLock { _ in
             FileHandle.standardOutput.write(Data((text + "\n").utf8))
         }
     }
 
     func prompt(_ invitation: InvitationInfo) {
-        lock.withLock { pending.append(invitation) }
+        shared.withLock { $0.pending.append(invitation) }
         let note = invitation.message.map { ": \"\(printable($0))\"" } ?? ""
         let question = "accept invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), code \(invitation.shortCode)) "
             + "to room '\(invitation.room)'\(note)? [y/N]"
@@ -347,15 +366,15 @@ final class InteractiveState: @unchecked Sendable {
         ui.setMembers(rooms)
     }
 
-    func oldestPending() -> String? { lock.withLock { pending.first?.id } }
+    func oldestPending() -> String? { shared.withLock { $0.pending.first?.id } }
 
     func resolved(_ id: String) {
-        lock.withLock { pending.removeAll { $0.id.hasPrefix(id) } }
+        shared.withLock { state in state.pending.removeAll { $0.id.hasPrefix(id) } }
     }
 
     /// If an invitation prompt is open, the line answers it ("y"/"yes" accepts; anything else declines).
     func answerPending(_ line: String, _ client: ControlClient) -> Bool {
-        guard let invitation = lock.withLock({ pending.first }) else { return false }
+        guard let invitation = shared.withLock({ $0.pending.first }) else { return false }
         resolved(invitation.id)
         ui?.ask(nil)
         let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
@@ -371,8 +390,8 @@ final class InteractiveState: @unchecked Sendable {
         } catch {
             say("error: \(error.message)")
         }
-        if let next = lock.withLock({ pending.first }) {
-            lock.withLock { pending.removeFirst() }
+        if let next = shared.withLock({ $0.pending.first }) {
+            shared.withLock { _ = $0.pending.removeFirst() }
             prompt(next)
         }
         return true
@@ -388,7 +407,7 @@ final class InteractiveState: @unchecked Sendable {
         case "invitation_closed":
             if let invitation = event.invitation {
                 resolved(invitation.id)
-                if ui != nil, lock.withLock({ pending.isEmpty }) { ui?.ask(nil) }
+                if ui != nil, shared.withLock({ $0.pending.isEmpty }) { ui?.ask(nil) }
                 if invitation.outcome == "expired" || invitation.outcome == "withdrawn" {
                     say("invitation from \(printable(invitation.from)) to \(invitation.room) \(invitation.outcome!)")
                 } else if invitation.outcome?.hasPrefix("accepted ") == true {
@@ -433,10 +452,12 @@ final class InteractiveState: @unchecked Sendable {
             // at most once a second: a member toggling its status costs no connection per change).
             if let text = describeSession(event) { say(text) }
             let now = ContinuousClock.now
-            if lastPresenceRefresh.map({ now - $0 > .seconds(1) }) ?? true {
-                lastPresenceRefresh = now
-                refreshMembers()
+            let due = shared.withLock { state in
+                guard state.lastPresenceRefresh.map({ now - $0 > .seconds(1) }) ?? true else { return false }
+                state.lastPresenceRefresh = now
+                return true
             }
+            if due { refreshMembers() }
         default:
             break  // found/lost: see /peers
         }
@@ -452,6 +473,9 @@ final class InteractiveState: @unchecked Sendable {
 }
 
 /// The watch connection, used only by the event thread once the main thread hands it over.
+// @unchecked: `Thread` takes a `@Sendable` block and ControlClient (a class with a mutable line framer)
+// is not Sendable; the main thread never uses `watcher` again after it starts the thread. What would
+// remove it: a thread API that takes a `sending` closure, or a Sendable ControlClient (its state behind a Mutex).
 struct UncheckedClient: @unchecked Sendable {
     let client: ControlClient
 }

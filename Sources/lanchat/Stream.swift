@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LanchatControl
+import Synchronization
 
 struct StreamCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -111,6 +112,9 @@ struct StreamCommand: ParsableCommand {
 
 /// The socket's sending side, shared by the stdin thread and the main thread: whole frames only, and
 /// nothing after the end frame.
+// @unchecked: `ended` and the socket are touched only while `lock` is held, from either thread. It stays
+// an NSLock, not a Mutex (which would make the class checked), because `end` needs a lock that gives up
+// after a while (`lock(before:)`): the stdin thread may hold it in a send the peer never lets finish.
 private final class PipeWriter: @unchecked Sendable {
     private let lock = NSLock()
     private let fd: Int32
@@ -175,14 +179,17 @@ private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
 }
 
 /// Bytes each way; on a terminal (stderr) a line updated twice a second.
-private final class StreamProgress: @unchecked Sendable {
-    private let lock = NSLock()
+private final class StreamProgress: Sendable {
+    private struct Counts {
+        var sentBytes = 0
+        var receivedBytes = 0
+        var lastShown = Date.distantPast
+    }
+
+    private let counts = Mutex(Counts())
     private let entry: StreamEntry
     private let terminal: Bool
     private let started = Date()
-    private var sentBytes = 0
-    private var receivedBytes = 0
-    private var lastShown = Date.distantPast
 
     init(entry: StreamEntry, terminal: Bool) {
         self.entry = entry
@@ -195,44 +202,44 @@ private final class StreamProgress: @unchecked Sendable {
     func sent(_ count: Int) { update { $0.sentBytes += count } }
     func received(_ count: Int) { update { $0.receivedBytes += count } }
 
-    private func update(_ change: (StreamProgress) -> Void) {
-        lock.lock()
-        change(self)
-        let now = Date()
-        let show = terminal && now.timeIntervalSince(lastShown) >= 0.5
-        if show { lastShown = now }
-        let line = show ? self.line() : nil
-        lock.unlock()
+    private func update(_ change: (inout Counts) -> Void) {
+        let line = counts.withLock { counts -> String? in
+            change(&counts)
+            let now = Date()
+            let show = terminal && now.timeIntervalSince(counts.lastShown) >= 0.5
+            if show { counts.lastShown = now }
+            return show ? self.line(counts) : nil
+        }
         if let line { FileHandle.standardError.write(Data(("\r\u{1b}[K" + line).utf8)) }
     }
 
-    private func line() -> String {
+    private func line(_ counts: Counts) -> String {
         let seconds = max(0.001, Date().timeIntervalSince(started))
-        let rate = Double(sentBytes + receivedBytes) / seconds / 1e6
-        return String(format: "sent %.1f MB, received %.1f MB, %.1f MB/s", Double(sentBytes) / 1e6, Double(receivedBytes) / 1e6, rate)
+        let rate = Double(counts.sentBytes + counts.receivedBytes) / seconds / 1e6
+        return String(format: "sent %.1f MB, received %.1f MB, %.1f MB/s", Double(counts.sentBytes) / 1e6, Double(counts.receivedBytes) / 1e6, rate)
     }
 
     func finish(outcome: String??, json: Bool) {
-        lock.lock()
-        defer { lock.unlock() }
-        if terminal { FileHandle.standardError.write(Data(("\r\u{1b}[K" + line() + "\n").utf8)) }
-        if json {
-            struct Summary: Encodable {
-                var id, peer, name, state: String
-                var sent, received: Int
-                var seconds: Double
-                var error: String?
+        counts.withLock { counts in
+            if terminal { FileHandle.standardError.write(Data(("\r\u{1b}[K" + line(counts) + "\n").utf8)) }
+            if json {
+                struct Summary: Encodable {
+                    var id, peer, name, state: String
+                    var sent, received: Int
+                    var seconds: Double
+                    var error: String?
+                }
+                let state: String
+                let error: String?
+                switch outcome {
+                case .some(nil): (state, error) = ("finished", nil)
+                case .some(let reason?): (state, error) = ("aborted", reason)
+                case nil: (state, error) = ("lost", "lanchatd closed the stream")
+                }
+                let summary = Summary(id: entry.id, peer: entry.peer, name: entry.name, state: state, sent: counts.sentBytes,
+                                      received: counts.receivedBytes, seconds: Date().timeIntervalSince(started), error: error)
+                FileHandle.standardError.write(Data(ControlJSON.line(summary)))
             }
-            let state: String
-            let error: String?
-            switch outcome {
-            case .some(nil): (state, error) = ("finished", nil)
-            case .some(let reason?): (state, error) = ("aborted", reason)
-            case nil: (state, error) = ("lost", "lanchatd closed the stream")
-            }
-            let summary = Summary(id: entry.id, peer: entry.peer, name: entry.name, state: state, sent: sentBytes, received: receivedBytes,
-                                  seconds: Date().timeIntervalSince(started), error: error)
-            FileHandle.standardError.write(Data(ControlJSON.line(summary)))
         }
     }
 }

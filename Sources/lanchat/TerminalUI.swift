@@ -3,48 +3,61 @@ import Foundation
 import Glibc
 import LanchatControl
 import LanchatTerminal
+import Synchronization
 
 /// The interactive mode on a terminal: messages scroll above a status line and a fixed input line
 /// (a scroll region), so what arrives never lands in what the person is typing. Raw mode with the
 /// line editor of `LanchatTerminal`; invitations ask in the input line and keep the half-typed text;
 /// the terminal is restored on every way out (/quit, Ctrl-C, Ctrl-D, SIGTERM, the daemon stopping).
-final class TerminalUI: @unchecked Sendable {
-    private let lock = NSLock()
-    private var editor = LineEditor()
-    private var decoder = KeyDecoder()
-    private var rows = 24
-    private var columns = 80
-    private var original = termios()
-    private var active = false
-    private let color: Bool
-    private var scrollback: [String] = []
-    private static let scrollbackSize = 1000
+final class TerminalUI: Sendable {
+    /// Everything the screen shows and the terminal's state: three threads use it (the key loop on the
+    /// main thread, the event thread, the signal queue), one at a time.
+    fileprivate struct Screen {
+        var editor = LineEditor()
+        var decoder = KeyDecoder()
+        var rows = 24
+        var columns = 80
+        var original = termios()
+        var active = false
+        let color: Bool
+        var scrollback: [String] = []
+        static let scrollbackSize = 1000
 
-    // What the status line shows (updated from events).
-    var me = ""
-    private var room: String?
-    private var members: [String: (connected: Int, total: Int)] = [:]
-    /// Members with a raised hand, per room; our own availability when it is not `available`.
-    private var hands: [String: [String]] = [:]
-    private var myPresence = ""
-    /// Who is typing in which room, until when.
-    private var typists: [String: [String: ContinuousClock.Instant]] = [:]
-    private var unread: [String: Int] = [:]
-    private var transfers: [String: TransferEntry] = [:]
-    /// An invitation waiting for y/n: shown instead of the input line, which is kept.
-    private var question: String?
-    private var signalSources: [DispatchSourceSignal] = []
+        // What the status line shows (updated from events).
+        var me = ""
+        var room: String?
+        var members: [String: (connected: Int, total: Int)] = [:]
+        /// Members with a raised hand, per room; our own availability when it is not `available`.
+        var hands: [String: [String]] = [:]
+        var myPresence = ""
+        /// Who is typing in which room, until when.
+        var typists: [String: [String: ContinuousClock.Instant]] = [:]
+        var unread: [String: Int] = [:]
+        var transfers: [String: TransferEntry] = [:]
+        /// An invitation waiting for y/n: shown instead of the input line, which is kept.
+        var question: String?
+        var signalSources: [DispatchSourceSignal] = []
+    }
+
+    private let screen: Mutex<Screen>
+    private let color: Bool
 
     init(color: Bool) {
         self.color = color
+        screen = Mutex(Screen(color: color))
+    }
+
+    var me: String {
+        get { screen.withLock { $0.me } }
+        set { screen.withLock { $0.me = newValue } }
     }
 
     // MARK: Terminal
 
     func start() {
-        lock.withLock {
-            tcgetattr(0, &original)
-            var raw = original
+        screen.withLock { s in
+            tcgetattr(0, &s.original)
+            var raw = s.original
             raw.c_lflag &= ~tcflag_t(ECHO | ICANON | ISIG | IEXTEN)
             raw.c_iflag &= ~tcflag_t(IXON | ICRNL | BRKINT | INPCK | ISTRIP)
             withUnsafeMutableBytes(of: &raw.c_cc) { cc in
@@ -52,55 +65,46 @@ final class TerminalUI: @unchecked Sendable {
                 cc[Int(VTIME)] = 0
             }
             tcsetattr(0, TCSAFLUSH, &raw)
-            active = true
-            measure()
+            s.active = true
+            s.measure()
             // Bracketed paste on; the screen cleared; the scroll region above the two bottom lines.
-            write("\u{1b}[?2004h\u{1b}[2J\u{1b}[1;\(max(1, rows - 2))r")
-            redrawAll()
+            s.write("\u{1b}[?2004h\u{1b}[2J\u{1b}[1;\(max(1, s.rows - 2))r")
+            s.redrawAll()
         }
         let queue = DispatchQueue(label: "lanchat.terminal.signals")
         for (number, code) in [(SIGWINCH, Int32(-1)), (SIGTERM, 0), (SIGHUP, 1), (SIGINT, 0)] {
             signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { [weak self] in
-                guard let self else { return }
-                if code < 0 {
-                    self.lock.withLock {
-                        self.measure()
-                        self.write("\u{1b}[r\u{1b}[2J\u{1b}[1;\(max(1, self.rows - 2))r")
-                        self.redrawAll()
+            // Made and kept under the lock: a DispatchSource is not Sendable, so one made outside could not move in.
+            screen.withLock { s in
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler { [weak self] in
+                    guard let self else { return }
+                    if code < 0 {
+                        self.screen.withLock { s in
+                            s.measure()
+                            s.write("\u{1b}[r\u{1b}[2J\u{1b}[1;\(max(1, s.rows - 2))r")
+                            s.redrawAll()
+                        }
+                    } else {
+                        self.restore()
+                        Foundation.exit(code)
                     }
-                } else {
-                    self.restore()
-                    Foundation.exit(code)
                 }
+                source.resume()
+                s.signalSources.append(source)
             }
-            source.resume()
-            signalSources.append(source)
         }
     }
 
     /// Gives the terminal back as it was (idempotent): paste mode off, the whole screen scrolls again,
     /// the cursor below the last line, the saved termios.
     func restore() {
-        lock.withLock {
-            guard active else { return }
-            active = false
-            write("\u{1b}[?2004l\u{1b}[r\u{1b}[\(rows);1H\u{1b}[2K\r\n")
-            tcsetattr(0, TCSAFLUSH, &original)
+        screen.withLock { s in
+            guard s.active else { return }
+            s.active = false
+            s.write("\u{1b}[?2004l\u{1b}[r\u{1b}[\(s.rows);1H\u{1b}[2K\r\n")
+            tcsetattr(0, TCSAFLUSH, &s.original)
         }
-    }
-
-    private func measure() {
-        var size = winsize()
-        if ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_row >= 3, size.ws_col >= 10 {
-            rows = Int(size.ws_row)
-            columns = Int(size.ws_col)
-        }
-    }
-
-    private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
     }
 
     // MARK: Output
@@ -108,16 +112,16 @@ final class TerminalUI: @unchecked Sendable {
     /// Adds a line above the status line: wrapped to the width by `ConversationLayout` (as a full redraw
     /// wraps it), each row scrolled in at the bottom of the scroll region.
     func addLine(_ text: String) {
-        lock.withLock {
+        screen.withLock { s in
             for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-                scrollback.append(String(line))
-                if scrollback.count > Self.scrollbackSize { scrollback.removeFirst() }
-                guard active else { continue }
-                for row in ConversationLayout.wrap(String(line), width: columns) {
-                    write("\u{1b}[\(max(1, rows - 2));1H\n" + row)
+                s.scrollback.append(String(line))
+                if s.scrollback.count > Screen.scrollbackSize { s.scrollback.removeFirst() }
+                guard s.active else { continue }
+                for row in ConversationLayout.wrap(String(line), width: s.columns) {
+                    s.write("\u{1b}[\(max(1, s.rows - 2));1H\n" + row)
                 }
             }
-            if active { drawBottom() }
+            if s.active { s.drawBottom() }
         }
     }
 
@@ -132,10 +136,126 @@ final class TerminalUI: @unchecked Sendable {
         addLine(colored)
     }
 
+    // MARK: State the status line shows
+
+    func setRoom(_ name: String?) {
+        screen.withLock { s in
+            s.room = name
+            if let name { s.unread[name] = nil }
+            if s.active { s.drawBottom() }
+        }
+    }
+
+    func setMembers(_ rooms: [RoomInfo]) {
+        screen.withLock { s in
+            s.members = Dictionary(uniqueKeysWithValues: rooms.map { ($0.room, ($0.members.filter { $0.state == "connected" }.count, $0.members.count)) })
+            s.hands = Dictionary(uniqueKeysWithValues: rooms.map { ($0.room, $0.members.filter { $0.hand == true }.map { printable($0.name) }) })
+            if s.active { s.drawBottom() }
+        }
+    }
+
+    /// `name` is typing in `room`: shown in the status line for 5 s.
+    func typing(_ name: String, in room: String) {
+        let until = ContinuousClock.now + .seconds(5)
+        screen.withLock { s in
+            s.typists[room, default: [:]][name] = until
+            if s.active { s.drawBottom() }
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 5.1) { [weak self] in
+            guard let self else { return }
+            self.screen.withLock { if $0.active { $0.drawBottom() } }
+        }
+    }
+
+    /// Our presence as the status line shows it ("" when available with no text).
+    func setPresence(_ presence: PresenceInfo) {
+        screen.withLock { s in
+            s.myPresence = presence.availability == "available" && presence.text.isEmpty ? ""
+                : presence.availability + (presence.text.isEmpty ? "" : ": \(printable(presence.text))")
+            if let room = s.room, presence.hands.contains(room) { s.myPresence += s.myPresence.isEmpty ? "hand up" : ", hand up" }
+            if s.active { s.drawBottom() }
+        }
+    }
+
+    func unreadMessage(in name: String) {
+        screen.withLock { s in
+            if name != s.room { s.unread[name, default: 0] += 1 }
+            if s.active { s.drawBottom() }
+        }
+    }
+
+    func transfer(_ entry: TransferEntry) {
+        screen.withLock { s in
+            if entry.hasEnded { s.transfers[entry.id] = nil } else { s.transfers[entry.id] = entry }
+            if s.active { s.drawBottom() }
+        }
+    }
+
+    func ask(_ text: String?) {
+        screen.withLock { s in
+            s.question = text
+            if s.active { s.drawBottom() }
+        }
+    }
+
+    var asking: Bool { screen.withLock { $0.question != nil } }
+
+    // MARK: Input
+
+    /// Reads keys until the person leaves; `submit` gets each line sent (false: quit), `answer` gets
+    /// y/n for an open question.
+    func readKeys(submit: (String) -> Bool, answer: (Bool) -> Void, edited: () -> Void = {}) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return }
+            let keys = screen.withLock { $0.decoder.feed(Array(buffer[0..<count])) }
+            for key in keys {
+                if asking {
+                    switch key {
+                    case .text(let text) where text.lowercased().hasPrefix("y"): answer(true)
+                    case .text, .enter: answer(false)
+                    case .interrupt: return
+                    default: break
+                    }
+                    continue
+                }
+                let outcome = screen.withLock { s -> LineEditor.Outcome in
+                    let outcome = s.editor.apply(key)
+                    if s.active { s.drawBottom() }
+                    return outcome
+                }
+                switch outcome {
+                case .none:
+                    if case .text(let text) = key, !text.hasPrefix("/"), !screen.withLock({ $0.editor.text.hasPrefix("/") }) { edited() }
+                case .submit(let lines):
+                    for line in lines where !submit(line) { return }
+                case .interrupt, .endOfInput: return
+                case .redraw: screen.withLock { $0.redrawAll() }
+                }
+            }
+        }
+    }
+}
+
+extension TerminalUI.Screen {
+    mutating func measure() {
+        var size = winsize()
+        if ioctl(1, UInt(TIOCGWINSZ), &size) == 0, size.ws_row >= 3, size.ws_col >= 10 {
+            rows = Int(size.ws_row)
+            columns = Int(size.ws_col)
+        }
+    }
+
+    func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
     /// Draws the whole screen again (after a resize, Ctrl-L, the start): the conversation laid out from
     /// the bottom up at the current width, as many rows as fit above the status line, bottom-aligned,
     /// every row cleared and written on its own.
-    private func redrawAll() {
+    func redrawAll() {
         let rows = ConversationLayout.rows(scrollback, width: columns, height: max(1, self.rows - 2))
         var screen = ""
         for (index, row) in rows.enumerated() {
@@ -146,7 +266,7 @@ final class TerminalUI: @unchecked Sendable {
     }
 
     /// The status line and the input line (or the invitation question), and the cursor in it.
-    private func drawBottom() {
+    func drawBottom() {
         var status = " \(me)" + (myPresence.isEmpty ? "" : " (\(myPresence))")
         if let room {
             let count = members[room].map { " \($0.connected)/\($0.total)" } ?? ""
@@ -183,110 +303,8 @@ final class TerminalUI: @unchecked Sendable {
         write("\u{1b}[\(rows);1H\u{1b}[2K" + prompt + shown + "\u{1b}[\(rows);\(prompt.count + editor.cursor - start + 1)H")
     }
 
-    private func fit(_ text: String, _ width: Int) -> String {
+    func fit(_ text: String, _ width: Int) -> String {
         text.count <= width ? text : String(text.prefix(max(0, width - 1))) + "…"
-    }
-
-    // MARK: State the status line shows
-
-    func setRoom(_ name: String?) {
-        lock.withLock {
-            room = name
-            if let name { unread[name] = nil }
-            if active { drawBottom() }
-        }
-    }
-
-    func setMembers(_ rooms: [RoomInfo]) {
-        lock.withLock {
-            members = Dictionary(uniqueKeysWithValues: rooms.map { ($0.room, ($0.members.filter { $0.state == "connected" }.count, $0.members.count)) })
-            hands = Dictionary(uniqueKeysWithValues: rooms.map { ($0.room, $0.members.filter { $0.hand == true }.map { printable($0.name) }) })
-            if active { drawBottom() }
-        }
-    }
-
-    /// `name` is typing in `room`: shown in the status line for 5 s.
-    func typing(_ name: String, in room: String) {
-        let until = ContinuousClock.now + .seconds(5)
-        lock.withLock {
-            typists[room, default: [:]][name] = until
-            if active { drawBottom() }
-        }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 5.1) { [weak self] in
-            guard let self else { return }
-            self.lock.withLock { if self.active { self.drawBottom() } }
-        }
-    }
-
-    /// Our presence as the status line shows it ("" when available with no text).
-    func setPresence(_ presence: PresenceInfo) {
-        lock.withLock {
-            myPresence = presence.availability == "available" && presence.text.isEmpty ? ""
-                : presence.availability + (presence.text.isEmpty ? "" : ": \(printable(presence.text))")
-            if let room, presence.hands.contains(room) { myPresence += myPresence.isEmpty ? "hand up" : ", hand up" }
-            if active { drawBottom() }
-        }
-    }
-
-    func unreadMessage(in name: String) {
-        lock.withLock {
-            if name != room { unread[name, default: 0] += 1 }
-            if active { drawBottom() }
-        }
-    }
-
-    func transfer(_ entry: TransferEntry) {
-        lock.withLock {
-            if entry.hasEnded { transfers[entry.id] = nil } else { transfers[entry.id] = entry }
-            if active { drawBottom() }
-        }
-    }
-
-    func ask(_ text: String?) {
-        lock.withLock {
-            question = text
-            if active { drawBottom() }
-        }
-    }
-
-    var asking: Bool { lock.withLock { question != nil } }
-
-    // MARK: Input
-
-    /// Reads keys until the person leaves; `submit` gets each line sent (false: quit), `answer` gets
-    /// y/n for an open question.
-    func readKeys(submit: (String) -> Bool, answer: (Bool) -> Void, edited: () -> Void = {}) {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return }
-            let keys = lock.withLock { decoder.feed(Array(buffer[0..<count])) }
-            for key in keys {
-                if asking {
-                    switch key {
-                    case .text(let text) where text.lowercased().hasPrefix("y"): answer(true)
-                    case .text, .enter: answer(false)
-                    case .interrupt: return
-                    default: break
-                    }
-                    continue
-                }
-                let outcome = lock.withLock { () -> LineEditor.Outcome in
-                    let outcome = editor.apply(key)
-                    if active { drawBottom() }
-                    return outcome
-                }
-                switch outcome {
-                case .none:
-                    if case .text(let text) = key, !text.hasPrefix("/"), !lock.withLock({ editor.text.hasPrefix("/") }) { edited() }
-                case .submit(let lines):
-                    for line in lines where !submit(line) { return }
-                case .interrupt, .endOfInput: return
-                case .redraw: lock.withLock { redrawAll() }
-                }
-            }
-        }
     }
 }
 

@@ -163,7 +163,7 @@ public final class ControlServer: Service {
                         var response = ControlResponse(id: request.id)
                         response.stream = stream.entry
                         try await send(response)
-                        try await pipe(stream, buffered: framer.takeBuffered(), from: &iterator, to: outbound)
+                        try await pipe(stream, buffered: framer.takeBuffered(), from: iterator, to: outbound)
                         return
                     }
                     if case .topicSubscribe(let room, let topic) = call {
@@ -176,10 +176,11 @@ public final class ControlServer: Service {
                         idle.exempt()
                         do { try await send(ControlResponse(id: request.id)) } catch {
                             // The client went away: end the subscription (iterating it in a cancelled task does).
+                            // Unstructured only to be cancelled before it starts: it ends at its first `next`.
                             Task { for await _ in messages {} }.cancel()
                             throw error
                         }
-                        try await streamEvents(messages, to: outbound, until: &iterator)
+                        try await streamEvents(messages, to: outbound, until: iterator)
                         return
                     }
                     if call == .watch {
@@ -187,7 +188,7 @@ public final class ControlServer: Service {
                         // Subscribe before answering, so no event between the two is missed.
                         let events = handler.events()
                         try await send(ControlResponse(id: request.id))
-                        try await streamEvents(events, to: outbound, until: &iterator)
+                        try await streamEvents(events, to: outbound, until: iterator)
                         return
                     }
                     try await send(await handler.respond(to: call, id: request.id))
@@ -226,11 +227,12 @@ public final class ControlServer: Service {
     }
 
     /// Writes events until the client closes its end (or sends anything: a watch takes no more requests).
+    /// `inbound` moves into the child task that drains it (the caller no longer touches it).
     private func streamEvents(
         _ events: AsyncStream<ControlEvent>, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
-        until inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+        until inbound: sending NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
     ) async throws {
-        let inboundBox = UncheckedBox(inbound)
+        let inbound = Handover(inbound)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in events {
@@ -238,7 +240,7 @@ public final class ControlServer: Service {
                 }
             }
             group.addTask {
-                var iterator = inboundBox.value
+                guard var iterator = inbound.take() else { return }
                 while try await iterator.next() != nil {}
             }
             _ = try await group.next()
@@ -250,15 +252,16 @@ public final class ControlServer: Service {
 extension ControlServer {
     /// Carries a stream between the client (StreamPipe frames both ways) and the peer, until both
     /// directions ended or the stream was aborted. A client that goes away without an end frame aborts it.
+    /// `inbound` moves into the child task that reads the client (the caller no longer touches it).
     private func pipe(
-        _ stream: any ControlStream, buffered: [UInt8], from inbound: inout NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+        _ stream: any ControlStream, buffered: [UInt8], from inbound: sending NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
         to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     ) async throws {
-        let inboundBox = UncheckedBox(inbound)
+        let inbound = Handover(inbound)
         await withTaskGroup(of: Bool.self) { group in
             // Client -> peer. Returns false if the stream was aborted.
             group.addTask {
-                var iterator = inboundBox.value
+                guard var iterator = inbound.take() else { return false }
                 var decoder = StreamPipe.Decoder()
                 decoder.append(buffered)
                 do {
@@ -332,8 +335,12 @@ private final class IdleWatch: Sendable {
     func check() -> ControlIdleRule.Decision { rule.withLock { $0.check(now: .now) } }
 }
 
-/// Moves the inbound iterator into the child task that drains it; the parent no longer touches it.
-private struct UncheckedBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+/// Hands a value that is not Sendable (an inbound iterator) from a task to one child task: the child
+/// takes it out. A plain capture would not do: a task group's body cannot send what it captures.
+private final class Handover<Value>: Sendable {
+    private let slot: Mutex<Value?>
+
+    init(_ value: sending Value) { slot = Mutex(value) }
+
+    func take() -> sending Value? { slot.withLock { $0.take() } }
 }

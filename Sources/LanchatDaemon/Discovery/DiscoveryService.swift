@@ -5,8 +5,6 @@ import LanchatControl
 import LanchatCore
 import LanchatDiscovery
 import LanchatEngine
-import LanchatSession
-import LanchatWire
 import Logging
 import ServiceLifecycle
 
@@ -161,6 +159,9 @@ public actor DiscoveryService: Service {
                 // Gives the registration up (ending its events) if Avahi has not confirmed it in time,
                 // whatever the name (a tagged one too: a host on the LAN can contest that as well).
                 let wait = contest.wait
+                // Unstructured: it must be cancelled when the name is confirmed, mid-loop, and its result read
+                // after (an `async let` cannot be cancelled alone); it ends after `wait` at the latest, and is
+                // cancelled and awaited below before the next registration.
                 let watchdog = Task {
                     do { try await Task.sleep(for: wait) } catch { return false }
                     await registration.close()

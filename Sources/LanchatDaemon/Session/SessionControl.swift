@@ -258,6 +258,8 @@ struct SessionControl: Sendable {
             throw ControlError(code: error.code, message: error.message)
         }
         return AsyncStream(bufferingPolicy: .bufferingNewest(10_000)) { continuation in
+            // Unstructured: the stream's (synchronous) build closure starts the forwarding, which outlives
+            // this call; it ends when the deliveries end, or is cancelled when the consumer stops (onTermination).
             let task = Task {
                 for await delivery in deliveries {
                     var event = ControlEvent(type: "topic", time: DiscoveryService.now())
@@ -444,6 +446,8 @@ struct SessionControl: Sendable {
             return (box.value, outcome)
         }
         let (stream, continuation) = AsyncStream<(String?, InviteOutcome?)>.makeStream()
+        // Unstructured: the invitation goes on after this call answers (at its first news, the INVITE sent);
+        // the task ends when `invite` returns, at the latest after `timeout`.
         Task {
             let outcome = await node.invite(peer, room: room, context: context, timeout: timeout) { continuation.yield(($0, nil)) }
             continuation.yield((nil, outcome))

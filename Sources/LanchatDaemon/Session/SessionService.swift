@@ -1,10 +1,8 @@
 import FoundationEssentials
 import LanchatControl
 import LanchatCore
-import LanchatDiscovery
 import LanchatEngine
 import LanchatSession
-import LanchatStore
 import LanchatWire
 import Logging
 import ServiceLifecycle
