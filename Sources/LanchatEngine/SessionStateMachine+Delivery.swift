@@ -250,7 +250,7 @@ extension SessionStateMachine {
 
     /// Forgets the backoff of peers we no longer want (they left, or we did).
     mutating func forgetUnwantedRedials() {
-        guard redials.count > 0 else { return }
+        guard redials.count > 0 else { return }  // (spares computing `wantedPeers`)
         redials.keep(only: wantedPeers)
     }
 
@@ -265,20 +265,18 @@ extension SessionStateMachine {
     /// someone's making, with ids ground to sort first).
     mutating func redial(at now: EngineTime, _ out: inout [SessionAction]) {
         let wanted = wantedPeers.sorted()
-        let links = self.links
-        let candidates = (wanted.filter(seen) + wanted.filter({ !seen($0) })).filter { !links.isLinked($0) }
-        let keyed = self.keyed
-        let linkedOnce = redials
-        let book = addressBook
+        let seenPeers = Set(wanted.filter(seen)).union(links.dialing.filter(seen))
+        let candidates = (wanted.filter(seenPeers.contains) + wanted.filter({ !seenPeers.contains($0) })).filter { !links.isLinked($0) }
+        var generations: [PeerID: Int] = [:]
+        for peer in candidates { generations[peer] = addressBook.lookup(peer)?.generation }
         let limits = RedialSchedule.Limits(
             dialsPerCheck: configuration.maximumDialsPerCheck, dialsAtOnce: configuration.maximumDialsAtOnce,
             reconnect: configuration.maximumReconnectDelay, unseenReconnect: configuration.maximumUnseenReconnectDelay)
         let (dials, waiting) = redials.due(
-            candidates, own: configuration.ownID, dialing: links.dialing,
-            seen: { linkedOnce.wasLinked($0) || keyed.contains($0) || links.isLinked($0) },
-            generation: { book.lookup($0)?.generation }, limits: limits, at: now.monotonic)
+            candidates, own: configuration.ownID, dialing: links.dialing, seen: seenPeers.contains,
+            generation: { generations[$0] }, limits: limits, at: now.monotonic)
         for peer in dials {
-            _ = self.links.startDialing(peer)
+            _ = links.startDialing(peer)
             out.append(.dial(peer))
         }
         forgetUnwantedRedials()

@@ -115,11 +115,7 @@ extension SessionNode {
         // Nothing leaves before what was committed before it is on disk.
         if let after = ticket ?? syncPending {
             if !later.isEmpty {
-                let acknowledgements = later.allSatisfy { action in
-                    guard case .send(_, let frames) = action else { return false }
-                    return frames.allSatisfy { if case .ack = $0 { true } else { false } }
-                }
-                afterSync.append(after, frames: !acknowledgements) { [committed] synced in self.performLater(later, committed: committed && synced) }
+                afterSync.append(after, frames: !later.allSatisfy(Self.sendsOnlyAcknowledgements)) { [committed] synced in self.performLater(later, committed: committed && synced) }
             }
         } else {
             performLater(later, committed: committed)
@@ -128,13 +124,20 @@ extension SessionNode {
         return committed
     }
 
+    /// Whether `action` sends ACKs and nothing else (what a failed commit does not send, and what may be
+    /// overtaken by a send of ours that goes first).
+    static func sendsOnlyAcknowledgements(_ action: SessionAction) -> Bool {
+        guard case .send(_, let frames) = action else { return false }
+        return frames.allSatisfy { if case .ack = $0 { true } else { false } }
+    }
+
     /// The rest of a batch (`perform`): its frames and other I/O, once its writes are on disk.
     private func performLater(_ actions: [SessionAction], committed: Bool) {
         guard !stopped else { return }
         // A resync asks every member of a room at once: what we hold is read once per room.
         var syncRequests: [RoomID: WireFrame.SyncRequest] = [:]
         for action in actions {
-            if !committed, case .send(_, let frames) = action, frames.allSatisfy({ if case .ack = $0 { true } else { false } }) { continue }
+            if !committed, Self.sendsOnlyAcknowledgements(action) { continue }
             switch action {
             case .send(let handle, let frames):
                 openLinks[handle]?.connection.send(frames)
@@ -188,7 +191,7 @@ extension SessionNode {
 
     /// Starts a sync of what was committed until now, unless one runs (then the next covers these).
     private func startSync() {
-        guard !syncRunning, syncedThrough < syncsAsked, let storeSync else { return }
+        guard !stopped, !syncRunning, syncedThrough < syncsAsked, let storeSync else { return }
         syncRunning = true
         let target = syncsAsked
         storeSync.sync(on: eventLoop).whenComplete { [weak self] result in
@@ -216,7 +219,7 @@ extension SessionNode {
 
     /// Waits until what was performed so far is done (its syncs included); returns whether they synced.
     func settled() async -> Bool {
-        guard let last = syncPending else { return true }
+        guard !stopped, let last = syncPending else { return !stopped }
         return await withCheckedContinuation { waiter in afterSync.append(last, frames: false) { waiter.resume(returning: $0) } }
     }
 

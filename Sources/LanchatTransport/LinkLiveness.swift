@@ -59,9 +59,9 @@ struct LinkLiveness: Equatable {
         lastReceived = now
     }
 
-    /// A whole frame arrived.
-    mutating func frameArrived(isPong: Bool, at now: Int64) {
-        if !isPong { lastHeard = now }
+    /// A whole frame other than a PONG arrived.
+    mutating func heard(at now: Int64) {
+        lastHeard = now
     }
 
     /// The heartbeat's tick (every `interval`).

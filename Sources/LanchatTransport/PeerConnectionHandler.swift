@@ -263,7 +263,7 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
     }
 
     private func handle(_ frame: WireFrame, context: ChannelHandlerContext) {
-        liveness.frameArrived(isPong: { if case .pong = frame { true } else { false } }(), at: context.eventLoop.now.nanoseconds)
+        if case .pong = frame {} else { liveness.heard(at: context.eventLoop.now.nanoseconds) }
         if var machine, !machine.isEstablished {
             let actions = machine.received(frame)
             self.machine = machine

@@ -34,7 +34,7 @@ struct LinkLivenessTests {
         for step in steps {
             switch step {
             case .bytes(let at): liveness.bytesArrived(at: at)
-            case .frame(let at, let pong): liveness.frameArrived(isPong: pong, at: at)
+            case .frame(let at, let pong): if !pong { liveness.heard(at: at) }
             }
         }
         #expect(liveness.tick(at: tick) == verdict)
@@ -64,7 +64,7 @@ struct LinkLivenessTests {
         _ = liveness.queued(1_000, at: 5_000)
         for at in stride(from: Int64(1_000), through: 31_000, by: 1_000) {
             liveness.bytesArrived(at: at)
-            liveness.frameArrived(isPong: false, at: at)
+            liveness.heard(at: at)
         }
         #expect(liveness.tick(at: 31_000) == .quiet)
         #expect(liveness.tick(at: 31_001) == .stalled)
