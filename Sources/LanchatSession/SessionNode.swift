@@ -125,21 +125,14 @@ public actor SessionNode {
     var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     var unreliableDrops = 0
-    /// Per room, the highest of our own sequences this process saw committed and synced
-    /// (`SessionStateMachine.sendAheadLimit`): a send may leave before its commit only if it continues from there.
-    var storedThrough: [RoomID: Int64] = [:]
+    /// The shell's rules (LanchatEngine's `SessionDriver`, which the simulator runs too): the commit and
+    /// its failure, the store's syncs and what waits for them, the send-first rule, the reads the engine
+    /// asks for. The node does the plain I/O it returns (`carryOut`).
+    var driver: SessionDriver
     /// The store's syncs off the event loop (`StoreSync`); nil for a store with nothing to sync.
     let storeSync: StoreSync?
-    /// Syncs asked for (each durable commit takes the next number), and the last one known done.
-    var syncsAsked: UInt64 = 0
-    var syncedThrough: UInt64 = 0
-    var syncRunning = false
-    /// What waits for a sync, oldest first (`perform`): the frames and other I/O of each batch after a
-    /// durable commit, and of every batch after it, so that nothing overtakes; `settled` waiters.
-    var afterSync = SyncQueue()
-
-    /// What was stored in the last moments (a relay answer leaves it to its author: `SessionStateMachine.lacking`).
-    var arrivals = RecentArrivals()
+    /// API calls waiting for a sync (`settled`, our own sends), by the driver's waiter number.
+    var syncWaiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
     private let clockOrigin = ContinuousClock.now
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false
@@ -168,6 +161,7 @@ public actor SessionNode {
         self.connector = connector
         self.store = store
         storeSync = store.logPath.map(StoreSync.init(path:))
+        driver = SessionDriver(store: store, historyForNewcomers: configuration.historyForNewcomers, syncs: storeSync != nil)
         self.knownPeers = knownPeers
         self.logger = logger
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(100_000))
@@ -231,8 +225,8 @@ public actor SessionNode {
         links = [:]
         for waiter in inviteWaiters.values { waiter.resume(returning: .unreachable("the node stopped")) }
         inviteWaiters = [:]
-        // What waited for a sync is not done (stopped: `performLater` does nothing); `settled` waiters hear false.
-        while let waiting = afterSync.popFirst() { waiting.work(false) }
+        // What waited for a sync is not done; `settled` waiters hear false.
+        carryOut(driver.stop())
         await storeSync?.shutdown()
         closeTransfers()
         eventSink.finish()

@@ -91,9 +91,9 @@ extension Simulator {
         // the node's own sequences it saw committed in the room: `sendAheadLimit`): members may hold the
         // messages, the sender's history does not, and their sequences must never be used again
         // (`checkSequences`).
-        if options.faults, now < options.chaos, chance(3), var engine = nodes[node].engine,
-           let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)),
-           let first = plan.messages.first?.sequence, storedThrough[node]?[room] == first - 1 {
+        if options.faults, now < options.chaos, chance(3), var engine = nodes[node].engine, let driver = nodes[node].driver,
+           driver.onlyAcknowledgementsWait, let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)),
+           let first = plan.messages.first?.sequence, driver.storedThrough[room] == first - 1 {
             nodes[node].engine = engine
             lostByAuthor.formUnion(plan.messages.map(\.id))
             log("n\(node) sends \(plan.messages.count) to \(room) and crashes before its commit")
@@ -104,13 +104,23 @@ extension Simulator {
             schedule(.restart(node: node), at: max(now, arrived) + Int64(500 + roll(5_000)))
             return
         }
-        command(node) { engine throws(SessionError) in
-            let (plan, actions) = try engine.send(texts, room: room, reliable: reliable, at: self.time(node))
-            if let last = plan.messages.last?.sequence { self.storedThrough[node, default: [:]][room] = last }
-            if reliable {
-                for message in plan.messages { self.sent.append(Sent(id: message.id, sender: node, room: room, recipients: plan.recipients, at: self.now)) }
-            }
-            return actions
+        // As `SessionNode.send`: through the driver's send-first rule; `send` returns (and the messages
+        // count as accepted) once their commit is synced.
+        var planned: SessionStateMachine.SendPlan?
+        var outcome = SessionDriver.OwnOutcome.notStored
+        drive(node) { driver, engine in
+            guard let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: self.time(node)) else { return [] }
+            planned = plan
+            let own = driver.performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit, engine: &engine, at: self.time(node))
+            outcome = own.outcome
+            return own.output
+        }
+        guard reliable, let plan = planned else { return }
+        let accepted = plan.messages.map { Sent(id: $0.id, sender: node, room: room, recipients: plan.recipients, at: now) }
+        switch outcome {
+        case .stored: sent += accepted
+        case .syncing(let waiter): syncing[node, default: [:]][waiter] = accepted
+        case .notStored: break
         }
     }
 

@@ -102,6 +102,7 @@ extension Simulator {
             configuration: configuration, restored: try! nodes[index].store.restored(ownID: nodes[index].peer.id, knownPeers: nodes[index].known),
             addressBook: NoAddresses(), ids: ids, shortCode: { _ in "0000-0000" })
         nodes[index].engine = engine
+        nodes[index].driver = SessionDriver(store: nodes[index].store, historyForNewcomers: 1000, syncs: true)
         restoreTransfers(index)
         log("n\(index) starts (incarnation \(nodes[index].incarnation))")
         perform(index) { $0.start(at: self.time(index)) }
@@ -114,8 +115,8 @@ extension Simulator {
         log("n\(index) crashes")
         noteCrash(index)
         nodes[index].engine = nil
-        nodes[index].arrivals = RecentArrivals()
-        storedThrough[index] = nil
+        nodes[index].driver = nil
+        syncing[index] = nil
         if let linksUntil {
             schedule(.dropLinks(node: index), at: linksUntil)
         } else {

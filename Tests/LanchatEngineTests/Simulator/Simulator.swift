@@ -31,8 +31,8 @@ final class Simulator {
         var incarnation = 0
         /// Part files (they survive a crash: what was written is on disk), by transfer id.
         var disk: [WireID: [UInt8]] = [:]
-        /// What it stored in the last moments (in memory: a crash forgets it).
-        var arrivals = RecentArrivals()
+        /// The shell's rules (`SessionDriver`, as lanchatd runs them): in memory, a crash forgets it.
+        var driver: SessionDriver?
     }
 
     final class Link {
@@ -68,6 +68,8 @@ final class Simulator {
         case acceptorGivesUp(node: Int, incarnation: Int, acceptor: UInt64)
         /// The simulated file thread finished something a transfer asked for.
         case fileDone(node: Int, incarnation: Int, FileDone)
+        /// The store's sync the driver asked for is done.
+        case synced(node: Int, incarnation: Int)
     }
 
     /// A reliable message some node's `send` accepted: who must end up with it.
@@ -96,9 +98,11 @@ final class Simulator {
     /// Messages whose author crashed between sending them and storing them (members may hold them; the
     /// author never gets its own messages back from a relay).
     var lostByAuthor: Set<String> = []
-    /// Per node and room, the highest of its own sequences its shell saw committed since it started: as
-    /// in `SessionNode`, only a send that follows it may leave before its commit.
-    var storedThrough: [Int: [RoomID: Int64]] = [:]
+    /// Per node, reliable messages its `send` committed whose sync is not done yet, by the driver's waiter:
+    /// once it is, `send` returns, and they join `sent`.
+    var syncing: [Int: [UInt64: [Sent]]] = [:]
+    /// Syncs of the store the nodes' drivers asked for (each covers every commit before it).
+    var syncs = 0
     /// (node, room) pairs that left a room at some time, and when.
     var leaves: [(node: Int, room: RoomID, at: Int64)] = []
     /// Nodes that cannot reach each other (a partition): node index -> side.
@@ -338,110 +342,123 @@ final class Simulator {
         case .fileDone(let node, let incarnation, let done):
             guard alive(node, incarnation) else { return }
             fileDone(node, done)
+        case .synced(let node, let incarnation):
+            guard alive(node, incarnation) else { return }
+            drive(node) { driver, engine in driver.synced(true, engine: &engine, at: self.time(node)) }
         }
     }
 
     // MARK: The shell's part
 
-    /// Feeds an input to a node's engine and performs what it returns, as `SessionNode` does.
+    /// Feeds an input to a node's engine and performs what it returns through the node's driver, as
+    /// `SessionNode` does.
     func perform(_ node: Int, _ input: (inout SessionStateMachine) throws -> [SessionAction]) rethrows {
-        guard var engine = nodes[node].engine else { return }
-        let actions = try input(&engine)
+        try drive(node) { driver, engine in
+            let actions = try input(&engine)
+            return driver.perform(actions, engine: &engine, at: self.time(node)).output
+        }
+    }
+
+    /// Runs `body` on a node's driver and engine, checks the engine's tables, then does the I/O it returns.
+    func drive(_ node: Int, _ body: (inout SessionDriver, inout SessionStateMachine) throws -> [ShellOutput]) rethrows {
+        guard var engine = nodes[node].engine, var driver = nodes[node].driver else { return }
+        nodes[node].driver = nil  // (so that it is not copied on write)
+        let output: [ShellOutput]
+        do {
+            output = try body(&driver, &engine)
+        } catch {
+            nodes[node].driver = driver
+            throw error
+        }
         nodes[node].engine = engine
+        nodes[node].driver = driver
         // The engine's tables must agree after every input, not only at the end of the schedule.
         if stateFault == nil, case let faults = engine.consistencyFaults(), !faults.isEmpty {
             stateFault = "n\(node)'s state after event \(events): " + faults.joined(separator: "; ")
         }
-        var inserted: Set<String> = []
-        for case .persist(let operation) in actions {
-            if case .rememberPeer(let label, let id) = operation {
-                var labels = nodes[node].known.labels
-                labels[id] = label
-                nodes[node].known = KnownPeerBook(labels)
-            } else if try! nodes[node].store.apply(operation, now: time(node).wall), case .insertMessage(let message, _) = operation {
-                inserted.insert(message.id)
-            }
-        }
-        nodes[node].arrivals.note(inserted, at: now)
-        for action in actions { perform(action, node: node, inserted: inserted) }
+        carryOut(output, node: node)
         if let deadline = nodes[node].engine?.nextDeadline {
             schedule(.tick(node: node, incarnation: nodes[node].incarnation), at: max(now, deadline))
         }
     }
 
-    private func perform(_ action: SessionAction, node: Int, inserted: Set<String>) {
-        switch action {
-        case .persist(.insertMessage(let message, let report?)):
-            if inserted.contains(message.id), !report.outgoing, message.kind != .system {
-                nodes[node].reported[message.id, default: 0] += 1
-                // Checked here too, so that the trace ends where it happened.
-                if nodes[node].reported[message.id] == 2, stateFault == nil { stateFault = "n\(node) reported message \(message.id.prefix(8)) twice" }
+    /// Does the plain I/O a node's driver asks for, on the simulated network, disk and clock.
+    private func carryOut(_ output: [ShellOutput], node: Int) {
+        for item in output {
+            switch item {
+            case .write(let handle, let frames, _):
+                countTransfers(frames)
+                transmit(frames, from: node, on: handle)
+            case .writeIfRoom(let handle, let frames):
+                if !chance(10) { transmit(frames, from: node, on: handle) }
+            case .close(let handle, let reason, let text):
+                guard let link = link(of: node, handle), link.up else {
+                    schedule(.linkDown(node: node, incarnation: nodes[node].incarnation, handle, .local), at: now)
+                    continue
+                }
+                drop(link, reason: .goodbye(reason, text), closer: node)
+            case .dial(let peer):
+                schedule(.dial(node: node, incarnation: nodes[node].incarnation, peer), at: now + 1)
+            case .serves:
+                break
+            case .reportStored(let report):
+                if !report.outgoing, report.stored.kind != .system {
+                    let id = report.stored.id
+                    nodes[node].reported[id, default: 0] += 1
+                    // Checked here too, so that the trace ends where it happened.
+                    if nodes[node].reported[id] == 2, stateFault == nil { stateFault = "n\(node) reported message \(id.prefix(8)) twice" }
+                }
+            case .rememberPeer(let label, let id):
+                var labels = nodes[node].known.labels
+                labels[id] = label
+                nodes[node].known = KnownPeerBook(labels)
+            case .offerHistory(let offer):
+                guard let to = nodes.firstIndex(where: { $0.peer.id == offer.peer.id }),
+                      let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { continue }
+                let messages: [StoredMessage]
+                switch offer.content {
+                case .export(let since, let limit):
+                    messages = nodes[node].store.export(room: offer.room.rawValue, since: since, limit: limit)
+                case .messages(let answer):
+                    messages = answer
+                    if verbose { log("n\(node) -> n\(to): sync answer \(offer.room) \(answer.map { $0.id.prefix(8) })") }
+                }
+                schedule(.history(link: link.id, to: to, from: node, offer.room, messages), at: arrival(link, to: to))
+            case .tell(.transfer(let info)):
+                if info.state != "active" { log("n\(node): transfer \(info.id.prefix(6)) \(info.direction) \(info.state)\(info.error.map { ": \($0)" } ?? "")") }
+            case .tell(.topicMessage(let message)):
+                topicDelivered(message, at: node)
+            case .tell(.memberLeft(let room, let peer, let code, let text, true)) where peer.id == nodes[node].peer.id:
+                // Out of a room by our own leave, or by an administrator's removal or closing: owed nothing
+                // sent there any more (a rejoin starts over), as with `leaveRandomRoom`.
+                if code != "left" { log("n\(node) is out of \(room): \(code) (\(text))") }
+                if code == "removed" { removals += 1 } else if code == "closed" { closings += 1 }
+                if let room = RoomID(room) { leaves.append((node, room, now)) }
+            case .tell(.memberLeft(let room, let peer, "removed", _, true)):
+                // A member an administrator removed is owed nothing it was sent, as one that left, whether or
+                // not it heard (its queued messages are dropped here; invited back, it starts over with history).
+                if let index = nodes.firstIndex(where: { $0.peer.id == peer.id }), let room = RoomID(room) { leaves.append((index, room, now)) }
+            case .tell(let event):
+                if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
+            case .inviteFinished(let id, let outcome):
+                log("n\(node): invite \(id.description.prefix(6)) -> \(outcome)")
+            case .file(let action):
+                performFile(action, node: node)
+            case .stream(let id, let signal):
+                streamSignal(node, id, signal)
+            case .streamHandedOver(let acceptor, let accepted):
+                handedOver(node, acceptor, accepted)
+            case .startSync:
+                // The store's thread syncs its log: a little later, meanwhile the node goes on.
+                syncs += 1
+                schedule(.synced(node: node, incarnation: nodes[node].incarnation), at: now + Int64(roll(3)))
+            case .settled(let waiter, let synced):
+                if let messages = syncing[node]?.removeValue(forKey: waiter), synced { sent += messages }
+            case .storeFailed(let error):
+                if stateFault == nil { stateFault = "n\(node) cannot write to its store: \(error)" }
             }
-        case .persist:
-            break
-        case .send(let handle, let frames):
-            countTransfers(frames)
-            transmit(frames, from: node, on: handle)
-        case .sendUnreliable(let handle, let frames):
-            if !chance(10) { transmit(frames, from: node, on: handle) }
-        case .close(let handle, let reason, let text):
-            guard let link = link(of: node, handle), link.up else {
-                schedule(.linkDown(node: node, incarnation: nodes[node].incarnation, handle, .local), at: now)
-                return
-            }
-            drop(link, reason: .goodbye(reason, text), closer: node)
-        case .dial(let peer):
-            schedule(.dial(node: node, incarnation: nodes[node].incarnation, peer), at: now + 1)
-        case .flushOutbox(let peer, let handle, let rooms):
-            let frames = nodes[node].store.outbox(peerID: peer.rawValue).filter { rooms.contains(RoomID($0.room)!) }
-                .compactMap { SessionStateMachine.frame($0, reliable: true, signed: true) }
-            if !frames.isEmpty { transmit(frames, from: node, on: handle) }
-        case .sendHistory(let room, let since, let peer, _, _):
-            guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
-            let messages = nodes[node].store.export(room: room.rawValue, since: since, limit: 1000)
-            schedule(.history(link: link.id, to: to, from: node, room, messages), at: arrival(link, to: to))
-        case .requestSync(let room, let handle):
-            let marks = SessionStateMachine.syncMarks(nodes[node].store.recentSequences(room: room.rawValue, limit: 2000))
-            let since = SessionStateMachine.relayFloor(joinedAt: nodes[node].store.joinedAt(room: room.rawValue), now: time(node).wall)
-            transmit([.syncRequest(.init(room: room, sinceMilliseconds: since, marks: marks))], from: node, on: handle)
-        case .sendSync(let room, let since, let marks, let peer):
-            guard let to = nodes.firstIndex(where: { $0.peer.id == peer.id }), let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { return }
-            let lacking = nodes[node].engine?.relayAnswer(nodes[node].store.export(room: room.rawValue, since: since, limit: 1000), room: room, marks: marks,
-                                                          to: peer.id, arrivals: nodes[node].arrivals, at: time(node)) ?? []
-            if verbose { log("n\(node) -> n\(to): sync answer \(room) since \(since) \(lacking.map { $0.id.prefix(8) }) for marks \(marks.mapValues { $0.map { "\($0.lowerBound)-\($0.upperBound)" } })") }
-            if !lacking.isEmpty { schedule(.history(link: link.id, to: to, from: node, room, lacking), at: arrival(link, to: to)) }
-        case .requestHistory(let room, let handle, _):
-            let latest = nodes[node].store.latestTimestamp(room: room.rawValue)
-            transmit([.historyRequest(room: room, sinceMilliseconds: UInt64(max(0, latest - 60_000)))], from: node, on: handle)
-        case .emit(.transfer(let info)):
-            if info.state != "active" { log("n\(node): transfer \(info.id.prefix(6)) \(info.direction) \(info.state)\(info.error.map { ": \($0)" } ?? "")") }
-        case .emit(.topicMessage(let message)):
-            topicDelivered(message, at: node)
-        case .emit(.memberLeft(let room, let peer, let code, let text, true)) where peer.id == nodes[node].peer.id:
-            // Out of a room by our own leave, or by an administrator's removal or closing: owed nothing
-            // sent there any more (a rejoin starts over), as with `leaveRandomRoom`.
-            if code != "left" { log("n\(node) is out of \(room): \(code) (\(text))") }
-            if code == "removed" { removals += 1 } else if code == "closed" { closings += 1 }
-            if let room = RoomID(room) { leaves.append((node, room, now)) }
-        case .emit(.memberLeft(let room, let peer, "removed", _, true)):
-            // A member an administrator removed is owed nothing it was sent, as one that left, whether or
-            // not it heard (its queued messages are dropped here; invited back, it starts over with history).
-            if let index = nodes.firstIndex(where: { $0.peer.id == peer.id }), let room = RoomID(room) { leaves.append((index, room, now)) }
-        case .emit(let event):
-            if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
-        case .inviteFinished(let id, let outcome):
-            log("n\(node): invite \(id.description.prefix(6)) -> \(outcome)")
-        case .peerConnected, .peerDisconnected:
-            break
-        case .file(let action):
-            performFile(action, node: node)
-        case .stream(let id, let signal):
-            streamSignal(node, id, signal)
-        case .streamHandedOver(let acceptor, let accepted):
-            handedOver(node, acceptor, accepted)
         }
     }
-
 }
 
 /// The simulated network needs no addresses: a dial names the peer.

@@ -1,0 +1,121 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+import Testing
+
+/// The shell's rules as lanchatd and the simulator both run them (`SessionDriver`): nothing leaves
+/// before the sync of what was committed before it, syncs are shared, a failed sync or commit sends no
+/// ACK, our own messages go first only under the send-first rule.
+@Suite struct SessionDriverTests: LabFixture {
+    /// Alice in lab with bob (link 1) and carol (link 2), unsigned (wire version 1): their messages are kept.
+    func engine() -> SessionStateMachine {
+        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
+        var node = SessionStateMachine(
+            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
+            restored: .init(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook()),
+            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        for (handle, peer) in [(1, bob), (2, carol)] {
+            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: 1, at: at(1))
+        }
+        return node
+    }
+
+    func message(_ sequence: UInt64) -> WireFrame {
+        .message(.init(id: WireID(bytes: [UInt8](repeating: UInt8(sequence), count: 16))!, room: lab, sequence: sequence,
+                       timestampMilliseconds: 5 + sequence, kind: .text, body: "m\(sequence)", reliable: true))
+    }
+
+    func writes(_ output: [ShellOutput]) -> [[WireFrame]] {
+        output.compactMap { if case .write(_, let frames, _) = $0 { frames } else { nil } }
+    }
+
+    func acks(_ output: [ShellOutput]) -> Int {
+        writes(output).joined().filter { if case .ack = $0 { true } else { false } }.count
+    }
+
+    func starts(_ output: [ShellOutput]) -> Int { output.filter { $0 == .startSync }.count }
+
+    func reports(_ output: [ShellOutput]) -> Int { output.filter { if case .reportStored = $0 { true } else { false } }.count }
+
+    @Test func anAcknowledgementWaitsForItsSyncAndLaterBatchesWaitBehindIt() {
+        var engine = engine()
+        var driver = SessionDriver(store: MemorySessionStore(), historyForNewcomers: 1000, syncs: true)
+        let first = driver.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
+        #expect(first.committed)
+        // Stored and reported at the commit; the ACK waits for the sync asked for.
+        #expect(reports(first.output) == 1 && starts(first.output) == 1 && acks(first.output) == 0)
+        // Two more arrive while the sync runs: no second sync yet, no ACK.
+        let second = driver.perform(engine.received([message(2)], on: LinkHandle(1), at: at(11)), engine: &engine, at: at(11))
+        let third = driver.perform(engine.received([message(3)], on: LinkHandle(2), at: at(12)), engine: &engine, at: at(12))
+        #expect(starts(second.output + third.output) == 0 && acks(second.output + third.output) == 0)
+        #expect(reports(second.output + third.output) == 2)
+        // The first sync ends: the first ACK leaves, and one sync starts for both later commits.
+        let afterFirst = driver.synced(true, engine: &engine, at: at(13))
+        #expect(acks(afterFirst) == 1 && starts(afterFirst) == 1)
+        // It ends: both ACKs leave, in order, and nothing more is asked.
+        let afterSecond = driver.synced(true, engine: &engine, at: at(14))
+        #expect(acks(afterSecond) == 2 && starts(afterSecond) == 0)
+        #expect(afterSecond.compactMap { if case .write(let handle, _, _) = $0 { handle } else { nil } } == [LinkHandle(1), LinkHandle(2)])
+        #expect(driver.synced(true, engine: &engine, at: at(15)).isEmpty)  // (none ran)
+    }
+
+    @Test func aFailedSyncSendsNoAcknowledgementButWhatElseWaited() {
+        var engine = engine()
+        var driver = SessionDriver(store: MemorySessionStore(), historyForNewcomers: 1000, syncs: true)
+        _ = driver.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
+        // A frame that is not an ACK, queued behind the sync.
+        let ping = driver.perform([.send(LinkHandle(2), [.ping(7)])], engine: &engine, at: at(11))
+        #expect(ping.output.isEmpty)
+        let after = driver.synced(false, engine: &engine, at: at(12))
+        #expect(acks(after) == 0)
+        #expect(writes(after) == [[.ping(7)]])
+    }
+
+    @Test func aStoreWithNothingToSyncDoesItAllAtOnce() {
+        var engine = engine()
+        var driver = SessionDriver(store: MemorySessionStore(), historyForNewcomers: 1000, syncs: false)
+        let done = driver.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
+        #expect(reports(done.output) == 1 && acks(done.output) == 1 && starts(done.output) == 0)
+        #expect(driver.settle() == .now(synced: true))
+    }
+
+    @Test func ourSendGoesFirstOnlyAfterOurLastSyncedSequenceAndWhileOnlyAcknowledgementsWait() throws {
+        var engine = engine()
+        var driver = SessionDriver(store: MemorySessionStore(), historyForNewcomers: 1000, syncs: true)
+        func send(_ text: String) throws -> (outcome: SessionDriver.OwnOutcome, wentFirst: Bool, output: [ShellOutput]) {
+            let (plan, actions) = try engine.send([text], room: lab, reliable: true, at: at(20))
+            return driver.performOwn(plan, actions, in: lab, mayGoFirst: true, engine: &engine, at: at(20))
+        }
+        // The first: no sequence of ours is known synced yet, so it waits for its sync.
+        let one = try send("one")
+        #expect(!one.wentFirst && writes(one.output).isEmpty && one.outcome == .syncing(waiter: 1))
+        let synced = driver.synced(true, engine: &engine, at: at(21))
+        #expect(synced.contains(.settled(waiter: 1, synced: true)) && writes(synced).count == 2)  // (to bob and carol)
+        // The second continues from it: out before its commit, flushed at once.
+        let two = try send("two")
+        #expect(two.wentFirst && two.outcome == .syncing(waiter: 2))
+        #expect(two.output.first.map { if case .write(_, _, flushNow: true) = $0 { true } else { false } } == true)
+        // A message of bob's arrives: only its ACK waits, so a third still goes first... after the second syncs.
+        _ = driver.perform(engine.received([message(1)], on: LinkHandle(1), at: at(22)), engine: &engine, at: at(22))
+        let three = try send("three")
+        #expect(!three.wentFirst)  // (the second's sequence is not synced yet)
+        _ = driver.synced(true, engine: &engine, at: at(23))
+        _ = driver.synced(true, engine: &engine, at: at(24))
+        // Now a batch with a frame other than an ACK waits: a send of ours may not overtake it.
+        let start = driver.perform([.persist(.rememberKeyed(bob.id)), .send(LinkHandle(2), [.ping(7)])], engine: &engine, at: at(25))
+        #expect(starts(start.output) == 1)
+        let four = try send("four")
+        #expect(!four.wentFirst)
+    }
+
+    @Test func stoppingTellsEveryWaiterItDidNotSync() {
+        var engine = engine()
+        var driver = SessionDriver(store: MemorySessionStore(), historyForNewcomers: 1000, syncs: true)
+        _ = driver.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
+        guard case .later(let waiter) = driver.settle() else { Issue.record("a sync runs: the waiter waits"); return }
+        #expect(driver.stop() == [.settled(waiter: waiter, synced: false)])
+        #expect(driver.synced(true, engine: &engine, at: at(11)).isEmpty)
+        #expect(driver.perform([.send(LinkHandle(1), [.ping(7)])], engine: &engine, at: at(12)).output.isEmpty)
+    }
+}
