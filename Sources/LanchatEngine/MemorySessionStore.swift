@@ -43,20 +43,76 @@ public final class MemorySessionStore: SessionStore {
     public var logPath: String? { nil }
 
     public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try transaction(durable: true, body)
+    }
+
+    /// With `durable` false (and `losesUnsyncedCommits()`), the commit reaches the disk only with the
+    /// next sync of the log (`syncBegins`/`syncEnded`) or durable commit, as SQLite's does.
+    public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
         if depth > 0 {
             depth += 1
             defer { depth -= 1 }
             return try body()
         }
-        let before = (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves)
+        let before = state
         depth = 1
         defer { depth = 0 }
         do {
-            return try body()
+            let result = try body()
+            commits += 1
+            if durable, onDisk != nil { onDisk = (state, commits) }
+            return result
         } catch {
-            (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves) = before
+            state = before
             throw error
         }
+    }
+
+    // MARK: What a crash keeps (the simulator's disk)
+
+    fileprivate typealias State = (
+        messages: [MessageKey: StoredMessage], queues: [String: [String]], roomOrder: [String], members: [String: [StoredMember]],
+        joined: [String: Int64], saved: [String: (transfer: StoredTransfer, touched: Int64)], keyed: [String],
+        storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave])
+
+    private var state: State {
+        get { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves) }
+        set { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves) = newValue }
+    }
+
+    /// What a crash keeps, and the number of the commit or sync it came from; nil: everything (every
+    /// commit is durable when it returns, the default).
+    private var onDisk: (state: State, commit: UInt64)?
+    private var commits: UInt64 = 0
+
+    /// A sync of the log, begun: what it makes durable when it ends.
+    public struct Sync {
+        fileprivate let state: State
+        fileprivate let commit: UInt64
+    }
+
+    /// From now on a commit made with `durable` false, and a write made outside a transaction, reach the
+    /// disk only with a later sync or durable commit: `crash()` loses them.
+    public func losesUnsyncedCommits() {
+        onDisk = (state, commits)
+    }
+
+    /// A sync of the log begins: it covers everything committed until now.
+    public func syncBegins() -> Sync {
+        commits += 1
+        return Sync(state: state, commit: commits)
+    }
+
+    /// The sync ended: what it covered is on disk (unless a later durable commit already is).
+    public func syncEnded(_ sync: Sync) {
+        guard let disk = onDisk, sync.commit > disk.commit else { return }
+        onDisk = (sync.state, sync.commit)
+    }
+
+    /// The process died and the machine with it: the store holds what was on disk.
+    public func crash() {
+        guard let onDisk else { return }
+        state = onDisk.state
     }
 
     public func checkpoint() {}

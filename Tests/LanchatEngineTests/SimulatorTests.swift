@@ -65,7 +65,8 @@ import LanchatEngine
             + "\(totals.admin.commands) administration commands in the even seeds (\(totals.admin.removed) nodes removed from a room, \(totals.admin.closed) "
             + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator, "
             + "\(totals.admin.notTaken) views where such a member took no removal), "
-            + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), in \(ContinuousClock.now - started) "
+            + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), "
+            + "\(totals.syncs.done) syncs of a store (\(totals.syncs.lost) messages committed and lost in a crash before theirs), in \(ContinuousClock.now - started) "
             + "on \(workers) worker\(workers == 1 ? "" : "s") (SIMULATOR_WORKERS)")
     }
 
@@ -80,6 +81,7 @@ import LanchatEngine
         var metaWrites = 0
         var admin = (commands: 0, removed: 0, closed: 0, recordless: 0, notTaken: 0)
         var topics = (published: 0, delivered: 0)
+        var syncs = (done: 0, lost: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
         mutating func add(_ simulator: Simulator) {
@@ -102,6 +104,7 @@ import LanchatEngine
                      admin.removed + simulator.removals, admin.closed + simulator.closings, admin.recordless + simulator.recordless, admin.notTaken + simulator.removalsNotTaken)
             topics.published += simulator.topicPublished
             topics.delivered += simulator.topicDeliveries
+            syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced)
         }
 
         mutating func merge(_ other: Totals) {
@@ -117,6 +120,7 @@ import LanchatEngine
             admin = (admin.commands + other.admin.commands,
                      admin.removed + other.admin.removed, admin.closed + other.admin.closed, admin.recordless + other.admin.recordless, admin.notTaken + other.admin.notTaken)
             topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
+            syncs = (syncs.done + other.syncs.done, syncs.lost + other.syncs.lost)
             failures += other.failures
         }
     }

@@ -103,6 +103,7 @@ extension Simulator {
             addressBook: NoAddresses(), ids: ids, shortCode: { _ in "0000-0000" })
         nodes[index].engine = engine
         nodes[index].driver = SessionDriver(store: nodes[index].store, historyForNewcomers: 1000, syncs: true)
+        nodes[index].store.losesUnsyncedCommits()
         restoreTransfers(index)
         log("n\(index) starts (incarnation \(nodes[index].incarnation))")
         perform(index) { $0.start(at: self.time(index)) }
@@ -117,6 +118,19 @@ extension Simulator {
         nodes[index].engine = nil
         nodes[index].driver = nil
         syncing[index] = nil
+        // What was committed and not synced is gone: messages reported from it are told again when they
+        // come again (their ACK never left); our own are lost by their author (members may hold those
+        // that went first).
+        syncRunning[index] = nil
+        let held = Set(nodes[index].store.messages.keys)
+        nodes[index].store.crash()
+        let lost = held.subtracting(nodes[index].store.messages.keys)
+        lostUnsynced += lost.count
+        for key in lost {
+            if let count = nodes[index].reported[key.id], count > 0 { nodes[index].reported[key.id] = count - 1 }
+            if key.sender == nodes[index].peer.id.rawValue { lostByAuthor.insert(key.id) }
+        }
+        if !lost.isEmpty { log("n\(index) loses \(lost.count) unsynced messages") }
         if let linksUntil {
             schedule(.dropLinks(node: index), at: linksUntil)
         } else {

@@ -226,7 +226,9 @@ extension Simulator {
                 return
             }
             nodes[node].disk[id] = nil
-            nodes[node].store.updateTransfer(id: saved.id, state: "cancelled", sentMark: nil, resent: nil, now: time(node).wall)
+            try! nodes[node].store.transaction {
+                nodes[node].store.updateTransfer(id: saved.id, state: "cancelled", sentMark: nil, resent: nil, now: time(node).wall)
+            }
             perform(node) { $0.cancelHeard(id, from: peer.id) }
         }
     }

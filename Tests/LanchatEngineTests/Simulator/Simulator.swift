@@ -101,8 +101,11 @@ final class Simulator {
     /// Per node, reliable messages its `send` committed whose sync is not done yet, by the driver's waiter:
     /// once it is, `send` returns, and they join `sent`.
     var syncing: [Int: [UInt64: [Sent]]] = [:]
-    /// Syncs of the store the nodes' drivers asked for (each covers every commit before it).
+    /// Syncs of the store the nodes' drivers asked for (each covers every commit before it), the one
+    /// running on each node, and messages crashes took from stores (committed, their sync not done).
     var syncs = 0
+    var syncRunning: [Int: MemorySessionStore.Sync] = [:]
+    var lostUnsynced = 0
     /// (node, room) pairs that left a room at some time, and when.
     var leaves: [(node: Int, room: RoomID, at: Int64)] = []
     /// Nodes that cannot reach each other (a partition): node index -> side.
@@ -271,6 +274,8 @@ final class Simulator {
             // relay (a fault, like the others only before the network heals) changes one record's words and
             // keeps its signature: it must be refused.
             let tamper = options.faults && now < options.chaos && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
+            // (Kept in one durable commit, as the daemon's bulk write of a history.)
+            try! nodes[to].store.transaction(durable: true) {
             for (index, message) in messages.enumerated() {
                 guard let id = WireID(hex: message.id) else { continue }
                 var record = HistoryRecord(
@@ -291,6 +296,7 @@ final class Simulator {
                 case .forged: forgeries.refused += 1
                 case .refused, .ours: break
                 }
+            }
             }
             nodes[to].engine = engine
         case .linkDown(let node, let incarnation, let handle, let reason):
@@ -344,6 +350,7 @@ final class Simulator {
             fileDone(node, done)
         case .synced(let node, let incarnation):
             guard alive(node, incarnation) else { return }
+            if let sync = syncRunning.removeValue(forKey: node) { nodes[node].store.syncEnded(sync) }
             drive(node) { driver, engine in driver.synced(true, engine: &engine, at: self.time(node)) }
         }
     }
@@ -449,9 +456,10 @@ final class Simulator {
             case .streamHandedOver(let acceptor, let accepted):
                 handedOver(node, acceptor, accepted)
             case .startSync:
-                // The store's thread syncs its log: a little later, meanwhile the node goes on.
+                // The store's thread syncs its log: 1 to 40 ms later (a disk that is slow to sync), meanwhile the node goes on.
                 syncs += 1
-                schedule(.synced(node: node, incarnation: nodes[node].incarnation), at: now + Int64(roll(3)))
+                syncRunning[node] = nodes[node].store.syncBegins()
+                schedule(.synced(node: node, incarnation: nodes[node].incarnation), at: now + Int64(1 + roll(40)))
             case .settled(let waiter, let synced):
                 if let messages = syncing[node]?.removeValue(forKey: waiter), synced { sent += messages }
             case .storeFailed(let error):
