@@ -196,14 +196,8 @@ extension SessionNode {
 
     /// What the store says of an offered id from this peer.
     private func lookUp(_ offer: WireFrame.ResourceOffer, from peer: SessionPeer) -> IncomingRecord {
-        guard let saved = try? store.transfer(id: offer.id.description), !saved.outgoing, saved.peerID == peer.id.rawValue else { return .none }
-        switch saved.state {
-        case "complete": return .received
-        case "cancelled": return .cancelled
-        case "active":
-            let same = saved.size == Int64(offer.size) && saved.sha256 == Hex.string(offer.sha256) && saved.path == partPath(offer.id, offer.kind)
-            return same ? .partial : .none
-        default: return .none  // failed before: a new attempt from the start
+        .of(try? store.transfer(id: offer.id.description), offer: offer, from: peer) { saved in
+            saved.sha256 == Hex.string(offer.sha256) && saved.path == partPath(offer.id, offer.kind)
         }
     }
 

@@ -70,6 +70,11 @@ import Testing
         let after = driver.synced(false, engine: &engine, at: at(12))
         #expect(acks(after) == 0)
         #expect(writes(after) == [[.ping(7)]])
+        // A later sync that succeeds proves nothing (the failed one may have left pages marked clean):
+        // no ACK leaves for anything from now on.
+        let next = driver.perform(engine.received([message(2)], on: LinkHandle(1), at: at(13)), engine: &engine, at: at(13))
+        #expect(driver.syncFailed && starts(next.output) == 1)
+        #expect(acks(driver.synced(true, engine: &engine, at: at(14))) == 0)
     }
 
     @Test func aStoreWithNothingToSyncDoesItAllAtOnce() {

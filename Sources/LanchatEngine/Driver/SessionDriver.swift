@@ -77,6 +77,10 @@ public struct SessionDriver {
     public private(set) var storedThrough: [RoomID: Int64] = [:]
     /// `stop()` was called: nothing more is done.
     public private(set) var stopped = false
+    /// A sync of the store failed. On Linux a failed `fsync` may leave the pages it did not write marked
+    /// clean, so a later sync that succeeds proves nothing: from then on nothing counts as synced (no ACK
+    /// leaves, our sends fail) until the process starts again, as PostgreSQL stops at such a failure.
+    public private(set) var syncFailed = false
 
     /// Syncs asked for (each durable commit takes the next number), the last one known done, the one running.
     private var syncsAsked: UInt64 = 0
@@ -215,10 +219,13 @@ public struct SessionDriver {
     }
 
     /// The sync asked for by the last `.startSync` ended (`ok`: it reached the disk). What waited for it
-    /// is done now, in order; a failed sync sends no acknowledgement for what it covered.
+    /// is done now, in order; a failed sync sends no acknowledgement for what it covered, nor for what
+    /// any later sync covers (`syncFailed`).
     public mutating func synced(_ ok: Bool, engine: inout SessionStateMachine, at now: EngineTime) -> [ShellOutput] {
         guard !stopped, let target = syncRunning else { return [] }
         syncRunning = nil
+        if !ok { syncFailed = true }
+        let ok = ok && !syncFailed
         syncedThrough = target
         var output: [ShellOutput] = []
         while let first = afterSync.first, first.ticket <= target {
@@ -415,5 +422,22 @@ struct SyncQueue {
             head = 0
         }
         return item
+    }
+}
+
+extension IncomingRecord {
+    /// The answer to `FileAction.lookUp`, from what the store holds of the transfer (`saved`): received or
+    /// cancelled before (the sender missed our answer), an earlier attempt's part file to go on from
+    /// (`partHolds`: the host's check that the part file is this offer's), or nothing (start over).
+    public static func of(
+        _ saved: StoredTransfer?, offer: WireFrame.ResourceOffer, from peer: SessionPeer, partHolds: (StoredTransfer) -> Bool
+    ) -> IncomingRecord {
+        guard let saved, !saved.outgoing, saved.peerID == peer.id.rawValue else { return .none }
+        switch TransferState(rawValue: saved.state) {
+        case .complete: return .received
+        case .cancelled: return .cancelled
+        case .active: return saved.size == Int64(offer.size) && partHolds(saved) ? .partial : .none
+        default: return .none  // failed before: a new attempt from the start
+        }
     }
 }

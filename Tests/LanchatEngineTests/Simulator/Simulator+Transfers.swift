@@ -160,16 +160,8 @@ extension Simulator {
             let digest = Int(offset) + count == bytes.count ? Self.digest(bytes) : nil
             later(node, .read(id, offset: offset, data, digest: digest))
         case .lookUp(let offer, let peer):
-            let record: IncomingRecord
-            if let saved = nodes[node].store.transfer(id: offer.id.description), !saved.outgoing, saved.peerID == peer.id.rawValue {
-                switch saved.state {
-                case "complete": record = .received
-                case "cancelled": record = .cancelled
-                case "active": record = saved.size == Int64(offer.size) && nodes[node].disk[offer.id] != nil ? .partial : .none
-                default: record = .none
-                }
-            } else {
-                record = .none
+            let record = IncomingRecord.of(nodes[node].store.transfer(id: offer.id.description), offer: offer, from: peer) { _ in
+                nodes[node].disk[offer.id] != nil
             }
             perform(node) { $0.incomingLookedUp(offer.id, record, at: self.time(node)) }
         case .openPart(let offer, let resume):
