@@ -99,7 +99,7 @@ struct SessionControl: Sendable {
             info.outcome = accept ? "accepted" : "declined"
             return info
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -118,7 +118,7 @@ struct SessionControl: Sendable {
     func leave(_ text: String) async throws(ControlError) {
         let roomID = try room(text)
         do throws(SessionError) { try await node.leave(roomID) } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -137,7 +137,7 @@ struct SessionControl: Sendable {
                 id: receipt.message.id, room: roomID.rawValue, recipients: receipt.recipients, sentNow: receipt.sentNow,
                 dropped: receipt.dropped, reliable: request.reliable)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -146,7 +146,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return try await node.history(room: roomName, limit: limit).map(SessionService.info)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -155,7 +155,7 @@ struct SessionControl: Sendable {
     func forget(_ name: String) async throws(ControlError) -> String {
         let forgotten: [PeerID]
         do throws(SessionError) { forgotten = try await node.forget(name) } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
         guard !forgotten.isEmpty else {
             let known = Set(await node.knownPeerEntries.map(\.label)).sorted().joined(separator: ", ")
@@ -171,7 +171,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return try await node.search(room: roomName, limit: search.limit, filter: filter).map(SessionService.info)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -193,7 +193,7 @@ struct SessionControl: Sendable {
     /// The person is typing in a room.
     func typing(_ text: String?) async throws(ControlError) {
         let roomID = try await roomOrOnly(text)
-        do throws(SessionError) { try await node.typing(in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await node.typing(in: roomID) } catch { throw ControlError(error) }
     }
 
     /// A member of `room` by name (exact, then case-insensitive) or id prefix (4 characters or more).
@@ -212,7 +212,7 @@ struct SessionControl: Sendable {
 
     private func administration(_ body: () async throws(SessionError) -> Void) async throws(ControlError) {
         await node.personActive()
-        do throws(SessionError) { try await body() } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await body() } catch { throw ControlError(error) }
     }
 
     /// Removes a member of a room (we must administer it); answers the room's members after.
@@ -243,7 +243,7 @@ struct SessionControl: Sendable {
         let receipt: SessionNode.TopicReceipt
         do throws(SessionError) {
             receipt = try await node.publish(request.text, topic: request.topic, in: roomID, reliable: request.reliable)
-        } catch { throw ControlError(code: error.code, message: error.message) }
+        } catch { throw ControlError(error) }
         var info = TopicInfo(room: roomID.rawValue, topic: request.topic, sequence: receipt.sequence)
         info.sent = receipt.sentNow
         info.dropped = receipt.dropped
@@ -255,7 +255,7 @@ struct SessionControl: Sendable {
         let roomID = try await roomOrOnly(text)
         let deliveries: AsyncStream<SessionNode.TopicDelivery>
         do throws(SessionError) { deliveries = try await node.subscribe(to: topic, in: roomID) } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
         return AsyncStream(bufferingPolicy: .bufferingNewest(10_000)) { continuation in
             // Unstructured: the stream's (synchronous) build closure starts the forwarding, which outlives
@@ -299,7 +299,7 @@ struct SessionControl: Sendable {
             do throws(SessionError) {
                 return [info(try await node.setMeta(request.key ?? "", to: request.value, in: roomID, ifVersion: request.ifVersion))]
             } catch {
-                throw ControlError(code: error.code, message: error.message)
+                throw ControlError(error)
             }
         }
     }
@@ -307,7 +307,7 @@ struct SessionControl: Sendable {
     /// Raises or lowers this host's hand in a room.
     func hand(up: Bool, room text: String?) async throws(ControlError) -> PresenceInfo {
         let roomID = try await roomOrOnly(text)
-        do throws(SessionError) { try await node.setHand(up, in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await node.setHand(up, in: roomID) } catch { throw ControlError(error) }
         return await ownPresence()
     }
 
@@ -319,7 +319,7 @@ struct SessionControl: Sendable {
             throw ControlError(code: "bad_request", message: "trust takes the peer's id (8 characters or more, from `lanchat peers`), not a name: a name is only a label")
         }
         let target = try await peer(lower)
-        do throws(SessionError) { try await node.trust(target) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await node.trust(target) } catch { throw ControlError(error) }
         return MemberInfo(name: target.name, id: target.id.rawValue, shortId: target.id.short, state: "known")
     }
 
@@ -337,7 +337,7 @@ struct SessionControl: Sendable {
             let id = if let descriptor { try await node.sendFile(descriptor: descriptor, path: path, to: target) } else { try await node.sendFile(path, to: target) }
             return await node.transfers.first { $0.id == id }.map(SessionService.entry)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -366,7 +366,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return SessionService.info(try await node.share(path, descriptor: descriptor, in: room))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -375,7 +375,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return try await node.sharedFiles(room: text, limit: limit).map(SessionService.info)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -401,7 +401,7 @@ struct SessionControl: Sendable {
                                               state: "offered", path: nil, error: nil)
             }
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -413,7 +413,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return SessionService.entry(try await node.cancelTransfer(id))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -422,7 +422,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return SessionStream(stream: try await node.openStream(name, to: target))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -433,7 +433,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return SessionStream(stream: try await node.acceptStream(name, from: from, isAlive: isAlive))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -474,13 +474,13 @@ struct SessionStream: ControlStream {
     }
 
     func write(_ data: ByteBuffer) async throws(ControlError) {
-        do throws(SessionError) { try await stream.write(data) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await stream.write(data) } catch { throw ControlError(error) }
     }
 
     func finish() async { await stream.finish() }
 
     func read() async throws(ControlError) -> ByteBuffer? {
-        do throws(SessionError) { return try await stream.read() } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { return try await stream.read() } catch { throw ControlError(error) }
     }
 
     func abort(_ reason: String) async { await stream.abort(reason) }
