@@ -33,8 +33,8 @@ struct SessionControl: Sendable {
         let names = await node.roomNames
         switch names.count {
         case 1: return RoomID(names[0])!
-        case 0: throw ControlError(code: "no_room", message: "you are in no room yet; `lanchat invite PEER` creates one")
-        default: throw ControlError(code: "ambiguous_room", message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+        case 0: throw ControlError(code: .noRoom, message: "you are in no room yet; `lanchat invite PEER` creates one")
+        default: throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
         }
     }
 
@@ -44,7 +44,7 @@ struct SessionControl: Sendable {
         case .success(let found):
             return SessionPeer(id: found.advertisement!.peerID, name: found.advertisement!.displayName)
         case .failure(.ambiguous(_, let candidates)):
-            throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several peers: \(candidates.joined(separator: ", ")); give more of the id")
+            throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several peers: \(candidates.joined(separator: ", ")); give more of the id")
         case .failure:
             var members: [SessionPeer] = []
             for summary in await node.roomList { members += summary.members.map(\.peer) }
@@ -55,9 +55,9 @@ struct SessionControl: Sendable {
             let byID = lower.count >= 4 ? unique.filter { $0.id.rawValue.hasPrefix(lower) } : []
             if byID.count == 1 { return byID[0] }
             if byName.count + byID.count > 1 {
-                throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several peers: \((byName + byID).map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
+                throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several peers: \((byName + byID).map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
             }
-            throw ControlError(code: "unknown_peer", message: "no peer matches '\(query)' (see `lanchat peers`)")
+            throw ControlError(code: .unknownPeer, message: "no peer matches '\(query)' (see `lanchat peers`)")
         }
     }
 
@@ -70,7 +70,7 @@ struct SessionControl: Sendable {
         } else {
             let names = await node.roomNames
             if names.count > 1 {
-                throw ControlError(code: "ambiguous_room", message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+                throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
             }
             roomID = RoomID(names.first ?? Self.defaultRoom)!
         }
@@ -110,7 +110,7 @@ struct SessionControl: Sendable {
     func members(_ text: String?) async throws(ControlError) -> RoomInfo {
         let roomID = try await roomOrOnly(text)
         guard let summary = await node.room(roomID) else {
-            throw ControlError(code: "unknown_room", message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
+            throw ControlError(code: .unknownRoom, message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
         }
         return SessionService.info(summary)
     }
@@ -159,7 +159,7 @@ struct SessionControl: Sendable {
         }
         guard !forgotten.isEmpty else {
             let known = Set(await node.knownPeerEntries.map(\.label)).sorted().joined(separator: ", ")
-            throw ControlError(code: "unknown_peer", message: "no key is recorded for '\(name)' (known: \(known))")
+            throw ControlError(code: .unknownPeer, message: "no key is recorded for '\(name)' (known: \(known))")
         }
         return forgotten.map(\.rawValue).joined(separator: ",")
     }
@@ -203,11 +203,11 @@ struct SessionControl: Sendable {
         for match in [members.filter { $0.name == query }, members.filter { $0.name.lowercased() == lower },
                       lower.count >= 4 ? members.filter { $0.id.rawValue.hasPrefix(lower) } : []] where !match.isEmpty {
             guard match.count == 1 else {
-                throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several members of \(room): \(match.map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
+                throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several members of \(room): \(match.map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
             }
             return match[0]
         }
-        throw ControlError(code: "unknown_member", message: "no member of \(room) is '\(query)' (see `lanchat members \(room)`)")
+        throw ControlError(code: .unknownMember, message: "no member of \(room) is '\(query)' (see `lanchat members \(room)`)")
     }
 
     private func administration(_ body: () async throws(SessionError) -> Void) async throws(ControlError) {
@@ -281,7 +281,7 @@ struct SessionControl: Sendable {
     func meta(_ request: ControlCall.Meta) async throws(ControlError) -> [MetaInfo] {
         let roomID = try await roomOrOnly(request.room)
         guard await node.roomNames.contains(roomID.rawValue) else {
-            throw ControlError(code: "unknown_room", message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
+            throw ControlError(code: .unknownRoom, message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
         }
         let names = await node.memberNames(in: roomID)
         let info = { (entry: WireFrame.MetaEntry) in SessionService.info(entry, room: roomID.rawValue, author: names[entry.author] ?? String(entry.author.prefix(12))) }
@@ -291,7 +291,7 @@ struct SessionControl: Sendable {
         case .get:
             let key = request.key ?? ""
             guard let entry = await node.metaEntry(key, in: roomID), !entry.deleted else {
-                throw ControlError(code: "unknown_key", message: "room \(roomID) has no key '\(key.prefix(70))'")
+                throw ControlError(code: .unknownKey, message: "room \(roomID) has no key '\(key.prefix(70))'")
             }
             return [info(entry)]
         case .set, .delete:
@@ -316,7 +316,7 @@ struct SessionControl: Sendable {
     func trust(_ query: String) async throws(ControlError) -> MemberInfo {
         let lower = query.lowercased()
         guard PeerID.isPrefix(lower, minimumLength: 8) else {
-            throw ControlError(code: "bad_request", message: "trust takes the peer's id (8 characters or more, from `lanchat peers`), not a name: a name is only a label")
+            throw ControlError(code: .badRequest, message: "trust takes the peer's id (8 characters or more, from `lanchat peers`), not a name: a name is only a label")
         }
         let target = try await peer(lower)
         do throws(SessionError) { try await node.trust(target) } catch { throw ControlError(error) }
@@ -347,13 +347,13 @@ struct SessionControl: Sendable {
         guard let fileToken else {
             guard !sendsOnlyHandedOverFiles else {
                 throw ControlError(
-                    code: "bad_file",
+                    code: .badFile,
                     message: "this daemon serves a group: it \(verb) only files the client opens and hands over (\(client) does), not paths it would open itself")
             }
             return nil
         }
         guard let fd = passedFiles.take(fileToken) else {
-            throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
+            throw ControlError(code: .badFile, message: "no file was handed over under that token (or it waited more than 60 s)")
         }
         return fd
     }
@@ -361,7 +361,7 @@ struct SessionControl: Sendable {
     /// Shares a file in a room (handed over under `fileToken`, or opened by the daemon, as `sendFile`).
     func share(room text: String, path: String, fileToken: String?) async throws(ControlError) -> SharedFileInfo {
         await node.personActive()
-        guard let room = RoomID(text) else { throw ControlError(code: "bad_request", message: "'\(text.prefix(64))' is not a room name") }
+        guard let room = RoomID(text) else { throw ControlError(code: .badRequest, message: "'\(text.prefix(64))' is not a room name") }
         let descriptor = try handedOver(fileToken, to: "shares", by: "lanchat share")
         do throws(SessionError) {
             return SessionService.info(try await node.share(path, descriptor: descriptor, in: room))
@@ -371,7 +371,7 @@ struct SessionControl: Sendable {
     }
 
     func files(room text: String?, limit: Int) async throws(ControlError) -> [SharedFileInfo] {
-        if let text, RoomID(text) == nil { throw ControlError(code: "bad_request", message: "'\(text.prefix(64))' is not a room name") }
+        if let text, RoomID(text) == nil { throw ControlError(code: .badRequest, message: "'\(text.prefix(64))' is not a room name") }
         do throws(SessionError) {
             return try await node.sharedFiles(room: text, limit: limit).map(SessionService.info)
         } catch {
@@ -384,7 +384,7 @@ struct SessionControl: Sendable {
     func fetch(_ id: String, to directory: String?) async throws(ControlError) -> TransferEntry {
         await node.personActive()
         if directory != nil, sendsOnlyHandedOverFiles {
-            throw ControlError(code: "bad_request", message: "this daemon serves a group: fetched files go to its download directory (no --to)")
+            throw ControlError(code: .badRequest, message: "this daemon serves a group: fetched files go to its download directory (no --to)")
         }
         do throws(SessionError) {
             switch try await node.fetchShared(id, to: directory) {
