@@ -53,15 +53,15 @@ public final class ControlClient {
         case .failure(let error):
             switch error.code {
             case ENAMETOOLONG:
-                throw ControlError(code: "bad_socket_path", message: "socket path is too long: \(path)")
+                throw ControlError(code: .badSocketPath, message: "socket path is too long: \(path)")
             case ENOENT:
-                throw ControlError(code: "daemon_not_running", message: "lanchatd is not running: no socket at \(path) (start it with `lanchatd` or `systemctl start lanchatd`, or pass --socket)")
+                throw ControlError(code: .daemonNotRunning, message: "lanchatd is not running: no socket at \(path) (start it with `lanchatd` or `systemctl start lanchatd`, or pass --socket)")
             case ECONNREFUSED:
-                throw ControlError(code: "daemon_not_running", message: "lanchatd is not running: \(path) refuses connections (a stale socket left by a daemon that died?)")
+                throw ControlError(code: .daemonNotRunning, message: "lanchatd is not running: \(path) refuses connections (a stale socket left by a daemon that died?)")
             case EACCES, EPERM:
-                throw ControlError(code: "permission_denied", message: "permission denied on \(path): the socket belongs to the daemon's user (or its configured group)")
+                throw ControlError(code: .permissionDenied, message: "permission denied on \(path): the socket belongs to the daemon's user (or its configured group)")
             default:
-                throw ControlError(code: "connect_failed", message: "cannot connect to \(path): \(errnoDescription(error.code))")
+                throw ControlError(code: .connectFailed, message: "cannot connect to \(path): \(errnoDescription(error.code))")
             }
         }
     }
@@ -98,8 +98,8 @@ public final class ControlClient {
             try reconnect()
             answer = try exchange(request)
         }
-        guard let response = answer else { throw ControlError(code: "connection_lost", message: "lanchatd closed the connection") }
-        if !response.ok { throw response.error ?? ControlError(code: "failed", message: "the daemon reported a failure without a reason") }
+        guard let response = answer else { throw ControlError(code: .connectionLost, message: "lanchatd closed the connection") }
+        if !response.ok { throw response.error ?? ControlError(code: .failed, message: "the daemon reported a failure without a reason") }
         return response
     }
 
@@ -108,10 +108,10 @@ public final class ControlClient {
     private func exchange(_ request: [UInt8]) throws(ControlError) -> ControlResponse? {
         if let error = write(request) {
             if error == EPIPE || error == ECONNRESET { return nil }
-            throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(error)))")
+            throw ControlError(code: .connectionLost, message: "lost the connection to lanchatd: \(String(cString: strerror(error)))")
         }
         let response = try readResponse()
-        if response.id == nil, response.error?.code == "idle" { return nil }
+        if response.id == nil, response.error?.code == .idle { return nil }
         return response
     }
 
@@ -144,7 +144,7 @@ public final class ControlClient {
     /// Sends raw bytes (tests use this for hostile requests).
     public func send(_ bytes: [UInt8]) throws(ControlError) {
         if let error = write(bytes) {
-            throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(error)))")
+            throw ControlError(code: .connectionLost, message: "lost the connection to lanchatd: \(String(cString: strerror(error)))")
         }
     }
 
@@ -172,16 +172,16 @@ public final class ControlClient {
                     return line
                 }
             } catch {
-                throw ControlError(code: "bad_response", message: "the daemon sent a line longer than \(ControlClient.maximumResponseLength) bytes")
+                throw ControlError(code: .badResponse, message: "the daemon sent a line longer than \(ControlClient.maximumResponseLength) bytes")
             }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n == 0 { return nil }
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK {
-                    throw ControlError(code: "timeout", message: "lanchatd did not answer in time")
+                    throw ControlError(code: .timeout, message: "lanchatd did not answer in time")
                 }
-                throw ControlError(code: "connection_lost", message: "lost the connection to lanchatd: \(String(cString: strerror(errno)))")
+                throw ControlError(code: .connectionLost, message: "lost the connection to lanchatd: \(String(cString: strerror(errno)))")
             }
             framer.append(chunk[..<n])
         }
@@ -190,12 +190,12 @@ public final class ControlClient {
     /// Reads and decodes the next line.
     public func readResponse() throws(ControlError) -> ControlResponse {
         guard let line = try readLine() else {
-            throw ControlError(code: "connection_lost", message: "lanchatd closed the connection")
+            throw ControlError(code: .connectionLost, message: "lanchatd closed the connection")
         }
         do {
             return try ControlJSON.decoder().decode(ControlResponse.self, from: Data(line))
         } catch {
-            throw ControlError(code: "bad_response", message: "the daemon sent something that is not a control API response")
+            throw ControlError(code: .badResponse, message: "the daemon sent something that is not a control API response")
         }
     }
 }

@@ -26,7 +26,7 @@ public enum FilePassing {
         switch connectUnixSocket(path: path, type: Int32(SOCK_SEQPACKET.rawValue)) {
         case .success(let connected): fd = connected
         case .failure(let error):
-            throw ControlError(code: "connect_failed", message: "cannot hand the file to lanchatd at \(path): \(errnoDescription(error.code))")
+            throw ControlError(code: .connectFailed, message: "cannot hand the file to lanchatd at \(path): \(errnoDescription(error.code))")
         }
         defer { close(fd) }
         var payload = Array(token.utf8)
@@ -40,12 +40,12 @@ public enum FilePassing {
         }
         let sent = withMessage(payload: &payload, control: &control) { sendmsg(fd, &$0, Int32(MSG_NOSIGNAL)) }
         guard sent == payload.count else {
-            throw ControlError(code: "connect_failed", message: "cannot hand the file to lanchatd: \(String(cString: strerror(errno)))")
+            throw ControlError(code: .connectFailed, message: "cannot hand the file to lanchatd: \(String(cString: strerror(errno)))")
         }
         var answer = [UInt8](repeating: 0, count: 512)
         let n = answer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         let text = n > 0 ? String(decoding: answer[0..<n], as: UTF8.self) : "no answer"
-        guard text == "ok" else { throw ControlError(code: "bad_file", message: "lanchatd did not take the file: \(text)") }
+        guard text == "ok" else { throw ControlError(code: .badFile, message: "lanchatd did not take the file: \(text)") }
         return token
     }
 

@@ -283,7 +283,7 @@ struct DaemonControlHandler: ControlHandler {
         let address: PeerAddress
         switch PeerAddress.parse(text) {
         case .success(let parsed): address = parsed
-        case .failure(let error): throw ControlError(code: "bad_address", message: error.description)
+        case .failure(let error): throw ControlError(code: .badAddress, message: error.description)
         }
         var confirmed: PeerID?
         if let confirm {
@@ -300,9 +300,9 @@ struct DaemonControlHandler: ControlHandler {
         switch PeerQuery.match(query, in: statics) {
         case .success(let found): peer = found
         case .failure(.ambiguous(_, let candidates)):
-            throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several static peers: \(candidates.joined(separator: ", "))")
+            throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several static peers: \(candidates.joined(separator: ", "))")
         case .failure:
-            throw ControlError(code: "unknown_peer", message: "no static peer matches '\(query)' (see `lanchat peers`)")
+            throw ControlError(code: .unknownPeer, message: "no static peer matches '\(query)' (see `lanchat peers`)")
         }
         _ = try await staticPeers.disconnect(peer.advertisement!.peerID)
         var info = DiscoveryService.info(peer)
@@ -323,11 +323,11 @@ struct DaemonControlHandler: ControlHandler {
         let peer: DiscoveredPeer
         switch PeerQuery.match(query, in: await discovery.peers) {
         case .success(let found): peer = found
-        case .failure(let failure): throw ControlError(code: "unknown_peer", message: failure.description)
+        case .failure(let failure): throw ControlError(code: .unknownPeer, message: failure.description)
         }
         let advertisement = peer.advertisement!
         guard let (address, text) = Self.socketAddress(peer) else {
-            throw ControlError(code: "unreachable", message: "\(advertisement.displayName) has no usable address yet")
+            throw ControlError(code: .unreachable, message: "\(advertisement.displayName) has no usable address yet")
         }
         let clock = ContinuousClock()
         let started = clock.now
@@ -338,14 +338,14 @@ struct DaemonControlHandler: ControlHandler {
         do {
             connection = try await connector.dial(address, expected: advertisement.peerID, theirs: theirs, probe: true)
         } catch {
-            throw ControlError(code: "connect_failed", message: "\(advertisement.displayName): \(error.description)")
+            throw ControlError(code: .connectFailed, message: "\(advertisement.displayName): \(error.description)")
         }
         let handshake = clock.now - started
         var rtts: [Double] = []
         for _ in 0..<count {
             do { rtts.append(Self.milliseconds(try await connection.ping())) } catch {
                 await connection.close()
-                throw ControlError(code: "connection_lost", message: "\(advertisement.displayName): \(error)")
+                throw ControlError(code: .connectionLost, message: "\(advertisement.displayName): \(error)")
             }
         }
         await connection.close()

@@ -39,10 +39,10 @@ struct InvitationBook: Sendable {
         let lower = prefix.lowercased()
         let matches = pending.keys.filter { $0.description.hasPrefix(lower) }
         guard !lower.isEmpty, let first = matches.first else {
-            throw SessionError("unknown_invitation", "no pending invitation '\(prefix)' (it may have expired or been answered; see `lanchat invitations`)")
+            throw SessionError(.unknownInvitation, "no pending invitation '\(prefix)' (it may have expired or been answered; see `lanchat invitations`)")
         }
         guard matches.count == 1 else {
-            throw SessionError("ambiguous", "'\(prefix)' matches \(matches.count) invitations: \(matches.map { String($0.description.prefix(8)) }.sorted().joined(separator: ", "))")
+            throw SessionError(.ambiguous, "'\(prefix)' matches \(matches.count) invitations: \(matches.map { String($0.description.prefix(8)) }.sorted().joined(separator: ", "))")
         }
         return first
     }

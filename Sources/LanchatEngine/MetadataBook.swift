@@ -218,35 +218,35 @@ struct MetadataBook: Sendable {
     /// current version of the key is that (0: it does not exist); the version the write takes if so.
     func checkWrite(_ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?, by writer: String) throws(SessionError) -> UInt64 {
         guard WireFrame.MetaEntry.isKey(key) else {
-            throw SessionError("bad_key", "a key is 1-64 of A-Z a-z 0-9 . _ - (not '\(key.prefix(70))')")
+            throw SessionError(.badKey, "a key is 1-64 of A-Z a-z 0-9 . _ - (not '\(key.prefix(70))')")
         }
         if let value {
             guard value.utf8.count <= WireFrame.MetaEntry.maximumValue else {
-                throw SessionError("too_large", "a value is at most \(WireFrame.MetaEntry.maximumValue) bytes (this one is \(value.utf8.count))")
+                throw SessionError(.tooLarge, "a value is at most \(WireFrame.MetaEntry.maximumValue) bytes (this one is \(value.utf8.count))")
             }
             guard !value.unicodeScalars.contains(where: { ($0.value < 0x20 || $0.value == 0x7f) && $0 != "\n" && $0 != "\t" }) else {
-                throw SessionError("bad_value", "a value is text: no control characters but newline and tab")
+                throw SessionError(.badValue, "a value is text: no control characters but newline and tab")
             }
         }
         let current = entries[room]?[key]
         let currentVersion = current?.version ?? 0
         guard currentVersion < Engine.maximumMetaNumber else {
-            throw SessionError("too_many_versions", "\(key) has reached the last version (\(currentVersion)); delete it under another key")
+            throw SessionError(.tooManyVersions, "\(key) has reached the last version (\(currentVersion)); delete it under another key")
         }
         if let ifVersion, ifVersion != currentVersion {
-            throw SessionError("version_mismatch", "\(key) is at version \(currentVersion) here, not \(ifVersion)\(current.map { $0.deleted ? " (deleted)" : "" } ?? "")")
+            throw SessionError(.versionMismatch, "\(key) is at version \(currentVersion) here, not \(ifVersion)\(current.map { $0.deleted ? " (deleted)" : "" } ?? "")")
         }
         if value == nil, current == nil || current?.deleted == true {
-            throw SessionError("unknown_key", "room \(room) has no key '\(key)'")
+            throw SessionError(.unknownKey, "room \(room) has no key '\(key)'")
         }
         let live = bytes(room, without: key) + (value.map { key.utf8.count + $0.utf8.count } ?? 0)
         guard live <= Engine.maximumMetaBytes else {
-            throw SessionError("too_large", "room \(room)'s metadata would hold \(live) bytes of keys and values; the limit is \(Engine.maximumMetaBytes)")
+            throw SessionError(.tooLarge, "room \(room)'s metadata would hold \(live) bytes of keys and values; the limit is \(Engine.maximumMetaBytes)")
         }
         if let current, Engine.isReservedKey(key), !outranks(writer: writer, over: current, in: room) {
-            throw SessionError("refused", "\(key) was written by \(room)'s creator: only it can change that")
+            throw SessionError(.refused, "\(key) was written by \(room)'s creator: only it can change that")
         }
-        if current == nil, let refusal = budgetRefusal(key, by: writer, in: room, factor: 1, ownID: writer) { throw SessionError("too_many_keys", refusal) }
+        if current == nil, let refusal = budgetRefusal(key, by: writer, in: room, factor: 1, ownID: writer) { throw SessionError(.tooManyKeys, refusal) }
         return currentVersion + 1
     }
 

@@ -64,8 +64,8 @@ extension SessionStateMachine {
     /// the room and tells its person why.
     public mutating func remove(_ peer: PeerID, from room: RoomID, reason: String, at now: EngineTime) throws(SessionError) -> [SessionAction] {
         let name = try checkAdministrator(of: room, to: "remove members")
-        guard let member = rooms[room]?.members[peer] else { throw SessionError("unknown_member", "\(peer.short) is not a member of \(room)") }
-        guard peer != creator(of: room) else { throw SessionError("refused", "\(member.name) created \(room): nobody can remove its creator") }
+        guard let member = rooms[room]?.members[peer] else { throw SessionError(.unknownMember, "\(peer.short) is not a member of \(room)") }
+        guard peer != creator(of: room) else { throw SessionError(.refused, "\(member.name) created \(room): nobody can remove its creator") }
         var out: [SessionAction] = []
         // A removed administrator is one no longer. (One the creator named: only the creator can delete that
         // entry; the removal alone ends its rights.)
@@ -80,10 +80,10 @@ extension SessionStateMachine {
     mutating func liftRemoval(of peer: PeerID, in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
         guard removalTime(peer, in: room) != nil else { return [] }
         guard isAdministrator(configuration.ownID, of: room) else {
-            throw SessionError("removed", "an administrator removed \(peer.short) from \(room): only an administrator can invite it back")
+            throw SessionError(.removed, "an administrator removed \(peer.short) from \(room): only an administrator can invite it back")
         }
         if roomMeta.onlyCreatorLifts(peer, in: room, for: configuration.ownID) {
-            throw SessionError("removed", "\(room)'s creator removed \(peer.short): only the creator can invite it back")
+            throw SessionError(.removed, "\(room)'s creator removed \(peer.short): only the creator can invite it back")
         }
         return try writeReserved(Self.removedPrefix + peer.rawValue, nil, in: room, by: configuration.ownName, at: now)
     }
@@ -97,18 +97,18 @@ extension SessionStateMachine {
     /// Makes `peer` an administrator of `room` too, or no longer one (we must administer it).
     public mutating func setAdministrator(_ peer: PeerID, of room: RoomID, _ on: Bool, at now: EngineTime) throws(SessionError) -> [SessionAction] {
         let name = try checkAdministrator(of: room, to: "name administrators")
-        guard peer != creator(of: room) else { throw SessionError("refused", "\(peer.short) created \(room): it always administers it") }
-        guard !on || rooms[room]?.members[peer] != nil else { throw SessionError("unknown_member", "\(peer.short) is not a member of \(room)") }
+        guard peer != creator(of: room) else { throw SessionError(.refused, "\(peer.short) created \(room): it always administers it") }
+        guard !on || rooms[room]?.members[peer] != nil else { throw SessionError(.unknownMember, "\(peer.short) is not a member of \(room)") }
         let key = Self.adminPrefix + peer.rawValue
         guard on || roomMeta.isNamed(peer, in: room) else { return [] }
         return try writeReserved(key, on ? "admin" : nil, in: room, by: name, at: now)
     }
 
     private func checkAdministrator(of room: RoomID, to what: String) throws(SessionError) -> String {
-        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         guard isAdministrator(configuration.ownID, of: room) else {
             let names = administrators(of: room).map { $0 == configuration.ownID ? configuration.ownName : rooms[room]?.members[$0]?.name ?? $0.short }.sorted()
-            throw SessionError("not_admin", "only an administrator of \(room) can \(what) (administrators: \(names.isEmpty ? "none known" : names.joined(separator: ", ")))")
+            throw SessionError(.notAdmin, "only an administrator of \(room) can \(what) (administrators: \(names.isEmpty ? "none known" : names.joined(separator: ", ")))")
         }
         return configuration.ownName
     }

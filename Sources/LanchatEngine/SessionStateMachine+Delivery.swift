@@ -39,20 +39,20 @@ extension SessionStateMachine {
     ) throws(SessionError) -> (SendPlan, [SessionAction]) {
         for text in texts {
             guard text.utf8.count <= WireFrame.Message.maximumBody else {
-                throw SessionError("too_long", "message is \(text.utf8.count) bytes; the limit is \(WireFrame.Message.maximumBody)")
+                throw SessionError(.tooLong, "message is \(text.utf8.count) bytes; the limit is \(WireFrame.Message.maximumBody)")
             }
-            guard !text.isEmpty else { throw SessionError("bad_request", "empty message") }
+            guard !text.isEmpty else { throw SessionError(.badRequest, "empty message") }
             guard !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f }) else {
-                throw SessionError("bad_request", Self.controlCharacterProblem)
+                throw SessionError(.badRequest, Self.controlCharacterProblem)
             }
         }
         guard let state = rooms[room] else {
-            throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)")
+            throw SessionError(.unknownRoom, "you are not in room '\(room)' (see `lanchat rooms`)")
         }
         let recipients: [PeerID]
         if let to {
             for id in to where state.members[id] == nil {
-                throw SessionError("not_a_member", "\(links.entry(id)?.peer.name ?? id.short) is not a member of \(room)")
+                throw SessionError(.notAMember, "\(links.entry(id)?.peer.name ?? id.short) is not a member of \(room)")
             }
             recipients = to
         } else {

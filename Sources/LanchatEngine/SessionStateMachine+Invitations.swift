@@ -84,7 +84,7 @@ extension SessionStateMachine {
         let id = try invites.pendingID(prefix)
         let entry = invites.pending[id]!
         guard let link = links.entry(entry.peer) else {
-            throw SessionError("unreachable", "\(entry.invitation.from.name) is no longer connected; ask them to invite you again")
+            throw SessionError(.unreachable, "\(entry.invitation.from.name) is no longer connected; ask them to invite you again")
         }
         var out: [SessionAction] = []
         _ = invites.takePending(id)

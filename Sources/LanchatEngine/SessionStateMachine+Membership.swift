@@ -313,7 +313,7 @@ extension SessionStateMachine {
 
     /// Leaves a room: tells the connected members, forgets the room (its history stays).
     public mutating func leave(_ room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
-        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         var out: [SessionAction] = []
         leaveRoom(room, code: "left", reason: "you left \(room)", tell: true, at: now, &out)
         return out

@@ -66,7 +66,7 @@ extension SessionStateMachine {
         _ key: String, to value: String?, in room: RoomID, ifVersion: UInt64? = nil, at now: EngineTime
     ) throws(SessionError) -> (WireFrame.MetaEntry, [SessionAction]) {
         guard !Self.isReservedKey(key) else {
-            throw SessionError("reserved_key", "'\(key)' is the room's administration: use `lanchat remove`, `lanchat close` or `lanchat admin`")
+            throw SessionError(.reservedKey, "'\(key)' is the room's administration: use `lanchat remove`, `lanchat close` or `lanchat admin`")
         }
         return try writeMeta(key, to: value, in: room, ifVersion: ifVersion, at: now)
     }
@@ -75,9 +75,9 @@ extension SessionStateMachine {
     mutating func writeMeta(
         _ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?, at now: EngineTime
     ) throws(SessionError) -> (WireFrame.MetaEntry, [SessionAction]) {
-        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         guard let keys = configuration.envelopes else {
-            throw SessionError("unsupported", "room metadata is signed: this daemon speaks wire protocol version 1 only")
+            throw SessionError(.unsupported, "room metadata is signed: this daemon speaks wire protocol version 1 only")
         }
         let own = configuration.ownID.rawValue
         let version = try roomMeta.checkWrite(key, to: value, in: room, ifVersion: ifVersion, by: own)

@@ -43,7 +43,7 @@ extension SessionStateMachine {
 
     /// Raises or lowers our hand in `room`.
     public mutating func setHand(_ up: Bool, in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
-        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         var out: [SessionAction] = []
         presenceState.setHand(up, in: room)
         out.append(contentsOf: personActive(at: now))
@@ -107,7 +107,7 @@ extension SessionStateMachine {
     public static let typingInterval: Int64 = 3_000
 
     public mutating func typing(in room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
-        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         guard presenceState.typing(in: room, interval: Self.typingInterval, at: now.monotonic) else { return [] }
         var out: [SessionAction] = []
         for member in (rooms[room]?.members.keys.sorted() ?? []) {

@@ -61,7 +61,7 @@ extension SessionStateMachine {
 
     /// Announces a file in a room (the shell has put its content in its shared-files directory).
     public mutating func share(_ file: SharedFile, in room: RoomID, at now: EngineTime) throws(SessionError) -> (SendPlan, [SessionAction]) {
-        guard file.isValid else { throw SessionError("bad_request", "not a file that can be shared (its name or type)") }
+        guard file.isValid else { throw SessionError(.badRequest, "not a file that can be shared (its name or type)") }
         return try send([file.body], room: room, kind: .file, at: now)
     }
 
@@ -73,16 +73,16 @@ extension SessionStateMachine {
     public mutating func fetchShared(
         _ file: SharedFile, room: RoomID, author: PeerID?, destination: String?, at now: EngineTime
     ) throws(SessionError) -> (WireID, [SessionAction]) {
-        guard let state = rooms[room] else { throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)") }
+        guard let state = rooms[room] else { throw SessionError(.unknownRoom, "you are not in room '\(room)' (see `lanchat rooms`)") }
         guard file.size <= transfers.limits.maximumSize else {
-            throw SessionError("too_large", "\(file.name) is \(file.size) bytes; this daemon takes files up to \(transfers.limits.maximumSize) (max-file-size)")
+            throw SessionError(.tooLarge, "\(file.name) is \(file.size) bytes; this daemon takes files up to \(transfers.limits.maximumSize) (max-file-size)")
         }
         let fetches = shared.fetches
         if let id = fetches.orderedKeys.first(where: { fetches[$0]?.room == room && fetches[$0]?.file.sha256 == file.sha256 }) {
             if let destination {
                 let placing = fetches[id]?.attempt.flatMap { transfers.incoming[$0] }.map { $0.stage == .placing } ?? false
                 guard fetches[id]?.destination == nil, !placing else {
-                    throw SessionError("busy", "\(file.name) is being fetched already (transfer \(id.description.prefix(8))); ask again when it has ended")
+                    throw SessionError(.busy, "\(file.name) is being fetched already (transfer \(id.description.prefix(8))); ask again when it has ended")
                 }
                 shared.update(id) {
                     $0.destination = destination
@@ -93,20 +93,20 @@ extension SessionStateMachine {
             return (id, [])
         }
         guard fetches.count < Self.maximumSharedFetches else {
-            throw SessionError("busy", "\(Self.maximumSharedFetches) files are being fetched already; try again when one has ended")
+            throw SessionError(.busy, "\(Self.maximumSharedFetches) files are being fetched already; try again when one has ended")
         }
         if destination == nil {
             let automatic = fetches.orderedKeys.compactMap { fetches[$0]?.automaticFor }
             guard automatic.count < Self.maximumAutomaticFetches,
                   author.map({ author in automatic.count { $0 == author } < Self.maximumAutomaticFetchesPerAuthor }) ?? true else {
-                throw SessionError("busy", "\(automatic.count) files announced in rooms are being fetched already"
+                throw SessionError(.busy, "\(automatic.count) files announced in rooms are being fetched already"
                     + " (at most \(Self.maximumAutomaticFetchesPerAuthor) of one member's, \(Self.maximumAutomaticFetches) in all)")
             }
         }
         let others = state.members.keys.filter { $0 != author && links.isLinked($0) }.sorted()
         let candidates = (author.map { state.members[$0] != nil && links.isLinked($0) ? [$0] : [] } ?? []) + others
         guard !candidates.isEmpty else {
-            throw SessionError("unreachable", "no member of \(room) is connected to ask for \(file.name)")
+            throw SessionError(.unreachable, "no member of \(room) is connected to ask for \(file.name)")
         }
         let id = ids.wireID()
         shared.start(id, SharedFetch(room: room, file: file, destination: destination, candidates: candidates,
@@ -239,7 +239,7 @@ extension SessionStateMachine {
     mutating func cancelFetch(_ prefix: String, at now: EngineTime) throws(SessionError) -> (TransferInfo, [SessionAction])? {
         guard let id = shared.fetches.orderedKeys.first(where: { $0.description.hasPrefix(prefix) }), let fetch = shared.fetches[id] else { return nil }
         if let attempt = fetch.attempt, let transfer = transfers.incoming[attempt] {
-            guard transfer.stage != .placing else { throw SessionError("too_late", "\(fetch.file.name) is complete and being put in place") }
+            guard transfer.stage != .placing else { throw SessionError(.tooLate, "\(fetch.file.name) is complete and being put in place") }
             shared.update(id) { $0.endsHere = true }
             return try cancelIncoming(attempt, at: now)
         }

@@ -105,9 +105,9 @@ extension SessionStateMachine {
     /// Opens a stream named `name` to a connected peer; `.stream(id, .opened)` follows when the peer
     /// accepts, `.ended` with the reason if it refuses or does not answer within `timeout` milliseconds.
     public mutating func openStream(_ name: StreamName, to peer: PeerID, timeout: Int64, at now: EngineTime) throws(SessionError) -> (WireID, [SessionAction]) {
-        guard let entry = links.entry(peer) else { throw SessionError("unreachable", "not connected to \(peer.short)") }
+        guard let entry = links.entry(peer) else { throw SessionError(.unreachable, "not connected to \(peer.short)") }
         guard streamTable.streams.count < streamTable.limits.maximumStreams else {
-            throw SessionError("busy", "\(streamTable.limits.maximumStreams) streams are open already")
+            throw SessionError(.busy, "\(streamTable.limits.maximumStreams) streams are open already")
         }
         let id = ids.wireID()
         let window = streamTable.limits.window
@@ -127,7 +127,7 @@ extension SessionStateMachine {
             if take(pending.open, from: pending.peer, on: pending.handle, acceptor: acceptor, &out) { return out }
         }
         guard streamTable.acceptors.count < streamTable.limits.maximumAcceptors else {
-            throw SessionError("busy", "\(streamTable.limits.maximumAcceptors) programs are waiting for streams already")
+            throw SessionError(.busy, "\(streamTable.limits.maximumAcceptors) programs are waiting for streams already")
         }
         streamTable.acceptors.append((acceptor, StreamTable.Acceptor(name: name, from: from)))
         return out
@@ -141,8 +141,8 @@ extension SessionStateMachine {
     /// Sends what the credit allows of `data` (the rest stays in it). Returns the bytes taken: 0 means
     /// wait for `.credit` (or `.ended`).
     public mutating func streamSend(_ id: WireID, _ data: inout ByteBuffer) throws(SessionError) -> (taken: Int, actions: [SessionAction]) {
-        guard var stream = streamTable.streams[id] else { throw SessionError("stream_aborted", "the stream is closed") }
-        guard !stream.localFinished else { throw SessionError("stream_finished", "the stream was finished") }
+        guard var stream = streamTable.streams[id] else { throw SessionError(.streamAborted, "the stream is closed") }
+        guard !stream.localFinished else { throw SessionError(.streamFinished, "the stream was finished") }
         guard !stream.opening else { return (0, []) }
         var out: [SessionAction] = []
         let handle = stream.handle

@@ -53,13 +53,13 @@ extension SessionStateMachine {
 
     static func checkTopic(_ topic: String) throws(SessionError) {
         guard WireFrame.TopicMessage.isTopic(topic) else {
-            throw SessionError("bad_topic", "a topic's name is 1-64 of A-Z a-z 0-9 . _ - (got '\(topic.prefix(80))')")
+            throw SessionError(.badTopic, "a topic's name is 1-64 of A-Z a-z 0-9 . _ - (got '\(topic.prefix(80))')")
         }
     }
 
     /// Subscribes to `topic` in `room` (or unsubscribes): the connected members are told.
     public mutating func subscribe(_ topic: String, in room: RoomID, _ on: Bool = true) throws(SessionError) -> [SessionAction] {
-        guard rooms[room] != nil else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         try Self.checkTopic(topic)
         guard try topics.subscribe(topic, in: room, on) else { return [] }
         var out: [SessionAction] = []
@@ -74,13 +74,13 @@ extension SessionStateMachine {
     public mutating func publish(
         _ text: String, topic: String, in room: RoomID, reliable: Bool, at now: EngineTime
     ) throws(SessionError) -> (recipients: Int, actions: [SessionAction]) {
-        guard let members = rooms[room]?.members else { throw SessionError("unknown_room", "you are not in room '\(room)'") }
+        guard let members = rooms[room]?.members else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         try Self.checkTopic(topic)
         guard text.utf8.count <= WireFrame.TopicMessage.maximumText else {
-            throw SessionError("too_long", "a topic message is at most \(WireFrame.TopicMessage.maximumText) bytes (got \(text.utf8.count))")
+            throw SessionError(.tooLong, "a topic message is at most \(WireFrame.TopicMessage.maximumText) bytes (got \(text.utf8.count))")
         }
         guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
-            throw SessionError("bad_text", "a topic message is one line of text, without control characters")
+            throw SessionError(.badText, "a topic message is one line of text, without control characters")
         }
         let frame = try topics.publish(text, topic: topic, in: room, reliable: reliable, rate: Self.topicRate, burst: Self.topicBurst, at: now.monotonic)
         var out: [SessionAction] = []

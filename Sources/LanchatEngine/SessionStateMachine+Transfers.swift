@@ -18,8 +18,8 @@ extension SessionStateMachine {
         id chosen: WireID? = nil, digest: [UInt8]? = nil, relayAnswer: Bool = false, at now: EngineTime
     ) throws(SessionError) -> (WireID, [SessionAction]) {
         if relayAnswer, let room { transfers.relayPreparing[.init(room: room, peer: peer)] = nil }
-        guard let entry = links.entry(peer) else { throw SessionError("unreachable", "not connected to \(peer.short)") }
-        if let refusal = transfers.outgoingRefusal(to: peer, name: entry.peer.name) { throw SessionError("busy", refusal) }
+        guard let entry = links.entry(peer) else { throw SessionError(.unreachable, "not connected to \(peer.short)") }
+        if let refusal = transfers.outgoingRefusal(to: peer, name: entry.peer.name) { throw SessionError(.busy, refusal) }
         var out: [SessionAction] = []
         let id = chosen ?? ids.wireID()
         let offer = Self.offer(id, file, kind: kind, room: room, digest: digest)
@@ -391,7 +391,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard let transfer = transfers.incoming[id] else { return nil }
         guard transfer.stage != .placing else {
-            throw SessionError("too_late", "\(transfer.machine?.name ?? "the file") is complete and being put in place")
+            throw SessionError(.tooLate, "\(transfer.machine?.name ?? "the file") is complete and being put in place")
         }
         // A shared file's transfer is reported under its fetch's id.
         let shown = (sharedFetch(ofAttempt: id) ?? id).description

@@ -207,17 +207,113 @@ public final class PeerDirectory: Sendable {
     }
 }
 
-/// Errors the node's API reports to its caller, with a stable code.
+/// Errors the node's API reports to its caller: a stable code (compared by programs and tests) and a
+/// message a person can act on.
 public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible {
-    public let code: String
+    public let code: Code
     public let message: String
 
-    public init(_ code: String, _ message: String) {
+    public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
     public var description: String { message }
+
+    /// What went wrong, for programs. The raw value is what the control API sends as `error.code`
+    /// (`ControlError(_:)` in the daemon passes it through unchanged): never change one.
+    public enum Code: String, CaseIterable, Sendable, CustomStringConvertible {
+        /// The wire string, so that `"\(code)"` says what the control API says.
+        public var description: String { rawValue }
+
+        // The request itself
+        /// The request is malformed: an empty or control-character message, a bad stream name, a file id too short.
+        case badRequest = "bad_request"
+        /// A topic name is not 1-64 of `[A-Za-z0-9._-]`.
+        case badTopic = "bad_topic"
+        /// A topic message is not one line of text without control characters.
+        case badText = "bad_text"
+        /// A metadata key is not 1-64 of `[A-Za-z0-9._-]`.
+        case badKey = "bad_key"
+        /// A metadata value holds control characters other than newline and tab.
+        case badValue = "bad_value"
+        /// A prefix or id end matches several invitations or shared files: give more of it.
+        case ambiguous
+        /// A chat message or topic message is longer than the protocol allows.
+        case tooLong = "too_long"
+        /// A value, a room's metadata or a file is over its size limit.
+        case tooLarge = "too_large"
+
+        // Rooms, members, invitations
+        /// This daemon is not in that room.
+        case unknownRoom = "unknown_room"
+        /// That peer is not a member of the room.
+        case unknownMember = "unknown_member"
+        /// A recipient of a message is not a member of the room.
+        case notAMember = "not_a_member"
+        /// Only an administrator of the room may do that (the message names them).
+        case notAdmin = "not_admin"
+        /// Not allowed: the creator cannot be removed or demoted nor its keys changed, or a connection was refused.
+        case refused
+        /// The peer was removed from the room and only an administrator (or the creator) can invite it back.
+        case removed
+        /// No pending invitation has that id (it expired or was answered).
+        case unknownInvitation = "unknown_invitation"
+
+        // Metadata and topics
+        /// The room's metadata has no such key.
+        case unknownKey = "unknown_key"
+        /// The key is the room's administration, changed only through remove, close and admin.
+        case reservedKey = "reserved_key"
+        /// The key is not at the version the writer said (`if_version`).
+        case versionMismatch = "version_mismatch"
+        /// The key has reached its last version: write another key.
+        case tooManyVersions = "too_many_versions"
+        /// The writer holds as many keys in the room as it may: delete one first.
+        case tooManyKeys = "too_many_keys"
+        /// The room's metadata needs wire protocol version 2 and this daemon speaks version 1 only.
+        case unsupported
+        /// The room has as many topics subscribed as it may.
+        case tooManyTopics = "too_many_topics"
+        /// Too many topic messages a second in the room: slow down.
+        case rateLimited = "rate_limited"
+
+        // Peers and connections
+        /// The peer is not connected (or could not be dialled), so it cannot be asked.
+        case unreachable
+        /// Too much is under way already (fetches, transfers, streams, waiting programs): try again later.
+        case busy
+        /// The daemon is stopping.
+        case stopped
+
+        // Files and transfers
+        /// The file cannot be read or sent: not a regular file, unreadable, or it changed while being read.
+        case badFile = "bad_file"
+        /// A file could not be written or placed (the download or shared-files directory).
+        case writeFailed = "write_failed"
+        /// No active transfer has that id.
+        case unknownTransfer = "unknown_transfer"
+        /// The transfer is complete and being put in place: too late to cancel it.
+        case tooLate = "too_late"
+        /// No shared file has that id.
+        case notFound = "not_found"
+        /// The copy of a shared file kept here no longer matches its SHA-256.
+        case corrupt
+        /// The room's history could not be read to send it to a new member.
+        case history
+
+        // Streams
+        /// The peer refused the stream, or did not answer.
+        case streamRefused = "stream_refused"
+        /// The stream was aborted (by either end, or its connection ended).
+        case streamAborted = "stream_aborted"
+        /// The stream was finished: nothing more can be written to it.
+        case streamFinished = "stream_finished"
+
+        // The store
+        /// The history database failed: what was asked was not (or not wholly) stored.
+        case storage
+    }
 }
 
 /// Why a connection to a peer ended.

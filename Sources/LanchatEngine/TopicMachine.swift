@@ -74,7 +74,7 @@ struct TopicMachine: Sendable, Equatable {
         var topics = own[room] ?? []
         if on {
             guard topics.count < WireFrame.TopicSubscriptions.maximumTopics || topics.contains(topic) else {
-                throw SessionError("too_many_topics", "at most \(WireFrame.TopicSubscriptions.maximumTopics) topics per room")
+                throw SessionError(.tooManyTopics, "at most \(WireFrame.TopicSubscriptions.maximumTopics) topics per room")
             }
             guard topics.insert(topic).inserted else { return false }
         } else {
@@ -90,7 +90,7 @@ struct TopicMachine: Sendable, Equatable {
         let allowed = bucket.take(rate: rate, burst: burst, at: now)
         buckets[room] = bucket
         guard allowed else {
-            throw SessionError("rate_limited", "more than \(rate) topic messages a second in \(room) (bursts of \(burst)): slow down")
+            throw SessionError(.rateLimited, "more than \(rate) topic messages a second in \(room) (bursts of \(burst)): slow down")
         }
         let key = RoomTopic(room: room, topic: topic)
         let sequence = (sequences[key] ?? 0) + 1

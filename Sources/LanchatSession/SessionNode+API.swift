@@ -89,7 +89,7 @@ extension SessionNode {
         // Out before the commit when SessionStateMachine.sendAheadLimit allows it (it says why that is safe).
         let (committed, ahead) = await performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit)
         guard committed else {
-            throw SessionError("storage", ahead ? "cannot store the message (see the daemon's log); members may have it"
+            throw SessionError(.storage, ahead ? "cannot store the message (see the daemon's log); members may have it"
                                                 : "cannot store the message (see the daemon's log)")
         }
         let drops = reliable ? 0 : unreliableDrops
@@ -109,7 +109,7 @@ extension SessionNode {
     /// that name is new (no warning). Returns the keys forgotten.
     public func forget(_ name: String) throws(SessionError) -> [PeerID] {
         let ids: [PeerID]
-        do { ids = try knownPeers.forget(label: name) } catch { throw SessionError("storage", error.description) }
+        do { ids = try knownPeers.forget(label: name) } catch { throw SessionError(.storage, error.description) }
         _ = engine.forget(name)
         return ids
     }
@@ -124,7 +124,7 @@ extension SessionNode {
 
     public func setMeta(_ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?) throws(SessionError) -> WireFrame.MetaEntry {
         let (entry, actions) = try engine.setMeta(key, to: value, in: room, ifVersion: ifVersion, at: time())
-        guard perform(actions, allOrNothing: true) else { throw SessionError("storage", "cannot store the metadata (see the daemon's log)") }
+        guard perform(actions, allOrNothing: true) else { throw SessionError(.storage, "cannot store the metadata (see the daemon's log)") }
         return entry
     }
 
@@ -143,7 +143,7 @@ extension SessionNode {
     }
 
     private func performAdministration(_ actions: [SessionAction]) throws(SessionError) {
-        guard perform(actions, allOrNothing: true) else { throw SessionError("storage", "cannot store the change (see the daemon's log)") }
+        guard perform(actions, allOrNothing: true) else { throw SessionError(.storage, "cannot store the change (see the daemon's log)") }
     }
 
     /// Names of the members of `room` by id (ours included), for showing who wrote what.
@@ -176,7 +176,7 @@ extension SessionNode {
 
     /// Records `peer`'s key as known under its name (the person compared its code).
     public func trust(_ peer: SessionPeer) throws(SessionError) {
-        do { try knownPeers.remember(label: peer.name, id: peer.id) } catch { throw SessionError("storage", error.description) }
+        do { try knownPeers.remember(label: peer.name, id: peer.id) } catch { throw SessionError(.storage, error.description) }
         engine.trust(peer)
     }
 
@@ -185,11 +185,11 @@ extension SessionNode {
     /// With words, the word index first takes what waits for it, in pieces (`indexBeforeSearch`).
     public func search(room: String?, limit: Int, filter: HistoryFilter) async throws(SessionError) -> [StoredMessage] {
         if filter.words != nil { await indexBeforeSearch() }
-        do { return try store.search(room: room, limit: limit, filter: filter) } catch { throw SessionError("storage", "\(error)") }
+        do { return try store.search(room: room, limit: limit, filter: filter) } catch { throw SessionError(.storage, "\(error)") }
     }
 
     public func history(room: String?, limit: Int) throws(SessionError) -> [StoredMessage] {
-        do { return try store.history(room: room, limit: limit) } catch { throw SessionError("storage", "\(error)") }
+        do { return try store.history(room: room, limit: limit) } catch { throw SessionError(.storage, "\(error)") }
     }
 
     public var roomNames: [String] { engine.roomNames }

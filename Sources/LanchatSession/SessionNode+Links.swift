@@ -14,10 +14,10 @@ extension SessionNode {
         // However this ends, the engine hears that the dial did (a redial marked the peer as being dialed).
         defer { if !stopped { perform(engine.dialFinished(peer, at: time())) } }
         if let link = links[peer] { return .success(link) }
-        guard !stopped else { return .failure(SessionError("unreachable", "the node is stopping")) }
+        guard !stopped else { return .failure(SessionError(.unreachable, "the node is stopping")) }
         let (plan, problem, actions) = engine.prepareDial(peer)
         perform(actions)
-        guard let plan else { return .failure(problem ?? SessionError("unreachable", "cannot dial")) }
+        guard let plan else { return .failure(problem ?? SessionError(.unreachable, "cannot dial")) }
         var seen = Set<String>()
         var lastError = "no address known (not discovered on the network)"
         for candidate in plan.candidates where seen.insert("\(candidate.address) \(candidate.port)").inserted {
@@ -26,13 +26,13 @@ extension SessionNode {
             do {
                 let connection = try await connector.dial(socketAddress, expected: peer, theirs: plan.encryption ?? configuration.encryption)
                 if let link = adopt(connection) { return .success(link) }
-                return .failure(SessionError("refused", "the connection to \(plan.name ?? peer.short) was refused"))
+                return .failure(SessionError(.refused, "the connection to \(plan.name ?? peer.short) was refused"))
             } catch {
                 lastError = error.description
                 if error.description.contains("preferences cannot meet") { break }
             }
         }
-        return .failure(SessionError("unreachable", lastError))
+        return .failure(SessionError(.unreachable, lastError))
     }
 
     static func socketAddress(_ text: String, port: Int) -> SocketAddress? {

@@ -46,21 +46,21 @@ extension SessionNode {
         let source = try ResourceFile.open(path, descriptor: descriptor)
         guard engine.room(room) != nil else {
             close(source.fd)
-            throw SessionError("unknown_room", "you are not in room '\(room)' (see `lanchat rooms`)")
+            throw SessionError(.unknownRoom, "you are not in room '\(room)' (see `lanchat rooms`)")
         }
         guard source.size <= configuration.maximumFileSize else {
             close(source.fd)
-            throw SessionError("too_large", "\(path) is \(source.size) bytes; the limit is \(configuration.maximumFileSize)")
+            throw SessionError(.tooLarge, "\(path) is \(source.size) bytes; the limit is \(configuration.maximumFileSize)")
         }
         let name = path.split(separator: "/").last.map(String.init) ?? path
         guard case .success(let safe) = SafeFileName.make(from: Array(name.utf8)), SharedFile.isName(safe) else {
             close(source.fd)
-            throw SessionError("bad_file", "\(path) has no name that can be shared")
+            throw SessionError(.badFile, "\(path) has no name that can be shared")
         }
         let directory = sharedStorage
         if let problem = directory.prepare().problem {
             close(source.fd)
-            throw SessionError("write_failed", problem)
+            throw SessionError(.writeFailed, problem)
         }
         let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
         let copying = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> SharedFile in
@@ -69,11 +69,11 @@ extension SessionNode {
         }
         let file: SharedFile
         do { file = try await copying.get() } catch let error as SessionError { throw error } catch {
-            throw SessionError("write_failed", "\(error)")
+            throw SessionError(.writeFailed, "\(error)")
         }
         let (plan, actions) = try engine.share(file, in: room, at: time())
         guard await performOwn(plan, actions, in: room, mayGoFirst: false).committed, let message = plan.messages.first else {
-            throw SessionError("storage", "cannot store the announcement (see the daemon's log)")
+            throw SessionError(.storage, "cannot store the announcement (see the daemon's log)")
         }
         return SharedFileEntry(message: message, file: file, held: true, image: file.isImage)
     }
@@ -83,7 +83,7 @@ extension SessionNode {
     nonisolated static func keep(_ fd: Int32, size: UInt64, name: String, in directory: String, mode: mode_t) throws -> SharedFile {
         let temporary = directory + "/.lanchat-share-" + WireID.random().description + ".part"
         let out = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-        guard out >= 0 else { throw SessionError("write_failed", "cannot write in \(directory): \(String(cString: strerror(errno)))") }
+        guard out >= 0 else { throw SessionError(.writeFailed, "cannot write in \(directory): \(String(cString: strerror(errno)))") }
         var hasher = SHA256()
         var head: [UInt8] = []
         var block = [UInt8](repeating: 0, count: 1 << 20)
@@ -93,15 +93,15 @@ extension SessionNode {
             while true {
                 let n = block.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(done)) }
                 if n < 0, errno == EINTR { continue }
-                guard n >= 0 else { throw SessionError("bad_file", "cannot read the file: \(String(cString: strerror(errno)))") }
+                guard n >= 0 else { throw SessionError(.badFile, "cannot read the file: \(String(cString: strerror(errno)))") }
                 if n == 0 { break }
                 if head.count < 16 { head += block[0..<min(n, 16 - head.count)] }
                 hasher.update(data: block[0..<n])
                 try writeAll(out, block[0..<n])
                 done += UInt64(n)
             }
-            guard done == size else { throw SessionError("bad_file", "the file changed while it was copied (\(size) bytes, then \(done))") }
-            guard fsync(out) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            guard done == size else { throw SessionError(.badFile, "the file changed while it was copied (\(size) bytes, then \(done))") }
+            guard fsync(out) == 0 else { throw SessionError(.writeFailed, String(cString: strerror(errno))) }
         } catch {
             unlink(temporary)
             throw error
@@ -113,7 +113,7 @@ extension SessionNode {
         guard rename(temporary, target) == 0 else {
             let code = errno
             unlink(temporary)
-            throw SessionError("write_failed", "cannot keep \(name): \(String(cString: strerror(code)))")
+            throw SessionError(.writeFailed, "cannot keep \(name): \(String(cString: strerror(code)))")
         }
         DurableFile.syncDirectory(containing: target)
         return file
@@ -124,7 +124,7 @@ extension SessionNode {
         while offset < bytes.endIndex {
             let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if n < 0, errno == EINTR { continue }
-            guard n > 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            guard n > 0 else { throw SessionError(.writeFailed, String(cString: strerror(errno))) }
             offset += n
         }
     }
@@ -135,7 +135,7 @@ extension SessionNode {
     public func sharedFiles(room: String?, limit: Int) throws(SessionError) -> [SharedFileEntry] {
         let messages: [StoredMessage]
         do { messages = try store.search(room: room, limit: limit, filter: HistoryFilter(kind: .file)) } catch {
-            throw SessionError("storage", "\(error)")
+            throw SessionError(.storage, "\(error)")
         }
         return messages.compactMap(entry)
     }
@@ -169,19 +169,19 @@ extension SessionNode {
     public func fetchShared(_ given: String, to destination: String?) async throws(SessionError) -> SharedFetchStart {
         let lower = given.lowercased()
         guard lower.count >= 4, lower.allSatisfy({ $0.isHexDigit }) else {
-            throw SessionError("bad_request", "give the file's id (at least 4 of its hex digits; see `lanchat files`)")
+            throw SessionError(.badRequest, "give the file's id (at least 4 of its hex digits; see `lanchat files`)")
         }
         let matches: [SharedFileEntry]
         do {
             matches = try store.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idSuffix: lower)).compactMap(entry)
-        } catch { throw SessionError("storage", "\(error)") }
-        guard let first = matches.first else { throw SessionError("not_found", "no shared file has the id \(given) (see `lanchat files`)") }
+        } catch { throw SessionError(.storage, "\(error)") }
+        guard let first = matches.first else { throw SessionError(.notFound, "no shared file has the id \(given) (see `lanchat files`)") }
         // A whole id is never ambiguous (another member may choose ids that end the same way).
         let shared = matches.first(where: { $0.message.id == lower }) ?? first
-        guard matches.count == 1 || shared.message.id == lower else { throw SessionError("ambiguous", "\(matches.count) shared files have ids that end with \(given): give more of it") }
+        guard matches.count == 1 || shared.message.id == lower else { throw SessionError(.ambiguous, "\(matches.count) shared files have ids that end with \(given): give more of it") }
         let directory = StorageDirectory(role: destination == nil ? "the download directory" : "the directory", path: destination ?? configuration.downloadDirectory,
                                          mode: configuration.downloadsForGroup ? 0o750 : 0o700)
-        if let problem = directory.prepare().problem { throw SessionError("write_failed", problem) }
+        if let problem = directory.prepare().problem { throw SessionError(.writeFailed, problem) }
         if shared.held {
             let source = sharedPath(shared.file)
             let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
@@ -190,10 +190,10 @@ extension SessionNode {
                 try Self.copy(source, named: file.name, into: directory.path, mode: mode, expected: file)
             }
             do { return .placed(id: shared.message.id, path: try await copy.get(), file: file) } catch let error as SessionError { throw error } catch {
-                throw SessionError("write_failed", "\(error)")
+                throw SessionError(.writeFailed, "\(error)")
             }
         }
-        guard let room = RoomID(shared.message.room) else { throw SessionError("unknown_room", "bad room \(shared.message.room)") }
+        guard let room = RoomID(shared.message.room) else { throw SessionError(.unknownRoom, "bad room \(shared.message.room)") }
         let (id, actions) = try engine.fetchShared(shared.file, room: room, author: PeerID(shared.message.senderID), destination: directory.path, at: time())
         perform(actions)
         return .started(id: id.description)
@@ -313,13 +313,13 @@ extension SessionNode {
                 close(part.fd)
                 unlink(part.path)
             }
-            guard fsync(part.fd) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            guard fsync(part.fd) == 0 else { throw SessionError(.writeFailed, String(cString: strerror(errno))) }
             fchmod(part.fd, mode)
             var source = part.path
             if keep {
                 // Verified: it replaces whatever was kept under that digest (a copy that went bad).
                 guard rename(part.path, kept) == 0 else {
-                    throw SessionError("write_failed", "cannot keep \(file.name): \(String(cString: strerror(errno)))")
+                    throw SessionError(.writeFailed, "cannot keep \(file.name): \(String(cString: strerror(errno)))")
                 }
                 DurableFile.syncDirectory(containing: kept)
                 source = kept
@@ -343,7 +343,7 @@ extension SessionNode {
     /// `expected`: the content must have this size and SHA-256 (a kept file checked as it is copied).
     nonisolated static func copy(_ source: String, named name: String, into directory: String, mode: mode_t, expected: SharedFile?) throws -> String {
         let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard input >= 0 else { throw SessionError("write_failed", "cannot read \(source): \(String(cString: strerror(errno)))") }
+        guard input >= 0 else { throw SessionError(.writeFailed, "cannot read \(source): \(String(cString: strerror(errno)))") }
         defer { close(input) }
         // The announced name is a member's word: made safe as a received file's is (no leading dot, no
         // format characters, at most 255 bytes).
@@ -362,16 +362,16 @@ extension SessionNode {
             while true {
                 let n = block.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
                 if n < 0, errno == EINTR { continue }
-                guard n >= 0 else { throw SessionError("write_failed", "cannot read \(source): \(String(cString: strerror(errno)))") }
+                guard n >= 0 else { throw SessionError(.writeFailed, "cannot read \(source): \(String(cString: strerror(errno)))") }
                 if n == 0 { break }
                 if expected != nil { hasher.update(data: block[0..<n]) }
                 try writeAll(output, block[0..<n])
                 done += UInt64(n)
             }
             if let expected, done != expected.size || Array(hasher.finalize()) != expected.sha256 {
-                throw SessionError("corrupt", "the copy of \(name) kept here does not match its SHA-256 any more: fetch it again after removing \(source)")
+                throw SessionError(.corrupt, "the copy of \(name) kept here does not match its SHA-256 any more: fetch it again after removing \(source)")
             }
-            guard fsync(output) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            guard fsync(output) == 0 else { throw SessionError(.writeFailed, String(cString: strerror(errno))) }
         } catch {
             unlink(target)
             throw error

@@ -110,7 +110,7 @@ extension SessionNode {
         let link: Link
         switch await dial(peer.id) {
         case .success(let value): link = value
-        case .failure(let error): throw SessionError("unreachable", "\(peer.name): \(error.message)")
+        case .failure(let error): throw SessionError(.unreachable, "\(peer.name): \(error.message)")
         }
         let (id, actions) = try engine.openStream(streamName, to: peer.id, timeout: Self.milliseconds(timeout), at: time())
         let state = StreamState(id: id, peer: link.peer, name: streamName, opened: false)
@@ -119,7 +119,7 @@ extension SessionNode {
         while !state.opened && !state.ended {
             await withCheckedContinuation { state.opener = $0 }
         }
-        if !state.opened || state.failure != nil { throw SessionError("stream_refused", state.failure ?? "the stream was closed") }
+        if !state.opened || state.failure != nil { throw SessionError(.streamRefused, state.failure ?? "the stream was closed") }
         return ByteStream(node: self, state: state)
     }
 
@@ -137,13 +137,13 @@ extension SessionNode {
             streamAcceptors[acceptor] = StreamAcceptor(isAlive: isAlive, continuation: continuation)
             perform(actions)
         }
-        guard let stream else { throw SessionError("stopped", "lanchatd is stopping") }
+        guard let stream else { throw SessionError(.stopped, "lanchatd is stopping") }
         return stream
     }
 
     private static func streamName(_ name: String) throws(SessionError) -> StreamName {
         guard let streamName = StreamName(name) else {
-            throw SessionError("bad_request", "stream name '\(name.prefix(64))' is not valid: use 1-64 letters, digits, '.', '_' or '-'")
+            throw SessionError(.badRequest, "stream name '\(name.prefix(64))' is not valid: use 1-64 letters, digits, '.', '_' or '-'")
         }
         return streamName
     }
@@ -192,8 +192,8 @@ extension SessionNode {
     func streamWrite(_ state: StreamState, _ data: ByteBuffer) async throws(SessionError) {
         var rest = data
         while rest.readableBytes > 0 {
-            if let failure = state.failure { throw SessionError("stream_aborted", failure) }
-            guard !state.localFinished, !state.ended else { throw SessionError("stream_finished", "the stream was finished") }
+            if let failure = state.failure { throw SessionError(.streamAborted, failure) }
+            guard !state.localFinished, !state.ended else { throw SessionError(.streamFinished, "the stream was finished") }
             let (taken, actions) = try engine.streamSend(state.id, &rest)
             perform(actions)
             if taken == 0, rest.readableBytes > 0, !state.ended {
@@ -214,7 +214,7 @@ extension SessionNode {
                 perform(engine.streamConsumed(state.id, data.readableBytes))
                 return data
             }
-            if let failure = state.failure { throw SessionError("stream_aborted", failure) }
+            if let failure = state.failure { throw SessionError(.streamAborted, failure) }
             if state.remoteFinished || state.ended { return nil }
             await withCheckedContinuation { state.reader = $0 }
         }

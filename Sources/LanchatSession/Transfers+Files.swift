@@ -138,9 +138,9 @@ extension SessionNode {
             guard let free = SafeFileName.unique(name, exists: taken) else { break }
             let target = directory + "/" + free
             if create(target) { return target }
-            guard errno == EEXIST else { throw SessionError("write_failed", "cannot place \(free): \(String(cString: strerror(errno)))") }
+            guard errno == EEXIST else { throw SessionError(.writeFailed, "cannot place \(free): \(String(cString: strerror(errno)))") }
         }
-        throw SessionError("write_failed", "no free name for \(name) in \(directory) (too many files of that name)")
+        throw SessionError(.writeFailed, "no free name for \(name) in \(directory) (too many files of that name)")
     }
 
     // MARK: Sending
@@ -159,14 +159,14 @@ extension SessionNode {
             var (hasher, hashed) = hashing
             if hashed < offset {
                 hashed = SessionNode.hash(fd, from: hashed, to: offset, into: &hasher)
-                guard hashed == offset else { throw SessionError("bad_file", "the file changed while being sent (short read at \(hashed))") }
+                guard hashed == offset else { throw SessionError(.badFile, "the file changed while being sent (short read at \(hashed))") }
             }
             var buffer = ByteBufferAllocator().buffer(capacity: count)
             if count > 0 {
                 let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
                     max(0, pread(fd, pointer.baseAddress, count, off_t(offset)))
                 }
-                guard n == count else { throw SessionError("bad_file", "the file changed while being sent (short read at \(offset))") }
+                guard n == count else { throw SessionError(.badFile, "the file changed while being sent (short read at \(offset))") }
                 if offset + UInt64(count) > hashed {
                     let skip = Int(hashed - offset)
                     buffer.withUnsafeReadableBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[skip...])) }
@@ -285,7 +285,7 @@ extension SessionNode {
                     }
                     if n < 0 {
                         if errno == EINTR { continue }
-                        throw SessionError("write_failed", String(cString: strerror(errno)))
+                        throw SessionError(.writeFailed, String(cString: strerror(errno)))
                     }
                     written += n
                 }
@@ -302,7 +302,7 @@ extension SessionNode {
                 // And at most 8 MiB are in flight: every 8 MiB this thread waits until they are written.
                 // Its error must not be lost: a failed write-back is reported once, to the first sync.
                 if end >> 23 > first.offset >> 23, fdatasync(fd) != 0 {
-                    throw SessionError("write_failed", String(cString: strerror(errno)))
+                    throw SessionError(.writeFailed, String(cString: strerror(errno)))
                 }
             }
             return hasher
@@ -334,7 +334,7 @@ extension SessionNode {
         let mode: mode_t = configuration.downloadsForGroup ? 0o640 : 0o600
         let future = fileIO.runIfActive(eventLoop: eventLoop) { () throws -> String in
             defer { close(fd) }
-            guard fsync(fd) == 0 else { throw SessionError("write_failed", String(cString: strerror(errno))) }
+            guard fsync(fd) == 0 else { throw SessionError(.writeFailed, String(cString: strerror(errno))) }
             fchmod(fd, mode)
             var times = [timespec](repeating: timespec(), count: 2)
             times[0].tv_nsec = (1 << 30) - 2  // UTIME_OMIT: leave the access time

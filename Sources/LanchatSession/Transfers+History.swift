@@ -172,7 +172,7 @@ struct HistoryFileReader {
             let records = try HistoryRecord.decodeSome(&buffer, maximumCount: maximumCount, signed: signed)
             if !records.isEmpty { return records }
             if ended {
-                guard buffer.readableBytes == 0 else { throw SessionError("history", "the history ends inside a record") }
+                guard buffer.readableBytes == 0 else { throw SessionError(.history, "the history ends inside a record") }
                 return []
             }
             buffer.discardReadBytes()
@@ -183,7 +183,7 @@ struct HistoryFileReader {
                 if count < 0 { failure = errno }
                 return max(0, count)
             }
-            guard failure == 0 else { throw SessionError("history", "cannot read the history: \(String(cString: strerror(failure)))") }
+            guard failure == 0 else { throw SessionError(.history, "cannot read the history: \(String(cString: strerror(failure)))") }
             if n == 0 { ended = true }
             offset += n
         }

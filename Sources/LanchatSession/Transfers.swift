@@ -46,11 +46,11 @@ struct ResourceFile {
         } else {
             var info = stat()
             guard stat(path, &info) == 0 else {
-                throw SessionError("bad_file", "cannot read \(path): \(String(cString: strerror(errno)))")
+                throw SessionError(.badFile, "cannot read \(path): \(String(cString: strerror(errno)))")
             }
-            guard (info.st_mode & S_IFMT) == S_IFREG else { throw SessionError("bad_file", "\(path) is not a regular file") }
+            guard (info.st_mode & S_IFMT) == S_IFREG else { throw SessionError(.badFile, "\(path) is not a regular file") }
             fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw SessionError("bad_file", "cannot open \(path): \(String(cString: strerror(errno)))") }
+            guard fd >= 0 else { throw SessionError(.badFile, "cannot open \(path): \(String(cString: strerror(errno)))") }
         }
         return try opened(fd, path: path)
     }
@@ -60,7 +60,7 @@ struct ResourceFile {
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
-            throw SessionError("bad_file", "\(path) is not a regular file")
+            throw SessionError(.badFile, "\(path) is not a regular file")
         }
         let modified = UInt64(max(0, info.st_mtim.tv_sec)) * 1000 + UInt64(info.st_mtim.tv_nsec / 1_000_000)
         return ResourceFile(fd: fd, path: path, size: UInt64(info.st_size), modified: modified, identity: identity(info))
@@ -200,7 +200,7 @@ extension SessionNode {
         case .success: break
         case .failure(let error):
             close(file.fd)
-            throw SessionError("unreachable", "\(peer.name): \(error.message)")
+            throw SessionError(.unreachable, "\(peer.name): \(error.message)")
         }
         let name = file.path.split(separator: "/").last.map(String.init) ?? file.path
         return try offer(file, name: name, to: peer.id, kind: .file, room: nil, ephemeral: false).description
@@ -288,7 +288,7 @@ extension SessionNode {
     /// Cancels a transfer in either direction (by id or unique prefix).
     public func cancelTransfer(_ prefix: String) throws(SessionError) -> TransferInfo {
         let lower = prefix.lowercased()
-        guard !lower.isEmpty else { throw SessionError("unknown_transfer", "give a transfer id (see `lanchat transfers`)") }
+        guard !lower.isEmpty else { throw SessionError(.unknownTransfer, "give a transfer id (see `lanchat transfers`)") }
         if let (info, actions) = try engine.cancelTransfer(lower, at: time()) {
             perform(actions)
             return info
@@ -298,7 +298,7 @@ extension SessionNode {
             // Interrupted and this daemon restarted since: remove the partial file; a later offer is refused.
             return cancelSaved(saved, peer: SessionPeer(id: peer, name: saved.peerName), error: "cancelled here")
         }
-        throw SessionError("unknown_transfer", "no active transfer '\(prefix)' (see `lanchat transfers`)")
+        throw SessionError(.unknownTransfer, "no active transfer '\(prefix)' (see `lanchat transfers`)")
     }
 
     /// Cancels an incoming transfer known only to the store (interrupted before a restart): its part

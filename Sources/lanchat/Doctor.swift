@@ -99,11 +99,11 @@ struct Doctor: AsyncParsableCommand {
         let path = global.socketPath
         do throws(ControlError) {
             let client = try ControlClient(path: path, timeoutSeconds: 5)
-            guard let status = try client.call(.status).status else { throw ControlError(code: "bad_response", message: "no status") }
+            guard let status = try client.call(.status).status else { throw ControlError(code: .badResponse, message: "no status") }
             let peers = (try? client.call(.peers).peers) ?? []
             return (Check(name: "socket", result: "ok", detail: "lanchatd \(status.version) (pid \(status.pid)) answers at \(path)"), status, peers)
         } catch {
-            let fix = error.code == "permission_denied"
+            let fix = error.code == .permissionDenied
                 ? "run lanchat as the daemon's user, or start lanchatd with --socket-group GROUP and join that group"
                 : "start the daemon: lanchatd (or systemctl start lanchatd / systemctl --user start lanchatd)"
             return (Check(name: "socket", result: "fail", detail: error.message, fix: fix), nil, [])

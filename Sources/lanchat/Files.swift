@@ -75,10 +75,10 @@ func absolutePath(_ path: String, in directory: String = FileManager.default.cur
 /// the daemon offers no file passing (it then opens the path itself).
 func handOver(_ path: String, socket: String) throws(ControlError) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw ControlError(code: "bad_file", message: "cannot read \(path): \(String(cString: strerror(errno)))") }
+    guard fd >= 0 else { throw ControlError(code: .badFile, message: "cannot read \(path): \(String(cString: strerror(errno)))") }
     defer { close(fd) }
     var info = stat()
-    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw ControlError(code: "bad_file", message: "\(path) is not a regular file") }
+    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw ControlError(code: .badFile, message: "\(path) is not a regular file") }
     guard access(FilePassing.socketPath(forControlSocket: socket), F_OK) == 0 else { return nil }
     return try FilePassing.pass(fd, controlSocket: socket)
 }

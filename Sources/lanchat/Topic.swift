@@ -35,7 +35,7 @@ struct TopicPub: ParsableCommand {
             do {
                 // (A connection the daemon closed for being idle is opened again by `call`.)
                 response = try client.call(request)
-            } catch where error.code == "rate_limited" || error.code == "too_long" || error.code == "bad_text" {
+            } catch where [.rateLimited, .tooLong, .badText].contains(error.code) {
                 refused += 1
                 FileHandle.standardError.write(Data("lanchat: line \(published + refused) refused: \(error.message)\n".utf8))
                 continue

@@ -121,7 +121,7 @@ private final class FakeDaemon: @unchecked Sendable {
             },
         ])
         let client = try ControlClient(path: daemon.path, timeoutSeconds: 5)
-        #expect(throws: ControlError(code: "connection_lost", message: "lanchatd closed the connection")) {
+        #expect(throws: ControlError(code: .connectionLost, message: "lanchatd closed the connection")) {
             try client.call(.send(.init(text: "once", room: "lab")))
         }
         #expect(daemon.finished())

@@ -45,7 +45,7 @@ import Testing
             Issue.record("accepted \(text)")
             return
         }
-        #expect(error.code == "bad_request")
+        #expect(error.code == .badRequest)
     }
 
     @Test func invalidUTF8IsABadRequest() {
@@ -68,7 +68,7 @@ import Testing
 
     @Test func unknownMethodErrorListsTheKnownOnes() {
         let error = ControlError.unknownMethod(String(repeating: "x", count: 10_000))
-        #expect(error.code == "unknown_method")
+        #expect(error.code == .unknownMethod)
         #expect(error.message.count < 400)
         #expect(error.message.contains("peers"))
     }
@@ -87,13 +87,13 @@ import Testing
         do {
             _ = try ControlClient(path: "/nonexistent/lanchat.sock")
         } catch {
-            #expect(error.code == "daemon_not_running")
+            #expect(error.code == .daemonNotRunning)
             #expect(error.message.contains("not running"))
         }
         do {
             _ = try ControlClient(path: "/" + String(repeating: "x", count: 200))
         } catch {
-            #expect(error.code == "bad_socket_path")
+            #expect(error.code == .badSocketPath)
         }
     }
 }
@@ -182,7 +182,7 @@ import Testing
             let call = try ControlCall(request)
             Issue.record("decoded as \(call)")
         } catch {
-            #expect(error.code == code)
+            #expect(error.code.rawValue == code)
             #expect(error.message.contains(message), "\(error.message)")
         }
     }

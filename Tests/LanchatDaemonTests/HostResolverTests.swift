@@ -24,7 +24,7 @@ import Testing
         var caught: ControlError?
         do { _ = try await resolver.resolve("nowhere.example") } catch { caught = error }
         let took = clock.now - started
-        #expect(caught?.code == "unknown_host")
+        #expect(caught?.code == .unknownHost)
         #expect(caught?.message.contains("could not resolve 'nowhere.example' within 200 ms") == true)
         // (No upper bound on the time: a busy machine's cooperative threads may be late. That it returned
         // at all proves it: the look-up has not answered, and does not until released below.)
@@ -46,11 +46,11 @@ import Testing
     @Test func lookUpsThatNeverAnswerCannotPileUpThreads() async throws {
         let stuck = Stuck()
         let resolver = HostResolver(deadline: .milliseconds(50), maximumLookups: 2, lookup: { stuck.lookup($0) })
-        var codes: [String] = []
+        var codes: [ControlError.Code] = []
         for _ in 0..<5 {
             do { _ = try await resolver.resolve("nowhere.example") } catch { codes.append(error.code) }
         }
-        #expect(codes == ["unknown_host", "unknown_host", "busy", "busy", "busy"])
+        #expect(codes == [.unknownHost, .unknownHost, .busy, .busy, .busy])
         #expect(stuck.started.withLock { $0 } == 2)
         stuck.release.signal()
         stuck.release.signal()
@@ -65,7 +65,7 @@ import Testing
         #expect(try await resolver.resolve("198.51.100.1") == "198.51.100.1")
         var caught: ControlError?
         do { _ = try await resolver.resolve("nobody.lan") } catch { caught = error }
-        #expect(caught?.code == "unknown_host" && caught?.message == "cannot resolve host name 'nobody.lan'")
+        #expect(caught?.code == .unknownHost && caught?.message == "cannot resolve host name 'nobody.lan'")
     }
 
     @Test func aCancelledCallerDoesNotWaitForTheLookUp() async throws {
@@ -78,7 +78,7 @@ import Testing
         // no wall-clock bound, which a busy machine would break.
         let result = await task.result
         guard case .failure(let error) = result else { Issue.record("answered"); return }
-        #expect((error as? ControlError)?.code == "cancelled")
+        #expect((error as? ControlError)?.code == .cancelled)
         stuck.release.signal()
     }
 }

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import LanchatControl
 @testable import LanchatDaemon
 import Testing
 
@@ -40,9 +41,9 @@ import Testing
     @Test func aFileThatCannotBeWrittenIsAnErrorAndLeavesNothingBehind() {
         let dir = directory()
         defer { rmdir(dir) }
-        var caught: String?
+        var caught: ControlError.Code?
         do { try StaticPeers.save([], to: dir + "/missing/" + StaticPeers.fileName) } catch { caught = error.code }
-        #expect(caught == "io")
+        #expect(caught == .io)
         #expect(names(in: dir).isEmpty)
     }
 }

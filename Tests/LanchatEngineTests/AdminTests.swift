@@ -61,13 +61,13 @@ import Testing
         #expect(Set(told) == [LinkHandle(1), LinkHandle(2)])
         #expect(departures(actions) == ["carol removed true: carol left: removed by alice: off topic"])
         #expect(node.room(lab)?.members.map(\.peer.name) == ["bob"])
-        #expect { _ = try node.remove(carol.id, from: lab, reason: "", at: at(11)) } throws: { ($0 as? SessionError)?.code == "unknown_member" }
+        #expect { _ = try node.remove(carol.id, from: lab, reason: "", at: at(11)) } throws: { ($0 as? SessionError)?.code == .unknownMember }
         #expect(throws: SessionError.self) { _ = try node.setMeta("removed.x", to: "y", in: lab, at: at(12)) }
     }
 
     @Test func aMemberWhoDoesNotAdministerIsRefusedAndItsEntriesDoNotCount() throws {
         var node = engine(metadata: [stored(entry("admin.creator", ids[1].rawValue, by: 1))])  // bob made it
-        #expect { _ = try node.close(lab, reason: "mine", at: at(10)) } throws: { ($0 as? SessionError)?.code == "not_admin" }
+        #expect { _ = try node.close(lab, reason: "mine", at: at(10)) } throws: { ($0 as? SessionError)?.code == .notAdmin }
         // Carol (no administrator) removes bob, closes the room, claims to have created it: nothing of it counts.
         let forged = node.received([meta([entry("removed." + ids[1].rawValue, "x", by: 2), entry("closed", "x", by: 2),
                                           entry("admin.creator", ids[2].rawValue, by: 2)])], on: LinkHandle(2), at: at(11))

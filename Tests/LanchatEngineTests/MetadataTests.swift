@@ -78,7 +78,7 @@ import Testing
             _ = try node.setMeta("k16", to: String(repeating: "v", count: 4000), in: lab, at: at(4))
             Issue.record("past 64 KiB was taken")
         } catch {
-            #expect(error.code == "too_large" && error.message.contains("65536"))
+            #expect(error.code == .tooLarge && error.message.contains("65536"))
         }
     }
 
@@ -185,7 +185,7 @@ import Testing
             _ = try node.setMeta("k64", to: "v", in: lab, at: at(4))
             Issue.record("a 65th key was written")
         } catch {
-            #expect(error.code == "too_many_keys" && error.message.contains("delete one of yours first"))
+            #expect(error.code == .tooManyKeys && error.message.contains("delete one of yours first"))
         }
         // Overwriting and deleting keys the room holds grows nothing: always allowed.
         _ = try node.setMeta("theirs", to: "mine now", in: lab, at: at(5))

@@ -78,7 +78,7 @@ import Testing
         _ = node.received([.topicSubscriptions(.init(room: lab, topics: ["t"]))], on: LinkHandle(1), at: at(2))
         // A burst of 500 at one instant, then 500 a second.
         for _ in 0..<500 { _ = try node.publish("x", topic: "t", in: lab, reliable: false, at: at(10)) }
-        #expect { _ = try node.publish("x", topic: "t", in: lab, reliable: false, at: at(10)) } throws: { ($0 as? SessionError)?.code == "rate_limited" }
+        #expect { _ = try node.publish("x", topic: "t", in: lab, reliable: false, at: at(10)) } throws: { ($0 as? SessionError)?.code == .rateLimited }
         _ = try node.publish("x", topic: "t", in: lab, reliable: false, at: at(12))  // 2 ms: one more
         #expect(throws: SessionError.self) { _ = try node.publish("x", topic: "t", in: lab, reliable: false, at: at(12)) }
         #expect(try node.publish("x", topic: "t", in: lab, reliable: false, at: at(1_012)).recipients == 1)

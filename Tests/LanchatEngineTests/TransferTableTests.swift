@@ -380,7 +380,7 @@ import Testing
         var refusal: SessionError?
         do { try offer(16, to: bob.id) } catch { refusal = error }
         print("the 17th offer to one peer: \(refusal.map { "\($0.code): \($0.message)" } ?? "offered")")
-        #expect(refusal?.code == "busy" && refusal?.message.contains("(16)") == true)
+        #expect(refusal?.code == .busy && refusal?.message.contains("(16)") == true)
         for (number, peer) in others.prefix(3).enumerated() {
             for index in 0..<16 { try offer(100 * (number + 1) + index, to: peer.id) }
         }
@@ -388,7 +388,7 @@ import Testing
         refusal = nil
         do { try offer(999, to: others[3].id) } catch { refusal = error }
         print("the 65th offer in all: \(refusal.map { "\($0.code): \($0.message)" } ?? "offered")")
-        #expect(refusal?.code == "busy" && refusal?.message.contains("64 in all") == true)
+        #expect(refusal?.code == .busy && refusal?.message.contains("64 in all") == true)
     }
 
 }

@@ -292,13 +292,13 @@ let lab = RoomID("lab")!
             _ = try await alice.node.send("sent, not stored", room: lab)
             Issue.record("a send whose commit failed returned")
         } catch {
-            #expect(error.code == "storage" && error.message.contains("members may have it"), "\(error)")
+            #expect(error.code == .storage && error.message.contains("members may have it"), "\(error)")
         }
         do {
             _ = try await alice.node.send("neither", room: lab)
             Issue.record("a send whose commit failed returned")
         } catch {
-            #expect(error.code == "storage" && !error.message.contains("may have it"), "\(error)")
+            #expect(error.code == .storage && !error.message.contains("may have it"), "\(error)")
         }
         // Neither failed send is left to resend: bob acknowledged the first; the second left the outbox.
         try await eventually("nothing left to resend") { await alice.node.unacknowledged().isEmpty }
@@ -370,7 +370,7 @@ let lab = RoomID("lab")!
             _ = try await again.node.send("lost", room: lab)
             Issue.record("a send whose commit failed returned")
         } catch {
-            #expect(error.code == "storage" && !error.message.contains("may have it"), "\(error)")
+            #expect(error.code == .storage && !error.message.contains("may have it"), "\(error)")
         }
         try await again.node.executeOnStore("PRAGMA query_only = 0")
         _ = try await again.node.send("after", room: lab)

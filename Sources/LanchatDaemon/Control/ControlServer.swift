@@ -92,7 +92,7 @@ public final class ControlServer: Service {
 
     private func refuse(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async throws {
         try await connection.executeThenClose { _, outbound in
-            let error = ControlError(code: "busy", message: "too many control connections (limit \(configuration.maximumControlConnections))")
+            let error = ControlError(code: .busy, message: "too many control connections (limit \(configuration.maximumControlConnections))")
             try await Self.send(ControlResponse.failure(id: nil, error), to: outbound)
         }
     }
@@ -208,7 +208,7 @@ public final class ControlServer: Service {
                 do { try await Task.sleep(until: instant, clock: .continuous) } catch { return }
             case .close:
                 let seconds = configuration.controlIdleTimeout
-                let error = ControlError(code: "idle", message: "closing this connection: no request in \(seconds) s (control-idle-timeout); connect again to go on")
+                let error = ControlError(code: .idle, message: "closing this connection: no request in \(seconds) s (control-idle-timeout); connect again to go on")
                 try? await Self.send(ControlResponse.failure(id: nil, error), to: outbound)
                 logger.debug("control connection closed: idle", metadata: ["control.idle_seconds": "\(seconds)"])
                 try? await channel.close()

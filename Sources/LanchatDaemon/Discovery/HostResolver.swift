@@ -40,7 +40,7 @@ struct HostResolver: Sendable {
         if inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1 { return host }
         guard slots.take() else {
             throw ControlError(
-                code: "busy",
+                code: .busy,
                 message: "cannot resolve '\(host)' now: \(slots.maximum) host name look-ups are still under way (the system resolver is not answering); try again later")
         }
         let pending = Pending()
@@ -66,10 +66,10 @@ struct HostResolver: Sendable {
         }
         switch outcome {
         case .answer(let address?): return address
-        case .answer(nil): throw ControlError(code: "unknown_host", message: "cannot resolve host name '\(host)'")
+        case .answer(nil): throw ControlError(code: .unknownHost, message: "cannot resolve host name '\(host)'")
         case .timedOut:
-            throw ControlError(code: "unknown_host", message: "could not resolve '\(host)' within \(Self.text(deadline)) (the system resolver did not answer)")
-        case .cancelled: throw ControlError(code: "cancelled", message: "the look-up of '\(host)' was cancelled")
+            throw ControlError(code: .unknownHost, message: "could not resolve '\(host)' within \(Self.text(deadline)) (the system resolver did not answer)")
+        case .cancelled: throw ControlError(code: .cancelled, message: "the look-up of '\(host)' was cancelled")
         }
     }
 

@@ -88,10 +88,10 @@ actor StaticPeers: Service {
     /// Dials `address`; `confirm` nil: says who answers and closes. `confirm` an id: dials pinned to it,
     /// keeps the peer and hands the connection to the session layer.
     func connect(_ address: PeerAddress, confirm: PeerID?) async throws(ControlError) -> ConnectResult {
-        if let confirm, confirm == ownID { throw ControlError(code: "bad_request", message: "that is this daemon's own id") }
+        if let confirm, confirm == ownID { throw ControlError(code: .badRequest, message: "that is this daemon's own id") }
         let ip = try await resolver.resolve(address.host)
         guard let socketAddress = try? SocketAddress(ipAddress: ip.split(separator: "%").first.map(String.init) ?? ip, port: address.port) else {
-            throw ControlError(code: "bad_address", message: "cannot use the address \(ip)")
+            throw ControlError(code: .badAddress, message: "cannot use the address \(ip)")
         }
         let connection: PeerConnector.Connection
         do {
@@ -100,11 +100,11 @@ actor StaticPeers: Service {
             let text = confirm != nil && error.description.contains("presented key")
                 ? "\(address) presents another key than the one you confirmed: \(error.description)"
                 : "cannot connect to \(address): \(error.description)"
-            throw ControlError(code: "connect_failed", message: text)
+            throw ControlError(code: .connectFailed, message: text)
         }
         guard let id = PeerID(connection.session.peerID), id != ownID else {
             await connection.close()
-            throw ControlError(code: "connect_failed", message: "\(address) is this daemon itself")
+            throw ControlError(code: .connectFailed, message: "\(address) is this daemon itself")
         }
         let name = PeerAdvertisement.sanitize(connection.session.name)
         var result = ConnectResult(
@@ -115,7 +115,7 @@ actor StaticPeers: Service {
             return result
         }
         guard await adopt(connection) else {
-            throw ControlError(code: "refused", message: "the session layer refused the connection to '\(name)' (the daemon's log says why)")
+            throw ControlError(code: .refused, message: "the session layer refused the connection to '\(name)' (the daemon's log says why)")
         }
         let entry = Entry(host: address.host, port: address.port, id: id.rawValue, name: name, ip: ip)
         // The same address with another key (a reinstalled host the person confirmed again) replaces the old entry.
@@ -123,7 +123,7 @@ actor StaticPeers: Service {
         entries.removeAll { $0.id == id.rawValue || ($0.host == address.host && $0.port == address.port) }
         guard entries.count < Self.maximumEntries else {
             await connection.close()
-            throw ControlError(code: "too_many", message: "at most \(Self.maximumEntries) static peers; `lanchat disconnect` one first")
+            throw ControlError(code: .tooMany, message: "at most \(Self.maximumEntries) static peers; `lanchat disconnect` one first")
         }
         entries.append(entry)
         try save()
@@ -136,7 +136,7 @@ actor StaticPeers: Service {
     /// Forgets a static peer by id.
     func disconnect(_ id: PeerID) async throws(ControlError) -> Entry {
         guard let entry = entries.first(where: { $0.id == id.rawValue }) else {
-            throw ControlError(code: "unknown_peer", message: "\(id.short) is not a static peer (see `lanchat peers`)")
+            throw ControlError(code: .unknownPeer, message: "\(id.short) is not a static peer (see `lanchat peers`)")
         }
         entries.removeAll { $0.id == id.rawValue }
         try save()
@@ -198,10 +198,10 @@ actor StaticPeers: Service {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data
         do { data = try encoder.encode(entries) } catch {
-            throw ControlError(code: "io", message: "cannot save \(path): \(error)")
+            throw ControlError(code: .io, message: "cannot save \(path): \(error)")
         }
         do { try DurableFile.replace(path, with: Array(data)) } catch {
-            throw ControlError(code: "io", message: "cannot save \(path): \(error.reason)")
+            throw ControlError(code: .io, message: "cannot save \(path): \(error.reason)")
         }
     }
 }

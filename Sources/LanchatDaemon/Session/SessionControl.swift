@@ -33,8 +33,8 @@ struct SessionControl: Sendable {
         let names = await node.roomNames
         switch names.count {
         case 1: return RoomID(names[0])!
-        case 0: throw ControlError(code: "no_room", message: "you are in no room yet; `lanchat invite PEER` creates one")
-        default: throw ControlError(code: "ambiguous_room", message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+        case 0: throw ControlError(code: .noRoom, message: "you are in no room yet; `lanchat invite PEER` creates one")
+        default: throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
         }
     }
 
@@ -44,7 +44,7 @@ struct SessionControl: Sendable {
         case .success(let found):
             return SessionPeer(id: found.advertisement!.peerID, name: found.advertisement!.displayName)
         case .failure(.ambiguous(_, let candidates)):
-            throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several peers: \(candidates.joined(separator: ", ")); give more of the id")
+            throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several peers: \(candidates.joined(separator: ", ")); give more of the id")
         case .failure:
             var members: [SessionPeer] = []
             for summary in await node.roomList { members += summary.members.map(\.peer) }
@@ -55,9 +55,9 @@ struct SessionControl: Sendable {
             let byID = lower.count >= 4 ? unique.filter { $0.id.rawValue.hasPrefix(lower) } : []
             if byID.count == 1 { return byID[0] }
             if byName.count + byID.count > 1 {
-                throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several peers: \((byName + byID).map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
+                throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several peers: \((byName + byID).map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
             }
-            throw ControlError(code: "unknown_peer", message: "no peer matches '\(query)' (see `lanchat peers`)")
+            throw ControlError(code: .unknownPeer, message: "no peer matches '\(query)' (see `lanchat peers`)")
         }
     }
 
@@ -70,7 +70,7 @@ struct SessionControl: Sendable {
         } else {
             let names = await node.roomNames
             if names.count > 1 {
-                throw ControlError(code: "ambiguous_room", message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+                throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
             }
             roomID = RoomID(names.first ?? Self.defaultRoom)!
         }
@@ -99,7 +99,7 @@ struct SessionControl: Sendable {
             info.outcome = accept ? "accepted" : "declined"
             return info
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -110,7 +110,7 @@ struct SessionControl: Sendable {
     func members(_ text: String?) async throws(ControlError) -> RoomInfo {
         let roomID = try await roomOrOnly(text)
         guard let summary = await node.room(roomID) else {
-            throw ControlError(code: "unknown_room", message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
+            throw ControlError(code: .unknownRoom, message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
         }
         return SessionService.info(summary)
     }
@@ -118,7 +118,7 @@ struct SessionControl: Sendable {
     func leave(_ text: String) async throws(ControlError) {
         let roomID = try room(text)
         do throws(SessionError) { try await node.leave(roomID) } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -137,7 +137,7 @@ struct SessionControl: Sendable {
                 id: receipt.message.id, room: roomID.rawValue, recipients: receipt.recipients, sentNow: receipt.sentNow,
                 dropped: receipt.dropped, reliable: request.reliable)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -146,7 +146,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return try await node.history(room: roomName, limit: limit).map(SessionService.info)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -155,11 +155,11 @@ struct SessionControl: Sendable {
     func forget(_ name: String) async throws(ControlError) -> String {
         let forgotten: [PeerID]
         do throws(SessionError) { forgotten = try await node.forget(name) } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
         guard !forgotten.isEmpty else {
             let known = Set(await node.knownPeerEntries.map(\.label)).sorted().joined(separator: ", ")
-            throw ControlError(code: "unknown_peer", message: "no key is recorded for '\(name)' (known: \(known))")
+            throw ControlError(code: .unknownPeer, message: "no key is recorded for '\(name)' (known: \(known))")
         }
         return forgotten.map(\.rawValue).joined(separator: ",")
     }
@@ -171,7 +171,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return try await node.search(room: roomName, limit: search.limit, filter: filter).map(SessionService.info)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -193,7 +193,7 @@ struct SessionControl: Sendable {
     /// The person is typing in a room.
     func typing(_ text: String?) async throws(ControlError) {
         let roomID = try await roomOrOnly(text)
-        do throws(SessionError) { try await node.typing(in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await node.typing(in: roomID) } catch { throw ControlError(error) }
     }
 
     /// A member of `room` by name (exact, then case-insensitive) or id prefix (4 characters or more).
@@ -203,16 +203,16 @@ struct SessionControl: Sendable {
         for match in [members.filter { $0.name == query }, members.filter { $0.name.lowercased() == lower },
                       lower.count >= 4 ? members.filter { $0.id.rawValue.hasPrefix(lower) } : []] where !match.isEmpty {
             guard match.count == 1 else {
-                throw ControlError(code: "ambiguous_peer", message: "'\(query)' matches several members of \(room): \(match.map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
+                throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several members of \(room): \(match.map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
             }
             return match[0]
         }
-        throw ControlError(code: "unknown_member", message: "no member of \(room) is '\(query)' (see `lanchat members \(room)`)")
+        throw ControlError(code: .unknownMember, message: "no member of \(room) is '\(query)' (see `lanchat members \(room)`)")
     }
 
     private func administration(_ body: () async throws(SessionError) -> Void) async throws(ControlError) {
         await node.personActive()
-        do throws(SessionError) { try await body() } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await body() } catch { throw ControlError(error) }
     }
 
     /// Removes a member of a room (we must administer it); answers the room's members after.
@@ -243,7 +243,7 @@ struct SessionControl: Sendable {
         let receipt: SessionNode.TopicReceipt
         do throws(SessionError) {
             receipt = try await node.publish(request.text, topic: request.topic, in: roomID, reliable: request.reliable)
-        } catch { throw ControlError(code: error.code, message: error.message) }
+        } catch { throw ControlError(error) }
         var info = TopicInfo(room: roomID.rawValue, topic: request.topic, sequence: receipt.sequence)
         info.sent = receipt.sentNow
         info.dropped = receipt.dropped
@@ -255,7 +255,7 @@ struct SessionControl: Sendable {
         let roomID = try await roomOrOnly(text)
         let deliveries: AsyncStream<SessionNode.TopicDelivery>
         do throws(SessionError) { deliveries = try await node.subscribe(to: topic, in: roomID) } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
         return AsyncStream(bufferingPolicy: .bufferingNewest(10_000)) { continuation in
             // Unstructured: the stream's (synchronous) build closure starts the forwarding, which outlives
@@ -281,7 +281,7 @@ struct SessionControl: Sendable {
     func meta(_ request: ControlCall.Meta) async throws(ControlError) -> [MetaInfo] {
         let roomID = try await roomOrOnly(request.room)
         guard await node.roomNames.contains(roomID.rawValue) else {
-            throw ControlError(code: "unknown_room", message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
+            throw ControlError(code: .unknownRoom, message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
         }
         let names = await node.memberNames(in: roomID)
         let info = { (entry: WireFrame.MetaEntry) in SessionService.info(entry, room: roomID.rawValue, author: names[entry.author] ?? String(entry.author.prefix(12))) }
@@ -291,7 +291,7 @@ struct SessionControl: Sendable {
         case .get:
             let key = request.key ?? ""
             guard let entry = await node.metaEntry(key, in: roomID), !entry.deleted else {
-                throw ControlError(code: "unknown_key", message: "room \(roomID) has no key '\(key.prefix(70))'")
+                throw ControlError(code: .unknownKey, message: "room \(roomID) has no key '\(key.prefix(70))'")
             }
             return [info(entry)]
         case .set, .delete:
@@ -299,7 +299,7 @@ struct SessionControl: Sendable {
             do throws(SessionError) {
                 return [info(try await node.setMeta(request.key ?? "", to: request.value, in: roomID, ifVersion: request.ifVersion))]
             } catch {
-                throw ControlError(code: error.code, message: error.message)
+                throw ControlError(error)
             }
         }
     }
@@ -307,7 +307,7 @@ struct SessionControl: Sendable {
     /// Raises or lowers this host's hand in a room.
     func hand(up: Bool, room text: String?) async throws(ControlError) -> PresenceInfo {
         let roomID = try await roomOrOnly(text)
-        do throws(SessionError) { try await node.setHand(up, in: roomID) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await node.setHand(up, in: roomID) } catch { throw ControlError(error) }
         return await ownPresence()
     }
 
@@ -316,10 +316,10 @@ struct SessionControl: Sendable {
     func trust(_ query: String) async throws(ControlError) -> MemberInfo {
         let lower = query.lowercased()
         guard PeerID.isPrefix(lower, minimumLength: 8) else {
-            throw ControlError(code: "bad_request", message: "trust takes the peer's id (8 characters or more, from `lanchat peers`), not a name: a name is only a label")
+            throw ControlError(code: .badRequest, message: "trust takes the peer's id (8 characters or more, from `lanchat peers`), not a name: a name is only a label")
         }
         let target = try await peer(lower)
-        do throws(SessionError) { try await node.trust(target) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await node.trust(target) } catch { throw ControlError(error) }
         return MemberInfo(name: target.name, id: target.id.rawValue, shortId: target.id.short, state: "known")
     }
 
@@ -337,7 +337,7 @@ struct SessionControl: Sendable {
             let id = if let descriptor { try await node.sendFile(descriptor: descriptor, path: path, to: target) } else { try await node.sendFile(path, to: target) }
             return await node.transfers.first { $0.id == id }.map(SessionService.entry)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -347,13 +347,13 @@ struct SessionControl: Sendable {
         guard let fileToken else {
             guard !sendsOnlyHandedOverFiles else {
                 throw ControlError(
-                    code: "bad_file",
+                    code: .badFile,
                     message: "this daemon serves a group: it \(verb) only files the client opens and hands over (\(client) does), not paths it would open itself")
             }
             return nil
         }
         guard let fd = passedFiles.take(fileToken) else {
-            throw ControlError(code: "bad_file", message: "no file was handed over under that token (or it waited more than 60 s)")
+            throw ControlError(code: .badFile, message: "no file was handed over under that token (or it waited more than 60 s)")
         }
         return fd
     }
@@ -361,21 +361,21 @@ struct SessionControl: Sendable {
     /// Shares a file in a room (handed over under `fileToken`, or opened by the daemon, as `sendFile`).
     func share(room text: String, path: String, fileToken: String?) async throws(ControlError) -> SharedFileInfo {
         await node.personActive()
-        guard let room = RoomID(text) else { throw ControlError(code: "bad_request", message: "'\(text.prefix(64))' is not a room name") }
+        guard let room = RoomID(text) else { throw ControlError(code: .badRequest, message: "'\(text.prefix(64))' is not a room name") }
         let descriptor = try handedOver(fileToken, to: "shares", by: "lanchat share")
         do throws(SessionError) {
             return SessionService.info(try await node.share(path, descriptor: descriptor, in: room))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
     func files(room text: String?, limit: Int) async throws(ControlError) -> [SharedFileInfo] {
-        if let text, RoomID(text) == nil { throw ControlError(code: "bad_request", message: "'\(text.prefix(64))' is not a room name") }
+        if let text, RoomID(text) == nil { throw ControlError(code: .badRequest, message: "'\(text.prefix(64))' is not a room name") }
         do throws(SessionError) {
             return try await node.sharedFiles(room: text, limit: limit).map(SessionService.info)
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -384,7 +384,7 @@ struct SessionControl: Sendable {
     func fetch(_ id: String, to directory: String?) async throws(ControlError) -> TransferEntry {
         await node.personActive()
         if directory != nil, sendsOnlyHandedOverFiles {
-            throw ControlError(code: "bad_request", message: "this daemon serves a group: fetched files go to its download directory (no --to)")
+            throw ControlError(code: .badRequest, message: "this daemon serves a group: fetched files go to its download directory (no --to)")
         }
         do throws(SessionError) {
             switch try await node.fetchShared(id, to: directory) {
@@ -401,7 +401,7 @@ struct SessionControl: Sendable {
                                               state: "offered", path: nil, error: nil)
             }
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -413,7 +413,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return SessionService.entry(try await node.cancelTransfer(id))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -422,7 +422,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return SessionStream(stream: try await node.openStream(name, to: target))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -433,7 +433,7 @@ struct SessionControl: Sendable {
         do throws(SessionError) {
             return SessionStream(stream: try await node.acceptStream(name, from: from, isAlive: isAlive))
         } catch {
-            throw ControlError(code: error.code, message: error.message)
+            throw ControlError(error)
         }
     }
 
@@ -474,13 +474,13 @@ struct SessionStream: ControlStream {
     }
 
     func write(_ data: ByteBuffer) async throws(ControlError) {
-        do throws(SessionError) { try await stream.write(data) } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { try await stream.write(data) } catch { throw ControlError(error) }
     }
 
     func finish() async { await stream.finish() }
 
     func read() async throws(ControlError) -> ByteBuffer? {
-        do throws(SessionError) { return try await stream.read() } catch { throw ControlError(code: error.code, message: error.message) }
+        do throws(SessionError) { return try await stream.read() } catch { throw ControlError(error) }
     }
 
     func abort(_ reason: String) async { await stream.abort(reason) }
