@@ -95,12 +95,28 @@ struct MetadataBook: Sendable {
         entries[room]?[Engine.creatorKey].flatMap { $0.deleted ? nil : PeerID($0.value) }
     }
 
-    /// Who administers `room`: its creator and whom administrators named (and did not remove since).
+    /// Who administers `room`: its creator, and whom administrators named (and did not remove since),
+    /// counted from the creator: a naming counts while its author administers, so the namings of an
+    /// administrator demoted since lapse with it. Whether a member took such a naming depended on when it
+    /// arrived (before or after the demotion); counted this way, members that hold the same entries agree.
+    /// (Without a record of the creator, every live naming counts, as each was taken on its author's
+    /// authority when it arrived.)
     func administrators(of room: RoomID) -> Set<PeerID> {
-        var result: Set<PeerID> = []
-        if let creator = creator(of: room) { result.insert(creator) }
+        var named: [(id: PeerID, author: String)] = []
         for (key, entry) in entries[room] ?? [:] where key != Engine.creatorKey && key.hasPrefix(Engine.adminPrefix) && !entry.deleted {
-            if let id = PeerID(String(key.dropFirst(Engine.adminPrefix.count))), removalTime(id, in: room) == nil { result.insert(id) }
+            if let id = PeerID(String(key.dropFirst(Engine.adminPrefix.count))), removalTime(id, in: room) == nil { named.append((id, entry.author)) }
+        }
+        guard let creator = creator(of: room) else { return Set(named.map(\.id)) }
+        var result: Set<PeerID> = [creator]
+        var authors: Set<String> = [creator.rawValue]
+        var grew = true
+        while grew {
+            grew = false
+            for naming in named where !result.contains(naming.id) && authors.contains(naming.author) {
+                result.insert(naming.id)
+                authors.insert(naming.id.rawValue)
+                grew = true
+            }
         }
         return result
     }

@@ -194,7 +194,14 @@ extension SessionStateMachine {
         transfer.verifyWhenWritten = false
         transfer.stage = .verifying
         transfers.incoming[id] = transfer
+        releaseStallTimer()
         out.append(.file(.verify(id)))
+    }
+
+    /// The stall timer goes once no transfer is receiving on a live connection (one that went on to
+    /// verifying or placing kept it for up to `stallTimeout` after it had nothing left to watch).
+    mutating func releaseStallTimer() {
+        if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
     }
 
     /// The part file's SHA-256 (answer to `FileAction.verify`).
@@ -337,7 +344,7 @@ extension SessionStateMachine {
         _ id: WireID, _ state: TransferState, text: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]
     ) {
         guard let transfer = transfers.incoming.removeValue(forKey: id) else { return }
-        if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
+        releaseStallTimer()
         if tell, let handle = links.handle(transfer.peer.id) {
             let status: WireFrame.ResourceEnd.Status = switch state { case .refused: .refused; case .cancelled: .cancelled; default: .failed }
             out.append(.send(handle, [.resourceEnd(.init(id: id, status: status, text: text))]))

@@ -313,7 +313,7 @@ extension SessionStateMachine {
                     transfer, id: id, state: .interrupted, error: "\(reason); resumes when \(transfer.peer.name) offers it again", at: now))))
             }
         }
-        if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
+        releaseStallTimer()
         sharedFetchesLost(peer, reason: reason, at: now, &out)
     }
 

@@ -54,18 +54,8 @@ extension SessionNode {
         return fileIO.runIfActive(eventLoop: eventLoop) { () throws -> ReadPiece in
             var reader = reader
             let records = try reader.next(maximumCount: Self.historyBatch)
-            var verdicts: [SessionStateMachine.HistoryVerdict] = []
-            var forged = 0
-            let now = SessionNode.nowMilliseconds()
-            for record in records {
-                let verdict = SessionStateMachine.verdict(record, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
-                                                           strangers: piece.strangers, now: now)
-                verdicts.append(verdict)
-                if verdict == .forged {
-                    forged += 1
-                    if forged >= forgedLeft { break }
-                }
-            }
+            let verdicts = SessionStateMachine.verdicts(records, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
+                                                        strangers: piece.strangers, now: SessionNode.nowMilliseconds(), forgedLeft: forgedLeft)
             return (reader, verdicts)
         }
     }

@@ -157,14 +157,7 @@ extension SessionNode {
         let fd = file.fd
         let future = fileIO.runIfActive(eventLoop: eventLoop) { () -> Int? in
             var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
-            for message in messages {
-                guard let id = WireID(hex: message.id) else { continue }
-                let record = HistoryRecord(
-                    id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
-                    timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
-                    signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
-                try? record.encode(into: &buffer, signed: signed)
-            }
+            for message in messages { try? HistoryRecord(message)?.encode(into: &buffer, signed: signed) }
             let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
             return written == buffer.readableBytes ? written : nil
         }

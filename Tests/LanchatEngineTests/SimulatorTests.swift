@@ -60,7 +60,8 @@ import LanchatEngine
             + "\(totals.streams.bytes) bytes read and checked), \(totals.files.sent) files sent (\(totals.files.placed) placed and checked, \(totals.files.bytes) bytes; "
             + "\(totals.files.resent) bytes sent again after interruptions; \(totals.files.corrupted) damaged on disk, none placed; "
             + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
-            + "refused as forged, the rest the newcomer's own; every stored message's signature checked), "
+            + "refused as forged, the rest the newcomer's own or in a history that did not arrive; every stored message's signature checked), "
+            + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
             + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
             + "\(totals.admin.commands) administration commands in the even seeds (\(totals.admin.removed) nodes removed from a room, \(totals.admin.closed) "
             + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator, "
@@ -82,6 +83,7 @@ import LanchatEngine
         var admin = (commands: 0, removed: 0, closed: 0, recordless: 0, notTaken: 0)
         var topics = (published: 0, delivered: 0)
         var syncs = (done: 0, lost: 0)
+        var histories = (offered: 0, imported: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
         mutating func add(_ simulator: Simulator) {
@@ -105,6 +107,7 @@ import LanchatEngine
             topics.published += simulator.topicPublished
             topics.delivered += simulator.topicDeliveries
             syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced)
+            histories = (histories.offered + simulator.historiesOffered, histories.imported + simulator.historiesImported)
         }
 
         mutating func merge(_ other: Totals) {
@@ -121,6 +124,7 @@ import LanchatEngine
                      admin.removed + other.admin.removed, admin.closed + other.admin.closed, admin.recordless + other.admin.recordless, admin.notTaken + other.admin.notTaken)
             topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
             syncs = (syncs.done + other.syncs.done, syncs.lost + other.syncs.lost)
+            histories = (histories.offered + other.histories.offered, histories.imported + other.histories.imported)
             failures += other.failures
         }
     }

@@ -206,9 +206,8 @@ extension Simulator {
             transferViolations.append("n\(node) was asked for a shared file \(request.id.description.prefix(6)) nobody shared")
         case .placeShared(let id, _, _):
             transferViolations.append("n\(node) placed a shared file \(id.description.prefix(6)) nobody shared")
-        case .importHistory(let id, _, _, _):
-            // The simulator sends history directly (`.history`), never as a resource.
-            transferViolations.append("n\(node) asked to import a history resource \(id.description.prefix(6)) nobody sent")
+        case .importHistory(let id, let room, let peer, let signed):
+            importHistory(node, id, room: room, from: peer, signed: signed)
         case .close(let id, let removePart):
             if removePart { nodes[node].disk[id] = nil }
         case .cancelledWhileApart(let id, let peer):

@@ -52,7 +52,6 @@ final class Simulator {
 
     enum Event {
         case deliver(link: Int, to: Int, [WireFrame])
-        case history(link: Int, to: Int, from: Int, RoomID, [StoredMessage])
         case linkDown(node: Int, incarnation: Int, LinkHandle, PeerCloseReason)
         case linkUp(node: Int, incarnation: Int, link: Int)
         case tick(node: Int, incarnation: Int)
@@ -132,6 +131,9 @@ final class Simulator {
     var placedBytes = 0
     /// Records a hostile relay changed in a history (a fault), and forged records newcomers refused.
     var forgeries = (injected: 0, refused: 0)
+    /// Histories offered as resources (a newcomer's, a relay's answer), and those read and merged.
+    var historiesOffered = 0
+    var historiesImported = 0
     /// Members of no node's making a hostile member put in its ROOM_MEMBERS (a fault).
     var fakeMembers = 0
     /// Metadata writes made, and administration commands given (removals, administrators named or
@@ -261,44 +263,6 @@ final class Simulator {
                 log("n\(to) gets ROOM_LEAVE on \(handle) from \(nodes[to].engine?.peer(on: handle)?.name ?? "nobody (not a serving link)")")
             }
             perform(to) { $0.received(frames, on: handle, at: self.time(to)) }
-        case .history(let id, let to, let from, let room, let messages):
-            guard let link = links[id], link.up, var engine = nodes[to].engine else { return }
-            // As the shell: a history resource is taken only from the member we asked: our inviter, or a
-            // member we sent a SYNC_REQUEST (relay).
-            guard let source = engine.takeHistory(room, from: nodes[from].peer.id, signed: engine.configuration.envelopes != nil, at: time(to)) else {
-                if verbose { log("n\(to): history from n\(from) for \(room) not asked for") }
-                nodes[to].engine = engine
-                return
-            }
-            // As the shell: each record (signed) through the engine's rule for what may be kept. A hostile
-            // relay (a fault, like the others only before the network heals) changes one record's words and
-            // keeps its signature: it must be refused.
-            let tamper = options.faults && now < options.chaos && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
-            // (Kept in one durable commit, as the daemon's bulk write of a history.)
-            try! nodes[to].store.transaction(durable: true) {
-            for (index, message) in messages.enumerated() {
-                guard let id = WireID(hex: message.id) else { continue }
-                var record = HistoryRecord(
-                    id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
-                    timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
-                    signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
-                if index == tamper {
-                    record.body += " (forged by n\(from))"
-                    forgeries.injected += 1
-                }
-                let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
-                let verdict = SessionStateMachine.verdict(record, room: room, relay: nodes[from].peer.id, ownID: nodes[to].peer.id,
-                                                          keys: engine.configuration.envelopes, members: members,
-                                                          strangers: source == .inviter, now: time(to).wall)
-                if verbose, case .keep = verdict {} else if verbose { log("n\(to): record \(message.id.prefix(8)) from n\(from): \(verdict)") }
-                switch verdict {
-                case .keep(let kept): nodes[to].store.insert(kept, now: time(to).wall)
-                case .forged: forgeries.refused += 1
-                case .refused, .ours: break
-                }
-            }
-            }
-            nodes[to].engine = engine
         case .linkDown(let node, let incarnation, let handle, let reason):
             guard alive(node, incarnation) else { return }
             if verbose { log("n\(node): \(handle) down (\(reason))") }
@@ -420,17 +384,7 @@ final class Simulator {
                 labels[id] = label
                 nodes[node].known = KnownPeerBook(labels)
             case .offerHistory(let offer):
-                guard let to = nodes.firstIndex(where: { $0.peer.id == offer.peer.id }),
-                      let link = links.values.sorted(by: { $0.id < $1.id }).first(where: { $0.up && connects($0, node, to) }) else { continue }
-                let messages: [StoredMessage]
-                switch offer.content {
-                case .export(let since, let limit):
-                    messages = nodes[node].store.export(room: offer.room.rawValue, since: since, limit: limit)
-                case .messages(let answer):
-                    messages = answer
-                    if verbose { log("n\(node) -> n\(to): sync answer \(offer.room) \(answer.map { $0.id.prefix(8) })") }
-                }
-                schedule(.history(link: link.id, to: to, from: node, offer.room, messages), at: arrival(link, to: to))
+                offerHistory(offer, from: node)
             case .tell(.transfer(let info)):
                 if info.state != "active" { log("n\(node): transfer \(info.id.prefix(6)) \(info.direction) \(info.state)\(info.error.map { ": \($0)" } ?? "")") }
             case .tell(.topicMessage(let message)):

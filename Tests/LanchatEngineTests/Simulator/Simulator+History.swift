@@ -1,0 +1,80 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+import NIOCore
+
+/// Histories as lanchatd sends them: a newcomer's history and a relay's answer are written as records to
+/// a (simulated) file and offered as a resource; the receiver's engine takes it or not, the transfer runs
+/// with every fault of a file's, and the receiver reads the records back and keeps what the engine's
+/// verdict allows.
+extension Simulator {
+    func offerHistory(_ offer: HistoryOffer, from node: Int) {
+        let messages: [StoredMessage]
+        let relayAnswer: Bool
+        switch offer.content {
+        case .export(let since, let limit):
+            messages = nodes[node].store.export(room: offer.room.rawValue, since: since, limit: limit)
+            relayAnswer = false
+        case .messages(let answer):
+            messages = answer
+            relayAnswer = true
+        }
+        // A hostile relay (a fault, like the others only before the network heals) changes one record's
+        // words and keeps its signature: the newcomer must refuse it.
+        let tamper = options.faults && now < options.chaos && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
+        var buffer = ByteBuffer()
+        for (index, message) in messages.enumerated() {
+            guard var record = HistoryRecord(message) else { continue }
+            if index == tamper {
+                record.body += " (forged by n\(node))"
+                forgeries.injected += 1
+            }
+            try? record.encode(into: &buffer, signed: offer.signed)
+        }
+        if verbose { log("n\(node) offers \(offer.peer.name) a history of \(offer.room): \(messages.map { $0.id.prefix(8) })") }
+        guard buffer.readableBytes > 0 else { return }  // (an empty answer: the driver told the engine)
+        let bytes = Array(buffer.readableBytesView)
+        let file = OfferedFile(path: "/sim/n\(node)/history-\(now)", name: "history of \(offer.room)", size: UInt64(bytes.count),
+                               modifiedMilliseconds: 1, identity: "history:\(now)")
+        perform(node) {
+            guard let (id, actions) = try? $0.offerResource(file, to: offer.peer.id, kind: offer.signed ? .signedHistory : .history, room: offer.room,
+                                                             ephemeral: true, relayAnswer: relayAnswer, at: self.time(node)) else { return [] }
+            self.originals[id] = bytes
+            self.historiesOffered += 1
+            return actions
+        }
+    }
+
+    /// The file thread read a received history: each record through the engine's verdict, what it keeps
+    /// stored in one durable commit (as lanchatd's bulk write), then the engine hears how it went.
+    func importHistory(_ node: Int, _ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
+        guard let engine = nodes[node].engine else { return }
+        var buffer = ByteBuffer(bytes: nodes[node].disk.removeValue(forKey: id) ?? [])
+        var added = 0, refused = 0, forged = 0
+        var error: String?
+        do {
+            let records = try HistoryRecord.decodeSome(&buffer, maximumCount: .max, signed: signed)
+            if buffer.readableBytes > 0 { error = "the history ends inside a record" }
+            let verdicts = SessionStateMachine.verdicts(
+                records, room: room, relay: peer.id, ownID: nodes[node].peer.id, keys: engine.configuration.envelopes,
+                members: (engine.members(of: room) ?? [:]).mapValues(\.name), strangers: !engine.isRelayTransfer(id), now: time(node).wall,
+                forgedLeft: engine.configuration.transferLimits.maximumForgedRecords)
+            try nodes[node].store.transaction(durable: true) {
+                for verdict in verdicts {
+                    switch verdict {
+                    case .keep(let kept): if nodes[node].store.insert(kept, now: time(node).wall) { added += 1 }
+                    case .refused: refused += 1
+                    case .forged: forged += 1
+                    case .ours: break
+                    }
+                }
+            }
+        } catch let failure {
+            error = "invalid history: \(failure)"
+        }
+        forgeries.refused += forged
+        historiesImported += 1
+        if verbose { log("n\(node) imports a history of \(room) from \(peer.name): \(added) added, \(refused) refused, \(forged) forged") }
+        perform(node) { $0.historyImported(id, added: added, refused: refused, forged: forged, error: error, at: self.time(node)) }
+    }
+}
