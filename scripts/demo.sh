@@ -4,9 +4,11 @@
 #   sudo scripts/demo.sh h2 CMD [ARG...] run one command on h2 (e.g. lanchat history)
 # Each host is its own machine as far as lanchat can tell: its own network, hostname, /var/lib, /run,
 # /tmp and home; exit the shell (or Ctrl-D) to come back to this machine.
+# Tests/e2e/test_readme.py runs the README's commands on a demo LAN of its own: LANCHAT_DEMO_DIR (default
+# /tmp/lanchat-demo) says where that LAN is, LANCHAT_DEMO_BIN (default .build/release) which binaries it runs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-demo_dir=/tmp/lanchat-demo
+demo_dir=${LANCHAT_DEMO_DIR:-/tmp/lanchat-demo}
 export TESTLAN_DIR=$demo_dir/lan
 die() { echo "demo: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it enters the simulated host's namespaces): sudo $0 $*"
@@ -16,7 +18,7 @@ shift
 pidfile=$TESTLAN_DIR/hosts/$host/pid
 [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null \
   || die "no demo host '$host' running (hosts: $(ls "$TESTLAN_DIR/hosts" 2>/dev/null | tr '\n' ' ')); start the demo with: sudo scripts/run.sh --demo"
-bin=$root/.build/release
+bin=${LANCHAT_DEMO_BIN:-$root/.build/release}
 [ -x "$bin/lanchat" ] || die "no release build in $bin: run sudo scripts/run.sh --demo first"
 # A clean environment, as on a freshly installed host: the default socket and state paths apply.
 clean=(env -i "PATH=$bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root USER=root LOGNAME=root

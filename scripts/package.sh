@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Debian package: .build/deb/lanchat_VERSION_amd64.deb (root, Debian 12).
 #   scripts/package.sh [--no-build]     --no-build: use the release binaries already in .build/release
-# Contents: release binaries with the Swift runtime linked statically (/usr/bin), the system and user
-# units, sysusers and tmpfiles configuration, completions and man pages generated from the binaries,
-# README.md, copyright and changelog; md5sums of every file. Depends: what dpkg-shlibdeps finds the
+# Contents: release binaries with the Swift runtime linked statically (/usr/bin; stripped, linked with
+# -z now), the system and user units, sysusers and tmpfiles configuration, completions and man pages
+# generated from the binaries, README.md, copyright and changelog, lintian overrides
+# (packaging/lintian-overrides); md5sums of every file. Depends: what dpkg-shlibdeps finds the
 # binaries linked against, plus avahi-daemon and dbus. The maintainer scripts create the lanchat user
 # and enable the service where systemd runs; purge removes the state directory (the user stays, as
 # Debian does for system users).
@@ -26,7 +27,9 @@ bin=$root/.build/release
 if [ "${1:-}" != --no-build ]; then
   scripts/setup.sh run
   echo "package: building release binaries (the first build takes a few minutes)"
-  swift build -c release --static-swift-stdlib 2>&1 | grep -v "prohibited flag" | tail -n 1
+  # -z now: every symbol bound at start, so the GOT can be read-only (full RELRO; lintian's
+  # hardening-no-bindnow). Only the link changes: switching with run.sh's build relinks, it does not recompile.
+  swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now 2>&1 | grep -v "prohibited flag" | tail -n 1
 fi
 out=$root/.build/deb
 stage=$out/lanchat_${version}_$arch
@@ -48,6 +51,9 @@ done <<'EOF'
 systemd/lanchatd.service lib/systemd/system
 systemd/lanchatd-user.service usr/lib/systemd/user
 EOF
+# lintian's overrides, each with the reason (docs/packaging.md explains every tag lintian --pedantic shows).
+install -d "$stage/usr/share/lintian/overrides"
+install -m 0644 packaging/lintian-overrides "$stage/usr/share/lintian/overrides/lanchat"
 install -m 0644 systemd/lanchat.sysusers.conf "$stage/usr/lib/sysusers.d/lanchat.conf"
 cat > "$stage/usr/lib/tmpfiles.d/lanchat.conf" <<'EOF'
 # The system service's state directory (systemd's StateDirectory= makes it too; this serves tools that
