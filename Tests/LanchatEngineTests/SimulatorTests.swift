@@ -62,6 +62,8 @@ import LanchatEngine
             + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
             + "refused as forged, the rest the newcomer's own or in a history that did not arrive; every stored message's signature checked), "
             + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
+            + "\(totals.shared.announced) files shared in rooms (\(totals.shared.fetched) fetched on their announcement, \(totals.shared.served) served, "
+            + "\(totals.shared.refused) requests refused, \(totals.shared.placed) copies kept and checked), "
             + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
             + "\(totals.admin.commands) administration commands in the even seeds (\(totals.admin.removed) nodes removed from a room, \(totals.admin.closed) "
             + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator, "
@@ -84,6 +86,7 @@ import LanchatEngine
         var topics = (published: 0, delivered: 0)
         var syncs = (done: 0, lost: 0)
         var histories = (offered: 0, imported: 0)
+        var shared = (announced: 0, fetched: 0, served: 0, refused: 0, placed: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
         mutating func add(_ simulator: Simulator) {
@@ -108,6 +111,13 @@ import LanchatEngine
             topics.delivered += simulator.topicDeliveries
             syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced)
             histories = (histories.offered + simulator.historiesOffered, histories.imported + simulator.historiesImported)
+            shared = Self.sum(shared, simulator.shared)
+        }
+
+        static func sum(_ a: (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int),
+                        _ b: (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int))
+            -> (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int) {
+            (a.announced + b.announced, a.fetched + b.fetched, a.served + b.served, a.refused + b.refused, a.placed + b.placed)
         }
 
         mutating func merge(_ other: Totals) {
@@ -125,6 +135,7 @@ import LanchatEngine
             topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
             syncs = (syncs.done + other.syncs.done, syncs.lost + other.syncs.lost)
             histories = (histories.offered + other.histories.offered, histories.imported + other.histories.imported)
+            shared = Self.sum(shared, other.shared)
             failures += other.failures
         }
     }

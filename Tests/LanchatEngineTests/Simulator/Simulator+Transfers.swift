@@ -65,6 +65,7 @@ extension Simulator {
     /// a program cancels one under way.
     func sendFile(from node: Int) {
         guard let engine = nodes[node].engine else { return }
+        if chance(25) { return shareFile(from: node) }
         if chance(15) {
             let under = engine.transfersUnderWay(at: time(node))
             guard !under.isEmpty else { return }
@@ -78,12 +79,7 @@ extension Simulator {
         guard !peers.isEmpty else { return }
         let target = peers[roll(peers.count)]
         let size = chance(10) ? 0 : roll(24 * 1024)
-        var bytes = [UInt8](repeating: 0, count: size)
-        var state = random.next()
-        for index in bytes.indices {
-            if index % 8 == 0 { state = state &* 6364136223846793005 &+ 1442695040888963407 }
-            bytes[index] = UInt8(truncatingIfNeeded: state >> UInt64((index % 8) * 8))
-        }
+        let bytes = randomBytes(size)
         let file = OfferedFile(path: "/sim/n\(node)/f\(now)", name: "f\(now).bin", size: UInt64(size), modifiedMilliseconds: 1, identity: "1:\(now)")
         perform(node) {
             guard let (id, actions) = try? $0.offerResource(file, to: self.nodes[target].peer.id, at: self.time(node)) else { return [] }
@@ -92,6 +88,17 @@ extension Simulator {
             self.log("n\(node) sends \(id.description.prefix(6)) (\(size) bytes) to n\(target)")
             return actions
         }
+    }
+
+    /// `size` bytes of a known pattern, from the schedule's random numbers.
+    func randomBytes(_ size: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: size)
+        var state = random.next()
+        for index in bytes.indices {
+            if index % 8 == 0 { state = state &* 6364136223846793005 &+ 1442695040888963407 }
+            bytes[index] = UInt8(truncatingIfNeeded: state >> UInt64((index % 8) * 8))
+        }
+        return bytes
     }
 
     /// After a (re)start: what the store says was being sent goes on (the files are still there).
@@ -142,7 +149,7 @@ extension Simulator {
 
     // MARK: The shell's file work
 
-    private func later(_ node: Int, _ done: FileDone) {
+    func later(_ node: Int, _ done: FileDone) {
         // Now and then the file thread is slow (a disk that stalls, a long hash after a restart): answers
         // then come after the connection changed.
         let delay = chance(3) ? Int64(100 + roll(500)) : Int64(1 + roll(3))
@@ -201,11 +208,10 @@ extension Simulator {
             placedBytes += content.count
             transferStats[id]?.placed += 1
             later(node, .placed(id, path: "/sim/downloads/\(name)"))
-        case .serveShared(let request, _):
-            // The simulator shares no files in rooms: nobody may ask for one.
-            transferViolations.append("n\(node) was asked for a shared file \(request.id.description.prefix(6)) nobody shared")
-        case .placeShared(let id, _, _):
-            transferViolations.append("n\(node) placed a shared file \(id.description.prefix(6)) nobody shared")
+        case .serveShared(let request, let peer):
+            serveShared(node, request, to: peer)
+        case .placeShared(let id, let file, _):
+            placeShared(node, id, file)
         case .importHistory(let id, let room, let peer, let signed):
             importHistory(node, id, room: room, from: peer, signed: signed)
         case .close(let id, let removePart):

@@ -31,6 +31,8 @@ final class Simulator {
         var incarnation = 0
         /// Part files (they survive a crash: what was written is on disk), by transfer id.
         var disk: [WireID: [UInt8]] = [:]
+        /// Shared files it keeps (its own, and those it fetched), by digest: on disk too.
+        var kept: [String: [UInt8]] = [:]
         /// The shell's rules (`SessionDriver`, as lanchatd runs them): in memory, a crash forgets it.
         var driver: SessionDriver?
     }
@@ -131,6 +133,10 @@ final class Simulator {
     var placedBytes = 0
     /// Records a hostile relay changed in a history (a fault), and forged records newcomers refused.
     var forgeries = (injected: 0, refused: 0)
+    /// Shared files: the content of each announced (by digest), announcements made, fetches started by
+    /// a live announcement, files served and refused, and fetched copies placed (each checked).
+    var sharedContent: [String: [UInt8]] = [:]
+    var shared = (announced: 0, fetched: 0, served: 0, refused: 0, placed: 0)
     /// Histories offered as resources (a newcomer's, a relay's answer), and those read and merged.
     var historiesOffered = 0
     var historiesImported = 0
@@ -372,6 +378,8 @@ final class Simulator {
                 schedule(.dial(node: node, incarnation: nodes[node].incarnation, peer), at: now + 1)
             case .serves:
                 break
+            case .reportStored(let report) where report.stored.kind == .file && !report.outgoing:
+                announced(node, report)
             case .reportStored(let report):
                 if !report.outgoing, report.stored.kind != .system {
                     let id = report.stored.id
