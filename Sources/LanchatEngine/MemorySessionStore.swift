@@ -59,6 +59,7 @@ public final class MemorySessionStore: SessionStore {
         defer { depth = 0 }
         do {
             let result = try body()
+            if let failsCommit, failsCommit() { throw Refused() }
             commits += 1
             if durable, onDisk != nil { onDisk = (state, commits) }
             return result
@@ -66,6 +67,14 @@ public final class MemorySessionStore: SessionStore {
             state = before
             throw error
         }
+    }
+
+    /// Asked before each commit: true makes it fail, undone (the simulator's full or failing disk).
+    public var failsCommit: (() -> Bool)?
+
+    /// A commit `failsCommit` refused.
+    public struct Refused: Error, CustomStringConvertible {
+        public var description: String { "the disk refused the commit (simulated)" }
     }
 
     // MARK: What a crash keeps (the simulator's disk)

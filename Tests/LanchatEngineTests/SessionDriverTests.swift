@@ -114,6 +114,29 @@ import Testing
         #expect(!four.wentFirst)
     }
 
+    @Test func aFailedCommitReportsNothingAcknowledgesNothingAndIsTriedAgainOnce() {
+        var engine = engine()
+        let store = MemorySessionStore()
+        var failing = true
+        store.failsCommit = { failing }
+        var driver = SessionDriver(store: store, historyForNewcomers: 1000, syncs: false)
+        let failed = driver.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
+        #expect(!failed.committed && reports(failed.output) == 0 && acks(failed.output) == 0)
+        #expect(failed.output.contains { if case .storeFailed = $0 { true } else { false } })
+        #expect(store.messages.isEmpty)
+        // The disk is back, and bob sends the message again: stored (by the retried write), reported once,
+        // acknowledged.
+        failing = false
+        let again = driver.perform(engine.received([message(1)], on: LinkHandle(1), at: at(11)), engine: &engine, at: at(11))
+        #expect(again.committed && store.messages.count == 1 && reports(again.output) == 1 && acks(again.output) == 1)
+        // Retried with any next commit, even one of other writes: reported then.
+        failing = true
+        _ = driver.perform(engine.received([message(2)], on: LinkHandle(1), at: at(12)), engine: &engine, at: at(12))
+        failing = false
+        let other = driver.perform([.persist(.rememberKeyed(bob.id))], engine: &engine, at: at(13))
+        #expect(other.committed && store.messages.count == 2 && reports(other.output) == 1)
+    }
+
     @Test func stoppingTellsEveryWaiterItDidNotSync() {
         var engine = engine()
         var driver = SessionDriver(store: MemorySessionStore(), historyForNewcomers: 1000, syncs: true)

@@ -55,7 +55,8 @@ public struct HistoryOffer: Equatable, Sendable {
 /// them into plain I/O (`ShellOutput`). It owns what the shell must remember between batches:
 ///
 /// - **The commit and its failure.** A batch's writes go first, in one transaction; if they fail, what
-///   depends on them does not happen (no ACK, no report; with `allOrNothing`, nothing at all).
+///   depends on them does not happen (no ACK, no report; with `allOrNothing`, nothing at all), and they
+///   are tried again, first, with the next commit (each write is idempotent).
 /// - **The sync.** With a store that must be synced (`syncs`), the commit does not wait for the disk: the
 ///   host syncs the store's log on a thread of its own (`.startSync`, answered by `synced(_:)`); one sync
 ///   covers every commit made before it started (a group commit). A batch's I/O waits for its sync in
@@ -88,6 +89,10 @@ public struct SessionDriver {
     private var syncRunning: UInt64?
     private var afterSync = SyncQueue()
     private var nextWaiter: UInt64 = 0
+    /// Writes of batches whose commit failed, tried again with the next commit (at most `maximumUnwritten`,
+    /// the newest: a disk that keeps failing loses the oldest, as a crash would).
+    private var unwritten: [StoreOperation] = []
+    public static let maximumUnwritten = 10_000
 
     public init(store: any SessionStore, historyForNewcomers: Int, syncs: Bool) {
         self.store = store
@@ -114,30 +119,43 @@ public struct SessionDriver {
         if sendFirst {
             for case .send(let handle, let frames) in actions { output.append(.write(handle, frames, flushNow: true)) }
         }
-        if actions.contains(where: { if case .persist = $0 { true } else { false } }) {
+        // The batch's writes, after those of earlier batches whose commit failed (each is idempotent).
+        var operations: [StoreOperation] = []
+        for case .persist(let operation) in actions {
+            if case .rememberPeer(let label, let id) = operation {
+                output.append(.rememberPeer(label: label, id: id))  // (its own file, not the store)
+            } else {
+                operations.append(operation)
+            }
+        }
+        let retried = unwritten
+        if !operations.isEmpty || !retried.isEmpty {
             // Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure,
             // their messages are sent again and de-duplicated. Anything else is synced before what follows.
-            let durable = actions.contains { action in
-                guard case .persist(let operation) = action else { return false }
-                if case .acknowledge = operation { return false }
-                return true
-            }
+            let durable = (retried + operations).contains { if case .acknowledge = $0 { false } else { true } }
             do {
                 try store.transaction(durable: durable && !syncs) {
-                    for case .persist(let operation) in actions {
-                        if case .rememberPeer(let label, let id) = operation {
-                            output.append(.rememberPeer(label: label, id: id))
-                        } else if try store.apply(operation, now: now.wall), case .insertMessage(let message, _) = operation {
-                            inserted.insert(message.id)
-                        }
+                    for operation in retried + operations {
+                        if try store.apply(operation, now: now.wall), case .insertMessage(let message, _) = operation { inserted.insert(message.id) }
                     }
                 }
+                unwritten = []
                 if durable, syncs { ticket = askSync(into: &output) }
                 if !inserted.isEmpty { arrivals.note(inserted, at: now.monotonic) }
+                // Messages of earlier batches stored now are reported now.
+                for case .insertMessage(let message, let report?) in retried where inserted.contains(message.id) {
+                    output.append(.reportStored(report))
+                    inserted.remove(message.id)  // (once: the batch may hold the same message, sent again)
+                }
             } catch {
                 output.append(.storeFailed("\(error)"))
                 committed = false
+                inserted = []  // (rolled back: nothing of it is reported)
                 if allOrNothing { return Performed(committed: false, output: output) }
+                // The engine goes on as if they were written (a message is not acknowledged, so it comes
+                // again): they are tried again, first, with the next commit. A send of ours is not (above:
+                // the engine forgets it).
+                unwritten = Array((retried + operations).suffix(Self.maximumUnwritten))
             }
         }
         var later: [SessionAction] = []

@@ -113,6 +113,8 @@ extension Simulator {
             planned = plan
             let own = driver.performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit, engine: &engine, at: self.time(node))
             outcome = own.outcome
+            // Not stored after its frames went first: members may hold what its author never will.
+            if own.outcome == .notStored, own.wentFirst { self.lostByAuthor.formUnion(plan.messages.map(\.id)) }
             return own.output
         }
         guard reliable, let plan = planned else { return }

@@ -104,6 +104,8 @@ extension Simulator {
         nodes[index].engine = engine
         nodes[index].driver = SessionDriver(store: nodes[index].store, historyForNewcomers: 1000, syncs: true)
         nodes[index].store.losesUnsyncedCommits()
+        // Now and then the disk refuses a commit (full, or failing), before the network heals.
+        nodes[index].store.failsCommit = { [unowned self] in self.options.faults && self.now < self.options.chaos && self.chance(1) }
         restoreTransfers(index)
         log("n\(index) starts (incarnation \(nodes[index].incarnation))")
         perform(index) { $0.start(at: self.time(index)) }
