@@ -111,11 +111,16 @@ extension SessionStateMachine {
 
     private func transferFaults(_ faults: inout [String]) {
         let limits = transfers.limits
-        if transfers.incoming.count > limits.maximumIncoming {
-            faults.append("\(transfers.incoming.count) transfers coming in, past the limit of \(limits.maximumIncoming)")
-        }
-        for (peer, count) in Dictionary(grouping: transfers.incoming.values, by: \.peer.id).mapValues(\.count) where count > limits.maximumIncomingPerPeer {
-            faults.append("\(count) transfers coming in from \(peer.short), past the limit of \(limits.maximumIncomingPerPeer)")
+        // Under way, and being looked up (each within the same limits: `offered`).
+        for lookingUp in [false, true] {
+            let some = transfers.incoming.values.filter { ($0.stage == .lookingUp) == lookingUp }
+            let what = lookingUp ? "offers being looked up" : "transfers coming in"
+            if some.count > limits.maximumIncoming {
+                faults.append("\(some.count) \(what), past the limit of \(limits.maximumIncoming)")
+            }
+            for (peer, count) in Dictionary(grouping: some, by: \.peer.id).mapValues(\.count) where count > limits.maximumIncomingPerPeer {
+                faults.append("\(count) \(what) from \(peer.short), past the limit of \(limits.maximumIncomingPerPeer)")
+            }
         }
         for (id, transfer) in transfers.incoming {
             let name = "incoming \(id.description.prefix(8)) (\(transfer.stage))"

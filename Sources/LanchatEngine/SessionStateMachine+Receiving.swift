@@ -64,7 +64,14 @@ extension SessionStateMachine {
             return
         }
         transfers.incoming[offer.id] = TransferTable.Incoming(peer: peer, offer: offer, stage: .lookingUp, started: now.monotonic)
-        if offer.kind == .file {
+        // Offers being looked up have a limit of their own (as many as may be under way): past it, one is
+        // refused at once (`incomingLookedUp` finds it over the cap), so that a member's burst of offers
+        // holds no more than that while the store is asked. (Under it, an offer past the cap is still
+        // looked up: one received before is answered "complete".)
+        let limits = transfers.limits
+        let lookingUp = transfers.incoming.values.filter { $0.stage == .lookingUp }
+        let overLimit = lookingUp.count { $0.peer.id == peer.id } > limits.maximumIncomingPerPeer || lookingUp.count > limits.maximumIncoming
+        if offer.kind == .file, !overLimit {
             out.append(.file(.lookUp(offer, from: peer)))
         } else {
             out += incomingLookedUp(offer.id, .none, at: now)
@@ -176,6 +183,8 @@ extension SessionStateMachine {
     public mutating func written(_ id: WireID, upTo offset: UInt64, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard var transfer = transfers.incoming[id], var machine = transfer.machine else { return out }
+        // Past what this attempt received: a write of an earlier attempt under this id, answered late.
+        guard offset <= machine.received else { return out }
         if offset > transfer.written { transfer.lastProgress = now.monotonic }
         transfer.written = max(transfer.written, offset)
         // Progress as the machine decides it (every `progressEvery` written; the sender stays within its window of it).
