@@ -159,7 +159,7 @@ struct Doctor: AsyncParsableCommand {
                          fix: "make \(printable(path)) a directory the daemon's user may write in (e.g. install -d -m 0700 -o USER \(printable(path))), "
                             + "or start lanchatd with --download-dir DIR")
         }
-        let free = status.downloadFreeBytes.map { String(format: " (%.1f GB free)", Double($0) / 1e9) } ?? ""
+        let free = status.downloadFreeBytes.map { " (\(Format.decimal(Double($0) / 1e9, places: 1)) GB free)" } ?? ""
         return Check(name: "downloads", result: "ok", detail: "received files go to \(printable(path))\(free)")
     }
 

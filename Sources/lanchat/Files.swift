@@ -90,14 +90,14 @@ func progressLine(_ entry: TransferEntry) -> String {
     let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled)
     let rate = entry.rate / 1_000_000
     var text = "\(printable(entry.name)) \(entry.direction == "outgoing" ? "->" : "<-") \(printable(entry.peer))  [\(bar)] \(Int(fraction * 100))%"
-    text += "  \(String(format: "%.1f", rate)) MB/s"
+    text += "  \(Format.decimal(rate, places: 1)) MB/s"
     if entry.state == "active", entry.rate > 0 {
         text += "  ETA \(Int(Double(entry.size - entry.done) / entry.rate))s"
     } else if entry.state != "active" {
         text += "  \(entry.state)\(entry.error.map { ": \(printable($0))" } ?? "")\(entry.path.map { " \(printable($0))" } ?? "")"
     }
     if let resent = entry.resent, resent > 0 {
-        text += String(format: " (resumed; %.1f MB sent twice)", Double(resent) / 1e6)
+        text += " (resumed; \(Format.decimal(Double(resent) / 1e6, places: 1)) MB sent twice)"
     }
     return text
 }

@@ -248,10 +248,7 @@ func senderLabel(_ message: MessageInfo) -> String {
 
 /// "12:01:02 [lab] alice: hello", with continuation lines indented; system notices as "* ...".
 func describe(_ message: MessageInfo, showRoom: Bool = true) -> String {
-    let date = Date(timeIntervalSince1970: Double(message.timestampMs) / 1000)
-    let formatter = DateFormatter()
-    formatter.dateFormat = "HH:mm:ss"
-    let prefix = "\(formatter.string(from: date))\(showRoom ? " [\(message.room)]" : "")"
+    let prefix = "\(Format.clock(milliseconds: Int64(message.timestampMs)))\(showRoom ? " [\(message.room)]" : "")"
     let lines = message.text.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }
     if message.kind == "system" { return "\(prefix) * \(lines.joined(separator: " "))" }
     if let file = message.file {

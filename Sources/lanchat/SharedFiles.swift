@@ -17,9 +17,9 @@ func shortFileID(_ id: String) -> String {
 func sizeText(_ bytes: Int) -> String {
     switch bytes {
     case ..<1000: "\(bytes) B"
-    case ..<1_000_000: String(format: "%.1f kB", Double(bytes) / 1e3)
-    case ..<1_000_000_000: String(format: "%.1f MB", Double(bytes) / 1e6)
-    default: String(format: "%.2f GB", Double(bytes) / 1e9)
+    case ..<1_000_000: Format.decimal(Double(bytes) / 1e3, places: 1) + " kB"
+    case ..<1_000_000_000: Format.decimal(Double(bytes) / 1e6, places: 1) + " MB"
+    default: Format.decimal(Double(bytes) / 1e9, places: 2) + " GB"
     }
 }
 

@@ -216,7 +216,7 @@ private final class StreamProgress: Sendable {
     private func line(_ counts: Counts) -> String {
         let seconds = max(0.001, Date().timeIntervalSince(started))
         let rate = Double(counts.sentBytes + counts.receivedBytes) / seconds / 1e6
-        return String(format: "sent %.1f MB, received %.1f MB, %.1f MB/s", Double(counts.sentBytes) / 1e6, Double(counts.receivedBytes) / 1e6, rate)
+        return "sent \(Format.decimal(Double(counts.sentBytes) / 1e6, places: 1)) MB, received \(Format.decimal(Double(counts.receivedBytes) / 1e6, places: 1)) MB, \(Format.decimal(rate, places: 1)) MB/s"
     }
 
     func finish(outcome: String??, json: Bool) {
