@@ -15,7 +15,10 @@ extension LabFixture {
 
     func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
 
-    func engine() -> SessionStateMachine {
+    func engine() -> SessionStateMachine { engine(version: 3) }
+
+    /// The same, connected at `version` (1: unsigned messages are kept).
+    func engine(version: UInt16) -> SessionStateMachine {
         let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
         var node = SessionStateMachine(
             configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
@@ -23,7 +26,7 @@ extension LabFixture {
             addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
         for (handle, peer) in [(1, bob), (2, carol), (3, stranger)] {
-            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
+            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: version, at: at(1))
         }
         return node
     }

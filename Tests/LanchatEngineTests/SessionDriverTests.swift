@@ -8,18 +8,7 @@ import Testing
 /// ACK, our own messages go first only under the send-first rule.
 @Suite struct SessionDriverTests: LabFixture {
     /// Alice in lab with bob (link 1) and carol (link 2), unsigned (wire version 1): their messages are kept.
-    func engine() -> SessionStateMachine {
-        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
-        var node = SessionStateMachine(
-            configuration: .init(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never),
-            restored: .init(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook()),
-            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
-        _ = node.start(at: at(0))
-        for (handle, peer) in [(1, bob), (2, carol)] {
-            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: 1, at: at(1))
-        }
-        return node
-    }
+    func engine() -> SessionStateMachine { engine(version: 1) }
 
     func message(_ sequence: UInt64) -> WireFrame {
         .message(.init(id: WireID(bytes: [UInt8](repeating: UInt8(sequence), count: 16))!, room: lab, sequence: sequence,
