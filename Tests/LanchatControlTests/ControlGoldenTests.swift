@@ -8,11 +8,7 @@ import Testing
 @Suite struct ControlGoldenTests {
     typealias S = ControlGoldenSamples
 
-    static func event(_ type: String, _ build: (inout ControlEvent) -> Void = { _ in }) -> ControlResponse {
-        var event = ControlEvent(type: type, time: S.time)
-        build(&event)
-        return ControlResponse(id: nil, event: event)
-    }
+    static func event(_ kind: ControlEvent.Kind) -> ControlResponse { ControlResponse(id: nil, event: ControlEvent(time: S.time, kind)) }
 
     static func answer(_ id: Int = 1, _ build: (inout ControlResponse) -> Void) -> ControlResponse {
         var response = ControlResponse(id: id)
@@ -45,23 +41,23 @@ import Testing
         ("meta", answer { $0.meta = [S.meta, S.deletedMeta] }),
         ("topic", answer { $0.topic = S.publishedTopic }),
         ("files", answer { $0.files = [S.sharedFile] }),
-        ("event-found", event("found") { $0.peer = S.peer }),
-        ("event-changed", event("changed") { $0.peer = S.incompatiblePeer }),
-        ("event-lost", event("lost") { $0.peer = S.peer }),
-        ("event-advertising", event("advertising") { $0.advertising = "registered"; $0.instance = "alice@lab #2" }),
-        ("event-advertising-no-instance", event("advertising") { $0.advertising = "avahi_unavailable" }),
-        ("event-invitation", event("invitation") { $0.invitation = S.invitation }),
-        ("event-invitation_closed", event("invitation_closed") { $0.invitation = S.closedInvitation }),
-        ("event-invite_outcome", event("invite_outcome") { $0.invite = S.invite }),
-        ("event-member", event("member") { $0.member = S.memberEvent }),
-        ("event-message", event("message") { $0.message = S.fileMessage }),
-        ("event-transfer", event("transfer") { $0.transfer = S.activeTransfer }),
-        ("event-presence", event("presence") { $0.presence = S.presence }),
-        ("event-typing", event("typing") { $0.member = MemberEvent(room: "lab", name: "bob@lab", id: S.bobID, state: "typing") }),
-        ("event-meta", event("meta") { $0.meta = S.deletedMeta }),
-        ("event-left", event("left") { $0.member = S.leftEvent }),
-        ("event-security", event("security") { $0.text = "bob@lab's key changed"; $0.name = "bob@lab" }),
-        ("event-topic", event("topic") { $0.topic = S.receivedTopic }),
+        ("event-found", event(.found(S.peer))),
+        ("event-changed", event(.changed(S.incompatiblePeer))),
+        ("event-lost", event(.lost(S.peer))),
+        ("event-advertising", event(.advertising(state: "registered", instance: "alice@lab #2"))),
+        ("event-advertising-no-instance", event(.advertising(state: "avahi_unavailable", instance: nil))),
+        ("event-invitation", event(.invitation(S.invitation))),
+        ("event-invitation_closed", event(.invitationClosed(S.closedInvitation))),
+        ("event-invite_outcome", event(.inviteOutcome(S.invite))),
+        ("event-member", event(.member(S.memberEvent))),
+        ("event-message", event(.message(S.fileMessage))),
+        ("event-transfer", event(.transfer(S.activeTransfer))),
+        ("event-presence", event(.presence(S.presence))),
+        ("event-typing", event(.typing(room: "lab", name: "bob@lab", id: S.bobID))),
+        ("event-meta", event(.meta(S.deletedMeta))),
+        ("event-left", event(.left(S.leftEvent))),
+        ("event-security", event(.security(text: "bob@lab's key changed", name: "bob@lab"))),
+        ("event-topic", event(.topic(S.receivedTopic))),
     ]
 
     static let golden: [String: String] = [
@@ -167,5 +163,31 @@ import Testing
         let value = try #require(Self.samples.first { $0.name == name }).value
         let text = try #require(Self.golden[name])
         #expect(try ControlJSON.decoder().decode(ControlResponse.self, from: Data(text.utf8)) == value)
+    }
+
+    @Test func anUnknownEventTypeDecodesAsOtherWithItsNameOnly() throws {
+        let line = #"{"event":{"type":"quorum","time":"2026-11-27T04:40:00.123Z","peer":{"name":"x"},"votes":3},"ok":true}"#
+        let response = try ControlJSON.decoder().decode(ControlResponse.self, from: Data(line.utf8))
+        let event = try #require(response.event)
+        guard case .other(let unknown) = event.kind else {
+            Issue.record("decoded as \(event.kind)")
+            return
+        }
+        #expect(unknown.type == "quorum" && event.type == "quorum" && event.time == S.time)
+        #expect(event.peer == nil)
+        #expect(String(decoding: ControlJSON.line(event).dropLast(), as: UTF8.self) == #"{"time":"2026-11-27T04:40:00.123Z","type":"quorum"}"#)
+    }
+
+    @Test(arguments: [
+        #"{"type":"found","time":"t"}"#, #"{"type":"security","time":"t","text":"x"}"#,
+        #"{"type":"advertising","time":"t","instance":"a"}"#, #"{"type":"typing","time":"t"}"#, #"{"time":"t","peer":null}"#,
+    ])
+    func aKnownEventTypeWithoutItsPayloadDoesNotDecode(line: String) {
+        #expect(throws: DecodingError.self) { try ControlJSON.decoder().decode(ControlEvent.self, from: Data(line.utf8)) }
+    }
+
+    @Test func typingCarriesTheMemberAsOnTheWire() {
+        let event = ControlEvent(time: S.time, .typing(room: "lab", name: "bob@lab", id: S.bobID))
+        #expect(event.member == MemberEvent(room: "lab", name: "bob@lab", id: S.bobID, state: "typing"))
     }
 }
