@@ -8,39 +8,33 @@ import Testing
 @Suite struct ControlGoldenTests {
     typealias S = ControlGoldenSamples
 
-    static func event(_ kind: ControlEvent.Kind) -> ControlResponse { ControlResponse(id: nil, event: ControlEvent(time: S.time, kind)) }
-
-    static func answer(_ id: Int = 1, _ build: (inout ControlResponse) -> Void) -> ControlResponse {
-        var response = ControlResponse(id: id)
-        build(&response)
-        return response
-    }
+    static func event(_ kind: ControlEvent.Kind) -> ControlResponse { .event(ControlEvent(time: S.time, kind)) }
 
     static let samples: [(name: String, value: ControlResponse)] = [
         ("ok", ControlResponse(id: 1)),
         ("failure", .failure(id: 7, ControlError(code: .notAMember, message: "bob is not a member of lab"))),
         ("failure-no-id", .failure(id: nil, ControlError(code: .idle, message: "closing this connection"))),
-        ("status", answer { $0.status = S.status }),
-        ("peers", answer { $0.peers = [S.peer, S.incompatiblePeer] }),
-        ("peers-empty", answer { $0.peers = [] }),
-        ("ping", answer { $0.ping = S.ping }),
-        ("invite", answer { $0.invite = S.invite }),
-        ("invitation", answer { $0.invitation = S.closedInvitation }),
-        ("invitations", answer { $0.invitations = [S.invitation] }),
-        ("rooms", answer { $0.rooms = [S.room] }),
-        ("room", answer { $0.room = S.room }),
-        ("sent", answer { $0.sent = S.sent }),
-        ("history", answer { $0.history = [S.message, S.fileMessage] }),
-        ("forgotten", answer { $0.forgotten = "bob@lab" }),
-        ("trusted", answer { $0.trusted = S.member }),
-        ("transfer", answer { $0.transfer = S.transfer }),
-        ("transfers", answer { $0.transfers = [S.transfer, S.activeTransfer] }),
-        ("stream", answer { $0.stream = S.stream }),
-        ("connect", answer { $0.connect = S.connect }),
-        ("presence", answer { $0.presence = S.presence }),
-        ("meta", answer { $0.meta = [S.meta, S.deletedMeta] }),
-        ("topic", answer { $0.topic = S.publishedTopic }),
-        ("files", answer { $0.files = [S.sharedFile] }),
+        ("status", ControlResponse(id: 1, .status(S.status))),
+        ("peers", ControlResponse(id: 1, .peers([S.peer, S.incompatiblePeer]))),
+        ("peers-empty", ControlResponse(id: 1, .peers([]))),
+        ("ping", ControlResponse(id: 1, .ping(S.ping))),
+        ("invite", ControlResponse(id: 1, .invite(S.invite))),
+        ("invitation", ControlResponse(id: 1, .invitation(S.closedInvitation))),
+        ("invitations", ControlResponse(id: 1, .invitations([S.invitation]))),
+        ("rooms", ControlResponse(id: 1, .rooms([S.room]))),
+        ("room", ControlResponse(id: 1, .room(S.room))),
+        ("sent", ControlResponse(id: 1, .sent(S.sent))),
+        ("history", ControlResponse(id: 1, .history([S.message, S.fileMessage]))),
+        ("forgotten", ControlResponse(id: 1, .forgotten("bob@lab"))),
+        ("trusted", ControlResponse(id: 1, .trusted(S.member))),
+        ("transfer", ControlResponse(id: 1, .transfer(S.transfer))),
+        ("transfers", ControlResponse(id: 1, .transfers([S.transfer, S.activeTransfer]))),
+        ("stream", ControlResponse(id: 1, .stream(S.stream))),
+        ("connect", ControlResponse(id: 1, .connect(S.connect))),
+        ("presence", ControlResponse(id: 1, .presence(S.presence))),
+        ("meta", ControlResponse(id: 1, .meta([S.meta, S.deletedMeta]))),
+        ("topic", ControlResponse(id: 1, .topic(S.publishedTopic))),
+        ("files", ControlResponse(id: 1, .files([S.sharedFile]))),
         ("event-found", event(.found(S.peer))),
         ("event-changed", event(.changed(S.incompatiblePeer))),
         ("event-lost", event(.lost(S.peer))),
@@ -184,6 +178,19 @@ import Testing
     ])
     func aKnownEventTypeWithoutItsPayloadDoesNotDecode(line: String) {
         #expect(throws: DecodingError.self) { try ControlJSON.decoder().decode(ControlEvent.self, from: Data(line.utf8)) }
+    }
+
+    @Test func aResponseWithoutAKnownPayloadKeyIsABareOk() throws {
+        let line = #"{"id":3,"ok":true,"quorum":{"votes":3},"status":null}"#
+        let response = try ControlJSON.decoder().decode(ControlResponse.self, from: Data(line.utf8))
+        #expect(response == ControlResponse(id: 3))
+        #expect(response.payload == .none && response.status == nil)
+    }
+
+    @Test func aFailureWithoutAnErrorStillDecodes() throws {
+        // The client turns it into a `failed` error (ControlClient.call).
+        let response = try ControlJSON.decoder().decode(ControlResponse.self, from: Data(#"{"id":3,"ok":false}"#.utf8))
+        #expect(!response.ok && response.error == nil && response.payload == .none)
     }
 
     @Test func typingCarriesTheMemberAsOnTheWire() {
