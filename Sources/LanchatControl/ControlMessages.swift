@@ -262,49 +262,184 @@ public struct ControlError: Error, Codable, Equatable, Sendable, CustomStringCon
 }
 
 /// One line from the daemon: a response to a request, or an event of a watch.
+///
+/// The daemon builds only valid ones: an answer (`ok` true, no error) with the one payload its method
+/// returns (`init(id:_:)`), a failure (`ok` false, with the error, no payload: `failure(id:_:)`), or an
+/// event of a watch or topic subscription (`event(_:)`). On the wire the payload is one key beside `id`,
+/// `ok` and `error` (docs/control-api.schema.json); a line with none of the keys this version knows
+/// decodes as `.none`.
 public struct ControlResponse: Codable, Equatable, Sendable {
-    public var id: Int?
-    public var ok: Bool
-    public var error: ControlError?
-    public var status: DaemonStatus?
-    public var peers: [PeerInfo]?
-    public var event: ControlEvent?
-    public var ping: PingResult?
-    public var invite: InviteResult?
-    public var invitation: InvitationInfo?
-    public var invitations: [InvitationInfo]?
-    public var rooms: [RoomInfo]?
-    public var room: RoomInfo?
-    public var sent: SendResult?
-    public var history: [MessageInfo]?
-    public var forgotten: String?
-    /// `trust`: the peer whose key is now known.
-    public var trusted: MemberInfo?
-    public var transfer: TransferEntry?
-    public var transfers: [TransferEntry]?
-    public var stream: StreamEntry?
-    public var connect: ConnectResult?
-    /// `presence`, `hand`: this host's presence now.
-    public var presence: PresenceInfo?
-    /// `meta`: the keys listed, got, set or deleted.
-    public var meta: [MetaInfo]?
-    /// `topic-pub`: the message's sequence, and whom it went to.
-    public var topic: TopicInfo?
-    /// `files`, `share`: files shared in rooms.
-    public var files: [SharedFileInfo]?
+    public let id: Int?
+    public let ok: Bool
+    public let error: ControlError?
+    public let payload: Payload
 
-    public init(id: Int?, ok: Bool = true, error: ControlError? = nil, status: DaemonStatus? = nil, peers: [PeerInfo]? = nil, event: ControlEvent? = nil, ping: PingResult? = nil) {
+    /// What a call returns, under its key on the wire.
+    public enum Payload: Equatable, Sendable {
+        /// A bare `ok` (`leave`, `typing`, `close`, `watch`, `topic-sub`; and every failure).
+        case none
+        /// `status`.
+        case status(DaemonStatus)
+        /// `peers`; `disconnect`: the peer no longer kept (one).
+        case peers([PeerInfo])
+        /// An event of a `watch` or `topic-sub` connection (no `id`).
+        case event(ControlEvent)
+        /// `ping`.
+        case ping(PingResult)
+        /// `invite`.
+        case invite(InviteResult)
+        /// `accept`, `decline`: the invitation answered.
+        case invitation(InvitationInfo)
+        /// `invitations`.
+        case invitations([InvitationInfo])
+        /// `rooms`.
+        case rooms([RoomInfo])
+        /// `members`, `remove`, `admin`: the room now.
+        case room(RoomInfo)
+        /// `send`.
+        case sent(SendResult)
+        /// `history`, `search`.
+        case history([MessageInfo])
+        /// `forget`: the name whose key was forgotten.
+        case forgotten(String)
+        /// `trust`: the peer whose key is now known.
+        case trusted(MemberInfo)
+        /// `send-file`, `cancel`, `fetch`.
+        case transfer(TransferEntry)
+        /// `transfers`.
+        case transfers([TransferEntry])
+        /// `stream`, `stream-accept`: the stream opened (the connection then carries its frames).
+        case stream(StreamEntry)
+        /// `connect`.
+        case connect(ConnectResult)
+        /// `presence`, `hand`: this host's presence now.
+        case presence(PresenceInfo)
+        /// `meta`: the keys listed, got, set or deleted.
+        case meta([MetaInfo])
+        /// `topic-pub`: the message's sequence, and whom it went to.
+        case topic(TopicInfo)
+        /// `files`; `share`: the file shared (one).
+        case files([SharedFileInfo])
+    }
+
+    /// A successful answer carrying `payload`.
+    public init(id: Int?, _ payload: Payload = .none) {
+        self.init(id: id, ok: true, error: nil, payload: payload)
+    }
+
+    private init(id: Int?, ok: Bool, error: ControlError?, payload: Payload) {
         self.id = id
         self.ok = ok
         self.error = error
-        self.status = status
-        self.peers = peers
-        self.event = event
-        self.ping = ping
+        self.payload = payload
     }
 
     public static func failure(id: Int?, _ error: ControlError) -> ControlResponse {
-        ControlResponse(id: id, ok: false, error: error)
+        ControlResponse(id: id, ok: false, error: error, payload: .none)
+    }
+
+    /// An event line of a `watch` or `topic-sub` connection.
+    public static func event(_ event: ControlEvent) -> ControlResponse {
+        ControlResponse(id: nil, .event(event))
+    }
+
+    // For readers: the payload, if it is that one.
+    public var status: DaemonStatus? { if case .status(let value) = payload { value } else { nil } }
+    public var peers: [PeerInfo]? { if case .peers(let value) = payload { value } else { nil } }
+    public var event: ControlEvent? { if case .event(let value) = payload { value } else { nil } }
+    public var ping: PingResult? { if case .ping(let value) = payload { value } else { nil } }
+    public var invite: InviteResult? { if case .invite(let value) = payload { value } else { nil } }
+    public var invitation: InvitationInfo? { if case .invitation(let value) = payload { value } else { nil } }
+    public var invitations: [InvitationInfo]? { if case .invitations(let value) = payload { value } else { nil } }
+    public var rooms: [RoomInfo]? { if case .rooms(let value) = payload { value } else { nil } }
+    public var room: RoomInfo? { if case .room(let value) = payload { value } else { nil } }
+    public var sent: SendResult? { if case .sent(let value) = payload { value } else { nil } }
+    public var history: [MessageInfo]? { if case .history(let value) = payload { value } else { nil } }
+    public var forgotten: String? { if case .forgotten(let value) = payload { value } else { nil } }
+    public var trusted: MemberInfo? { if case .trusted(let value) = payload { value } else { nil } }
+    public var transfer: TransferEntry? { if case .transfer(let value) = payload { value } else { nil } }
+    public var transfers: [TransferEntry]? { if case .transfers(let value) = payload { value } else { nil } }
+    public var stream: StreamEntry? { if case .stream(let value) = payload { value } else { nil } }
+    public var connect: ConnectResult? { if case .connect(let value) = payload { value } else { nil } }
+    public var presence: PresenceInfo? { if case .presence(let value) = payload { value } else { nil } }
+    public var meta: [MetaInfo]? { if case .meta(let value) = payload { value } else { nil } }
+    public var topic: TopicInfo? { if case .topic(let value) = payload { value } else { nil } }
+    public var files: [SharedFileInfo]? { if case .files(let value) = payload { value } else { nil } }
+
+    fileprivate enum CodingKeys: String, CodingKey {
+        case id, ok, error
+        case status, peers, event, ping, invite, invitation, invitations, rooms, room, sent, history, forgotten, trusted
+        case transfer, transfers, stream, connect, presence, meta, topic, files
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decodeIfPresent(Int.self, forKey: .id)
+        ok = try container.decode(Bool.self, forKey: .ok)
+        error = try container.decodeIfPresent(ControlError.self, forKey: .error)
+        payload = try Payload(from: container)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(id, forKey: .id)
+        try container.encode(ok, forKey: .ok)
+        try container.encodeIfPresent(error, forKey: .error)
+        switch payload {
+        case .none: break
+        case .status(let value): try container.encode(value, forKey: .status)
+        case .peers(let value): try container.encode(value, forKey: .peers)
+        case .event(let value): try container.encode(value, forKey: .event)
+        case .ping(let value): try container.encode(value, forKey: .ping)
+        case .invite(let value): try container.encode(value, forKey: .invite)
+        case .invitation(let value): try container.encode(value, forKey: .invitation)
+        case .invitations(let value): try container.encode(value, forKey: .invitations)
+        case .rooms(let value): try container.encode(value, forKey: .rooms)
+        case .room(let value): try container.encode(value, forKey: .room)
+        case .sent(let value): try container.encode(value, forKey: .sent)
+        case .history(let value): try container.encode(value, forKey: .history)
+        case .forgotten(let value): try container.encode(value, forKey: .forgotten)
+        case .trusted(let value): try container.encode(value, forKey: .trusted)
+        case .transfer(let value): try container.encode(value, forKey: .transfer)
+        case .transfers(let value): try container.encode(value, forKey: .transfers)
+        case .stream(let value): try container.encode(value, forKey: .stream)
+        case .connect(let value): try container.encode(value, forKey: .connect)
+        case .presence(let value): try container.encode(value, forKey: .presence)
+        case .meta(let value): try container.encode(value, forKey: .meta)
+        case .topic(let value): try container.encode(value, forKey: .topic)
+        case .files(let value): try container.encode(value, forKey: .files)
+        }
+    }
+}
+
+extension ControlResponse.Payload {
+    /// The first payload key present (the daemon sends at most one), or `.none`. `null` counts as absent.
+    fileprivate init(from container: KeyedDecodingContainer<ControlResponse.CodingKeys>) throws {
+        func value<T: Decodable>(_ type: T.Type, _ key: ControlResponse.CodingKeys) throws -> T? {
+            try container.decodeIfPresent(type, forKey: key)
+        }
+        if let value = try value(DaemonStatus.self, .status) { self = .status(value) }
+        else if let value = try value([PeerInfo].self, .peers) { self = .peers(value) }
+        else if let value = try value(ControlEvent.self, .event) { self = .event(value) }
+        else if let value = try value(PingResult.self, .ping) { self = .ping(value) }
+        else if let value = try value(InviteResult.self, .invite) { self = .invite(value) }
+        else if let value = try value(InvitationInfo.self, .invitation) { self = .invitation(value) }
+        else if let value = try value([InvitationInfo].self, .invitations) { self = .invitations(value) }
+        else if let value = try value([RoomInfo].self, .rooms) { self = .rooms(value) }
+        else if let value = try value(RoomInfo.self, .room) { self = .room(value) }
+        else if let value = try value(SendResult.self, .sent) { self = .sent(value) }
+        else if let value = try value([MessageInfo].self, .history) { self = .history(value) }
+        else if let value = try value(String.self, .forgotten) { self = .forgotten(value) }
+        else if let value = try value(MemberInfo.self, .trusted) { self = .trusted(value) }
+        else if let value = try value(TransferEntry.self, .transfer) { self = .transfer(value) }
+        else if let value = try value([TransferEntry].self, .transfers) { self = .transfers(value) }
+        else if let value = try value(StreamEntry.self, .stream) { self = .stream(value) }
+        else if let value = try value(ConnectResult.self, .connect) { self = .connect(value) }
+        else if let value = try value(PresenceInfo.self, .presence) { self = .presence(value) }
+        else if let value = try value([MetaInfo].self, .meta) { self = .meta(value) }
+        else if let value = try value(TopicInfo.self, .topic) { self = .topic(value) }
+        else if let value = try value([SharedFileInfo].self, .files) { self = .files(value) }
+        else { self = .none }
     }
 }
 
@@ -427,43 +562,167 @@ public struct PingResult: Codable, Equatable, Sendable {
     }
 }
 
-/// An event of the watch stream.
+/// An event of the watch stream (or, `topic`, of a `topic-sub` connection): when, and what happened.
+///
+/// On the wire: `type` and `time`, and the keys of that type's payload (docs/control-api.schema.json).
 public struct ControlEvent: Codable, Equatable, Sendable {
-    /// `found`, `changed`, `lost` (with `peer`), `advertising` (with `advertising` and `instance`),
-    /// `invitation` and `invitation_closed` (with `invitation`), `invite_outcome` (with `invite`),
-    /// `member` (with `member`), `message` (with `message`), `security` (with `text` and `name`),
-    /// `presence` (with `presence`), `meta` (with `meta`), `typing` (with `member`, state `typing`); on a `topic-sub` connection, `topic` (with `topic`).
-    public var type: String
     /// ISO 8601 time at the daemon.
     public var time: String
-    public var peer: PeerInfo?
-    public var advertising: String?
-    public var instance: String?
-    public var invitation: InvitationInfo?
-    public var invite: InviteResult?
-    public var member: MemberEvent?
-    public var message: MessageInfo?
-    public var text: String?
-    public var name: String?
-    public var transfer: TransferEntry?
-    /// `presence`: a member's availability, text or raised hands changed.
-    public var presence: PresenceInfo?
-    /// `meta`: a key of a room's metadata was set or deleted.
-    public var meta: MetaInfo?
-    /// `topic` (only on a `topic-sub` connection): a message on the topic.
-    public var topic: TopicInfo?
+    public var kind: Kind
 
-    public init(type: String, time: String, peer: PeerInfo? = nil, advertising: String? = nil, instance: String? = nil,
-                invitation: InvitationInfo? = nil, invite: InviteResult? = nil, member: MemberEvent? = nil, message: MessageInfo? = nil) {
-        self.type = type
+    public init(time: String, _ kind: Kind) {
         self.time = time
-        self.peer = peer
-        self.advertising = advertising
-        self.instance = instance
-        self.invitation = invitation
-        self.invite = invite
-        self.member = member
-        self.message = message
+        self.kind = kind
+    }
+
+    /// Each event type with exactly what it carries (the wire's keys in the comments).
+    public enum Kind: Equatable, Sendable {
+        /// `found`, `changed`, `lost` (`peer`): discovery (or a static peer) saw a peer appear, change, go.
+        case found(PeerInfo), changed(PeerInfo), lost(PeerInfo)
+        /// `advertising` (`advertising`, `instance`): this daemon's advertisement changed state.
+        case advertising(state: String, instance: String?)
+        /// `invitation` (`invitation`): an invitation to this daemon arrived.
+        case invitation(InvitationInfo)
+        /// `invitation_closed` (`invitation`, with its `outcome`): it was answered, expired or withdrawn.
+        case invitationClosed(InvitationInfo)
+        /// `invite_outcome` (`invite`): a peer answered an invitation from this daemon.
+        case inviteOutcome(InviteResult)
+        /// `member` (`member`): a member's connection state changed.
+        case member(MemberEvent)
+        /// `left` (`member`, state `left`, with `code`, `reason`, `fatal`): a member left or was removed.
+        case left(MemberEvent)
+        /// `typing` (`member`, state `typing`): a member is typing in the room.
+        case typing(room: String, name: String, id: String)
+        /// `message` (`message`): a message in a room, sent or received.
+        case message(MessageInfo)
+        /// `transfer` (`transfer`): a file transfer progressed or ended.
+        case transfer(TransferEntry)
+        /// `presence` (`presence`): a member's availability, text or raised hands changed.
+        case presence(PresenceInfo)
+        /// `meta` (`meta`): a key of a room's metadata was set or deleted.
+        case meta(MetaInfo)
+        /// `security` (`text`, `name`): a warning about a peer (e.g. its key changed).
+        case security(text: String, name: String)
+        /// `topic` (`topic`), only on a `topic-sub` connection: a message on the topic.
+        case topic(TopicInfo)
+        /// A type this version does not know (a newer daemon's): its name only, the rest is dropped.
+        /// Only decoding makes one.
+        case other(Unknown)
+
+        /// The wire's `type`.
+        public var type: String {
+            switch self {
+            case .found: "found"
+            case .changed: "changed"
+            case .lost: "lost"
+            case .advertising: "advertising"
+            case .invitation: "invitation"
+            case .invitationClosed: "invitation_closed"
+            case .inviteOutcome: "invite_outcome"
+            case .member: "member"
+            case .left: "left"
+            case .typing: "typing"
+            case .message: "message"
+            case .transfer: "transfer"
+            case .presence: "presence"
+            case .meta: "meta"
+            case .security: "security"
+            case .topic: "topic"
+            case .other(let unknown): unknown.type
+            }
+        }
+    }
+
+    /// An event type this version does not know.
+    public struct Unknown: Equatable, Sendable {
+        public let type: String
+        fileprivate init(type: String) { self.type = type }
+    }
+
+    /// The wire's `type`.
+    public var type: String { kind.type }
+
+    // For readers: the payload, if the event carries that one.
+    /// `found`, `changed`, `lost`.
+    public var peer: PeerInfo? {
+        switch kind {
+        case .found(let peer), .changed(let peer), .lost(let peer): peer
+        default: nil
+        }
+    }
+    /// `invitation`, `invitation_closed`.
+    public var invitation: InvitationInfo? {
+        switch kind {
+        case .invitation(let invitation), .invitationClosed(let invitation): invitation
+        default: nil
+        }
+    }
+    /// `member`, `left`, `typing`, as on the wire.
+    public var member: MemberEvent? {
+        switch kind {
+        case .member(let member), .left(let member): member
+        case .typing(let room, let name, let id): MemberEvent(room: room, name: name, id: id, state: "typing")
+        default: nil
+        }
+    }
+    public var message: MessageInfo? { if case .message(let value) = kind { value } else { nil } }
+    public var transfer: TransferEntry? { if case .transfer(let value) = kind { value } else { nil } }
+    public var topic: TopicInfo? { if case .topic(let value) = kind { value } else { nil } }
+
+    private enum CodingKeys: String, CodingKey {
+        case type, time, peer, advertising, instance, invitation, invite, member, message, text, name, transfer, presence, meta, topic
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        time = try container.decode(String.self, forKey: .time)
+        func value<T: Decodable>(_ key: CodingKeys) throws -> T { try container.decode(T.self, forKey: key) }
+        let type = try container.decode(String.self, forKey: .type)
+        switch type {
+        case "found": kind = .found(try value(.peer))
+        case "changed": kind = .changed(try value(.peer))
+        case "lost": kind = .lost(try value(.peer))
+        case "advertising": kind = .advertising(state: try value(.advertising), instance: try container.decodeIfPresent(String.self, forKey: .instance))
+        case "invitation": kind = .invitation(try value(.invitation))
+        case "invitation_closed": kind = .invitationClosed(try value(.invitation))
+        case "invite_outcome": kind = .inviteOutcome(try value(.invite))
+        case "member": kind = .member(try value(.member))
+        case "left": kind = .left(try value(.member))
+        case "typing":
+            let member: MemberEvent = try value(.member)
+            kind = .typing(room: member.room, name: member.name, id: member.id)
+        case "message": kind = .message(try value(.message))
+        case "transfer": kind = .transfer(try value(.transfer))
+        case "presence": kind = .presence(try value(.presence))
+        case "meta": kind = .meta(try value(.meta))
+        case "security": kind = .security(text: try value(.text), name: try value(.name))
+        case "topic": kind = .topic(try value(.topic))
+        default: kind = .other(Unknown(type: type))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(kind.type, forKey: .type)
+        try container.encode(time, forKey: .time)
+        switch kind {
+        case .found(let peer), .changed(let peer), .lost(let peer): try container.encode(peer, forKey: .peer)
+        case .advertising(let state, let instance):
+            try container.encode(state, forKey: .advertising)
+            try container.encodeIfPresent(instance, forKey: .instance)
+        case .invitation(let invitation), .invitationClosed(let invitation): try container.encode(invitation, forKey: .invitation)
+        case .inviteOutcome(let invite): try container.encode(invite, forKey: .invite)
+        case .member, .left, .typing: try container.encode(member, forKey: .member)
+        case .message(let message): try container.encode(message, forKey: .message)
+        case .transfer(let transfer): try container.encode(transfer, forKey: .transfer)
+        case .presence(let presence): try container.encode(presence, forKey: .presence)
+        case .meta(let meta): try container.encode(meta, forKey: .meta)
+        case .security(let text, let name):
+            try container.encode(text, forKey: .text)
+            try container.encode(name, forKey: .name)
+        case .topic(let topic): try container.encode(topic, forKey: .topic)
+        case .other: break
+        }
     }
 }
 

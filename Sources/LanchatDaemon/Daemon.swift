@@ -183,46 +183,48 @@ struct DaemonControlHandler: ControlHandler {
 
     /// The one table from a method to what answers it.
     func respond(to call: ControlCall, id: Int) async -> ControlResponse {
-        var response = ControlResponse(id: id)
+        let payload: ControlResponse.Payload
         do throws(ControlError) {
             switch call {
-            case .status: response.status = await status()
-            case .peers: response.peers = await peers()
-            case .ping(let peer, let count): response.ping = try await ping(query: peer, count: count)
-            case .invite(let invite): response.invite = try await sessions.invite(invite)
-            case .invitations: response.invitations = await sessions.invitations()
-            case .accept(let id, let history): response.invitation = try await sessions.answer(id, accept: true, reason: nil, history: history)
-            case .decline(let id, let reason): response.invitation = try await sessions.answer(id, accept: false, reason: reason)
-            case .rooms: response.rooms = await sessions.rooms()
-            case .members(let room): response.room = try await sessions.members(room)
-            case .leave(let room): try await sessions.leave(room)
-            case .send(let send): response.sent = try await sessions.send(send)
-            case .history(let room, let limit): response.history = try await sessions.history(room: room, limit: limit)
-            case .search(let search): response.history = try await sessions.search(search)
-            case .forget(let peer): response.forgotten = try await sessions.forget(peer)
-            case .trust(let peer): response.trusted = try await sessions.trust(peer)
-            case .sendFile(let peer, let path, let token): response.transfer = try await sessions.sendFile(to: peer, path: path, fileToken: token)
-            case .transfers: response.transfers = await sessions.transfers()
-            case .cancel(let id): response.transfer = try await sessions.cancel(id)
-            case .connect(let address, let confirm): response.connect = try await connect(address, confirm: confirm)
-            case .disconnect(let peer): response.peers = [try await disconnect(peer)]
-            case .presence(let availability, let text): response.presence = await sessions.presence(availability: availability, text: text)
-            case .hand(let up, let room): response.presence = try await sessions.hand(up: up, room: room)
-            case .meta(let meta): response.meta = try await sessions.meta(meta)
-            case .typing(let room): try await sessions.typing(room)
-            case .topicPublish(let publish): response.topic = try await sessions.publish(publish)
-            case .remove(let peer, let room, let reason): response.room = try await sessions.remove(peer, from: room, reason: reason ?? "")
-            case .close(let room, let reason): try await sessions.closeRoom(room, reason: reason ?? "")
-            case .admin(let peer, let room, let on): response.room = try await sessions.admin(peer, of: room, on)
-            case .share(let room, let path, let token): response.files = [try await sessions.share(room: room, path: path, fileToken: token)]
-            case .files(let room, let limit): response.files = try await sessions.files(room: room, limit: limit)
-            case .fetch(let id, let to): response.transfer = try await sessions.fetch(id, to: to)
+            case .status: payload = .status(await status())
+            case .peers: payload = .peers(await peers())
+            case .ping(let peer, let count): payload = .ping(try await ping(query: peer, count: count))
+            case .invite(let invite): payload = .invite(try await sessions.invite(invite))
+            case .invitations: payload = .invitations(await sessions.invitations())
+            case .accept(let id, let history): payload = .invitation(try await sessions.answer(id, accept: true, reason: nil, history: history))
+            case .decline(let id, let reason): payload = .invitation(try await sessions.answer(id, accept: false, reason: reason))
+            case .rooms: payload = .rooms(await sessions.rooms())
+            case .members(let room): payload = .room(try await sessions.members(room))
+            case .leave(let room): try await sessions.leave(room); payload = .none
+            case .send(let send): payload = .sent(try await sessions.send(send))
+            case .history(let room, let limit): payload = .history(try await sessions.history(room: room, limit: limit))
+            case .search(let search): payload = .history(try await sessions.search(search))
+            case .forget(let peer): payload = .forgotten(try await sessions.forget(peer))
+            case .trust(let peer): payload = .trusted(try await sessions.trust(peer))
+            case .sendFile(let peer, let path, let token):
+                // A bare ok only if the transfer left the list (the last 100 ended) before it was looked up.
+                payload = try await sessions.sendFile(to: peer, path: path, fileToken: token).map { .transfer($0) } ?? .none
+            case .transfers: payload = .transfers(await sessions.transfers())
+            case .cancel(let id): payload = .transfer(try await sessions.cancel(id))
+            case .connect(let address, let confirm): payload = .connect(try await connect(address, confirm: confirm))
+            case .disconnect(let peer): payload = .peers([try await disconnect(peer)])
+            case .presence(let availability, let text): payload = .presence(await sessions.presence(availability: availability, text: text))
+            case .hand(let up, let room): payload = .presence(try await sessions.hand(up: up, room: room))
+            case .meta(let meta): payload = .meta(try await sessions.meta(meta))
+            case .typing(let room): try await sessions.typing(room); payload = .none
+            case .topicPublish(let publish): payload = .topic(try await sessions.publish(publish))
+            case .remove(let peer, let room, let reason): payload = .room(try await sessions.remove(peer, from: room, reason: reason ?? ""))
+            case .close(let room, let reason): try await sessions.closeRoom(room, reason: reason ?? ""); payload = .none
+            case .admin(let peer, let room, let on): payload = .room(try await sessions.admin(peer, of: room, on))
+            case .share(let room, let path, let token): payload = .files([try await sessions.share(room: room, path: path, fileToken: token)])
+            case .files(let room, let limit): payload = .files(try await sessions.files(room: room, limit: limit))
+            case .fetch(let id, let to): payload = .transfer(try await sessions.fetch(id, to: to))
             case .watch, .stream, .streamAccept, .topicSubscribe: throw .badRequest("\(call.method.rawValue) is not a one-answer method")
             }
         } catch {
             return .failure(id: id, error)
         }
-        return response
+        return ControlResponse(id: id, payload)
     }
 
     func openStream(named name: String, to peer: String) async throws(ControlError) -> any ControlStream {

@@ -398,25 +398,20 @@ final class InteractiveState: Sendable {
     }
 
     func handle(_ event: ControlEvent) {
-        switch event.type {
-        case "invitation":
-            if let invitation = event.invitation {
-                prompt(invitation)
-                if notify { DesktopNotification.send("lanchat: invitation", "\(invitation.from) invites you to '\(invitation.room)'") }
+        switch event.kind {
+        case .invitation(let invitation):
+            prompt(invitation)
+            if notify { DesktopNotification.send("lanchat: invitation", "\(invitation.from) invites you to '\(invitation.room)'") }
+        case .invitationClosed(let invitation):
+            resolved(invitation.id)
+            if ui != nil, shared.withLock({ $0.pending.isEmpty }) { ui?.ask(nil) }
+            if invitation.outcome == "expired" || invitation.outcome == "withdrawn" {
+                say("invitation from \(printable(invitation.from)) to \(invitation.room) \(invitation.outcome!)")
+            } else if invitation.outcome?.hasPrefix("accepted ") == true {
+                say("joined \(invitation.room) (\(invitation.outcome!))")
+                if room == nil { room = invitation.room }
             }
-        case "invitation_closed":
-            if let invitation = event.invitation {
-                resolved(invitation.id)
-                if ui != nil, shared.withLock({ $0.pending.isEmpty }) { ui?.ask(nil) }
-                if invitation.outcome == "expired" || invitation.outcome == "withdrawn" {
-                    say("invitation from \(printable(invitation.from)) to \(invitation.room) \(invitation.outcome!)")
-                } else if invitation.outcome?.hasPrefix("accepted ") == true {
-                    say("joined \(invitation.room) (\(invitation.outcome!))")
-                    if room == nil { room = invitation.room }
-                }
-            }
-        case "message":
-            guard let message = event.message else { return }
+        case .message(let message):
             if let ui {
                 // Our own lines too: the input line does not echo them into the conversation.
                 ui.message(message, showRoom: message.room != room)
@@ -427,27 +422,24 @@ final class InteractiveState: Sendable {
             if notify, message.outgoing != true, message.kind == "text", Self.mentions(message.text, ownName) {
                 DesktopNotification.send("lanchat: \(message.sender) in \(message.room)", message.text)
             }
-        case "invite_outcome", "security":
+        case .inviteOutcome, .security:
             if let text = describeSession(event) { say(text) }
-        case "transfer":
+        case .transfer(let transfer):
             // Announce files that arrived (or failed to), and how the ones we sent ended; the UI's status
             // line shows the progress meanwhile.
-            if let transfer = event.transfer {
-                ui?.transfer(transfer)
-                if transfer.hasEnded { say(progressLine(transfer)) }
-            }
-        case "member":
+            ui?.transfer(transfer)
+            if transfer.hasEnded { say(progressLine(transfer)) }
+        case .member:
             refreshMembers()
-        case "left":
+        case .left(let member):
             // Others' departures are notices in the room; ours (removed, closed) is said here too, with its code.
             refreshMembers()
-            if let member = event.member, member.fatal == true, member.id == ownID, member.code != "left",
-               let text = describeSession(event) {
+            if member.fatal == true, member.id == ownID, member.code != "left", let text = describeSession(event) {
                 say(text + " (you are no longer in \(member.room))")
             }
-        case "typing":
-            if showTyping, let member = event.member { ui?.typing(printable(member.name), in: member.room) }
-        case "presence":
+        case .typing(let room, let name, _):
+            if showTyping { ui?.typing(printable(name), in: room) }
+        case .presence:
             // Shown as a line (who changed and to what), and in the status line's raised hands (looked up
             // at most once a second: a member toggling its status costs no connection per change).
             if let text = describeSession(event) { say(text) }
@@ -458,7 +450,7 @@ final class InteractiveState: Sendable {
                 return true
             }
             if due { refreshMembers() }
-        default:
+        case .found, .changed, .lost, .advertising, .meta, .topic, .other:
             break  // found/lost: see /peers
         }
     }

@@ -27,7 +27,10 @@ struct Watch: ParsableCommand {
             }
             // As text, a departure is the room's notice (a message event) already, and the administration's
             // entries are said by their effect (a removal, a closing): neither is printed twice.
-            if !json, event.type == "left" || (event.type == "meta" && event.meta.map { Self.isAdministration($0.key) } == true) { continue }
+            if !json {
+                if case .left = event.kind { continue }
+                if case .meta(let meta) = event.kind, Self.isAdministration(meta.key) { continue }
+            }
             // One write per event, unbuffered, so a pipe sees each event at once.
             let text = json ? String(decoding: ControlJSON.line(event), as: UTF8.self) : Self.describe(event) + "\n"
             FileHandle.standardOutput.write(Data(text.utf8))
@@ -45,45 +48,49 @@ struct Watch: ParsableCommand {
     }
 
     static func describe(_ event: ControlEvent) -> String {
-        if let peer = event.peer {
+        switch event.kind {
+        case .found(let peer), .changed(let peer), .lost(let peer):
             let id = peer.shortId.map { " (\($0))" } ?? ""
             let address = peer.addresses.first.map { " \($0) port \(peer.port)" } ?? ""
             let note = peer.compatible ? "" : " [incompatible: \(printable(peer.problem ?? "?"))]"
             return "\(event.time) \(event.type) \(printable(peer.name))\(id)\(address)\(note)"
+        case .advertising(let state, let instance):
+            return "\(event.time) advertising \(state)\(instance.map { " as \"\(printable($0))\"" } ?? "")"
+        default:
+            if let text = describeSession(event) { return "\(event.time) \(text)" }
+            return "\(event.time) \(event.type)"
         }
-        if let text = describeSession(event) { return "\(event.time) \(text)" }
-        if event.type == "advertising" {
-            return "\(event.time) advertising \(event.advertising ?? "?")\(event.instance.map { " as \"\(printable($0))\"" } ?? "")"
-        }
-        return "\(event.time) \(event.type)"
     }
 }
 
 /// One line for a session event (shared by `watch` and the interactive mode), or `nil`.
 func describeSession(_ event: ControlEvent) -> String? {
-    if let message = event.message { return describe(message) }
-    if let invitation = event.invitation {
+    switch event.kind {
+    case .message(let message):
+        return describe(message)
+    case .invitation(let invitation):
         let from = "\(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), code \(invitation.shortCode))"
-        if event.type == "invitation" {
-            let note = invitation.message.map { ": \"\(printable($0))\"" } ?? ""
-            return "invitation \(invitation.id.prefix(8)) from \(from) to room '\(invitation.room)'\(note)"
-        }
+        let note = invitation.message.map { ": \"\(printable($0))\"" } ?? ""
+        return "invitation \(invitation.id.prefix(8)) from \(from) to room '\(invitation.room)'\(note)"
+    case .invitationClosed(let invitation):
         return "invitation \(invitation.id.prefix(8)) from \(printable(invitation.from)) to '\(invitation.room)': \(invitation.outcome ?? "closed")"
-    }
-    if let invite = event.invite {
+    case .inviteOutcome(let invite):
         return "invitation to \(printable(invite.peer)) (\(invite.room)): \(invite.outcome)\(invite.reason.map { " (\(printable($0)))" } ?? "")"
-    }
-    if let member = event.member, member.state == "left" {
+    case .left(let member):
         return "[\(member.room)] \(printable(member.reason ?? "\(member.name) left"))" + (member.code.map { " [\($0)]" } ?? "")
-    }
-    if let member = event.member {
+    case .member(let member):
         return "[\(member.room)] \(printable(member.name)) is \(member.state.replacingOccurrences(of: "_", with: " "))"
-    }
-    if event.type == "security" { return "SECURITY: \(printable(event.text ?? ""))" }
-    if let presence = event.presence { return "\(printable(presence.name)) is \(describe(presence))" }
-    if let meta = event.meta {
+    case .typing(let room, let name, _):
+        return "[\(room)] \(printable(name)) is typing"
+    case .security(let text, _):
+        return "SECURITY: \(printable(text))"
+    case .presence(let presence):
+        return "\(printable(presence.name)) is \(describe(presence))"
+    case .meta(let meta):
         return "[\(meta.room)] \(printable(meta.author)) " + (meta.deleted ? "deleted \(meta.key)" : "set \(meta.key) = \(printable(meta.value ?? ""))") + " (version \(meta.version))"
+    case .transfer(let transfer):
+        return "transfer " + progressLine(transfer)
+    case .found, .changed, .lost, .advertising, .topic, .other:
+        return nil
     }
-    if let transfer = event.transfer { return "transfer " + progressLine(transfer) }
-    return nil
 }

@@ -58,7 +58,7 @@ import Testing
 
     @Test func responsesUseSnakeCaseAndRoundTrip() throws {
         let peer = PeerInfo(name: "a", id: nil, shortId: "abc", instance: "a", host: "h.local", port: 1, addresses: [], interfaces: ["lan0"], state: "discovered", rooms: [], compatible: true, problem: nil, protocolVersion: 1, encryption: "required")
-        let response = ControlResponse(id: 1, peers: [peer])
+        let response = ControlResponse(id: 1, .peers([peer]))
         let line = ControlJSON.line(response)
         let text = String(decoding: line, as: UTF8.self)
         #expect(text.contains("\"short_id\":\"abc\""))

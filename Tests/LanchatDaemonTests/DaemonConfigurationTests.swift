@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @testable import LanchatDaemon
+import LanchatControl
 import LanchatDiscovery
 import Testing
 
@@ -179,10 +180,10 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
     @Test func eventHubDropsOldestForSlowSubscribers() async {
         let hub = EventHub(bufferSize: 2)
         let stream = hub.subscribe()
-        for index in 0..<5 { hub.publish(.init(type: "e\(index)", time: "")) }
+        for index in 0..<5 { hub.publish(ControlEvent(time: "e\(index)", .advertising(state: "registered", instance: nil))) }
         hub.finishAll()
         var seen: [String] = []
-        for await event in stream { seen.append(event.type) }
+        for await event in stream { seen.append(event.time) }
         #expect(seen == ["e3", "e4"])
         #expect(hub.subscriberCount == 0)
     }

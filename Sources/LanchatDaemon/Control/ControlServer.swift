@@ -160,9 +160,7 @@ public final class ControlServer: Service {
                     }
                     if let stream = opened {
                         idle.exempt()
-                        var response = ControlResponse(id: request.id)
-                        response.stream = stream.entry
-                        try await send(response)
+                        try await send(ControlResponse(id: request.id, .stream(stream.entry)))
                         try await pipe(stream, buffered: framer.takeBuffered(), from: iterator, to: outbound)
                         return
                     }
@@ -236,7 +234,7 @@ public final class ControlServer: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in events {
-                    try await Self.send(ControlResponse(id: nil, event: event), to: outbound)
+                    try await Self.send(ControlResponse.event(event), to: outbound)
                 }
             }
             group.addTask {

@@ -84,7 +84,7 @@ public actor DiscoveryService: Service {
         logger.info(previous == nil ? "static peer added" : "static peer changed", metadata: [
             "peer.id": "\(id.short)", "peer.name": "\(advertisement.displayName)", "peer.address": "\(peer.instanceName)",
         ])
-        hub.publish(ControlEvent(type: previous == nil ? "found" : "changed", time: Self.now(), peer: Self.info(peer)))
+        hub.publish(ControlEvent(time: Self.now(), previous == nil ? .found(Self.info(peer)) : .changed(Self.info(peer))))
     }
 
     /// Stops listing a static peer; DNS-SD's view of it, if any, stays.
@@ -95,7 +95,7 @@ public actor DiscoveryService: Service {
         } else {
             directory.remove(id)
         }
-        hub.publish(ControlEvent(type: "lost", time: Self.now(), peer: Self.info(peer)))
+        hub.publish(ControlEvent(time: Self.now(), .lost(Self.info(peer))))
     }
 
     static func hint(_ peer: DiscoveredPeer) -> PeerAddressHint {
@@ -137,7 +137,7 @@ public actor DiscoveryService: Service {
         let previous = advertising[interfaceIndex]
         advertising[interfaceIndex] = (state, name)
         guard previous?.state != state || previous?.name != name else { return }
-        hub.publish(ControlEvent(type: "advertising", time: Self.now(), advertising: state.rawValue, instance: name))
+        hub.publish(ControlEvent(time: Self.now(), .advertising(state: state.rawValue, instance: name)))
     }
 
     private func advertiseLoop(interfaceIndex: UInt32) async {
@@ -378,7 +378,13 @@ public actor DiscoveryService: Service {
                         directory.update(advertisement.peerID, Self.hint(peer))
                     }
                 }
-                hub.publish(ControlEvent(type: type, time: Self.now(), peer: Self.info(peer)))
+                let info = Self.info(peer)
+                let kind: ControlEvent.Kind = switch event {
+                case .found: .found(info)
+                case .changed: .changed(info)
+                case .lost: .lost(info)
+                }
+                hub.publish(ControlEvent(time: Self.now(), kind))
             }
         }
     }

@@ -262,14 +262,12 @@ struct SessionControl: Sendable {
             // this call; it ends when the deliveries end, or is cancelled when the consumer stops (onTermination).
             let task = Task {
                 for await delivery in deliveries {
-                    var event = ControlEvent(type: "topic", time: DiscoveryService.now())
                     var info = TopicInfo(room: delivery.room, topic: delivery.topic, sequence: delivery.sequence)
                     info.from = delivery.from.name
                     info.fromId = delivery.from.id.rawValue
                     info.text = delivery.text
                     info.reliable = delivery.reliable
-                    event.topic = info
-                    continuation.yield(event)
+                    continuation.yield(ControlEvent(time: DiscoveryService.now(), .topic(info)))
                 }
                 continuation.finish()
             }

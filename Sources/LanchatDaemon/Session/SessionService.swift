@@ -28,58 +28,49 @@ public struct SessionService: Service {
         switch event {
         case .invitation(let invitation):
             logger.info("invitation received", metadata: ["peer.name": "\(invitation.from.name)", "room": "\(invitation.room)"])
-            hub.publish(ControlEvent(type: "invitation", time: now, invitation: Self.info(invitation)))
+            hub.publish(ControlEvent(time: now, .invitation(Self.info(invitation))))
         case .invitationClosed(let invitation, let outcome):
             var info = Self.info(invitation)
             info.outcome = outcome
-            hub.publish(ControlEvent(type: "invitation_closed", time: now, invitation: info))
+            hub.publish(ControlEvent(time: now, .invitationClosed(info)))
         case .inviteOutcome(let id, let peer, let room, let outcome):
             logger.info("invitation answered", metadata: ["peer.name": "\(peer.name)", "room": "\(room)", "outcome": "\(outcome.code)"])
-            hub.publish(ControlEvent(type: "invite_outcome", time: now, invite: InviteResult(
-                id: id, peer: peer.name, peerId: peer.id.rawValue, room: room, outcome: outcome.code, reason: outcome.reason)))
+            hub.publish(ControlEvent(time: now, .inviteOutcome(InviteResult(
+                id: id, peer: peer.name, peerId: peer.id.rawValue, room: room, outcome: outcome.code, reason: outcome.reason))))
         case .memberState(let room, let peer, let state):
             logger.info("member state", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "state": "\(state.rawValue)"])
-            hub.publish(ControlEvent(type: "member", time: now, member: MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: state.rawValue)))
+            hub.publish(ControlEvent(time: now, .member(MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: state.rawValue))))
         case .message(let message):
             var info = Self.info(message.stored)
             info.outgoing = message.outgoing
             info.reliable = message.reliable
-            hub.publish(ControlEvent(type: "message", time: now, message: info))
+            hub.publish(ControlEvent(time: now, .message(info)))
         case .transfer(let info):
             if info.state != "active" {
                 logger.info("transfer", metadata: ["transfer.id": "\(info.id.prefix(8))", "peer.name": "\(info.peer.name)", "state": "\(info.state)",
                                                    "size": "\(info.size)", "error": "\(info.error ?? "")"])
             }
-            var event = ControlEvent(type: "transfer", time: now)
-            event.transfer = Self.entry(info)
-            hub.publish(event)
+            hub.publish(ControlEvent(time: now, .transfer(Self.entry(info))))
         case .presence(let peer, let state, _):
             logger.debug("presence", metadata: ["peer.name": "\(peer.name)", "availability": "\(state.availability.name)", "hands": "\(state.hands.count)"])
-            var event = ControlEvent(type: "presence", time: now)
-            event.presence = Self.info(peer, state)
-            hub.publish(event)
+            hub.publish(ControlEvent(time: now, .presence(Self.info(peer, state))))
         case .typing(let room, let peer):
-            hub.publish(ControlEvent(type: "typing", time: now, member: MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: "typing")))
+            hub.publish(ControlEvent(time: now, .typing(room: room, name: peer.name, id: peer.id.rawValue)))
         case .metadata(let room, let entry, let name):
             logger.info("metadata", metadata: ["room": "\(room)", "key": "\(entry.key)", "version": "\(entry.version)", "author": "\(name)"])
-            var event = ControlEvent(type: "meta", time: now)
-            event.meta = Self.info(entry, room: room, author: name)
-            hub.publish(event)
+            hub.publish(ControlEvent(time: now, .meta(Self.info(entry, room: room, author: name))))
         case .memberLeft(let room, let peer, let code, let text, let fatal):
             logger.info("member left", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "code": "\(code)", "fatal": "\(fatal)"])
             var member = MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: "left")
             member.code = code
             member.reason = text
             member.fatal = fatal
-            hub.publish(ControlEvent(type: "left", time: now, member: member))
+            hub.publish(ControlEvent(time: now, .left(member)))
         case .topicMessage:
             break  // handed to the topic's subscribers by the node, never to watch
         case .security(let peer, let text):
             logger.warning("security", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(peer.id.short)", "text": "\(text)"])
-            var event = ControlEvent(type: "security", time: now)
-            event.text = text
-            event.name = peer.name
-            hub.publish(event)
+            hub.publish(ControlEvent(time: now, .security(text: text, name: peer.name)))
         }
     }
 
