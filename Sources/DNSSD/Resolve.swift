@@ -17,8 +17,10 @@ private func resolveReply(
     var host = String(cString: hostTarget)
     if host.hasSuffix(".") { host.removeLast() }
     let bytes = txt.map { Array(UnsafeBufferPointer(start: $0, count: Int(txtLength))) } ?? []
-    box.continuation.yield(.success(ResolvedService(
-        hostName: host, port: UInt16(bigEndian: port), txt: bytes, interfaceIndex: interfaceIndex)))
+    box.continuation.yield(
+        .success(
+            ResolvedService(
+                hostName: host, port: UInt16(bigEndian: port), txt: bytes, interfaceIndex: interfaceIndex)))
 }
 
 private func queryReply(

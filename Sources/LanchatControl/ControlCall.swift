@@ -346,8 +346,10 @@ public enum ControlCall: Equatable, Sendable {
                 guard let value = Double(text), Invite.timeoutRange.contains(value) else { throw .badRequest("timeout must be 1-3600 seconds") }
                 timeout = value
             }
-            self = .invite(Invite(peer: try p.required("peer"), room: p.optional("room"), message: message, timeoutSeconds: timeout,
-                                  wait: try p.flag("wait", default: false)))
+            self = .invite(
+                Invite(
+                    peer: try p.required("peer"), room: p.optional("room"), message: message, timeoutSeconds: timeout,
+                    wait: try p.flag("wait", default: false)))
         case .accept:
             let since = try p.integer("history_since_ms", in: 0...Int(Int64.max)).map { Int64($0) }
             var history = JoinHistory(sinceMilliseconds: since)
@@ -410,15 +412,19 @@ public enum ControlCall: Equatable, Sendable {
         case .topicPublish:
             // The text may be empty; it must be there.
             guard let text = p.values["text"] else { throw .badRequest("topic-pub needs params.text") }
-            self = .topicPublish(TopicPublish(room: p.optional("room"), topic: try p.required("topic"), text: text,
-                                              reliable: try p.flag("reliable", default: false)))
+            self = .topicPublish(
+                TopicPublish(
+                    room: p.optional("room"), topic: try p.required("topic"), text: text,
+                    reliable: try p.flag("reliable", default: false)))
         case .topicSubscribe: self = .topicSubscribe(room: p.optional("room"), topic: try p.required("topic"))
         case .remove, .close:
             let reason = p.optional("reason")
             if let reason, reason.utf8.count > Self.maximumStatusText {
                 throw .badRequest("the reason is longer than \(Self.maximumStatusText) bytes (\(reason.utf8.count))")
             }
-            self = method == .remove ? .remove(peer: try p.required("peer"), room: p.optional("room"), reason: reason)
+            self =
+                method == .remove
+                ? .remove(peer: try p.required("peer"), room: p.optional("room"), reason: reason)
                 : .close(room: try p.required("room"), reason: reason)
         case .admin: self = .admin(peer: try p.required("peer"), room: p.optional("room"), on: try p.flag("on", default: true))
         case .share:

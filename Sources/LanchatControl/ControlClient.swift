@@ -55,7 +55,9 @@ public final class ControlClient {
             case ENAMETOOLONG:
                 throw ControlError(code: .badSocketPath, message: "socket path is too long: \(path)")
             case ENOENT:
-                throw ControlError(code: .daemonNotRunning, message: "lanchatd is not running: no socket at \(path) (start it with `lanchatd` or `systemctl start lanchatd`, or pass --socket)")
+                throw ControlError(
+                    code: .daemonNotRunning,
+                    message: "lanchatd is not running: no socket at \(path) (start it with `lanchatd` or `systemctl start lanchatd`, or pass --socket)")
             case ECONNREFUSED:
                 throw ControlError(code: .daemonNotRunning, message: "lanchatd is not running: \(path) refuses connections (a stale socket left by a daemon that died?)")
             case EACCES, EPERM:

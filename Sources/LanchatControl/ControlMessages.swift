@@ -256,7 +256,7 @@ public struct ControlError: Error, Codable, Equatable, Sendable, CustomStringCon
             .tooLong, .tooLarge, .notAMember, .notAdmin, .removed, .unknownInvitation, .reservedKey, .versionMismatch,
             .tooManyVersions, .tooManyKeys, .unsupported, .tooManyTopics, .rateLimited, .stopped, .writeFailed,
             .unknownTransfer, .tooLate, .notFound, .corrupt, .history, .streamRefused, .streamAborted, .streamFinished,
-            .storage
+            .storage,
         ]
     }
 }
@@ -418,28 +418,51 @@ extension ControlResponse.Payload {
         func value<T: Decodable>(_ type: T.Type, _ key: ControlResponse.CodingKeys) throws -> T? {
             try container.decodeIfPresent(type, forKey: key)
         }
-        if let value = try value(DaemonStatus.self, .status) { self = .status(value) }
-        else if let value = try value([PeerInfo].self, .peers) { self = .peers(value) }
-        else if let value = try value(ControlEvent.self, .event) { self = .event(value) }
-        else if let value = try value(PingResult.self, .ping) { self = .ping(value) }
-        else if let value = try value(InviteResult.self, .invite) { self = .invite(value) }
-        else if let value = try value(InvitationInfo.self, .invitation) { self = .invitation(value) }
-        else if let value = try value([InvitationInfo].self, .invitations) { self = .invitations(value) }
-        else if let value = try value([RoomInfo].self, .rooms) { self = .rooms(value) }
-        else if let value = try value(RoomInfo.self, .room) { self = .room(value) }
-        else if let value = try value(SendResult.self, .sent) { self = .sent(value) }
-        else if let value = try value([MessageInfo].self, .history) { self = .history(value) }
-        else if let value = try value(String.self, .forgotten) { self = .forgotten(value) }
-        else if let value = try value(MemberInfo.self, .trusted) { self = .trusted(value) }
-        else if let value = try value(TransferEntry.self, .transfer) { self = .transfer(value) }
-        else if let value = try value([TransferEntry].self, .transfers) { self = .transfers(value) }
-        else if let value = try value(StreamEntry.self, .stream) { self = .stream(value) }
-        else if let value = try value(ConnectResult.self, .connect) { self = .connect(value) }
-        else if let value = try value(PresenceInfo.self, .presence) { self = .presence(value) }
-        else if let value = try value([MetaInfo].self, .meta) { self = .meta(value) }
-        else if let value = try value(TopicInfo.self, .topic) { self = .topic(value) }
-        else if let value = try value([SharedFileInfo].self, .files) { self = .files(value) }
-        else { self = .none }
+        if let value = try value(DaemonStatus.self, .status) {
+            self = .status(value)
+        } else if let value = try value([PeerInfo].self, .peers) {
+            self = .peers(value)
+        } else if let value = try value(ControlEvent.self, .event) {
+            self = .event(value)
+        } else if let value = try value(PingResult.self, .ping) {
+            self = .ping(value)
+        } else if let value = try value(InviteResult.self, .invite) {
+            self = .invite(value)
+        } else if let value = try value(InvitationInfo.self, .invitation) {
+            self = .invitation(value)
+        } else if let value = try value([InvitationInfo].self, .invitations) {
+            self = .invitations(value)
+        } else if let value = try value([RoomInfo].self, .rooms) {
+            self = .rooms(value)
+        } else if let value = try value(RoomInfo.self, .room) {
+            self = .room(value)
+        } else if let value = try value(SendResult.self, .sent) {
+            self = .sent(value)
+        } else if let value = try value([MessageInfo].self, .history) {
+            self = .history(value)
+        } else if let value = try value(String.self, .forgotten) {
+            self = .forgotten(value)
+        } else if let value = try value(MemberInfo.self, .trusted) {
+            self = .trusted(value)
+        } else if let value = try value(TransferEntry.self, .transfer) {
+            self = .transfer(value)
+        } else if let value = try value([TransferEntry].self, .transfers) {
+            self = .transfers(value)
+        } else if let value = try value(StreamEntry.self, .stream) {
+            self = .stream(value)
+        } else if let value = try value(ConnectResult.self, .connect) {
+            self = .connect(value)
+        } else if let value = try value(PresenceInfo.self, .presence) {
+            self = .presence(value)
+        } else if let value = try value([MetaInfo].self, .meta) {
+            self = .meta(value)
+        } else if let value = try value(TopicInfo.self, .topic) {
+            self = .topic(value)
+        } else if let value = try value([SharedFileInfo].self, .files) {
+            self = .files(value)
+        } else {
+            self = .none
+        }
     }
 }
 
@@ -475,7 +498,10 @@ public struct PeerInfo: Codable, Equatable, Sendable {
     public var availability: String?
     public var statusText: String?
 
-    public init(name: String, id: String?, shortId: String?, instance: String, host: String, port: Int, addresses: [String], interfaces: [String], state: String, rooms: [String], compatible: Bool, problem: String?, protocolVersion: Int?, encryption: String?, origin: String? = nil) {
+    public init(
+        name: String, id: String?, shortId: String?, instance: String, host: String, port: Int, addresses: [String], interfaces: [String], state: String, rooms: [String],
+        compatible: Bool, problem: String?, protocolVersion: Int?, encryption: String?, origin: String? = nil
+    ) {
         self.name = name
         self.id = id
         self.shortId = shortId
@@ -518,7 +544,10 @@ public struct DaemonStatus: Codable, Equatable, Sendable {
     /// Whether the daemon's own DNS-SD browse sees its advertisement (`nil`: an older daemon).
     public var advertisementVisible: Bool?
 
-    public init(name: String, id: String, shortId: String, instance: String?, advertising: String, port: Int, protocolVersion: Int, encryption: String, peers: Int, pid: Int, version: String, startedAt: String) {
+    public init(
+        name: String, id: String, shortId: String, instance: String?, advertising: String, port: Int, protocolVersion: Int, encryption: String, peers: Int, pid: Int,
+        version: String, startedAt: String
+    ) {
         self.name = name
         self.id = id
         self.shortId = shortId

@@ -16,7 +16,9 @@ public struct InvitationInfo: Codable, Equatable, Sendable {
     /// In `invitation_closed` events: accepted, declined, expired, withdrawn, or "accepted automatically".
     public var outcome: String?
 
-    public init(id: String, from: String, fromId: String, room: String, message: String?, shortCode: String, receivedAt: String, expiresAt: String, outcome: String? = nil) {
+    public init(
+        id: String, from: String, fromId: String, room: String, message: String?, shortCode: String, receivedAt: String, expiresAt: String, outcome: String? = nil
+    ) {
         self.id = id
         self.from = from
         self.fromId = fromId
@@ -111,8 +113,10 @@ public struct MessageInfo: Codable, Equatable, Sendable {
     /// A file message: the file shared in the room, as announced (its `text` is the announcement).
     public var file: SharedFileInfo?
 
-    public init(id: String, room: String, sender: String, senderId: String, sequence: Int, timestampMs: Int, time: String, kind: String, text: String,
-                outgoing: Bool? = nil, reliable: Bool? = nil, signed: Bool? = nil) {
+    public init(
+        id: String, room: String, sender: String, senderId: String, sequence: Int, timestampMs: Int, time: String, kind: String, text: String,
+        outgoing: Bool? = nil, reliable: Bool? = nil, signed: Bool? = nil
+    ) {
         self.id = id
         self.room = room
         self.sender = sender
@@ -193,8 +197,10 @@ public struct SharedFileInfo: Codable, Equatable, Sendable {
     public var timestampMs: Int
     public var time: String
 
-    public init(id: String, room: String, name: String, size: Int, sha256: String, type: String, image: Bool, held: Bool?,
-                from: String, fromId: String, timestampMs: Int, time: String) {
+    public init(
+        id: String, room: String, name: String, size: Int, sha256: String, type: String, image: Bool, held: Bool?,
+        from: String, fromId: String, timestampMs: Int, time: String
+    ) {
         self.id = id
         self.room = room
         self.name = name
@@ -232,8 +238,10 @@ public struct TransferEntry: Codable, Equatable, Sendable {
     /// Outgoing: bytes sent more than once because of resumes (absent when none).
     public var resent: Int?
 
-    public init(id: String, direction: String, peer: String, peerId: String, name: String, size: Int, done: Int, rate: Double, state: String,
-                path: String?, error: String?, resent: Int? = nil) {
+    public init(
+        id: String, direction: String, peer: String, peerId: String, name: String, size: Int, done: Int, rate: Double, state: String,
+        path: String?, error: String?, resent: Int? = nil
+    ) {
         self.id = id
         self.direction = direction
         self.peer = peer

@@ -35,7 +35,10 @@ public enum StreamPipe {
     }
 
     public static func headerBytes(type: UInt8, length: Int) -> [UInt8] {
-        [type, UInt8(truncatingIfNeeded: length >> 24), UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
+        [
+            type, UInt8(truncatingIfNeeded: length >> 24), UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8),
+            UInt8(truncatingIfNeeded: length),
+        ]
     }
 
     public static func encode(_ frame: Frame) -> [UInt8] {

@@ -25,9 +25,11 @@ public struct StreamName: Hashable, Sendable, CustomStringConvertible {
 
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
-        guard (1...64).contains(bytes.count), bytes.allSatisfy({
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d || $0 == 0x2e || $0 == 0x5f
-        }) else { return nil }
+        guard (1...64).contains(bytes.count),
+            bytes.allSatisfy({
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d || $0 == 0x2e || $0 == 0x5f
+            })
+        else { return nil }
         rawValue = text
     }
 
@@ -40,9 +42,11 @@ public struct RoomID: Hashable, Sendable, CustomStringConvertible {
 
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
-        guard (1...32).contains(bytes.count), bytes.allSatisfy({
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d
-        }) else { return nil }
+        guard (1...32).contains(bytes.count),
+            bytes.allSatisfy({
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2d
+            })
+        else { return nil }
         rawValue = text
     }
 

@@ -21,8 +21,10 @@ public struct StoredMessage: Equatable, Sendable {
     /// Sent to some members of the room only: never relayed, nor sent to newcomers.
     public var direct: Bool
 
-    public init(id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
-                authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false) {
+    public init(
+        id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
+        authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false
+    ) {
         self.id = id
         self.room = room
         self.senderID = senderID
@@ -78,7 +80,8 @@ public struct StoredProof: Equatable, Sendable {
     public init?(encoded: String) {
         let parts = encoded.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
         guard parts.count == 4, let timestamp = UInt64(parts[0]), let key = Hex.bytes(String(parts[1])),
-              let signature = Hex.bytes(String(parts[2])) else { return nil }
+            let signature = Hex.bytes(String(parts[2]))
+        else { return nil }
         self.init(inviter: String(parts[3]), timestamp: timestamp, key: key, signature: signature)
     }
 }
@@ -124,9 +127,11 @@ public struct StoredTransfer: Equatable, Sendable {
     /// reopened only if it is still that very file ("": not recorded, by a store of schema 2).
     public var fileIdentity: String
 
-    public init(id: String, outgoing: Bool, peerID: String, peerName: String, path: String, name: String, size: Int64, sha256: String,
-                modified: Int64, room: String = "", state: String = "active", sentMark: Int64 = 0, resent: Int64 = 0,
-                fileIdentity: String = "") {
+    public init(
+        id: String, outgoing: Bool, peerID: String, peerName: String, path: String, name: String, size: Int64, sha256: String,
+        modified: Int64, room: String = "", state: String = "active", sentMark: Int64 = 0, resent: Int64 = 0,
+        fileIdentity: String = ""
+    ) {
         self.id = id
         self.outgoing = outgoing
         self.peerID = peerID
@@ -157,8 +162,10 @@ public struct StoredMeta: Equatable, Sendable {
     public var authorKey: [UInt8]
     public var signature: [UInt8]
 
-    public init(room: String, key: String, value: String, deleted: Bool, version: UInt64, timestamp: Int64, authorID: String,
-                authorKey: [UInt8], signature: [UInt8]) {
+    public init(
+        room: String, key: String, value: String, deleted: Bool, version: UInt64, timestamp: Int64, authorID: String,
+        authorKey: [UInt8], signature: [UInt8]
+    ) {
         self.room = room
         self.key = key
         self.value = value

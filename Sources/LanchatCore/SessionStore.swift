@@ -48,7 +48,9 @@ public protocol SessionStore: AnyObject {
     /// `export` in pieces, for a history too large to hold at once: the next at most `count` of those
     /// messages after `cursor` (nil: the first piece), oldest first, and where the next piece starts
     /// (nil: none is left). Messages stored meanwhile after the last one read are included, up to `limit`.
-    func exportPage(room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int) throws
+    func exportPage(
+        room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int
+    ) throws
         -> (messages: [StoredMessage], next: ExportCursor?)
     /// The newest timestamp of a text or file message in `room` (0 if none).
     func latestTimestamp(room: String) throws -> Int64
@@ -125,13 +127,19 @@ public struct ExportCursor: Equatable, Sendable {
 extension SessionStore {
     /// For a store that holds everything in memory (nothing to gain from reading in pieces): the pieces
     /// of the whole export, by position (`tiebreak`), for tests that write nothing between pieces.
-    public func exportPage(room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int) throws
-        -> (messages: [StoredMessage], next: ExportCursor?) {
+    public func exportPage(
+        room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int
+    ) throws
+        -> (messages: [StoredMessage], next: ExportCursor?)
+    {
         let whole = try export(room: room, since: since, limit: limit)
         let start = min(whole.count, max(0, Int(cursor?.tiebreak ?? 0)))
         let end = min(whole.count, start + max(0, count))
-        let next = whole.indices.contains(end) ? ExportCursor(timestamp: whole[end].timestamp, senderID: whole[end].senderID,
-                                                              sequence: whole[end].sequence, tiebreak: Int64(end), remaining: whole.count - end) : nil
+        let next =
+            whole.indices.contains(end)
+            ? ExportCursor(
+                timestamp: whole[end].timestamp, senderID: whole[end].senderID,
+                sequence: whole[end].sequence, tiebreak: Int64(end), remaining: whole.count - end) : nil
         return (Array(whole[start..<end]), next)
     }
 
@@ -182,8 +190,10 @@ public struct HistoryFilter: Equatable, Sendable {
     public var idSuffix: String?
     public var bodyPrefix: String?
 
-    public init(words: String? = nil, sender: String? = nil, since: Int64? = nil, kind: StoredMessage.Kind? = nil,
-                idSuffix: String? = nil, bodyPrefix: String? = nil) {
+    public init(
+        words: String? = nil, sender: String? = nil, since: Int64? = nil, kind: StoredMessage.Kind? = nil,
+        idSuffix: String? = nil, bodyPrefix: String? = nil
+    ) {
         self.words = words
         self.sender = sender
         self.since = since

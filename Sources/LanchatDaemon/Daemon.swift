@@ -79,8 +79,10 @@ public enum Daemon {
         }
         let listener: PeerPortListener
         do {
-            if !configuration.portChosen, let preferred = try? await PeerPortListener(
-                port: PeerAddress.defaultPort, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger) {
+            if !configuration.portChosen,
+                let preferred = try? await PeerPortListener(
+                    port: PeerAddress.defaultPort, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
+            {
                 listener = preferred
             } else {
                 listener = try await PeerPortListener(port: configuration.port, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -98,7 +100,9 @@ public enum Daemon {
         do {
             let storePath = joinPath(configuration.stateDirectory, ChatStore.fileName)
             let store: ChatStore
-            do { store = try ChatStore(path: storePath) } catch { throw StartupError("cannot open the history database: \(error.description) (move it away to start a new one)") }
+            do { store = try ChatStore(path: storePath) } catch {
+                throw StartupError("cannot open the history database: \(error.description) (move it away to start a new one)")
+            }
             let knownPeers: KnownPeers
             do { knownPeers = try KnownPeers(directory: configuration.stateDirectory) } catch { throw StartupError(error.description) }
             var sessionConfiguration = SessionNode.Configuration(
@@ -137,7 +141,8 @@ public enum Daemon {
         let handler = DaemonControlHandler(
             advertisement: advertisement, port: listener.port, downloads: downloads, discovery: discovery, staticPeers: staticPeers,
             connector: connector, hub: hub,
-            startedAt: DiscoveryService.now(), node: node, sessions: SessionControl(
+            startedAt: DiscoveryService.now(), node: node,
+            sessions: SessionControl(
                 node: node, discovery: discovery, passedFiles: passedFiles, sendsOnlyHandedOverFiles: configuration.socketGroup != nil))
         let control: ControlServer
         do {
@@ -154,10 +159,12 @@ public enum Daemon {
         } catch {
             throw StartupError(error.description)
         }
-        logger.info("lanchatd started", metadata: [
-            "peer.id": "\(identity.peerID)", "peer.name": "\(advertisement.displayName)", "peer.port": "\(listener.port)",
-            "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
-        ])
+        logger.info(
+            "lanchatd started",
+            metadata: [
+                "peer.id": "\(identity.peerID)", "peer.name": "\(advertisement.displayName)", "peer.port": "\(listener.port)",
+                "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
+            ])
         let group = ServiceGroup(
             services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing],
             gracefulShutdownSignals: [.sigterm, .sigint],

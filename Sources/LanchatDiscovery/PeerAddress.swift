@@ -21,7 +21,9 @@ public struct PeerAddress: Equatable, Sendable, CustomStringConvertible {
     /// `host`, `host:port`, `192.0.2.7:7473`, `fe80::1%eth0`, `[fe80::1%eth0]:7473`.
     public static func parse(_ text: String) -> Result<PeerAddress, ParseError> {
         func failure(_ why: String) -> Result<PeerAddress, ParseError> {
-            .failure(ParseError(description: "'\(String(text.unicodeScalars.prefix(64).map { $0.isASCII && $0.value >= 0x20 ? Character($0) : "?" }))' is not HOST[:PORT]: \(why)"))
+            .failure(
+                ParseError(
+                    description: "'\(String(text.unicodeScalars.prefix(64).map { $0.isASCII && $0.value >= 0x20 ? Character($0) : "?" }))' is not HOST[:PORT]: \(why)"))
         }
         guard !text.isEmpty else { return failure("it is empty") }
         guard text.utf8.count <= maximumLength else { return failure("longer than \(maximumLength) bytes") }

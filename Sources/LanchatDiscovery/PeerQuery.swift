@@ -25,9 +25,12 @@ public enum PeerQuery {
             case 0: return nil
             case 1: return .success(found[0])
             default:
-                return .failure(.ambiguous(query, candidates: found.map {
-                    "\($0.advertisement!.displayName) (\($0.advertisement!.peerID.short))"
-                }.sorted()))
+                return .failure(
+                    .ambiguous(
+                        query,
+                        candidates: found.map {
+                            "\($0.advertisement!.displayName) (\($0.advertisement!.peerID.short))"
+                        }.sorted()))
             }
         }
         if let byName = unique(usable.filter { $0.advertisement?.displayName == query }) { return byName }

@@ -42,7 +42,8 @@ struct InvitationBook: Sendable {
             throw SessionError(.unknownInvitation, "no pending invitation '\(prefix)' (it may have expired or been answered; see `lanchat invitations`)")
         }
         guard matches.count == 1 else {
-            throw SessionError(.ambiguous, "'\(prefix)' matches \(matches.count) invitations: \(matches.map { String($0.description.prefix(8)) }.sorted().joined(separator: ", "))")
+            throw SessionError(
+                .ambiguous, "'\(prefix)' matches \(matches.count) invitations: \(matches.map { String($0.description.prefix(8)) }.sorted().joined(separator: ", "))")
         }
         return first
     }

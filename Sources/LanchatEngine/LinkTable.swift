@@ -53,7 +53,8 @@ struct LinkTable: Sendable, Equatable {
         let id = new.peer.id
         if let existing = byPeer[id] {
             // A connection that proved the key (TLS) always wins over one that did not (plaintext).
-            let keepExisting = existing.authenticated && !new.authenticated
+            let keepExisting =
+                existing.authenticated && !new.authenticated
                 || (existing.authenticated == new.authenticated && existing.dialer != new.dialer && existing.dialer == min(ownID, id))
             if keepExisting { return .keepExisting(existing.handle) }
             byHandle[existing.handle] = nil

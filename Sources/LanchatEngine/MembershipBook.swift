@@ -76,7 +76,6 @@ struct MembershipBook: Sendable {
     /// `peer`'s proof for `room` (we are in it), as we hold it.
     mutating func setProof(_ proof: WireFrame.MembershipProof?, of peer: PeerID, in room: RoomID) { rooms[room]!.proofs[peer] = proof }
 
-
     /// `member` is admitted: neither shown as left nor buried any more.
     mutating func admitted(_ member: RoomMember) {
         departed.remove(member)
@@ -130,7 +129,8 @@ struct MembershipBook: Sendable {
             tombstones = tombstones.filter { $0.value > now }
             // (Ties broken by room and peer: a dictionary's order differs between runs, and a seed must replay.)
             if tombstones.count >= keep,
-               let oldest = tombstones.min(by: { ($0.value, $0.key.room.rawValue, $0.key.peer) < ($1.value, $1.key.room.rawValue, $1.key.peer) }) {
+                let oldest = tombstones.min(by: { ($0.value, $0.key.room.rawValue, $0.key.peer) < ($1.value, $1.key.room.rawValue, $1.key.peer) })
+            {
                 tombstones[oldest.key] = nil
             }
         }
@@ -150,8 +150,10 @@ struct MembershipBook: Sendable {
     /// vouches for it or it expires. A repeated claim keeps the time of the first. One peer holds at most
     /// `perPeer` (more are not kept: false); past `maximum` in all, the oldest goes; and the oldest go while
     /// all of them together are past `maximumClaimBytes`.
-    mutating func keepClaim(_ members: [WireFrame.Member], in room: RoomID, from sender: PeerID, perPeer: Int, maximum: Int, roomMembers: Int,
-                            at now: Int64) -> Bool {
+    mutating func keepClaim(
+        _ members: [WireFrame.Member], in room: RoomID, from sender: PeerID, perPeer: Int, maximum: Int, roomMembers: Int,
+        at now: Int64
+    ) -> Bool {
         let since = claims[room]?[sender]?.at
         if since == nil {
             let held = claims.values.reduce(0) { $0 + ($1[sender] == nil ? 0 : 1) }
@@ -168,8 +170,10 @@ struct MembershipBook: Sendable {
         claims[room, default: [:]][sender] = Claim(members: Array(members.prefix(roomMembers + 1)), at: since ?? now)
         var total = claimBytes
         while total > Engine.maximumClaimBytes {
-            guard let oldest = claims.flatMap({ room, byPeer in byPeer.map { (room: room, peer: $0.key, claim: $0.value) } })
-                .min(by: { ($0.claim.at, $0.room.rawValue, $0.peer.rawValue) < ($1.claim.at, $1.room.rawValue, $1.peer.rawValue) }) else { break }
+            guard
+                let oldest = claims.flatMap({ room, byPeer in byPeer.map { (room: room, peer: $0.key, claim: $0.value) } })
+                    .min(by: { ($0.claim.at, $0.room.rawValue, $0.peer.rawValue) < ($1.claim.at, $1.room.rawValue, $1.peer.rawValue) })
+            else { break }
             total -= Engine.bytes(of: oldest.claim.members)
             claims[oldest.room]?[oldest.peer] = nil
             if claims[oldest.room]?.isEmpty == true { claims[oldest.room] = nil }
@@ -267,7 +271,8 @@ struct MembershipBook: Sendable {
     mutating func keepLeave(_ member: RoomMember, at time: UInt64, keep: Int) -> Bool {
         if let held = signedLeaves[member], held >= time { return false }
         if signedLeaves.count >= keep, signedLeaves[member] == nil,
-           let oldest = signedLeaves.min(by: { ($0.value, $0.key.peer, $0.key.room.rawValue) < ($1.value, $1.key.peer, $1.key.room.rawValue) }) {
+            let oldest = signedLeaves.min(by: { ($0.value, $0.key.peer, $0.key.room.rawValue) < ($1.value, $1.key.peer, $1.key.room.rawValue) })
+        {
             signedLeaves[oldest.key] = nil
         }
         signedLeaves[member] = time

@@ -82,7 +82,8 @@ public final class MemorySessionStore: SessionStore {
     fileprivate typealias State = (
         messages: [MessageKey: StoredMessage], queues: [String: [String]], roomOrder: [String], members: [String: [StoredMember]],
         joined: [String: Int64], saved: [String: (transfer: StoredTransfer, touched: Int64)], keyed: [String],
-        storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave])
+        storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave]
+    )
 
     private var state: State {
         get { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves) }

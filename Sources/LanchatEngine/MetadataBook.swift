@@ -34,9 +34,12 @@ struct MetadataBook: Sendable {
         for stored in metadata.filter({ Engine.isReservedKey($0.key) }) + metadata.filter({ !Engine.isReservedKey($0.key) }) {
             let reserved = Engine.isReservedKey(stored.key)
             guard let room = RoomID(stored.room), WireFrame.MetaEntry.isKey(stored.key), rooms.contains(room), entries[room]?[stored.key] == nil,
-                  stored.key == Engine.creatorKey || (reserved ? restoredCounts[room]?.reserved ?? 0 < 4 * Engine.maximumReservedKeys
-                                                               : restoredCounts[room]?.ordinary ?? 0 < 2 * Engine.maximumMetaKeys),
-                  stored.version <= Engine.maximumMetaNumber else { continue }
+                stored.key == Engine.creatorKey
+                    || (reserved
+                        ? restoredCounts[room]?.reserved ?? 0 < 4 * Engine.maximumReservedKeys
+                        : restoredCounts[room]?.ordinary ?? 0 < 2 * Engine.maximumMetaKeys),
+                stored.version <= Engine.maximumMetaNumber
+            else { continue }
             restoredCounts[room, default: (0, 0)].reserved += reserved && stored.key != Engine.creatorKey ? 1 : 0
             restoredCounts[room, default: (0, 0)].ordinary += reserved ? 0 : 1
             entries[room, default: [:]][stored.key] = WireFrame.MetaEntry(
@@ -192,7 +195,8 @@ struct MetadataBook: Sendable {
         closings[room] = entry
         // (Ties broken by room: a dictionary's order differs between runs, and a seed must replay.)
         if closings.count > Self.maximumClosedRooms,
-           let oldest = closings.min(by: { ($0.value.timestampMilliseconds, $0.key.rawValue) < ($1.value.timestampMilliseconds, $1.key.rawValue) }) {
+            let oldest = closings.min(by: { ($0.value.timestampMilliseconds, $0.key.rawValue) < ($1.value.timestampMilliseconds, $1.key.rawValue) })
+        {
             closings[oldest.key] = nil
         }
         return true
@@ -283,7 +287,8 @@ struct MetadataBook: Sendable {
     /// What to do with `entry` from `sender` for `room` (`inviter`: who invited us, by our own proof).
     func admission(of entry: WireFrame.MetaEntry, in room: RoomID, from sender: PeerID, inviter: PeerID?) -> Admission {
         guard let author = PeerID(entry.author), entry.version >= 1, entry.version <= Engine.maximumMetaNumber,
-              entry.timestampMilliseconds <= Engine.maximumMetaNumber, entry.deleted ? entry.value.isEmpty : true else { return .ignored }
+            entry.timestampMilliseconds <= Engine.maximumMetaNumber, entry.deleted ? entry.value.isEmpty : true
+        else { return .ignored }
         // At most `maximumMetaStep` past the version we hold (before the signature is checked: it costs nothing).
         guard entry.version <= (entries[room]?[entry.key]?.version ?? 0) + Engine.maximumMetaStep else { return .ignored }
         if let current = entries[room]?[entry.key] {
@@ -356,10 +361,12 @@ struct MetadataBook: Sendable {
         let creator = creator(of: room)?.rawValue
         let own = reserved.filter { $0.author == author }.count
         if author == creator {
-            return own < factor * Engine.maximumReservedKeys ? nil : "room \(room)'s creator holds \(own) entries of its administration; the limit is \(factor * Engine.maximumReservedKeys)"
+            return own < factor * Engine.maximumReservedKeys
+                ? nil : "room \(room)'s creator holds \(own) entries of its administration; the limit is \(factor * Engine.maximumReservedKeys)"
         }
         guard own < factor * Engine.maximumReservedKeysPerAdministrator else {
-            return "\(author.prefix(8)) holds \(own) entries of room \(room)'s administration; the limit is \(factor * Engine.maximumReservedKeysPerAdministrator) an administrator"
+            return
+                "\(author.prefix(8)) holds \(own) entries of room \(room)'s administration; the limit is \(factor * Engine.maximumReservedKeysPerAdministrator) an administrator"
         }
         let others = reserved.filter { $0.author != creator }.count
         guard others < factor * Engine.maximumReservedKeys else {

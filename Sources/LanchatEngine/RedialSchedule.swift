@@ -68,7 +68,8 @@ struct RedialSchedule: Equatable, Sendable {
             entries[peer] = entry
             let peerSeen = seen(peer)
             guard now >= entry.notBefore, dials.count < limits.dialsPerCheck, dialingCount < limits.dialsAtOnce,
-                  peerSeen || unseenDialing < limits.dialsAtOnce / 2 else { continue }
+                peerSeen || unseenDialing < limits.dialsAtOnce / 2
+            else { continue }
             if !peerSeen { unseenDialing += 1 }
             entry.attempt += 1
             entry.notBefore = now + min(peerSeen ? limits.reconnect : limits.unseenReconnect, 250 * (1 << Int64(min(entry.attempt, 12))))

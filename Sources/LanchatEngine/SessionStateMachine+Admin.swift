@@ -108,7 +108,8 @@ extension SessionStateMachine {
         guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         guard isAdministrator(configuration.ownID, of: room) else {
             let names = administrators(of: room).map { $0 == configuration.ownID ? configuration.ownName : rooms[room]?.members[$0]?.name ?? $0.short }.sorted()
-            throw SessionError(.notAdmin, "only an administrator of \(room) can \(what) (administrators: \(names.isEmpty ? "none known" : names.joined(separator: ", ")))")
+            throw SessionError(
+                .notAdmin, "only an administrator of \(room) can \(what) (administrators: \(names.isEmpty ? "none known" : names.joined(separator: ", ")))")
         }
         return configuration.ownName
     }
@@ -123,7 +124,8 @@ extension SessionStateMachine {
     /// Our record that we made `room` (at its creation).
     mutating func recordCreation(_ room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) {
         guard configuration.envelopes != nil, roomMeta.entry(Self.creatorKey, in: room) == nil,
-              let (_, actions) = try? writeMeta(Self.creatorKey, to: configuration.ownID.rawValue, in: room, ifVersion: nil, at: now) else { return }
+            let (_, actions) = try? writeMeta(Self.creatorKey, to: configuration.ownID.rawValue, in: room, ifVersion: nil, at: now)
+        else { return }
         out += actions
     }
 
@@ -152,8 +154,9 @@ extension SessionStateMachine {
         bury(RoomMember(room: room, peer: subject), at: now)
         for id in introduced {
             guard let gone = rooms[room]?.members[id] else { continue }
-            removeMember(room, SessionPeer(id: id, name: gone.name), reason: "introduced by \(member.name), who was removed, and never connected here",
-                         code: "removed", at: now, &out)
+            removeMember(
+                room, SessionPeer(id: id, name: gone.name), reason: "introduced by \(member.name), who was removed, and never connected here",
+                code: "removed", at: now, &out)
         }
     }
 

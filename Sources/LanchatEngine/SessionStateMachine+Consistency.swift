@@ -149,7 +149,8 @@ extension SessionStateMachine {
             // Offers and sends are ended by a timer if their receiver goes quiet (shared files served by their own).
             let watchedBy: EngineTimer = transfer.offer.kind == .shared ? .sharedServes : .outgoingTransfers
             if transfer.state == .active || transfer.state == .offered, timers.deadlines[watchedBy] == nil,
-               transfer.offer.kind != .shared || shared.served[id] != nil {
+                transfer.offer.kind != .shared || shared.served[id] != nil
+            {
                 faults.append("\(name) waits for its receiver with no timer to end it")
             }
         }

@@ -68,9 +68,10 @@ extension SessionStateMachine {
             sequences[room] = sequence
             let id = ids.messageID(at: now.wall)
             wireIDs.append(id)
-            let stored = signed(StoredMessage(
-                id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
-                sequence: Int64(sequence), timestamp: now.wall, kind: kind, body: text, direct: direct), room: room, id: id)
+            let stored = signed(
+                StoredMessage(
+                    id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
+                    sequence: Int64(sequence), timestamp: now.wall, kind: kind, body: text, direct: direct), room: room, id: id)
             messages.append(stored)
             out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true))))
         }
@@ -105,8 +106,10 @@ extension SessionStateMachine {
         guard let id = WireID(hex: message.id), let room = RoomID(message.room) else { return nil }
         let kind: WireFrame.Message.Kind = message.kind == .file ? .file : message.kind == .system ? .system : .text
         let signature = signed && message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil
-        return .message(.init(id: id, room: room, sequence: UInt64(max(0, message.sequence)), timestampMilliseconds: UInt64(max(0, message.timestamp)),
-                              kind: kind, body: message.body, reliable: reliable, signature: signature, direct: message.direct))
+        return .message(
+            .init(
+                id: id, room: room, sequence: UInt64(max(0, message.sequence)), timestampMilliseconds: UInt64(max(0, message.timestamp)),
+                kind: kind, body: message.body, reliable: reliable, signature: signature, direct: message.direct))
     }
 
     /// The ids of our messages queued for `peer` (sent again until it acknowledges them).
@@ -128,15 +131,21 @@ extension SessionStateMachine {
         if let timestamp = Int64(exactly: message.timestampMilliseconds), Self.isAhead(timestamp, of: now.wall) {
             // Said once per connection, as a refused signature is: an honest member's clock may be wrong.
             if refusedLive.insert(sender).inserted {
-                out.append(.emit(.security(peer: link.peer, text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
-                    + "\(message.room): it is dated \((timestamp - now.wall + 59_999) / 60_000) minutes ahead of this host's clock (more than "
-                    + "\(Self.futureTolerance / 60_000) allowed); check both clocks (any more like it on this connection are refused without a word)")))
+                out.append(
+                    .emit(
+                        .security(
+                            peer: link.peer,
+                            text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
+                                + "\(message.room): it is dated \((timestamp - now.wall + 59_999) / 60_000) minutes ahead of this host's clock (more than "
+                                + "\(Self.futureTolerance / 60_000) allowed); check both clocks (any more like it on this connection are refused without a word)")))
             }
             return
         }
-        guard var stored = Self.storable(
-            id: message.id, room: message.room, senderID: sender.rawValue, senderName: link.peer.name, sequence: message.sequence,
-            timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body, ownID: configuration.ownID) else { return }
+        guard
+            var stored = Self.storable(
+                id: message.id, room: message.room, senderID: sender.rawValue, senderName: link.peer.name, sequence: message.sequence,
+                timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body, ownID: configuration.ownID)
+        else { return }
         // On a version 2 connection every message is signed by its author, and kept with its signature
         // (so that it can be relayed to a newcomer, who checks it). One that is not is refused.
         if link.version >= 2 {
@@ -144,8 +153,12 @@ extension SessionStateMachine {
                 // Told once per connection: a flood of bad messages is not a flood of events.
                 if refusedLive.insert(sender).inserted {
                     let problem = message.signature == nil ? "is not signed" : "has a signature that does not verify"
-                    out.append(.emit(.security(peer: link.peer, text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
-                        + "\(message.room): it \(problem) (any more like it on this connection are refused without a word)")))
+                    out.append(
+                        .emit(
+                            .security(
+                                peer: link.peer,
+                                text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
+                                    + "\(message.room): it \(problem) (any more like it on this connection are refused without a word)")))
                 }
                 return
             }
@@ -170,8 +183,9 @@ extension SessionStateMachine {
         kind: WireFrame.Message.Kind, body: String, ownID: PeerID, now: Int64? = nil
     ) -> StoredMessage? {
         guard kind != .system, senderID != ownID.rawValue, PeerID(senderID) != nil,
-              let sequence = Int64(exactly: sequence), let timestamp = Int64(exactly: timestamp),
-              !isAhead(timestamp, of: now) else { return nil }
+            let sequence = Int64(exactly: sequence), let timestamp = Int64(exactly: timestamp),
+            !isAhead(timestamp, of: now)
+        else { return nil }
         return StoredMessage(
             id: id.description, room: room.rawValue, senderID: senderID, senderName: senderName, sequence: sequence, timestamp: timestamp,
             kind: kind == .file ? .file : .text, body: body)

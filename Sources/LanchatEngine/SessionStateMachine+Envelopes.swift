@@ -11,8 +11,10 @@ public struct EnvelopeKeys: Sendable, Equatable {
     let verify: @Sendable (_ signature: Signature, _ signed: [UInt8], _ author: PeerID) -> Bool
 
     /// `verify`: whether `signature.key` is `author`'s key and `signature.bytes` its signature over `signed`.
-    public init(publicKey: [UInt8], sign: @escaping @Sendable ([UInt8]) -> [UInt8],
-                verify: @escaping @Sendable (_ signature: Signature, _ signed: [UInt8], _ author: PeerID) -> Bool) {
+    public init(
+        publicKey: [UInt8], sign: @escaping @Sendable ([UInt8]) -> [UInt8],
+        verify: @escaping @Sendable (_ signature: Signature, _ signed: [UInt8], _ author: PeerID) -> Bool
+    ) {
         self.publicKey = publicKey
         self.sign = sign
         self.verify = verify
@@ -58,9 +60,10 @@ extension SessionStateMachine {
         strangers: Bool = false, now: Int64? = nil
     ) -> HistoryVerdict {
         if record.senderID == ownID.rawValue { return .ours }
-        guard var stored = storable(
-            id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
-            timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: ownID, now: now), let author = PeerID(record.senderID)
+        guard
+            var stored = storable(
+                id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
+                timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: ownID, now: now), let author = PeerID(record.senderID)
         else { return .refused }
         guard let keys else { return .keep(stored) }
         if let signature = record.signature {
@@ -95,7 +98,8 @@ extension SessionStateMachine {
     /// now speaks version 2 (which refuses an unsigned message). Others' messages and signed ones as they are.
     public static func signedIfOurs(_ message: StoredMessage, ownID: PeerID, keys: EnvelopeKeys?) -> StoredMessage {
         guard !message.isSigned, message.senderID == ownID.rawValue, message.kind != .system,
-              let id = WireID(hex: message.id), let room = RoomID(message.room) else { return message }
+            let id = WireID(hex: message.id), let room = RoomID(message.room)
+        else { return message }
         return signed(message, room: room, id: id, keys: keys)
     }
 

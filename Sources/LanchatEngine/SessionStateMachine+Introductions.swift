@@ -41,9 +41,13 @@ extension SessionStateMachine {
     /// Tells once per connection that a member introduced more members we never saw than it may.
     mutating func reportDeferred(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
         guard count > 0, membership.firstRefusal(of: link.peer.id) else { return }
-        out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced more members to room \(room) "
-            + "than the \(configuration.maximumUnseenIntroductions) not yet connected here it may (\(count) in this list): not added until those "
-            + "connect (any more from it on this connection are not reported)")))
+        out.append(
+            .emit(
+                .security(
+                    peer: link.peer,
+                    text: "\(link.peer.name) (\(link.peer.id.short)) introduced more members to room \(room) "
+                        + "than the \(configuration.maximumUnseenIntroductions) not yet connected here it may (\(count) in this list): not added until those "
+                        + "connect (any more from it on this connection are not reported)")))
     }
 
     /// Whether an address a member gave for itself or another member may be dialed: an IP address (as the

@@ -42,7 +42,8 @@ extension SessionStateMachine {
         // (The oldest of them, if it invited us more than once: the same choice on every run.)
         if let waiting = invites.pending.filter({ $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue })
             .min(by: { ($0.value.invitation.receivedAt, $0.key.description) < ($1.value.invitation.receivedAt, $1.key.description) }),
-           let accepted = try? accept(waiting.key.description, at: now) {
+            let accepted = try? accept(waiting.key.description, at: now)
+        {
             return (.finished(.accepted), out + accepted.1)
         }
         return (.dial, out)
@@ -132,7 +133,8 @@ extension SessionStateMachine {
             reply(.refused, "\(peer.name) was removed from \(invite.room)", &out)
             return
         }
-        let timeout = invite.timeoutMilliseconds == 0
+        let timeout =
+            invite.timeoutMilliseconds == 0
             ? configuration.defaultInviteTimeout : min(Int64(invite.timeoutMilliseconds), configuration.maximumInviteTimeout)
         let invitation = IncomingInvitation(
             id: invite.id.description, from: peer, room: invite.room.rawValue, context: invite.context,
@@ -152,8 +154,10 @@ extension SessionStateMachine {
             return
         }
         if invites.pending[invite.id] != nil { return }
-        switch invites.wait(invite.id, PendingInvitation(invitation: invitation, peer: peer.id),
-                            maximum: configuration.maximumPendingInvitations, perPeer: configuration.maximumPendingInvitationsPerPeer) {
+        switch invites.wait(
+            invite.id, PendingInvitation(invitation: invitation, peer: peer.id),
+            maximum: configuration.maximumPendingInvitations, perPeer: configuration.maximumPendingInvitationsPerPeer)
+        {
         case .tooMany?:
             reply(.refused, "too many pending invitations", &out)
             return

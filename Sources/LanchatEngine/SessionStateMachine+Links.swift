@@ -131,8 +131,11 @@ extension SessionStateMachine {
             out.append(.emit(.memberState(room: room.rawValue, peer: entry.peer, state: .notConnected)))
             if membership.departed(RoomMember(room: room, peer: id)) {
                 notice(room, "\(entry.peer.name) left: \(reason)", at: now, &out)
-                out.append(.emit(.memberLeft(room: room.rawValue, peer: entry.peer, code: Self.code(of: reason),
-                                             text: "\(entry.peer.name) left: \(reason)", fatal: false)))
+                out.append(
+                    .emit(
+                        .memberLeft(
+                            room: room.rawValue, peer: entry.peer, code: Self.code(of: reason),
+                            text: "\(entry.peer.name) left: \(reason)", fatal: false)))
             }
         }
         scheduleRedial(at: now, &out)

@@ -62,7 +62,8 @@ extension SessionStateMachine {
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         membership.enter(room)
         guard rooms[room]!.members[peer.id] == nil, rooms[room]!.members.count < configuration.maximumRoomMembers,
-              removalTime(peer.id, in: room) == nil else { return }
+            removalTime(peer.id, in: room) == nil
+        else { return }
         var member = Member(name: peer.name, port: 0, addresses: [])
         if let (hint, _) = addressBook.lookup(peer.id) {
             member.port = hint.port
@@ -172,8 +173,11 @@ extension SessionStateMachine {
     /// most `maximumClaimsPerPeer` (more are ignored: it sends them again at its next resync); past
     /// `maximumClaims` in all, the oldest goes (each holds up to 1,024 members).
     private mutating func keepClaim(_ update: WireFrame.RoomMembers, from sender: PeerID, at now: EngineTime) {
-        guard membership.keepClaim(update.members, in: update.room, from: sender, perPeer: configuration.maximumClaimsPerPeer,
-                                   maximum: configuration.maximumClaims, roomMembers: configuration.maximumRoomMembers, at: now.monotonic) else { return }
+        guard
+            membership.keepClaim(
+                update.members, in: update.room, from: sender, perPeer: configuration.maximumClaimsPerPeer,
+                maximum: configuration.maximumClaims, roomMembers: configuration.maximumRoomMembers, at: now.monotonic)
+        else { return }
         timers.scheduleNoLaterThan(.claims, at: now.monotonic + configuration.claimLifetime)
     }
 
@@ -222,7 +226,9 @@ extension SessionStateMachine {
                 // could send our redials to an address of its choosing) changes nothing.
                 guard id == link.peer.id else { continue }
                 if member.port > 0 { known.port = Int(member.port) }
-                if !addresses.isEmpty { known.addresses = Array((addresses + known.addresses).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.prefix(8)) }
+                if !addresses.isEmpty {
+                    known.addresses = Array((addresses + known.addresses).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.prefix(8))
+                }
                 membership.setMember(known, id, in: room)
                 continue
             }
@@ -230,8 +236,10 @@ extension SessionStateMachine {
             // A member brings in at most `maximumUnseenIntroductions` that we have not been connected with
             // yet (255 keys it made itself and proved would fill the room); the rest wait until those connect.
             let hearsay = id != link.peer.id
-            if hearsay, proofsNeeded, unseenIntroduced(by: link.peer.id, in: room).count >= configuration.maximumUnseenIntroductions
-                || membership.introducersFull {
+            if hearsay, proofsNeeded,
+                unseenIntroduced(by: link.peer.id, in: room).count >= configuration.maximumUnseenIntroductions
+                    || membership.introducersFull
+            {
                 deferred += 1
                 continue
             }
@@ -341,8 +349,11 @@ extension SessionStateMachine {
         histories.close(room)
         out.append(.persist(.deleteRoom(room)))
         notice(room, reason, at: now, &out)
-        out.append(.emit(.memberLeft(room: room.rawValue, peer: SessionPeer(id: configuration.ownID, name: configuration.ownName), code: code,
-                                     text: reason, fatal: true)))
+        out.append(
+            .emit(
+                .memberLeft(
+                    room: room.rawValue, peer: SessionPeer(id: configuration.ownID, name: configuration.ownName), code: code,
+                    text: reason, fatal: true)))
         scheduleResync(at: now)
         forgetUnwantedRedials()
         forgetPresences()
@@ -352,8 +363,9 @@ extension SessionStateMachine {
     mutating func saveRoom(_ room: RoomID, _ out: inout [SessionAction]) {
         guard let state = rooms[room] else { return }
         var members = state.members.sorted { $0.key < $1.key }.map {
-            StoredMember(peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses,
-                         proof: state.proofs[$0.key].map(StoredProof.init))
+            StoredMember(
+                peerID: $0.key.rawValue, name: $0.value.name, port: $0.value.port, addresses: $0.value.addresses,
+                proof: state.proofs[$0.key].map(StoredProof.init))
         }
         // Our own proof, under our id (the members we restore skip it).
         if let own = membership.ownProof(room) {
@@ -404,10 +416,13 @@ extension SessionStateMachine {
         let members = rooms[room]!.members.map { id, member -> MemberSummary in
             // "connecting" while joining; a member that was connected and dropped is "not connected"
             // while we try to reach it again.
-            let state: SessionPeerState = links.isLinked(id) ? .connected
+            let state: SessionPeerState =
+                links.isLinked(id)
+                ? .connected
                 : links.dialing.contains(id) && !membership.hasDeparted(RoomMember(room: room, peer: id)) ? .connecting : .notConnected
-            return MemberSummary(peer: SessionPeer(id: id, name: member.name), state: state, presence: presenceState.of(id), hand: handRaised(id, in: room),
-                                 admin: administrators.contains(id))
+            return MemberSummary(
+                peer: SessionPeer(id: id, name: member.name), state: state, presence: presenceState.of(id), hand: handRaised(id, in: room),
+                admin: administrators.contains(id))
         }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }
         return RoomSummary(room: room.rawValue, members: members, administered: administrators.contains(configuration.ownID))
     }

@@ -84,8 +84,9 @@ extension SessionStateMachine {
         // The version orders writes; the time only breaks ties between writes of the same version.
         let time = min(UInt64(max(0, now.wall)), Self.maximumMetaNumber)
         let bytes = Envelope.metaBytes(room: room, key: key, deleted: value == nil, value: value ?? "", version: version, timestamp: time, author: own)
-        let entry = WireFrame.MetaEntry(key: key, value: value ?? "", deleted: value == nil, version: version, timestampMilliseconds: time,
-                                        author: own, signature: keys.signature(over: bytes))
+        let entry = WireFrame.MetaEntry(
+            key: key, value: value ?? "", deleted: value == nil, version: version, timestampMilliseconds: time,
+            author: own, signature: keys.signature(over: bytes))
         var out: [SessionAction] = []
         apply(entry, in: room, by: configuration.ownName, at: now, &out)
         handOn([entry], in: room, except: nil, &out)
@@ -96,9 +97,13 @@ extension SessionStateMachine {
     private mutating func apply(_ entry: WireFrame.MetaEntry, in room: RoomID, by name: String, at now: EngineTime, _ out: inout [SessionAction]) {
         // (A new ordinary key past the limits pushes out its own author's oldest deletions: `MetadataBook.apply`.)
         for gone in roomMeta.apply(entry, in: room) { out.append(.persist(.deleteMeta(room, key: gone))) }
-        out.append(.persist(.saveMeta(StoredMeta(
-            room: room.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
-            timestamp: Int64(clamping: entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes))))
+        out.append(
+            .persist(
+                .saveMeta(
+                    StoredMeta(
+                        room: room.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
+                        timestamp: Int64(clamping: entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes)
+                )))
         out.append(.emit(.metadata(room: room.rawValue, entry: entry, authorName: name)))
         if entry.key == Self.topicKey {
             // Its first line, at most 200 characters: a notice is one line.
@@ -176,8 +181,9 @@ extension SessionStateMachine {
                     continue
                 case .verify(let by): author = by
                 }
-                let bytes = Envelope.metaBytes(room: room, key: entry.key, deleted: entry.deleted, value: entry.value, version: entry.version,
-                                               timestamp: entry.timestampMilliseconds, author: entry.author)
+                let bytes = Envelope.metaBytes(
+                    room: room, key: entry.key, deleted: entry.deleted, value: entry.value, version: entry.version,
+                    timestamp: entry.timestampMilliseconds, author: entry.author)
                 guard keys.verifies(entry.signature, over: bytes, by: author), roomMeta.fits(entry, in: room) else { continue }
                 let name = author == link.peer.id ? link.peer.name : rooms[room]?.members[author]?.name ?? author.short
                 apply(entry, in: room, by: name, at: now, &out)

@@ -125,8 +125,9 @@ extension SessionStateMachine {
     /// Presence of peers we no longer share a room with is forgotten.
     mutating func forgetPresences() {
         let machine = self
-        presenceState.keep(rooms: { machine.rooms[$0] != nil }, members: { machine.rooms[$0.room]?.members[$0.peer] != nil },
-                           peers: { machine.sharesRoom(with: $0) })
+        presenceState.keep(
+            rooms: { machine.rooms[$0] != nil }, members: { machine.rooms[$0.room]?.members[$0.peer] != nil },
+            peers: { machine.sharesRoom(with: $0) })
     }
 
     static func statusLine(_ text: String) -> String {

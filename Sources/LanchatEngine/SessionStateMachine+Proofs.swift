@@ -90,8 +90,12 @@ extension SessionStateMachine {
     /// member that speaks a version before proofs cannot send them: its introductions are refused quietly).
     mutating func reportUnproven(_ count: Int, in room: RoomID, from link: LinkTable.Entry, _ out: inout [SessionAction]) {
         guard count > 0, link.version >= WireFrame.proofsVersion, membership.firstRefusal(of: link.peer.id) else { return }
-        out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) (\(link.peer.id.short)) introduced \(count) member(s) to room \(room) "
-            + "without their own signed membership: not added (any more from it on this connection are refused without a word)")))
+        out.append(
+            .emit(
+                .security(
+                    peer: link.peer,
+                    text: "\(link.peer.name) (\(link.peer.id.short)) introduced \(count) member(s) to room \(room) "
+                        + "without their own signed membership: not added (any more from it on this connection are refused without a word)")))
     }
 
     // MARK: Leaving
@@ -110,11 +114,13 @@ extension SessionStateMachine {
     /// A ROOM_LEAVE with a leaver's signature, from the leaver or handed on by a member. It removes the
     /// leaver if it is newer than the proof we hold of it (a stale leave does not undo a rejoin) and is
     /// handed on to the members we are connected to; it is kept so that an older proof adds no one.
-    mutating func received(signed leave: WireFrame.SignedLeave, room: RoomID, text: String, from link: LinkTable.Entry, at now: EngineTime,
-                           _ out: inout [SessionAction]) {
+    mutating func received(
+        signed leave: WireFrame.SignedLeave, room: RoomID, text: String, from link: LinkTable.Entry, at now: EngineTime,
+        _ out: inout [SessionAction]
+    ) {
         guard let keys = configuration.envelopes, let member = PeerID(leave.member), member != configuration.ownID,
-              rooms[room]?.members[link.peer.id] != nil,
-              keys.verifies(leave.signature, over: Envelope.leaveBytes(room: room, member: leave.member, timestamp: leave.timestampMilliseconds), by: member)
+            rooms[room]?.members[link.peer.id] != nil,
+            keys.verifies(leave.signature, over: Envelope.leaveBytes(room: room, member: leave.member, timestamp: leave.timestampMilliseconds), by: member)
         else { return }
         let key = RoomMember(room: room, peer: member)
         // Not dated far ahead: kept leaves are bounded by their time, and one from the future would

@@ -15,8 +15,9 @@ extension SessionStateMachine {
         if var transfer = transfers.incoming[offer.id] {
             // Offered again over a new connection: go on from what is held (no byte is asked for twice).
             guard transfer.peer.id == peer.id, transfer.offer.size == offer.size, transfer.offer.sha256 == offer.sha256,
-                  transfer.stage == .receiving || transfer.stage == .verifying || transfer.stage == .placing,
-                  var machine = transfer.machine else { return }
+                transfer.stage == .receiving || transfer.stage == .verifying || transfer.stage == .placing,
+                var machine = transfer.machine
+            else { return }
             transfer.interrupted = false
             transfer.lastProgress = now.monotonic
             timers.scheduleNoLaterThan(.transferStalls, at: now.monotonic + transfers.limits.stallTimeout)
@@ -58,9 +59,12 @@ extension SessionStateMachine {
         guard offer.kind.isHistory || sharesRoom(with: peer.id) else {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "you share no room with \(configuration.ownName)"))]))
             if let fetch = sharedFetch(ofAttempt: offer.id) { return passOver(fetch, "no longer in a room with us", at: now, &out) }
-            out.append(.emit(.transfer(TransferInfo(
-                state: TransferState.refused.rawValue, id: offer.id.description, direction: .incoming, peer: peer,
-                name: SafeFileName.printable(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))))
+            out.append(
+                .emit(
+                    .transfer(
+                        TransferInfo(
+                            state: TransferState.refused.rawValue, id: offer.id.description, direction: .incoming, peer: peer,
+                            name: SafeFileName.printable(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))))
             return
         }
         transfers.incoming[offer.id] = TransferTable.Incoming(peer: peer, offer: offer, stage: .lookingUp, started: now.monotonic)
@@ -114,8 +118,10 @@ extension SessionStateMachine {
         // The name and the size are checked before any file is made for them.
         let (check, refusal) = IncomingResource.offer(
             rawName: transfer.offer.name, size: transfer.offer.size,
-            limits: .init(maximumSize: histories.relayTransfers.contains(id) ? limits.maximumRelaySize
-                              : transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max),
+            limits: .init(
+                maximumSize: histories.relayTransfers.contains(id)
+                    ? limits.maximumRelaySize
+                    : transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max),
             partialBytes: 0)
         if case .done = check.state {
             transfer.machine = check
@@ -156,8 +162,9 @@ extension SessionStateMachine {
         let reserved = transfers.reserved
         let (machine, actions) = IncomingResource.offer(
             rawName: transfer.offer.name, size: transfer.offer.size,
-            limits: .init(maximumSize: transfers.limits.maximumSize, freeBytes: free > reserved ? free - reserved : 0, storageProblem: problem,
-                          progressEvery: transfers.limits.progressEvery, keptFree: transfers.limits.keptFree),
+            limits: .init(
+                maximumSize: transfers.limits.maximumSize, freeBytes: free > reserved ? free - reserved : 0, storageProblem: problem,
+                progressEvery: transfers.limits.progressEvery, keptFree: transfers.limits.keptFree),
             partialBytes: held)
         transfer.machine = machine
         transfer.stage = .receiving
@@ -169,10 +176,13 @@ extension SessionStateMachine {
         transfer.expected = transfer.offer.digestFollows ? nil : transfer.offer.sha256
         transfers.incoming[id] = transfer
         if let name = machine.name, transfer.offer.kind == .file {
-            out.append(.persist(.saveTransfer(StoredTransfer(
-                id: id.description, outgoing: false, peerID: transfer.peer.id.rawValue, peerName: transfer.peer.name, path: transfer.partPath,
-                name: name, size: Int64(transfer.offer.size), sha256: Hex.string(transfer.offer.sha256),
-                modified: Int64(transfer.offer.modifiedMilliseconds)))))
+            out.append(
+                .persist(
+                    .saveTransfer(
+                        StoredTransfer(
+                            id: id.description, outgoing: false, peerID: transfer.peer.id.rawValue, peerName: transfer.peer.name, path: transfer.partPath,
+                            name: name, size: Int64(transfer.offer.size), sha256: Hex.string(transfer.offer.sha256),
+                            modified: Int64(transfer.offer.modifiedMilliseconds)))))
         }
         performIncoming(actions, id, at: now, &out)
         if let current = transfers.incoming[id] { out.append(.emit(.transfer(info(current, id: id, state: .active, at: now)))) }
@@ -199,7 +209,8 @@ extension SessionStateMachine {
     /// Asks for the hash once every byte is written and the expected digest is known.
     mutating func verifyIfWritten(_ id: WireID, _ out: inout [SessionAction]) {
         guard var transfer = transfers.incoming[id], transfer.verifyWhenWritten, transfer.expected != nil,
-              let machine = transfer.machine, transfer.written == machine.size else { return }
+            let machine = transfer.machine, transfer.written == machine.size
+        else { return }
         transfer.verifyWhenWritten = false
         transfer.stage = .verifying
         transfers.incoming[id] = transfer
@@ -252,19 +263,26 @@ extension SessionStateMachine {
         let handle = links.handle(transfer.peer.id)
         let info: TransferInfo
         if forged > 0 {
-            out.append(.emit(.security(peer: transfer.peer, text: "\(transfer.peer.name) (\(transfer.peer.id.short)) relayed "
-                + "\(forged) forged message\(forged == 1 ? "" : "s") in room \(room): refused; the genuine ones were kept")))
+            out.append(
+                .emit(
+                    .security(
+                        peer: transfer.peer,
+                        text: "\(transfer.peer.name) (\(transfer.peer.id.short)) relayed "
+                            + "\(forged) forged message\(forged == 1 ? "" : "s") in room \(room): refused; the genuine ones were kept")))
         }
         if let error {
             if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: error))])) }
             info = self.info(transfer, id: id, state: .failed, error: error, at: now)
         } else {
             if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
-            var text = relayed ? "\(added) message\(added == 1 ? "" : "s") you missed, relayed by \(transfer.peer.name)"
+            var text =
+                relayed
+                ? "\(added) message\(added == 1 ? "" : "s") you missed, relayed by \(transfer.peer.name)"
                 : "\(added) earlier message\(added == 1 ? "" : "s") from \(transfer.peer.name)'s history"
             if refused > 0 { text += "; \(refused) refused (not a member's message, unsigned and not \(transfer.peer.name)'s own, or numbers out of range)" }
             if forged > 0 {
-                text += "; \(forged) refused as forged (the signature does not verify for its sender), sent by "
+                text +=
+                    "; \(forged) refused as forged (the signature does not verify for its sender), sent by "
                     + "\(transfer.peer.name) (\(transfer.peer.id.short))"
             }
             // A relay that brought nothing new (another member was faster) is not worth a line.
@@ -329,7 +347,12 @@ extension SessionStateMachine {
             case .end(let status, let text, _):
                 // "complete" is said once the file is in place, not before.
                 guard status != .complete else { continue }
-                let state: TransferState = switch status { case .refused: .refused; case .cancelled: .cancelled; default: .failed }
+                let state: TransferState =
+                    switch status {
+                    case .refused: .refused;
+                    case .cancelled: .cancelled;
+                    default: .failed
+                    }
                 endIncoming(id, state, text: text, tell: true, at: now, &out)
             }
         }
@@ -341,7 +364,8 @@ extension SessionStateMachine {
         let timeout = transfers.limits.stallTimeout
         for id in transfers.incoming.orderedKeys {
             guard let transfer = transfers.incoming[id], transfer.stage == .receiving, !transfer.interrupted,
-                  transfer.lastProgress + timeout <= now.monotonic else { continue }
+                transfer.lastProgress + timeout <= now.monotonic
+            else { continue }
             endIncoming(id, .failed, text: "no data for \(timeout / 1000) s", tell: true, at: now, &out)
         }
         let waiting = transfers.incoming.values.filter { $0.stage == .receiving && !$0.interrupted }.map(\.lastProgress)
@@ -355,7 +379,12 @@ extension SessionStateMachine {
         guard let transfer = transfers.incoming.removeValue(forKey: id) else { return }
         releaseStallTimer()
         if tell, let handle = links.handle(transfer.peer.id) {
-            let status: WireFrame.ResourceEnd.Status = switch state { case .refused: .refused; case .cancelled: .cancelled; default: .failed }
+            let status: WireFrame.ResourceEnd.Status =
+                switch state {
+                case .refused: .refused;
+                case .cancelled: .cancelled;
+                default: .failed
+                }
             out.append(.send(handle, [.resourceEnd(.init(id: id, status: status, text: text))]))
         }
         // (Also before a part file was opened: one an earlier attempt left under this id goes too.)

@@ -39,11 +39,13 @@ extension SessionStateMachine {
     mutating func received(_ request: WireFrame.SyncRequest, from entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let asker = RoomMember(room: request.room, peer: entry.peer.id)
         guard entry.version >= 2, rooms[request.room]?.members[entry.peer.id] != nil,
-              histories.mayAnswer(asker, maximum: Self.maximumSyncAnswers) else { return }
+            histories.mayAnswer(asker, maximum: Self.maximumSyncAnswers)
+        else { return }
         let preparation = transfers.limits.relayAnswerPreparation
         transfers.expireRelayPreparing(at: now.monotonic)
         guard !transfers.relayAnswerOutstanding(request.room, to: entry.peer.id),
-              transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil else { return }
+            transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil
+        else { return }
         histories.answered(asker)
         transfers.relayPreparing[.init(room: request.room, peer: entry.peer.id)] = now.monotonic
         timers.scheduleNoLaterThan(.outgoingTransfers, at: now.monotonic + preparation)
@@ -170,9 +172,10 @@ extension SessionStateMachine {
         let recentAuthors = Set(leftToAuthors.map(\.rawValue))
         return messages.filter { message in
             guard message.kind != .system, !message.direct, message.senderID != requester.rawValue, !queued.contains(message.id),
-                  !recent.contains(message.id) || !recentAuthors.contains(message.senderID),
-                  message.isSigned || message.senderID == ownID.rawValue,
-                  message.senderID == ownID.rawValue || PeerID(message.senderID).map(members.contains) == true else { return false }
+                !recent.contains(message.id) || !recentAuthors.contains(message.senderID),
+                message.isSigned || message.senderID == ownID.rawValue,
+                message.senderID == ownID.rawValue || PeerID(message.senderID).map(members.contains) == true
+            else { return false }
             let sequence = UInt64(max(0, message.sequence))
             return !(marks[message.senderID] ?? []).contains { $0.contains(sequence) }
         }

@@ -98,9 +98,12 @@ extension SessionStateMachine {
         if destination == nil {
             let automatic = fetches.orderedKeys.compactMap { fetches[$0]?.automaticFor }
             guard automatic.count < Self.maximumAutomaticFetches,
-                  author.map({ author in automatic.count { $0 == author } < Self.maximumAutomaticFetchesPerAuthor }) ?? true else {
-                throw SessionError(.busy, "\(automatic.count) files announced in rooms are being fetched already"
-                    + " (at most \(Self.maximumAutomaticFetchesPerAuthor) of one member's, \(Self.maximumAutomaticFetches) in all)")
+                author.map({ author in automatic.count { $0 == author } < Self.maximumAutomaticFetchesPerAuthor }) ?? true
+            else {
+                throw SessionError(
+                    .busy,
+                    "\(automatic.count) files announced in rooms are being fetched already"
+                        + " (at most \(Self.maximumAutomaticFetchesPerAuthor) of one member's, \(Self.maximumAutomaticFetches) in all)")
             }
         }
         let others = state.members.keys.filter { $0 != author && links.isLinked($0) }.sorted()
@@ -109,8 +112,11 @@ extension SessionStateMachine {
             throw SessionError(.unreachable, "no member of \(room) is connected to ask for \(file.name)")
         }
         let id = ids.wireID()
-        shared.start(id, SharedFetch(room: room, file: file, destination: destination, candidates: candidates,
-                                     automaticFor: destination == nil ? author ?? configuration.ownID : nil))
+        shared.start(
+            id,
+            SharedFetch(
+                room: room, file: file, destination: destination, candidates: candidates,
+                automaticFor: destination == nil ? author ?? configuration.ownID : nil))
         var out: [SessionAction] = []
         askNext(id, at: now, &out)
         return (id, out)
@@ -137,8 +143,12 @@ extension SessionStateMachine {
             fetch = shared.ask(id, next, attempt: attempt, candidates: fetch.candidates, at: now.monotonic)!
             out.append(.send(entry.handle, [.fileRequest(.init(id: attempt, room: fetch.room, sha256: fetch.file.sha256))]))
             timers.scheduleNoLaterThan(.sharedFetches, at: now.monotonic + Self.sharedFetchAnswerTimeout)
-            out.append(.emit(.transfer(fetchInfo(id, fetch, peer: entry.peer, state: .offered,
-                                                 error: fetch.outcomes.isEmpty ? nil : fetch.outcomes.joined(separator: "; ")))))
+            out.append(
+                .emit(
+                    .transfer(
+                        fetchInfo(
+                            id, fetch, peer: entry.peer, state: .offered,
+                            error: fetch.outcomes.isEmpty ? nil : fetch.outcomes.joined(separator: "; ")))))
             return
         }
         shared.end(id)
@@ -251,8 +261,9 @@ extension SessionStateMachine {
     }
 
     func fetchInfo(_ id: WireID, _ fetch: SharedFetch, peer: SessionPeer?, state: TransferState, error: String?) -> TransferInfo {
-        TransferInfo(state: state.rawValue, id: id.description, direction: .incoming, peer: peer ?? SessionPeer(id: configuration.ownID, name: "-"),
-                     name: fetch.file.name, size: fetch.file.size, done: 0, rate: 0, error: error)
+        TransferInfo(
+            state: state.rawValue, id: id.description, direction: .incoming, peer: peer ?? SessionPeer(id: configuration.ownID, name: "-"),
+            name: fetch.file.name, size: fetch.file.size, done: 0, rate: 0, error: error)
     }
 
     // MARK: Serving
@@ -274,7 +285,8 @@ extension SessionStateMachine {
         }
         let total = sharedServedCount(to: nil)
         guard total < Self.maximumSharedServed, sharedServedCount(to: entry.peer.id) < Self.maximumSharedServedPerPeer,
-              transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil else {
+            transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil
+        else {
             return refuse("busy: serving \(total) shared files; ask again later or another member")
         }
         shared.lookUp(request.id, for: entry.peer.id)
@@ -285,9 +297,11 @@ extension SessionStateMachine {
     /// request's id, with its digest. (If the member is gone meanwhile, the shell closes the file.)
     public mutating func serveShared(_ request: WireFrame.FileRequest, file: OfferedFile, to peer: PeerID, at now: EngineTime) -> [SessionAction] {
         guard shared.lookedUp(request.id) == peer, links.isLinked(peer), rooms[request.room]?.members[peer] != nil,
-              transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil,
-              let (_, actions) = try? offerResource(file, to: peer, kind: .shared, room: request.room, ephemeral: true, id: request.id,
-                                                     digest: request.sha256, at: now) else {
+            transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil,
+            let (_, actions) = try? offerResource(
+                file, to: peer, kind: .shared, room: request.room, ephemeral: true, id: request.id,
+                digest: request.sha256, at: now)
+        else {
             return [.file(.close(request.id, removePart: false))]
         }
         shared.served(request.id, at: now.monotonic)
@@ -303,8 +317,10 @@ extension SessionStateMachine {
     /// to us or in the room, and asking for it.
     /// `authors`: who may have announced it (the room's members and us; nil: anyone): an announcement a
     /// history brought from an author who is not a member (one an inviter may have made up) does not count.
-    public static func mayServe(_ request: WireFrame.FileRequest, to requester: PeerID, announcedIn messages: [StoredMessage],
-                                authors: Set<String>? = nil) -> Bool {
+    public static func mayServe(
+        _ request: WireFrame.FileRequest, to requester: PeerID, announcedIn messages: [StoredMessage],
+        authors: Set<String>? = nil
+    ) -> Bool {
         messages.contains { message in
             message.kind == .file && !message.direct && message.room == request.room.rawValue && message.senderID != requester.rawValue
                 && authors.map { $0.contains(message.senderID) } ?? true
@@ -340,7 +356,8 @@ extension SessionStateMachine {
                 progress = ServedProgress(acknowledged: acknowledged, since: now.monotonic)
                 shared.progress(id, progress)
             }
-            let problem: String? = transfer.state == .offered && progress.since + Self.sharedServeAcceptTimeout <= now.monotonic
+            let problem: String? =
+                transfer.state == .offered && progress.since + Self.sharedServeAcceptTimeout <= now.monotonic
                 ? "not accepted in \(Self.sharedServeAcceptTimeout / 1000) s"
                 : progress.since + stall <= now.monotonic ? "nothing acknowledged for \(stall / 1000) s" : nil
             guard let problem else { continue }

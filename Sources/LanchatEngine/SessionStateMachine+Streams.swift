@@ -297,8 +297,14 @@ extension SessionStateMachine {
     mutating func pendingStreamOpenExpired(_ id: WireID, _ out: inout [SessionAction]) {
         guard let index = streamTable.pendingOpens.firstIndex(where: { $0.open.id == id }) else { return }
         let pending = streamTable.pendingOpens.remove(at: index)
-        out.append(.send(pending.handle, [.streamEnd(.init(
-            id: id, status: .refused, text: "refused: nobody on \(configuration.ownName) accepts streams named '\(pending.open.name)'"))]))
+        out.append(
+            .send(
+                pending.handle,
+                [
+                    .streamEnd(
+                        .init(
+                            id: id, status: .refused, text: "refused: nobody on \(configuration.ownName) accepts streams named '\(pending.open.name)'"))
+                ]))
     }
 
     /// A connection ended (serving its peer or not): the streams on it are aborted, the opens that came

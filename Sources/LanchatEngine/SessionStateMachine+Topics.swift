@@ -116,15 +116,22 @@ extension SessionStateMachine {
         case .stale, .flood(tell: false):
             return
         case .flood(tell: true):
-            out.append(.emit(.security(peer: link.peer, text: "\(link.peer.name) sends topic messages in \(message.room) faster than "
-                + "\(Self.receivedTopicRate) a second: what comes faster is dropped")))
+            out.append(
+                .emit(
+                    .security(
+                        peer: link.peer,
+                        text: "\(link.peer.name) sends topic messages in \(message.room) faster than "
+                            + "\(Self.receivedTopicRate) a second: what comes faster is dropped")))
             return
         case .deliver:
             break
         }
-        out.append(.emit(.topicMessage(TopicDelivery(
-            room: message.room.rawValue, topic: message.topic, from: link.peer, sequence: message.sequence, text: message.text,
-            reliable: message.reliable))))
+        out.append(
+            .emit(
+                .topicMessage(
+                    TopicDelivery(
+                        room: message.room.rawValue, topic: message.topic, from: link.peer, sequence: message.sequence, text: message.text,
+                        reliable: message.reliable))))
     }
 
     /// A connection ended: what the peer said of its subscriptions, and where its sequences were,

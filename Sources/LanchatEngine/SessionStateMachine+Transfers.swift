@@ -25,12 +25,16 @@ extension SessionStateMachine {
         let offer = Self.offer(id, file, kind: kind, room: room, digest: digest)
         if !ephemeral {
             // Kept until it ends, so that a restarted daemon resumes it.
-            out.append(.persist(.saveTransfer(StoredTransfer(
-                id: id.description, outgoing: true, peerID: peer.rawValue, peerName: entry.peer.name, path: file.path, name: file.name,
-                size: Int64(file.size), sha256: Hex.string(offer.sha256), modified: Int64(file.modifiedMilliseconds), fileIdentity: file.identity))))
+            out.append(
+                .persist(
+                    .saveTransfer(
+                        StoredTransfer(
+                            id: id.description, outgoing: true, peerID: peer.rawValue, peerName: entry.peer.name, path: file.path, name: file.name,
+                            size: Int64(file.size), sha256: Hex.string(offer.sha256), modified: Int64(file.modifiedMilliseconds), fileIdentity: file.identity))))
         }
         let transfer = TransferTable.Outgoing(
-            peer: entry.peer, file: file, offer: offer, machine: OutgoingResource(
+            peer: entry.peer, file: file, offer: offer,
+            machine: OutgoingResource(
                 size: file.size, chunkSize: transfers.limits.chunkSize, window: transfers.limits.window),
             ephemeral: ephemeral, started: now.monotonic, relayAnswer: relayAnswer && room != nil, offeredAt: now.monotonic)
         transfers.outgoing[id] = transfer
@@ -50,7 +54,8 @@ extension SessionStateMachine {
         let known = digest.count == 32 && !digest.allSatisfy { $0 == 0 }
         let offer = Self.offer(id, file, kind: .file, room: nil, digest: known ? digest : nil)
         var transfer = TransferTable.Outgoing(
-            peer: peer, file: file, offer: offer, machine: OutgoingResource(
+            peer: peer, file: file, offer: offer,
+            machine: OutgoingResource(
                 size: file.size, chunkSize: transfers.limits.chunkSize, window: transfers.limits.window, alreadySent: sentMark, resent: resent),
             ephemeral: false, sentMark: sentMark)
         transfer.state = .waiting
@@ -102,7 +107,8 @@ extension SessionStateMachine {
     /// Reads the next chunk if the window allows and no read is under way (or, all sent, the digest).
     mutating func pump(_ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) {
         guard var transfer = transfers.outgoing[id], transfer.readingAttempt == nil, transfer.state == .active,
-              links.isLinked(transfer.peer.id) else { return }
+            links.isLinked(transfer.peer.id)
+        else { return }
         let next = transfer.machine.nextChunk()
         if next == nil {
             // Nothing left to send in this attempt; a resumed sender may still owe the digest.
@@ -130,7 +136,8 @@ extension SessionStateMachine {
             out.append(.persist(.updateTransfer(id, state: .cancelled, sentMark: nil, resent: nil)))
             transfers.tellCancelled[id] = .init(peer: transfer.peer.id, since: now.wall)
             if transfers.tellCancelled.count > transfers.limits.keptCancelled,
-               let oldest = transfers.tellCancelled.orderedKeys.filter({ $0 != id }).min(by: { transfers.tellCancelled[$0]!.since < transfers.tellCancelled[$1]!.since }) {
+                let oldest = transfers.tellCancelled.orderedKeys.filter({ $0 != id }).min(by: { transfers.tellCancelled[$0]!.since < transfers.tellCancelled[$1]!.since })
+            {
                 transfers.tellCancelled[oldest] = nil
                 out.append(.persist(.deleteTransfer(oldest)))
             }
@@ -193,7 +200,8 @@ extension SessionStateMachine {
             pump(accept.id, at: now, &out)
         case .resourceChunk(let chunk):
             guard var transfer = transfers.incoming[chunk.id], transfer.peer.id == peer.id, transfer.stage == .receiving,
-                  var machine = transfer.machine else { return }
+                var machine = transfer.machine
+            else { return }
             let actions = machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
             transfer.machine = machine
             transfer.lastProgress = now.monotonic
@@ -219,7 +227,8 @@ extension SessionStateMachine {
                 transfers.tellCancelled[end.id] = nil
                 out.append(.persist(.deleteTransfer(end.id)))
             } else if let transfer = transfers.incoming[end.id], transfer.peer.id == peer.id, transfer.offer.kind == .shared,
-                      transfer.stage == .verifying || transfer.stage == .placing {
+                transfer.stage == .verifying || transfer.stage == .placing
+            {
                 // Every byte of a shared file is here: its digest decides, not what its sender says now
                 // (a server gives up on a receiver that copies a large file for long).
                 break
@@ -309,8 +318,11 @@ extension SessionStateMachine {
                 }
                 transfer.interrupted = true
                 transfers.incoming[id] = transfer
-                out.append(.emit(.transfer(info(
-                    transfer, id: id, state: .interrupted, error: "\(reason); resumes when \(transfer.peer.name) offers it again", at: now))))
+                out.append(
+                    .emit(
+                        .transfer(
+                            info(
+                                transfer, id: id, state: .interrupted, error: "\(reason); resumes when \(transfer.peer.name) offers it again", at: now))))
             }
         }
         releaseStallTimer()

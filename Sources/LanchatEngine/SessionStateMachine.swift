@@ -78,9 +78,11 @@ public struct SessionStateMachine: Sendable {
         /// Signed leaves, ours and members' (`+Proofs`).
         public var leaves: [StoredLeave] = []
 
-        public init(rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
-                    outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
-                    keyedPeers: Set<PeerID> = []) {
+        public init(
+            rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
+            outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
+            keyedPeers: Set<PeerID> = []
+        ) {
             self.rooms = rooms
             self.lastSequences = lastSequences
             self.outbox = outbox
@@ -245,8 +247,10 @@ public struct SessionStateMachine: Sendable {
             case .fileRequest(let request): received(request, from: entry, &out)
             case .historyRequest(let room, let since, let limit):
                 guard rooms[room]?.members[entry.peer.id] != nil, histories.takeOwed(RoomMember(room: room, peer: entry.peer.id)) else { break }
-                out.append(.sendHistory(room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2,
-                                        limit: limit.map { Int($0) }))
+                out.append(
+                    .sendHistory(
+                        room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2,
+                        limit: limit.map { Int($0) }))
             case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
                 streamFrame(frame, from: entry, on: handle, at: now, &out)
             case .resourceOffer, .resourceAccept, .resourceChunk, .resourceDigest, .resourceEnd:

@@ -33,8 +33,9 @@ extension SessionStore {
         case .saveTransfer(let transfer):
             try saveTransfer(transfer, now: now)
         case .updateTransfer(let id, let state, let sentMark, let resent):
-            try updateTransfer(id: id.description, state: state?.rawValue, sentMark: sentMark.map { Int64(clamping: $0) },
-                               resent: resent.map { Int64(clamping: $0) }, now: now)
+            try updateTransfer(
+                id: id.description, state: state?.rawValue, sentMark: sentMark.map { Int64(clamping: $0) },
+                resent: resent.map { Int64(clamping: $0) }, now: now)
         case .deleteTransfer(let id):
             try deleteTransfer(id: id.description)
         }

@@ -40,7 +40,8 @@ public struct IncomingInvitation: Sendable, Equatable {
     /// The context as text, if it is valid UTF-8 without control characters other than newline/tab.
     public var message: String? {
         guard !context.isEmpty, let text = String(validating: context, as: UTF8.self),
-              !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f }) else { return nil }
+            !text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || $0.value == 0x7f })
+        else { return nil }
         return text
     }
 }
@@ -141,8 +142,10 @@ public struct TransferInfo: Sendable, Equatable {
     /// Outgoing: bytes sent more than once (resumes after a drop or a restart).
     public var resent: UInt64 = 0
 
-    public init(state: String, id: String, direction: Direction, peer: SessionPeer, name: String, size: UInt64, done: UInt64, rate: Double,
-                path: String? = nil, error: String? = nil, resent: UInt64 = 0) {
+    public init(
+        state: String, id: String, direction: Direction, peer: SessionPeer, name: String, size: UInt64, done: UInt64, rate: Double,
+        path: String? = nil, error: String? = nil, resent: UInt64 = 0
+    ) {
         self.state = state
         self.id = id
         self.direction = direction

@@ -65,7 +65,8 @@ func decodeAll(_ bytes: [UInt8], splitAt: Int?) -> [String] {
             while let raw = try decoder.decode(buffer: &buffer) {
                 let frame = try WireFrame.decode(raw)
                 // What decodes must encode back to the same frame (ignored frames aside).
-                if case .ignored = frame {} else {
+                if case .ignored = frame {
+                } else {
                     let again = try WireFrame.decode(frame.encode())
                     precondition(again == frame, "re-encoding changed the frame")
                 }
@@ -122,37 +123,37 @@ func fuzzControl(_ bytes: [UInt8]) {
 }
 
 #if FUZZING
-// SwiftPM links an executable's entry point as `<Target>_main`, so libFuzzer's own `main` is not used:
-// hand control to its driver from ours.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
-) -> CInt
+    // SwiftPM links an executable's entry point as `<Target>_main`, so libFuzzer's own `main` is not used:
+    // hand control to its driver from ours.
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func LLVMFuzzerRunDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+    ) -> CInt
 
-@main
-struct FuzzMain {
-    static func main() {
-        _ = target
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOne))
-    }
-}
-#else
-/// Without libFuzzer: replays the files given as arguments (e.g. a crasher) through the same entry point.
-@main
-struct ReplayMain {
-    static func main() {
-        for path in CommandLine.arguments.dropFirst() {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                print("cannot open \(path)")
-                continue
-            }
-            target.run(Array(data))
-            print("ok \(path) (\(data.count) bytes, \(target.rawValue))")
+    @main
+    struct FuzzMain {
+        static func main() {
+            _ = target
+            var argc = CommandLine.argc
+            var argv = CommandLine.unsafeArgv
+            exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOne))
         }
     }
-}
+#else
+    /// Without libFuzzer: replays the files given as arguments (e.g. a crasher) through the same entry point.
+    @main
+    struct ReplayMain {
+        static func main() {
+            for path in CommandLine.arguments.dropFirst() {
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    print("cannot open \(path)")
+                    continue
+                }
+                target.run(Array(data))
+                print("ok \(path) (\(data.count) bytes, \(target.rawValue))")
+            }
+        }
+    }
 #endif

@@ -36,7 +36,9 @@ public struct Identity: Sendable {
             switch code {
             case .unreadable: return "cannot read identity key \(path): \(detail)"
             case .insecurePermissions: return "identity key \(path) is readable by others (\(detail)); run: chmod 600 \(path)"
-            case .corrupt: return "identity key \(path) is not a P-256 private key in PEM (\(detail)); it was left as it is: move it away to create a new identity (peers will see a new id)"
+            case .corrupt:
+                return
+                    "identity key \(path) is not a P-256 private key in PEM (\(detail)); it was left as it is: move it away to create a new identity (peers will see a new id)"
             case .cannotCreate: return "cannot create identity key \(path): \(detail)"
             }
         }

@@ -33,8 +33,9 @@ public final class EnvelopeSigner: Sendable {
     /// Whether `key` (compressed) is `author`'s key and `signature` (`r || s`) its signature over `bytes`.
     public func verify(signature: [UInt8], over bytes: [UInt8], key: [UInt8], author: PeerID) -> Bool {
         guard signature.count == Self.signatureLength, key.count == Self.keyLength,
-              let (owner, publicKey) = parsed(key), owner == author,
-              let parsedSignature = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
+            let (owner, publicKey) = parsed(key), owner == author,
+            let parsedSignature = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
+        else { return false }
         return publicKey.isValidSignature(parsedSignature, for: bytes)
     }
 

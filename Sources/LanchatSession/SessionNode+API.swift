@@ -89,13 +89,17 @@ extension SessionNode {
         // Out before the commit when SessionStateMachine.sendAheadLimit allows it (it says why that is safe).
         let (committed, ahead) = await performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit)
         guard committed else {
-            throw SessionError(.storage, ahead ? "cannot store the message (see the daemon's log); members may have it"
-                                                : "cannot store the message (see the daemon's log)")
+            throw SessionError(
+                .storage,
+                ahead
+                    ? "cannot store the message (see the daemon's log); members may have it"
+                    : "cannot store the message (see the daemon's log)")
         }
         let drops = reliable ? 0 : unreliableDrops
         return plan.messages.map {
-            SendReceipt(message: $0, recipients: plan.recipients.count, sentNow: plan.connected - drops,
-                        dropped: reliable ? 0 : plan.recipients.count - plan.connected + drops)
+            SendReceipt(
+                message: $0, recipients: plan.recipients.count, sentNow: plan.connected - drops,
+                dropped: reliable ? 0 : plan.recipients.count - plan.connected + drops)
         }
     }
 

@@ -26,7 +26,8 @@ extension SessionNode {
         }
         let address = connection.channel.remoteAddress?.ipAddress ?? "?"
         guard probes.count < Self.maximumProbes, probes.values.count(where: { $0.peer == id }) < Self.maximumProbesPerPeer,
-              probes.values.count(where: { $0.address == address }) < Self.maximumProbesPerAddress else {
+            probes.values.count(where: { $0.address == address }) < Self.maximumProbesPerAddress
+        else {
             return connection.leave(.refused, text: "too many probe connections")
         }
         logger.debug("probe connection", metadata: ["peer.id": "\(id.short)"])

@@ -267,7 +267,6 @@ public actor SessionNode {
         }
     }
 
-
     func emitTransfer(_ info: TransferInfo) {
         eventSink.yield(.transfer(info))
     }

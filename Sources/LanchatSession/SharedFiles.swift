@@ -31,8 +31,9 @@ public enum SharedFetchStart: Sendable, Equatable {
 /// for `sharedFilesDays` after it came (or was shared again); copies go where a person asks.
 extension SessionNode {
     var sharedStorage: StorageDirectory {
-        StorageDirectory(role: "the shared-files directory", path: configuration.sharedDirectory ?? configuration.downloadDirectory + "/.lanchat-shared",
-                         mode: configuration.downloadsForGroup ? 0o750 : 0o700)
+        StorageDirectory(
+            role: "the shared-files directory", path: configuration.sharedDirectory ?? configuration.downloadDirectory + "/.lanchat-shared",
+            mode: configuration.downloadsForGroup ? 0o750 : 0o700)
     }
 
     func sharedPath(_ file: SharedFile) -> String { sharedStorage.path + "/" + file.hex }
@@ -178,9 +179,12 @@ extension SessionNode {
         guard let first = matches.first else { throw SessionError(.notFound, "no shared file has the id \(given) (see `lanchat files`)") }
         // A whole id is never ambiguous (another member may choose ids that end the same way).
         let shared = matches.first(where: { $0.message.id == lower }) ?? first
-        guard matches.count == 1 || shared.message.id == lower else { throw SessionError(.ambiguous, "\(matches.count) shared files have ids that end with \(given): give more of it") }
-        let directory = StorageDirectory(role: destination == nil ? "the download directory" : "the directory", path: destination ?? configuration.downloadDirectory,
-                                         mode: configuration.downloadsForGroup ? 0o750 : 0o700)
+        guard matches.count == 1 || shared.message.id == lower else {
+            throw SessionError(.ambiguous, "\(matches.count) shared files have ids that end with \(given): give more of it")
+        }
+        let directory = StorageDirectory(
+            role: destination == nil ? "the download directory" : "the directory", path: destination ?? configuration.downloadDirectory,
+            mode: configuration.downloadsForGroup ? 0o750 : 0o700)
         if let problem = directory.prepare().problem { throw SessionError(.writeFailed, problem) }
         if shared.held {
             let source = sharedPath(shared.file)
@@ -203,8 +207,9 @@ extension SessionNode {
     /// is not too large (`sharedAutoFetchLimit`). Older announcements (history, relay) wait to be asked for.
     func announced(_ message: ChatMessage) {
         guard configuration.keepSharedFiles, !message.outgoing, message.stored.kind == .file,
-              let shared = entry(message.stored), !shared.held, shared.file.size <= configuration.sharedAutoFetchLimit,
-              let room = RoomID(message.stored.room) else { return }
+            let shared = entry(message.stored), !shared.held, shared.file.size <= configuration.sharedAutoFetchLimit,
+            let room = RoomID(message.stored.room)
+        else { return }
         let skip = { (why: String) in
             self.logger.notice("shared file not fetched", metadata: ["name": "\(shared.file.name)", "room": "\(room)", "why": "\(why)"])
         }
@@ -220,8 +225,9 @@ extension SessionNode {
         }
         let kept = sharedUsage!.bytes
         guard kept + shared.file.size <= configuration.sharedFilesQuota, sharedUsage!.files < Self.maximumKeptFiles else {
-            return skip("this host keeps \(kept) bytes in \(sharedUsage!.files) shared files; the quota is \(configuration.sharedFilesQuota) "
-                + "bytes and \(Self.maximumKeptFiles) files")
+            return skip(
+                "this host keeps \(kept) bytes in \(sharedUsage!.files) shared files; the quota is \(configuration.sharedFilesQuota) "
+                    + "bytes and \(Self.maximumKeptFiles) files")
         }
         sharedUsage!.bytes += shared.file.size
         sharedUsage!.files += 1
@@ -271,8 +277,10 @@ extension SessionNode {
         // `servableAnnouncements`, the latest: a requester that announced the digest itself many times
         // over only hides the others from its own request).
         let prefix = SharedFile.bodyPrefix(sha256: request.sha256)
-        let found = (try? store.search(room: request.room.rawValue, limit: Self.servableAnnouncements,
-                                       filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? []
+        let found =
+            (try? store.search(
+                room: request.room.rawValue, limit: Self.servableAnnouncements,
+                filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? []
         let refusal = SessionStateMachine.notServedText(request, ownName: configuration.ownName)
         let authors = Set(((engine.members(of: request.room) ?? [:]).keys.map(\.rawValue)) + [configuration.ownID.rawValue])
         guard SessionStateMachine.mayServe(request, to: peer.id, announcedIn: found, authors: authors) else {
@@ -389,7 +397,9 @@ extension SessionNode {
         _ = fileIO.runIfActive(eventLoop: eventLoop) { () -> Void in
             for (name, info) in Self.regularFiles(in: path) {
                 let age = now - Int64(info.st_mtim.tv_sec) * 1000
-                let stale = name.hasPrefix(".lanchat-") && name.hasSuffix(".part") ? age > 3_600_000
+                let stale =
+                    name.hasPrefix(".lanchat-") && name.hasSuffix(".part")
+                    ? age > 3_600_000
                     : SharedFile.bytes(hex: name) != nil && age > Int64(days) * 86_400_000
                 if stale { unlink(path + "/" + name) }
             }

@@ -114,8 +114,9 @@ extension SessionNode {
         case .history, .signedHistory:
             StorageDirectory(role: "the history directory", path: configuration.historyDirectory ?? configuration.downloadDirectory)
         case .file:
-            StorageDirectory(role: "the download directory", path: configuration.downloadDirectory,
-                             mode: configuration.downloadsForGroup ? 0o750 : 0o700)  // (lanchatd's umask is 077)
+            StorageDirectory(
+                role: "the download directory", path: configuration.downloadDirectory,
+                mode: configuration.downloadsForGroup ? 0o750 : 0o700)  // (lanchatd's umask is 077)
         case .shared:
             sharedStorage
         }

@@ -54,8 +54,9 @@ extension SessionNode {
         return fileIO.runIfActive(eventLoop: eventLoop) { () throws -> ReadPiece in
             var reader = reader
             let records = try reader.next(maximumCount: Self.historyBatch)
-            let verdicts = SessionStateMachine.verdicts(records, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
-                                                        strangers: piece.strangers, now: SessionNode.nowMilliseconds(), forgedLeft: forgedLeft)
+            let verdicts = SessionStateMachine.verdicts(
+                records, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
+                strangers: piece.strangers, now: SessionNode.nowMilliseconds(), forgedLeft: forgedLeft)
             return (reader, verdicts)
         }
     }

@@ -104,8 +104,10 @@ extension SessionNode {
         exportHistoryPiece(file, room: room, since: since, limit: limit, after: nil, written: 0, to: peer, signed: signed)
     }
 
-    private func exportHistoryPiece(_ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int, after cursor: ExportCursor?,
-                                    written: Int, to peer: SessionPeer, signed: Bool) {
+    private func exportHistoryPiece(
+        _ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int, after cursor: ExportCursor?,
+        written: Int, to peer: SessionPeer, signed: Bool
+    ) {
         guard !stopped, let piece = try? store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece)
         else { close(file.fd); return }
         writeHistory(piece.messages, to: file, at: written, signed: signed) { node, count in
@@ -152,8 +154,10 @@ extension SessionNode {
     /// Writes `messages` as history records at `offset` on the file thread (`fileIO`), then calls `then` on
     /// the event loop with the bytes written (nil: the write failed, or the node stopped; the caller closes
     /// the file).
-    private func writeHistory(_ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, signed: Bool,
-                              then: @escaping @Sendable (isolated SessionNode, Int?) -> Void) {
+    private func writeHistory(
+        _ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, signed: Bool,
+        then: @escaping @Sendable (isolated SessionNode, Int?) -> Void
+    ) {
         let fd = file.fd
         let future = fileIO.runIfActive(eventLoop: eventLoop) { () -> Int? in
             var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
@@ -171,16 +175,19 @@ extension SessionNode {
     }
 
     /// Offers a written history (nothing if it is empty). `relayAnswer`: the answer to a SYNC_REQUEST.
-    private func offerHistory(_ file: (fd: Int32, path: String), size: Int, room: RoomID, to peer: SessionPeer, signed: Bool,
-                              relayAnswer: Bool = false) {
+    private func offerHistory(
+        _ file: (fd: Int32, path: String), size: Int, room: RoomID, to peer: SessionPeer, signed: Bool,
+        relayAnswer: Bool = false
+    ) {
         guard size > 0, let resource = try? ResourceFile.opened(file.fd, path: file.path) else {  // (closed by `opened` if it fails)
             if size <= 0 { close(file.fd) }
             if relayAnswer { engine.relayAnswerNotOffered(room, to: peer.id) }
             return
         }
         do {
-            _ = try offer(resource, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room,
-                          ephemeral: true, relayAnswer: relayAnswer)
+            _ = try offer(
+                resource, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room,
+                ephemeral: true, relayAnswer: relayAnswer)
         } catch {
             logger.notice("history not offered", metadata: ["room": "\(room)", "peer": "\(peer.id.short)", "why": "\(error.message)"])
         }
@@ -237,7 +244,8 @@ extension SessionNode {
             var info = stat()
             let fd = open(saved.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)  // (never blocks on a FIFO put at the path)
             let openError = errno
-            let modified = fd >= 0 && fstat(fd, &info) == 0
+            let modified =
+                fd >= 0 && fstat(fd, &info) == 0
                 ? Int64(info.st_mtim.tv_sec) * 1000 + Int64(info.st_mtim.tv_nsec / 1_000_000) : -1
             // The very file that was sent (its device and inode), not whatever the path names now: a
             // client that handed over its own file must not get another one sent under that path.
@@ -245,17 +253,22 @@ extension SessionNode {
             guard fd >= 0, same, Int64(info.st_size) == saved.size, modified == saved.modified else {
                 if fd >= 0 { close(fd) }
                 try? store.updateTransfer(id: saved.id, state: "failed", now: now)
-                engine.keepEnded(TransferInfo(
-                    state: TransferState.failed.rawValue, id: saved.id, direction: .outgoing, peer: peer, name: saved.name,
-                    size: UInt64(max(0, saved.size)), done: 0, rate: 0, path: saved.path,
-                    error: fd >= 0 ? "\(saved.path) changed while lanchatd was stopped" : "cannot reopen \(saved.path) after a restart: \(String(cString: strerror(openError)))"))
+                engine.keepEnded(
+                    TransferInfo(
+                        state: TransferState.failed.rawValue, id: saved.id, direction: .outgoing, peer: peer, name: saved.name,
+                        size: UInt64(max(0, saved.size)), done: 0, rate: 0, path: saved.path,
+                        error: fd >= 0
+                            ? "\(saved.path) changed while lanchatd was stopped" : "cannot reopen \(saved.path) after a restart: \(String(cString: strerror(openError)))")
+                )
                 continue
             }
             let size = UInt64(saved.size)
             files[id] = TransferFile(fd: fd, path: saved.path, incoming: false, size: size)
             engine.restoreOutgoing(
-                id, to: peer, file: OfferedFile(path: saved.path, name: saved.name, size: size, modifiedMilliseconds: UInt64(max(0, saved.modified)),
-                                                identity: saved.fileIdentity),
+                id, to: peer,
+                file: OfferedFile(
+                    path: saved.path, name: saved.name, size: size, modifiedMilliseconds: UInt64(max(0, saved.modified)),
+                    identity: saved.fileIdentity),
                 digest: digest, sentMark: UInt64(max(0, saved.sentMark)), resent: UInt64(max(0, saved.resent)))
         }
     }
@@ -271,9 +284,11 @@ extension SessionNode {
             guard let peer = PeerID(saved.peerID) else { continue }
             var info = stat()
             let held = stat(saved.path, &info) == 0 ? UInt64(max(0, info.st_size)) : 0
-            list.append(TransferInfo(state: TransferState.interrupted.rawValue, id: saved.id, direction: .incoming,
-                                     peer: SessionPeer(id: peer, name: saved.peerName), name: saved.name, size: UInt64(max(0, saved.size)),
-                                     done: held, rate: 0))
+            list.append(
+                TransferInfo(
+                    state: TransferState.interrupted.rawValue, id: saved.id, direction: .incoming,
+                    peer: SessionPeer(id: peer, name: saved.peerName), name: saved.name, size: UInt64(max(0, saved.size)),
+                    done: held, rate: 0))
         }
         return list + engine.endedTransfers
     }
@@ -287,7 +302,8 @@ extension SessionNode {
             return info
         }
         if let saved = ((try? store.transfers()) ?? []).first(where: { !$0.outgoing && $0.state == "active" && $0.id.hasPrefix(lower) }),
-           let peer = PeerID(saved.peerID) {
+            let peer = PeerID(saved.peerID)
+        {
             // Interrupted and this daemon restarted since: remove the partial file; a later offer is refused.
             return cancelSaved(saved, peer: SessionPeer(id: peer, name: saved.peerName), error: "cancelled here")
         }
@@ -301,8 +317,9 @@ extension SessionNode {
         unlink(saved.path)
         // (In a transaction: a bulk write open meanwhile would otherwise hold it uncommitted.)
         try? store.transaction { try store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds()) }
-        let info = TransferInfo(state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
-                                size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: error)
+        let info = TransferInfo(
+            state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
+            size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: error)
         engine.keepEnded(info)
         emitTransfer(info)
         return info

@@ -21,7 +21,8 @@ extension ChatStore {
         let columns = "id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct"
         try db.execute("BEGIN IMMEDIATE")
         do {
-            try db.execute("""
+            try db.execute(
+                """
                 CREATE TABLE messages_by_author (\(Self.messagesTableColumns));
                 INSERT INTO messages_by_author (rowid, \(columns)) SELECT rowid, \(columns) FROM messages;
                 DROP TABLE messages;

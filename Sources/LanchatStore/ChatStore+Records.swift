@@ -17,11 +17,13 @@ extension ChatStore {
     /// Unacknowledged messages for `peerID`, in the order they were sent. The outbox holds our own
     /// messages: of records under one id (`messages` is keyed by id and author), ours was stored first.
     public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
-        try db.query("""
+        try db.query(
+            """
             SELECT \(Self.messageColumns(prefix: "m."))
             FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage)
             WHERE outbox.peer_id = ? ORDER BY outbox.seq
-            """, [.text(peerID)]).map(Self.message)
+            """, [.text(peerID)]
+        ).map(Self.message)
     }
 
     /// Every queued (recipient, message, room), in the order they were queued.
@@ -60,8 +62,9 @@ extension ChatStore {
         for row in try db.query("SELECT room FROM rooms ORDER BY joined_at, room") {
             let room = row[0].string
             let members = try db.query("SELECT peer_id, name, port, addresses, proof FROM members WHERE room = ? ORDER BY name", [.text(room)]).map {
-                StoredMember(peerID: $0[0].string, name: $0[1].string, port: Int($0[2].int),
-                             addresses: $0[3].string.split(separator: " ").map(String.init), proof: StoredProof(encoded: $0[4].string))
+                StoredMember(
+                    peerID: $0[0].string, name: $0[1].string, port: Int($0[2].int),
+                    addresses: $0[3].string.split(separator: " ").map(String.init), proof: StoredProof(encoded: $0[4].string))
             }
             result.append((room, members))
         }
@@ -72,9 +75,12 @@ extension ChatStore {
         try db.query("INSERT OR IGNORE INTO rooms (room, joined_at) VALUES (?, ?)", [.text(room), .integer(now)])
         try db.query("DELETE FROM members WHERE room = ?", [.text(room)])
         for member in members {
-            try db.query("INSERT INTO members (room, peer_id, name, port, addresses, proof) VALUES (?,?,?,?,?,?)",
-                         [.text(room), .text(member.peerID), .text(member.name), .integer(Int64(member.port)),
-                          .text(member.addresses.joined(separator: " ")), .text(member.proof?.encoded ?? "")])
+            try db.query(
+                "INSERT INTO members (room, peer_id, name, port, addresses, proof) VALUES (?,?,?,?,?,?)",
+                [
+                    .text(room), .text(member.peerID), .text(member.name), .integer(Int64(member.port)),
+                    .text(member.addresses.joined(separator: " ")), .text(member.proof?.encoded ?? ""),
+                ])
         }
     }
 
@@ -90,8 +96,10 @@ extension ChatStore {
     public func saveMeta(_ entry: StoredMeta) throws(Error) {
         try db.query(
             "INSERT OR REPLACE INTO room_meta (room, key, value, deleted, version, timestamp, author_id, author_key, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [.text(entry.room), .text(entry.key), .text(entry.value), .integer(entry.deleted ? 1 : 0), .integer(Int64(clamping: entry.version)),
-             .integer(entry.timestamp), .text(entry.authorID), .text(Hex.string(entry.authorKey)), .text(Hex.string(entry.signature))])
+            [
+                .text(entry.room), .text(entry.key), .text(entry.value), .integer(entry.deleted ? 1 : 0), .integer(Int64(clamping: entry.version)),
+                .integer(entry.timestamp), .text(entry.authorID), .text(Hex.string(entry.authorKey)), .text(Hex.string(entry.signature)),
+            ])
     }
 
     public func deleteMeta(room: String, key: String?) throws(Error) {
@@ -104,8 +112,9 @@ extension ChatStore {
 
     public func metadata() throws(Error) -> [StoredMeta] {
         try db.query("SELECT room, key, value, deleted, version, timestamp, author_id, author_key, signature FROM room_meta ORDER BY room, key").map {
-            StoredMeta(room: $0[0].string, key: $0[1].string, value: $0[2].string, deleted: $0[3].int != 0, version: UInt64(max(0, $0[4].int)),
-                       timestamp: $0[5].int, authorID: $0[6].string, authorKey: Self.bytes(hex: $0[7].string), signature: Self.bytes(hex: $0[8].string))
+            StoredMeta(
+                room: $0[0].string, key: $0[1].string, value: $0[2].string, deleted: $0[3].int != 0, version: UInt64(max(0, $0[4].int)),
+                timestamp: $0[5].int, authorID: $0[6].string, authorKey: Self.bytes(hex: $0[7].string), signature: Self.bytes(hex: $0[8].string))
         }
     }
 
@@ -114,9 +123,11 @@ extension ChatStore {
     }
 
     public func saveLeave(_ leave: StoredLeave) throws(Error) {
-        try db.query("INSERT OR REPLACE INTO leaves (room, peer_id, left_at) VALUES (?, ?, ?)",
-                     [.text(leave.room), .text(leave.peerID), .integer(Int64(clamping: leave.timestamp))])
-        try db.query("""
+        try db.query(
+            "INSERT OR REPLACE INTO leaves (room, peer_id, left_at) VALUES (?, ?, ?)",
+            [.text(leave.room), .text(leave.peerID), .integer(Int64(clamping: leave.timestamp))])
+        try db.query(
+            """
             DELETE FROM leaves WHERE rowid IN (SELECT rowid FROM leaves ORDER BY left_at, room, peer_id
                 LIMIT max(0, (SELECT count(*) FROM leaves) - ?))
             """, [.integer(Int64(maximumStoredLeaves))])
@@ -140,9 +151,11 @@ extension ChatStore {
             INSERT OR REPLACE INTO transfers (id, outgoing, peer_id, peer_name, path, name, size, sha256, modified, room, state, sent_mark, resent, updated_at, file_identity)
             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
             """,
-            [.text(transfer.id), .integer(transfer.outgoing ? 1 : 0), .text(transfer.peerID), .text(transfer.peerName), .text(transfer.path),
-             .text(transfer.name), .integer(transfer.size), .text(transfer.sha256), .integer(transfer.modified), .text(transfer.room),
-             .text(transfer.state), .integer(transfer.sentMark), .integer(transfer.resent), .integer(now), .text(transfer.fileIdentity)])
+            [
+                .text(transfer.id), .integer(transfer.outgoing ? 1 : 0), .text(transfer.peerID), .text(transfer.peerName), .text(transfer.path),
+                .text(transfer.name), .integer(transfer.size), .text(transfer.sha256), .integer(transfer.modified), .text(transfer.room),
+                .text(transfer.state), .integer(transfer.sentMark), .integer(transfer.resent), .integer(now), .text(transfer.fileIdentity),
+            ])
     }
 
     public func transfer(id: String) throws(Error) -> StoredTransfer? {

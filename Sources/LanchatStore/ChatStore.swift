@@ -29,12 +29,15 @@ public final class ChatStore: SessionStore {
         // between messages, not inside a commit (unless the log grows past 16k pages).
         // Exclusive locking: only this daemon opens the file, so no lock syscalls per transaction (and a
         // second daemon on the same state directory gets "database is locked" instead of sharing it).
-        try db.execute("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-8192;")
+        try db.execute(
+            "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-8192;"
+        )
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {
             throw Error(description: "\(path) was written by a newer lanchatd (schema \(version)); this one knows \(Self.schemaVersion)")
         }
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE IF NOT EXISTS messages (\(Self.messagesTableColumns));
             CREATE INDEX IF NOT EXISTS messages_by_room ON messages (room, timestamp, sender_id, sequence);
             CREATE TABLE IF NOT EXISTS outbox (
@@ -73,7 +76,8 @@ public final class ChatStore: SessionStore {
         let indexed = !(try db.query("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'")).isEmpty
         try db.execute("BEGIN IMMEDIATE")
         do {
-            try db.execute("""
+            try db.execute(
+                """
                 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
                     body, content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2', columnsize=0);
                 CREATE TABLE IF NOT EXISTS messages_unindexed (message_rowid INTEGER PRIMARY KEY);
@@ -86,7 +90,8 @@ public final class ChatStore: SessionStore {
                 END;
                 """)
             if version < 4 || !indexed {
-                try db.execute("""
+                try db.execute(
+                    """
                     INSERT INTO messages_fts (messages_fts) VALUES ('delete-all');
                     DELETE FROM messages_unindexed;
                     INSERT INTO messages_unindexed (message_rowid) SELECT rowid FROM messages;
@@ -118,13 +123,15 @@ public final class ChatStore: SessionStore {
         // its columns and ignores the table.
         let memberColumns = try db.query("PRAGMA table_info(members)").map { $0[1].string }
         if !memberColumns.contains("proof") { try db.execute("ALTER TABLE members ADD COLUMN proof TEXT NOT NULL DEFAULT ''") }
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE IF NOT EXISTS leaves (room TEXT NOT NULL, peer_id TEXT NOT NULL, left_at INTEGER NOT NULL, PRIMARY KEY (room, peer_id))
             """)
         // What the relay and newcomers' histories read (`export`, `recentSequences`): the room's messages
         // but notices and direct ones, newest first. Without it, a room whose latest 100,000 messages
         // were direct made each SYNC_REQUEST skip them row by row on the event loop (about 100 ms).
-        try db.execute("""
+        try db.execute(
+            """
             CREATE INDEX IF NOT EXISTS messages_shared ON messages (room, timestamp, sender_id, sequence) WHERE kind != 2 AND direct = 0
             """)
         // The files shared in rooms (`lanchat files`): a few among a million messages, found without a scan.
@@ -248,10 +255,12 @@ public final class ChatStore: SessionStore {
         try db.query(
             "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct) "
                 + "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [.text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
-             .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now),
-             .text(Hex.string(message.authorKey)), .text(Hex.string(message.signature)),
-             .integer(message.direct ? 1 : 0)])
+            [
+                .text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
+                .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now),
+                .text(Hex.string(message.authorKey)), .text(Hex.string(message.signature)),
+                .integer(message.direct ? 1 : 0),
+            ])
         guard db.changes == 1 else { return false }
         try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
         return true
@@ -263,8 +272,9 @@ public final class ChatStore: SessionStore {
         // Not synced: the index and the waiting list change together, and either can be redone.
         try transaction(durable: false) {
             let first = "SELECT message_rowid FROM messages_unindexed ORDER BY message_rowid LIMIT ?"
-            try db.query("INSERT INTO messages_fts (rowid, body) SELECT m.rowid, m.body FROM messages m WHERE m.rowid IN (\(first)) ORDER BY m.rowid",
-                         [.integer(Int64(limit))])
+            try db.query(
+                "INSERT INTO messages_fts (rowid, body) SELECT m.rowid, m.body FROM messages m WHERE m.rowid IN (\(first)) ORDER BY m.rowid",
+                [.integer(Int64(limit))])
             try db.query("DELETE FROM messages_unindexed WHERE message_rowid IN (\(first))", [.integer(Int64(limit))])
         }
         return !(try db.query("SELECT 1 FROM messages_unindexed LIMIT 1")).isEmpty
@@ -365,9 +375,10 @@ public final class ChatStore: SessionStore {
     }
 
     static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
-        StoredMessage(id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
-                      timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string,
-                      authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string), direct: row[10].int != 0)
+        StoredMessage(
+            id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
+            timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string,
+            authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string), direct: row[10].int != 0)
     }
 
     /// The bytes of lowercase hex as `Hex.string` writes it (anything else: none, read as unsigned).
@@ -402,8 +413,11 @@ public final class ChatStore: SessionStore {
     /// `export` in pieces: each a read through the same index from the cursor on, so a history of a
     /// million messages is never held whole (nor its rows all read at once on the event loop). The first
     /// piece starts at the `limit`th newest (one walk of the index), or at `since` if there are fewer.
-    public func exportPage(room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int) throws(Error)
-        -> (messages: [StoredMessage], next: ExportCursor?) {
+    public func exportPage(
+        room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int
+    ) throws(Error)
+        -> (messages: [StoredMessage], next: ExportCursor?)
+    {
         var start: ExportCursor
         if let cursor {
             start = cursor
@@ -411,29 +425,42 @@ public final class ChatStore: SessionStore {
             guard limit > 0 else { return ([], nil) }
             let first = try db.query(Self.exportStartSQL, [.text(room), .integer(since), .integer(Int64(limit - 1))]).first
             // Just before the first (the rowid breaks ties, so nothing lies between), or before anything since `since`.
-            start = first.map { ExportCursor(timestamp: $0[0].int, senderID: $0[1].string, sequence: $0[2].int,
-                                             tiebreak: $0[3].int - 1, remaining: limit) }
+            start =
+                first.map {
+                    ExportCursor(
+                        timestamp: $0[0].int, senderID: $0[1].string, sequence: $0[2].int,
+                        tiebreak: $0[3].int - 1, remaining: limit)
+                }
                 ?? ExportCursor(timestamp: since, senderID: "", sequence: .min, tiebreak: .min, remaining: limit)
         }
-        let rows = try db.query(Self.exportPageSQL, [.text(room), .integer(start.timestamp), .text(start.senderID), .integer(start.sequence),
-                                                     .integer(start.tiebreak), .integer(Int64(min(count, start.remaining)))])
+        let rows = try db.query(
+            Self.exportPageSQL,
+            [
+                .text(room), .integer(start.timestamp), .text(start.senderID), .integer(start.sequence),
+                .integer(start.tiebreak), .integer(Int64(min(count, start.remaining))),
+            ])
         guard let last = rows.last else { return ([], nil) }
         let messages = rows.map { Self.message(Array($0.dropLast())) }
-        let next = ExportCursor(timestamp: last[5].int, senderID: last[2].string, sequence: last[4].int,
-                                tiebreak: last[last.count - 1].int, remaining: start.remaining - rows.count)
+        let next = ExportCursor(
+            timestamp: last[5].int, senderID: last[2].string, sequence: last[4].int,
+            tiebreak: last[last.count - 1].int, remaining: start.remaining - rows.count)
         return (messages, next.remaining > 0 && rows.count == count ? next : nil)
     }
 
-    static let exportStartSQL = "SELECT timestamp, sender_id, sequence, rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+    static let exportStartSQL =
+        "SELECT timestamp, sender_id, sequence, rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT 1 OFFSET ?"
-    static let exportPageSQL = "SELECT \(messageColumns), rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+    static let exportPageSQL =
+        "SELECT \(messageColumns), rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "AND (timestamp, sender_id, sequence, rowid) > (?, ?, ?, ?) ORDER BY timestamp, sender_id, sequence, rowid LIMIT ?"
 
     /// (These read through the partial index `messages_shared`; a test checks the plans. Messages alike
     /// in time, author and sequence are told apart by rowid, as in `exportPage`.)
-    static let exportSQL = "SELECT \(messageColumns) FROM messages WHERE room = ? AND kind != 2 AND direct = 0 AND timestamp >= ? "
+    static let exportSQL =
+        "SELECT \(messageColumns) FROM messages WHERE room = ? AND kind != 2 AND direct = 0 AND timestamp >= ? "
         + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT ?"
-    static let recentSequencesSQL = "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+    static let recentSequencesSQL =
+        "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
 
     /// The newest timestamp of a text or file message in `room` (0 if none): what a newcomer already has.

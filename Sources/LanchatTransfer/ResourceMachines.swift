@@ -27,8 +27,10 @@ public struct IncomingResource: Sendable {
         /// take the last of the disk the history database and the logs need too.
         public var keptFree: UInt64
 
-        public init(maximumSize: UInt64, freeBytes: UInt64, storageProblem: String? = nil, progressEvery: UInt64 = 1 << 20,
-                    maximumAhead: UInt64 = 16 << 20, keptFree: UInt64 = 0) {
+        public init(
+            maximumSize: UInt64, freeBytes: UInt64, storageProblem: String? = nil, progressEvery: UInt64 = 1 << 20,
+            maximumAhead: UInt64 = 16 << 20, keptFree: UInt64 = 0
+        ) {
             self.maximumSize = maximumSize
             self.freeBytes = freeBytes
             self.storageProblem = storageProblem

@@ -46,8 +46,10 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         /// the heartbeat): it stopped reading, whatever it sends.
         public var outputStall: TimeAmount = .seconds(30)
 
-        public init(hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool?, advertisedID: String?,
-                    heartbeatInterval: TimeAmount = .seconds(2), heartbeatTimeout: TimeAmount = .seconds(8)) {
+        public init(
+            hello: WireFrame.Hello, helloTimeout: TimeAmount = .seconds(5), encrypted: Bool?, advertisedID: String?,
+            heartbeatInterval: TimeAmount = .seconds(2), heartbeatTimeout: TimeAmount = .seconds(8)
+        ) {
             self.hello = hello
             self.helloTimeout = helloTimeout
             self.encrypted = encrypted
@@ -98,8 +100,9 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         self.certificateID = certificateID
         self.established = established
         liveness = LinkLiveness(
-            limits: .init(interval: configuration.heartbeatInterval.nanoseconds, timeout: configuration.heartbeatTimeout.nanoseconds,
-                          budget: configuration.outputBudget, overhead: configuration.writeOverhead, stall: configuration.outputStall.nanoseconds),
+            limits: .init(
+                interval: configuration.heartbeatInterval.nanoseconds, timeout: configuration.heartbeatTimeout.nanoseconds,
+                budget: configuration.outputBudget, overhead: configuration.writeOverhead, stall: configuration.outputStall.nanoseconds),
             at: NIODeadline.now().nanoseconds)
     }
 
@@ -272,8 +275,9 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         }
         guard machine != nil else {
             // Bytes before our own start (a peer that does not wait for TLS): not allowed.
-            fail(.handshake(.unexpectedFrame("data before the connection was ready")), context: context,
-                 goodbye: .init(reason: .protocolError, text: "data before the connection was ready"))
+            fail(
+                .handshake(.unexpectedFrame("data before the connection was ready")), context: context,
+                goodbye: .init(reason: .protocolError, text: "data before the connection was ready"))
             return
         }
         switch frame {
@@ -411,7 +415,8 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             // Closed on the next tick, not inside the caller's send.
             loop.execute {
                 let (handler, context) = bound.value
-                handler.stopReading("\(handler.liveness.pendingOutput >> 20) MiB of output waiting, over the budget of \(handler.configuration.outputBudget >> 20) MiB", context: context)
+                handler.stopReading(
+                    "\(handler.liveness.pendingOutput >> 20) MiB of output waiting, over the budget of \(handler.configuration.outputBudget >> 20) MiB", context: context)
             }
         }
         return promise

@@ -141,12 +141,13 @@ public struct PeerConnector: Sendable {
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if useTLS {
-                            try channel.pipeline.syncOperations.addHandler(try tls.clientHandler(expecting: expected) { result in
-                                switch result {
-                                case .success(let id): certificateID.withLockedValue { $0 = id.rawValue }
-                                case .failure(let failure): pinFailure.withLockedValue { $0 = failure }
-                                }
-                            })
+                            try channel.pipeline.syncOperations.addHandler(
+                                try tls.clientHandler(expecting: expected) { result in
+                                    switch result {
+                                    case .success(let id): certificateID.withLockedValue { $0 = id.rawValue }
+                                    case .failure(let failure): pinFailure.withLockedValue { $0 = failure }
+                                    }
+                                })
                         }
                         let handler = PeerConnectionHandler(configuration: handlerConfiguration, certificateID: certificateID, established: established)
                         reference.withLockedValue { $0 = HandlerReference(handler, eventLoop: channel.eventLoop) }
@@ -196,7 +197,8 @@ public struct PeerConnector: Sendable {
             counts.withLockedValue { counts in
                 let mine = counts.byAddress[address] ?? (0, 0)
                 guard counts.connections < limits.connections, counts.handshakes < limits.handshakes,
-                      mine.connections < limits.connectionsPerAddress, mine.handshakes < limits.handshakesPerAddress else { return false }
+                    mine.connections < limits.connectionsPerAddress, mine.handshakes < limits.handshakesPerAddress
+                else { return false }
                 counts.connections += 1
                 counts.handshakes += 1
                 counts.byAddress[address] = (mine.handshakes + 1, mine.connections + 1)
@@ -239,8 +241,9 @@ public struct PeerConnector: Sendable {
                     let remote = channel.remoteAddress.map { "\($0)" } ?? "?"
                     let address = channel.remoteAddress?.ipAddress ?? "?"
                     guard gate.enter(address) else {
-                        let refused = Refused(description: "too many connections being set up (at most \(limits.handshakes), "
-                            + "\(limits.handshakesPerAddress) from one address) or open (\(limits.connections), \(limits.connectionsPerAddress) from one address)")
+                        let refused = Refused(
+                            description: "too many connections being set up (at most \(limits.handshakes), "
+                                + "\(limits.handshakesPerAddress) from one address) or open (\(limits.connections), \(limits.connectionsPerAddress) from one address)")
                         failed(remote, refused)
                         throw refused
                     }
@@ -293,7 +296,8 @@ public struct PeerConnector: Sendable {
         promise.futureResult.whenComplete { result in
             deadline.cancel()
             // With `optional`, the TLS handler is in the pipeline only if the caller chose TLS.
-            let encrypted = encryption == .required
+            let encrypted =
+                encryption == .required
                 || (encryption == .optional && (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)) != nil)
             established(result.map { Connection(channel: channel, session: $0, encrypted: encrypted, dialed: false, reference: reference) })
         }

@@ -18,8 +18,10 @@ public struct HistoryRecord: Equatable, Sendable {
     /// The author's signature (signed histories only; nil: unsigned).
     public var signature: Signature?
 
-    public init(id: WireID, senderID: String, senderName: String, sequence: UInt64, timestampMilliseconds: UInt64, kind: WireFrame.Message.Kind, body: String,
-                signature: Signature? = nil) {
+    public init(
+        id: WireID, senderID: String, senderName: String, sequence: UInt64, timestampMilliseconds: UInt64, kind: WireFrame.Message.Kind, body: String,
+        signature: Signature? = nil
+    ) {
         self.id = id
         self.senderID = senderID
         self.senderName = senderName
@@ -117,7 +119,8 @@ public struct HistoryRecord: Equatable, Sendable {
             default: throw .invalidValue(field: key.count == Signature.keyLength ? "signature" : "author_key")
             }
         }
-        return HistoryRecord(id: id, senderID: String(decoding: sender, as: UTF8.self), senderName: name, sequence: sequence,
-                             timestampMilliseconds: timestamp, kind: kind, body: body, signature: signature)
+        return HistoryRecord(
+            id: id, senderID: String(decoding: sender, as: UTF8.self), senderName: name, sequence: sequence,
+            timestampMilliseconds: timestamp, kind: kind, body: body, signature: signature)
     }
 }

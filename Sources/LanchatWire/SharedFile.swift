@@ -50,10 +50,11 @@ public struct SharedFile: Equatable, Sendable {
     public init?(body: String) {
         let lines = body.split(separator: "\n", omittingEmptySubsequences: false)
         guard lines.count == 5, lines[0] == Self.header,
-              let digest = Self.field(lines[1], "sha256"), let sha256 = Self.bytes(hex: digest),
-              let sizeText = Self.field(lines[2], "size"), sizeText.count <= 20, sizeText.allSatisfy({ $0.isASCII && $0.isNumber }),
-              sizeText == "0" || !sizeText.hasPrefix("0"), let size = UInt64(sizeText),
-              let type = Self.field(lines[3], "type"), let name = Self.field(lines[4], "name") else { return nil }
+            let digest = Self.field(lines[1], "sha256"), let sha256 = Self.bytes(hex: digest),
+            let sizeText = Self.field(lines[2], "size"), sizeText.count <= 20, sizeText.allSatisfy({ $0.isASCII && $0.isNumber }),
+            sizeText == "0" || !sizeText.hasPrefix("0"), let size = UInt64(sizeText),
+            let type = Self.field(lines[3], "type"), let name = Self.field(lines[4], "name")
+        else { return nil }
         self.init(sha256: sha256, size: size, type: type, name: name)
         guard isValid else { return nil }
     }

@@ -40,8 +40,10 @@ extension WireFrame {
                 guard isToken(raw) else { throw .invalidValue(field: "capability") }
                 capabilities.append(String(decoding: raw, as: UTF8.self))
             }
-            result = .hello(Hello(minimumVersion: minimum, maximumVersion: maximum, maximumPayload: payload,
-                                  peerID: String(decoding: idBytes, as: UTF8.self), name: name, capabilities: capabilities))
+            result = .hello(
+                Hello(
+                    minimumVersion: minimum, maximumVersion: maximum, maximumPayload: payload,
+                    peerID: String(decoding: idBytes, as: UTF8.self), name: name, capabilities: capabilities))
         case .invite:
             let id = WireID(bytes: try reader.bytes("invitation_id", count: 16))!
             let timeout = try reader.u32("timeout_ms")
@@ -98,8 +100,9 @@ extension WireFrame {
                 let member = try reader.lengthPrefixed("member_id", lengthType: UInt8.self, limit: 52)
                 guard Self.isPeerID(member) else { throw .invalidValue(field: "member_id") }
                 let time = try reader.u64("left_ms")
-                let signature = Signature(key: try reader.bytes("member_key", count: Signature.keyLength),
-                                          bytes: try reader.bytes("signature", count: Signature.length))
+                let signature = Signature(
+                    key: try reader.bytes("member_key", count: Signature.keyLength),
+                    bytes: try reader.bytes("signature", count: Signature.length))
                 signed = SignedLeave(member: String(decoding: member, as: UTF8.self), timestampMilliseconds: time, signature: signature)
             }
             result = .roomLeave(RoomLeave(room: room, text: text, signed: signed))
@@ -112,12 +115,15 @@ extension WireFrame {
             let body = try reader.text("body", lengthType: UInt32.self, limit: Message.maximumBody, multiline: true)
             var signature: Signature?
             if frame.flags & signedFlag != 0 {
-                signature = Signature(key: try reader.bytes("author_key", count: Signature.keyLength),
-                                      bytes: try reader.bytes("signature", count: Signature.length))
+                signature = Signature(
+                    key: try reader.bytes("author_key", count: Signature.keyLength),
+                    bytes: try reader.bytes("signature", count: Signature.length))
             }
-            result = .message(Message(id: id, room: room, sequence: sequence, timestampMilliseconds: timestamp, kind: kind,
-                                      body: body, reliable: frame.flags & reliableFlag != 0, signature: signature,
-                                      direct: frame.flags & directFlag != 0))
+            result = .message(
+                Message(
+                    id: id, room: room, sequence: sequence, timestampMilliseconds: timestamp, kind: kind,
+                    body: body, reliable: frame.flags & reliableFlag != 0, signature: signature,
+                    direct: frame.flags & directFlag != 0))
         case .ack:
             let count = try reader.u16("count")
             guard Int(count) <= maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: Int(count), limit: maximumAckIDs) }
@@ -141,8 +147,10 @@ extension WireFrame {
             let modified = try reader.u64("mtime_ms")
             let follows = frame.flags & digestFollowsFlag != 0
             guard !follows || digest.allSatisfy({ $0 == 0 }) else { throw .invalidValue(field: "sha256") }
-            result = .resourceOffer(ResourceOffer(id: id, room: room, kind: kind, name: name, size: size, sha256: digest,
-                                                  modifiedMilliseconds: modified, digestFollows: follows))
+            result = .resourceOffer(
+                ResourceOffer(
+                    id: id, room: room, kind: kind, name: name, size: size, sha256: digest,
+                    modifiedMilliseconds: modified, digestFollows: follows))
         case .resourceDigest:
             let id = WireID(bytes: try reader.bytes("resource_id", count: 16))!
             result = .resourceDigest(id: id, sha256: try reader.bytes("sha256", count: 32))
@@ -223,10 +231,11 @@ extension WireFrame {
 
     /// An IPv4 or IPv6 address in text, with an optional `%scope`: hex digits, letters, digits, `.:%-_`.
     static func isAddress(_ bytes: [UInt8]) -> Bool {
-        !bytes.isEmpty && bytes.allSatisfy {
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a)
-                || $0 == 0x2e || $0 == 0x3a || $0 == 0x25 || $0 == 0x2d || $0 == 0x5f
-        }
+        !bytes.isEmpty
+            && bytes.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x41 && $0 <= 0x5a)
+                    || $0 == 0x2e || $0 == 0x3a || $0 == 0x25 || $0 == 0x2d || $0 == 0x5f
+            }
     }
 
     static func isToken(_ bytes: [UInt8]) -> Bool {
@@ -243,7 +252,8 @@ extension WireFrame {
             guard hello.peerID.utf8.count == 52 else { throw .invalidValue(field: "peer_id") }
             try Self.checkFieldText(hello.name, "name", limit: Self.maximumNameBytes)
             guard hello.capabilities.count <= Self.maximumCapabilities,
-                  hello.capabilities.allSatisfy({ $0.utf8.count <= 32 && Self.isToken(Array($0.utf8)) }) else {
+                hello.capabilities.allSatisfy({ $0.utf8.count <= 32 && Self.isToken(Array($0.utf8)) })
+            else {
                 throw .invalidValue(field: "capability")
             }
             payload.writeBytes(Hello.magic)

@@ -40,8 +40,10 @@ extension WireFrame {
         /// The sender hashes while sending: `sha256` is zeros and RESOURCE_DIGEST follows (flag 0x01).
         public var digestFollows: Bool
 
-        public init(id: WireID, room: RoomID?, kind: Kind, name: [UInt8], size: UInt64, sha256: [UInt8], modifiedMilliseconds: UInt64,
-                    digestFollows: Bool = false) {
+        public init(
+            id: WireID, room: RoomID?, kind: Kind, name: [UInt8], size: UInt64, sha256: [UInt8], modifiedMilliseconds: UInt64,
+            digestFollows: Bool = false
+        ) {
             self.id = id
             self.room = room
             self.kind = kind

@@ -38,8 +38,9 @@ extension WireFrame {
                     let inviter = try reader.lengthPrefixed("inviter_id", lengthType: UInt8.self, limit: 52)
                     guard inviter.isEmpty || Self.isPeerID(inviter) else { throw .invalidValue(field: "inviter_id") }
                     let time = try reader.u64("joined_ms")
-                    let signature = Signature(key: try reader.bytes("member_key", count: Signature.keyLength),
-                                              bytes: try reader.bytes("signature", count: Signature.length))
+                    let signature = Signature(
+                        key: try reader.bytes("member_key", count: Signature.keyLength),
+                        bytes: try reader.bytes("signature", count: Signature.length))
                     proof = MembershipProof(inviter: String(decoding: inviter, as: UTF8.self), timestampMilliseconds: time, signature: signature)
                 default: throw .invalidValue(field: "has_proof")
                 }
@@ -64,10 +65,13 @@ extension WireFrame {
             let time = try reader.u64("timestamp_ms")
             let author = try reader.lengthPrefixed("author_id", lengthType: UInt8.self, limit: 52)
             guard Self.isPeerID(author) else { throw .invalidValue(field: "author_id") }
-            let signature = Signature(key: try reader.bytes("author_key", count: Signature.keyLength),
-                                      bytes: try reader.bytes("signature", count: Signature.length))
-            entries.append(MetaEntry(key: key, value: value, deleted: deleted == 1, version: version, timestampMilliseconds: time,
-                                     author: String(decoding: author, as: UTF8.self), signature: signature))
+            let signature = Signature(
+                key: try reader.bytes("author_key", count: Signature.keyLength),
+                bytes: try reader.bytes("signature", count: Signature.length))
+            entries.append(
+                MetaEntry(
+                    key: key, value: value, deleted: deleted == 1, version: version, timestampMilliseconds: time,
+                    author: String(decoding: author, as: UTF8.self), signature: signature))
         }
         var digest: UInt64?
         if flags & digestFlag != 0 {
@@ -88,7 +92,8 @@ extension WireFrame {
             guard Self.isPeerID(Array(member.peerID.utf8)) else { throw .invalidValue(field: "peer_id") }
             try Self.checkFieldText(member.name, "name", limit: Self.maximumNameBytes)
             guard member.addresses.count <= RoomMembers.maximumAddresses,
-                  member.addresses.allSatisfy({ $0.utf8.count <= 64 && Self.isAddress(Array($0.utf8)) }) else {
+                member.addresses.allSatisfy({ $0.utf8.count <= 64 && Self.isAddress(Array($0.utf8)) })
+            else {
                 throw .invalidValue(field: "address")
             }
             payload.writeLengthPrefixed(Array(member.peerID.utf8), as: UInt8.self)

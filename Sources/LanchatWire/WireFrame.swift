@@ -96,7 +96,8 @@ public enum WireFrame: Equatable, Sendable {
     case ignored(type: UInt8)
 
     public enum FrameType: UInt8, Sendable {
-        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08, roomMeta = 0x09, typing = 0x0A
+        case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08, roomMeta =
+            0x09, typing = 0x0A
         case topicSubscriptions = 0x0B, topicMessage = 0x0C
         case message = 0x10, ack = 0x11
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
@@ -137,7 +138,10 @@ public enum WireFrame: Equatable, Sendable {
         public var name: String
         public var capabilities: [String]
 
-        public init(minimumVersion: UInt16 = 1, maximumVersion: UInt16 = 1, maximumPayload: UInt32 = FrameLimits.standard.maximumPayload, peerID: String, name: String, capabilities: [String]) {
+        public init(
+            minimumVersion: UInt16 = 1, maximumVersion: UInt16 = 1, maximumPayload: UInt32 = FrameLimits.standard.maximumPayload, peerID: String, name: String,
+            capabilities: [String]
+        ) {
             self.minimumVersion = minimumVersion
             self.maximumVersion = maximumVersion
             self.maximumPayload = maximumPayload
@@ -384,8 +388,10 @@ public enum WireFrame: Equatable, Sendable {
         /// Sent to some members of the room only (`lanchat send --to`).
         public var direct: Bool
 
-        public init(id: WireID, room: RoomID, sequence: UInt64, timestampMilliseconds: UInt64, kind: Kind, body: String, reliable: Bool,
-                    signature: Signature? = nil, direct: Bool = false) {
+        public init(
+            id: WireID, room: RoomID, sequence: UInt64, timestampMilliseconds: UInt64, kind: Kind, body: String, reliable: Bool,
+            signature: Signature? = nil, direct: Bool = false
+        ) {
             self.id = id
             self.room = room
             self.sequence = sequence

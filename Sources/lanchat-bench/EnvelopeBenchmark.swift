@@ -15,8 +15,9 @@ func envelopeBenchmark(count: Int, rounds: Int) {
     let checker = EnvelopeSigner(identity: Identity(privateKey: P256.Signing.PrivateKey()))
     let body = "a chat message of ordinary length, about sixty bytes of text."
     let inputs = (0..<count).map {
-        Envelope.signingBytes(author: author.peerID.rawValue, room: RoomID("lab")!, id: WireID.random(), sequence: UInt64($0 + 1),
-                              timestamp: 1_795_000_000_000 + UInt64($0), kind: .text, body: body)
+        Envelope.signingBytes(
+            author: author.peerID.rawValue, room: RoomID("lab")!, id: WireID.random(), sequence: UInt64($0 + 1),
+            timestamp: 1_795_000_000_000 + UInt64($0), kind: .text, body: body)
     }
     var sign: [Double] = []
     var verify: [Double] = []

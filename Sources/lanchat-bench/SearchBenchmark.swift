@@ -12,8 +12,10 @@ func searchBenchmark(directory: String, count: Int) throws {
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let path = directory + "/" + ChatStore.fileName
     unlink(path)
-    let vocabulary = ["the", "deploy", "build", "server", "lunch", "meeting", "review", "coffee", "release", "ticket", "merge",
-                      "branch", "logs", "cache", "disk", "network", "printer", "badge", "train", "weather", "kernel", "patch"]
+    let vocabulary = [
+        "the", "deploy", "build", "server", "lunch", "meeting", "review", "coffee", "release", "ticket", "merge",
+        "branch", "logs", "cache", "disk", "network", "printer", "badge", "train", "weather", "kernel", "patch",
+    ]
     var generator = SystemRandomNumberGenerator()
     let store = try ChatStore(path: path)
     let started = now()
@@ -25,10 +27,11 @@ func searchBenchmark(directory: String, count: Int) throws {
                 var words = (0..<8).map { _ in vocabulary.randomElement(using: &generator)! }
                 if inserted % 10_000 == 0 { words.append("zeppelin") }
                 let hex = String(inserted, radix: 16)
-                try store.insert(StoredMessage(
-                    id: String(repeating: "0", count: 32 - hex.count) + hex, room: "lab", senderID: String(repeating: "b", count: 52),
-                    senderName: "bob", sequence: Int64(inserted), timestamp: 1_795_000_000_000 + Int64(inserted), kind: .text,
-                    body: words.joined(separator: " ")), now: 0)
+                try store.insert(
+                    StoredMessage(
+                        id: String(repeating: "0", count: 32 - hex.count) + hex, room: "lab", senderID: String(repeating: "b", count: 52),
+                        senderName: "bob", sequence: Int64(inserted), timestamp: 1_795_000_000_000 + Int64(inserted), kind: .text,
+                        body: words.joined(separator: " ")), now: 0)
             }
         }
     }
@@ -57,7 +60,9 @@ func searchBenchmark(directory: String, count: Int) throws {
     raw.close()
     var info = stat()
     stat(path, &info)
-    emit(["messages_count": Double(count), "fill_s": filled, "file_mib": Double(info.st_size) / 1_048_576,
-          "rare_index_ms": rare.ms, "rare_like_ms": rareLike.ms, "rare_found_count": Double(rare.found), "rare_like_found_count": Double(rareLike.found),
-          "common_index_ms": common.ms, "common_like_ms": commonLike.ms, "common_found_count": Double(common.found)])
+    emit([
+        "messages_count": Double(count), "fill_s": filled, "file_mib": Double(info.st_size) / 1_048_576,
+        "rare_index_ms": rare.ms, "rare_like_ms": rareLike.ms, "rare_found_count": Double(rare.found), "rare_like_found_count": Double(rareLike.found),
+        "common_index_ms": common.ms, "common_like_ms": commonLike.ms, "common_found_count": Double(common.found),
+    ])
 }

@@ -228,8 +228,10 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
         let (cpu0, wall0) = (cpuSeconds(), now())
         try await Task.sleep(for: .seconds(seconds))
         let connected = node.room(room)!.members.filter { $0.state == .connected }.count
-        idle = ["idle_cpu_percent": (cpuSeconds() - cpu0) / (now() - wall0) * 100, "idle_links_count": Double(connected),
-                "idle_seconds": now() - wall0]
+        idle = [
+            "idle_cpu_percent": (cpuSeconds() - cpu0) / (now() - wall0) * 100, "idle_links_count": Double(connected),
+            "idle_seconds": now() - wall0,
+        ]
     }
     _ = try await node.send("done", room: room)
     var latest: [String: Double] = [:]

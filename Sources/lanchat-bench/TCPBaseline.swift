@@ -43,7 +43,9 @@ func tcpPing(host: String, port: UInt16, count: Int) {
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = port.bigEndian
     inet_pton(AF_INET, host, &address.sin_addr)
-    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
     guard connected == 0 else { die("cannot connect to \(host):\(port)") }
     var buffer = [UInt8](repeating: 7, count: 64)
     var rtts: [Double] = []

@@ -139,7 +139,6 @@ func workload(directory: String, kind: String, argument: String) async throws {
     emit(["workload_seconds": now() - started])
 }
 
-
 // MARK: The floors of the same workloads, with the same TLS library in this process
 
 /// `tls-ping N`: N round trips of 64 bytes over TLS 1.3 on loopback, each side syncing a small write

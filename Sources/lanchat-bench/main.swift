@@ -37,11 +37,14 @@ case "floor" where arguments.count == 5:
     do { try await floorWorkload(directory: arguments[2], kind: arguments[3], argument: arguments[4]) } catch { die("\(error)") }
 case "node" where arguments.count >= 7:
     do {
-        try await runNode(directory: arguments[2], name: arguments[3], address: arguments[4], rendezvous: arguments[5],
-                          total: Int(arguments[6])!, leader: arguments.count > 7 && arguments[7] == "leader")
+        try await runNode(
+            directory: arguments[2], name: arguments[3], address: arguments[4], rendezvous: arguments[5],
+            total: Int(arguments[6])!, leader: arguments.count > 7 && arguments[7] == "leader")
     } catch {
         die("\(error)")
     }
 default:
-    die("usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | search DIR N | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]")
+    die(
+        "usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | search DIR N | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]"
+    )
 }

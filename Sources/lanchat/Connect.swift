@@ -27,7 +27,10 @@ struct Connect: ParsableCommand {
             guard isatty(0) == 1 else {
                 fail("\(who), short code \(first.shortCode): not kept; compare the short code with its owner, then run again with --yes")
             }
-            FileHandle.standardError.write(Data("\(who)\nshort code: \(first.shortCode)  (the other side's `lanchat ping` shows the same code)\nkeep \(printable(first.name)) as a static peer? [y/N] ".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "\(who)\nshort code: \(first.shortCode)  (the other side's `lanchat ping` shows the same code)\nkeep \(printable(first.name)) as a static peer? [y/N] "
+                        .utf8))
             let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
             guard answer == "y" || answer == "yes" else {
                 FileHandle.standardError.write(Data("not kept\n".utf8))

@@ -56,8 +56,9 @@ struct Doctor: AsyncParsableCommand {
         if canConnect(unixPath: path) {
             return Check(name: "dbus", result: "ok", detail: "system bus answers at \(path)")
         }
-        return Check(name: "dbus", result: "fail", detail: "no system bus at \(path) (avahi-daemon needs it)",
-                     fix: "apt-get install dbus && systemctl start dbus (without systemd: dbus-daemon --system --fork)")
+        return Check(
+            name: "dbus", result: "fail", detail: "no system bus at \(path) (avahi-daemon needs it)",
+            fix: "apt-get install dbus && systemctl start dbus (without systemd: dbus-daemon --system --fork)")
     }
 
     /// Whether avahi-daemon runs: its socket answers. (The client does not link dns_sd: what the daemon
@@ -67,8 +68,9 @@ struct Doctor: AsyncParsableCommand {
         if canConnect(unixPath: path) {
             return Check(name: "avahi-daemon", result: "ok", detail: "answers at \(path)")
         }
-        return Check(name: "avahi-daemon", result: "fail", detail: "not running (nothing answers at \(path))",
-                     fix: "apt-get install avahi-daemon && systemctl start avahi-daemon (without systemd: avahi-daemon -D)")
+        return Check(
+            name: "avahi-daemon", result: "fail", detail: "not running (nothing answers at \(path))",
+            fix: "apt-get install avahi-daemon && systemctl start avahi-daemon (without systemd: avahi-daemon -D)")
     }
 
     static func checkMulticast() -> Check {
@@ -82,14 +84,16 @@ struct Doctor: AsyncParsableCommand {
         while let entry = cursor {
             let flags = Int32(entry.pointee.ifa_flags)
             if flags & Int32(IFF_UP) != 0, flags & Int32(IFF_MULTICAST) != 0, flags & Int32(IFF_LOOPBACK) == 0,
-               let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) || address.pointee.sa_family == sa_family_t(AF_INET6) {
+                let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) || address.pointee.sa_family == sa_family_t(AF_INET6)
+            {
                 names.insert(String(cString: entry.pointee.ifa_name))
             }
             cursor = entry.pointee.ifa_next
         }
         if names.isEmpty {
-            return Check(name: "multicast", result: "fail", detail: "no interface is up with multicast and an address: peers cannot be found",
-                         fix: "bring up a LAN interface (ip link set IF up) and make sure it has MULTICAST (ip link set IF multicast on)")
+            return Check(
+                name: "multicast", result: "fail", detail: "no interface is up with multicast and an address: peers cannot be found",
+                fix: "bring up a LAN interface (ip link set IF up) and make sure it has MULTICAST (ip link set IF multicast on)")
         }
         return Check(name: "multicast", result: "ok", detail: "multicast interfaces up: \(names.sorted().joined(separator: ", "))")
     }
@@ -103,7 +107,8 @@ struct Doctor: AsyncParsableCommand {
             let peers = (try? client.call(.peers).peers) ?? []
             return (Check(name: "socket", result: "ok", detail: "lanchatd \(status.version) (pid \(status.pid)) answers at \(path)"), status, peers)
         } catch {
-            let fix = error.code == .permissionDenied
+            let fix =
+                error.code == .permissionDenied
                 ? "run lanchat as the daemon's user, or start lanchatd with --socket-group GROUP and join that group"
                 : "start the daemon: lanchatd (or systemctl start lanchatd / systemctl --user start lanchatd)"
             return (Check(name: "socket", result: "fail", detail: error.message, fix: fix), nil, [])
@@ -143,21 +148,24 @@ struct Doctor: AsyncParsableCommand {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
+        let connected =
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            } == 0
         if connected { return Check(name: "port", result: "ok", detail: "peer port \(port) accepts connections") }
-        return Check(name: "port", result: "fail", detail: "peer port \(port) does not accept connections locally",
-                     fix: "check that nothing else holds the port and that lanchatd is healthy (its log)")
+        return Check(
+            name: "port", result: "fail", detail: "peer port \(port) does not accept connections locally",
+            fix: "check that nothing else holds the port and that lanchatd is healthy (its log)")
     }
 
     /// Whether the daemon can write received files where they go (as the daemon sees it).
     static func checkDownloads(_ status: DaemonStatus) -> Check? {
         guard let path = status.downloadDirectory else { return nil }  // an older daemon
         if let problem = status.downloadProblem {
-            return Check(name: "downloads", result: "fail", detail: "\(printable(problem)); files sent to this host are refused",
-                         fix: "make \(printable(path)) a directory the daemon's user may write in (e.g. install -d -m 0700 -o USER \(printable(path))), "
-                            + "or start lanchatd with --download-dir DIR")
+            return Check(
+                name: "downloads", result: "fail", detail: "\(printable(problem)); files sent to this host are refused",
+                fix: "make \(printable(path)) a directory the daemon's user may write in (e.g. install -d -m 0700 -o USER \(printable(path))), "
+                    + "or start lanchatd with --download-dir DIR")
         }
         let free = status.downloadFreeBytes.map { " (\(Format.decimal(Double($0) / 1e9, places: 1)) GB free)" } ?? ""
         return Check(name: "downloads", result: "ok", detail: "received files go to \(printable(path))\(free)")
@@ -166,19 +174,22 @@ struct Doctor: AsyncParsableCommand {
     /// Whether our own advertisement is visible through avahi: the daemon's own browse reports it.
     static func checkAdvertisement(_ status: DaemonStatus) -> Check {
         if status.advertising == "registering" {
-            return Check(name: "advertisement", result: "warn", detail: "still registering (avahi checks that the name is free, which takes about 2 s)",
-                         fix: "run lanchat doctor again in a few seconds")
+            return Check(
+                name: "advertisement", result: "warn", detail: "still registering (avahi checks that the name is free, which takes about 2 s)",
+                fix: "run lanchat doctor again in a few seconds")
         }
         guard status.advertising == "registered", let instance = status.instance else {
-            return Check(name: "advertisement", result: "fail", detail: "the daemon is not advertised (\(status.advertising))",
-                         fix: "check avahi-daemon (above) and the daemon's log; it retries on its own")
+            return Check(
+                name: "advertisement", result: "fail", detail: "the daemon is not advertised (\(status.advertising))",
+                fix: "check avahi-daemon (above) and the daemon's log; it retries on its own")
         }
         switch status.advertisementVisible {
         case true?:
             return Check(name: "advertisement", result: "ok", detail: "visible on DNS-SD as \"\(printable(instance))\"")
         case false?:
-            return Check(name: "advertisement", result: "warn", detail: "registered as \"\(printable(instance))\" but the daemon's own browse has not seen it",
-                         fix: "check avahi-daemon's allow-interfaces / deny-interfaces in /etc/avahi/avahi-daemon.conf")
+            return Check(
+                name: "advertisement", result: "warn", detail: "registered as \"\(printable(instance))\" but the daemon's own browse has not seen it",
+                fix: "check avahi-daemon's allow-interfaces / deny-interfaces in /etc/avahi/avahi-daemon.conf")
         case nil:
             return Check(name: "advertisement", result: "ok", detail: "registered as \"\(printable(instance))\" (this daemon does not say whether its browse sees it)")
         }

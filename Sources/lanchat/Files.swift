@@ -45,7 +45,8 @@ struct SendFile: ParsableCommand {
             do { line = try watcher.readLine() } catch { fail(error.message) }
             guard let line else { fail("lanchatd closed the connection (it stopped?)") }
             guard let event = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)).event,
-                  let entry = event.transfer, waiting[entry.id] != nil else { continue }
+                let entry = event.transfer, waiting[entry.id] != nil
+            else { continue }
             waiting[entry.id] = entry
             let ended = entry.hasEnded
             if terminal {

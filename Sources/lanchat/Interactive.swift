@@ -93,24 +93,27 @@ struct Interactive: ParsableCommand {
         thread.start()
 
         if let ui = state.ui {
-            ui.readKeys(submit: { line in
-                let text = line.trimmingCharacters(in: .whitespaces)
-                if text.hasPrefix("/") { return command(text, state: state, client: commands) }
-                guard let room = state.room else {
-                    state.say("you are in no room: /invite PEER first, or /room NAME")
+            ui.readKeys(
+                submit: { line in
+                    let text = line.trimmingCharacters(in: .whitespaces)
+                    if text.hasPrefix("/") { return command(text, state: state, client: commands) }
+                    guard let room = state.room else {
+                        state.say("you are in no room: /invite PEER first, or /room NAME")
+                        return true
+                    }
+                    do { _ = try commands.call(.send(.init(text: line, room: room))) } catch {
+                        state.say("error: \((error as? ControlError)?.message ?? "\(error)")")
+                    }
                     return true
-                }
-                do { _ = try commands.call(.send(.init(text: line, room: room))) } catch {
-                    state.say("error: \((error as? ControlError)?.message ?? "\(error)")")
-                }
-                return true
-            }, answer: { yes in
-                _ = state.answerPending(yes ? "y" : "n", commands)
-            }, edited: {
-                // The room is told at most every 3 s (the daemon keeps to that too).
-                guard !noTyping, let room = state.room, state.typingDue() else { return }
-                _ = try? commands.call(.typing(room: room))
-            })
+                },
+                answer: { yes in
+                    _ = state.answerPending(yes ? "y" : "n", commands)
+                },
+                edited: {
+                    // The room is told at most every 3 s (the daemon keeps to that too).
+                    guard !noTyping, let room = state.room, state.typingDue() else { return }
+                    _ = try? commands.call(.typing(room: room))
+                })
             ui.restore()
             return
         }
@@ -189,7 +192,9 @@ struct Interactive: ParsableCommand {
                 let info = try client.call(.members(room: room)).room
                 for member in info?.members ?? [] {
                     let status = member.availability.map { " \($0)" + (member.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? "") } ?? ""
-                    state.say("\(printable(member.name)) (\(member.shortId)) \(member.state.replacingOccurrences(of: "_", with: " "))\(status)\(member.hand == true ? ", hand up" : "")")
+                    state.say(
+                        "\(printable(member.name)) (\(member.shortId)) \(member.state.replacingOccurrences(of: "_", with: " "))\(status)\(member.hand == true ? ", hand up" : "")"
+                    )
                 }
             case "away", "busy", "back":
                 let text = arguments.joined(separator: " ")
@@ -255,8 +260,10 @@ struct Interactive: ParsableCommand {
             case "fetch":
                 guard let id = arguments.first else { state.say("usage: /fetch ID (see /files)"); return true }
                 if let entry = try client.call(.fetch(id: id, to: nil)).transfer {
-                    state.say(entry.state == "complete" ? "copied \(printable(entry.name)) to \(printable(entry.path ?? "?"))"
-                        : "fetching \(printable(entry.name)) from \(printable(entry.peer)) (\(entry.id.prefix(8)); /transfers)")
+                    state.say(
+                        entry.state == "complete"
+                            ? "copied \(printable(entry.name)) to \(printable(entry.path ?? "?"))"
+                            : "fetching \(printable(entry.name)) from \(printable(entry.peer)) (\(entry.id.prefix(8)); /transfers)")
                 }
             case "transfers":
                 let list = try client.call(.transfers).transfers ?? []
@@ -346,12 +353,14 @@ final class InteractiveState: Sendable {
     func prompt(_ invitation: InvitationInfo) {
         shared.withLock { $0.pending.append(invitation) }
         let note = invitation.message.map { ": \"\(printable($0))\"" } ?? ""
-        let question = "accept invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), code \(invitation.shortCode)) "
+        let question =
+            "accept invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), code \(invitation.shortCode)) "
             + "to room '\(invitation.room)'\(note)? [y/N]"
         if let ui {
             // Asked in the input line; what the person was typing stays and comes back after the answer.
-            ui.addLine("* invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), "
-                + "code \(invitation.shortCode)) to '\(invitation.room)'\(note)")
+            ui.addLine(
+                "* invitation from \(printable(invitation.from)) (fingerprint \(invitation.fromId.prefix(12)), "
+                    + "code \(invitation.shortCode)) to '\(invitation.room)'\(note)")
             ui.ask("accept invitation from \(printable(invitation.from)) to '\(invitation.room)'? [y/N] ")
         } else {
             say(question)
@@ -362,7 +371,8 @@ final class InteractiveState: Sendable {
     /// event thread while the input thread uses another).
     func refreshMembers() {
         guard let ui, let client = try? ControlClient(path: socketPath, timeoutSeconds: 5),
-              let rooms = try? client.call(.rooms).rooms else { return }
+            let rooms = try? client.call(.rooms).rooms
+        else { return }
         ui.setMembers(rooms)
     }
 

@@ -11,7 +11,8 @@ struct LanchatCommand: AsyncParsableCommand {
         version: lanchatVersion,
         subcommands: [
             Interactive.self, Peers.self, Invite.self, Invitations.self, Accept.self, Decline.self, Rooms.self, Members.self,
-            Leave.self, Send.self, History.self, SendFile.self, Share.self, Files.self, Fetch.self, Transfers.self, Cancel.self, Watch.self, Status.self, Hand.self, RoomCommand.self, TopicCommand.self, Remove.self, Close.self, Admin.self, Ping.self,
+            Leave.self, Send.self, History.self, SendFile.self, Share.self, Files.self, Fetch.self, Transfers.self, Cancel.self, Watch.self, Status.self, Hand.self,
+            RoomCommand.self, TopicCommand.self, Remove.self, Close.self, Admin.self, Ping.self,
             Trust.self, Forget.self, StreamCommand.self, Connect.self, Disconnect.self, Doctor.self,
         ],
         defaultSubcommand: Interactive.self)
@@ -112,9 +113,11 @@ func printJSON<T: Encodable>(_ value: T) {
 
 /// Makes text from the network safe to print on a terminal (no escape sequences, no newlines).
 func printable(_ text: String) -> String {
-    String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
-        scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format ? "?" : scalar
-    }))
+    String(
+        String.UnicodeScalarView(
+            text.unicodeScalars.map { scalar in
+                scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format ? "?" : scalar
+            }))
 }
 
 /// Left-aligned columns.

@@ -25,8 +25,9 @@ struct Ping: ParsableCommand {
             printJSON(result)
             return
         }
-        print("connected to \(printable(result.name)) (\(result.id.prefix(12))) at \(result.address) port \(result.port): "
-            + "\(result.encrypted ? "TLS 1.3, key pinned" : "NOT encrypted"), protocol \(result.protocolVersion), handshake \(result.handshakeMs) ms")
+        print(
+            "connected to \(printable(result.name)) (\(result.id.prefix(12))) at \(result.address) port \(result.port): "
+                + "\(result.encrypted ? "TLS 1.3, key pinned" : "NOT encrypted"), protocol \(result.protocolVersion), handshake \(result.handshakeMs) ms")
         print("short code: \(result.shortCode)  (the other side's `lanchat ping` shows the same code)")
         for (index, rtt) in result.rttMs.enumerated() { print("pong \(index + 1): \(rtt) ms") }
     }

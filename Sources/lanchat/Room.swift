@@ -16,9 +16,12 @@ struct RoomCommand: ParsableCommand {
 
 func printMeta(_ entries: [MetaInfo], json: Bool) {
     if json { return printJSON(entries) }
-    print(table(["KEY", "VALUE", "VERSION", "BY", "TIME"], entries.map {
-        [$0.key, printable(($0.value ?? "").replacingOccurrences(of: "\n", with: "\\n")), String($0.version), printable($0.author), $0.time]
-    }))
+    print(
+        table(
+            ["KEY", "VALUE", "VERSION", "BY", "TIME"],
+            entries.map {
+                [$0.key, printable(($0.value ?? "").replacingOccurrences(of: "\n", with: "\\n")), String($0.version), printable($0.author), $0.time]
+            }))
 }
 
 struct RoomList: ParsableCommand {

@@ -48,9 +48,12 @@ struct Invitations: ParsableCommand {
         let list = request(global, .invitations).invitations ?? []
         if json { return printJSON(list) }
         if list.isEmpty { return print("no pending invitations") }
-        print(table(["ID", "FROM", "CODE", "ROOM", "EXPIRES", "MESSAGE"], list.map {
-            [String($0.id.prefix(8)), "\(printable($0.from)) (\($0.fromId.prefix(12)))", $0.shortCode, $0.room, $0.expiresAt, printable($0.message ?? "")]
-        }))
+        print(
+            table(
+                ["ID", "FROM", "CODE", "ROOM", "EXPIRES", "MESSAGE"],
+                list.map {
+                    [String($0.id.prefix(8)), "\(printable($0.from)) (\($0.fromId.prefix(12)))", $0.shortCode, $0.room, $0.expiresAt, printable($0.message ?? "")]
+                }))
     }
 }
 
@@ -103,10 +106,15 @@ struct Rooms: ParsableCommand {
         let rooms = request(global, .rooms).rooms ?? []
         if json { return printJSON(rooms) }
         if rooms.isEmpty { return print("you are in no room; `lanchat invite PEER` creates one") }
-        print(table(["ROOM", "MEMBERS", "CONNECTED"], rooms.map { room in
-            [room.room, room.members.map { printable($0.name) }.joined(separator: ", "),
-             "\(room.members.filter { $0.state == "connected" }.count)/\(room.members.count)"]
-        }))
+        print(
+            table(
+                ["ROOM", "MEMBERS", "CONNECTED"],
+                rooms.map { room in
+                    [
+                        room.room, room.members.map { printable($0.name) }.joined(separator: ", "),
+                        "\(room.members.filter { $0.state == "connected" }.count)/\(room.members.count)",
+                    ]
+                }))
     }
 }
 
@@ -120,11 +128,16 @@ struct Members: ParsableCommand {
     func run() throws {
         guard let info = request(global, .members(room: room)).room else { fail("the daemon sent no room") }
         if json { return printJSON(info) }
-        print(table(["NAME", "ID", "STATE", "STATUS", "HAND", "ROLE"], info.members.map {
-            [printable($0.name), $0.shortId, $0.state.replacingOccurrences(of: "_", with: " "),
-             ($0.availability ?? "-") + ($0.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? ""), $0.hand == true ? "up" : "",
-             $0.admin == true ? "admin" : ""]
-        }))
+        print(
+            table(
+                ["NAME", "ID", "STATE", "STATUS", "HAND", "ROLE"],
+                info.members.map {
+                    [
+                        printable($0.name), $0.shortId, $0.state.replacingOccurrences(of: "_", with: " "),
+                        ($0.availability ?? "-") + ($0.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? ""), $0.hand == true ? "up" : "",
+                        $0.admin == true ? "admin" : "",
+                    ]
+                }))
         if info.administered == true { print("you administer \(info.room)") }
     }
 }
@@ -191,7 +204,9 @@ struct History: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
-        guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)") }
+        guard ControlCall.historyLimitRange.contains(limit) else {
+            throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)")
+        }
         try validateTimeSpec(since, option: "since")
     }
 

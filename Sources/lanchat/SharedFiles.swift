@@ -25,7 +25,9 @@ func sizeText(_ bytes: Int) -> String {
 
 struct Share: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Share files in a room: announced to its members (name, size, SHA-256), kept by this daemon and by members who keep shared files, fetched by the others with `lanchat fetch`.")
+        abstract:
+            "Share files in a room: announced to its members (name, size, SHA-256), kept by this daemon and by members who keep shared files, fetched by the others with `lanchat fetch`."
+    )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The room.") var room: String
@@ -63,17 +65,24 @@ struct Files: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func validate() throws {
-        guard ControlCall.historyLimitRange.contains(limit) else { throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)") }
+        guard ControlCall.historyLimitRange.contains(limit) else {
+            throw ValidationError("--limit must be \(ControlCall.historyLimitRange.lowerBound)-\(ControlCall.historyLimitRange.upperBound)")
+        }
     }
 
     func run() throws {
         let files = request(global, .files(room: room, limit: limit)).files ?? []
         if json { return printJSON(files) }
         if files.isEmpty { return print(room.map { "no files shared in \(printable($0))" } ?? "no files shared") }
-        print(table(["ID", "ROOM", "SIZE", "KEPT", "FROM", "NAME"], files.map { file in
-            [shortFileID(file.id), printable(file.room), sizeText(file.size), file.held == true ? "yes" : "no", printable(file.from),
-             printable(file.name) + (file.image ? "  [image]" : "")]
-        }))
+        print(
+            table(
+                ["ID", "ROOM", "SIZE", "KEPT", "FROM", "NAME"],
+                files.map { file in
+                    [
+                        shortFileID(file.id), printable(file.room), sizeText(file.size), file.held == true ? "yes" : "no", printable(file.from),
+                        printable(file.name) + (file.image ? "  [image]" : ""),
+                    ]
+                }))
     }
 }
 
@@ -97,7 +106,8 @@ struct Fetch: ParsableCommand {
         var shown = ""
         func show(_ entry: TransferEntry, ended: Bool) {
             if terminal {
-                let line = entry.state == "offered"
+                let line =
+                    entry.state == "offered"
                     ? "\(printable(entry.name)): asking \(printable(entry.peer))\(entry.error.map { " (\(printable($0)))" } ?? "")"
                     : progressLine(entry)
                 guard line != shown || ended else { return }
@@ -118,7 +128,8 @@ struct Fetch: ParsableCommand {
             do { line = try watcher.readLine() } catch { fail(error.message) }
             guard let line else { fail("lanchatd closed the connection (it stopped?)") }
             guard let event = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)).event,
-                  let update = event.transfer, update.id == entry.id else { continue }
+                let update = event.transfer, update.id == entry.id
+            else { continue }
             entry = update
             show(entry, ended: entry.hasEnded)
         }

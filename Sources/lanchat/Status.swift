@@ -44,7 +44,8 @@ struct StatusShow: ParsableCommand {
             printJSON(status)
             return
         }
-        print("""
+        print(
+            """
             name:        \(printable(status.name))
             id:          \(status.id)
             advertising: \(status.advertising)\(status.instance.map { " as \"\(printable($0))\"" } ?? "")

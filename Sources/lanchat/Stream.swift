@@ -216,7 +216,8 @@ private final class StreamProgress: Sendable {
     private func line(_ counts: Counts) -> String {
         let seconds = max(0.001, Date().timeIntervalSince(started))
         let rate = Double(counts.sentBytes + counts.receivedBytes) / seconds / 1e6
-        return "sent \(Format.decimal(Double(counts.sentBytes) / 1e6, places: 1)) MB, received \(Format.decimal(Double(counts.receivedBytes) / 1e6, places: 1)) MB, \(Format.decimal(rate, places: 1)) MB/s"
+        return
+            "sent \(Format.decimal(Double(counts.sentBytes) / 1e6, places: 1)) MB, received \(Format.decimal(Double(counts.receivedBytes) / 1e6, places: 1)) MB, \(Format.decimal(rate, places: 1)) MB/s"
     }
 
     func finish(outcome: String??, json: Bool) {
@@ -236,8 +237,9 @@ private final class StreamProgress: Sendable {
                 case .some(let reason?): (state, error) = ("aborted", reason)
                 case nil: (state, error) = ("lost", "lanchatd closed the stream")
                 }
-                let summary = Summary(id: entry.id, peer: entry.peer, name: entry.name, state: state, sent: counts.sentBytes,
-                                      received: counts.receivedBytes, seconds: Date().timeIntervalSince(started), error: error)
+                let summary = Summary(
+                    id: entry.id, peer: entry.peer, name: entry.name, state: state, sent: counts.sentBytes,
+                    received: counts.receivedBytes, seconds: Date().timeIntervalSince(started), error: error)
                 FileHandle.standardError.write(Data(ControlJSON.line(summary)))
             }
         }

@@ -170,7 +170,9 @@ final class TerminalUI: Sendable {
     /// Our presence as the status line shows it ("" when available with no text).
     func setPresence(_ presence: PresenceInfo) {
         screen.withLock { s in
-            s.myPresence = presence.availability == "available" && presence.text.isEmpty ? ""
+            s.myPresence =
+                presence.availability == "available" && presence.text.isEmpty
+                ? ""
                 : presence.availability + (presence.text.isEmpty ? "" : ": \(printable(presence.text))")
             if let room = s.room, presence.hands.contains(room) { s.myPresence += s.myPresence.isEmpty ? "hand up" : ", hand up" }
             if s.active { s.drawBottom() }

@@ -35,7 +35,7 @@ struct TopicPub: ParsableCommand {
             do {
                 // (A connection the daemon closed for being idle is opened again by `call`.)
                 response = try client.call(request)
-            } catch where [.rateLimited, .tooLong, .badText].contains(error.code) {
+            } catch  where [.rateLimited, .tooLong, .badText].contains(error.code) {
                 refused += 1
                 FileHandle.standardError.write(Data("lanchat: line \(published + refused) refused: \(error.message)\n".utf8))
                 continue

@@ -87,7 +87,8 @@ func describeSession(_ event: ControlEvent) -> String? {
     case .presence(let presence):
         return "\(printable(presence.name)) is \(describe(presence))"
     case .meta(let meta):
-        return "[\(meta.room)] \(printable(meta.author)) " + (meta.deleted ? "deleted \(meta.key)" : "set \(meta.key) = \(printable(meta.value ?? ""))") + " (version \(meta.version))"
+        return "[\(meta.room)] \(printable(meta.author)) " + (meta.deleted ? "deleted \(meta.key)" : "set \(meta.key) = \(printable(meta.value ?? ""))")
+            + " (version \(meta.version))"
     case .transfer(let transfer):
         return "transfer " + progressLine(transfer)
     case .found, .changed, .lost, .advertising, .topic, .other:

@@ -28,12 +28,18 @@ struct LanchatdCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-file-size"), help: "Largest file accepted from a peer, like 500M or 4G (default 1T).") var maxFileSize: String?
     @Option(help: "Config file (key = value lines).") var config: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel: String?
-    @Option(name: .customLong("auto-away"), help: "Turn away after this many minutes (or seconds: 90s) without a command from a person (0 = never, the default).") var autoAway: String?
+    @Option(name: .customLong("auto-away"), help: "Turn away after this many minutes (or seconds: 90s) without a command from a person (0 = never, the default).")
+    var autoAway: String?
 
-    @Option(name: .customLong("shared-files"), help: "Files others share in rooms: keep (fetch them when announced, keep them, serve them; the default) or on-demand (fetch only with `lanchat fetch`, keep nothing).") var sharedFiles: String?
+    @Option(
+        name: .customLong("shared-files"),
+        help:
+            "Files others share in rooms: keep (fetch them when announced, keep them, serve them; the default) or on-demand (fetch only with `lanchat fetch`, keep nothing)."
+    ) var sharedFiles: String?
     @Option(name: .customLong("shared-files-days"), help: "Days a shared file is kept (default 30).") var sharedFilesDays: String?
     @Option(name: .customLong("shared-auto-fetch"), help: "Largest shared file fetched when announced, like 100M (default 256M; 0: none).") var sharedAutoFetch: String?
-    @Option(name: .customLong("history-wait"), help: "Seconds a newcomer takes its inviter's history after joining (default 120; one history, the first).") var historyWait: String?
+    @Option(name: .customLong("history-wait"), help: "Seconds a newcomer takes its inviter's history after joining (default 120; one history, the first).")
+    var historyWait: String?
 
     func run() async throws {
         var flags: [(key: String, value: String)] = []

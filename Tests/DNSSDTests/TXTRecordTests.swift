@@ -43,9 +43,9 @@ import Testing
     }
 
     @Test(arguments: [
-        [2, 0x3d, 0x31] as [UInt8],           // "=1": empty key
-        [3, 0x01, 0x3d, 0x31] as [UInt8],     // control character in key
-        [3, 0xff, 0x3d, 0x31] as [UInt8],     // non-ASCII key
+        [2, 0x3d, 0x31] as [UInt8],  // "=1": empty key
+        [3, 0x01, 0x3d, 0x31] as [UInt8],  // control character in key
+        [3, 0xff, 0x3d, 0x31] as [UInt8],  // non-ASCII key
     ])
     func invalidKeysAreDropped(bytes: [UInt8]) {
         let decoded = TXTRecord(decoding: bytes)

@@ -26,16 +26,16 @@ import Testing
     }
 
     @Test(arguments: [
-        ["send"],                                   // no text
-        ["send", "--to", "bob,carol", "hi"],        // one peer per --to
-        ["send-file", "photo.bin"],                 // nobody to send to
-        ["send-file", "--room", "lab"],             // no file
+        ["send"],  // no text
+        ["send", "--to", "bob,carol", "hi"],  // one peer per --to
+        ["send-file", "photo.bin"],  // nobody to send to
+        ["send-file", "--room", "lab"],  // no file
         ["history", "--limit", "0"],
         ["ping", "bob", "--count", "101"],
-        ["stream", "bob"],                          // PEER NAME
-        ["stream", "--accept", "a", "b"],           // only NAME
-        ["stream", "bob", "logs", "--from", "carol"], // --from only with --accept
-        ["invite"],                                 // no peer
+        ["stream", "bob"],  // PEER NAME
+        ["stream", "--accept", "a", "b"],  // only NAME
+        ["stream", "bob", "logs", "--from", "carol"],  // --from only with --accept
+        ["invite"],  // no peer
         ["no-such-command"],
     ])
     func refusedBeforeAnyCall(arguments: [String]) {

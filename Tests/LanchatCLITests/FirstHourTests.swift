@@ -47,27 +47,31 @@ import Testing
     @Test func withoutAvahiAndNoPeerByAddressOrConnectedTheyStayFailures() {
         #expect(Doctor.withoutDiscovery(withoutAvahi, peers: []).map(\.result) == withoutAvahi.map(\.result))
         // Peers that are only discovered (there, avahi ran a moment ago) are not peers without discovery.
-        #expect(Doctor.withoutDiscovery(withoutAvahi, peers: [peer(bob, origin: "dnssd", state: "discovered")]).map(\.result)
-            == withoutAvahi.map(\.result))
+        #expect(
+            Doctor.withoutDiscovery(withoutAvahi, peers: [peer(bob, origin: "dnssd", state: "discovered")]).map(\.result)
+                == withoutAvahi.map(\.result))
     }
 
     @Test func withAvahiRunningAFailureIsAFailureWhateverThePeers() {
         var checks = withoutAvahi
         checks[1] = Doctor.Check(name: "avahi-daemon", result: "ok", detail: "answers")
-        #expect(Doctor.withoutDiscovery(checks, peers: [peer(bob, origin: "static", state: "connected")]).map(\.result)
-            == ["ok", "ok", "ok", "ok", "ok", "fail"])
+        #expect(
+            Doctor.withoutDiscovery(checks, peers: [peer(bob, origin: "static", state: "connected")]).map(\.result)
+                == ["ok", "ok", "ok", "ok", "ok", "fail"])
     }
 
     @Test func notDiscoveryChecksStayFailures() {
         var checks = withoutAvahi
         checks[4] = Doctor.Check(name: "port", result: "fail", detail: "peer port 7473 does not accept connections locally")
-        #expect(Doctor.withoutDiscovery(checks, peers: [peer(bob, origin: "static", state: "connected")]).map(\.result)
-            == ["ok", "warn", "ok", "ok", "fail", "warn"])
+        #expect(
+            Doctor.withoutDiscovery(checks, peers: [peer(bob, origin: "static", state: "connected")]).map(\.result)
+                == ["ok", "warn", "ok", "ok", "fail", "warn"])
     }
 
     @Test func watchSaysItWatchesOnlyOnATerminal() {
-        #expect(Watch.startNote(socket: "/run/lanchat/lanchatd.sock", standardOutputIsTerminal: true)
-            == "watching lanchatd at /run/lanchat/lanchatd.sock (Ctrl-C to stop)")
+        #expect(
+            Watch.startNote(socket: "/run/lanchat/lanchatd.sock", standardOutputIsTerminal: true)
+                == "watching lanchatd at /run/lanchat/lanchatd.sock (Ctrl-C to stop)")
         #expect(Watch.startNote(socket: "/run/lanchat/lanchatd.sock", standardOutputIsTerminal: false) == nil)
     }
 

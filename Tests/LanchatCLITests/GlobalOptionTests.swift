@@ -62,8 +62,9 @@ extension Hand: TakesGlobalOptions {}
 
     /// The command's own arguments are left as they were, including a value that is a command's name.
     @Test func onlyTheGlobalOptionsMove() {
-        #expect(LanchatCommand.hoistGlobalOptions(["--socket", "/s", "room", "set", "lab", "topic", "x"])
-            == ["room", "set", "--socket", "/s", "lab", "topic", "x"])
+        #expect(
+            LanchatCommand.hoistGlobalOptions(["--socket", "/s", "room", "set", "lab", "topic", "x"])
+                == ["room", "set", "--socket", "/s", "lab", "topic", "x"])
         #expect(LanchatCommand.hoistGlobalOptions(["--socket", "/s", "send", "room", "set"]) == ["send", "--socket", "/s", "room", "set"])
         #expect(LanchatCommand.hoistGlobalOptions(["send", "--room", "lab", "--socket", "/s", "hi"]) == ["send", "--room", "lab", "--socket", "/s", "hi"])
         #expect(LanchatCommand.hoistGlobalOptions(["send", "--", "--socket", "/s"]) == ["send", "--", "--socket", "/s"])
@@ -90,8 +91,10 @@ extension Hand: TakesGlobalOptions {}
     /// `GlobalOptions.names` (what the hoist moves) is every option of the group.
     @Test func theHoistKnowsEveryGlobalOption() {
         let help = GlobalOptions.helpMessage()
-        let options = Set(help.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," || $0 == "=" || $0 == "[" || $0 == "]" })
-            .filter { $0.hasPrefix("--") }.map(String.init)).subtracting(["--help"])
+        let options = Set(
+            help.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," || $0 == "=" || $0 == "[" || $0 == "]" })
+                .filter { $0.hasPrefix("--") }.map(String.init)
+        ).subtracting(["--help"])
         #expect(!options.isEmpty)
         #expect(options == Set(GlobalOptions.names.map(\.name)), "\(help)")
     }

@@ -118,7 +118,7 @@ private final class FakeDaemon: @unchecked Sendable {
             { daemon, fd in
                 _ = daemon.readRequest(fd)
                 close(fd)
-            },
+            }
         ])
         let client = try ControlClient(path: daemon.path, timeoutSeconds: 5)
         #expect(throws: ControlError(code: .connectionLost, message: "lanchatd closed the connection")) {

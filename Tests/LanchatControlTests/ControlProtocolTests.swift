@@ -57,7 +57,9 @@ import Testing
     }
 
     @Test func responsesUseSnakeCaseAndRoundTrip() throws {
-        let peer = PeerInfo(name: "a", id: nil, shortId: "abc", instance: "a", host: "h.local", port: 1, addresses: [], interfaces: ["lan0"], state: "discovered", rooms: [], compatible: true, problem: nil, protocolVersion: 1, encryption: "required")
+        let peer = PeerInfo(
+            name: "a", id: nil, shortId: "abc", instance: "a", host: "h.local", port: 1, addresses: [], interfaces: ["lan0"], state: "discovered", rooms: [],
+            compatible: true, problem: nil, protocolVersion: 1, encryption: "required")
         let response = ControlResponse(id: 1, .peers([peer]))
         let line = ControlJSON.line(response)
         let text = String(decoding: line, as: UTF8.self)
@@ -148,16 +150,20 @@ import Testing
         #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "drop"])) }
         #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "get"])) }
         #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "set", "key": "k"])) }
-        #expect(throws: ControlError.self) { try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "set", "key": "k", "value": "v", "if_version": "-1"])) }
+        #expect(throws: ControlError.self) {
+            try ControlCall(ControlRequest(id: 1, method: "meta", params: ["action": "set", "key": "k", "value": "v", "if_version": "-1"]))
+        }
     }
 
     @Test func defaultsWhenOptionalParametersAreAbsentOrEmpty() throws {
         #expect(try ControlCall(ControlRequest(id: 1, method: "ping", params: ["peer": "bob"])) == .ping(peer: "bob", count: 1))
         #expect(try ControlCall(ControlRequest(id: 1, method: "history", params: ["room": ""])) == .history(room: nil, limit: 50))
-        #expect(try ControlCall(ControlRequest(id: 1, method: "invite", params: ["peer": "bob", "wait": "false"]))
+        #expect(
+            try ControlCall(ControlRequest(id: 1, method: "invite", params: ["peer": "bob", "wait": "false"]))
                 == .invite(.init(peer: "bob", room: nil, message: nil, timeoutSeconds: 60, wait: false)))
         // Comma-separated recipients, spaces and empty entries dropped.
-        #expect(try ControlCall(ControlRequest(id: 1, method: "send", params: ["text": "x", "to": " bob , carol,,"]))
+        #expect(
+            try ControlCall(ControlRequest(id: 1, method: "send", params: ["text": "x", "to": " bob , carol,,"]))
                 == .send(.init(text: "x", to: ["bob", "carol"])))
     }
 

@@ -11,8 +11,8 @@ import Testing
         #expect(TimeSpec.milliseconds("2h", now: now) == now - 7_200_000)
         #expect(TimeSpec.milliseconds("7d", now: now) == now - 604_800_000)
         #expect(TimeSpec.milliseconds("1w", now: now) == now - 604_800_000)
-        #expect(TimeSpec.milliseconds("40000s", now: now) == now - 40_000_000)   // each unit up to 100 years
-        #expect(TimeSpec.milliseconds("30000d", now: now) == 0)                 // before 1970: from the start
+        #expect(TimeSpec.milliseconds("40000s", now: now) == now - 40_000_000)  // each unit up to 100 years
+        #expect(TimeSpec.milliseconds("30000d", now: now) == 0)  // before 1970: from the start
     }
 
     @Test func localDatesAndTimes() {

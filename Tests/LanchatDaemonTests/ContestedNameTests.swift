@@ -18,8 +18,11 @@ import Testing
     @Test func aTaggedNameThatStaysContestedGetsLongerTagsThenTheSameOneWithTheWaitDoublingTo160s() {
         var contest = ContestedName()
         let seen = run(&contest, 9)
-        #expect(seen.map(\.tag) == [nil, "abcdef", "abcdefghij", "abcdefghijklmnop", "abcdefghijklmnop", "abcdefghijklmnop",
-                                    "abcdefghijklmnop", "abcdefghijklmnop", "abcdefghijklmnop"])
+        #expect(
+            seen.map(\.tag) == [
+                nil, "abcdef", "abcdefghij", "abcdefghijklmnop", "abcdefghijklmnop", "abcdefghijklmnop",
+                "abcdefghijklmnop", "abcdefghijklmnop", "abcdefghijklmnop",
+            ])
         #expect(seen.map(\.wait) == [10, 10, 10, 10, 20, 40, 80, 160, 160])
         #expect(contest.unconfirmed == 9)
     }

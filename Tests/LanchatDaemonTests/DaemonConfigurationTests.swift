@@ -23,7 +23,8 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
         func downloads(_ flags: [(key: String, value: String)] = [], _ environment: [String: String] = [:], uid: uid_t) throws -> String {
             try DaemonConfiguration.resolve(
                 flags: flags, configPath: nil, environment: ["HOME": "/home/alice"].merging(environment) { $1 },
-                userName: "alice", hostName: "h1", uid: uid).downloadDirectory
+                userName: "alice", hostName: "h1", uid: uid
+            ).downloadDirectory
         }
         #expect(try downloads(uid: 0) == "/var/lib/lanchat/downloads")
         #expect(try downloads(uid: 1000) == "/home/alice/Downloads")
@@ -47,8 +48,9 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
     }
 
     @Test func staticPeersAreRepeatableAndChecked() throws {
-        let config = try resolve([("static-peer", "192.0.2.7"), ("static-peer", "[2001:db8::5]:9000")],
-                                 environment: ["LANCHATD_STATIC_PEER": "ignored.example"])
+        let config = try resolve(
+            [("static-peer", "192.0.2.7"), ("static-peer", "[2001:db8::5]:9000")],
+            environment: ["LANCHATD_STATIC_PEER": "ignored.example"])
         #expect(config.staticPeers == [PeerAddress(host: "192.0.2.7", port: 7473), PeerAddress(host: "2001:db8::5", port: 9000)])
         #expect(try resolve(environment: ["LANCHATD_STATIC_PEER": "a.example, b.example:1"]).staticPeers.count == 2)
         #expect(throws: DaemonConfiguration.Error.self) { try resolve([("static-peer", "bad host")]) }
@@ -57,7 +59,8 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
     }
 
     @Test func flagsBeatEnvironment() throws {
-        let config = try resolve([("name", "flag"), ("interface", "eth1")], environment: ["LANCHATD_NAME": "env", "LANCHATD_INTERFACE": "eth0,eth2", "LANCHATD_PORT": "7000"])
+        let config = try resolve(
+            [("name", "flag"), ("interface", "eth1")], environment: ["LANCHATD_NAME": "env", "LANCHATD_INTERFACE": "eth0,eth2", "LANCHATD_PORT": "7000"])
         #expect(config.name == "flag")
         #expect(config.interfaces == ["eth1"])
         #expect(config.port == 7000)
@@ -92,7 +95,8 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
     }
 
     @Test func parsesAConfigFile() throws {
-        let settings = try DaemonConfiguration.parseFile("""
+        let settings = try DaemonConfiguration.parseFile(
+            """
             # comment
             name = "lab host"
 

@@ -27,7 +27,7 @@ import Testing
         #expect(peer.name == "bob[2J" && peer.id == bob.rawValue && peer.shortId == bob.short)
         #expect(peer.state == "connected" && peer.origin == "connected" && peer.dialedUs == true)
         #expect(peer.host == "198.18.1.12" && peer.instance == "198.18.1.12" && peer.port == 0 && peer.compatible)
-        #expect(peer.addresses.isEmpty && peer.interfaces.isEmpty)   // nothing to dial: where it listens is not known
+        #expect(peer.addresses.isEmpty && peer.interfaces.isEmpty)  // nothing to dial: where it listens is not known
         #expect(peer.protocolVersion == 2 && peer.rooms.isEmpty)
     }
 

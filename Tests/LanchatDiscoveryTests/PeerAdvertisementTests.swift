@@ -20,7 +20,9 @@ let idSelf = PeerID(digest: Array(repeating: 9, count: 32))
         #expect(PeerID.base32(Array("foobar".utf8)) == "mzxw6ytboi")
     }
 
-    @Test(arguments: ["", "abc", String(repeating: "a", count: 51), String(repeating: "a", count: 53), String(repeating: "1", count: 52), String(repeating: "é", count: 52)])
+    @Test(arguments: [
+        "", "abc", String(repeating: "a", count: 51), String(repeating: "a", count: 53), String(repeating: "1", count: 52), String(repeating: "é", count: 52),
+    ])
     func rejectsMalformedIDs(text: String) {
         #expect(PeerID(text) == nil)
     }

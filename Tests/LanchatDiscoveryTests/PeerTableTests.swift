@@ -132,8 +132,9 @@ private func events(_ actions: [PeerTable.Action]) -> [String] {
 
 @Suite struct PeerQueryTests {
     func peer(_ name: String, _ id: PeerID, instance: String? = nil) -> DiscoveredPeer {
-        DiscoveredPeer(instanceName: instance ?? name, advertisement: PeerAdvertisement(peerID: id, displayName: name), problem: nil,
-                       hostName: "h.local", port: 1, addresses: [], interfaceIndices: [2])
+        DiscoveredPeer(
+            instanceName: instance ?? name, advertisement: PeerAdvertisement(peerID: id, displayName: name), problem: nil,
+            hostName: "h.local", port: 1, addresses: [], interfaceIndices: [2])
     }
 
     @Test func namesInstancesAndIDPrefixes() throws {

@@ -24,8 +24,9 @@ import Testing
         var restored = SessionStateMachine.Restored(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook())
         restored.metadata = metadata
         restored.joinedAt = [lab: joined]
-        var node = SessionStateMachine(configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
-                                       shortCode: { _ in "1234-5678" })
+        var node = SessionStateMachine(
+            configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
+            shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 3, at: at(1))
@@ -34,13 +35,15 @@ import Testing
 
     func entry(_ key: String, _ value: String, time: UInt64 = 1_000_500, by author: Int, signer: Int? = nil) -> WireFrame.MetaEntry {
         let bytes = Envelope.metaBytes(room: lab, key: key, deleted: false, value: value, version: 1, timestamp: time, author: ids[author].rawValue)
-        return .init(key: key, value: value, deleted: false, version: 1, timestampMilliseconds: time, author: ids[author].rawValue,
-                     signature: SimulatedSignatures.keys(for: signer ?? author, ids: ids).signature(over: bytes))
+        return .init(
+            key: key, value: value, deleted: false, version: 1, timestampMilliseconds: time, author: ids[author].rawValue,
+            signature: SimulatedSignatures.keys(for: signer ?? author, ids: ids).signature(over: bytes))
     }
 
     func stored(_ entry: WireFrame.MetaEntry) -> StoredMeta {
-        StoredMeta(room: lab.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
-                   timestamp: Int64(entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes)
+        StoredMeta(
+            room: lab.rawValue, key: entry.key, value: entry.value, deleted: entry.deleted, version: entry.version,
+            timestamp: Int64(entry.timestampMilliseconds), authorID: entry.author, authorKey: entry.signature.key, signature: entry.signature.bytes)
     }
 
     func departures(_ actions: [SessionAction]) -> [String] {
@@ -69,8 +72,13 @@ import Testing
         var node = engine(metadata: [stored(entry("admin.creator", ids[1].rawValue, by: 1))])  // bob made it
         #expect { _ = try node.close(lab, reason: "mine", at: at(10)) } throws: { ($0 as? SessionError)?.code == .notAdmin }
         // Carol (no administrator) removes bob, closes the room, claims to have created it: nothing of it counts.
-        let forged = node.received([meta([entry("removed." + ids[1].rawValue, "x", by: 2), entry("closed", "x", by: 2),
-                                          entry("admin.creator", ids[2].rawValue, by: 2)])], on: LinkHandle(2), at: at(11))
+        let forged = node.received(
+            [
+                meta([
+                    entry("removed." + ids[1].rawValue, "x", by: 2), entry("closed", "x", by: 2),
+                    entry("admin.creator", ids[2].rawValue, by: 2),
+                ])
+            ], on: LinkHandle(2), at: at(11))
         #expect(departures(forged).isEmpty && node.creator(of: lab) == bob.id && node.room(lab)?.members.count == 2)
         // Bob names carol and, in the same frames, carol closes the room: taken in that order, and we leave.
         let closed = node.received([meta([entry("closed", "done", by: 2), entry("admin." + ids[2].rawValue, "admin", by: 1)])], on: LinkHandle(1), at: at(12))
@@ -92,15 +100,19 @@ import Testing
         var other = engine(metadata: [creator])
         _ = other.received([meta([entry("removed." + ids[2].rawValue, "spam", by: 1)])], on: LinkHandle(1), at: at(5))
         #expect(other.room(lab)?.members.map(\.peer.name) == ["bob"])
-        let proof = WireFrame.MembershipProof(inviter: "", timestampMilliseconds: 9_000_000, signature: SimulatedSignatures.keys(for: 2, ids: ids)
-            .signature(over: Envelope.membershipBytes(room: lab, member: ids[2].rawValue, inviter: "", timestamp: 9_000_000)))
+        let proof = WireFrame.MembershipProof(
+            inviter: "", timestampMilliseconds: 9_000_000,
+            signature: SimulatedSignatures.keys(for: 2, ids: ids)
+                .signature(over: Envelope.membershipBytes(room: lab, member: ids[2].rawValue, inviter: "", timestamp: 9_000_000)))
         var listed = WireFrame.Member(peerID: ids[2].rawValue, name: "carol", port: 7473, addresses: [])
         listed.proof = proof
         _ = other.linkDown(LinkHandle(2), reason: .lost, at: at(6))
         _ = other.received([.roomMembers(.init(room: lab, members: [listed]))], on: LinkHandle(1), at: at(7))
         #expect(other.room(lab)?.members.map(\.peer.name) == ["bob"])
         // A member that does not administer the room cannot invite her back; an administrator can, which lifts it.
-        #expect(other.beginInvite(carol, room: lab, at: at(8)).0 == .finished(.refused("an administrator removed \(carol.id.short) from lab: only an administrator can invite it back")))
+        #expect(
+            other.beginInvite(carol, room: lab, at: at(8)).0
+                == .finished(.refused("an administrator removed \(carol.id.short) from lab: only an administrator can invite it back")))
         var admin = engine(metadata: [stored(entry("admin.creator", ids[0].rawValue, by: 0))])
         _ = try admin.remove(carol.id, from: lab, reason: "spam", at: at(9))
         #expect(admin.metaEntry("removed." + ids[2].rawValue, in: lab)?.deleted == false)
@@ -134,8 +146,9 @@ import Testing
     /// An entry of any version, deletions included (`entry` writes version 1).
     func signed(_ key: String, _ value: String, version: UInt64, time: UInt64 = 1_000_500, by author: Int, deleted: Bool = false) -> WireFrame.MetaEntry {
         let bytes = Envelope.metaBytes(room: lab, key: key, deleted: deleted, value: value, version: version, timestamp: time, author: ids[author].rawValue)
-        return .init(key: key, value: value, deleted: deleted, version: version, timestampMilliseconds: time, author: ids[author].rawValue,
-                     signature: SimulatedSignatures.keys(for: author, ids: ids).signature(over: bytes))
+        return .init(
+            key: key, value: value, deleted: deleted, version: version, timestampMilliseconds: time, author: ids[author].rawValue,
+            signature: SimulatedSignatures.keys(for: author, ids: ids).signature(over: bytes))
     }
 
     /// Issue 28, item 2, as tried: a member writes 255 keys (and the topic) at version 2^62. Before: the
@@ -164,9 +177,15 @@ import Testing
         func attempt(_ what: String, _ body: () throws -> Void) {
             do { try body() } catch { Issue.record("\(what): \(error)") }
         }
-        attempt("room set topic") { let version = try node.setMeta("topic", to: "ours", in: lab, at: at(8)).0.version; #expect(version == step + 1) }
-        attempt("room set agenda") { let version = try node.setMeta("agenda", to: "1. demo", in: lab, at: at(8)).0.version; #expect(version == 1) }
-        attempt("room delete topic") { let deleted = try node.setMeta("topic", to: nil, in: lab, at: at(9)).0.deleted; #expect(deleted) }
+        attempt("room set topic") {
+            let version = try node.setMeta("topic", to: "ours", in: lab, at: at(8)).0.version; #expect(version == step + 1)
+        }
+        attempt("room set agenda") {
+            let version = try node.setMeta("agenda", to: "1. demo", in: lab, at: at(8)).0.version; #expect(version == 1)
+        }
+        attempt("room delete topic") {
+            let deleted = try node.setMeta("topic", to: nil, in: lab, at: at(9)).0.deleted; #expect(deleted)
+        }
         attempt("admin carol") {
             _ = try node.setAdministrator(carol.id, of: lab, true, at: at(9))
             _ = try node.setAdministrator(carol.id, of: lab, false, at: at(9))
@@ -191,9 +210,14 @@ import Testing
     @Test func anAdministratorCannotMakeItselfIrremovable() throws {
         var node = engine(metadata: [stored(entry("admin.creator", ids[0].rawValue, by: 0)), stored(entry("admin." + ids[1].rawValue, "admin", by: 0))])
         let removedBob = "removed." + ids[1].rawValue
-        _ = node.received([meta([signed(removedBob, "", version: 1 << 62, by: 1, deleted: true),
-                                 signed("admin." + ids[1].rawValue, "admin", version: 1 << 62, by: 1),
-                                 signed("admin." + ids[2].rawValue, "admin", version: 1, by: 1)])], on: LinkHandle(1), at: at(5))
+        _ = node.received(
+            [
+                meta([
+                    signed(removedBob, "", version: 1 << 62, by: 1, deleted: true),
+                    signed("admin." + ids[1].rawValue, "admin", version: 1 << 62, by: 1),
+                    signed("admin." + ids[2].rawValue, "admin", version: 1, by: 1),
+                ])
+            ], on: LinkHandle(1), at: at(5))
         #expect(node.administrators(of: lab) == [me.id, bob.id, carol.id])
         _ = try node.remove(bob.id, from: lab, reason: "rogue", at: at(10))
         // Carol, whom bob named, lapses with him (administrators count from the creator).
@@ -201,8 +225,13 @@ import Testing
         #expect(node.metaEntry("admin." + ids[2].rawValue, in: lab)?.deleted == false)
         // Carol (bob's) lifts bob's removal and names bob again, 2^20 ahead: the creator's entries stand.
         let held = node.metaEntry(removedBob, in: lab)?.version ?? 0
-        _ = node.received([meta([signed(removedBob, "", version: held + (1 << 20), by: 2, deleted: true),
-                                 signed("admin." + ids[1].rawValue, "admin", version: (1 << 20), by: 2)])], on: LinkHandle(2), at: at(11))
+        _ = node.received(
+            [
+                meta([
+                    signed(removedBob, "", version: held + (1 << 20), by: 2, deleted: true),
+                    signed("admin." + ids[1].rawValue, "admin", version: (1 << 20), by: 2),
+                ])
+            ], on: LinkHandle(2), at: at(11))
         #expect(node.metaEntry(removedBob, in: lab)?.author == ids[0].rawValue && node.metaEntry(removedBob, in: lab)?.deleted == false)
         #expect(node.administrators(of: lab) == [me.id])
         // (Lost by the creator's rank alone, and not answered: a member holding another creator's record

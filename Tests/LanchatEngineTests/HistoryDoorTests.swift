@@ -19,8 +19,9 @@ import Testing
     func node(restored: SessionStateMachine.Restored = .init()) -> SessionStateMachine {
         var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .all)
         configuration.envelopes = SimulatedSignatures.keys(for: 0, ids: ids)
-        var node = SessionStateMachine(configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
-                                       shortCode: { _ in "1234-5678" })
+        var node = SessionStateMachine(
+            configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
+            shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: false, remoteAddress: nil, version: 3, at: at(1))
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: false, remoteAddress: nil, version: 3, at: at(1))
@@ -32,8 +33,10 @@ import Testing
     }
 
     func offer(_ byte: UInt8) -> WireFrame {
-        .resourceOffer(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: .signedHistory, name: [0x68],
-                             size: 1, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0))
+        .resourceOffer(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: .signedHistory, name: [0x68],
+                size: 1, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0))
     }
 
     func historyRequests(_ actions: [SessionAction]) -> Int {
@@ -44,9 +47,13 @@ import Testing
         actions.flatMap { action -> [String] in
             guard case .send(_, let frames) = action else { return [] }
             return frames.compactMap { frame in
-                if case .resourceEnd(let end) = frame, end.status == .refused { end.text }
-                else if case .inviteReply(let reply) = frame, reply.outcome == .refused { reply.reason }
-                else { nil }
+                if case .resourceEnd(let end) = frame, end.status == .refused {
+                    end.text
+                } else if case .inviteReply(let reply) = frame, reply.outcome == .refused {
+                    reply.reason
+                } else {
+                    nil
+                }
             }
         }
     }
@@ -102,13 +109,17 @@ import Testing
         let all = ids + [dave]
         let keys = SimulatedSignatures.keys(for: 0, ids: all)
         let id = WireID(bytes: [UInt8](repeating: 5, count: 16))!
-        var record = HistoryRecord(id: id, senderID: dave.rawValue, senderName: "carol", sequence: 1, timestampMilliseconds: 1_000,
-                                   kind: .text, body: "words under carol's name")
+        var record = HistoryRecord(
+            id: id, senderID: dave.rawValue, senderName: "carol", sequence: 1, timestampMilliseconds: 1_000,
+            kind: .text, body: "words under carol's name")
         record.signature = SimulatedSignatures.keys(for: 3, ids: all).signature(over: record.signingBytes(room: lab))
         let members = [bob.id: "bob", carol.id: "carol"]
         // From the inviter's history: kept (a member who left looks the same), under dave's short id.
-        guard case .keep(let kept) = SessionStateMachine.verdict(record, room: lab, relay: bob.id, ownID: me.id, keys: keys,
-                                                                 members: members, strangers: true) else {
+        guard
+            case .keep(let kept) = SessionStateMachine.verdict(
+                record, room: lab, relay: bob.id, ownID: me.id, keys: keys,
+                members: members, strangers: true)
+        else {
             Issue.record("not kept")
             return
         }
@@ -116,11 +127,15 @@ import Testing
         // From a relay answer: refused.
         #expect(SessionStateMachine.verdict(record, room: lab, relay: bob.id, ownID: me.id, keys: keys, members: members) == .refused)
         // Carol's own record, labelled anything by the relay, shows under the name we know her by.
-        var hers = HistoryRecord(id: id, senderID: carol.id.rawValue, senderName: "someone", sequence: 1, timestampMilliseconds: 1_000,
-                                 kind: .text, body: "carol's words")
+        var hers = HistoryRecord(
+            id: id, senderID: carol.id.rawValue, senderName: "someone", sequence: 1, timestampMilliseconds: 1_000,
+            kind: .text, body: "carol's words")
         hers.signature = SimulatedSignatures.keys(for: 2, ids: all).signature(over: hers.signingBytes(room: lab))
-        guard case .keep(let genuine) = SessionStateMachine.verdict(hers, room: lab, relay: bob.id, ownID: me.id, keys: keys,
-                                                                    members: members, strangers: true) else {
+        guard
+            case .keep(let genuine) = SessionStateMachine.verdict(
+                hers, room: lab, relay: bob.id, ownID: me.id, keys: keys,
+                members: members, strangers: true)
+        else {
             Issue.record("carol's record not kept")
             return
         }
@@ -132,10 +147,12 @@ import Testing
 
     @Test func aRecordUnderAnotherAuthorCannotTakeAGenuineMessagesId() {
         let store = MemorySessionStore()
-        let forged = StoredMessage(id: "aa", room: "lab", senderID: "dave", senderName: "dave (not a member)", sequence: 1, timestamp: 1,
-                                   kind: .text, body: "first under this id")
-        let genuine = StoredMessage(id: "aa", room: "lab", senderID: "carol", senderName: "carol", sequence: 1, timestamp: 2,
-                                    kind: .text, body: "carol's words")
+        let forged = StoredMessage(
+            id: "aa", room: "lab", senderID: "dave", senderName: "dave (not a member)", sequence: 1, timestamp: 1,
+            kind: .text, body: "first under this id")
+        let genuine = StoredMessage(
+            id: "aa", room: "lab", senderID: "carol", senderName: "carol", sequence: 1, timestamp: 2,
+            kind: .text, body: "carol's words")
         #expect(store.insert(forged, now: 1))
         #expect(store.insert(genuine, now: 2))
         #expect(!store.insert(genuine, now: 3))

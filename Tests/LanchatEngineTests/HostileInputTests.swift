@@ -22,8 +22,10 @@ import Testing
     }
 
     func message(_ kind: WireFrame.Message.Kind, sequence: UInt64 = 1, byte: UInt8 = 9) -> WireFrame {
-        .message(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, sequence: sequence, timestampMilliseconds: 5,
-                       kind: kind, body: "bob left: timed out", reliable: true))
+        .message(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, sequence: sequence, timestampMilliseconds: 5,
+                kind: kind, body: "bob left: timed out", reliable: true))
     }
 
     func stored(_ actions: [SessionAction]) -> [StoredMessage] {
@@ -47,8 +49,10 @@ import Testing
     @Test func aMessageFromTheFutureIsRefusedAndTheClockNamed() {
         var node = engine()
         func dated(_ time: Int64, byte: UInt8) -> WireFrame {
-            .message(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, sequence: UInt64(byte), timestampMilliseconds: UInt64(time),
-                           kind: .text, body: "pinned", reliable: true))
+            .message(
+                .init(
+                    id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, sequence: UInt64(byte), timestampMilliseconds: UInt64(time),
+                    kind: .text, body: "pinned", reliable: true))
         }
         let now = at(10)
         let far = node.received([dated(now.wall + SessionStateMachine.futureTolerance + 1, byte: 1)], on: LinkHandle(1), at: now)
@@ -58,8 +62,9 @@ import Testing
         let again = node.received([dated(Int64(1) << 62, byte: 2)], on: LinkHandle(1), at: now)
         #expect(stored(again).isEmpty && !again.contains { if case .emit(.security) = $0 { true } else { false } })
         #expect(stored(node.received([dated(now.wall + SessionStateMachine.futureTolerance, byte: 3)], on: LinkHandle(1), at: now)).count == 1)
-        let record = HistoryRecord(id: WireID(bytes: [UInt8](repeating: 4, count: 16))!, senderID: bob.id.rawValue, senderName: "bob", sequence: 4,
-                                   timestampMilliseconds: UInt64(now.wall + 3_600_000), kind: .text, body: "pinned")
+        let record = HistoryRecord(
+            id: WireID(bytes: [UInt8](repeating: 4, count: 16))!, senderID: bob.id.rawValue, senderName: "bob", sequence: 4,
+            timestampMilliseconds: UInt64(now.wall + 3_600_000), kind: .text, body: "pinned")
         #expect(SessionStateMachine.verdict(record, room: lab, relay: bob.id, ownID: me.id, keys: nil, now: now.wall) == .refused)
         #expect(SessionStateMachine.verdict(record, room: lab, relay: bob.id, ownID: me.id, keys: nil, now: now.wall + 3_000_000) != .refused)
     }
@@ -73,8 +78,9 @@ import Testing
     @Test func historyRecordsUnderOurIdOrWithBadNumbersAreNotKept() {
         let id = WireID(bytes: [UInt8](repeating: 3, count: 16))!
         func storable(sender: String, sequence: UInt64 = 1, timestamp: UInt64 = 1, kind: WireFrame.Message.Kind = .text) -> StoredMessage? {
-            SessionStateMachine.storable(id: id, room: lab, senderID: sender, senderName: "x", sequence: sequence, timestamp: timestamp,
-                                         kind: kind, body: "hi", ownID: me.id)
+            SessionStateMachine.storable(
+                id: id, room: lab, senderID: sender, senderName: "x", sequence: sequence, timestamp: timestamp,
+                kind: kind, body: "hi", ownID: me.id)
         }
         #expect(storable(sender: bob.id.rawValue) != nil)
         #expect(storable(sender: me.id.rawValue) == nil)
@@ -113,7 +119,7 @@ import Testing
         #expect(!sendsHistory(node.received([request], on: LinkHandle(1), at: at(2))))  // not a member yet
         _ = node.received([.inviteReply(.init(id: id, outcome: .accepted, reason: ""))], on: LinkHandle(1), at: at(3))
         #expect(sendsHistory(node.received([request], on: LinkHandle(1), at: at(4))))
-        #expect(!sendsHistory(node.received([request], on: LinkHandle(1), at: at(5))))   // again: nothing
+        #expect(!sendsHistory(node.received([request], on: LinkHandle(1), at: at(5))))  // again: nothing
     }
 }
 
@@ -154,8 +160,10 @@ import Testing
     func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
 
     func offer(_ byte: UInt8, size: UInt64) -> WireFrame {
-        .resourceOffer(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: .history, name: Array("history of lab".utf8),
-                             size: size, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0, digestFollows: true))
+        .resourceOffer(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: .history, name: Array("history of lab".utf8),
+                size: size, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0, digestFollows: true))
     }
 
     func refusal(_ actions: [SessionAction]) -> String? {

@@ -39,8 +39,9 @@ import Testing
     func entry(_ peer: SessionPeer, addresses: [String] = ["198.18.0.99"]) -> WireFrame.Member {
         let index = ids.firstIndex(of: peer.id)!
         let bytes = Envelope.membershipBytes(room: lab, member: peer.id.rawValue, inviter: bob.id.rawValue, timestamp: 500)
-        let proof = WireFrame.MembershipProof(inviter: bob.id.rawValue, timestampMilliseconds: 500,
-                                              signature: SimulatedSignatures.keys(for: index, ids: ids).signature(over: bytes))
+        let proof = WireFrame.MembershipProof(
+            inviter: bob.id.rawValue, timestampMilliseconds: 500,
+            signature: SimulatedSignatures.keys(for: index, ids: ids).signature(over: bytes))
         return .init(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: addresses, proof: proof)
     }
 
@@ -65,7 +66,14 @@ import Testing
         let limit = node.configuration.maximumUnseenIntroductions
         #expect(node.members(of: lab)!.count == 2 + limit)
         #expect(node.unseenIntroduced(by: bob.id, in: lab).count == limit)
-        #expect(actions.contains { if case .emit(.security(_, let text)) = $0 { text.contains("introduced more members to room lab than the \(limit) not yet connected here it may (\(200 - limit) in this list)") } else { false } })
+        #expect(
+            actions.contains {
+                if case .emit(.security(_, let text)) = $0 {
+                    text.contains("introduced more members to room lab than the \(limit) not yet connected here it may (\(200 - limit) in this list)")
+                } else {
+                    false
+                }
+            })
         // Carol is not told about any of them (bob's word is not ours to pass on), not now, not at a resync.
         #expect(!members(frames(actions, on: LinkHandle(2))).contains { $0.hasPrefix("fake") })
         let resync = node.tick(at: at(1 + node.configuration.resyncInterval))
@@ -120,15 +128,18 @@ import Testing
         // Every node on this host (the benchmark's, tests'): loopback is theirs.
         #expect(SessionStateMachine.dialable("127.0.0.1", via: "127.0.0.1"))
         // Every spelling the dialer (inet_pton) takes for those is refused too; names are not addresses.
-        for other in ["0:0:0:0:0:0:0:1", "::0:1", "::ffff:7f00:1", "::0", "0::", "::ffff:0.0.0.0", "0.1.2.3", "240.0.0.1",
-                      "255.255.255.255", "::ffff:224.0.0.251", "::127.0.0.1", "example.com", ""] {
+        for other in [
+            "0:0:0:0:0:0:0:1", "::0:1", "::ffff:7f00:1", "::0", "0::", "::ffff:0.0.0.0", "0.1.2.3", "240.0.0.1",
+            "255.255.255.255", "::ffff:224.0.0.251", "::127.0.0.1", "example.com", "",
+        ] {
             #expect(!SessionStateMachine.dialable(other, via: "198.18.0.2"), "\(other)")
         }
         #expect(SessionStateMachine.dialable("::ffff:198.18.0.7", via: "198.18.0.2"))
         #expect(SessionStateMachine.dialable("::ffff:7f00:1", via: "::1"))
         var node = engine()
-        _ = node.received([.roomMembers(.init(room: lab, members: [entry(fakes[0], addresses: ["127.0.0.1", "224.0.0.1", "198.18.0.9"])]))],
-                          on: LinkHandle(1), at: at(2))
+        _ = node.received(
+            [.roomMembers(.init(room: lab, members: [entry(fakes[0], addresses: ["127.0.0.1", "224.0.0.1", "198.18.0.9"])]))],
+            on: LinkHandle(1), at: at(2))
         #expect(node.members(of: lab)?[fakes[0].id]?.addresses == ["198.18.0.9"])
     }
 
@@ -157,10 +168,12 @@ import Testing
         let counter = Counter()
         var counted = engine { configuration in
             let keys = configuration.envelopes!
-            configuration.envelopes = EnvelopeKeys(publicKey: keys.publicKey, sign: { keys.signature(over: $0).bytes }, verify: { _, _, _ in
-                counter.value += 1
-                return false
-            })
+            configuration.envelopes = EnvelopeKeys(
+                publicKey: keys.publicKey, sign: { keys.signature(over: $0).bytes },
+                verify: { _, _, _ in
+                    counter.value += 1
+                    return false
+                })
         }
         var forged = fakes.map { entry($0) }
         for index in forged.indices { forged[index].proof?.signature = Signature(key: SimulatedSignatures.key(1), bytes: [UInt8](repeating: 1, count: 64)) }
@@ -180,8 +193,9 @@ import Testing
             let stranger = SessionPeer(id: PeerID(digest: [0x55, UInt8(n >> 8), UInt8(n & 0xff)] + [UInt8](repeating: 2, count: 29)), name: "s\(n)")
             _ = node.linkUp(LinkHandle(100 + n), peer: stranger, dialedByUs: false, remoteAddress: "198.18.0.77", version: 3, at: at(2))
             let members = (0..<1024).map { m in
-                WireFrame.Member(peerID: PeerID(digest: [0x66, UInt8(m >> 8), UInt8(m & 0xff)] + [UInt8](repeating: 3, count: 29)).rawValue,
-                                 name: long, port: 1, addresses: addresses)
+                WireFrame.Member(
+                    peerID: PeerID(digest: [0x66, UInt8(m >> 8), UInt8(m & 0xff)] + [UInt8](repeating: 3, count: 29)).rawValue,
+                    name: long, port: 1, addresses: addresses)
             }
             _ = node.received([.roomMembers(.init(room: lab, members: members))], on: LinkHandle(100 + n), at: at(3))
         }
@@ -193,17 +207,21 @@ import Testing
     /// members it introduced there that never connected there (members of its own making).
     @Test func aRemovalTakesTheMembersItIntroducedThatNeverConnected() throws {
         // Alice made lab (her creator record), so she administers it.
-        let bytes = Envelope.metaBytes(room: lab, key: "admin.creator", deleted: false, value: me.id.rawValue, version: 1, timestamp: 1_000_000,
-                                       author: me.id.rawValue)
-        let record = StoredMeta(room: lab.rawValue, key: "admin.creator", value: me.id.rawValue, deleted: false, version: 1, timestamp: 1_000_000,
-                                authorID: me.id.rawValue, authorKey: SimulatedSignatures.key(0),
-                                signature: SimulatedSignatures.keys(for: 0, ids: ids).signature(over: bytes).bytes)
+        let bytes = Envelope.metaBytes(
+            room: lab, key: "admin.creator", deleted: false, value: me.id.rawValue, version: 1, timestamp: 1_000_000,
+            author: me.id.rawValue)
+        let record = StoredMeta(
+            room: lab.rawValue, key: "admin.creator", value: me.id.rawValue, deleted: false, version: 1, timestamp: 1_000_000,
+            authorID: me.id.rawValue, authorKey: SimulatedSignatures.key(0),
+            signature: SimulatedSignatures.keys(for: 0, ids: ids).signature(over: bytes).bytes)
         var node = engine { _ in }
-        var restored = SessionStateMachine.Restored(rooms: [(lab, [bob, carol].map { StoredMember(peerID: $0.id.rawValue, name: $0.name, port: 7473, addresses: []) })],
-                                                    knownPeers: KnownPeerBook())
+        var restored = SessionStateMachine.Restored(
+            rooms: [(lab, [bob, carol].map { StoredMember(peerID: $0.id.rawValue, name: $0.name, port: 7473, addresses: []) })],
+            knownPeers: KnownPeerBook())
         restored.metadata = [record]
-        node = SessionStateMachine(configuration: node.configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
-                                   shortCode: { _ in "1234-5678" })
+        node = SessionStateMachine(
+            configuration: node.configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
+            shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: "198.18.0.2", version: 3, at: at(1))
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: "198.18.0.3", version: 3, at: at(1))

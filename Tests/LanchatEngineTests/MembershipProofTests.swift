@@ -83,8 +83,11 @@ import Testing
         let listed = pages.flatMap(\.members)
         #expect(listed.map(\.peerID) == [me.id, bob.id, dave.id].map(\.rawValue))
         let own = try #require(listed.first?.proof)
-        #expect(SimulatedSignatures.verifies(own.signature, Envelope.membershipBytes(
-            room: lab, member: me.id.rawValue, inviter: own.inviter, timestamp: own.timestampMilliseconds), me.id, ids: ids))
+        #expect(
+            SimulatedSignatures.verifies(
+                own.signature,
+                Envelope.membershipBytes(
+                    room: lab, member: me.id.rawValue, inviter: own.inviter, timestamp: own.timestampMilliseconds), me.id, ids: ids))
         actions = node.linkUp(LinkHandle(3), peer: dave, dialedByUs: true, remoteAddress: nil, version: 1, at: at(4)).actions
         let plain = sent(actions, on: LinkHandle(3)).compactMap { if case .roomMembers(let update) = $0 { update } else { nil } }
         #expect(plain.flatMap(\.members).map(\.peerID).sorted() == [me.id, bob.id, carol.id, dave.id].map(\.rawValue).sorted())
@@ -101,19 +104,25 @@ import Testing
         }
         var node = engine(others: [carol])
         var actions: [SessionAction] = []
-        actions += node.received([.roomMembers(.init(room: lab, members: [entry(dave, proof(of: dave)), entry(carol, proof(of: carol))]))],
-                                 on: LinkHandle(1), at: at(3))
-        let ownBefore = try #require(listed(node.linkUp(LinkHandle(2), peer: dave, dialedByUs: true, remoteAddress: nil, version: 3, at: at(3)).actions,
-                                            on: LinkHandle(2)).first?.proof)
+        actions += node.received(
+            [.roomMembers(.init(room: lab, members: [entry(dave, proof(of: dave)), entry(carol, proof(of: carol))]))],
+            on: LinkHandle(1), at: at(3))
+        let ownBefore = try #require(
+            listed(
+                node.linkUp(LinkHandle(2), peer: dave, dialedByUs: true, remoteAddress: nil, version: 3, at: at(3)).actions,
+                on: LinkHandle(2)
+            ).first?.proof)
         actions += node.received([leave(of: carol, time: 600)], on: LinkHandle(1), at: at(4))
         actions += node.tick(at: at(1 + node.configuration.resyncInterval))  // (saves each room, our own proof with it)
         try store.transaction { for case .persist(let operation) in actions { try store.apply(operation, now: 0) } }
 
-        var restarted = SessionStateMachine(configuration: node.configuration, restored: try store.restored(ownID: me.id, knownPeers: KnownPeerBook()),
-                                            addressBook: PeerDirectory(), ids: IDGenerator(seed: 2), shortCode: { _ in "1234-5678" })
+        var restarted = SessionStateMachine(
+            configuration: node.configuration, restored: try store.restored(ownID: me.id, knownPeers: KnownPeerBook()),
+            addressBook: PeerDirectory(), ids: IDGenerator(seed: 2), shortCode: { _ in "1234-5678" })
         _ = restarted.start(at: at(100_000))
-        let told = listed(restarted.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 3, at: at(100_001)).actions,
-                          on: LinkHandle(1))
+        let told = listed(
+            restarted.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 3, at: at(100_001)).actions,
+            on: LinkHandle(1))
         #expect(told.first?.peerID == me.id.rawValue && told.first?.proof == ownBefore)
         #expect(told.contains { $0.peerID == dave.id.rawValue && $0.proof == proof(of: dave) })
         // Carol left (signed, at 600): her proof of 500, sent again, does not bring her back.
@@ -144,8 +153,9 @@ import Testing
     @Test func aLeaveCountsOnlyWithTheLeaversSignatureIsHandedOnAndOutranksOlderProofs() {
         var node = engine(others: [carol])
         _ = node.linkUp(LinkHandle(2), peer: dave, dialedByUs: true, remoteAddress: nil, version: 3, at: at(2))
-        _ = node.received([.roomMembers(.init(room: lab, members: [entry(dave, proof(of: dave)), entry(carol, proof(of: carol))]))],
-                          on: LinkHandle(1), at: at(3))
+        _ = node.received(
+            [.roomMembers(.init(room: lab, members: [entry(dave, proof(of: dave)), entry(carol, proof(of: carol))]))],
+            on: LinkHandle(1), at: at(3))
         #expect(node.members(of: lab)?[dave.id] != nil)
         // Bob hands on a leave of carol's that bob signed: nothing changes.
         _ = node.received([leave(of: carol, signer: bob, time: 600)], on: LinkHandle(1), at: at(4))
@@ -169,8 +179,11 @@ import Testing
         let actions = try node.leave(lab, at: at(4))
         let signed = sent(actions, on: LinkHandle(1)).compactMap { if case .roomLeave(let l) = $0 { l.signed } else { nil } }
         let left = try #require(signed.first)
-        #expect(left.member == me.id.rawValue && SimulatedSignatures.verifies(
-            left.signature, Envelope.leaveBytes(room: lab, member: me.id.rawValue, timestamp: left.timestampMilliseconds), me.id, ids: ids))
+        #expect(
+            left.member == me.id.rawValue
+                && SimulatedSignatures.verifies(
+                    left.signature, Envelope.leaveBytes(room: lab, member: me.id.rawValue, timestamp: left.timestampMilliseconds), me.id, ids: ids)
+        )
         #expect(sent(actions, on: LinkHandle(2)).allSatisfy { if case .roomLeave(let l) = $0 { l.signed == nil } else { true } })
         // Invited again in the same millisecond: the new proof names bob and is later than the leave.
         let invitation = WireID(bytes: [UInt8](repeating: 0x44, count: 16))!

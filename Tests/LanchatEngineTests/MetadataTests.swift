@@ -21,8 +21,9 @@ import Testing
         let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
         var restored = SessionStateMachine.Restored(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook())
         restored.metadata = metadata
-        var node = SessionStateMachine(configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
-                                       shortCode: { _ in "1234-5678" })
+        var node = SessionStateMachine(
+            configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 1),
+            shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
@@ -32,8 +33,9 @@ import Testing
     /// An entry `author` (index in `ids`) wrote, signed by `signer` (default: the author).
     func entry(_ key: String, _ value: String, version: UInt64, time: UInt64 = 500, by author: Int, signer: Int? = nil, deleted: Bool = false) -> WireFrame.MetaEntry {
         let bytes = Envelope.metaBytes(room: lab, key: key, deleted: deleted, value: value, version: version, timestamp: time, author: ids[author].rawValue)
-        return .init(key: key, value: value, deleted: deleted, version: version, timestampMilliseconds: time, author: ids[author].rawValue,
-                     signature: SimulatedSignatures.keys(for: signer ?? author, ids: ids).signature(over: bytes))
+        return .init(
+            key: key, value: value, deleted: deleted, version: version, timestampMilliseconds: time, author: ids[author].rawValue,
+            signature: SimulatedSignatures.keys(for: signer ?? author, ids: ids).signature(over: bytes))
     }
 
     func metaSent(_ actions: [SessionAction], on handle: LinkHandle) -> [WireFrame.MetaEntry] {
@@ -51,9 +53,12 @@ import Testing
         var node = engine()
         let (first, actions) = try node.setMeta("topic", to: "release planning", in: lab, at: at(2))
         #expect(first.version == 1 && first.author == me.id.rawValue)
-        #expect(SimulatedSignatures.verifies(first.signature, Envelope.metaBytes(
-            room: lab, key: "topic", deleted: false, value: "release planning", version: 1, timestamp: first.timestampMilliseconds, author: me.id.rawValue),
-            me.id, ids: ids))
+        #expect(
+            SimulatedSignatures.verifies(
+                first.signature,
+                Envelope.metaBytes(
+                    room: lab, key: "topic", deleted: false, value: "release planning", version: 1, timestamp: first.timestampMilliseconds, author: me.id.rawValue),
+                me.id, ids: ids))
         #expect(metaSent(actions, on: LinkHandle(1)) == [first] && metaSent(actions, on: LinkHandle(2)) == [first])
         #expect(notices(actions) == ["topic: release planning (set by alice)"])
         #expect(actions.contains { if case .persist(.saveMeta(let stored)) = $0 { stored.key == "topic" && stored.version == 1 } else { false } })
@@ -97,16 +102,18 @@ import Testing
     @Test func entriesFromMembersAreVerifiedHandedOnAndAnsweredWithOursWhenOursWins() throws {
         var node = engine()
         let genuine = entry("agenda", "1. demo", version: 1, by: 2)
-        var actions = node.received([.roomMeta(.init(room: lab, entries: [genuine, entry("owner", "bob", version: 1, by: 2, signer: 1)]))],
-                                    on: LinkHandle(1), at: at(2))
+        var actions = node.received(
+            [.roomMeta(.init(room: lab, entries: [genuine, entry("owner", "bob", version: 1, by: 2, signer: 1)]))],
+            on: LinkHandle(1), at: at(2))
         #expect(node.metadata(of: lab).map(\.key) == ["agenda"])  // carol's write bob signed: refused
         #expect(metaSent(actions, on: LinkHandle(2)) == [genuine] && metaSent(actions, on: LinkHandle(1)).isEmpty)
         let (mine, _) = try node.setMeta("agenda", to: "2. retro", in: lab, at: at(3))
         actions = node.received([.roomMeta(.init(room: lab, entries: [genuine]))], on: LinkHandle(1), at: at(4))
         #expect(metaSent(actions, on: LinkHandle(1)) == [mine])  // bob is behind: he gets ours
         // A stranger's ROOM_META changes nothing.
-        _ = node.linkUp(LinkHandle(3), peer: SessionPeer(id: SessionStateMachineTests.peerID(0x40), name: "eve"), dialedByUs: false, remoteAddress: nil,
-                        version: 2, at: at(5))
+        _ = node.linkUp(
+            LinkHandle(3), peer: SessionPeer(id: SessionStateMachineTests.peerID(0x40), name: "eve"), dialedByUs: false, remoteAddress: nil,
+            version: 2, at: at(5))
         _ = node.received([.roomMeta(.init(room: lab, entries: [entry("agenda", "x", version: 9, by: 0)]))], on: LinkHandle(3), at: at(6))
         #expect(node.metaEntry("agenda", in: lab) == mine)
     }
@@ -138,9 +145,17 @@ import Testing
         #expect(node.metaEntry("color", in: lab) == one)
         _ = winner
         var huge = engine()
-        _ = huge.received([.roomMeta(.init(room: lab, entries: [entry("size", "x", version: UInt64.max, by: 1),
-                                                               entry("topic", "x", version: 1, time: UInt64.max, by: 1)]))],
-                          on: LinkHandle(1), at: at(2))
+        _ = huge.received(
+            [
+                .roomMeta(
+                    .init(
+                        room: lab,
+                        entries: [
+                            entry("size", "x", version: UInt64.max, by: 1),
+                            entry("topic", "x", version: 1, time: UInt64.max, by: 1),
+                        ]))
+            ],
+            on: LinkHandle(1), at: at(2))
         #expect(huge.metadata(of: lab).isEmpty)
     }
 
@@ -177,8 +192,9 @@ import Testing
     /// room, the administration's included.
     @Test func aWriterHoldsAtMost64KeysAndOnlyItsOwnDeletionsMakeRoom() throws {
         var node = engine()
-        _ = node.received([.roomMeta(.init(room: lab, entries: [entry("theirs", "x", version: 1, by: 1), entry("gone", "x", version: 1, by: 1)]))],
-                          on: LinkHandle(1), at: at(2))
+        _ = node.received(
+            [.roomMeta(.init(room: lab, entries: [entry("theirs", "x", version: 1, by: 1), entry("gone", "x", version: 1, by: 1)]))],
+            on: LinkHandle(1), at: at(2))
         _ = node.received([.roomMeta(.init(room: lab, entries: [entry("gone", "", version: 2, by: 1, deleted: true)]))], on: LinkHandle(1), at: at(2))
         for index in 0..<64 { _ = try node.setMeta("k\(index)", to: "v", in: lab, at: at(3)) }
         do {

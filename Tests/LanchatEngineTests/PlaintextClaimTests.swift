@@ -14,14 +14,17 @@ import Testing
 
     func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
 
-    func engine(encryption: EncryptionPreference = .optional, autoAccept: AutoAcceptPolicy = .never, keyed: Set<PeerID> = [],
-                known: [PeerID: String] = [:], directory: PeerDirectory = PeerDirectory()) -> SessionStateMachine {
+    func engine(
+        encryption: EncryptionPreference = .optional, autoAccept: AutoAcceptPolicy = .never, keyed: Set<PeerID> = [],
+        known: [PeerID: String] = [:], directory: PeerDirectory = PeerDirectory()
+    ) -> SessionStateMachine {
         var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: autoAccept)
         configuration.encryption = encryption
         var node = SessionStateMachine(
             configuration: configuration,
-            restored: .init(rooms: [(lab, [StoredMember(peerID: bob.id.rawValue, name: bob.name, port: 7473, addresses: [])])],
-                            knownPeers: KnownPeerBook(known), keyedPeers: keyed),
+            restored: .init(
+                rooms: [(lab, [StoredMember(peerID: bob.id.rawValue, name: bob.name, port: 7473, addresses: [])])],
+                knownPeers: KnownPeerBook(known), keyedPeers: keyed),
             addressBook: directory, ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
         _ = node.start(at: at(0))
         return node
@@ -57,8 +60,10 @@ import Testing
         #expect(!actions.contains { if case .peerConnected = $0 { true } else { false } })
         #expect(node.connections[bob.id] != nil)
         // What the impostor sends on its connection is not taken as bob's.
-        let message = WireFrame.message(.init(id: WireID(bytes: [UInt8](repeating: 5, count: 16))!, room: lab, sequence: 1, timestampMilliseconds: 5,
-                                              kind: .text, body: "it is me, bob", reliable: true))
+        let message = WireFrame.message(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: 5, count: 16))!, room: lab, sequence: 1, timestampMilliseconds: 5,
+                kind: .text, body: "it is me, bob", reliable: true))
         #expect(!node.received([message], on: LinkHandle(2), at: at(3)).contains { if case .persist(.insertMessage) = $0 { true } else { false } })
     }
 

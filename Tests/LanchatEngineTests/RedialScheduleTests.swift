@@ -8,10 +8,14 @@ struct RedialScheduleTests {
     static let peers = (0..<8).map { PeerID(digest: [UInt8($0)]) }.sorted()
     static let own = peers[3]
 
-    func due(_ schedule: inout RedialSchedule, _ candidates: [PeerID], dialing: Set<PeerID> = [], seen: Set<PeerID>? = nil,
-             at now: Int64) -> [PeerID] {
-        schedule.due(candidates, own: Self.own, dialing: dialing, seen: { seen?.contains($0) ?? true }, generation: { _ in nil },
-                     limits: Self.limits, at: now).dials
+    func due(
+        _ schedule: inout RedialSchedule, _ candidates: [PeerID], dialing: Set<PeerID> = [], seen: Set<PeerID>? = nil,
+        at now: Int64
+    ) -> [PeerID] {
+        schedule.due(
+            candidates, own: Self.own, dialing: dialing, seen: { seen?.contains($0) ?? true }, generation: { _ in nil },
+            limits: Self.limits, at: now
+        ).dials
     }
 
     /// Of two peers, the one with the smaller id dials at once: we dial a larger id now, and give a

@@ -40,12 +40,16 @@ import Testing
     }
 
     func offer(_ byte: UInt8, kind: WireFrame.ResourceOffer.Kind = .signedHistory) -> WireFrame {
-        .resourceOffer(.init(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: kind, name: Array("history".utf8), size: 10,
-                             sha256: [UInt8](repeating: 1, count: 32), modifiedMilliseconds: 0))
+        .resourceOffer(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: lab, kind: kind, name: Array("history".utf8), size: 10,
+                sha256: [UInt8](repeating: 1, count: 32), modifiedMilliseconds: 0))
     }
 
     func refused(_ actions: [SessionAction]) -> Bool {
-        actions.contains { if case .send(_, let frames) = $0 { frames.contains { if case .resourceEnd(let end) = $0 { end.status == .refused } else { false } } } else { false } }
+        actions.contains {
+            if case .send(_, let frames) = $0 { frames.contains { if case .resourceEnd(let end) = $0 { end.status == .refused } else { false } } } else { false }
+        }
     }
 
     @Test func aMemberIsAskedOnEveryVersion2ConnectionAndResync() {
@@ -64,8 +68,13 @@ import Testing
         var node = engine()
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
         _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
-        let request = WireFrame.syncRequest(.init(room: lab, sinceMilliseconds: 0, marks: [.init(author: carol.id.rawValue, first: 1, last: 4),
-                                                                    .init(author: carol.id.rawValue, first: 6, last: 9)]))
+        let request = WireFrame.syncRequest(
+            .init(
+                room: lab, sinceMilliseconds: 0,
+                marks: [
+                    .init(author: carol.id.rawValue, first: 1, last: 4),
+                    .init(author: carol.id.rawValue, first: 6, last: 9),
+                ]))
         #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(2))) == [[carol.id.rawValue: [1...4, 6...9]]])
         // (The shell had nothing to offer: the next request may be answered.) One answer at a time, three per resync.
         node.relayAnswerNotOffered(lab, to: bob.id)
@@ -154,33 +163,43 @@ import Testing
 
     @Test func whatIsHandedOnIsWhatTheAskerLacksAndNeverDirect() {
         func message(_ sequence: Int64, by sender: PeerID, direct: Bool = false, signed: Bool = true) -> StoredMessage {
-            StoredMessage(id: String(format: "%032x", sequence + Int64(sender.rawValue.hashValue & 0xffff) << 16), room: "lab", senderID: sender.rawValue,
-                          senderName: "x", sequence: sequence, timestamp: sequence, kind: .text, body: "m\(sequence)",
-                          authorKey: signed ? [2] : [], signature: signed ? [1] : [], direct: direct)
+            StoredMessage(
+                id: String(format: "%032x", sequence + Int64(sender.rawValue.hashValue & 0xffff) << 16), room: "lab", senderID: sender.rawValue,
+                senderName: "x", sequence: sequence, timestamp: sequence, kind: .text, body: "m\(sequence)",
+                authorKey: signed ? [2] : [], signature: signed ? [1] : [], direct: direct)
         }
-        let messages = [message(1, by: carol.id), message(2, by: carol.id), message(3, by: carol.id, direct: true), message(4, by: carol.id),
-                        message(5, by: carol.id), message(7, by: carol.id), message(1, by: bob.id), message(5, by: me.id, signed: false),
-                        message(6, by: carol.id, signed: false)]
+        let messages = [
+            message(1, by: carol.id), message(2, by: carol.id), message(3, by: carol.id, direct: true), message(4, by: carol.id),
+            message(5, by: carol.id), message(7, by: carol.id), message(1, by: bob.id), message(5, by: me.id, signed: false),
+            message(6, by: carol.id, signed: false),
+        ]
         // bob holds carol's 2 and 5: carol's 1, 4 and 7 are lacking; 3 is direct; 6 unsigned; bob's own
         // never; our own unsigned, yes.
         let members: Set<PeerID> = [bob.id, carol.id]
         let lacking = SessionStateMachine.lacking(messages, marks: [carol.id.rawValue: [2...2, 5...5]], requester: bob.id, ownID: me.id, members: members)
         #expect(lacking.map(\.body) == ["m1", "m4", "m7", "m5"])
-        #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id, members: members).map(\.body)
+        #expect(
+            SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id, members: members).map(\.body)
                 == ["m1", "m2", "m4", "m5", "m7", "m5"])
         // carol left: her messages are not handed on (the requester would not keep them).
         #expect(SessionStateMachine.lacking(messages, marks: [:], requester: bob.id, ownID: me.id, members: [bob.id]).map(\.body) == ["m5"])
         // Stored here a moment ago by an author connected to us, or ours and queued for the asker: left to its author.
         let held = [carol.id.rawValue: [2...2, 5...5] as [ClosedRange<UInt64>]]
         var arrivals = RecentArrivals()
-        arrivals.note([messages[0].id], at: 100)          // carol's 1, long ago
+        arrivals.note([messages[0].id], at: 100)  // carol's 1, long ago
         arrivals.note([messages[5].id, messages[7].id], at: 10_000)  // carol's 7, our 5, a moment ago
         let recent = arrivals.ids(after: 10_001 - SessionStateMachine.relayGrace)
         #expect(recent == [messages[5].id, messages[7].id])
-        #expect(SessionStateMachine.lacking(messages, marks: held, requester: bob.id, ownID: me.id, members: members,
-                                            leftToAuthors: [carol.id], recent: recent).map(\.body) == ["m1", "m4", "m5"])
-        #expect(SessionStateMachine.lacking(messages, marks: held, requester: bob.id, ownID: me.id, members: members,
-                                            leftToAuthors: [], recent: recent, queued: [messages[7].id]).map(\.body) == ["m1", "m4", "m7"])
+        #expect(
+            SessionStateMachine.lacking(
+                messages, marks: held, requester: bob.id, ownID: me.id, members: members,
+                leftToAuthors: [carol.id], recent: recent
+            ).map(\.body) == ["m1", "m4", "m5"])
+        #expect(
+            SessionStateMachine.lacking(
+                messages, marks: held, requester: bob.id, ownID: me.id, members: members,
+                leftToAuthors: [], recent: recent, queued: [messages[7].id]
+            ).map(\.body) == ["m1", "m4", "m7"])
     }
 
     @Test func recentArrivalsKeepTheNewestWithinTheirCapacity() {
@@ -195,8 +214,9 @@ import Testing
 
     @Test func aRelayAnswerKeepsTheNewestThatFitItsLimit() {
         let messages = (1...10).map {
-            StoredMessage(id: String(format: "%032x", $0), room: "lab", senderID: carol.id.rawValue, senderName: "carol", sequence: Int64($0),
-                          timestamp: Int64($0), kind: .text, body: String(repeating: "x", count: 1000))
+            StoredMessage(
+                id: String(format: "%032x", $0), room: "lab", senderID: carol.id.rawValue, senderName: "carol", sequence: Int64($0),
+                timestamp: Int64($0), kind: .text, body: String(repeating: "x", count: 1000))
         }
         let record = UInt64(HistoryRecord.fixedLength + "carol".utf8.count + 1000)
         #expect(SessionStateMachine.withinRelayLimit(messages, limit: 3 * record + 1).map(\.sequence) == [8, 9, 10])
@@ -206,8 +226,11 @@ import Testing
 
     @Test func theRunsHeldAreCompactAndBounded() {
         let held: [(author: String, sequence: Int64)] = [("b", 3), ("a", 1), ("a", 2), ("a", 4), ("b", 3), ("a", 3), ("a", 9)]
-        #expect(SessionStateMachine.syncMarks(held) == [.init(author: "a", first: 1, last: 4), .init(author: "a", first: 9, last: 9),
-                                                         .init(author: "b", first: 3, last: 3)])
+        #expect(
+            SessionStateMachine.syncMarks(held) == [
+                .init(author: "a", first: 1, last: 4), .init(author: "a", first: 9, last: 9),
+                .init(author: "b", first: 3, last: 3),
+            ])
         let gappy = (0..<3000).map { (author: "a", sequence: Int64($0 * 2)) }
         let marks = SessionStateMachine.syncMarks(gappy)
         #expect(marks.count == WireFrame.SyncRequest.maximumMarks && marks.first?.last == 5998)
@@ -249,8 +272,10 @@ import Testing
         #expect(scopes(actions).isEmpty && none.historyRequested[lab] == nil)
         #expect(actions.contains { if case .persist(.insertMessage(let notice, _)) = $0 { notice.body.contains("no earlier messages asked for") } else { false } })
         // So a history offered anyway is refused.
-        let offer = WireFrame.resourceOffer(.init(id: WireID(bytes: [UInt8](repeating: 7, count: 16))!, room: lab, kind: .signedHistory, name: [0x68],
-                                                  size: 1, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0))
+        let offer = WireFrame.resourceOffer(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: 7, count: 16))!, room: lab, kind: .signedHistory, name: [0x68],
+                size: 1, sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0))
         let refused = none.received([offer], on: LinkHandle(1), at: at(3)).contains {
             if case .send(_, let frames) = $0 { frames.contains { if case .resourceEnd(let end) = $0 { end.status == .refused } else { false } } } else { false }
         }

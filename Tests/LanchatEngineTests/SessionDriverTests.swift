@@ -11,8 +11,10 @@ import Testing
     func engine() -> SessionStateMachine { engine(version: 1) }
 
     func message(_ sequence: UInt64) -> WireFrame {
-        .message(.init(id: WireID(bytes: [UInt8](repeating: UInt8(sequence), count: 16))!, room: lab, sequence: sequence,
-                       timestampMilliseconds: 5 + sequence, kind: .text, body: "m\(sequence)", reliable: true))
+        .message(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: UInt8(sequence), count: 16))!, room: lab, sequence: sequence,
+                timestampMilliseconds: 5 + sequence, kind: .text, body: "m\(sequence)", reliable: true))
     }
 
     func writes(_ output: [ShellOutput]) -> [[WireFrame]] {

@@ -59,7 +59,8 @@ import Testing
         #expect(!result.actions.contains { if case .close = $0 { true } else { false } })
         let warnings = result.actions.compactMap { if case .emit(.security(_, let text)) = $0 { text } else { nil } }
         #expect(warnings.count == 1)
-        #expect(warnings.first?.contains("WARNING: 'bob'") == true && warnings.first?.contains(old.short) == true
+        #expect(
+            warnings.first?.contains("WARNING: 'bob'") == true && warnings.first?.contains(old.short) == true
                 && warnings.first?.contains(large.id.short) == true, "\(warnings)")
         // Once per key: the next connection of the same key is not warned about again.
         _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(1))
@@ -99,8 +100,9 @@ import Testing
         }
         for n in 1...3 { #expect(closes(node.linkUp(LinkHandle(10 + n), peer: stranger(n), dialedByUs: false, remoteAddress: nil, at: at(Int64(n))).actions).isEmpty) }
         // s1 invites us: busy, kept. The fourth stranger closes the oldest idle one, s2 (never bob, a member).
-        _ = node.received([.invite(.init(id: WireID(bytes: [UInt8](repeating: 9, count: 16))!, timeoutMilliseconds: 30_000, room: RoomID("x")!, context: []))],
-                          on: LinkHandle(11), at: at(5))
+        _ = node.received(
+            [.invite(.init(id: WireID(bytes: [UInt8](repeating: 9, count: 16))!, timeoutMilliseconds: 30_000, room: RoomID("x")!, context: []))],
+            on: LinkHandle(11), at: at(5))
         let fourth = node.linkUp(LinkHandle(14), peer: stranger(4), dialedByUs: false, remoteAddress: nil, at: at(6))
         #expect(closes(fourth.actions) == [LinkHandle(12)])
         #expect(fourth.actions.contains { if case .close(_, .leaving, let text) = $0 { text.contains("too many connections from peers outside") } else { false } })
@@ -122,8 +124,9 @@ import Testing
     @Test func aMessageFromSomeoneNotInTheRoomIsNeitherStoredNorAcknowledged() {
         var node = engine(small)
         _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))
-        let message = WireFrame.Message(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, room: lab, sequence: 1, timestampMilliseconds: 5,
-                                        kind: .text, body: "hi", reliable: true)
+        let message = WireFrame.Message(
+            id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, room: lab, sequence: 1, timestampMilliseconds: 5,
+            kind: .text, body: "hi", reliable: true)
         #expect(node.received([.message(message)], on: LinkHandle(1), at: at(1)).isEmpty)
     }
 
@@ -185,7 +188,8 @@ import Testing
 
     func sentInvite(_ node: inout SessionStateMachine, to peer: SessionPeer, at time: Int64) -> WireID {
         guard case (.dial, _) = node.beginInvite(peer, room: lab, at: at(time)),
-              case (.sent(let id), _) = node.sendInvite(peer, room: lab, context: [], timeout: 10_000, at: at(time)) else {
+            case (.sent(let id), _) = node.sendInvite(peer, room: lab, context: [], timeout: 10_000, at: at(time))
+        else {
             Issue.record("the invitation was not sent")
             return WireID(bytes: [UInt8](repeating: 0, count: 16))!
         }

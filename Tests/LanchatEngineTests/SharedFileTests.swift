@@ -30,8 +30,10 @@ import Testing
     }
 
     func offer(_ id: WireID, sha256: [UInt8]? = nil, kind: WireFrame.ResourceOffer.Kind = .shared) -> WireFrame {
-        .resourceOffer(.init(id: id, room: kind == .shared ? lab : nil, kind: kind, name: Array("x".utf8), size: 1000, sha256: sha256 ?? file.sha256,
-                             modifiedMilliseconds: 0))
+        .resourceOffer(
+            .init(
+                id: id, room: kind == .shared ? lab : nil, kind: kind, name: Array("x".utf8), size: 1000, sha256: sha256 ?? file.sha256,
+                modifiedMilliseconds: 0))
     }
 
     /// The id of the request sent to `handle` (each member asked gets a request of its own).
@@ -43,8 +45,9 @@ import Testing
     func receive(_ node: inout SessionStateMachine, _ attempt: WireID, on handle: Int, at start: Int64) -> [SessionAction] {
         var out = node.received([offer(attempt)], on: LinkHandle(handle), at: at(start))
         out += node.partOpened(attempt, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(start + 1))
-        out += node.received([.resourceChunk(.init(id: attempt, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 7, count: 1000))))],
-                             on: LinkHandle(handle), at: at(start + 2))
+        out += node.received(
+            [.resourceChunk(.init(id: attempt, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 7, count: 1000))))],
+            on: LinkHandle(handle), at: at(start + 2))
         out += node.written(attempt, upTo: 1000, at: at(start + 3))
         return out
     }
@@ -263,8 +266,9 @@ import Testing
         let refused = node.received([.fileRequest(request)], on: LinkHandle(3), at: at(10))
         #expect(ends(refused).first?.0 == LinkHandle(3) && ends(refused).first?.1.status == .refused)
         // Served: offered under the request's id, with the digest asked for, as a shared file of the room.
-        let served = node.serveShared(request, file: OfferedFile(path: "/s/x", name: "x", size: 1000, modifiedMilliseconds: 0, identity: "1:2"),
-                                      to: bob.id, at: at(11))
+        let served = node.serveShared(
+            request, file: OfferedFile(path: "/s/x", name: "x", size: 1000, modifiedMilliseconds: 0, identity: "1:2"),
+            to: bob.id, at: at(11))
         let offers = served.flatMap { action -> [WireFrame.ResourceOffer] in
             guard case .send(LinkHandle(1), let frames) = action else { return [] }
             return frames.compactMap { if case .resourceOffer(let offer) = $0 { offer } else { nil } }
@@ -281,8 +285,9 @@ import Testing
     @Test func onlyAnAnnouncementInThatRoomBySomeoneElseNotDirectLetsAFileBeServed() {
         let request = WireFrame.FileRequest(id: WireID.random(), room: lab, sha256: file.sha256)
         func announcement(by sender: PeerID, room: String = "lab", direct: Bool = false, body: String? = nil) -> StoredMessage {
-            StoredMessage(id: String(format: "%032x", Int.random(in: 0..<Int.max)), room: room, senderID: sender.rawValue, senderName: "x", sequence: 1,
-                          timestamp: 1, kind: .file, body: body ?? file.body, authorKey: [2], signature: [1], direct: direct)
+            StoredMessage(
+                id: String(format: "%032x", Int.random(in: 0..<Int.max)), room: room, senderID: sender.rawValue, senderName: "x", sequence: 1,
+                timestamp: 1, kind: .file, body: body ?? file.body, authorKey: [2], signature: [1], direct: direct)
         }
         // bob asks for a digest it announced itself (in the room, or directly to us), or that was
         // announced in another room, or directly by carol: not served. (Before: any kind-1 message of

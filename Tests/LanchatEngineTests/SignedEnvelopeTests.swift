@@ -44,8 +44,9 @@ import Testing
         let id = WireID(bytes: [UInt8](repeating: UInt8(sequence), count: 16))!
         let bytes = Envelope.signingBytes(author: ids[author].rawValue, room: lab, id: id, sequence: sequence, timestamp: 5, kind: .text, body: body)
         let keys = SimulatedSignatures.keys(for: signer ?? author, ids: ids)
-        return .init(id: id, room: lab, sequence: sequence, timestampMilliseconds: 5, kind: .text, body: body, reliable: true,
-                     signature: keys.signature(over: bytes))
+        return .init(
+            id: id, room: lab, sequence: sequence, timestampMilliseconds: 5, kind: .text, body: body, reliable: true,
+            signature: keys.signature(over: bytes))
     }
 
     @Test func whatWeWriteIsSignedAndGoesSignedOnlyToVersion2Peers() throws {
@@ -56,8 +57,9 @@ import Testing
         #expect(mine.isSigned && mine.authorKey == SimulatedSignatures.key(0))
         #expect(stored(actions).first?.signature == mine.signature)
         let frame = try #require(sentMessages(actions).first)
-        let bytes = Envelope.signingBytes(author: me.id.rawValue, room: lab, id: frame.id, sequence: frame.sequence,
-                                          timestamp: frame.timestampMilliseconds, kind: .text, body: "hello")
+        let bytes = Envelope.signingBytes(
+            author: me.id.rawValue, room: lab, id: frame.id, sequence: frame.sequence,
+            timestamp: frame.timestampMilliseconds, kind: .text, body: "hello")
         #expect(frame.signature.map { SimulatedSignatures.verifies($0, bytes, me.id, ids: ids) } == true)
         // A version 1 peer gets the same message unsigned (its decoder knows no signature).
         var old = engine()
@@ -100,8 +102,9 @@ import Testing
 
     func record(_ body: String, by author: Int, signer: Int? = nil, signed: Bool = true) -> HistoryRecord {
         let wire = message(body, by: author, signer: signer)
-        return HistoryRecord(id: wire.id, senderID: ids[author].rawValue, senderName: "label", sequence: 1, timestampMilliseconds: 5, kind: .text,
-                             body: body, signature: signed ? wire.signature : nil)
+        return HistoryRecord(
+            id: wire.id, senderID: ids[author].rawValue, senderName: "label", sequence: 1, timestampMilliseconds: 5, kind: .text,
+            body: body, signature: signed ? wire.signature : nil)
     }
 
     @Test func aRelayedRecordIsKeptOnlyIfItsSignatureVerifiesOrItIsTheRelaysOwn() {
@@ -119,7 +122,9 @@ import Testing
         #expect(verdict(changed) == .forged)
         // Unsigned: only the relay's own words (its connection proved who it is).
         #expect(verdict(record("carol, unsigned", by: 2, signed: false)) == .refused)
-        if case .keep(let own) = verdict(record("bob's own, unsigned", by: 1, signed: false)) { #expect(!own.isSigned) } else {
+        if case .keep(let own) = verdict(record("bob's own, unsigned", by: 1, signed: false)) {
+            #expect(!own.isSigned)
+        } else {
             Issue.record("the relay's own unsigned record was refused")
         }
         // Our own records: skipped. A node that speaks version 1 only (no keys) takes the relay's word, as

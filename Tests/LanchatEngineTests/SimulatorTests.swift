@@ -17,8 +17,9 @@ import LanchatEngine
             let simulator = Simulator(seed: seed, options: options)
             if Self.environment["SIMULATOR_TRACE"] == "1" { simulator.verbose = true }
             try simulator.run()
-            print("simulator: seed \(seed) passed (\(simulator.events) events, \(simulator.sent.count) reliable messages, "
-                + "\(simulator.transferStats.count) files sent, \(simulator.filesPlaced) placed)")
+            print(
+                "simulator: seed \(seed) passed (\(simulator.events) events, \(simulator.sent.count) reliable messages, "
+                    + "\(simulator.transferStats.count) files sent, \(simulator.filesPlaced) placed)")
             return
         }
         let count = Self.environment["SIMULATOR_SCHEDULES"].flatMap { Int($0) } ?? 300
@@ -55,22 +56,23 @@ import LanchatEngine
         let failed = totals.failures.sorted { $0.seed < $1.seed }
         if let lowest = failed.first { Issue.record("\(lowest.description)") }
         let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed.map(\.seed)))"
-        print("simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(totals.events) events, "
-            + "\(totals.messages) reliable messages checked, \(totals.streams.opened) streams opened (\(totals.streams.clean) ended cleanly at the reader, "
-            + "\(totals.streams.bytes) bytes read and checked), \(totals.files.sent) files sent (\(totals.files.placed) placed and checked, \(totals.files.bytes) bytes; "
-            + "\(totals.files.resent) bytes sent again after interruptions; \(totals.files.corrupted) damaged on disk, none placed; "
-            + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
-            + "refused as forged, the rest the newcomer's own or in a history that did not arrive; every stored message's signature checked), "
-            + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
-            + "\(totals.shared.announced) files shared in rooms (\(totals.shared.fetched) fetched on their announcement, \(totals.shared.served) served, "
-            + "\(totals.shared.refused) requests refused, \(totals.shared.placed) copies kept and checked), "
-            + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
-            + "\(totals.admin.commands) administration commands in the even seeds (\(totals.admin.removed) nodes removed from a room, \(totals.admin.closed) "
-            + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator, "
-            + "\(totals.admin.notTaken) views where such a member took no removal), "
-            + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), "
-            + "\(totals.syncs.done) syncs of a store (\(totals.syncs.lost) messages committed and lost in a crash before theirs; \(totals.syncs.failed) commits refused by the disk), in \(ContinuousClock.now - started) "
-            + "on \(workers) worker\(workers == 1 ? "" : "s") (SIMULATOR_WORKERS)")
+        print(
+            "simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(totals.events) events, "
+                + "\(totals.messages) reliable messages checked, \(totals.streams.opened) streams opened (\(totals.streams.clean) ended cleanly at the reader, "
+                + "\(totals.streams.bytes) bytes read and checked), \(totals.files.sent) files sent (\(totals.files.placed) placed and checked, \(totals.files.bytes) bytes; "
+                + "\(totals.files.resent) bytes sent again after interruptions; \(totals.files.corrupted) damaged on disk, none placed; "
+                + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
+                + "refused as forged, the rest the newcomer's own or in a history that did not arrive; every stored message's signature checked), "
+                + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
+                + "\(totals.shared.announced) files shared in rooms (\(totals.shared.fetched) fetched on their announcement, \(totals.shared.served) served, "
+                + "\(totals.shared.refused) requests refused, \(totals.shared.placed) copies kept and checked), "
+                + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
+                + "\(totals.admin.commands) administration commands in the even seeds (\(totals.admin.removed) nodes removed from a room, \(totals.admin.closed) "
+                + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator, "
+                + "\(totals.admin.notTaken) views where such a member took no removal), "
+                + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), "
+                + "\(totals.syncs.done) syncs of a store (\(totals.syncs.lost) messages committed and lost in a crash before theirs; \(totals.syncs.failed) commits refused by the disk), in \(ContinuousClock.now - started) "
+                + "on \(workers) worker\(workers == 1 ? "" : "s") (SIMULATOR_WORKERS)")
     }
 
     /// What a range of schedules did, added up (per worker, then merged).
@@ -105,8 +107,11 @@ import LanchatEngine
             forgeries.refused += simulator.forgeries.refused
             fakes += simulator.fakeMembers
             metaWrites += simulator.metaWrites
-            admin = (admin.commands + simulator.adminCommands,
-                     admin.removed + simulator.removals, admin.closed + simulator.closings, admin.recordless + simulator.recordless, admin.notTaken + simulator.removalsNotTaken)
+            admin = (
+                admin.commands + simulator.adminCommands,
+                admin.removed + simulator.removals, admin.closed + simulator.closings, admin.recordless + simulator.recordless,
+                admin.notTaken + simulator.removalsNotTaken
+            )
             topics.published += simulator.topicPublished
             topics.delivered += simulator.topicDeliveries
             syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced, syncs.failed + simulator.failedCommits)
@@ -114,9 +119,12 @@ import LanchatEngine
             shared = Self.sum(shared, simulator.shared)
         }
 
-        static func sum(_ a: (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int),
-                        _ b: (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int))
-            -> (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int) {
+        static func sum(
+            _ a: (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int),
+            _ b: (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int)
+        )
+            -> (announced: Int, fetched: Int, served: Int, refused: Int, placed: Int)
+        {
             (a.announced + b.announced, a.fetched + b.fetched, a.served + b.served, a.refused + b.refused, a.placed + b.placed)
         }
 
@@ -124,14 +132,18 @@ import LanchatEngine
             events += other.events
             messages += other.messages
             streams = (streams.opened + other.streams.opened, streams.clean + other.streams.clean, streams.bytes + other.streams.bytes)
-            files = (files.sent + other.files.sent, files.placed + other.files.placed, files.bytes + other.files.bytes,
-                     files.resent + other.files.resent, files.corrupted + other.files.corrupted,
-                     files.cancelsNotHeard + other.files.cancelsNotHeard)
+            files = (
+                files.sent + other.files.sent, files.placed + other.files.placed, files.bytes + other.files.bytes,
+                files.resent + other.files.resent, files.corrupted + other.files.corrupted,
+                files.cancelsNotHeard + other.files.cancelsNotHeard
+            )
             forgeries = (forgeries.injected + other.forgeries.injected, forgeries.refused + other.forgeries.refused)
             fakes += other.fakes
             metaWrites += other.metaWrites
-            admin = (admin.commands + other.admin.commands,
-                     admin.removed + other.admin.removed, admin.closed + other.admin.closed, admin.recordless + other.admin.recordless, admin.notTaken + other.admin.notTaken)
+            admin = (
+                admin.commands + other.admin.commands,
+                admin.removed + other.admin.removed, admin.closed + other.admin.closed, admin.recordless + other.admin.recordless, admin.notTaken + other.admin.notTaken
+            )
             topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
             syncs = (syncs.done + other.syncs.done, syncs.lost + other.syncs.lost, syncs.failed + other.syncs.failed)
             histories = (histories.offered + other.histories.offered, histories.imported + other.histories.imported)

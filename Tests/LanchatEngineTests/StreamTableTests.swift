@@ -37,7 +37,7 @@ import Testing
         #expect(opened == [.send(handle, [.streamOpen(.init(id: id, name: name, credit: 100))])])
         var data = ByteBuffer(bytes: [UInt8](repeating: 7, count: 50))
         #expect(try node.streamSend(id, &data).taken == 0)  // not accepted yet
-        #expect(node.received([.streamAccept(id: id, credit: 40)], on: handle, at: at(5)) .contains(.stream(id, .opened)))
+        #expect(node.received([.streamAccept(id: id, credit: 40)], on: handle, at: at(5)).contains(.stream(id, .opened)))
         let (taken, sent) = try node.streamSend(id, &data)
         #expect(taken == 40)
         #expect(data.readableBytes == 10)
@@ -65,7 +65,7 @@ import Testing
         #expect(handed.contains(.streamHandedOver(acceptor: 9, AcceptedStream(id: id, peer: bob, name: name))))
         let chunk = ByteBuffer(bytes: [UInt8](repeating: 1, count: 60))
         #expect(node.received([.streamData(id: id, data: chunk)], on: handle, at: at(1)).contains(.stream(id, .data(chunk))))
-        #expect(node.streamConsumed(id, 30).isEmpty)                                           // under grantEvery (40)
+        #expect(node.streamConsumed(id, 30).isEmpty)  // under grantEvery (40)
         #expect(node.streamConsumed(id, 30) == [.send(handle, [.streamCredit(id: id, bytes: 60)])])
         // Allowance now 100 - 60 + 60 = 100: 101 bytes is more than allowed.
         let flood = node.received([.streamData(id: id, data: ByteBuffer(bytes: [UInt8](repeating: 2, count: 101)))], on: handle, at: at(2))
@@ -94,8 +94,9 @@ import Testing
         let stranger = SessionPeer(id: SessionStateMachineTests.peerID(0x30), name: "mallory")
         _ = node.linkUp(LinkHandle(3), peer: stranger, dialedByUs: false, remoteAddress: nil, at: at(0))
         let id = WireID(bytes: [UInt8](repeating: 4, count: 16))!
-        #expect(node.received([.streamOpen(.init(id: id, name: name, credit: 10))], on: LinkHandle(3), at: at(0))
-            == [.send(LinkHandle(3), [.streamEnd(.init(id: id, status: .refused, text: "refused: you share no room with alice"))])])
+        #expect(
+            node.received([.streamOpen(.init(id: id, name: name, credit: 10))], on: LinkHandle(3), at: at(0))
+                == [.send(LinkHandle(3), [.streamEnd(.init(id: id, status: .refused, text: "refused: you share no room with alice"))])])
         // One member may hold at most 16 opens waiting.
         var refused = 0
         for n in 0..<20 {

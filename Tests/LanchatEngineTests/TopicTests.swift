@@ -55,7 +55,8 @@ import Testing
     @Test func aSubscriberTakesMessagesInOrderOnceFromMembersOnItsTopics() throws {
         var node = engine()
         _ = try node.subscribe("cursor", in: lab)
-        #expect(delivered(node.received([message(1, "a"), message(3, "c"), message(2, "late"), message(3, "again")], on: LinkHandle(1), at: at(2)))
+        #expect(
+            delivered(node.received([message(1, "a"), message(3, "c"), message(2, "late"), message(3, "again")], on: LinkHandle(1), at: at(2)))
                 == ["bob:1:a", "bob:3:c"])
         // Another publisher has its own sequence; a stranger and an unsubscribed topic are ignored.
         #expect(delivered(node.received([message(1, "b")], on: LinkHandle(2), at: at(3))) == ["carol:1:b"])

@@ -108,8 +108,9 @@ import Testing
     @Test func aPartFileThatCannotBeCreatedEndsTheTransferLikeAnyOther() throws {
         var node = engine()
         let id = WireID(bytes: [UInt8](repeating: 4, count: 16))!
-        let offer = WireFrame.ResourceOffer(id: id, room: nil, kind: .file, name: Array("c.txt".utf8), size: 15, sha256: [UInt8](repeating: 5, count: 32),
-                                            modifiedMilliseconds: 9)
+        let offer = WireFrame.ResourceOffer(
+            id: id, room: nil, kind: .file, name: Array("c.txt".utf8), size: 15, sha256: [UInt8](repeating: 5, count: 32),
+            modifiedMilliseconds: 9)
         _ = node.received([.resourceOffer(offer)], on: handle, at: at(0))
         _ = node.incomingLookedUp(id, .none, at: at(1))
         let out = node.partOpened(id, .failed("cannot write in downloads /d: Permission denied"), at: at(2))
@@ -162,8 +163,9 @@ import Testing
         var node = engine()
         _ = node.linkUp(LinkHandle(9), peer: stranger, dialedByUs: false, remoteAddress: nil, at: at(0))
         func offer(_ byte: UInt8, size: UInt64 = 10, name: String = "x") -> WireFrame.ResourceOffer {
-            WireFrame.ResourceOffer(id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: nil, kind: .file, name: Array(name.utf8), size: size,
-                                    sha256: [], modifiedMilliseconds: 0, digestFollows: true)
+            WireFrame.ResourceOffer(
+                id: WireID(bytes: [UInt8](repeating: byte, count: 16))!, room: nil, kind: .file, name: Array(name.utf8), size: size,
+                sha256: [], modifiedMilliseconds: 0, digestFollows: true)
         }
         let fromStranger = node.received([.resourceOffer(offer(1))], on: LinkHandle(9), at: at(1))
         #expect(files(fromStranger).isEmpty)
@@ -195,8 +197,9 @@ import Testing
     @Test func theDigestLostWithTheConnectionIsAskedForAgain() throws {
         var node = engine()
         let id = WireID(bytes: [UInt8](repeating: 8, count: 16))!
-        let offer = WireFrame.ResourceOffer(id: id, room: nil, kind: .file, name: Array("c".utf8), size: 5, sha256: [], modifiedMilliseconds: 0,
-                                            digestFollows: true)
+        let offer = WireFrame.ResourceOffer(
+            id: id, room: nil, kind: .file, name: Array("c".utf8), size: 5, sha256: [], modifiedMilliseconds: 0,
+            digestFollows: true)
         _ = node.received([.resourceOffer(offer)], on: handle, at: at(0))
         _ = node.incomingLookedUp(id, .none, at: at(0))
         _ = node.partOpened(id, .opened(path: "/d/p", held: 0, freeBytes: 1 << 30), at: at(0))
@@ -262,8 +265,9 @@ import Testing
     @Test func aReceiverAnswersTheSendersCancelOnceAndAnswersNothingElse() throws {
         var node = engine()
         let id = WireID(bytes: [UInt8](repeating: 0x42, count: 16))!
-        let offer = WireFrame.ResourceOffer(id: id, room: lab, kind: .file, name: Array("b.bin".utf8), size: 40, sha256: [UInt8](repeating: 1, count: 32),
-                                            modifiedMilliseconds: 1, digestFollows: false)
+        let offer = WireFrame.ResourceOffer(
+            id: id, room: lab, kind: .file, name: Array("b.bin".utf8), size: 40, sha256: [UInt8](repeating: 1, count: 32),
+            modifiedMilliseconds: 1, digestFollows: false)
         _ = node.received([.resourceOffer(offer)], on: handle, at: at(1))
         _ = node.incomingLookedUp(id, .none, at: at(2))
         _ = node.partOpened(id, .opened(path: "/d/.part", held: 0, freeBytes: 1 << 30), at: at(2))
@@ -280,12 +284,12 @@ import Testing
         #expect(frames(node.received([.resourceEnd(.init(id: id, status: .failed, text: "x"))], on: handle, at: at(5))).isEmpty)
     }
 
-
     @Test func anAcceptedTransferThatGetsNoByteFailsAfterTheStallTimeAndGivesBackItsSlot() throws {
         var node = engine()
         let id = WireID(bytes: [UInt8](repeating: 0x51, count: 16))!
-        let offer = WireFrame.ResourceOffer(id: id, room: lab, kind: .file, name: Array("s.bin".utf8), size: 40, sha256: [UInt8](repeating: 1, count: 32),
-                                            modifiedMilliseconds: 1, digestFollows: false)
+        let offer = WireFrame.ResourceOffer(
+            id: id, room: lab, kind: .file, name: Array("s.bin".utf8), size: 40, sha256: [UInt8](repeating: 1, count: 32),
+            modifiedMilliseconds: 1, digestFollows: false)
         _ = node.received([.resourceOffer(offer)], on: handle, at: at(0))
         _ = node.incomingLookedUp(id, .none, at: at(0))
         _ = node.partOpened(id, .opened(path: "/d/.part", held: 0, freeBytes: 1 << 30), at: at(0))
@@ -300,7 +304,6 @@ import Testing
         #expect(node.diagnostics.incomingTransfers == 0)
         #expect(!node.diagnostics.timers.contains(.transferStalls))
     }
-
 
     @Test func anAcceptStillComingOnAReplacedConnectionIsNotTakenAsTheAnswerToTheNewOffer() throws {
         var node = engine()
@@ -320,7 +323,6 @@ import Testing
         #expect(frames(read).isEmpty)
         #expect(files(read) == [.read(id, offset: 20, count: 10)])
     }
-
 
     // MARK: Issue 28, item 3: offers end, transfers going out are capped
 
@@ -373,8 +375,9 @@ import Testing
             _ = node.linkUp(LinkHandle(10 + index), peer: peer, dialedByUs: true, remoteAddress: nil, at: at(0))
         }
         func offer(_ index: Int, to peer: PeerID) throws(SessionError) {
-            _ = try node.offerResource(OfferedFile(path: "/f/\(index)", name: "\(index)", size: 45, modifiedMilliseconds: 0, identity: "1:\(index)"),
-                                       to: peer, at: at(1))
+            _ = try node.offerResource(
+                OfferedFile(path: "/f/\(index)", name: "\(index)", size: 45, modifiedMilliseconds: 0, identity: "1:\(index)"),
+                to: peer, at: at(1))
         }
         for index in 0..<16 { try offer(index, to: bob.id) }
         var refusal: SessionError?

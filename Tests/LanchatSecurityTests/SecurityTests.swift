@@ -41,7 +41,9 @@ private struct HandshakeOutcome {
 }
 
 /// A real TLS handshake over loopback between `server` and a client built by `makeClientHandler`.
-private func handshake(server: Identity, makeClientHandler: @escaping @Sendable (_ record: @escaping @Sendable (Result<PeerID, PeerPinning.Failure>) -> Void) throws -> ChannelHandler) async throws -> HandshakeOutcome {
+private func handshake(
+    server: Identity, makeClientHandler: @escaping @Sendable (_ record: @escaping @Sendable (Result<PeerID, PeerPinning.Failure>) -> Void) throws -> ChannelHandler
+) async throws -> HandshakeOutcome {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let serverTLS = try PeerTLS(certificate: IdentityCertificate(identity: server))
     let serverDone = group.next().makePromise(of: Void.self)
@@ -150,10 +152,10 @@ private func handshake(server: Identity, makeClientHandler: @escaping @Sendable 
         var record = try KnownPeers(directory: dir)
         #expect(record.entries.isEmpty)
         try record.remember(label: "pi@raspberrypi", id: first)
-        try record.remember(label: "pi@raspberrypi", id: second)   // two hosts, one name: both kept
+        try record.remember(label: "pi@raspberrypi", id: second)  // two hosts, one name: both kept
         var reloaded = try KnownPeers(directory: dir)
         #expect(reloaded.labels == [first: "pi@raspberrypi", second: "pi@raspberrypi"])
-        try reloaded.remember(label: "pi@kitchen", id: first)      // renamed: the same key, a new label
+        try reloaded.remember(label: "pi@kitchen", id: first)  // renamed: the same key, a new label
         #expect(try KnownPeers(directory: dir).labels == [first: "pi@kitchen", second: "pi@raspberrypi"])
         #expect(try reloaded.forget(label: "pi@raspberrypi") == [second])
         #expect(try KnownPeers(directory: dir).labels == [first: "pi@kitchen"])
@@ -217,9 +219,12 @@ private func leaveBytes(room: String, member: String, timestamp: UInt64) -> [UIn
     let inviter = "liv7cafetkqmp7ikrkyn5tpg3ew5x7vemexztpkyp6oliklhtr2a"
     let joined: UInt64 = 1_795_000_000_000
     let left: UInt64 = 1_795_000_060_000
-    let membershipSigningBytes = fromHex("4c4348542d4a4f494e2d32036c6162346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c6874723261000001a1ee565e00")
+    let membershipSigningBytes = fromHex(
+        "4c4348542d4a4f494e2d32036c6162346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c6874723261000001a1ee565e00"
+    )
     let membershipSignature = fromHex("6ac79599543d1be0c6981ab3f6546fc633456c8cc93111d29e70e79e8c08424e7a21345914af5ad0387732d67568f62072148758900ac1531f0675cca6c09432")
-    let leaveSigningBytes = fromHex("4c4348542d4c454156452d32036c6162346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61000001a1ee574860")
+    let leaveSigningBytes = fromHex(
+        "4c4348542d4c454156452d32036c6162346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61000001a1ee574860")
     let leaveSignature = fromHex("b2f9f09efd424af39e0872df54b2b81d1233347ce46fbb41fa4f441661f6eea7de0738bc51655e7c8d6699b02bef79aed9fbca9b07b1a12f2a0da35974767ed2")
 
     @Test func theDocumentedLayoutGivesTheScriptsSigningBytes() {

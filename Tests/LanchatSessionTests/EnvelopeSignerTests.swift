@@ -24,7 +24,9 @@ import Testing
     let scalar = bytes("682dc3001b76d8ed3d95d33bee2f9383d37b4ad4923a766f62bbce379830050c")
     let key = bytes("031ee0bf1a3c0062bde8d92cf7422906ed41586bb7d802ff2a2a16b123fa894ffa")
     let author = PeerID("onyecdxw77442ullggcaxjj2cjczrvealz7ce7bu32qp45t5rhja")!
-    let signingBytes = bytes("4c4348542d4d53472d32346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61036c6162000102030405060708090a0b0c0d0e0f0000000000000001000001a1ee565e0000000000000c68c3a96c6c6f0a776f726c64")
+    let signingBytes = bytes(
+        "4c4348542d4d53472d32346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61036c6162000102030405060708090a0b0c0d0e0f0000000000000001000001a1ee565e0000000000000c68c3a96c6c6f0a776f726c64"
+    )
     let signature = bytes("af858f9dece6ca86e30719dd0c229dcf7283cf93299f35d73101b872597323fde62f3b3bcecaf0ed7b83b331cf49189d586acf23b68de3268a160da3e1397054")
 
     func vectorSigner() throws -> EnvelopeSigner {
@@ -37,8 +39,9 @@ import Testing
         #expect(EnvelopeSigner.author(ofKey: key) == author)
         #expect(Identity(privateKey: try P256.Signing.PrivateKey(rawRepresentation: scalar)).peerID == author)
         // Our signing bytes are the script's.
-        let ours = Envelope.signingBytes(author: author.rawValue, room: RoomID("lab")!, id: WireID(bytes: Array(0...15))!, sequence: 1,
-                                         timestamp: 1_795_000_000_000, kind: .text, body: "héllo\nworld")
+        let ours = Envelope.signingBytes(
+            author: author.rawValue, room: RoomID("lab")!, id: WireID(bytes: Array(0...15))!, sequence: 1,
+            timestamp: 1_795_000_000_000, kind: .text, body: "héllo\nworld")
         #expect(ours == signingBytes)
     }
 

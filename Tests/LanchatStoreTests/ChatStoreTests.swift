@@ -9,8 +9,9 @@ func temporaryDirectory() -> String {
 }
 
 func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: Int64? = nil, body: String = "hi") -> StoredMessage {
-    StoredMessage(id: String(repeating: "0", count: 32 - String(id, radix: 16).count) + String(id, radix: 16), room: room, senderID: sender,
-                  senderName: "alice", sequence: Int64(id), timestamp: timestamp ?? Int64(1000 + id), kind: .text, body: body)
+    StoredMessage(
+        id: String(repeating: "0", count: 32 - String(id, radix: 16).count) + String(id, radix: 16), room: room, senderID: sender,
+        senderName: "alice", sequence: Int64(id), timestamp: timestamp ?? Int64(1000 + id), kind: .text, body: body)
 }
 
 @Suite struct ChatStoreTests {
@@ -36,14 +37,22 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         struct Refused: Error {}
         try store.bulk { try store.insert(message(1), now: 0) }
         #expect(store.bulkIsOpen)
-        #expect(throws: Refused.self) { try store.bulk { try store.insert(message(2), now: 0); throw Refused() } }
+        #expect(throws: Refused.self) {
+            try store.bulk {
+                try store.insert(message(2), now: 0); throw Refused()
+            }
+        }
         #expect(store.bulkIsOpen)
         store.checkpoint()  // (not inside a transaction: skipped)
         try store.transaction { try store.insert(message(3), now: 0) }
         #expect(!store.bulkIsOpen)
         #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 3])
         try store.bulk { try store.insert(message(4), now: 0) }
-        #expect(throws: Refused.self) { try store.transaction { try store.insert(message(6), now: 0); throw Refused() } }
+        #expect(throws: Refused.self) {
+            try store.transaction {
+                try store.insert(message(6), now: 0); throw Refused()
+            }
+        }
         #expect(store.bulkIsOpen)  // the failed transaction undid only its own writes
         #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 3, 4])
         // A commit that need not sync cannot change the setting inside the bulk write: it syncs, and commits both.
@@ -127,7 +136,8 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         }
         // The table as every earlier lanchatd made it: keyed by id alone.
         let raw = try SQLiteDatabase(path: path)
-        try raw.execute("""
+        try raw.execute(
+            """
             CREATE TABLE old_messages (id TEXT PRIMARY KEY, room TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
                 sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL, stored_at INTEGER NOT NULL,
                 author_key TEXT NOT NULL DEFAULT '', signature TEXT NOT NULL DEFAULT '', direct INTEGER NOT NULL DEFAULT 0);
@@ -179,7 +189,8 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
             store.close()
         }
         let raw = try SQLiteDatabase(path: path)
-        try raw.execute("""
+        try raw.execute(
+            """
             DROP TRIGGER messages_fts_forget; DROP TABLE messages_unindexed;
             CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
                 INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', old.rowid, old.body);
@@ -208,7 +219,8 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
             store.close()
         }
         let raw = try SQLiteDatabase(path: path)
-        try raw.execute("""
+        try raw.execute(
+            """
             CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
                 INSERT INTO messages_fts (rowid, body) VALUES (new.rowid, new.body);
             END;
@@ -318,7 +330,8 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
     @Test func aSchemaTwoFileIsUpgraded() throws {
         let path = temporaryDirectory() + "/h.sqlite3"
         let old = try SQLiteDatabase(path: path)
-        try old.execute("""
+        try old.execute(
+            """
             CREATE TABLE transfers (
                 id TEXT PRIMARY KEY, outgoing INTEGER NOT NULL, peer_id TEXT NOT NULL, peer_name TEXT NOT NULL,
                 path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
@@ -345,7 +358,8 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         let path = temporaryDirectory() + "/h.sqlite3"
         do {
             let raw = try SQLiteDatabase(path: path)
-            try raw.execute("""
+            try raw.execute(
+                """
                 CREATE TABLE messages (
                     id TEXT PRIMARY KEY, room TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
                     sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL,
@@ -376,10 +390,12 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
     @Test func relayReadsUseTheIndexOfSharedMessages() throws {
         let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
         let raw = store.databaseForTests
-        for (query, binds) in [(ChatStore.exportSQL, [SQLiteDatabase.Value.text("lab"), .integer(5), .integer(10)]),
-                               (ChatStore.recentSequencesSQL, [.text("lab"), .integer(10)]),
-                               (ChatStore.exportStartSQL, [.text("lab"), .integer(5), .integer(10)]),
-                               (ChatStore.exportPageSQL, [.text("lab"), .integer(5), .text("s"), .integer(1), .integer(1), .integer(10)])] {
+        for (query, binds) in [
+            (ChatStore.exportSQL, [SQLiteDatabase.Value.text("lab"), .integer(5), .integer(10)]),
+            (ChatStore.recentSequencesSQL, [.text("lab"), .integer(10)]),
+            (ChatStore.exportStartSQL, [.text("lab"), .integer(5), .integer(10)]),
+            (ChatStore.exportPageSQL, [.text("lab"), .integer(5), .text("s"), .integer(1), .integer(1), .integer(10)]),
+        ] {
             let plan = try raw.query("EXPLAIN QUERY PLAN " + query, binds).map { $0[3].string }.joined(separator: " ")
             #expect(plan.contains("messages_shared"), "\(plan)")
             #expect(!plan.contains("TEMP B-TREE"), "\(plan)")  // read in the index's order, not sorted

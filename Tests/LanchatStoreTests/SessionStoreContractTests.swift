@@ -39,12 +39,12 @@ import Testing
         #expect(try found(.init(words: "DEPLOY fail")) == [3, 4])
         #expect(try found(.init(words: "deploy"), room: "lab") == [1, 3, 5])
         #expect(try found(.init(words: "deploy"), limit: 2) == [4, 5])
-        #expect(try found(.init(words: "ploy")) == [])                       // words begin words
-        #expect(try found(.init(words: "\"NEAR\" OR *")) == [5])            // syntax is text
-        #expect(try found(.init(words: "\" * ")) == [])                      // no word at all: nothing
+        #expect(try found(.init(words: "ploy")) == [])  // words begin words
+        #expect(try found(.init(words: "\"NEAR\" OR *")) == [5])  // syntax is text
+        #expect(try found(.init(words: "\" * ")) == [])  // no word at all: nothing
         #expect(try found(.init(sender: "bob")) == [3])
         #expect(try found(.init(sender: String(Self.bob.prefix(6)))) == [3])
-        #expect(try found(.init(sender: "bbb")) == [])                       // an id prefix needs 4 characters
+        #expect(try found(.init(sender: "bbb")) == [])  // an id prefix needs 4 characters
         #expect(try found(.init(since: 1004)) == [4, 5])
         #expect(try found(.init(words: "deploy", sender: "alice", since: 1002)) == [4, 5])
     }
@@ -87,8 +87,8 @@ import Testing
         #expect(try store.history(room: "lab", limit: 3).map(\.sequence) == [9, 1, 30])  // 1 is at 1001
         #expect(try store.history(room: nil, limit: 2).map(\.sequence) == [40, 30])
         #expect(try store.export(room: "lab", since: 1000, limit: 4).map(\.sequence) == [7, 8, 9, 1])  // no notices
-        #expect(try store.export(room: "lab", since: 0, limit: 100).first?.sequence == 20)             // "a" before "s" at 1000
-        #expect(try store.latestTimestamp(room: "lab") == 1001)                                        // notices do not count
+        #expect(try store.export(room: "lab", since: 0, limit: 100).first?.sequence == 20)  // "a" before "s" at 1000
+        #expect(try store.latestTimestamp(room: "lab") == 1001)  // notices do not count
         #expect(try store.latestTimestamp(room: "none") == 0)
         #expect(try store.lastSequences(sender: "s") == ["lab": 9, "other": 40])
     }
@@ -230,8 +230,9 @@ import Testing
     @Test(arguments: Kind.allCases) func transfers(kind: Kind) throws {
         let store = try kind.make()
         func transfer(_ n: Int, state: String = "active") -> StoredTransfer {
-            StoredTransfer(id: String(repeating: String(n), count: 32), outgoing: n % 2 == 0, peerID: Self.bob, peerName: "bob", path: "/p\(n)",
-                           name: "f\(n)", size: 10, sha256: String(repeating: "0", count: 64), modified: 0, state: state)
+            StoredTransfer(
+                id: String(repeating: String(n), count: 32), outgoing: n % 2 == 0, peerID: Self.bob, peerName: "bob", path: "/p\(n)",
+                name: "f\(n)", size: 10, sha256: String(repeating: "0", count: 64), modified: 0, state: state)
         }
         try store.saveTransfer(transfer(1), now: 100)
         try store.saveTransfer(transfer(2), now: 50)

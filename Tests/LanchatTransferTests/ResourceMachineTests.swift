@@ -48,8 +48,9 @@ import Testing
         // Issue 28, item 7: a resource never takes the last `keptFree` bytes of the disk (it could take all).
         let margin = IncomingResource.Limits(maximumSize: 1 << 30, freeBytes: 10_000, keptFree: 2_000)
         #expect(IncomingResource.offer(rawName: Array("x".utf8), size: 8_000, limits: margin, partialBytes: 0).1 == [.sendAccept(0)])
-        #expect(reason(IncomingResource.offer(rawName: Array("x".utf8), size: 8_001, limits: margin, partialBytes: 0).1)
-            == "not enough free space (8001 bytes needed, 10000 free, 2000 kept free)")
+        #expect(
+            reason(IncomingResource.offer(rawName: Array("x".utf8), size: 8_001, limits: margin, partialBytes: 0).1)
+                == "not enough free space (8001 bytes needed, 10000 free, 2000 kept free)")
         // The status says "refused"; the text is only the reason (no "refused: refused: ..." on screen).
         #expect(reason(tooBig)?.hasPrefix("refused") == false)
     }
@@ -61,10 +62,12 @@ import Testing
         #expect(actions == [.end(status: .refused, text: problem, removePart: false)])
         #expect(machine.state == .done(.refused))
         // Even an empty file: nothing can be placed there.
-        #expect(IncomingResource.offer(rawName: Array("e".utf8), size: 0, limits: broken, partialBytes: 0).1.first
+        #expect(
+            IncomingResource.offer(rawName: Array("e".utf8), size: 0, limits: broken, partialBytes: 0).1.first
                 == .end(status: .refused, text: problem, removePart: false))
         // A bad name is still refused as a bad name (it says what the sender can change).
-        #expect(IncomingResource.offer(rawName: [], size: 1, limits: broken, partialBytes: 0).1.first
+        #expect(
+            IncomingResource.offer(rawName: [], size: 1, limits: broken, partialBytes: 0).1.first
                 != .end(status: .refused, text: problem, removePart: false))
     }
 
@@ -130,15 +133,20 @@ import Testing
             // The protocol's rule: a receiver reports progress at least every `progressEvery` bytes, and a
             // sender's window is at least twice that (else both would wait for each other).
             let progressEvery = UInt64.random(in: 1...900, using: &generator)
-            var sender = OutgoingResource(size: size, chunkSize: .random(in: 1...700, using: &generator),
-                                          window: .random(in: (2 * progressEvery)...(2 * progressEvery + 3000), using: &generator))
+            var sender = OutgoingResource(
+                size: size, chunkSize: .random(in: 1...700, using: &generator),
+                window: .random(in: (2 * progressEvery)...(2 * progressEvery + 3000), using: &generator))
             var (receiver, actions) = IncomingResource.offer(
                 rawName: Array("f".utf8), size: size, limits: .init(maximumSize: 10_000, freeBytes: 10_000, progressEvery: progressEvery),
                 partialBytes: partial)
             var written = partial
             var pending = actions
             var verified = false
-            while !pending.isEmpty || sender.nextChunk().map({ chunk -> Bool in pending = receiver.chunk(offset: chunk.offset, count: chunk.count); return true }) == true {
+            while !pending.isEmpty
+                || sender.nextChunk().map({ chunk -> Bool in
+                    pending = receiver.chunk(offset: chunk.offset, count: chunk.count); return true
+                }) == true
+            {
                 let action = pending.removeFirst()
                 switch action {
                 case .sendAccept(let offset): try sender.accepted(offset)

@@ -12,22 +12,23 @@ struct LinkLivenessTests {
     }
 
     /// Heartbeats: started at 0, then `steps`, then a tick at `tick`.
-    @Test(arguments: [
-        // Nothing heard for an interval: ping; not before.
-        ([], 1_999, LinkLiveness.Verdict.quiet),
-        ([], 2_000, .ping),
-        // A frame of the peer's own: no ping of ours for an interval after it.
-        ([.bytes(1_500), .frame(1_500, pong: false)], 3_000, .quiet),
-        ([.bytes(1_500), .frame(1_500, pong: false)], 3_500, .ping),
-        // A PONG keeps the link alive but is not the peer's own: we still ping.
-        ([.bytes(1_500), .frame(1_500, pong: true)], 2_000, .ping),
-        // Nothing at all for the timeout: the end (exactly the timeout is still alive).
-        ([], 8_000, .ping),
-        ([], 8_001, .noHeartbeat),
-        // Bytes of a frame not yet whole count as heard from the link (not for the ping).
-        ([.bytes(7_000)], 12_000, .ping),
-        ([.bytes(7_000)], 15_001, .noHeartbeat),
-    ] as [([Step], Int64, LinkLiveness.Verdict)])
+    @Test(
+        arguments: [
+            // Nothing heard for an interval: ping; not before.
+            ([], 1_999, LinkLiveness.Verdict.quiet),
+            ([], 2_000, .ping),
+            // A frame of the peer's own: no ping of ours for an interval after it.
+            ([.bytes(1_500), .frame(1_500, pong: false)], 3_000, .quiet),
+            ([.bytes(1_500), .frame(1_500, pong: false)], 3_500, .ping),
+            // A PONG keeps the link alive but is not the peer's own: we still ping.
+            ([.bytes(1_500), .frame(1_500, pong: true)], 2_000, .ping),
+            // Nothing at all for the timeout: the end (exactly the timeout is still alive).
+            ([], 8_000, .ping),
+            ([], 8_001, .noHeartbeat),
+            // Bytes of a frame not yet whole count as heard from the link (not for the ping).
+            ([.bytes(7_000)], 12_000, .ping),
+            ([.bytes(7_000)], 15_001, .noHeartbeat),
+        ] as [([Step], Int64, LinkLiveness.Verdict)])
     func heartbeat(steps: [Step], tick: Int64, verdict: LinkLiveness.Verdict) {
         var liveness = LinkLiveness(limits: Self.limits, at: 0)
         liveness.started(at: 0)

@@ -58,10 +58,14 @@ import Testing
     @Test func framesOfOneReadArriveAsOneBatch() throws {
         let (channel, _, events, _) = try established()
         let room = RoomID("lab")!
-        let one = WireFrame.message(.init(id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, room: room, sequence: 1,
-                                          timestampMilliseconds: 1, kind: .text, body: "a", reliable: true))
-        let two = WireFrame.message(.init(id: WireID(bytes: [UInt8](repeating: 2, count: 16))!, room: room, sequence: 2,
-                                          timestampMilliseconds: 2, kind: .text, body: "b", reliable: true))
+        let one = WireFrame.message(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, room: room, sequence: 1,
+                timestampMilliseconds: 1, kind: .text, body: "a", reliable: true))
+        let two = WireFrame.message(
+            .init(
+                id: WireID(bytes: [UInt8](repeating: 2, count: 16))!, room: room, sequence: 2,
+                timestampMilliseconds: 2, kind: .text, body: "b", reliable: true))
         try channel.writeInbound(bytes([one, two]))
         guard case .frames(let frames)? = events.list.last else { Issue.record("no frames: \(events.list)"); return }
         #expect(frames == [one, two])

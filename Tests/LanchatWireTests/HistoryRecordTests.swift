@@ -9,8 +9,9 @@ import Testing
     @Test func roundTripOfManyRecords() throws {
         var buffer = ByteBuffer()
         let records = (0..<500).map {
-            HistoryRecord(id: .random(), senderID: sender, senderName: "alice@h1", sequence: UInt64($0), timestampMilliseconds: 1_795_000_000_000 + UInt64($0),
-                          kind: $0 % 7 == 0 ? .file : .text, body: "line \($0)\n\ttabbed é 😀")
+            HistoryRecord(
+                id: .random(), senderID: sender, senderName: "alice@h1", sequence: UInt64($0), timestampMilliseconds: 1_795_000_000_000 + UInt64($0),
+                kind: $0 % 7 == 0 ? .file : .text, body: "line \($0)\n\ttabbed é 😀")
         }
         for record in records { try record.encode(into: &buffer) }
         #expect(try HistoryRecord.decodeAll(buffer) == records)
@@ -20,8 +21,9 @@ import Testing
     @Test func recordsReadInPiecesOfAnySizeAreTheSame() throws {
         var whole = ByteBuffer()
         let records = (0..<40).map {
-            HistoryRecord(id: .random(), senderID: sender, senderName: "bob", sequence: UInt64($0), timestampMilliseconds: 7,
-                          kind: .text, body: String(repeating: "x", count: $0 * 37))
+            HistoryRecord(
+                id: .random(), senderID: sender, senderName: "bob", sequence: UInt64($0), timestampMilliseconds: 7,
+                kind: .text, body: String(repeating: "x", count: $0 * 37))
         }
         var longest = 0
         for record in records {
@@ -106,14 +108,19 @@ import Testing
 
     @Test func theSigningBytesMatchTheIndependentVector() {
         #expect(hex(vectorRecord.signingBytes(room: lab)) == vectorSigningBytes)
-        #expect(hex(Envelope.signingBytes(author: vectorAuthor, room: lab, id: ascending, sequence: 1, timestamp: 1_795_000_000_000, kind: .text,
-                                          body: "héllo\nworld")) == vectorSigningBytes)
+        #expect(
+            hex(
+                Envelope.signingBytes(
+                    author: vectorAuthor, room: lab, id: ascending, sequence: 1, timestamp: 1_795_000_000_000, kind: .text,
+                    body: "héllo\nworld")) == vectorSigningBytes)
         // Every signed field changes them (the name does not: it is a label).
         var other = vectorRecord
         other.senderName = "mallory"
         #expect(hex(other.signingBytes(room: lab)) == vectorSigningBytes)
-        for change in [{ (r: inout HistoryRecord) in r.body += "!" }, { $0.sequence += 1 }, { $0.timestampMilliseconds += 1 }, { $0.kind = .file },
-                       { $0.id = descending }] {
+        for change in [
+            { (r: inout HistoryRecord) in r.body += "!" }, { $0.sequence += 1 }, { $0.timestampMilliseconds += 1 }, { $0.kind = .file },
+            { $0.id = descending },
+        ] {
             var changed = vectorRecord
             change(&changed)
             #expect(hex(changed.signingBytes(room: lab)) != vectorSigningBytes)

@@ -17,11 +17,11 @@ import Testing
         func decode(_ bytes: [UInt8]) throws(WireError) -> WireFrame {
             try WireFrame.decode(RawFrame(type: 0x08, flags: 0x80, payload: ByteBuffer(bytes: bytes)))
         }
-        #expect(throws: WireError.self) { try decode([3, 0, 0]) }                       // no such availability
+        #expect(throws: WireError.self) { try decode([3, 0, 0]) }  // no such availability
         #expect(throws: WireError.self) { try decode([0, 129] + [UInt8](repeating: 0x61, count: 129) + [0]) }  // text too long
-        #expect(throws: WireError.self) { try decode([0, 1, 0x0a, 0]) }                 // a control character
+        #expect(throws: WireError.self) { try decode([0, 1, 0x0a, 0]) }  // a control character
         #expect(throws: WireError.self) { try decode([0, 0, 65] + [UInt8](repeating: 0, count: 65)) }  // too many rooms
-        #expect(throws: WireError.self) { try decode([0, 0, 1, 3, 0x6c, 0x61]) }        // cut short
+        #expect(throws: WireError.self) { try decode([0, 0, 1, 3, 0x6c, 0x61]) }  // cut short
         #expect(throws: WireError.self) { try WireFrame.presence(.init(text: String(repeating: "a", count: 129))).encode() }
     }
 }
@@ -32,8 +32,9 @@ import Testing
     let signature = Signature(key: [0x02] + [UInt8](repeating: 7, count: 32), bytes: [UInt8](repeating: 9, count: 64))
 
     @Test func anEntryRoundTripsAndIsIgnorable() throws {
-        let entry = WireFrame.MetaEntry(key: "topic", value: "release\nplanning", deleted: false, version: 3, timestampMilliseconds: 1_795_000_000_000,
-                                        author: author, signature: signature)
+        let entry = WireFrame.MetaEntry(
+            key: "topic", value: "release\nplanning", deleted: false, version: 3, timestampMilliseconds: 1_795_000_000_000,
+            author: author, signature: signature)
         let gone = WireFrame.MetaEntry(key: "old.key_1", value: "", deleted: true, version: 9, timestampMilliseconds: 5, author: author, signature: signature)
         let frame = WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: [entry, gone]))
         let raw = try frame.encode()
@@ -48,8 +49,10 @@ import Testing
         func entry(key: String = "k", value: String = "v") -> WireFrame.MetaEntry {
             .init(key: key, value: value, deleted: false, version: 1, timestampMilliseconds: 1, author: author, signature: signature)
         }
-        for bad in [entry(key: ""), entry(key: "a b"), entry(key: String(repeating: "k", count: 65)), entry(value: String(repeating: "v", count: 4097)),
-                    entry(value: "\u{1b}[2J")] {
+        for bad in [
+            entry(key: ""), entry(key: "a b"), entry(key: String(repeating: "k", count: 65)), entry(value: String(repeating: "v", count: 4097)),
+            entry(value: "\u{1b}[2J"),
+        ] {
             #expect(throws: WireError.self) { try WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: [bad])).encode() }
         }
         #expect(throws: WireError.self) { try WireFrame.roomMeta(.init(room: RoomID("lab")!, entries: Array(repeating: entry(), count: 65))).encode() }
@@ -118,7 +121,9 @@ import Testing
         #expect(throws: WireError.self) { try decode(0x0C, head + [0, 2, 0x68, 0x0a]) }
         #expect(throws: WireError.self) { try decode(0x0C, head + [4, 1] + [UInt8](repeating: 0x61, count: 1025)) }
         #expect(throws: WireError.self) { try decode(0x0C, head + [0, 1, 0x68, 0]) }
-        #expect(throws: WireError.self) { try WireFrame.topicMessage(.init(room: lab, topic: "t", sequence: 1, text: String(repeating: "a", count: 1025), reliable: false)).encode() }
+        #expect(throws: WireError.self) {
+            try WireFrame.topicMessage(.init(room: lab, topic: "t", sequence: 1, text: String(repeating: "a", count: 1025), reliable: false)).encode()
+        }
         // An unknown ignorable type (what 0x0B and 0x0C are to yesterday's build) is skipped.
         #expect(try decode(0x0D, [1, 2, 3]) == .ignored(type: 0x0D))
     }

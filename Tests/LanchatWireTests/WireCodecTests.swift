@@ -108,31 +108,60 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         switch Int.random(in: 0..<19, using: &generator) {
         case 0: return .ping(UInt64.random(in: 0...UInt64.max, using: &generator))
         case 1: return .pong(UInt64.random(in: 0...UInt64.max, using: &generator))
-        case 2: return .hello(.init(maximumPayload: UInt32.random(in: 4096...(1 << 24), using: &generator), peerID: String(repeating: "q", count: 52), name: text.replacingOccurrences(of: "\n", with: ""), capabilities: ["chat", "v1.x"]))
-        case 3: return .message(.init(id: .random(), room: RoomID(rooms.randomElement(using: &generator)!)!, sequence: .random(in: 0...UInt64.max, using: &generator), timestampMilliseconds: .random(in: 0...UInt64.max, using: &generator), kind: .system, body: text, reliable: Bool.random(using: &generator)))
+        case 2:
+            return .hello(
+                .init(
+                    maximumPayload: UInt32.random(in: 4096...(1 << 24), using: &generator), peerID: String(repeating: "q", count: 52),
+                    name: text.replacingOccurrences(of: "\n", with: ""), capabilities: ["chat", "v1.x"]))
+        case 3:
+            return .message(
+                .init(
+                    id: .random(), room: RoomID(rooms.randomElement(using: &generator)!)!, sequence: .random(in: 0...UInt64.max, using: &generator),
+                    timestampMilliseconds: .random(in: 0...UInt64.max, using: &generator), kind: .system, body: text, reliable: Bool.random(using: &generator)))
         case 4: return .invite(.init(id: .random(), timeoutMilliseconds: .random(in: 0...UInt32.max, using: &generator), room: lab, context: Array(text.utf8)))
         case 5: return .inviteReply(.init(id: .random(), outcome: .expired, reason: text.replacingOccurrences(of: "\n", with: "")))
         case 6: return .ack((0..<Int.random(in: 0...5, using: &generator)).map { _ in .random() })
-        case 7: return .roomMembers(.init(room: lab, members: (0..<Int.random(in: 0...4, using: &generator)).map { index in
-            .init(peerID: String(repeating: "b", count: 52), name: text.replacingOccurrences(of: "\n", with: "") + "\(index)",
-                  port: .random(in: 0...UInt16.max, using: &generator), addresses: Array(["198.18.0.1", "fe80::1%lan0", "::1"].prefix(index)),
-                  proof: Bool.random(using: &generator) ? vectorMembershipProof : nil)
-        }))
-        case 9: return .resourceOffer(.init(id: .random(), room: Bool.random(using: &generator) ? nil : lab, kind: .file,
-                                            name: Array(text.utf8) + [0xff, 0x2f, 0x00], size: .random(in: 0...UInt64.max, using: &generator),
-                                            sha256: (0..<32).map { _ in .random(in: 0...255, using: &generator) }, modifiedMilliseconds: 7))
+        case 7:
+            return .roomMembers(
+                .init(
+                    room: lab,
+                    members: (0..<Int.random(in: 0...4, using: &generator)).map { index in
+                        .init(
+                            peerID: String(repeating: "b", count: 52), name: text.replacingOccurrences(of: "\n", with: "") + "\(index)",
+                            port: .random(in: 0...UInt16.max, using: &generator), addresses: Array(["198.18.0.1", "fe80::1%lan0", "::1"].prefix(index)),
+                            proof: Bool.random(using: &generator) ? vectorMembershipProof : nil)
+                    }))
+        case 9:
+            return .resourceOffer(
+                .init(
+                    id: .random(), room: Bool.random(using: &generator) ? nil : lab, kind: .file,
+                    name: Array(text.utf8) + [0xff, 0x2f, 0x00], size: .random(in: 0...UInt64.max, using: &generator),
+                    sha256: (0..<32).map { _ in .random(in: 0...255, using: &generator) }, modifiedMilliseconds: 7))
         case 10: return .resourceAccept(.init(id: .random(), offset: .random(in: 0...UInt64.max, using: &generator)))
-        case 11: return .resourceChunk(.init(id: .random(), offset: .random(in: 0...UInt64.max, using: &generator),
-                                            data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })))
+        case 11:
+            return .resourceChunk(
+                .init(
+                    id: .random(), offset: .random(in: 0...UInt64.max, using: &generator),
+                    data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })))
         case 12: return .resourceEnd(.init(id: .random(), status: .cancelled, text: text.replacingOccurrences(of: "\n", with: "")))
-        case 13: return .streamOpen(.init(id: .random(), name: StreamName(["a", "backup.tar", "x_y-z", String(repeating: "n", count: 64)].randomElement(using: &generator)!)!,
-                                          credit: .random(in: 0...UInt32.max, using: &generator)))
+        case 13:
+            return .streamOpen(
+                .init(
+                    id: .random(), name: StreamName(["a", "backup.tar", "x_y-z", String(repeating: "n", count: 64)].randomElement(using: &generator)!)!,
+                    credit: .random(in: 0...UInt32.max, using: &generator)))
         case 14: return .streamAccept(id: .random(), credit: .random(in: 0...UInt32.max, using: &generator))
-        case 15: return .streamData(id: .random(), data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+        case 15:
+            return .streamData(
+                id: .random(), data: ByteBuffer(bytes: (0..<Int.random(in: 0...3000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }))
         case 16: return .streamCredit(id: .random(), bytes: .random(in: 0...UInt32.max, using: &generator))
-        case 17: return .streamEnd(.init(id: .random(), status: [.finished, .refused, .aborted].randomElement(using: &generator)!, text: text.replacingOccurrences(of: "\n", with: "")))
-        case 8: return .roomLeave(.init(room: RoomID(rooms.randomElement(using: &generator)!)!, text: text.replacingOccurrences(of: "\n", with: ""),
-                                        signed: Bool.random(using: &generator) ? vectorSignedLeave : nil))
+        case 17:
+            return .streamEnd(
+                .init(id: .random(), status: [.finished, .refused, .aborted].randomElement(using: &generator)!, text: text.replacingOccurrences(of: "\n", with: "")))
+        case 8:
+            return .roomLeave(
+                .init(
+                    room: RoomID(rooms.randomElement(using: &generator)!)!, text: text.replacingOccurrences(of: "\n", with: ""),
+                    signed: Bool.random(using: &generator) ? vectorSignedLeave : nil))
         default: return .goodbye(.init(reason: .timeout, text: text.replacingOccurrences(of: "\n", with: "")))
         }
     }
@@ -192,7 +221,9 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         #expect(throws: WireError.self) { try WireFrame.hello(.init(peerID: "short", name: "x", capabilities: [])).encode() }
         #expect(throws: WireError.self) { try WireFrame.hello(.init(peerID: String(repeating: "a", count: 52), name: "x", capabilities: ["Bad Token"])).encode() }
         #expect(throws: WireError.self) {
-            try WireFrame.message(.init(id: ascending, room: lab, sequence: 0, timestampMilliseconds: 0, kind: .text, body: String(repeating: "x", count: 70_000), reliable: true)).encode()
+            try WireFrame.message(
+                .init(id: ascending, room: lab, sequence: 0, timestampMilliseconds: 0, kind: .text, body: String(repeating: "x", count: 70_000), reliable: true)
+            ).encode()
         }
         #expect(throws: WireError.self) { try WireFrame.ack((0..<1025).map { _ in ascending }).encode() }
     }
@@ -215,10 +246,13 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
 
     /// Page member `index` (0-31): its own peer id, and a proof when `proof` is set (even ones with an inviter).
     static func member(_ index: Int, proof: Bool) -> WireFrame.Member {
-        .init(peerID: String(repeating: alphabet[index], count: 52), name: "member\(index)", port: UInt16(7000 + index),
-              addresses: Array(["198.18.0.1", "fe80::1%lan0"].prefix(index % 3)),
-              proof: proof ? WireFrame.MembershipProof(inviter: index % 4 == 0 ? vectorInviter : "", timestampMilliseconds: index == 2 ? .max : UInt64(index),
-                                                      signature: vectorMembershipProof.signature) : nil)
+        .init(
+            peerID: String(repeating: alphabet[index], count: 52), name: "member\(index)", port: UInt16(7000 + index),
+            addresses: Array(["198.18.0.1", "fe80::1%lan0"].prefix(index % 3)),
+            proof: proof
+                ? WireFrame.MembershipProof(
+                    inviter: index % 4 == 0 ? vectorInviter : "", timestampMilliseconds: index == 2 ? .max : UInt64(index),
+                    signature: vectorMembershipProof.signature) : nil)
     }
 
     /// The payload of a vector frame (its bytes after the 6-byte header).
@@ -282,16 +316,19 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         let raw = try WireFrame.roomMembers(.init(room: lab, members: [Self.member(0, proof: true)])).encode()
         let full = raw.payload.readableBytes
         // Bytes cut from the end (signature 64, member_key 33, joined_ms 8, inviter_id 1 + 52), and the field that then ends early.
-        let cuts: [(Int, String)] = [(1, "signature"), (64, "signature"), (65, "member_key"), (97, "member_key"), (98, "joined_ms"),
-                                     (106, "inviter_id"), (158, "inviter_id")]
+        let cuts: [(Int, String)] = [
+            (1, "signature"), (64, "signature"), (65, "member_key"), (97, "member_key"), (98, "joined_ms"),
+            (106, "inviter_id"), (158, "inviter_id"),
+        ]
         for (cut, field) in cuts {
             let truncated = RawFrame(type: raw.type, flags: raw.flags, payload: raw.payload.getSlice(at: raw.payload.readerIndex, length: full - cut)!)
             #expect(throws: WireError.truncated(field: field)) { try WireFrame.decode(truncated) }
         }
         // The signed leave likewise.
         let leave = try vectors.first { $0.name == "roomLeaveSigned" }!.frame.encode()
-        let shortLeave = RawFrame(type: leave.type, flags: leave.flags,
-                                  payload: leave.payload.getSlice(at: leave.payload.readerIndex, length: leave.payload.readableBytes - 1)!)
+        let shortLeave = RawFrame(
+            type: leave.type, flags: leave.flags,
+            payload: leave.payload.getSlice(at: leave.payload.readerIndex, length: leave.payload.readableBytes - 1)!)
         #expect(throws: WireError.truncated(field: "signature")) { try WireFrame.decode(shortLeave) }
         // A proof with a byte too many is refused too.
         let long = RawFrame(type: raw.type, flags: raw.flags, payload: ByteBuffer(bytes: Array(raw.payload.readableBytesView) + [0]))
@@ -303,8 +340,9 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         #expect(throws: WireError.invalidValue(field: "inviter_id")) {
             try WireFrame.roomMembers(.init(room: lab, members: [.init(peerID: vectorAuthor, name: "a", proof: short)])).encode()
         }
-        let badSignature = WireFrame.MembershipProof(inviter: "", timestampMilliseconds: 1,
-                                                     signature: Signature(key: vectorSignature.key, bytes: Array(vectorSignature.bytes.dropLast())))
+        let badSignature = WireFrame.MembershipProof(
+            inviter: "", timestampMilliseconds: 1,
+            signature: Signature(key: vectorSignature.key, bytes: Array(vectorSignature.bytes.dropLast())))
         #expect(throws: WireError.invalidValue(field: "signature")) {
             try WireFrame.roomMembers(.init(room: lab, members: [.init(peerID: vectorAuthor, name: "a", proof: badSignature)])).encode()
         }

@@ -99,7 +99,8 @@ public struct DaemonConfiguration: Equatable, Sendable {
         } else {
             stateDirectory = joinPath(home, ".local/state/lanchat")
         }
-        let downloads = uid == 0 || environment["STATE_DIRECTORY"].map({ !$0.isEmpty }) == true
+        let downloads =
+            uid == 0 || environment["STATE_DIRECTORY"].map({ !$0.isEmpty }) == true
             ? joinPath(stateDirectory, "downloads") : joinPath(home, "Downloads")
         return DaemonConfiguration(
             name: "\(userName)@\(hostName)", stateDirectory: stateDirectory,

@@ -66,23 +66,23 @@ public final class ControlServer: Service {
         defer { unlink(path) }
         // Graceful shutdown cancels the accept loop; that is a normal end, not an error.
         do {
-        try await cancelWhenGracefulShutdown {
-            try await withThrowingDiscardingTaskGroup { group in
-                try await self.server.executeThenClose { inbound in
-                    for try await connection in inbound {
-                        let count = self.connections.add(1, ordering: .relaxed).newValue
-                        group.addTask {
-                            defer { self.connections.subtract(1, ordering: .relaxed) }
-                            if count > self.configuration.maximumControlConnections {
-                                try? await self.refuse(connection)
-                            } else {
-                                try? await self.serve(connection)
+            try await cancelWhenGracefulShutdown {
+                try await withThrowingDiscardingTaskGroup { group in
+                    try await self.server.executeThenClose { inbound in
+                        for try await connection in inbound {
+                            let count = self.connections.add(1, ordering: .relaxed).newValue
+                            group.addTask {
+                                defer { self.connections.subtract(1, ordering: .relaxed) }
+                                if count > self.configuration.maximumControlConnections {
+                                    try? await self.refuse(connection)
+                                } else {
+                                    try? await self.serve(connection)
+                                }
                             }
                         }
                     }
                 }
             }
-        }
         } catch is CancellationError {}
     }
 

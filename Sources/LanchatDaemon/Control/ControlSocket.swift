@@ -16,7 +16,8 @@ enum ControlSocket {
         var info = stat()
         if stat(directory, &info) != 0 {
             do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: group == nil ? 0o700 : 0o750])
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: group == nil ? 0o700 : 0o750])
             } catch {
                 throw SetupError(description: "cannot create the socket directory \(directory): \(error)")
             }

@@ -33,7 +33,10 @@ public actor DiscoveryService: Service {
     private let resolveRequests: AsyncStream<ServiceInstance>
     private let resolveContinuation: AsyncStream<ServiceInstance>.Continuation
 
-    public init(configuration: DaemonConfiguration, advertisement: PeerAdvertisement, port: UInt16, interfaceIndices: [UInt32], hub: EventHub, directory: PeerDirectory = PeerDirectory(), logger: Logger) {
+    public init(
+        configuration: DaemonConfiguration, advertisement: PeerAdvertisement, port: UInt16, interfaceIndices: [UInt32], hub: EventHub,
+        directory: PeerDirectory = PeerDirectory(), logger: Logger
+    ) {
         self.directory = directory
         self.configuration = configuration
         self.advertisement = advertisement
@@ -81,9 +84,11 @@ public actor DiscoveryService: Service {
         let previous = staticPeers.updateValue(peer, forKey: id)
         directory.update(id, Self.hint(peer))
         guard previous != peer else { return }
-        logger.info(previous == nil ? "static peer added" : "static peer changed", metadata: [
-            "peer.id": "\(id.short)", "peer.name": "\(advertisement.displayName)", "peer.address": "\(peer.instanceName)",
-        ])
+        logger.info(
+            previous == nil ? "static peer added" : "static peer changed",
+            metadata: [
+                "peer.id": "\(id.short)", "peer.name": "\(advertisement.displayName)", "peer.address": "\(peer.instanceName)",
+            ])
         hub.publish(ControlEvent(time: Self.now(), previous == nil ? .found(Self.info(peer)) : .changed(Self.info(peer))))
     }
 
@@ -206,7 +211,8 @@ public actor DiscoveryService: Service {
                     case .tag:
                         logger.warning("the name of our own is contested on the network too; advertising under a longer one", metadata: metadata)
                     case .again:
-                        logger.warning("our name is still contested on the network (a host may be answering for every name we try); registering it again", metadata: metadata)
+                        logger.warning(
+                            "our name is still contested on the network (a host may be answering for every name we try); registering it again", metadata: metadata)
                     }
                     continue
                 }
@@ -314,10 +320,12 @@ public actor DiscoveryService: Service {
                 let lookupInterface = service.interfaceIndex != 0 ? service.interfaceIndex : instance.interfaceIndex
                 let addresses = try await DNSSD.queryAddresses(
                     hostName: service.hostName, interfaceIndex: lookupInterface, timeout: .seconds(2), settle: .milliseconds(30))
-                logger.debug("resolved", metadata: [
-                    "dnssd.instance": "\(instance.name)", "dnssd.resolve_ms": "\((resolvedAt - started).milliseconds)",
-                    "dnssd.address_ms": "\((clock.now - resolvedAt).milliseconds)",
-                ])
+                logger.debug(
+                    "resolved",
+                    metadata: [
+                        "dnssd.instance": "\(instance.name)", "dnssd.resolve_ms": "\((resolvedAt - started).milliseconds)",
+                        "dnssd.address_ms": "\((clock.now - resolvedAt).milliseconds)",
+                    ])
                 if addresses.isEmpty && attempt < 2 {
                     logger.debug("no address yet", metadata: ["dnssd.host": "\(service.hostName)"])
                     continue
@@ -379,11 +387,12 @@ public actor DiscoveryService: Service {
                     }
                 }
                 let info = Self.info(peer)
-                let kind: ControlEvent.Kind = switch event {
-                case .found: .found(info)
-                case .changed: .changed(info)
-                case .lost: .lost(info)
-                }
+                let kind: ControlEvent.Kind =
+                    switch event {
+                    case .found: .found(info)
+                    case .changed: .changed(info)
+                    case .lost: .lost(info)
+                    }
                 hub.publish(ControlEvent(time: Self.now(), kind))
             }
         }

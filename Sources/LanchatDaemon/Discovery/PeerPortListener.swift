@@ -24,7 +24,9 @@ public final class PeerPortListener: Service {
         self.logger = logger
         let sink = self.sink
         server = try await connector.listen(port: port) { connection in
-            logger.info("peer connected", metadata: ["peer.id": "\(connection.session.peerID.prefix(12))", "peer.address": "\(connection.channel.remoteAddress.map { "\($0)" } ?? "?")"])
+            logger.info(
+                "peer connected",
+                metadata: ["peer.id": "\(connection.session.peerID.prefix(12))", "peer.address": "\(connection.channel.remoteAddress.map { "\($0)" } ?? "?")"])
             if let handler = sink.handler.withLock({ $0 }) { handler(connection) } else { connection.leave(.shutdown) }
         } failed: { remote, error in
             // At most one line a second (a flood of connections must not become a flood of log lines).

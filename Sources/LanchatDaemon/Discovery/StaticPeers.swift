@@ -97,7 +97,8 @@ actor StaticPeers: Service {
         do {
             connection = try await connector.dial(socketAddress, expected: confirm, theirs: .required)
         } catch {
-            let text = confirm != nil && error.description.contains("presented key")
+            let text =
+                confirm != nil && error.description.contains("presented key")
                 ? "\(address) presents another key than the one you confirmed: \(error.description)"
                 : "cannot connect to \(address): \(error.description)"
             throw ControlError(code: .connectFailed, message: text)
@@ -152,9 +153,11 @@ actor StaticPeers: Service {
         do throws(ControlError) {
             let result = try await connect(address, confirm: nil)
             guard let id = PeerID(result.id) else { return }
-            logger.notice("static peer reached; its key is now trusted for this address", metadata: [
-                "peer.address": "\(address)", "peer.id": "\(id.short)", "peer.name": "\(result.name)",
-            ])
+            logger.notice(
+                "static peer reached; its key is now trusted for this address",
+                metadata: [
+                    "peer.address": "\(address)", "peer.id": "\(id.short)", "peer.name": "\(result.name)",
+                ])
             _ = try await connect(address, confirm: id)
         } catch {
             logger.debug("static peer not reached", metadata: ["peer.address": "\(address)", "error": "\(error.message)"])
@@ -166,17 +169,19 @@ actor StaticPeers: Service {
         guard let text = entry.id, let id = PeerID(text) else { return }
         let address = PeerAddress(host: entry.host, port: entry.port)
         let ip = entry.ip ?? entry.host
-        await discovery.setStatic(DiscoveredPeer(
-            instanceName: address.description,
-            advertisement: PeerAdvertisement(peerID: id, displayName: entry.name ?? address.description),
-            problem: nil, hostName: entry.host, port: UInt16(entry.port), addresses: [ip], interfaceIndices: [], origin: .static))
+        await discovery.setStatic(
+            DiscoveredPeer(
+                instanceName: address.description,
+                advertisement: PeerAdvertisement(peerID: id, displayName: entry.name ?? address.description),
+                problem: nil, hostName: entry.host, port: UInt16(entry.port), addresses: [ip], interfaceIndices: [], origin: .static))
     }
 
     private func load() {
         var info = stat()
         guard stat(path, &info) == 0 else { return }
         guard info.st_size <= 1 << 20, let data = FileManager.default.contents(atPath: path),
-              let saved = try? JSONDecoder().decode([Entry].self, from: data) else {
+            let saved = try? JSONDecoder().decode([Entry].self, from: data)
+        else {
             logger.warning("cannot read the static peers file; starting without it", metadata: ["file": "\(path)"])
             return
         }

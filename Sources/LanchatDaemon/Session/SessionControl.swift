@@ -55,7 +55,8 @@ struct SessionControl: Sendable {
             let byID = lower.count >= 4 ? unique.filter { $0.id.rawValue.hasPrefix(lower) } : []
             if byID.count == 1 { return byID[0] }
             if byName.count + byID.count > 1 {
-                throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several peers: \((byName + byID).map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
+                throw ControlError(
+                    code: .ambiguousPeer, message: "'\(query)' matches several peers: \((byName + byID).map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
             }
             throw ControlError(code: .unknownPeer, message: "no peer matches '\(query)' (see `lanchat peers`)")
         }
@@ -200,10 +201,14 @@ struct SessionControl: Sendable {
     private func member(_ query: String, of room: RoomID) async throws(ControlError) -> SessionPeer {
         let members = (await node.room(room)?.members ?? []).map(\.peer)
         let lower = query.lowercased()
-        for match in [members.filter { $0.name == query }, members.filter { $0.name.lowercased() == lower },
-                      lower.count >= 4 ? members.filter { $0.id.rawValue.hasPrefix(lower) } : []] where !match.isEmpty {
+        for match in [
+            members.filter { $0.name == query }, members.filter { $0.name.lowercased() == lower },
+            lower.count >= 4 ? members.filter { $0.id.rawValue.hasPrefix(lower) } : [],
+        ] where !match.isEmpty {
             guard match.count == 1 else {
-                throw ControlError(code: .ambiguousPeer, message: "'\(query)' matches several members of \(room): \(match.map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))")
+                throw ControlError(
+                    code: .ambiguousPeer, message: "'\(query)' matches several members of \(room): \(match.map { "\($0.name) (\($0.id.short))" }.joined(separator: ", "))"
+                )
             }
             return match[0]
         }
@@ -391,12 +396,15 @@ struct SessionControl: Sendable {
                 let name = path.split(separator: "/").last.map(String.init) ?? file.name
                 let own = await node.configuration
                 let size = Int(clamping: file.size)
-                return TransferEntry(id: whole, direction: "incoming", peer: own.ownName, peerId: own.ownID.rawValue, name: name, size: size,
-                                     done: size, rate: 0, state: "complete", path: path, error: nil)
+                return TransferEntry(
+                    id: whole, direction: "incoming", peer: own.ownName, peerId: own.ownID.rawValue, name: name, size: size,
+                    done: size, rate: 0, state: "complete", path: path, error: nil)
             case .started(let transfer):
                 let entry = await node.transfers.first { $0.id == transfer }.map(SessionService.entry)
-                return entry ?? TransferEntry(id: transfer, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,
-                                              state: "offered", path: nil, error: nil)
+                return entry
+                    ?? TransferEntry(
+                        id: transfer, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,
+                        state: "offered", path: nil, error: nil)
             }
         } catch {
             throw ControlError(error)

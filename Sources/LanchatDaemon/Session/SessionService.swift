@@ -35,8 +35,12 @@ public struct SessionService: Service {
             hub.publish(ControlEvent(time: now, .invitationClosed(info)))
         case .inviteOutcome(let id, let peer, let room, let outcome):
             logger.info("invitation answered", metadata: ["peer.name": "\(peer.name)", "room": "\(room)", "outcome": "\(outcome.code)"])
-            hub.publish(ControlEvent(time: now, .inviteOutcome(InviteResult(
-                id: id, peer: peer.name, peerId: peer.id.rawValue, room: room, outcome: outcome.code, reason: outcome.reason))))
+            hub.publish(
+                ControlEvent(
+                    time: now,
+                    .inviteOutcome(
+                        InviteResult(
+                            id: id, peer: peer.name, peerId: peer.id.rawValue, room: room, outcome: outcome.code, reason: outcome.reason))))
         case .memberState(let room, let peer, let state):
             logger.info("member state", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "state": "\(state.rawValue)"])
             hub.publish(ControlEvent(time: now, .member(MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: state.rawValue))))
@@ -47,8 +51,12 @@ public struct SessionService: Service {
             hub.publish(ControlEvent(time: now, .message(info)))
         case .transfer(let info):
             if info.state != "active" {
-                logger.info("transfer", metadata: ["transfer.id": "\(info.id.prefix(8))", "peer.name": "\(info.peer.name)", "state": "\(info.state)",
-                                                   "size": "\(info.size)", "error": "\(info.error ?? "")"])
+                logger.info(
+                    "transfer",
+                    metadata: [
+                        "transfer.id": "\(info.id.prefix(8))", "peer.name": "\(info.peer.name)", "state": "\(info.state)",
+                        "size": "\(info.size)", "error": "\(info.error ?? "")",
+                    ])
             }
             hub.publish(ControlEvent(time: now, .transfer(Self.entry(info))))
         case .presence(let peer, let state, _):
@@ -86,7 +94,12 @@ public struct SessionService: Service {
     }
 
     static func info(_ message: StoredMessage) -> MessageInfo {
-        let kind = switch message.kind { case .text: "text"; case .file: "file"; case .system: "system" }
+        let kind =
+            switch message.kind {
+            case .text: "text";
+            case .file: "file";
+            case .system: "system"
+            }
         var info = MessageInfo(
             id: message.id, room: message.room, sender: message.senderName, senderId: message.senderID, sequence: Int(message.sequence),
             timestampMs: Int(message.timestamp), time: time(milliseconds: message.timestamp), kind: kind, text: message.body,
@@ -113,25 +126,29 @@ public struct SessionService: Service {
     }
 
     static func info(_ entry: WireFrame.MetaEntry, room: String, author: String) -> MetaInfo {
-        MetaInfo(room: room, key: entry.key, value: entry.deleted ? nil : entry.value, deleted: entry.deleted, version: entry.version,
-                 author: author, authorId: entry.author, timeMs: Int64(clamping: entry.timestampMilliseconds),
-                 time: time(milliseconds: Int64(clamping: entry.timestampMilliseconds)))
+        MetaInfo(
+            room: room, key: entry.key, value: entry.deleted ? nil : entry.value, deleted: entry.deleted, version: entry.version,
+            author: author, authorId: entry.author, timeMs: Int64(clamping: entry.timestampMilliseconds),
+            time: time(milliseconds: Int64(clamping: entry.timestampMilliseconds)))
     }
 
     static func info(_ peer: SessionPeer, _ state: SessionStateMachine.PresenceState) -> PresenceInfo {
-        PresenceInfo(name: peer.name, id: peer.id.rawValue, shortId: peer.id.short, availability: state.availability.name, text: state.text,
-                     hands: state.hands.map(\.rawValue).sorted())
+        PresenceInfo(
+            name: peer.name, id: peer.id.rawValue, shortId: peer.id.short, availability: state.availability.name, text: state.text,
+            hands: state.hands.map(\.rawValue).sorted())
     }
 
     static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {
-        var room = RoomInfo(room: summary.room, members: summary.members.map {
-            var info = MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
-            info.availability = $0.presence?.availability.name
-            info.statusText = $0.presence.map(\.text)
-            info.hand = $0.hand
-            info.admin = $0.admin
-            return info
-        })
+        var room = RoomInfo(
+            room: summary.room,
+            members: summary.members.map {
+                var info = MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
+                info.availability = $0.presence?.availability.name
+                info.statusText = $0.presence.map(\.text)
+                info.hand = $0.hand
+                info.admin = $0.admin
+                return info
+            })
         room.administered = summary.administered
         return room
     }

@@ -314,8 +314,10 @@ public struct SessionDriver {
                 guard let version = engine.linkVersion(on: handle) else { break }
                 // A version 1 peer knows no limit (it sends what its own bound allows).
                 let limit = version >= 2 ? scope.limit : nil
-                output.append(.write(handle, [.historyRequest(room: room, sinceMilliseconds: UInt64(since), limit: limit.map { UInt32(clamping: $0) })],
-                                     flushNow: false))
+                output.append(
+                    .write(
+                        handle, [.historyRequest(room: room, sinceMilliseconds: UInt64(since), limit: limit.map { UInt32(clamping: $0) })],
+                        flushNow: false))
             case .requestSync(let room, let handle):
                 let request = syncRequests[room] ?? syncRequest(room, at: now)
                 syncRequests[room] = request

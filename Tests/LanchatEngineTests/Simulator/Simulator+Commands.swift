@@ -92,8 +92,9 @@ extension Simulator {
         // messages, the sender's history does not, and their sequences must never be used again
         // (`checkSequences`).
         if options.faults, now < options.chaos, chance(3), var engine = nodes[node].engine, let driver = nodes[node].driver,
-           driver.onlyAcknowledgementsWait, let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)),
-           let first = plan.messages.first?.sequence, driver.storedThrough[room] == first - 1 {
+            driver.onlyAcknowledgementsWait, let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)),
+            let first = plan.messages.first?.sequence, driver.storedThrough[room] == first - 1
+        {
             nodes[node].engine = engine
             lostByAuthor.formUnion(plan.messages.map(\.id))
             log("n\(node) sends \(plan.messages.count) to \(room) and crashes before its commit")
@@ -150,7 +151,8 @@ extension Simulator {
         var node = node
         let admins = mine.administrators(of: room)
         if !admins.contains(nodes[node].peer.id), chance(75),
-           let admin = nodes.indices.first(where: { admins.contains(nodes[$0].peer.id) && nodes[$0].engine?.roomNames.contains(room.rawValue) == true }) {
+            let admin = nodes.indices.first(where: { admins.contains(nodes[$0].peer.id) && nodes[$0].engine?.roomNames.contains(room.rawValue) == true })
+        {
             node = admin
         }
         guard let engine = nodes[node].engine else { return }

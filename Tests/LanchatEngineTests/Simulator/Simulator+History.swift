@@ -34,11 +34,15 @@ extension Simulator {
         if verbose { log("n\(node) offers \(offer.peer.name) a history of \(offer.room): \(messages.map { $0.id.prefix(8) })") }
         guard buffer.readableBytes > 0 else { return }  // (an empty answer: the driver told the engine)
         let bytes = Array(buffer.readableBytesView)
-        let file = OfferedFile(path: "/sim/n\(node)/history-\(now)", name: "history of \(offer.room)", size: UInt64(bytes.count),
-                               modifiedMilliseconds: 1, identity: "history:\(now)")
+        let file = OfferedFile(
+            path: "/sim/n\(node)/history-\(now)", name: "history of \(offer.room)", size: UInt64(bytes.count),
+            modifiedMilliseconds: 1, identity: "history:\(now)")
         perform(node) {
-            guard let (id, actions) = try? $0.offerResource(file, to: offer.peer.id, kind: offer.signed ? .signedHistory : .history, room: offer.room,
-                                                             ephemeral: true, relayAnswer: relayAnswer, at: self.time(node)) else { return [] }
+            guard
+                let (id, actions) = try? $0.offerResource(
+                    file, to: offer.peer.id, kind: offer.signed ? .signedHistory : .history, room: offer.room,
+                    ephemeral: true, relayAnswer: relayAnswer, at: self.time(node))
+            else { return [] }
             self.originals[id] = bytes
             self.historiesOffered += 1
             return actions

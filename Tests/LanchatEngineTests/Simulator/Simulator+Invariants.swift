@@ -5,8 +5,9 @@ import LanchatWire
 /// What must hold once the network has healed and every node has run quietly for a while.
 extension Simulator {
     func fail(_ text: String) -> Violation {
-        Violation(description: "seed \(seed): \(text)\n  replay: SIMULATOR_SEED=\(seed) swift test --filter SimulatorTests\n  last steps:\n    "
-            + trace.suffix(40).joined(separator: "\n    "))
+        Violation(
+            description: "seed \(seed): \(text)\n  replay: SIMULATOR_SEED=\(seed) swift test --filter SimulatorTests\n  last steps:\n    "
+                + trace.suffix(40).joined(separator: "\n    "))
     }
 
     /// Whether a node ever left the room. A member that left (even before a message was sent: the
@@ -44,14 +45,16 @@ extension Simulator {
             for recipient in message.recipients {
                 guard let index = nodes.firstIndex(where: { $0.peer.id == recipient }) else { continue }
                 guard !everLeft(index, message.room),
-                      nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) == true,
-                      nodes[message.sender].engine?.isMember(recipient, of: message.room) == true else { continue }
+                    nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) == true,
+                    nodes[message.sender].engine?.isMember(recipient, of: message.room) == true
+                else { continue }
                 if nodes[index].store.messages[.init(id: message.id, sender: nodes[message.sender].peer.id.rawValue)] == nil {
                     let queued = nodes[message.sender].store.queues[recipient.rawValue]?.contains(message.id) ?? false
-                    throw fail("n\(index) never got \(message.id.prefix(8)) sent by n\(message.sender) to \(message.room) at \(message.at) "
-                        + "(still queued at the sender: \(queued); sender's view of the recipient: "
-                        + "\(nodes[message.sender].engine?.isMember(recipient, of: message.room) ?? false); recipient's view of the sender: "
-                        + "\(nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) ?? false))")
+                    throw fail(
+                        "n\(index) never got \(message.id.prefix(8)) sent by n\(message.sender) to \(message.room) at \(message.at) "
+                            + "(still queued at the sender: \(queued); sender's view of the recipient: "
+                            + "\(nodes[message.sender].engine?.isMember(recipient, of: message.room) ?? false); recipient's view of the sender: "
+                            + "\(nodes[index].engine?.isMember(nodes[message.sender].peer.id, of: message.room) ?? false))")
                 }
             }
         }
@@ -70,14 +73,18 @@ extension Simulator {
                 guard let members = node.engine?.members(of: room) else { continue }
                 for other in members.keys.sorted() {
                     guard let peer = nodes.firstIndex(where: { $0.peer.id == other }), !everLeft(peer, room),
-                          nodes[peer].engine?.isMember(node.peer.id, of: room) == true else { continue }
+                        nodes[peer].engine?.isMember(node.peer.id, of: room) == true
+                    else { continue }
                     let floor = Int64(SessionStateMachine.relayFloor(joinedAt: nodes[peer].store.joinedAt(room: room.rawValue), now: 0))
                     for message in node.store.messages.values.sorted(by: { $0.id < $1.id })
                     where message.room == room.rawValue && message.kind != .system && !message.direct && message.timestamp >= floor
                         && nodes[peer].store.messages[.init(message)] == nil
-                        && !(lostByAuthor.contains(message.id) && message.senderID == nodes[peer].peer.id.rawValue) {
+                        && !(lostByAuthor.contains(message.id) && message.senderID == nodes[peer].peer.id.rawValue)
+                    {
                         let writer = PeerID(message.senderID)
-                        let authorIsMember = { (index: Int) in writer == self.nodes[index].peer.id || writer.map { self.nodes[index].engine?.isMember($0, of: room) == true } == true }
+                        let authorIsMember = { (index: Int) in
+                            writer == self.nodes[index].peer.id || writer.map { self.nodes[index].engine?.isMember($0, of: room) == true } == true
+                        }
                         guard authorIsMember(index), authorIsMember(peer) else { continue }
                         let author = nodes.firstIndex { $0.peer.id.rawValue == message.senderID }.map { "n\($0)" } ?? message.senderID.prefix(8).description
                         throw fail("n\(peer) lacks \(message.id.prefix(8)) by \(author) in \(room), which its fellow member n\(index) holds")
@@ -117,10 +124,11 @@ extension Simulator {
             guard administered else { throw fail(problem) }
             // Members whose removal a node with a record of the creator holds: left out of the views of
             // members with no record (they took no removal), with their own views.
-            let removed = Set(nodes.flatMap { node -> [PeerID] in
-                guard let engine = node.engine, engine.creator(of: room) != nil else { return [] }
-                return nodes.map(\.peer.id).filter { engine.metaEntry("removed." + $0.rawValue, in: room).map { !$0.deleted } ?? false }
-            })
+            let removed = Set(
+                nodes.flatMap { node -> [PeerID] in
+                    guard let engine = node.engine, engine.creator(of: room) != nil else { return [] }
+                    return nodes.map(\.peer.id).filter { engine.metaEntry("removed." + $0.rawValue, in: room).map { !$0.deleted } ?? false }
+                })
             var taken = views
             for id in removed { taken[id] = nil }
             for node in nodes where node.engine?.creator(of: room) == nil {
@@ -164,23 +172,30 @@ extension Simulator {
         for room in rooms {
             for (index, node) in nodes.enumerated() {
                 guard let engine = node.engine, let members = engine.members(of: room) else { continue }
-                if administered, engine.creator(of: room) == nil, members.keys.contains(where: { other in
-                    self.nodes.first { $0.peer.id == other }?.engine?.creator(of: room) != nil }) {
+                if administered, engine.creator(of: room) == nil,
+                    members.keys.contains(where: { other in
+                        self.nodes.first { $0.peer.id == other }?.engine?.creator(of: room) != nil
+                    })
+                {
                     recordless += 1
                 }
                 for other in members.keys.sorted() {
                     guard let peer = nodes.firstIndex(where: { $0.peer.id == other }), let theirs = nodes[peer].engine,
-                          theirs.isMember(node.peer.id, of: room) else { continue }
+                        theirs.isMember(node.peer.id, of: room)
+                    else { continue }
                     if administered, engine.creator(of: room) != nil, theirs.creator(of: room) != nil,
-                       engine.creator(of: room) != theirs.creator(of: room) || engine.administrators(of: room) != theirs.administrators(of: room) {
+                        engine.creator(of: room) != theirs.creator(of: room) || engine.administrators(of: room) != theirs.administrators(of: room)
+                    {
                         let names = { (ids: Set<PeerID>) in ids.map { id in self.nodes.firstIndex { $0.peer.id == id }.map { "n\($0)" } ?? id.short }.sorted() }
-                        throw fail("n\(index) and its fellow member n\(peer) disagree on who administers \(room): "
-                            + "\(names(engine.administrators(of: room))) and \(names(theirs.administrators(of: room)))")
+                        throw fail(
+                            "n\(index) and its fellow member n\(peer) disagree on who administers \(room): "
+                                + "\(names(engine.administrators(of: room))) and \(names(theirs.administrators(of: room)))")
                     }
                     for key in ["topic", "color", "size"] where engine.metaEntry(key, in: room) != theirs.metaEntry(key, in: room) {
                         let describe = { (entry: WireFrame.MetaEntry?) in entry.map { "v\($0.version) \($0.deleted ? "deleted" : $0.value)" } ?? "none" }
-                        throw fail("n\(index) holds \(room)'s \(key) as \(describe(engine.metaEntry(key, in: room))) but its fellow member n\(peer) as "
-                            + describe(theirs.metaEntry(key, in: room)))
+                        throw fail(
+                            "n\(index) holds \(room)'s \(key) as \(describe(engine.metaEntry(key, in: room))) but its fellow member n\(peer) as "
+                                + describe(theirs.metaEntry(key, in: room)))
                     }
                 }
             }

@@ -44,12 +44,14 @@ extension Simulator {
     /// a member or us, not by the asker, and is kept here; refused otherwise, in the same words.
     func serveShared(_ node: Int, _ request: WireFrame.FileRequest, to peer: SessionPeer) {
         guard let engine = nodes[node].engine else { return }
-        let found = nodes[node].store.search(room: request.room.rawValue, limit: 64,
-                                             filter: HistoryFilter(kind: .file, bodyPrefix: SharedFile.bodyPrefix(sha256: request.sha256)))
+        let found = nodes[node].store.search(
+            room: request.room.rawValue, limit: 64,
+            filter: HistoryFilter(kind: .file, bodyPrefix: SharedFile.bodyPrefix(sha256: request.sha256)))
         let authors = Set((engine.members(of: request.room) ?? [:]).keys.map(\.rawValue) + [nodes[node].peer.id.rawValue])
         let hex = Hex.string(request.sha256)
         guard SessionStateMachine.mayServe(request, to: peer.id, announcedIn: found, authors: authors), let bytes = nodes[node].kept[hex],
-              originals[request.id] == nil else {
+            originals[request.id] == nil
+        else {
             shared.refused += 1
             let refusal = SessionStateMachine.notServedText(request, ownName: nodes[node].peer.name)
             perform(node) { $0.notServed(request, to: peer.id, because: refusal) }
@@ -65,8 +67,9 @@ extension Simulator {
     func placeShared(_ node: Int, _ id: WireID, _ file: SharedFile) {
         let content = nodes[node].disk.removeValue(forKey: id) ?? []
         if content != sharedContent[file.hex] {
-            transferViolations.append("n\(node) kept shared file \(file.hex.prefix(6)) with \(content.count) bytes that differ from the "
-                + "\(sharedContent[file.hex]?.count ?? -1) announced")
+            transferViolations.append(
+                "n\(node) kept shared file \(file.hex.prefix(6)) with \(content.count) bytes that differ from the "
+                    + "\(sharedContent[file.hex]?.count ?? -1) announced")
         }
         nodes[node].kept[file.hex] = content
         shared.placed += 1

@@ -78,7 +78,8 @@ extension Simulator {
             let time = UInt64(max(0, now))
             let proof = WireFrame.MembershipProof(
                 inviter: nodes[node].peer.id.rawValue, timestampMilliseconds: time,
-                signature: keys.signature(over: Envelope.membershipBytes(room: update.room, member: fake.rawValue, inviter: nodes[node].peer.id.rawValue, timestamp: time)))
+                signature: keys.signature(
+                    over: Envelope.membershipBytes(room: update.room, member: fake.rawValue, inviter: nodes[node].peer.id.rawValue, timestamp: time)))
             update.members.append(.init(peerID: fake.rawValue, name: "fake", port: 9, addresses: ["192.0.2.1"], proof: chance(2) ? proof : nil))
             fakeMembers += 1
         }

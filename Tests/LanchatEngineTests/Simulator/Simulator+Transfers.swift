@@ -201,8 +201,9 @@ extension Simulator {
         case .place(let id, let name, _):
             let content = nodes[node].disk.removeValue(forKey: id) ?? []
             if content != originals[id] {
-                transferViolations.append("n\(node) placed \(id.description.prefix(6)) with \(content.count) bytes that differ from the "
-                    + "\(originals[id]?.count ?? -1) sent")
+                transferViolations.append(
+                    "n\(node) placed \(id.description.prefix(6)) with \(content.count) bytes that differ from the "
+                        + "\(originals[id]?.count ?? -1) sent")
             }
             filesPlaced += 1
             placedBytes += content.count
@@ -258,8 +259,9 @@ extension Simulator {
         for (id, stats) in transferStats.sorted(by: { $0.key.description < $1.key.description }) where !stats.receiverCrashed && !corrupted.contains(id) {
             // (A damaged file fails at the receiver; if the sender missed that answer, its next offer starts over.)
             if stats.resent > max(1, stats.offers) * window {
-                throw fail("transfer \(id.description.prefix(6)) n\(stats.sender)->n\(stats.receiver) of \(stats.size) bytes sent \(stats.resent) "
-                    + "bytes again over \(stats.offers) offers (window \(window))")
+                throw fail(
+                    "transfer \(id.description.prefix(6)) n\(stats.sender)->n\(stats.receiver) of \(stats.size) bytes sent \(stats.resent) "
+                        + "bytes again over \(stats.offers) offers (window \(window))")
             }
         }
         for (index, node) in nodes.enumerated() {
@@ -270,7 +272,8 @@ extension Simulator {
                 // (they share no room any more: one was closed, say), keeps the transfer and its part file
                 // until it hears, or for `TransferLimits.cancelTold` (7 days): counted, not a fault.
                 if diagnostics.outgoingTransfers == 0,
-                   transfers.allSatisfy({ $0.direction == .incoming && $0.state == "interrupted" && cancelledBySender.contains($0.id) }) {
+                    transfers.allSatisfy({ $0.direction == .incoming && $0.state == "interrupted" && cancelledBySender.contains($0.id) })
+                {
                     cancelsNotHeard += transfers.count
                     continue
                 }

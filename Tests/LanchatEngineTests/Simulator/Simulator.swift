@@ -290,7 +290,8 @@ final class Simulator {
             link.adopted.insert(node)
             if verbose { log("n\(node): \(handle) up to n\(other)") }
             perform(node) {
-                let result = $0.linkUp(handle, peer: self.nodes[other].peer, dialedByUs: mine, remoteAddress: nil, version: WireFrame.versions.upperBound, at: self.time(node))
+                let result = $0.linkUp(
+                    handle, peer: self.nodes[other].peer, dialedByUs: mine, remoteAddress: nil, version: WireFrame.versions.upperBound, at: self.time(node))
                 serving = result.serving
                 return result.actions
             }
