@@ -9,6 +9,10 @@ cd "$root"
 [ "$(id -u)" = 0 ] || { echo "test: run as root (the simulated LAN needs network namespaces): sudo $0" >&2; exit 1; }
 scripts/setup.sh test
 export AVAHI_COMPAT_NOWARN=1
+echo "== format (swift format lint --strict, .swift-format)"
+# The formatter that comes with the toolchain; `swift format --in-place --recursive Sources Tests
+# Package.swift` makes the tree pass.
+swift format lint --strict --recursive Sources Tests Package.swift || { echo "test: the code is not formatted (see above)" >&2; exit 1; }
 echo "== build"
 swift build --build-tests 2>&1 | grep -v "prohibited flag" | tail -n 3
 echo "== unit tests"
