@@ -129,10 +129,13 @@ public struct SessionDriver {
             }
         }
         let retried = unwritten
-        if !operations.isEmpty || !retried.isEmpty {
+        // (A batch that only remembers a peer's label commits nothing, but its frames still wait for a
+        // sync, as they always have: the order of the link's first frames is part of what was tested.)
+        let remembers = operations.isEmpty && actions.contains { if case .persist(.rememberPeer) = $0 { true } else { false } }
+        if !operations.isEmpty || !retried.isEmpty || remembers {
             // Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure,
             // their messages are sent again and de-duplicated. Anything else is synced before what follows.
-            let durable = (retried + operations).contains { if case .acknowledge = $0 { false } else { true } }
+            let durable = remembers || (retried + operations).contains { if case .acknowledge = $0 { false } else { true } }
             do {
                 try store.transaction(durable: durable && !syncs) {
                     for operation in retried + operations {
