@@ -196,3 +196,8 @@ extension SessionStateMachine {
             + "codes with its owner before you trust it. Both are kept apart by their ids (`lanchat peers`)."
     }
 }
+
+extension SessionStateMachine {
+    /// The wire version agreed on a connection the engine knows (serving, or replaced and closing).
+    public func linkVersion(on handle: LinkHandle) -> UInt16? { links.peer(on: handle)?.version }
+}

@@ -283,3 +283,20 @@ extension SafeFileName {
         return String(String.UnicodeScalarView(decoded.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? "?" : $0 }))
     }
 }
+
+extension IncomingRecord {
+    /// The answer to `FileAction.lookUp`, from what the store holds of the transfer (`saved`): received or
+    /// cancelled before (the sender missed our answer), an earlier attempt's part file to go on from
+    /// (`partHolds`: the host's check that the part file is this offer's), or nothing (start over).
+    public static func of(
+        _ saved: StoredTransfer?, offer: WireFrame.ResourceOffer, from peer: SessionPeer, partHolds: (StoredTransfer) -> Bool
+    ) -> IncomingRecord {
+        guard let saved, !saved.outgoing, saved.peerID == peer.id.rawValue else { return .none }
+        switch TransferState(rawValue: saved.state) {
+        case .complete: return .received
+        case .cancelled: return .cancelled
+        case .active: return saved.size == Int64(offer.size) && partHolds(saved) ? .partial : .none
+        default: return .none  // failed before: a new attempt from the start
+        }
+    }
+}

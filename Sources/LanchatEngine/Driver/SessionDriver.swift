@@ -395,11 +395,6 @@ public struct SessionDriver {
     private var syncPending: UInt64? { syncedThrough < syncsAsked ? syncsAsked : nil }
 }
 
-extension SessionStateMachine {
-    /// The wire version agreed on a connection the engine knows (serving, or replaced and closing).
-    public func linkVersion(on handle: LinkHandle) -> UInt16? { links.peer(on: handle)?.version }
-}
-
 /// Work waiting for a sync of the store, first in first out (`SessionDriver`): each item is done once the
 /// sync numbered `ticket` is.
 struct SyncQueue {
@@ -445,22 +440,5 @@ struct SyncQueue {
             head = 0
         }
         return item
-    }
-}
-
-extension IncomingRecord {
-    /// The answer to `FileAction.lookUp`, from what the store holds of the transfer (`saved`): received or
-    /// cancelled before (the sender missed our answer), an earlier attempt's part file to go on from
-    /// (`partHolds`: the host's check that the part file is this offer's), or nothing (start over).
-    public static func of(
-        _ saved: StoredTransfer?, offer: WireFrame.ResourceOffer, from peer: SessionPeer, partHolds: (StoredTransfer) -> Bool
-    ) -> IncomingRecord {
-        guard let saved, !saved.outgoing, saved.peerID == peer.id.rawValue else { return .none }
-        switch TransferState(rawValue: saved.state) {
-        case .complete: return .received
-        case .cancelled: return .cancelled
-        case .active: return saved.size == Int64(offer.size) && partHolds(saved) ? .partial : .none
-        default: return .none  // failed before: a new attempt from the start
-        }
     }
 }
