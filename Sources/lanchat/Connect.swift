@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 
 /// `lanchat connect HOST[:PORT]`: a peer discovery cannot see (another subnet, a VPN).
@@ -27,13 +29,13 @@ struct Connect: ParsableCommand {
             guard isatty(0) == 1 else {
                 fail("\(who), short code \(first.shortCode): not kept; compare the short code with its owner, then run again with --yes")
             }
-            FileHandle.standardError.write(
+            StandardStream.error.write(
                 Data(
                     "\(who)\nshort code: \(first.shortCode)  (the other side's `lanchat ping` shows the same code)\nkeep \(printable(first.name)) as a static peer? [y/N] "
                         .utf8))
-            let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+            let answer = readLine()?.trimmingBlanks().lowercased() ?? ""
             guard answer == "y" || answer == "yes" else {
-                FileHandle.standardError.write(Data("not kept\n".utf8))
+                StandardStream.error.write(Data("not kept\n".utf8))
                 throw ExitCode(1)
             }
         }

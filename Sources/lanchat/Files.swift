@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 
 struct SendFile: ParsableCommand {
@@ -50,9 +52,9 @@ struct SendFile: ParsableCommand {
             waiting[entry.id] = entry
             let ended = entry.hasEnded
             if terminal {
-                FileHandle.standardOutput.write(Data(("\r\u{1b}[K" + progressLine(entry) + (ended ? "\n" : "")).utf8))
+                StandardStream.output.write(Data(("\r\u{1b}[K" + progressLine(entry) + (ended ? "\n" : "")).utf8))
             } else {
-                FileHandle.standardOutput.write(Data(ControlJSON.line(entry)))
+                StandardStream.output.write(Data(ControlJSON.line(entry)))
             }
             if ended {
                 waiting[entry.id] = nil

@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 import Synchronization
 
@@ -74,7 +76,7 @@ struct Interactive: ParsableCommand {
         }
 
         let watching = UncheckedClient(client: watcher)
-        let thread = Thread {
+        startThread {
             while true {
                 let line: [UInt8]?
                 do { line = try watching.client.readLine() } catch { break }
@@ -84,18 +86,17 @@ struct Interactive: ParsableCommand {
             }
             if let ui = state.ui {
                 ui.restore()
-                FileHandle.standardError.write(Data("lanchat: lanchatd closed the connection (it stopped?)\n".utf8))
+                StandardStream.error.write(Data("lanchat: lanchatd closed the connection (it stopped?)\n".utf8))
             } else {
                 state.say("lanchatd closed the connection (it stopped?)")
             }
-            Foundation.exit(1)
+            Glibc.exit(1)
         }
-        thread.start()
 
         if let ui = state.ui {
             ui.readKeys(
                 submit: { line in
-                    let text = line.trimmingCharacters(in: .whitespaces)
+                    let text = line.trimmingBlanks()
                     if text.hasPrefix("/") { return command(text, state: state, client: commands) }
                     guard let room = state.room else {
                         state.say("you are in no room: /invite PEER first, or /room NAME")
@@ -120,7 +121,7 @@ struct Interactive: ParsableCommand {
 
         while let line = readLine(strippingNewline: true) {
             if state.answerPending(line, commands) { continue }
-            let text = line.trimmingCharacters(in: .whitespaces)
+            let text = line.trimmingBlanks()
             if text.isEmpty { continue }
             if text.hasPrefix("/") {
                 if !command(text, state: state, client: commands) { break }
@@ -193,7 +194,7 @@ struct Interactive: ParsableCommand {
                 for member in info?.members ?? [] {
                     let status = member.availability.map { " \($0)" + (member.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? "") } ?? ""
                     state.say(
-                        "\(printable(member.name)) (\(member.shortId)) \(member.state.replacingOccurrences(of: "_", with: " "))\(status)\(member.hand == true ? ", hand up" : "")"
+                        "\(printable(member.name)) (\(member.shortId)) \(member.state.replacing("_", with: " "))\(status)\(member.hand == true ? ", hand up" : "")"
                     )
                 }
             case "away", "busy", "back":
@@ -346,7 +347,7 @@ final class InteractiveState: Sendable {
             return
         }
         shared.withLock { _ in
-            FileHandle.standardOutput.write(Data((text + "\n").utf8))
+            StandardStream.output.write(Data((text + "\n").utf8))
         }
     }
 
@@ -387,7 +388,7 @@ final class InteractiveState: Sendable {
         guard let invitation = shared.withLock({ $0.pending.first }) else { return false }
         resolved(invitation.id)
         ui?.ask(nil)
-        let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
+        let answer = line.trimmingBlanks().lowercased()
         do {
             if answer == "y" || answer == "yes" {
                 _ = try client.call(.accept(id: invitation.id))
@@ -475,7 +476,7 @@ final class InteractiveState: Sendable {
 }
 
 /// The watch connection, used only by the event thread once the main thread hands it over.
-// @unchecked: `Thread` takes a `@Sendable` block and ControlClient (a class with a mutable line framer)
+// @unchecked: `startThread` takes a `@Sendable` block and ControlClient (a class with a mutable line framer)
 // is not Sendable; the main thread never uses `watcher` again after it starts the thread. What would
 // remove it: a thread API that takes a `sending` closure, or a Sendable ControlClient (its state behind a Mutex).
 struct UncheckedClient: @unchecked Sendable {

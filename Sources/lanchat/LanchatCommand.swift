@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 
 @main
@@ -95,8 +97,8 @@ struct GlobalOptions: ParsableArguments {
 
 /// Prints `lanchat: message` on stderr and exits 1.
 func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("lanchat: \(message)\n".utf8))
-    Foundation.exit(1)
+    StandardStream.error.write(Data("lanchat: \(message)\n".utf8))
+    Glibc.exit(1)
 }
 
 /// Runs a control call, turning errors into a one-line failure.
@@ -108,7 +110,7 @@ func printJSON<T: Encodable>(_ value: T) {
     let encoder = ControlJSON.encoder()
     encoder.outputFormatting.insert(.prettyPrinted)
     let data = (try? encoder.encode(value)) ?? Data("null".utf8)
-    FileHandle.standardOutput.write(data + Data("\n".utf8))
+    StandardStream.output.write(data + Data("\n".utf8))
 }
 
 /// Makes text from the network safe to print on a terminal (no escape sequences, no newlines).
@@ -126,7 +128,7 @@ func table(_ header: [String], _ rows: [[String]]) -> String {
     let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
     return all.map { row in
         row.enumerated().map { index, cell in
-            index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            index == row.count - 1 ? cell : cell.padded(to: widths[index])
         }.joined(separator: "  ")
     }.joined(separator: "\n")
 }

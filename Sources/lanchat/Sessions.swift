@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 
 /// Calls the daemon; a failure becomes `lanchat: message` and exit 1.
@@ -133,7 +135,7 @@ struct Members: ParsableCommand {
                 ["NAME", "ID", "STATE", "STATUS", "HAND", "ROLE"],
                 info.members.map {
                     [
-                        printable($0.name), $0.shortId, $0.state.replacingOccurrences(of: "_", with: " "),
+                        printable($0.name), $0.shortId, $0.state.replacing("_", with: " "),
                         ($0.availability ?? "-") + ($0.statusText.map { $0.isEmpty ? "" : " (\(printable($0)))" } ?? ""), $0.hand == true ? "up" : "",
                         $0.admin == true ? "admin" : "",
                     ]
@@ -177,7 +179,7 @@ struct Send: ParsableCommand {
     func run() throws {
         var body = text.joined(separator: " ")
         if body == "-" {
-            body = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            body = String(decoding: StandardStream.readInput(), as: UTF8.self)
             if body.hasSuffix("\n") { body.removeLast() }
         }
         guard body.utf8.count <= 65536 else { fail("message is \(body.utf8.count) bytes; the limit is 65536") }

@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 
 /// "notes.pdf (1.2 MB, image)"
@@ -42,7 +44,7 @@ struct Share: ParsableCommand {
         var shared: [SharedFileInfo] = []
         for path in paths {
             let absolute = absolutePath(path)
-            if !json, isatty(1) == 1 { FileHandle.standardOutput.write(Data("sharing \(printable(path))...\r".utf8)) }
+            if !json, isatty(1) == 1 { StandardStream.output.write(Data("sharing \(printable(path))...\r".utf8)) }
             let token: String?
             do { token = try handOver(absolute, socket: global.socketPath) } catch { fail(error.message) }
             guard let file = request(global, .share(room: room, path: absolute, fileToken: token), timeoutSeconds: 3600).files?.first else {
@@ -112,9 +114,9 @@ struct Fetch: ParsableCommand {
                     : progressLine(entry)
                 guard line != shown || ended else { return }
                 shown = line
-                FileHandle.standardOutput.write(Data(("\r\u{1b}[K" + line + (ended ? "\n" : "")).utf8))
+                StandardStream.output.write(Data(("\r\u{1b}[K" + line + (ended ? "\n" : "")).utf8))
             } else {
-                FileHandle.standardOutput.write(Data(ControlJSON.line(entry)))
+                StandardStream.output.write(Data(ControlJSON.line(entry)))
             }
         }
         if entry.state == "complete" {

@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 import Synchronization
 
@@ -46,7 +48,7 @@ struct StreamCommand: ParsableCommand {
         let socket = PipeWriter(fd: fd)
         // stdin -> daemon, on its own thread; the end of stdin ends our direction.
         let stdinDone = DispatchSemaphore(value: 0)
-        let sender = Thread {
+        startThread {
             defer { stdinDone.signal() }
             var buffer = [UInt8](repeating: 0, count: 256 * 1024)
             while true {
@@ -60,7 +62,6 @@ struct StreamCommand: ParsableCommand {
                 progress.sent(n)
             }
         }
-        sender.start()
         // daemon -> stdout.
         var decoder = StreamPipe.Decoder()
         decoder.append(buffered)
@@ -103,7 +104,7 @@ struct StreamCommand: ParsableCommand {
         progress.finish(outcome: outcome, json: json)
         close(fd)
         switch outcome {
-        case .some(nil): Foundation.exit(0)
+        case .some(nil): Glibc.exit(0)
         case .some(let reason?): fail("stream '\(printable(entry.name))' with \(printable(entry.peer)) broke: \(printable(reason))")
         case nil: fail("lanchatd closed the stream (it stopped?)")
         }
@@ -116,7 +117,7 @@ struct StreamCommand: ParsableCommand {
 // an NSLock, not a Mutex (which would make the class checked), because `end` needs a lock that gives up
 // after a while (`lock(before:)`): the stdin thread may hold it in a send the peer never lets finish.
 private final class PipeWriter: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = TimedLock()
     private let fd: Int32
     private var ended = false
 
@@ -130,7 +131,7 @@ private final class PipeWriter: @unchecked Sendable {
 
     func end(_ reason: String?) {
         // The stdin thread may be blocked in a send (the peer grants no more): do not wait for it long.
-        guard lock.lock(before: Date().addingTimeInterval(2)) else { return }
+        guard lock.lock(within: 2) else { return }
         defer { lock.unlock() }
         guard !ended else { return }
         ended = true
@@ -195,7 +196,7 @@ private final class StreamProgress: Sendable {
         self.entry = entry
         self.terminal = terminal
         if terminal {
-            FileHandle.standardError.write(Data("stream '\(printable(entry.name))' with \(printable(entry.peer)) open\n".utf8))
+            StandardStream.error.write(Data("stream '\(printable(entry.name))' with \(printable(entry.peer)) open\n".utf8))
         }
     }
 
@@ -210,7 +211,7 @@ private final class StreamProgress: Sendable {
             if show { counts.lastShown = now }
             return show ? self.line(counts) : nil
         }
-        if let line { FileHandle.standardError.write(Data(("\r\u{1b}[K" + line).utf8)) }
+        if let line { StandardStream.error.write(Data(("\r\u{1b}[K" + line).utf8)) }
     }
 
     private func line(_ counts: Counts) -> String {
@@ -222,7 +223,7 @@ private final class StreamProgress: Sendable {
 
     func finish(outcome: String??, json: Bool) {
         counts.withLock { counts in
-            if terminal { FileHandle.standardError.write(Data(("\r\u{1b}[K" + line(counts) + "\n").utf8)) }
+            if terminal { StandardStream.error.write(Data(("\r\u{1b}[K" + line(counts) + "\n").utf8)) }
             if json {
                 struct Summary: Encodable {
                     var id, peer, name, state: String
@@ -240,7 +241,7 @@ private final class StreamProgress: Sendable {
                 let summary = Summary(
                     id: entry.id, peer: entry.peer, name: entry.name, state: state, sent: counts.sentBytes,
                     received: counts.receivedBytes, seconds: Date().timeIntervalSince(started), error: error)
-                FileHandle.standardError.write(Data(ControlJSON.line(summary)))
+                StandardStream.error.write(Data(ControlJSON.line(summary)))
             }
         }
     }

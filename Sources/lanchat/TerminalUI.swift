@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import LanchatControl
 import LanchatTerminal
@@ -87,7 +87,7 @@ final class TerminalUI: Sendable {
                         }
                     } else {
                         self.restore()
-                        Foundation.exit(code)
+                        Glibc.exit(code)
                     }
                 }
                 source.resume()
@@ -132,7 +132,7 @@ final class TerminalUI: Sendable {
         let sender = senderLabel(message)
         let palette = [31, 32, 33, 34, 35, 36]
         let hash = message.senderId.unicodeScalars.reduce(0) { ($0 &* 31 &+ Int($1.value)) & 0xffff }
-        let colored = line.replacingOccurrences(of: " \(sender): ", with: " \u{1b}[1;\(palette[hash % palette.count])m\(sender)\u{1b}[0m: ")
+        let colored = line.replacing(" \(sender): ", with: " \u{1b}[1;\(palette[hash % palette.count])m\(sender)\u{1b}[0m: ")
         addLine(colored)
     }
 
@@ -251,7 +251,7 @@ extension TerminalUI.Screen {
     }
 
     func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        StandardStream.output.write(Data(text.utf8))
     }
 
     /// Draws the whole screen again (after a resize, Ctrl-L, the start): the conversation laid out from
@@ -317,11 +317,6 @@ enum DesktopNotification {
         guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else { return }
         let candidates = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/notify-send" }
         guard let tool = candidates.first(where: { access($0, X_OK) == 0 }) else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = ["--app-name=lanchat", title, body]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try? process.run()
+        spawnDetached(tool, ["--app-name=lanchat", title, body])
     }
 }

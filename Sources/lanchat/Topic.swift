@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 
 struct TopicCommand: ParsableCommand {
@@ -37,13 +39,13 @@ struct TopicPub: ParsableCommand {
                 response = try client.call(request)
             } catch  where [.rateLimited, .tooLong, .badText].contains(error.code) {
                 refused += 1
-                FileHandle.standardError.write(Data("lanchat: line \(published + refused) refused: \(error.message)\n".utf8))
+                StandardStream.error.write(Data("lanchat: line \(published + refused) refused: \(error.message)\n".utf8))
                 continue
             } catch {
                 fail(error.message)
             }
             published += 1
-            if json, let info = response.topic { FileHandle.standardOutput.write(Data(ControlJSON.line(info))) }
+            if json, let info = response.topic { StandardStream.output.write(Data(ControlJSON.line(info))) }
         }
         if refused > 0 { fail("\(refused) of \(published + refused) lines refused") }
     }
@@ -70,7 +72,7 @@ struct TopicSub: ParsableCommand {
             }
             // One write per message, unbuffered, so a pipe sees each at once.
             let text = json ? String(decoding: ControlJSON.line(info), as: UTF8.self) : printable(info.text ?? "") + "\n"
-            FileHandle.standardOutput.write(Data(text.utf8))
+            StandardStream.output.write(Data(text.utf8))
         }
     }
 }

@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import LanchatControl
 
 struct Watch: ParsableCommand {
@@ -15,7 +17,7 @@ struct Watch: ParsableCommand {
         // Nothing else is printed until an event: on a terminal, say that it watches (on stderr, so that
         // what stdout carries, JSON lines included, stays the events only).
         if let note = Self.startNote(socket: global.socketPath, standardOutputIsTerminal: isatty(STDOUT_FILENO) == 1) {
-            FileHandle.standardError.write(Data((note + "\n").utf8))
+            StandardStream.error.write(Data((note + "\n").utf8))
         }
         client.setTimeout(seconds: 0)
         while true {
@@ -33,7 +35,7 @@ struct Watch: ParsableCommand {
             }
             // One write per event, unbuffered, so a pipe sees each event at once.
             let text = json ? String(decoding: ControlJSON.line(event), as: UTF8.self) : Self.describe(event) + "\n"
-            FileHandle.standardOutput.write(Data(text.utf8))
+            StandardStream.output.write(Data(text.utf8))
         }
     }
 
@@ -79,7 +81,7 @@ func describeSession(_ event: ControlEvent) -> String? {
     case .left(let member):
         return "[\(member.room)] \(printable(member.reason ?? "\(member.name) left"))" + (member.code.map { " [\($0)]" } ?? "")
     case .member(let member):
-        return "[\(member.room)] \(printable(member.name)) is \(member.state.replacingOccurrences(of: "_", with: " "))"
+        return "[\(member.room)] \(printable(member.name)) is \(member.state.replacing("_", with: " "))"
     case .typing(let room, let name, _):
         return "[\(room)] \(printable(name)) is typing"
     case .security(let text, _):
