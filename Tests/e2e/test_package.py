@@ -141,6 +141,10 @@ def test_the_package_installs_runs_upgrades_and_purges(lan, tmp_path):
     assert chroot(lan, "stat -c '%U %a' /var/lib/lanchat").stdout.split() == ["lanchat", "750"]
     assert chroot(lan, "test -L /etc/systemd/system/multi-user.target.wants/lanchatd.service", check=False).returncode == 0
     assert chroot(lan, "lanchat --version").stdout.strip() == chroot(lan, "lanchatd --version").stdout.strip()
+    # The client links FoundationEssentials only (docs/packaging.md, Size): with Foundation it carries ICU's
+    # data and is about 60 MB; without, about 16 MB.
+    client_size = int(chroot(lan, "stat -c %s /usr/bin/lanchat").stdout)
+    assert client_size < 30_000_000, f"/usr/bin/lanchat is {client_size} B: something in the client imports Foundation again"
     check_md5sums(lan, regular)
     check_documentation(lan)
 
