@@ -38,7 +38,11 @@ let package = Package(
             providers: [.apt(["libavahi-compat-libdnssd-dev"])]
         ),
         .target(name: "LanchatCore"),
-        .target(name: "DNSSD", dependencies: ["CDNSSD"]),
+        // Avahi 0.8's dns_sd layer calls an uninitialised callback slot of a Resolve or QueryRecord ref when
+        // avahi-daemon restarts (fixed upstream after 0.8): this defines avahi_malloc zero-filled for the
+        // whole process (Sources/CAvahiZeroFill/avahi_zero_fill.c).
+        .target(name: "CAvahiZeroFill"),
+        .target(name: "DNSSD", dependencies: ["CDNSSD", "CAvahiZeroFill"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "LanchatStore", dependencies: ["LanchatCore", "CSQLite"]),
         // Pure transfer logic (issue 4, started): safe names for files offered by peers.

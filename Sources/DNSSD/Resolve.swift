@@ -59,8 +59,9 @@ func formatAddress(rrtype: UInt16, rdata: UnsafeRawBufferPointer, interfaceIndex
 }
 
 extension DNSSD {
-    /// Resolves an instance to host, port and TXT. The ref is closed after the first answer (Avahi 0.8
-    /// can call a garbage callback on long-lived resolve refs when the daemon fails).
+    /// Resolves an instance to host, port and TXT. The ref is closed after the first answer. (Avahi 0.8
+    /// calls a never-set callback slot of every open Resolve or QueryRecord ref when avahi-daemon goes
+    /// away, however short-lived the ref: `CAvahiZeroFill` makes that slot nil.)
     public static func resolve(_ instance: ServiceInstance, timeout: Duration = .seconds(5)) async throws(DNSSDError) -> ResolvedService {
         prepareEnvironment()
         let (stream, continuation) = AsyncStream<Result<ResolvedService, DNSSDError>>.makeStream()

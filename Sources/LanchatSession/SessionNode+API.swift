@@ -38,10 +38,12 @@ extension SessionNode {
 
     public var invitations: [IncomingInvitation] { engine.invitations }
 
-    /// Accepts a pending invitation (by id or unique prefix) and joins its room.
-    public func accept(_ prefix: String, history: HistoryScope = .all) throws(SessionError) -> IncomingInvitation {
+    /// Accepts a pending invitation (by id or unique prefix) and joins its room. Returns once the join is
+    /// on disk (or its sync failed, which the log says).
+    public func accept(_ prefix: String, history: HistoryScope = .all) async throws(SessionError) -> IncomingInvitation {
         let (invitation, actions) = try engine.accept(prefix, history: history, at: time())
         perform(actions)
+        _ = await settled()
         return invitation
     }
 
@@ -103,10 +105,12 @@ extension SessionNode {
         }
     }
 
-    /// Leaves a room: tells the connected members, forgets the room (its history stays).
-    public func leave(_ room: RoomID) throws(SessionError) {
+    /// Leaves a room: tells the connected members, forgets the room (its history stays). Returns once
+    /// that is on disk (or its sync failed, which the log says).
+    public func leave(_ room: RoomID) async throws(SessionError) {
         perform(try engine.leave(room, at: time()))
         endTopicsOutsideRooms()
+        _ = await settled()
     }
 
     /// Forgets the keys recorded under `name` (or the key whose id is `name`): the next one met under
@@ -126,28 +130,32 @@ extension SessionNode {
 
     public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { engine.metaEntry(key, in: room) }
 
-    public func setMeta(_ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?) throws(SessionError) -> WireFrame.MetaEntry {
+    /// A write of metadata returns once it is on disk, as a send does.
+    public func setMeta(_ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?) async throws(SessionError) -> WireFrame.MetaEntry {
         let (entry, actions) = try engine.setMeta(key, to: value, in: room, ifVersion: ifVersion, at: time())
         guard perform(actions, allOrNothing: true) else { throw SessionError(.storage, "cannot store the metadata (see the daemon's log)") }
+        guard await settled() else { throw SessionError(.storage, "cannot sync the metadata to disk (see the daemon's log); members may have it") }
         return entry
     }
 
     /// Administration (we must administer the room): removes a member (its daemon leaves the room and
-    /// tells its person why), closes the room for everyone, names or un-names an administrator.
-    public func remove(_ peer: PeerID, from room: RoomID, reason: String) throws(SessionError) {
-        try performAdministration(try engine.remove(peer, from: room, reason: reason, at: time()))
+    /// tells its person why), closes the room for everyone, names or un-names an administrator. Each
+    /// returns once the change is on disk, as a send does.
+    public func remove(_ peer: PeerID, from room: RoomID, reason: String) async throws(SessionError) {
+        try await performAdministration(try engine.remove(peer, from: room, reason: reason, at: time()))
     }
 
-    public func closeRoom(_ room: RoomID, reason: String) throws(SessionError) {
-        try performAdministration(try engine.close(room, reason: reason, at: time()))
+    public func closeRoom(_ room: RoomID, reason: String) async throws(SessionError) {
+        try await performAdministration(try engine.close(room, reason: reason, at: time()))
     }
 
-    public func setAdministrator(_ peer: PeerID, of room: RoomID, _ on: Bool) throws(SessionError) {
-        try performAdministration(try engine.setAdministrator(peer, of: room, on, at: time()))
+    public func setAdministrator(_ peer: PeerID, of room: RoomID, _ on: Bool) async throws(SessionError) {
+        try await performAdministration(try engine.setAdministrator(peer, of: room, on, at: time()))
     }
 
-    private func performAdministration(_ actions: [SessionAction]) throws(SessionError) {
+    private func performAdministration(_ actions: [SessionAction]) async throws(SessionError) {
         guard perform(actions, allOrNothing: true) else { throw SessionError(.storage, "cannot store the change (see the daemon's log)") }
+        guard await settled() else { throw SessionError(.storage, "cannot sync the change to disk (see the daemon's log); members may have it") }
     }
 
     /// Names of the members of `room` by id (ours included), for showing who wrote what.

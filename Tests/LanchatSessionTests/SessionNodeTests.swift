@@ -26,7 +26,10 @@ final class TestNode: @unchecked Sendable {
     var maintenance: Task<Void, Never>?
     private let collected = EventLog()
 
-    init(_ name: String, directory: String? = nil, autoAccept: AutoAcceptPolicy = .all, downloads: String? = nil, historyForNewcomers: Int? = nil) async throws {
+    init(
+        _ name: String, directory: String? = nil, autoAccept: AutoAcceptPolicy = .all, downloads: String? = nil, historyForNewcomers: Int? = nil,
+        signing: Bool = false
+    ) async throws {
         var template = Array("/tmp/lanchat-node-XXXXXX".utf8CString)
         self.directory = directory ?? template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         self.name = name
@@ -42,6 +45,7 @@ final class TestNode: @unchecked Sendable {
             ownID: identity.peerID, ownName: name, port: listener.localAddress!.port!, autoAccept: autoAccept, encryption: .required)
         configuration.downloadDirectory = downloads ?? self.directory + "/downloads"
         if let historyForNewcomers { configuration.historyForNewcomers = historyForNewcomers }
+        if signing { configuration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity)) }
         node = try SessionNode(
             configuration: configuration,
             eventLoop: group.next(), connector: connector, store: try ChatStore(path: self.directory + "/" + ChatStore.fileName),
@@ -346,6 +350,43 @@ let lab = RoomID("lab")!
         held.withLock { $0 = false }
         try await eventually("acknowledged after the sync") { await alice.node.unacknowledged().isEmpty }
         #expect(sync.syncs.load(ordering: .relaxed) - base == 2)
+        sync.beforeSync.withLock { $0 = nil }
+        await alice.stop()
+        await bob.stop()
+    }
+
+    /// A metadata write and an administrative change return only once they are on disk, as a send does
+    /// (before, they returned after the commit, before its sync).
+    @Test func metadataAndAdministrationReturnOnceSynced() async throws {
+        let alice = try await TestNode("alice", signing: true)
+        let bob = try await TestNode("bob", signing: true)
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let sync = try #require(await alice.node.storeSync)
+        let held = Mutex(true)
+        let holding = Mutex(false)
+        sync.beforeSync.withLock { hook in
+            hook = {
+                holding.withLock { $0 = true }
+                while held.withLock({ $0 }) { usleep(1000) }
+            }
+        }
+        let returned = Mutex<[String]>([])
+        let node = alice.node
+        let bobID = bob.identity.peerID
+        let writes = Task {
+            _ = try await node.setMeta("note", to: "held", in: lab, ifVersion: nil)
+            returned.withLock { $0.append("meta") }
+            try await node.setAdministrator(bobID, of: lab, true)
+            returned.withLock { $0.append("admin") }
+        }
+        try await eventually("alice's sync is held") { holding.withLock { $0 } }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(returned.withLock { $0 }.isEmpty, "setMeta returned before its sync")
+        #expect(await node.metaEntry("note", in: lab)?.value == "held")
+        held.withLock { $0 = false }
+        try await writes.value
+        #expect(returned.withLock { $0 } == ["meta", "admin"])
         sync.beforeSync.withLock { $0 = nil }
         await alice.stop()
         await bob.stop()
