@@ -17,12 +17,26 @@ extension SessionNode {
             logger.error("cannot bring the word index up to date", metadata: ["error": "\(error)"])
             more = false
         }
-        guard more else { return store.checkpoint() }
+        guard more else { return checkpointLog() }
         indexing = true
         eventLoop.execute { [weak self] in
             self?.assumeIsolated { node in
                 node.indexing = false
                 node.indexAndCheckpoint()
+            }
+        }
+    }
+
+    /// Checkpoints the store's log: on the checkpoint thread (`StoreSync`), one at a time, or here for a
+    /// store with nothing to sync.
+    func checkpointLog() {
+        guard let storeSync else { return store.checkpoint() }
+        guard !checkpointing else { return }
+        checkpointing = true
+        storeSync.checkpoint(on: eventLoop).whenComplete { [weak self] result in
+            self?.assumeIsolated { node in
+                node.checkpointing = false
+                if case .failure(let error) = result { node.logger.warning("cannot checkpoint the store's log", metadata: ["error": "\(error)"]) }
             }
         }
     }

@@ -121,6 +121,8 @@ public actor SessionNode {
     private var checkpointWakeup: Scheduled<Void>?
     /// The word index is catching up (`indexAndCheckpoint`): one catch-up at a time.
     var indexing = false
+    /// A checkpoint of the store's log runs on its thread (`checkpointLog`): one at a time.
+    var checkpointing = false
     /// Probe connections open now (`serveProbe`), by their channel.
     var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).

@@ -1,4 +1,5 @@
 import Glibc
+import LanchatStore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -15,19 +16,42 @@ import Synchronization
 /// the commit frame, are on disk (recovery checks them by checksum). SQLite itself syncs the log before
 /// copying it into the database (checkpoint) and when the log starts over; with `synchronous=NORMAL` for
 /// these commits it skips only the sync at the commit, which this thread does.
+///
+/// Checkpoints (copying the log into the database, with SQLite's syncs of both) run on another thread,
+/// on a second connection (`LogCheckpointer`), so that neither the event loop nor the syncs that
+/// acknowledgements wait for wait for them.
 final class StoreSync: Sendable {
     private let path: String
     private let thread = NIOThreadPool(numberOfThreads: 1)
+    private let checkpointThread = NIOThreadPool(numberOfThreads: 1)
+    /// The second connection (SQLite's log is `<database>-wal`): used only on the checkpoint thread.
+    private let checkpointer: Mutex<LogCheckpointer?>
     /// The log's descriptor (opened at the first sync): used only on the sync thread.
     private let descriptor = Mutex<Int32>(-1)
     /// Syncs run so far (tests: several commits while one runs share the next).
     let syncs = Atomic<Int>(0)
+    /// Checkpoints run so far on the checkpoint thread (tests).
+    let checkpoints = Atomic<Int>(0)
     /// Tests only: runs on the sync thread before each sync (a test holds it to see what waits for it).
     let beforeSync = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(path: String) {
         self.path = path
+        checkpointer = Mutex(path.hasSuffix("-wal") ? LogCheckpointer(path: String(path.dropLast(4))) : nil)
         thread.start()
+        checkpointThread.start()
+    }
+
+    /// Checkpoints the log on the checkpoint thread (as far as it can without waiting for the committing
+    /// connection); the future completes on `eventLoop` with the log's frames and those copied.
+    func checkpoint(on eventLoop: EventLoop) -> EventLoopFuture<(logFrames: Int, copied: Int)> {
+        checkpointThread.runIfActive(eventLoop: eventLoop) { [self] in
+            try checkpointer.withLock { checkpointer throws(SQLiteDatabase.Error) -> (logFrames: Int, copied: Int) in
+                guard let checkpointer else { return (-1, -1) }
+                defer { checkpoints.add(1, ordering: .relaxed) }
+                return try checkpointer.checkpoint()
+            }
+        }
     }
 
     /// Syncs the log (everything committed before this call); the future completes on `eventLoop`.
@@ -57,6 +81,8 @@ final class StoreSync: Sendable {
     /// Waits for a sync that runs, then ends the thread (call once, after the last sync was asked for).
     func shutdown() async {
         try? await thread.shutdownGracefully()
+        try? await checkpointThread.shutdownGracefully()
+        checkpointer.withLock { $0?.close() }
         descriptor.withLock { fd in
             if fd >= 0 { close(fd) }
             fd = -1

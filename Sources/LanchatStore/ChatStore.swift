@@ -15,6 +15,10 @@ public final class ChatStore: SessionStore {
     let db: SQLiteDatabase
     /// The write-ahead log (`logPath`).
     public let logPath: String?
+    /// The file's `flock`, held while the store is open: a second lanchatd on the same state directory
+    /// is refused at once. (Kept open until SQLite has closed the file: closing any descriptor of it
+    /// would drop SQLite's own POSIX locks.)
+    private var lockDescriptor: Int32 = -1
     private var depth = 0
     /// A bulk write's transaction is open (`bulk`).
     private var bulkOpen = false
@@ -22,15 +26,28 @@ public final class ChatStore: SessionStore {
     public typealias Error = SQLiteDatabase.Error
 
     public init(path: String) throws(Error) {
-        db = try SQLiteDatabase(path: path)
+        let lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw Error(description: "cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            let busy = errno == EWOULDBLOCK
+            let reason = String(cString: strerror(errno))
+            Glibc.close(lock)
+            throw Error(description: busy ? "\(path) is in use by another lanchatd (one daemon per state directory)" : "cannot lock \(path): \(reason)")
+        }
+        lockDescriptor = lock
+        do { db = try SQLiteDatabase(path: path) } catch {
+            Glibc.close(lock)
+            throw error
+        }
         logPath = path + "-wal"
         chmod(path, 0o600)
-        // WAL: a commit is one append and one fsync of the log; checkpoints run from `checkpoint()`
-        // between messages, not inside a commit (unless the log grows past 16k pages).
-        // Exclusive locking: only this daemon opens the file, so no lock syscalls per transaction (and a
-        // second daemon on the same state directory gets "database is locked" instead of sharing it).
+        // WAL: a commit is one append to the log (its sync is `StoreSync`'s, or the commit's when durable).
+        // Checkpoints run from `checkpoint()` between messages, or on a second connection on a thread of
+        // their own (`LogCheckpointer`), not inside a commit (unless the log grows past 16k pages). Normal
+        // locking (not exclusive), so that the second connection can checkpoint; the `flock` above keeps
+        // other daemons out.
         try db.execute(
-            "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-8192;"
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-8192;"
         )
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {
@@ -239,6 +256,17 @@ public final class ChatStore: SessionStore {
         try? commitBulk()
         checkpoint()
         db.close()
+        releaseLock()
+    }
+
+    deinit {
+        db.close()
+        releaseLock()
+    }
+
+    private func releaseLock() {
+        if lockDescriptor >= 0 { Glibc.close(lockDescriptor) }
+        lockDescriptor = -1
     }
 
     /// Copies the write-ahead log into the database without waiting for readers (call when idle-ish).

@@ -355,6 +355,21 @@ let lab = RoomID("lab")!
         await bob.stop()
     }
 
+    /// The log's checkpoints run on the store's checkpoint thread, on a second connection, not on the
+    /// event loop; the history is whole after them and after a restart.
+    @Test func checkpointsRunOnTheirOwnThread() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let sync = try #require(await bob.node.storeSync)
+        for n in 1...20 { _ = try await alice.node.send("m\(n)", room: lab) }
+        try await eventually("bob checkpointed on its thread") { sync.checkpoints.load(ordering: .relaxed) > 0 }
+        #expect(try await bob.texts().suffix(20) == (1...20).map { "m\($0)" })
+        await alice.stop()
+        await bob.stop()
+    }
+
     /// A metadata write and an administrative change return only once they are on disk, as a send does
     /// (before, they returned after the commit, before its sync).
     @Test func metadataAndAdministrationReturnOnceSynced() async throws {

@@ -402,3 +402,41 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         }
     }
 }
+
+@Suite struct LogCheckpointTests {
+    /// One daemon per state directory: a second store on the same file is refused at once, with why;
+    /// once the first closes, the file opens again.
+    @Test func aSecondStoreOnTheSameFileIsRefused() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let store = try ChatStore(path: path)
+        do {
+            _ = try ChatStore(path: path)
+            Issue.record("a second store opened the same file")
+        } catch {
+            #expect(error.description.contains("in use by another lanchatd"), "\(error)")
+        }
+        store.close()
+        _ = try ChatStore(path: path)
+    }
+
+    /// A second connection copies the log into the database while the store goes on committing (what
+    /// `StoreSync` runs on its checkpoint thread); nothing committed is lost or changed by it.
+    @Test func aSecondConnectionCheckpointsWhileTheStoreCommits() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let store = try ChatStore(path: path)
+        let checkpointer = LogCheckpointer(path: path)
+        for id in 1...200 { try store.transaction(durable: false) { try store.insert(message(id), now: 0) } }
+        let first = try checkpointer.checkpoint()
+        #expect(first.logFrames > 0 && first.copied == first.logFrames, "\(first)")
+        for id in 201...400 {
+            try store.transaction(durable: false) { try store.insert(message(id), now: 0) }
+            if id % 50 == 0 { try checkpointer.checkpoint() }
+        }
+        let last = try checkpointer.checkpoint()
+        #expect(last.copied == last.logFrames, "\(last)")
+        #expect(try store.history(room: "lab", limit: 1000).map(\.sequence) == (1...400).map(Int64.init))
+        checkpointer.close()
+        store.close()
+        #expect(try ChatStore(path: path).history(room: "lab", limit: 1000).count == 400)
+    }
+}
