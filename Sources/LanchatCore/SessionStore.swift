@@ -33,6 +33,10 @@ public protocol SessionStore: AnyObject {
     func indexWaiting(limit: Int) throws -> Bool
     /// A bulk write is open (not committed).
     var bulkIsOpen: Bool { get }
+    /// A number that changes whenever the stored messages may have changed: at each insert, at each
+    /// rollback, when a crash loses commits. While it stays the same, what was read of the messages
+    /// still holds (`SessionDriver` keeps what it holds of a room for SYNC_REQUESTs by it).
+    var messagesChanged: UInt64 { get }
     /// The store is unusable afterwards.
     func close()
 

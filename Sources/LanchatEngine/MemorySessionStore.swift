@@ -22,6 +22,7 @@ public final class MemorySessionStore: SessionStore {
     /// stored matches.
     private var storedOrder: [MessageKey: Int] = [:]
     private var depth = 0
+    public private(set) var messagesChanged: UInt64 = 0
 
     public init() {}
 
@@ -65,6 +66,7 @@ public final class MemorySessionStore: SessionStore {
             return result
         } catch {
             state = before
+            messagesChanged &+= 1
             throw error
         }
     }
@@ -123,6 +125,7 @@ public final class MemorySessionStore: SessionStore {
     public func crash() {
         guard let onDisk else { return }
         state = onDisk.state
+        messagesChanged &+= 1
     }
 
     public func checkpoint() {}
@@ -134,6 +137,7 @@ public final class MemorySessionStore: SessionStore {
     public func insert(_ message: StoredMessage, now: Int64) -> Bool {
         let key = MessageKey(message)
         guard messages[key] == nil else { return false }
+        messagesChanged &+= 1
         messages[key] = message
         storedOrder[key] = storedOrder.count
         if firstByID[message.id] == nil { firstByID[message.id] = key }
@@ -156,8 +160,12 @@ public final class MemorySessionStore: SessionStore {
         return Self.ordered(found.sorted { storedOrder[MessageKey($0)]! > storedOrder[MessageKey($1)]! }.prefix(max(0, limit)))
     }
 
+    /// Reads of a room's messages for relay so far (`export`, `recentSequences`): tests count them.
+    public private(set) var relayReads = (exports: 0, recentSequences: 0)
+
     public func export(room: String, since: Int64, limit: Int) -> [StoredMessage] {
-        Array(Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct && $0.timestamp >= since }).suffix(max(0, limit)))
+        relayReads.exports += 1
+        return Array(Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct && $0.timestamp >= since }).suffix(max(0, limit)))
     }
 
     public func latestTimestamp(room: String) -> Int64 {
@@ -173,7 +181,8 @@ public final class MemorySessionStore: SessionStore {
     }
 
     public func recentSequences(room: String, limit: Int) -> [(author: String, sequence: Int64)] {
-        Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct }).suffix(max(0, limit)).map { ($0.senderID, $0.sequence) }
+        relayReads.recentSequences += 1
+        return Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct }).suffix(max(0, limit)).map { ($0.senderID, $0.sequence) }
     }
 
     // MARK: Outbox

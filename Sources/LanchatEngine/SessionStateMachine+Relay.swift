@@ -106,23 +106,57 @@ extension SessionStateMachine {
     /// messages, for a SYNC_REQUEST: at most `SyncRequest.maximumMarks` runs (the latest ones, if there
     /// are more: what is left out is at worst sent again, and ids de-duplicate).
     public static func syncMarks(_ held: [(author: String, sequence: Int64)]) -> [WireFrame.SyncRequest.Mark] {
+        syncMarks(runs: syncRuns(held))
+    }
+
+    /// The runs of consecutive sequences of each author among `held` (negative sequences left out).
+    public static func syncRuns(_ held: [(author: String, sequence: Int64)]) -> [String: [ClosedRange<UInt64>]] {
         var byAuthor: [String: [UInt64]] = [:]
         for (author, sequence) in held where sequence >= 0 { byAuthor[author, default: []].append(UInt64(sequence)) }
-        var marks: [WireFrame.SyncRequest.Mark] = []
-        for (author, sequences) in byAuthor.sorted(by: { $0.key < $1.key }) {
+        var runs: [String: [ClosedRange<UInt64>]] = [:]
+        for (author, sequences) in byAuthor {
             var run: ClosedRange<UInt64>?
             for sequence in Set(sequences).sorted() {
                 if let current = run, sequence == current.upperBound + 1 {
                     run = current.lowerBound...sequence
                 } else {
-                    if let current = run { marks.append(.init(author: author, first: current.lowerBound, last: current.upperBound)) }
+                    if let current = run { runs[author, default: []].append(current) }
                     run = sequence...sequence
                 }
             }
-            if let run { marks.append(.init(author: author, first: run.lowerBound, last: run.upperBound)) }
+            if let run { runs[author, default: []].append(run) }
+        }
+        return runs
+    }
+
+    /// `syncRuns` as a SYNC_REQUEST's marks: by author, then sequence; at most `maximumMarks`, the newest.
+    public static func syncMarks(runs: [String: [ClosedRange<UInt64>]]) -> [WireFrame.SyncRequest.Mark] {
+        var marks: [WireFrame.SyncRequest.Mark] = []
+        for (author, ranges) in runs.sorted(by: { $0.key < $1.key }) {
+            for range in ranges { marks.append(.init(author: author, first: range.lowerBound, last: range.upperBound)) }
         }
         guard marks.count > WireFrame.SyncRequest.maximumMarks else { return marks }
         return Array(marks.sorted { ($0.last, $0.author) > ($1.last, $1.author) }.prefix(WireFrame.SyncRequest.maximumMarks))
+    }
+
+    /// Whether every run of `ours` lies within the asker's `marks` (runs by author, as a SYNC_REQUEST gives
+    /// them): then no message we hold among those runs is lacking there, and a relay answer would be empty.
+    public static func covered(_ ours: [String: [ClosedRange<UInt64>]], by marks: [String: [ClosedRange<UInt64>]]) -> Bool {
+        for (author, runs) in ours {
+            // The asker's ranges merged (sorted, overlapping or adjacent joined): a run is covered when one holds it.
+            var merged: [ClosedRange<UInt64>] = []
+            for range in (marks[author] ?? []).sorted(by: { $0.lowerBound < $1.lowerBound }) {
+                if let last = merged.last, last.upperBound == .max || range.lowerBound <= last.upperBound + 1 {
+                    merged[merged.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+                } else {
+                    merged.append(range)
+                }
+            }
+            for run in runs where !merged.contains(where: { $0.lowerBound <= run.lowerBound && run.upperBound <= $0.upperBound }) {
+                return false
+            }
+        }
+        return true
     }
 
     /// How recently (ms, by our clock) a message must have been stored for a relay answer to leave it to

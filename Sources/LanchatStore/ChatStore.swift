@@ -20,6 +20,8 @@ public final class ChatStore: SessionStore {
     /// would drop SQLite's own POSIX locks.)
     private var lockDescriptor: Int32 = -1
     private var depth = 0
+    /// `SessionStore.messagesChanged`: bumped at each insert and each rollback.
+    public private(set) var messagesChanged: UInt64 = 0
     /// A bulk write's transaction is open (`bulk`).
     private var bulkOpen = false
 
@@ -179,6 +181,7 @@ public final class ChatStore: SessionStore {
         } catch {
             depth = 0
             try? db.execute("ROLLBACK")
+            messagesChanged &+= 1
             throw error
         }
     }
@@ -206,6 +209,7 @@ public final class ChatStore: SessionStore {
             try db.execute("COMMIT")
         } catch {
             try? db.execute("ROLLBACK")
+            messagesChanged &+= 1
             throw error
         }
     }
@@ -213,7 +217,10 @@ public final class ChatStore: SessionStore {
     /// Whether the bulk write's transaction is still open: SQLite rolls a whole transaction back by
     /// itself after some errors (disk full, I/O error, out of memory), and then nothing is open.
     private func bulkStillOpen() -> Bool {
-        if bulkOpen, !db.inTransaction { bulkOpen = false }
+        if bulkOpen, !db.inTransaction {
+            bulkOpen = false
+            messagesChanged &+= 1  // (rolled back by SQLite)
+        }
         return bulkOpen
     }
 
@@ -228,6 +235,7 @@ public final class ChatStore: SessionStore {
             return result
         } catch {
             try? db.execute("ROLLBACK TO piece")
+            messagesChanged &+= 1
             try? db.execute("RELEASE piece")
             throw error
         }
@@ -290,6 +298,7 @@ public final class ChatStore: SessionStore {
                 .integer(message.direct ? 1 : 0),
             ])
         guard db.changes == 1 else { return false }
+        messagesChanged &+= 1
         try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
         return true
     }

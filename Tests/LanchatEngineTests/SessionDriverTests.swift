@@ -68,6 +68,53 @@ import Testing
         #expect(acks(driver.synced(true, engine: &engine, at: at(14))) == 0)
     }
 
+    /// A resync in an idle room reads nothing: what we hold is read once for our SYNC_REQUEST and kept
+    /// while the store's messages do not change; an asker that holds all of it is not answered, without
+    /// an export. An asker that lacks something, or a store that changed, is answered as before.
+    @Test func anIdleResyncReadsNothingAndAnAskerThatLacksSomethingIsAnswered() throws {
+        var engine = engine(version: 2)
+        let store = MemorySessionStore()
+        func own(_ sequence: Int64) -> StoredMessage {
+            StoredMessage(
+                id: String(repeating: "a", count: 31) + String(sequence), room: lab.rawValue, senderID: me.id.rawValue, senderName: me.name,
+                sequence: sequence, timestamp: 100 + sequence, kind: .text, body: "m\(sequence)")
+        }
+        for sequence in Int64(1)...3 { store.insert(own(sequence), now: 0) }
+        var driver = SessionDriver(store: store, historyForNewcomers: 1000, syncs: false)
+        func answered(_ marks: [ClosedRange<UInt64>]) -> [StoredMessage]? {
+            let output = driver.perform([.sendSync(lab, sinceMilliseconds: 0, marks: [me.id.rawValue: marks], to: bob)], engine: &engine, at: at(20)).output
+            for case .offerHistory(let offer) in output { if case .messages(let messages) = offer.content { return messages } }
+            return nil
+        }
+        let request = writes(driver.perform([.requestSync(lab, LinkHandle(1))], engine: &engine, at: at(10)).output)
+        guard case .syncRequest(let sent)? = request.first?.first else { Issue.record("no SYNC_REQUEST: \(request)"); return }
+        #expect(sent.marks == [.init(author: me.id.rawValue, first: 1, last: 3)])
+        #expect(store.relayReads.recentSequences == 1)
+        // Bob holds all of it: no answer, nothing read.
+        #expect(answered([1...2, 3...3]) == nil)
+        #expect(store.relayReads.exports == 0)
+        // Our next resync reads nothing either.
+        _ = driver.perform([.requestSync(lab, LinkHandle(2))], engine: &engine, at: at(30))
+        #expect(store.relayReads.recentSequences == 1)
+        // Bob lacks the third: answered, with it.
+        #expect(answered([1...2])?.map(\.sequence) == [3])
+        #expect(store.relayReads.exports == 1)
+        // A new message: what was kept no longer holds, so an asker with the old runs is answered.
+        store.insert(own(4), now: 0)
+        #expect(answered([1...3])?.map(\.sequence) == [4])
+        #expect(store.relayReads.exports == 2)
+    }
+
+    @Test func coveredRunsMergeTheAskersAdjacentRanges() {
+        let covered = SessionStateMachine.covered
+        #expect(covered(["a": [1...10]], ["a": [1...4, 5...7, 6...10]]))
+        #expect(!covered(["a": [1...10]], ["a": [1...4, 6...10]]))
+        #expect(!covered(["a": [1...1], "b": [2...2]], ["a": [1...1]]))
+        #expect(covered([:], [:]))
+        #expect(covered(["a": [5...5, UInt64.max...UInt64.max]], ["a": [0...UInt64.max]]))
+        #expect(covered(["a": [3...UInt64.max]], ["a": [UInt64.max - 1...UInt64.max, 0...UInt64.max - 2]]))
+    }
+
     @Test func aStoreWithNothingToSyncDoesItAllAtOnce() {
         var engine = engine()
         var driver = SessionDriver(store: MemorySessionStore(), historyForNewcomers: 1000, syncs: false)

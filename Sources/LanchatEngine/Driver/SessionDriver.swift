@@ -93,6 +93,17 @@ public struct SessionDriver {
     /// the newest: a disk that keeps failing loses the oldest, as a crash would).
     private var unwritten: [StoreOperation] = []
     public static let maximumUnwritten = 10_000
+    /// What we hold of each room's recent messages, as read for our last SYNC_REQUEST there (`heldRuns`).
+    private var held: [RoomID: HeldRuns] = [:]
+
+    /// A room's recent messages as runs of sequences by author (`SessionStateMachine.syncRuns`), and the
+    /// store's `messagesChanged` when they were read: they hold while it stays the same.
+    struct HeldRuns {
+        var stamp: UInt64
+        var runs: [String: [ClosedRange<UInt64>]]
+        /// No sequence was negative (a relay answer looks those up as 0: then `covered` proves nothing).
+        var exact: Bool
+    }
 
     public init(store: any SessionStore, historyForNewcomers: Int, syncs: Bool) {
         self.store = store
@@ -326,6 +337,12 @@ public struct SessionDriver {
                 syncRequests[room] = request
                 output.append(.write(handle, [.syncRequest(request)], flushNow: false))
             case .sendSync(let room, let since, let marks, let peer):
+                // Nothing read when the asker holds every run we hold (an idle room: each member's resync is
+                // answered by each other one): what an answer would send lies within them (`syncRequest`).
+                if let ours = heldRuns(room, read: false), ours.exact, SessionStateMachine.covered(ours.runs, by: marks) {
+                    engine.relayAnswerNotOffered(room, to: peer.id)
+                    break
+                }
                 let latest = (try? store.export(room: room.rawValue, since: since, limit: historyForNewcomers)) ?? []
                 let lacking = engine.relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, at: now)
                 let answer = SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize)
@@ -350,11 +367,25 @@ public struct SessionDriver {
 
     /// What we hold of the room's recent messages (twice what a member sends, so that its window lies
     /// within ours), as a SYNC_REQUEST.
-    public func syncRequest(_ room: RoomID, at now: EngineTime) -> WireFrame.SyncRequest {
-        let held = (try? store.recentSequences(room: room.rawValue, limit: 2 * max(500, historyForNewcomers))) ?? []
+    public mutating func syncRequest(_ room: RoomID, at now: EngineTime) -> WireFrame.SyncRequest {
+        let runs = heldRuns(room, read: true)?.runs ?? [:]
         let joined = (try? store.joinedAt(room: room.rawValue)) ?? nil
         let since = SessionStateMachine.relayFloor(joinedAt: joined, now: now.wall)
-        return .init(room: room, sinceMilliseconds: since, marks: SessionStateMachine.syncMarks(held))
+        return .init(room: room, sinceMilliseconds: since, marks: SessionStateMachine.syncMarks(runs: runs))
+    }
+
+    /// The runs we hold of a room's latest `2 * max(500, historyForNewcomers)` messages: kept from the last
+    /// read while the store's messages have not changed since (`SessionStore.messagesChanged`); read again
+    /// if `read` (nil otherwise, or if the read fails). An export for a relay answer (the latest
+    /// `historyForNewcomers` since a time, in the same order) lies within them.
+    mutating func heldRuns(_ room: RoomID, read: Bool) -> HeldRuns? {
+        let stamp = store.messagesChanged
+        if let kept = held[room], kept.stamp == stamp { return kept }
+        guard read, let rows = try? store.recentSequences(room: room.rawValue, limit: 2 * max(500, historyForNewcomers)) else { return nil }
+        if held.count >= 1024 { held = [:] }  // (rooms left long ago; one read each brings a room back)
+        let kept = HeldRuns(stamp: stamp, runs: SessionStateMachine.syncRuns(rows), exact: rows.allSatisfy { $0.sequence >= 0 })
+        held[room] = kept
+        return kept
     }
 
     /// Every reliable message still waiting for the peer's ACK in these rooms, oldest queued first (our
