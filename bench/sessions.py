@@ -156,7 +156,11 @@ def main():
     parser.add_argument("--hosts", type=int, default=8)
     parser.add_argument("--room-hosts", type=int, default=64)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--room-only", action="store_true", help="only the room of --room-hosts (its own LAN), as JSON")
     args = parser.parse_args()
+    if args.room_only:
+        print(json.dumps(room(args.room_hosts), indent=2))
+        return
     lan = TestLAN()
     missing = {}
     try:

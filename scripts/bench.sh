@@ -3,7 +3,7 @@
 # baselines measured in the same run.
 #   scripts/bench.sh                  every benchmark below, one after the other
 #   scripts/bench.sh discovery ARGS   only discovery (--trials N, --idle-seconds S, --json)
-#   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --json)
+#   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --room-hosts N, --room-only, --json)
 #   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --only file|history, --json)
 #   scripts/bench.sh search ARGS      only history search: index vs LIKE scan (--messages N, --json)
 #   scripts/bench.sh instructions ARGS  only instruction counts under callgrind (--messages N, --mib N, --rounds N, --json)
