@@ -18,6 +18,9 @@ public protocol SessionStore: AnyObject {
     /// session does on a thread of its own (`StoreSync`), so that no sync stalls its event loop. Nil for a
     /// store with nothing to sync (in memory): its commits are done when they return.
     var logPath: String? { get }
+    /// The database file a second connection may checkpoint on a thread of its own (`StoreSync`); nil:
+    /// only `checkpoint()` does (a store in memory, or one on a network file system).
+    var checkpointPath: String? { get }
     /// Runs `body` in a transaction left open for more pieces of a bulk write (a received history),
     /// committed by the next `transaction` (with its writes) or by `commitBulk`: nothing that must be
     /// durable belongs in it. A piece that throws is undone alone.
@@ -154,6 +157,8 @@ extension SessionStore {
     }
 
     public func commitBulk() throws {}
+
+    public var checkpointPath: String? { nil }
 
     /// A store without a separate word index has nothing waiting for it.
     public func indexWaiting(limit: Int) throws -> Bool { false }

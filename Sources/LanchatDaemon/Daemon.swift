@@ -101,7 +101,8 @@ public enum Daemon {
             let storePath = joinPath(configuration.stateDirectory, ChatStore.fileName)
             let store: ChatStore
             do { store = try ChatStore(path: storePath) } catch {
-                throw StartupError("cannot open the history database: \(error.description) (move it away to start a new one)")
+                let hint = error.description.contains("in use by another lanchatd") ? "" : " (move it away to start a new one)"
+                throw StartupError("cannot open the history database: \(error.description)\(hint)")
             }
             let knownPeers: KnownPeers
             do { knownPeers = try KnownPeers(directory: configuration.stateDirectory) } catch { throw StartupError(error.description) }

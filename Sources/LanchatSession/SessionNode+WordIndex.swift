@@ -27,16 +27,23 @@ extension SessionNode {
         }
     }
 
-    /// Checkpoints the store's log: on the checkpoint thread (`StoreSync`), one at a time, or here for a
-    /// store with nothing to sync.
+    /// Checkpoints the store's log: on the checkpoint thread (`StoreSync`), one at a time (one asked for
+    /// meanwhile runs after it), or here for a store no second connection may checkpoint.
     func checkpointLog() {
-        guard let storeSync else { return store.checkpoint() }
-        guard !checkpointing else { return }
+        guard let storeSync, store.checkpointPath != nil else { return store.checkpoint() }
+        guard !checkpointing else {
+            checkpointAgain = true
+            return
+        }
         checkpointing = true
         storeSync.checkpoint(on: eventLoop).whenComplete { [weak self] result in
             self?.assumeIsolated { node in
                 node.checkpointing = false
                 if case .failure(let error) = result { node.logger.warning("cannot checkpoint the store's log", metadata: ["error": "\(error)"]) }
+                if node.checkpointAgain, !node.stopped {
+                    node.checkpointAgain = false
+                    node.checkpointLog()
+                }
             }
         }
     }

@@ -123,6 +123,8 @@ public actor SessionNode {
     var indexing = false
     /// A checkpoint of the store's log runs on its thread (`checkpointLog`): one at a time.
     var checkpointing = false
+    /// A checkpoint was asked for while one ran: it runs again when that one ends.
+    var checkpointAgain = false
     /// Probe connections open now (`serveProbe`), by their channel.
     var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
@@ -162,7 +164,7 @@ public actor SessionNode {
         fileIO.start()
         self.connector = connector
         self.store = store
-        storeSync = store.logPath.map(StoreSync.init(path:))
+        storeSync = store.logPath.map { StoreSync(path: $0, checkpointPath: store.checkpointPath) }
         driver = SessionDriver(store: store, historyForNewcomers: configuration.historyForNewcomers, syncs: storeSync != nil)
         self.knownPeers = knownPeers
         self.logger = logger

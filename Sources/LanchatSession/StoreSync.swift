@@ -24,7 +24,7 @@ final class StoreSync: Sendable {
     private let path: String
     private let thread = NIOThreadPool(numberOfThreads: 1)
     private let checkpointThread = NIOThreadPool(numberOfThreads: 1)
-    /// The second connection (SQLite's log is `<database>-wal`): used only on the checkpoint thread.
+    /// The second connection: used only on the checkpoint thread.
     private let checkpointer: Mutex<LogCheckpointer?>
     /// The log's descriptor (opened at the first sync): used only on the sync thread.
     private let descriptor = Mutex<Int32>(-1)
@@ -35,9 +35,11 @@ final class StoreSync: Sendable {
     /// Tests only: runs on the sync thread before each sync (a test holds it to see what waits for it).
     let beforeSync = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init(path: String) {
+    /// `path`: the log to sync; `checkpointPath`: the database a second connection checkpoints (nil:
+    /// `checkpoint(on:)` does nothing).
+    init(path: String, checkpointPath: String?) {
         self.path = path
-        checkpointer = Mutex(path.hasSuffix("-wal") ? LogCheckpointer(path: String(path.dropLast(4))) : nil)
+        checkpointer = Mutex(checkpointPath.map(LogCheckpointer.init(path:)))
         thread.start()
         checkpointThread.start()
     }

@@ -1,4 +1,5 @@
 import Glibc
+import CSQLite
 import LanchatCore
 
 /// History, rooms and the outbox of unacknowledged reliable messages, in one SQLite file
@@ -15,26 +16,39 @@ public final class ChatStore: SessionStore {
     let db: SQLiteDatabase
     /// The write-ahead log (`logPath`).
     public let logPath: String?
-    /// The file's `flock`, held while the store is open: a second lanchatd on the same state directory
-    /// is refused at once. (Kept open until SQLite has closed the file: closing any descriptor of it
-    /// would drop SQLite's own POSIX locks.)
+    /// The `flock` of `<path>.lock` (a file SQLite never opens), held while the store is open: a second
+    /// lanchatd on the same state directory is refused at once.
     private var lockDescriptor: Int32 = -1
+    /// The database file, which a second connection may checkpoint (`LogCheckpointer`, on a thread of
+    /// its own); nil on a network file system, where the store keeps SQLite's exclusive locking (WAL's
+    /// shared memory does not work there) and checkpoints only through `checkpoint()`.
+    public let checkpointPath: String?
     private var depth = 0
     /// `SessionStore.messagesChanged`: bumped at each insert and each rollback.
-    public private(set) var messagesChanged: UInt64 = 0
+    private var changes: UInt64 = 0
+    public var messagesChanged: UInt64 {
+        _ = bulkStillOpen()  // (SQLite may have rolled an open bulk write back by itself)
+        return changes
+    }
     /// A bulk write's transaction is open (`bulk`).
     private var bulkOpen = false
 
     public typealias Error = SQLiteDatabase.Error
 
-    public init(path: String) throws(Error) {
-        let lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard lock >= 0 else { throw Error(description: "cannot open \(path): \(String(cString: strerror(errno)))") }
+    public convenience init(path: String) throws(Error) {
+        try self.init(path: path, networkFileSystem: Self.onNetworkFileSystem(path))
+    }
+
+    /// `networkFileSystem`: whether `path` is on one (tests say so for a local file).
+    init(path: String, networkFileSystem: Bool) throws(Error) {
+        let lockPath = path + ".lock"
+        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw Error(description: "cannot open \(lockPath): \(String(cString: strerror(errno)))") }
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
             let busy = errno == EWOULDBLOCK
             let reason = String(cString: strerror(errno))
             Glibc.close(lock)
-            throw Error(description: busy ? "\(path) is in use by another lanchatd (one daemon per state directory)" : "cannot lock \(path): \(reason)")
+            throw Error(description: busy ? "\(path) is in use by another lanchatd (one daemon per state directory)" : "cannot lock \(lockPath): \(reason)")
         }
         lockDescriptor = lock
         do { db = try SQLiteDatabase(path: path) } catch {
@@ -43,13 +57,16 @@ public final class ChatStore: SessionStore {
         }
         logPath = path + "-wal"
         chmod(path, 0o600)
+        let shared = !networkFileSystem
+        checkpointPath = shared ? path : nil
         // WAL: a commit is one append to the log (its sync is `StoreSync`'s, or the commit's when durable).
         // Checkpoints run from `checkpoint()` between messages, or on a second connection on a thread of
         // their own (`LogCheckpointer`), not inside a commit (unless the log grows past 16k pages). Normal
-        // locking (not exclusive), so that the second connection can checkpoint; the `flock` above keeps
-        // other daemons out.
+        // locking, so that the second connection can checkpoint (the `flock` above keeps other daemons
+        // out); exclusive on a network file system, where WAL's shared memory does not work.
         try db.execute(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-8192;"
+            (shared ? "" : "PRAGMA locking_mode=EXCLUSIVE; ")
+                + "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; PRAGMA cache_size=-8192;"
         )
         let version = try db.query("PRAGMA user_version").first?.first?.int ?? 0
         if version > Self.schemaVersion {
@@ -181,7 +198,7 @@ public final class ChatStore: SessionStore {
         } catch {
             depth = 0
             try? db.execute("ROLLBACK")
-            messagesChanged &+= 1
+            changes &+= 1
             throw error
         }
     }
@@ -209,7 +226,7 @@ public final class ChatStore: SessionStore {
             try db.execute("COMMIT")
         } catch {
             try? db.execute("ROLLBACK")
-            messagesChanged &+= 1
+            changes &+= 1
             throw error
         }
     }
@@ -219,7 +236,7 @@ public final class ChatStore: SessionStore {
     private func bulkStillOpen() -> Bool {
         if bulkOpen, !db.inTransaction {
             bulkOpen = false
-            messagesChanged &+= 1  // (rolled back by SQLite)
+            changes &+= 1  // (rolled back by SQLite)
         }
         return bulkOpen
     }
@@ -235,7 +252,7 @@ public final class ChatStore: SessionStore {
             return result
         } catch {
             try? db.execute("ROLLBACK TO piece")
-            messagesChanged &+= 1
+            changes &+= 1
             try? db.execute("RELEASE piece")
             throw error
         }
@@ -272,6 +289,24 @@ public final class ChatStore: SessionStore {
         releaseLock()
     }
 
+    /// Whether `path` is on NFS, SMB/CIFS, 9p, FUSE or another file system whose locks and shared memory
+    /// SQLite's WAL cannot rely on.
+    static func onNetworkFileSystem(_ path: String) -> Bool {
+        var info = statfs()
+        guard statfs(path, &info) == 0 else { return false }
+        let network: Set<Int64> = [
+            0x6969,  // NFS
+            0x517B,  // SMB
+            0xFF53_4D42,  // CIFS
+            0xFE53_4D42,  // SMB2
+            0x0102_1997,  // 9p (v9fs)
+            0x6573_5546,  // FUSE (sshfs and the like)
+            0x7364_6170,  // ceph
+            0x0BD0_0BD0,  // Lustre
+        ]
+        return network.contains(Int64(info.f_type))
+    }
+
     private func releaseLock() {
         if lockDescriptor >= 0 { Glibc.close(lockDescriptor) }
         lockDescriptor = -1
@@ -298,7 +333,7 @@ public final class ChatStore: SessionStore {
                 .integer(message.direct ? 1 : 0),
             ])
         guard db.changes == 1 else { return false }
-        messagesChanged &+= 1
+        changes &+= 1
         try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
         return true
     }

@@ -19,7 +19,7 @@ public final class LogCheckpointer {
     @discardableResult
     public func checkpoint() throws(SQLiteDatabase.Error) -> (logFrames: Int, copied: Int) {
         if db == nil {
-            let opened = try SQLiteDatabase(path: path)
+            let opened = try SQLiteDatabase(path: path, create: false)
             // (It only checkpoints: it never waits for the committing connection's locks.)
             try opened.execute("PRAGMA busy_timeout=0")
             db = opened

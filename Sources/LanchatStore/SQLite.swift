@@ -11,10 +11,11 @@ public final class SQLiteDatabase {
     private var statements: [String: OpaquePointer] = [:]
     public let path: String
 
-    public init(path: String) throws(Error) {
+    /// `create`: make the file if it is not there (false: an error then).
+    public init(path: String, create: Bool = true) throws(Error) {
         self.path = path
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &db, flags, nil) == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(db)

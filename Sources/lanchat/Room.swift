@@ -20,7 +20,7 @@ func printMeta(_ entries: [MetaInfo], json: Bool) {
         table(
             ["KEY", "VALUE", "VERSION", "BY", "TIME"],
             entries.map {
-                [$0.key, printable(($0.value ?? "").replacing("\n", with: "\\n")), String($0.version), printable($0.author), $0.time]
+                [$0.key, printable(replacingScalar("\n", with: "\\n", in: $0.value ?? "")), String($0.version), printable($0.author), $0.time]
             }))
 }
 

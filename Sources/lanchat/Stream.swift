@@ -113,9 +113,9 @@ struct StreamCommand: ParsableCommand {
 
 /// The socket's sending side, shared by the stdin thread and the main thread: whole frames only, and
 /// nothing after the end frame.
-// @unchecked: `ended` and the socket are touched only while `lock` is held, from either thread. It stays
-// an NSLock, not a Mutex (which would make the class checked), because `end` needs a lock that gives up
-// after a while (`lock(before:)`): the stdin thread may hold it in a send the peer never lets finish.
+// @unchecked: `ended` and the socket are touched only while `lock` is held, from either thread. It is a
+// TimedLock, not a Mutex (which would make the class checked), because `end` needs a lock that gives up
+// after a while (`lock(within:)`): the stdin thread may hold it in a send the peer never lets finish.
 private final class PipeWriter: @unchecked Sendable {
     private let lock = TimedLock()
     private let fd: Int32

@@ -35,8 +35,15 @@ struct StandardStream: Sendable {
     }
 }
 
-/// Runs `body` on a thread of its own (a blocking read of a socket or stdin), detached.
+/// Runs `body` on a thread of its own (a blocking read of a socket or stdin), detached; the client
+/// cannot go on without it (`fail` if it cannot start).
 func startThread(_ body: @escaping @Sendable () -> Void) {
+    guard let error = tryStartThread(body) else { return }
+    fail("cannot start a thread: \(String(cString: strerror(error)))")
+}
+
+/// `startThread` that says why it could not start (an errno), or nil.
+func tryStartThread(_ body: @escaping @Sendable () -> Void) -> Int32? {
     final class Box: Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
@@ -52,9 +59,10 @@ func startThread(_ body: @escaping @Sendable () -> Void) {
         }, context)
     guard result == 0 else {
         Unmanaged<AnyObject>.fromOpaque(context).release()
-        fail("cannot start a thread: \(String(cString: strerror(result)))")
+        return result
     }
     pthread_detach(thread)
+    return nil
 }
 
 /// A lock that can give up after a while (`lock(within:)`), which a Mutex cannot.
@@ -84,8 +92,9 @@ final class TimedLock: @unchecked Sendable {
     }
 }
 
-/// Starts `path` with `arguments`, its output and errors thrown away, and does not wait for it (its exit
-/// is collected on a thread of its own). Failures are ignored: the caller's work never depends on it.
+/// Starts `path` with `arguments`, its output and errors thrown away, and does not wait for it: a shell
+/// starts it in the background and exits at once (the tool is then init's child, never our zombie), and
+/// that shell is collected on a short-lived thread. Failures are ignored: nothing depends on it.
 func spawnDetached(_ path: String, _ arguments: [String]) {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -93,14 +102,25 @@ func spawnDetached(_ path: String, _ arguments: [String]) {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    // (The arguments reach the tool as the shell's positional parameters, never as shell text.)
+    let argv = (["/bin/sh", "-c", "\"$0\" \"$@\" &", path] + arguments).map { strdup($0) } + [nil]
     defer { for argument in argv { free(argument) } }
     var pid = pid_t()
-    guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return }
-    startThread { [pid] in
+    guard posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) == 0 else { return }
+    _ = tryStartThread { [pid] in
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
     }
+}
+
+/// `text` with each `target` scalar replaced by `replacement` (by Unicode scalars: a "\r\n" is one
+/// Character, which a Character-wise replace of "\n" would not find).
+func replacingScalar(_ target: Unicode.Scalar, with replacement: String, in text: String) -> String {
+    var result = String.UnicodeScalarView()
+    for scalar in text.unicodeScalars {
+        if scalar == target { result.append(contentsOf: replacement.unicodeScalars) } else { result.append(scalar) }
+    }
+    return String(result)
 }
 
 extension StringProtocol {

@@ -317,6 +317,6 @@ enum DesktopNotification {
         guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else { return }
         let candidates = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/notify-send" }
         guard let tool = candidates.first(where: { access($0, X_OK) == 0 }) else { return }
-        spawnDetached(tool, ["--app-name=lanchat", title, body])
+        spawnDetached(tool, ["--app-name=lanchat", "--", title, body])
     }
 }

@@ -416,7 +416,23 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
             #expect(error.description.contains("in use by another lanchatd"), "\(error)")
         }
         store.close()
-        _ = try ChatStore(path: path)
+        let again = try ChatStore(path: path)
+        // (On a local file system a second connection may checkpoint it: /tmp here.)
+        #expect(again.checkpointPath == path && !ChatStore.onNetworkFileSystem(path))
+    }
+
+    /// On a network file system the store keeps SQLite's exclusive locking (WAL's shared memory does not
+    /// work there), offers no second connection, and checkpoints by itself.
+    @Test func onANetworkFileSystemTheStoreKeepsExclusiveLocking() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let store = try ChatStore(path: path, networkFileSystem: true)
+        #expect(store.checkpointPath == nil)
+        for id in 1...50 { try store.transaction(durable: false) { try store.insert(message(id), now: 0) } }
+        #expect(try store.databaseForTests.query("PRAGMA locking_mode").first?.first?.string == "exclusive")
+        #expect(access(path + "-shm", F_OK) != 0, "a -shm file with exclusive locking")
+        store.checkpoint()
+        store.close()
+        #expect(try ChatStore(path: path).history(room: "lab", limit: 100).count == 50)
     }
 
     /// A second connection copies the log into the database while the store goes on committing (what
