@@ -159,6 +159,10 @@ public enum Daemon {
         } catch {
             throw StartupError(error.description)
         }
+        var services: [any Service] = [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing]
+        if let web = configuration.web {
+            services.append(try await startWeb(web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger))
+        }
         logger.info(
             "lanchatd started",
             metadata: [
@@ -166,7 +170,7 @@ public enum Daemon {
                 "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
             ])
         let group = ServiceGroup(
-            services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         try await group.run()

@@ -1,0 +1,5 @@
+extension WebAssets {
+    static let indexHTML = #"""
+        x
+        """#
+}
