@@ -161,7 +161,8 @@ public enum Daemon {
         }
         var services: [any Service] = [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing]
         if let web = configuration.web {
-            services.append(try await startWeb(web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger))
+            services.append(
+                try await startWeb(web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger))
         }
         logger.info(
             "lanchatd started",

@@ -1,5 +1,394 @@
 extension WebAssets {
+    /// The page's script, an ES module. It speaks the control API's JSON over one WebSocket (the same
+    /// calls and events as `lanchat`); everything that comes from peers goes into the page as text
+    /// (`textContent`, attribute values), never as HTML.
     static let appJS = #"""
-        x
+        const tokenKey = 'lanchat.token';
+        const fragment = new URLSearchParams(location.hash.slice(1));
+        let token = fragment.get('token');
+        if (token) {
+          // Kept for reloads of this tab only, and taken out of the address bar.
+          sessionStorage.setItem(tokenKey, token);
+          history.replaceState(null, '', location.pathname);
+        } else {
+          token = sessionStorage.getItem(tokenKey);
+        }
+
+        const $ = (id) => document.getElementById(id);
+        const imageName = /\.(png|jpe?g|gif|webp)$/i;
+
+        function el(tag, text, className) {
+          const node = document.createElement(tag);
+          if (text !== undefined && text !== null) node.textContent = String(text);
+          if (className) node.className = className;
+          return node;
+        }
+
+        function button(label, onClick, accessibleName) {
+          const node = el('button', label);
+          node.type = 'button';
+          if (accessibleName) node.setAttribute('aria-label', accessibleName);
+          node.addEventListener('click', onClick);
+          return node;
+        }
+
+        const state = {
+          socket: null, nextId: 1, pending: new Map(), me: null, room: null, rooms: [],
+          transfers: new Map(), shownImages: new Set(), typingTimer: null, lastTyping: 0, hands: [],
+        };
+
+        function showError(message) { $('error').textContent = message || ''; }
+
+        function call(method, params) {
+          return new Promise((resolve, reject) => {
+            if (!state.socket || state.socket.readyState !== WebSocket.OPEN) {
+              reject(new Error('not connected to lanchatd'));
+              return;
+            }
+            const id = state.nextId++;
+            state.pending.set(id, { resolve, reject });
+            const request = { id, method };
+            if (params) {
+              request.params = {};
+              for (const [key, value] of Object.entries(params)) {
+                if (value !== undefined && value !== null) request.params[key] = String(value);
+              }
+            }
+            state.socket.send(JSON.stringify(request));
+          });
+        }
+
+        function connect() {
+          if (!token) {
+            $('connection').textContent = 'No token: open the address that `lanchat web` prints.';
+            return;
+          }
+          const socket = new WebSocket(`ws://${location.host}/ws?token=${encodeURIComponent(token)}`);
+          state.socket = socket;
+          socket.addEventListener('open', async () => {
+            $('connection').textContent = 'connected';
+            document.body.dataset.connected = 'true';
+            try {
+              await call('watch');
+              await refreshAll();
+            } catch (error) { showError(error.message); }
+          });
+          socket.addEventListener('message', (message) => {
+            let response;
+            try { response = JSON.parse(message.data); } catch { return; }
+            if (response.event) { onEvent(response.event); return; }
+            const waiting = state.pending.get(response.id);
+            if (waiting) {
+              state.pending.delete(response.id);
+              if (response.ok) waiting.resolve(response);
+              else waiting.reject(new Error(response.error ? response.error.message : 'failed'));
+            } else if (!response.ok && response.error) {
+              showError(response.error.message);
+            }
+          });
+          socket.addEventListener('close', () => {
+            document.body.dataset.connected = 'false';
+            for (const waiting of state.pending.values()) waiting.reject(new Error('the connection to lanchatd closed'));
+            state.pending.clear();
+            $('connection').textContent = 'disconnected; trying again…';
+            setTimeout(connect, 2000);
+          });
+        }
+
+        async function refreshAll() {
+          const status = await call('status');
+          state.me = status.status;
+          $('me').textContent = `${state.me.name} (${state.me.short_id})`;
+          await Promise.all([refreshPeers(), refreshInvitations(), refreshRooms(), refreshTransfers(), refreshPresence()]);
+          await refreshHistory();
+        }
+
+        // The short code both people compare: the same formula as `lanchat ping` (SHA-256 of both ids).
+        async function shortCode(a, b) {
+          if (!crypto.subtle) return null;
+          const [first, second] = a < b ? [a, b] : [b, a];
+          const data = new TextEncoder().encode(`lanchat short code v1\n${first}\n${second}`);
+          const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', data));
+          let number = 0n;
+          for (let i = 0; i < 8; i++) number = (number << 8n) | BigInt(digest[i]);
+          const digits = (number % 100000000n).toString().padStart(8, '0');
+          return `${digits.slice(0, 4)}-${digits.slice(4)}`;
+        }
+
+        async function refreshPeers() {
+          const answer = await call('peers');
+          const list = $('peers');
+          const items = [];
+          for (const peer of answer.peers || []) {
+            const item = el('li');
+            item.dataset.peerId = peer.id || '';
+            item.append(el('span', peer.name, 'name'), ' ');
+            const code = peer.id && state.me ? await shortCode(state.me.id, peer.id) : null;
+            if (code) item.append(el('span', code, 'code'), ' ');
+            item.append(el('span', `${peer.short_id || ''} · ${peer.state}`, 'meta'));
+            items.push(item);
+          }
+          if (items.length === 0) items.push(el('li', 'No peers found yet.', 'meta'));
+          list.replaceChildren(...items);
+        }
+
+        async function refreshInvitations() {
+          const answer = await call('invitations');
+          const invitations = answer.invitations || [];
+          $('invitations-section').hidden = invitations.length === 0;
+          $('invitations').replaceChildren(...invitations.map((invitation) => {
+            const item = el('li');
+            item.dataset.invitationId = invitation.id;
+            item.append(el('span', invitation.from, 'name'), ' invites you to ', el('strong', invitation.room));
+            item.append(el('div', `code ${invitation.short_code}`, 'code'));
+            if (invitation.message) item.append(el('div', invitation.message, 'meta'));
+            item.append(
+              button('Accept', () => answerInvitation(invitation, true), `Accept the invitation from ${invitation.from} to ${invitation.room}`),
+              button('Decline', () => answerInvitation(invitation, false), `Decline the invitation from ${invitation.from} to ${invitation.room}`));
+            return item;
+          }));
+        }
+
+        async function answerInvitation(invitation, accept) {
+          try {
+            await call(accept ? 'accept' : 'decline', { id: invitation.id });
+            if (accept) state.room = invitation.room;
+            await refreshInvitations();
+            await refreshRooms();
+            await refreshHistory();
+          } catch (error) { showError(error.message); }
+        }
+
+        async function refreshRooms() {
+          const answer = await call('rooms');
+          state.rooms = answer.rooms || [];
+          if (!state.rooms.some((room) => room.room === state.room)) state.room = state.rooms.length ? state.rooms[0].room : null;
+          $('rooms').replaceChildren(...state.rooms.map((room) => {
+            const item = el('li');
+            const choose = button(room.room, async () => {
+              state.room = room.room;
+              await refreshRooms();
+              await refreshHistory();
+            });
+            choose.className = room.room === state.room ? 'room current' : 'room';
+            if (room.room === state.room) choose.setAttribute('aria-current', 'true');
+            item.append(choose);
+            return item;
+          }));
+          $('room-title').textContent = state.room ? `Room ${state.room}` : 'No room yet: accept an invitation';
+          const room = state.rooms.find((candidate) => candidate.room === state.room);
+          const members = room ? room.members : [];
+          $('members').replaceChildren(...members.map((member) => {
+            const item = el('li');
+            item.dataset.memberId = member.id;
+            item.append(el('span', member.name, 'name'), ' ');
+            let detail = member.state;
+            if (member.availability) detail += ` · ${member.availability}`;
+            if (member.status_text) detail += ` (${member.status_text})`;
+            item.append(el('span', detail, 'meta'));
+            if (member.hand) item.append(' ', el('span', '✋ hand raised', 'hand'));
+            return item;
+          }));
+          updateHandButton();
+        }
+
+        async function refreshPresence() {
+          const answer = await call('presence');
+          state.hands = answer.presence ? answer.presence.hands : [];
+          updateHandButton();
+        }
+
+        function updateHandButton() {
+          const raised = state.room !== null && state.hands.includes(state.room);
+          $('hand').setAttribute('aria-pressed', raised ? 'true' : 'false');
+          $('hand').textContent = raised ? 'Lower hand' : 'Raise hand';
+          $('hand').disabled = state.room === null;
+        }
+
+        function messageItem(message) {
+          const item = el('li');
+          item.dataset.messageId = message.id;
+          const time = new Date(message.timestamp_ms);
+          item.append(el('time', time.toLocaleTimeString(), 'time'));
+          if (message.kind === 'system') {
+            item.className = 'system';
+            item.append(el('span', message.text));
+          } else {
+            item.append(el('span', message.sender, 'sender'), el('span', message.text, 'text'));
+          }
+          return item;
+        }
+
+        async function refreshHistory() {
+          if (!state.room) {
+            $('messages').replaceChildren();
+            return;
+          }
+          const answer = await call('history', { room: state.room, limit: 200 });
+          $('messages').replaceChildren(...(answer.history || []).map(messageItem));
+          scrollToEnd();
+        }
+
+        function scrollToEnd() { $('messages').scrollTop = $('messages').scrollHeight; }
+
+        function addMessage(message) {
+          if (message.room !== state.room) return;
+          const list = $('messages');
+          for (const item of list.children) if (item.dataset.messageId === message.id) return;
+          list.append(messageItem(message));
+          scrollToEnd();
+        }
+
+        function imageURL(path) { return `/file?path=${encodeURIComponent(path)}&token=${encodeURIComponent(token)}`; }
+
+        function thumbnail(transfer) {
+          const link = el('a');
+          link.href = imageURL(transfer.path);
+          link.target = '_blank';
+          link.rel = 'noopener noreferrer';
+          const image = el('img', null, 'thumb');
+          image.src = imageURL(transfer.path);
+          image.alt = `${transfer.name}, from ${transfer.peer}`;
+          image.addEventListener('error', () => link.remove());
+          link.append(image);
+          return link;
+        }
+
+        function showImage(transfer) {
+          if (state.shownImages.has(transfer.id)) return;
+          state.shownImages.add(transfer.id);
+          const item = el('li', null, 'file');
+          item.dataset.transferId = transfer.id;
+          item.append(el('span', transfer.peer, 'sender'), el('span', `sent ${transfer.name}`, 'text'), thumbnail(transfer));
+          $('messages').append(item);
+          scrollToEnd();
+        }
+
+        function isShownImage(transfer) {
+          return transfer.direction === 'incoming' && transfer.state === 'complete' && transfer.path && imageName.test(transfer.name);
+        }
+
+        async function refreshTransfers() {
+          const answer = await call('transfers');
+          state.transfers = new Map((answer.transfers || []).map((transfer) => [transfer.id, transfer]));
+          renderTransfers();
+        }
+
+        function renderTransfers() {
+          $('transfers').replaceChildren(...[...state.transfers.values()].slice(-20).map((transfer) => {
+            const item = el('li');
+            item.dataset.transferId = transfer.id;
+            const arrow = transfer.direction === 'incoming' ? '←' : '→';
+            item.append(el('span', `${transfer.name} ${arrow} ${transfer.peer}`, 'name'), ' ');
+            const progress = el('progress');
+            progress.max = Math.max(transfer.size, 1);
+            progress.value = transfer.done;
+            progress.setAttribute('aria-label', `${transfer.name}: ${transfer.state}`);
+            item.append(progress, ' ', el('span', transfer.state, 'meta'));
+            if (transfer.error) item.append(' ', el('span', transfer.error, 'meta'));
+            return item;
+          }));
+        }
+
+        let peersTimer = null;
+        function onEvent(event) {
+          switch (event.type) {
+            case 'found': case 'changed': case 'lost':
+              clearTimeout(peersTimer);
+              peersTimer = setTimeout(() => refreshPeers().catch((error) => showError(error.message)), 200);
+              break;
+            case 'invitation': case 'invitation_closed':
+              if (event.type === 'invitation' && window.Notification && Notification.permission === 'granted') {
+                new Notification('lanchat invitation', { body: `${event.invitation.from} invites you to ${event.invitation.room}` });
+              }
+              refreshInvitations().catch((error) => showError(error.message));
+              break;
+            case 'member': case 'left': case 'presence':
+              refreshRooms().then(() => event.type === 'presence' ? refreshPresence() : null).catch((error) => showError(error.message));
+              break;
+            case 'typing':
+              if (event.member && event.member.room === state.room) {
+                $('typing').textContent = `${event.member.name} is typing…`;
+                clearTimeout(state.typingTimer);
+                state.typingTimer = setTimeout(() => { $('typing').textContent = ''; }, 5000);
+              }
+              break;
+            case 'message':
+              if (!state.room) {
+                refreshRooms().then(refreshHistory).catch((error) => showError(error.message));
+              } else {
+                addMessage(event.message);
+              }
+              break;
+            case 'transfer':
+              state.transfers.set(event.transfer.id, event.transfer);
+              renderTransfers();
+              if (isShownImage(event.transfer)) showImage(event.transfer);
+              break;
+            default:
+              break;
+          }
+        }
+
+        $('send-form').addEventListener('submit', async (submit) => {
+          submit.preventDefault();
+          const text = $('text').value;
+          if (!text.trim() || !state.room) return;
+          try {
+            await call('send', { room: state.room, text });
+            $('text').value = '';
+            showError('');
+            await refreshHistory();
+          } catch (error) { showError(error.message); }
+        });
+
+        $('text').addEventListener('input', () => {
+          const now = Date.now();
+          if (!state.room || now - state.lastTyping < 3000) return;
+          state.lastTyping = now;
+          call('typing', { room: state.room }).catch(() => {});
+        });
+
+        $('hand').addEventListener('click', async () => {
+          if (!state.room) return;
+          const up = !state.hands.includes(state.room);
+          try {
+            const answer = await call('hand', { up, room: state.room });
+            state.hands = answer.presence.hands;
+            updateHandButton();
+          } catch (error) { showError(error.message); }
+        });
+
+        $('notify').addEventListener('click', async () => {
+          if (!window.Notification) { showError('this browser has no notifications'); return; }
+          const permission = await Notification.requestPermission();
+          $('notify').textContent = permission === 'granted' ? 'Notifications on' : 'Notifications refused';
+        });
+
+        // A file goes to the daemon first (a temporary file in its state directory), then each
+        // connected member of the room gets it with `send-file`, as `lanchat send-file --room` does.
+        $('file').addEventListener('change', async () => {
+          const files = [...$('file').files];
+          $('file').value = '';
+          const room = state.rooms.find((candidate) => candidate.room === state.room);
+          const members = room ? room.members.filter((member) => member.state === 'connected') : [];
+          if (members.length === 0) { showError('nobody connected in this room to send the file to'); return; }
+          for (const file of files) {
+            try {
+              const response = await fetch(`/upload?name=${encodeURIComponent(file.name)}&count=${members.length}`, {
+                method: 'POST', body: file, headers: { 'X-Lanchat-Token': token }, cache: 'no-store',
+              });
+              if (!response.ok) throw new Error(await response.text());
+              const upload = await response.json();
+              await Promise.all(members.map((member, index) => call('send-file', {
+                peer: member.id, path: upload.path, file_token: upload.file_tokens[index],
+              })));
+              showError('');
+              await refreshTransfers();
+            } catch (error) { showError(`${file.name}: ${error.message}`); }
+          }
+        });
+
+        connect();
         """#
 }

@@ -1,5 +1,64 @@
 extension WebAssets {
+    /// The one page. No inline script or style (the Content-Security-Policy forbids them).
     static let indexHTML = #"""
-        x
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>lanchat</title>
+        <link rel="stylesheet" href="/style.css">
+        <script type="module" src="/app.js"></script>
+        </head>
+        <body>
+        <a class="skip" href="#text">Skip to the message box</a>
+        <header>
+          <h1>lanchat</h1>
+          <p id="me" aria-label="You"></p>
+          <p id="connection" role="status" aria-live="polite">connecting…</p>
+        </header>
+        <div class="layout">
+          <nav aria-label="People and rooms">
+            <section aria-labelledby="invitations-title" id="invitations-section" hidden>
+              <h2 id="invitations-title">Invitations</h2>
+              <ul id="invitations"></ul>
+            </section>
+            <section aria-labelledby="rooms-title">
+              <h2 id="rooms-title">Rooms</h2>
+              <ul id="rooms"></ul>
+            </section>
+            <section aria-labelledby="members-title">
+              <h2 id="members-title">Members</h2>
+              <ul id="members"></ul>
+            </section>
+            <section aria-labelledby="peers-title">
+              <h2 id="peers-title">Peers nearby</h2>
+              <p class="hint">Compare the code with the one on the other person's screen before you trust them.</p>
+              <ul id="peers"></ul>
+            </section>
+          </nav>
+          <main aria-labelledby="room-title">
+            <h2 id="room-title">No room yet</h2>
+            <ol id="messages" role="log" aria-live="polite" aria-label="Conversation"></ol>
+            <p id="typing" aria-live="polite"></p>
+            <form id="send-form">
+              <label for="text">Message</label>
+              <input id="text" name="text" autocomplete="off" maxlength="65536" placeholder="Write a message">
+              <button type="submit" id="send">Send</button>
+            </form>
+            <div class="tools">
+              <label class="button">Send a file… <input id="file" type="file" class="visually-hidden"></label>
+              <button type="button" id="hand" aria-pressed="false">Raise hand</button>
+              <button type="button" id="notify">Notify me of invitations</button>
+            </div>
+            <section aria-labelledby="transfers-title">
+              <h2 id="transfers-title">Transfers</h2>
+              <ul id="transfers"></ul>
+            </section>
+            <p id="error" role="alert"></p>
+          </main>
+        </div>
+        </body>
+        </html>
         """#
 }
