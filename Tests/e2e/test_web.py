@@ -43,11 +43,11 @@ def sha(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def png(path, width=24, height=16):
+def png(path, width=160, height=96):
     """A small valid PNG (red to blue stripes), made here."""
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
-    rows = b"".join(b"\x00" + b"".join(bytes((255 - 10 * x, 0, 10 * x)) for x in range(width)) for _ in range(height))
+    rows = b"".join(b"\x00" + b"".join(bytes((255 - x * 255 // width, 64, x * 255 // width)) for x in range(width)) for _ in range(height))
     data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
     with open(path, "wb") as f:
@@ -92,6 +92,9 @@ class Browser:
         if isinstance(driver, Exception):
             raise driver
         self.driver = driver
+        # Paths go to chromium as they are: it runs on the same host view of the LAN's directory.
+        from selenium.webdriver.remote.file_detector import UselessFileDetector
+        self.driver.file_detector = UselessFileDetector()
         self.driver.set_page_load_timeout(30)
         self.driver.set_script_timeout(30)
 
@@ -237,7 +240,7 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
             "const i = document.querySelector('#messages img.thumb');"
             "return i && i.complete && i.naturalWidth ? {w: i.naturalWidth, alt: i.alt, src: i.getAttribute('src')} : null;"),
             timeout=30, what="the PNG shown inline")
-        assert image["w"] == 24 and image["alt"].startswith("stripes.png"), image
+        assert image["w"] == 160 and image["alt"].startswith("stripes.png"), image
         received = [t for t in lan.lanchat_json("h1", "transfers") if t["direction"] == "incoming" and t["state"] == "complete"]
         assert len(received) == 1 and sha(received[0]["path"]) == sha(picture)
 

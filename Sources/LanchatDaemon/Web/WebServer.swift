@@ -116,7 +116,7 @@ public final class WebServer: Service {
                     return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders(WebRequestCheck.securityHeaders) : nil)
                 },
                 upgradePipelineHandler: { channel, _ in
-                    channel.eventLoop.makeCompletedFuture {
+                    channel.pipeline.removeHandler(name: WebGate.name).flatMapThrowing {
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(
                                 minNonFinalFragmentSize: 1, maxAccumulatedFrameCount: 256, maxAccumulatedFrameSize: configuration.maximumMessageSize))
@@ -134,7 +134,10 @@ public final class WebServer: Service {
             limits.maxHeaderListSize = configuration.maximumHeaderListSize
             limits.maxHeaderFieldCount = configuration.maximumHeaderFieldCount
             pipeline.decoderConfiguration = limits
-            return try sync.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+            let upgraded = try sync.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+            let upgradeHandler = try sync.handler(type: NIOTypedHTTPServerUpgradeHandler<Connection>.self)
+            try sync.addHandler(WebGate(checks: checks), name: WebGate.name, position: .before(upgradeHandler))
+            return upgraded
         }
     }
 

@@ -186,7 +186,7 @@ extension WebAssets {
             if (member.availability) detail += ` · ${member.availability}`;
             if (member.status_text) detail += ` (${member.status_text})`;
             item.append(el('span', detail, 'meta'));
-            if (member.hand) item.append(' ', el('span', '✋ hand raised', 'hand'));
+            if (member.hand) item.append(' ', el('span', 'hand raised', 'hand'));
             return item;
           }));
           updateHandButton();
