@@ -99,6 +99,7 @@ public final class WebServer: Service {
     ) -> EventLoopFuture<EventLoopFuture<Connection>> {
         guard connections.value.add(1, ordering: .relaxed).newValue <= configuration.maximumConnections else {
             connections.value.subtract(1, ordering: .relaxed)
+            channel.close(promise: nil)
             return channel.eventLoop.makeFailedFuture(TooManyConnections())
         }
         channel.closeFuture.whenComplete { _ in connections.value.subtract(1, ordering: .relaxed) }
