@@ -19,7 +19,7 @@ import zlib
 
 import pytest
 
-from testlan import ROOT, wait_for
+from testlan import BIN, ROOT, wait_for
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -110,6 +110,14 @@ class Browser:
         except Exception:
             pass
 
+
+TYPING = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(json.dumps({"id": 1, "method": "typing", "params": {"room": "lab"}}).encode() + b"\n")
+assert json.loads(s.makefile().readline())["ok"]
+"""
 
 HTTP_PROBE = r"""
 import json, socket, sys
@@ -259,15 +267,60 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
             "const li = [...document.querySelectorAll('#members li')].find(e => e.dataset.memberId === arguments[0]);"
             "return li ? li.textContent : '';", bob_id) or ""), timeout=20, what="h2's hand in the page")
 
+        # h2 types: the page says so.
+        lan.run("h2", ["python3", "-c", TYPING, "/run/lanchat/lanchatd.sock"])
+        wait_for(lambda: "is typing" in browser.text("typing"), timeout=10, what="h2 typing, in the page")
+
+        # Search through the room's history (the `history --grep` index), then back.
+        browser.js("document.getElementById('search').value = 'answer';"
+                   "document.getElementById('search-form').requestSubmit();")
+        wait_for(lambda: texts() == ["answer from h2"], timeout=10, what="the search's one match")
+        browser.js("document.getElementById('search-clear').click();")
+        wait_for(lambda: "hello from the browser" in texts(), timeout=10, what="the whole conversation again")
+        assert browser.js("return document.querySelectorAll('#messages img.thumb').length") == 1, "the image left the conversation"
+
+        # Presence from the page reaches h2.
+        browser.js("document.getElementById('availability').value = 'busy';"
+                   "document.getElementById('status-text').value = 'in a meeting';"
+                   "document.getElementById('presence-form').requestSubmit();")
+        wait_for(lambda: [(m["availability"], m.get("status_text")) for m in lan.lanchat_json("h2", "members", "lab")["members"]]
+                 == [("busy", "in a meeting")], timeout=15, what="alice busy at h2")
+
+        # An invitation declined in the page, with a reason: the inviter hears it.
+        inviter = lan.popen("h2", [os.path.join(BIN, "lanchat"), "invite", alice_id[:12], "--room", "chess", "--wait", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: browser.js("return document.querySelectorAll('#invitations li').length") == 1, timeout=20,
+                 what="the second invitation in the page")
+        browser.js("const li = document.querySelector('#invitations li');"
+                   "li.querySelector('input').value = 'not now';"
+                   "[...li.querySelectorAll('button')].find(b => b.textContent === 'Decline').click();")
+        out, err = inviter.communicate(timeout=30)
+        answer = json.loads(out)
+        assert answer["outcome"] == "declined" and answer.get("reason") == "not now", (out, err)
+
+        # An invitation sent from the page (h2 accepts by itself): the new room is listed.
+        browser.js("document.getElementById('invite-peer').value = arguments[0];"
+                   "document.getElementById('invite-room').value = 'second';"
+                   "document.getElementById('invite-form').requestSubmit();", bob_id)
+        wait_for(lambda: "second" in browser.js("return [...document.querySelectorAll('#rooms button')].map(b => b.textContent)"),
+                 timeout=20, what="the room made from the page")
+        wait_for(lambda: "second" in [r["room"] for r in lan.lanchat_json("h2", "rooms")], timeout=10, what="h2 in the second room")
+
         assert browser.js("return document.title") == "lanchat"
         assert browser.js("return [...document.querySelectorAll('img')].every(i => i.classList.contains('thumb'))")
+        assert browser.text("error") == "", browser.text("error")
         driver.save_screenshot(str(shots / "web-ui.png"))
         if os.environ.get("LANCHAT_UPDATE_SCREENSHOT") == "1":
             shutil.copy(shots / "web-ui.png", os.path.join(ROOT, "docs", "web-ui.png"))
         # A phone's width: nothing wider than the screen.
         driver.set_window_size(360, 800)
         wait_for(lambda: browser.js("return document.documentElement.clientWidth") <= 360, timeout=10, what="the narrow window")
-        assert browser.js("return document.documentElement.scrollWidth <= document.documentElement.clientWidth"), "wider than 360 px"
+        too_wide = browser.js(
+            "const w = document.documentElement.clientWidth;"
+            "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 0.5)"
+            ".map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));")
+        assert too_wide == [] and browser.js("return document.documentElement.scrollWidth <= document.documentElement.clientWidth"), \
+            f"wider than 360 px: {too_wide}"
         driver.save_screenshot(str(shots / "web-ui-360.png"))
     finally:
         browser.quit()

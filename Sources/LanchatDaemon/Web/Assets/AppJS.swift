@@ -34,10 +34,11 @@ extension WebAssets {
 
         const state = {
           socket: null, nextId: 1, pending: new Map(), me: null, room: null, rooms: [],
-          transfers: new Map(), shownImages: new Set(), typingTimer: null, lastTyping: 0, hands: [],
+          transfers: new Map(), shownImages: new Set(), typingTimer: null, lastTyping: 0, hands: [], search: '', peers: [],
         };
 
         function showError(message) { $('error').textContent = message || ''; }
+        function showNotice(message) { $('notice').textContent = message || ''; }
 
         function call(method, params) {
           return new Promise((resolve, reject) => {
@@ -130,6 +131,14 @@ extension WebAssets {
           }
           if (items.length === 0) items.push(el('li', 'No peers found yet.', 'meta'));
           list.replaceChildren(...items);
+          state.peers = (answer.peers || []).filter((peer) => peer.id);
+          const chosen = $('invite-peer').value;
+          $('invite-peer').replaceChildren(...state.peers.map((peer) => {
+            const option = el('option', `${peer.name} (${peer.short_id})`);
+            option.value = peer.id;
+            return option;
+          }));
+          if (state.peers.some((peer) => peer.id === chosen)) $('invite-peer').value = chosen;
         }
 
         async function refreshInvitations() {
@@ -142,16 +151,31 @@ extension WebAssets {
             item.append(el('span', invitation.from, 'name'), ' invites you to ', el('strong', invitation.room));
             item.append(el('div', `code ${invitation.short_code}`, 'code'));
             if (invitation.message) item.append(el('div', invitation.message, 'meta'));
+            const scope = el('select');
+            for (const [value, label] of [['all', 'all history'], ['100', 'the last 100 messages'], ['none', 'no history']]) {
+              const option = el('option', label);
+              option.value = value;
+              scope.append(option);
+            }
+            scope.setAttribute('aria-label', 'History to take');
+            const reason = el('input');
+            reason.maxLength = 128;
+            reason.placeholder = 'reason (if you decline)';
+            reason.setAttribute('aria-label', 'Reason to decline');
             item.append(
-              button('Accept', () => answerInvitation(invitation, true), `Accept the invitation from ${invitation.from} to ${invitation.room}`),
-              button('Decline', () => answerInvitation(invitation, false), `Decline the invitation from ${invitation.from} to ${invitation.room}`));
+              scope, ' ',
+              button('Accept', () => answerInvitation(invitation, true, { history: scope.value }),
+                `Accept the invitation from ${invitation.from} to ${invitation.room}`),
+              reason, ' ',
+              button('Decline', () => answerInvitation(invitation, false, { reason: reason.value || undefined }),
+                `Decline the invitation from ${invitation.from} to ${invitation.room}`));
             return item;
           }));
         }
 
-        async function answerInvitation(invitation, accept) {
+        async function answerInvitation(invitation, accept, extra) {
           try {
-            await call(accept ? 'accept' : 'decline', { id: invitation.id });
+            await call(accept ? 'accept' : 'decline', { id: invitation.id, ...extra });
             if (accept) state.room = invitation.room;
             await refreshInvitations();
             await refreshRooms();
@@ -187,14 +211,47 @@ extension WebAssets {
             if (member.status_text) detail += ` (${member.status_text})`;
             item.append(el('span', detail, 'meta'));
             if (member.hand) item.append(' ', el('span', 'hand raised', 'hand'));
+            if (room.administered) {
+              item.append(' ', button('Remove', async () => {
+                if (!confirm(`Remove ${member.name} from ${room.room}?`)) return;
+                try { await call('remove', { peer: member.id, room: room.room }); await refreshRooms(); } catch (error) { showError(error.message); }
+              }, `Remove ${member.name} from ${room.room}`));
+            }
             return item;
           }));
+          const target = $('file-to').value;
+          const everyone = el('option', 'everyone in the room');
+          everyone.value = '';
+          $('file-to').replaceChildren(everyone, ...members.map((member) => {
+            const option = el('option', member.name);
+            option.value = member.id;
+            return option;
+          }));
+          if (members.some((member) => member.id === target)) $('file-to').value = target;
+          const tools = [];
+          if (room && room.administered) {
+            tools.push(button('Close this room', async () => {
+              if (!confirm(`Close ${room.room} for everyone?`)) return;
+              try { await call('close', { room: room.room }); await refreshRooms(); await refreshHistory(); } catch (error) { showError(error.message); }
+            }));
+          }
+          if (room) {
+            tools.push(button('Leave this room', async () => {
+              if (!confirm(`Leave ${room.room}?`)) return;
+              try { await call('leave', { room: room.room }); await refreshRooms(); await refreshHistory(); } catch (error) { showError(error.message); }
+            }));
+          }
+          $('room-tools').replaceChildren(...tools);
           updateHandButton();
         }
 
         async function refreshPresence() {
           const answer = await call('presence');
           state.hands = answer.presence ? answer.presence.hands : [];
+          if (answer.presence && document.activeElement !== $('status-text')) {
+            $('availability').value = answer.presence.availability;
+            $('status-text').value = answer.presence.text || '';
+          }
           updateHandButton();
         }
 
@@ -224,15 +281,21 @@ extension WebAssets {
             $('messages').replaceChildren();
             return;
           }
-          const answer = await call('history', { room: state.room, limit: 200 });
-          $('messages').replaceChildren(...(answer.history || []).map(messageItem));
+          const answer = await call('history', { room: state.room, limit: 200, grep: state.search || undefined });
+          const items = (answer.history || []).map(messageItem);
+          if (state.search && items.length === 0) items.push(el('li', `Nothing in ${state.room} matches “${state.search}”.`, 'system'));
+          if (!state.search) {
+            for (const id of state.shownImages) if (state.transfers.has(id)) items.push(imageItem(state.transfers.get(id)));
+          }
+          $('messages').replaceChildren(...items);
+          $('search-clear').hidden = !state.search;
           scrollToEnd();
         }
 
         function scrollToEnd() { $('messages').scrollTop = $('messages').scrollHeight; }
 
         function addMessage(message) {
-          if (message.room !== state.room) return;
+          if (message.room !== state.room || state.search) return;
           const list = $('messages');
           for (const item of list.children) if (item.dataset.messageId === message.id) return;
           list.append(messageItem(message));
@@ -254,13 +317,20 @@ extension WebAssets {
           return link;
         }
 
-        function showImage(transfer) {
-          if (state.shownImages.has(transfer.id)) return;
-          state.shownImages.add(transfer.id);
+        function imageItem(transfer) {
           const item = el('li', null, 'file');
           item.dataset.transferId = transfer.id;
           item.append(el('span', transfer.peer, 'sender'), el('span', `sent ${transfer.name}`, 'text'), thumbnail(transfer));
-          $('messages').append(item);
+          return item;
+        }
+
+        // Images received while the page is open join the conversation where they arrived (and stay
+        // there when it is drawn again); every received image is also in the transfers list.
+        function showImage(transfer) {
+          if (state.shownImages.has(transfer.id)) return;
+          state.shownImages.add(transfer.id);
+          if (state.search) return;
+          $('messages').append(imageItem(transfer));
           scrollToEnd();
         }
 
@@ -286,6 +356,12 @@ extension WebAssets {
             progress.setAttribute('aria-label', `${transfer.name}: ${transfer.state}`);
             item.append(progress, ' ', el('span', transfer.state, 'meta'));
             if (transfer.error) item.append(' ', el('span', transfer.error, 'meta'));
+            if (isShownImage(transfer)) item.append(thumbnail(transfer));
+            if (!['complete', 'refused', 'failed', 'cancelled'].includes(transfer.state)) {
+              item.append(' ', button('Cancel', async () => {
+                try { await call('cancel', { id: transfer.id }); } catch (error) { showError(error.message); }
+              }, `Cancel ${transfer.name}`));
+            }
             return item;
           }));
         }
@@ -338,7 +414,9 @@ extension WebAssets {
             await call('send', { room: state.room, text });
             $('text').value = '';
             showError('');
-            await refreshHistory();
+            // The message's own event adds it too; this covers an event missed while reconnecting.
+            const recent = await call('history', { room: state.room, limit: 5 });
+            for (const message of recent.history || []) addMessage(message);
           } catch (error) { showError(error.message); }
         });
 
@@ -367,11 +445,29 @@ extension WebAssets {
 
         // A file goes to the daemon first (a temporary file in its state directory), then each
         // connected member of the room gets it with `send-file`, as `lanchat send-file --room` does.
-        $('file').addEventListener('change', async () => {
+        $('file').addEventListener('change', () => {
           const files = [...$('file').files];
           $('file').value = '';
+          sendFiles(files);
+        });
+
+        const main = document.querySelector('main');
+        main.addEventListener('dragover', (event) => {
+          if (!event.dataTransfer || ![...event.dataTransfer.types].includes('Files')) return;
+          event.preventDefault();
+          main.classList.add('dropping');
+        });
+        main.addEventListener('dragleave', () => main.classList.remove('dropping'));
+        main.addEventListener('drop', (event) => {
+          event.preventDefault();
+          main.classList.remove('dropping');
+          if (event.dataTransfer) sendFiles([...event.dataTransfer.files]);
+        });
+
+        async function sendFiles(files) {
           const room = state.rooms.find((candidate) => candidate.room === state.room);
-          const members = room ? room.members.filter((member) => member.state === 'connected') : [];
+          const to = $('file-to').value;
+          const members = room ? room.members.filter((member) => member.state === 'connected' && (!to || member.id === to)) : [];
           if (members.length === 0) { showError('nobody connected in this room to send the file to'); return; }
           for (const file of files) {
             try {
@@ -387,6 +483,40 @@ extension WebAssets {
               await refreshTransfers();
             } catch (error) { showError(`${file.name}: ${error.message}`); }
           }
+        }
+
+        $('presence-form').addEventListener('submit', async (submit) => {
+          submit.preventDefault();
+          try {
+            const answer = await call('presence', { availability: $('availability').value, text: $('status-text').value });
+            state.hands = answer.presence.hands;
+            showError('');
+          } catch (error) { showError(error.message); }
+        });
+
+        $('invite-form').addEventListener('submit', async (submit) => {
+          submit.preventDefault();
+          if (!$('invite-peer').value) { showError('no peer to invite'); return; }
+          try {
+            const answer = await call('invite', {
+              peer: $('invite-peer').value, room: $('invite-room').value, message: $('invite-message').value || undefined,
+            });
+            $('invite-message').value = '';
+            showError('');
+            showNotice(`invited ${answer.invite.peer} to ${answer.invite.room}: ${answer.invite.outcome}`);
+          } catch (error) { showError(error.message); }
+        });
+
+        $('search-form').addEventListener('submit', async (submit) => {
+          submit.preventDefault();
+          state.search = $('search').value.trim();
+          try { await refreshHistory(); } catch (error) { showError(error.message); }
+        });
+
+        $('search-clear').addEventListener('click', async () => {
+          state.search = '';
+          $('search').value = '';
+          try { await refreshHistory(); } catch (error) { showError(error.message); }
         });
 
         connect();

@@ -16,6 +16,13 @@ extension WebAssets {
           <h1>lanchat</h1>
           <p id="me" aria-label="You"></p>
           <p id="connection" role="status" aria-live="polite">connecting…</p>
+          <form id="presence-form" aria-label="Your status">
+            <label for="availability">Status</label>
+            <select id="availability"><option>available</option><option>away</option><option>busy</option></select>
+            <label for="status-text" class="visually-hidden">Status text</label>
+            <input id="status-text" maxlength="128" placeholder="status text">
+            <button type="submit">Set</button>
+          </form>
         </header>
         <div class="layout">
           <nav aria-label="People and rooms">
@@ -35,10 +42,26 @@ extension WebAssets {
               <h2 id="peers-title">Peers nearby</h2>
               <p class="hint">Compare the code with the one on the other person's screen before you trust them.</p>
               <ul id="peers"></ul>
+              <form id="invite-form" aria-label="Invite a peer">
+                <label for="invite-peer">Invite</label>
+                <select id="invite-peer"></select>
+                <label for="invite-room">to room</label>
+                <input id="invite-room" value="lobby" maxlength="32" pattern="[A-Za-z0-9\-]{1,32}" required>
+                <label for="invite-message">with a message</label>
+                <input id="invite-message" maxlength="4096">
+                <button type="submit">Invite</button>
+              </form>
             </section>
           </nav>
           <main aria-labelledby="room-title">
             <h2 id="room-title">No room yet</h2>
+            <div id="room-tools"></div>
+            <form id="search-form" role="search" aria-label="Search this room">
+              <label for="search" class="visually-hidden">Search this room</label>
+              <input id="search" type="search" placeholder="Search this room" maxlength="1024">
+              <button type="submit">Search</button>
+              <button type="button" id="search-clear" hidden>Show all</button>
+            </form>
             <ol id="messages" role="log" aria-live="polite" aria-label="Conversation"></ol>
             <p id="typing" aria-live="polite"></p>
             <form id="send-form">
@@ -47,7 +70,9 @@ extension WebAssets {
               <button type="submit" id="send">Send</button>
             </form>
             <div class="tools">
-              <label class="button">Send a file… <input id="file" type="file" class="visually-hidden"></label>
+              <label class="button">Send a file… <input id="file" type="file" multiple class="visually-hidden"></label>
+              <label for="file-to">to</label>
+              <select id="file-to"><option value="">everyone in the room</option></select>
               <button type="button" id="hand" aria-pressed="false">Raise hand</button>
               <button type="button" id="notify">Notify me of invitations</button>
             </div>
@@ -55,6 +80,7 @@ extension WebAssets {
               <h2 id="transfers-title">Transfers</h2>
               <ul id="transfers"></ul>
             </section>
+            <p id="notice" role="status"></p>
             <p id="error" role="alert"></p>
           </main>
         </div>

@@ -7,8 +7,10 @@ extension WebAssets {
         h1 { font-size: 1.25rem; margin: 0; }
         h2 { font-size: 1rem; margin: .75rem 0 .25rem; }
         header p { margin: 0; color: var(--muted); overflow-wrap: anywhere; }
-        .layout { display: grid; grid-template-columns: minmax(14rem, 20rem) 1fr; gap: 1rem; padding: 0 1rem 1rem; }
-        @media (max-width: 40rem) { .layout { grid-template-columns: 1fr; } }
+        .layout { display: grid; grid-template-columns: minmax(14rem, 20rem) minmax(0, 1fr); gap: 1rem; padding: 0 1rem 1rem; }
+        @media (max-width: 40rem) { .layout { grid-template-columns: minmax(0, 1fr); } }
+        .layout > * { min-width: 0; }
+        select, input { max-width: 100%; }
         ul, ol { list-style: none; margin: 0; padding: 0; }
         li { padding: .25rem 0; overflow-wrap: anywhere; }
         .hint, .meta, #typing { color: var(--muted); font-size: .85rem; margin: 0; }
@@ -34,5 +36,11 @@ extension WebAssets {
         #invitations button { margin: .25rem .25rem 0 0; }
         #error { color: #b91c1c; }
         progress { width: 8rem; vertical-align: middle; }
+        #presence-form, #invite-form, #search-form { display: flex; flex-wrap: wrap; gap: .35rem; align-items: center; margin: .25rem 0; }
+        #presence-form label, #invite-form label, #search-form label { flex-basis: auto; }
+        #presence-form { margin-left: auto; }
+        #invite-form input, #invite-form select, #presence-form input { min-width: 0; max-width: 100%; }
+        main.dropping #messages { outline: 3px dashed var(--accent); }
+        .tools label[for] { align-self: center; }
         """#
 }
