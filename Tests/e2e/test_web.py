@@ -267,6 +267,11 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
             "const li = [...document.querySelectorAll('#members li')].find(e => e.dataset.memberId === arguments[0]);"
             "return li ? li.textContent : '';", bob_id) or ""), timeout=20, what="h2's hand in the page")
 
+        # The room's topic (metadata set at h2) shows, as text.
+        lan.lanchat("h2", "room", "set", "lab", "topic", "release <b>planning</b>")
+        wait_for(lambda: "release <b>planning</b>" in (browser.text("room-meta") or ""), timeout=15, what="the topic in the page")
+        assert browser.js("return document.querySelectorAll('#room-meta b').length") == 0
+
         # h2 types: the page says so.
         lan.run("h2", ["python3", "-c", TYPING, "/run/lanchat/lanchatd.sock"])
         wait_for(lambda: "is typing" in browser.text("typing"), timeout=10, what="h2 typing, in the page")

@@ -34,7 +34,7 @@ extension WebAssets {
 
         const state = {
           socket: null, nextId: 1, pending: new Map(), me: null, room: null, rooms: [],
-          transfers: new Map(), shownImages: new Set(), typingTimer: null, lastTyping: 0, hands: [], search: '', peers: [],
+          transfers: new Map(), shownImages: new Set(), typingTimer: null, lastTyping: 0, hands: [], search: '', peers: [], limit: 200,
         };
 
         function showError(message) { $('error').textContent = message || ''; }
@@ -191,6 +191,7 @@ extension WebAssets {
             const item = el('li');
             const choose = button(room.room, async () => {
               state.room = room.room;
+              state.limit = 200;
               await refreshRooms();
               await refreshHistory();
             });
@@ -281,8 +282,16 @@ extension WebAssets {
             $('messages').replaceChildren();
             return;
           }
-          const answer = await call('history', { room: state.room, limit: 200, grep: state.search || undefined });
+          const answer = await call('history', { room: state.room, limit: state.limit, grep: state.search || undefined });
           const items = (answer.history || []).map(messageItem);
+          if ((answer.history || []).length === state.limit && state.limit < 100000) {
+            const earlier = el('li', null, 'system');
+            earlier.append(button('Show earlier messages', async () => {
+              state.limit = Math.min(state.limit * 4, 100000);
+              try { await refreshHistory(); } catch (error) { showError(error.message); }
+            }));
+            items.unshift(earlier);
+          }
           if (state.search && items.length === 0) items.push(el('li', `Nothing in ${state.room} matches “${state.search}”.`, 'system'));
           if (!state.search) {
             for (const id of state.shownImages) if (state.transfers.has(id)) items.push(imageItem(state.transfers.get(id)));
@@ -290,6 +299,19 @@ extension WebAssets {
           $('messages').replaceChildren(...items);
           $('search-clear').hidden = !state.search;
           scrollToEnd();
+          await refreshTopic();
+        }
+
+        // The room's topic and other metadata (`lanchat room list`), shown as text.
+        async function refreshTopic() {
+          if (!state.room) { $('room-meta').replaceChildren(); return; }
+          const answer = await call('meta', { action: 'list', room: state.room });
+          const entries = (answer.meta || []).filter((entry) => !entry.key.startsWith('admin.'));
+          $('room-meta').replaceChildren(...entries.map((entry) => {
+            const item = el('li');
+            item.append(el('span', entry.key, 'sender'), el('span', entry.value || '', 'text'));
+            return item;
+          }));
         }
 
         function scrollToEnd() { $('messages').scrollTop = $('messages').scrollHeight; }
@@ -378,6 +400,9 @@ extension WebAssets {
                 new Notification('lanchat invitation', { body: `${event.invitation.from} invites you to ${event.invitation.room}` });
               }
               refreshInvitations().catch((error) => showError(error.message));
+              break;
+            case 'meta':
+              if (event.meta && event.meta.room === state.room) refreshTopic().catch((error) => showError(error.message));
               break;
             case 'member': case 'left': case 'presence':
               refreshRooms().then(() => event.type === 'presence' ? refreshPresence() : null).catch((error) => showError(error.message));

@@ -55,6 +55,7 @@ extension WebAssets {
           </nav>
           <main aria-labelledby="room-title">
             <h2 id="room-title">No room yet</h2>
+            <ul id="room-meta" aria-label="Room topic and metadata"></ul>
             <div id="room-tools"></div>
             <form id="search-form" role="search" aria-label="Search this room">
               <label for="search" class="visually-hidden">Search this room</label>
