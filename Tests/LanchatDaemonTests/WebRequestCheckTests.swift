@@ -119,6 +119,7 @@ import Testing
         #expect(WebServer.safeName("..") == "")
         #expect(WebServer.safeName("/") == "")
         #expect(WebServer.safeName("photo.jpg") == "photo.jpg")
+        #expect(WebServer.safeName(String(repeating: "é", count: 150)) == String(repeating: "é", count: 100))
     }
 }
 

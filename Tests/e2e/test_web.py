@@ -19,6 +19,7 @@ import zlib
 
 import pytest
 
+from conftest import _validator
 from testlan import BIN, ROOT, wait_for
 
 CHROMIUM = shutil.which("chromium")
@@ -110,6 +111,25 @@ class Browser:
         except Exception:
             pass
 
+
+# Run in the page: a WebSocket of its own, every answer and event for 2 s.
+SOCKET_PROBE = r"""
+const done = arguments[arguments.length - 1];
+const token = sessionStorage.getItem('lanchat.token');
+const socket = new WebSocket(`ws://${location.host}/ws?token=${encodeURIComponent(token)}`);
+const got = [];
+socket.onopen = () => {
+  socket.send(JSON.stringify({ id: 1, method: 'watch' }));
+  ['status', 'peers', 'rooms', 'invitations', 'transfers', 'presence'].forEach((method, index) =>
+    socket.send(JSON.stringify({ id: index + 2, method })));
+  socket.send(JSON.stringify({ id: 8, method: 'history', params: { room: 'lab', limit: '50' } }));
+  socket.send(JSON.stringify({ id: 9, method: 'send', params: { room: 'lab', text: 'via the socket' } }));
+  socket.send(JSON.stringify({ id: 10, method: 'no-such-method' }));
+  socket.send('not json');
+};
+socket.onmessage = (message) => got.push(message.data);
+setTimeout(() => { socket.close(); done(got); }, 2000);
+"""
 
 TYPING = r"""
 import json, socket, sys
@@ -314,6 +334,22 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
         assert browser.js("return document.title") == "lanchat"
         assert browser.js("return [...document.querySelectorAll('img')].every(i => i.classList.contains('thumb'))")
         assert browser.text("error") == "", browser.text("error")
+        # The WebSocket speaks the control API's JSON: every answer and event the page can get, checked
+        # against docs/control-api.schema.json like the CLI's; errors are the API's own.
+        raw = driver.execute_async_script(SOCKET_PROBE)
+        lines = [json.loads(line) for line in raw]
+        validator = _validator()
+        for line in lines:
+            errors = list(validator.iter_errors(line))
+            assert not errors, (line, errors[0].message)
+        answers = {line["id"]: line for line in lines if line.get("id") is not None}
+        assert set(range(1, 11)) <= set(answers), sorted(answers)
+        assert all(answers[i]["ok"] for i in range(1, 10)), [answers[i] for i in range(1, 10) if not answers[i]["ok"]]
+        assert answers[10]["error"]["code"] == "unknown_method", answers[10]
+        assert any(not line.get("ok", True) and line["error"]["code"] == "bad_request" and line.get("id") is None for line in lines), lines
+        assert any(line.get("event", {}).get("type") == "message" and line["event"]["message"]["text"] == "via the socket" for line in lines)
+        wait_for(lambda: "via the socket" in texts(), timeout=10, what="the socket's message in the page too")
+
         driver.save_screenshot(str(shots / "web-ui.png"))
         if os.environ.get("LANCHAT_UPDATE_SCREENSHOT") == "1":
             shutil.copy(shots / "web-ui.png", os.path.join(ROOT, "docs", "web-ui.png"))

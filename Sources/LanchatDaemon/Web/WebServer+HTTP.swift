@@ -211,6 +211,8 @@ extension WebServer {
         let last = name.split(separator: "/").last.map(String.init) ?? ""
         let clean = String(String.UnicodeScalarView(last.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f && $0 != "\\" }))
         if clean == "." || clean == ".." { return "" }
-        return String(clean.utf8.prefix(200)).map { String($0) } ?? String(clean.prefix(100))
+        var name = clean
+        while name.utf8.count > 200 { name.removeLast() }
+        return name
     }
 }
