@@ -331,6 +331,36 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
                  timeout=20, what="the room made from the page")
         wait_for(lambda: "second" in [r["room"] for r in lan.lanchat_json("h2", "rooms")], timeout=10, what="h2 in the second room")
 
+        # In the room the page made, alice administers: she makes h2 an administrator too, then goes back to lab.
+        browser.js("[...document.querySelectorAll('#rooms button')].find(b => b.textContent === 'second').click();")
+        wait_for(lambda: browser.text("room-title") == "Room second" and browser.js(
+            "return [...document.querySelectorAll('#members button')].some(b => b.textContent === 'Make admin')"), timeout=20,
+            what="the administrator's buttons in the room the page made")
+        browser.js("[...document.querySelectorAll('#members button')].find(b => b.textContent === 'Make admin').click();")
+        wait_for(lambda: [m.get("admin") for m in lan.lanchat_json("h1", "members", "second")["members"]] == [True], timeout=15,
+                 what="h2 an administrator of second")
+        browser.js("[...document.querySelectorAll('#rooms button')].find(b => b.textContent === 'lab').click();")
+        wait_for(lambda: browser.text("room-title") == "Room lab" and "answer from h2" in texts(), timeout=10, what="back in lab")
+
+        # A picture shared in the room at h2: fetched and shown from the page.
+        shared = os.path.join(lan.dir, "shared.png")
+        png(shared, width=120, height=80)
+        lan.lanchat("h2", "share", "lab", shared, timeout=60)
+        wait_for(lambda: browser.js("return [...document.querySelectorAll('#messages button')].some(b => b.textContent === 'Fetch and show')"),
+                 timeout=20, what="the shared file in the conversation")
+        browser.js("[...document.querySelectorAll('#messages button')].find(b => b.textContent === 'Fetch and show').click();")
+        wait_for(lambda: browser.js("return [...document.querySelectorAll('#messages img.thumb')].some(i => i.complete && i.naturalWidth === 120)"),
+                 timeout=30, what="the shared picture inline")
+
+        # A file shared from the page: h2 lists it among the room's files.
+        kept = os.path.join(lan.dir, "notes for later.txt")
+        with open(kept, "w") as f:
+            f.write("kept in the room\n")
+        browser.js("document.getElementById('file-to').value = 'share';")
+        driver.find_element("id", "file").send_keys(kept)
+        wait_for(lambda: [f["name"] for f in lan.lanchat_json("h2", "files", "lab") if f["name"] == "notes for later.txt"], timeout=30,
+                 what="the page's shared file at h2")
+
         assert browser.js("return document.title") == "lanchat"
         assert browser.js("return [...document.querySelectorAll('img')].every(i => i.classList.contains('thumb'))")
         assert browser.text("error") == "", browser.text("error")

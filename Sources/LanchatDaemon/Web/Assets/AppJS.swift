@@ -34,7 +34,7 @@ extension WebAssets {
 
         const state = {
           socket: null, nextId: 1, pending: new Map(), me: null, room: null, rooms: [],
-          transfers: new Map(), shownImages: new Set(), typingTimer: null, lastTyping: 0, hands: [], search: '', peers: [], limit: 200,
+          transfers: new Map(), shownImages: new Set(), typingTimer: null, lastTyping: 0, hands: [], search: '', peers: [], limit: 200, fetchedImages: new Map(), shownKeys: new Set(),
         };
 
         function showError(message) { $('error').textContent = message || ''; }
@@ -217,18 +217,24 @@ extension WebAssets {
                 if (!confirm(`Remove ${member.name} from ${room.room}?`)) return;
                 try { await call('remove', { peer: member.id, room: room.room }); await refreshRooms(); } catch (error) { showError(error.message); }
               }, `Remove ${member.name} from ${room.room}`));
+              item.append(' ', button(member.admin ? 'Not admin' : 'Make admin', async () => {
+                try { await call('admin', { peer: member.id, room: room.room, on: !member.admin }); await refreshRooms(); } catch (error) { showError(error.message); }
+              }, `${member.admin ? 'Stop' : 'Make'} ${member.name} ${member.admin ? 'administering' : 'an administrator of'} ${room.room}`));
             }
+            if (member.admin) item.append(' ', el('span', 'admin', 'meta'));
             return item;
           }));
           const target = $('file-to').value;
           const everyone = el('option', 'everyone in the room');
           everyone.value = '';
-          $('file-to').replaceChildren(everyone, ...members.map((member) => {
+          const share = el('option', 'the room, kept for later (share)');
+          share.value = 'share';
+          $('file-to').replaceChildren(everyone, share, ...members.map((member) => {
             const option = el('option', member.name);
             option.value = member.id;
             return option;
           }));
-          if (members.some((member) => member.id === target)) $('file-to').value = target;
+          if (target === 'share' || members.some((member) => member.id === target)) $('file-to').value = target;
           const tools = [];
           if (room && room.administered) {
             tools.push(button('Close this room', async () => {
@@ -271,10 +277,39 @@ extension WebAssets {
           if (message.kind === 'system') {
             item.className = 'system';
             item.append(el('span', message.text));
+          } else if (message.kind === 'file' && message.file) {
+            item.dataset.fileId = message.file.id;
+            item.dataset.fileKey = `${message.file.name}/${message.file.size}`;
+            item.append(el('span', message.sender, 'sender'), el('span', `shared ${message.file.name}`, 'text'), ' ', fileTools(message.file));
           } else {
             item.append(el('span', message.sender, 'sender'), el('span', message.text, 'text'));
           }
           return item;
+        }
+
+        // A file shared in the room: its size, and a button that fetches it (`fetch`: copied at once
+        // when this host keeps it, else asked of the members); an image is then shown inline.
+        function fileTools(file) {
+          const span = el('span', `(${file.size} bytes) `, 'meta');
+          span.append(button(file.image ? 'Fetch and show' : 'Fetch', async () => {
+            try {
+              const answer = await call('fetch', { id: file.id });
+              const transfer = answer.transfer;
+              state.transfers.set(transfer.id, transfer);
+              if (file.image) state.fetchedImages.set(transfer.id, file.id);
+              renderTransfers();
+              if (transfer.state === 'complete') onFetched(transfer);
+            } catch (error) { showError(error.message); }
+          }, `Fetch ${file.name}`));
+          return span;
+        }
+
+        function onFetched(transfer) {
+          if (!transfer.path || !state.fetchedImages.has(transfer.id)) return;
+          const fileId = state.fetchedImages.get(transfer.id);
+          state.fetchedImages.delete(transfer.id);
+          const item = [...$('messages').children].find((candidate) => candidate.dataset.fileId === fileId);
+          if (item && !item.querySelector('img')) item.append(thumbnail(transfer));
         }
 
         async function refreshHistory() {
@@ -293,10 +328,10 @@ extension WebAssets {
             items.unshift(earlier);
           }
           if (state.search && items.length === 0) items.push(el('li', `Nothing in ${state.room} matches “${state.search}”.`, 'system'));
-          if (!state.search) {
-            for (const id of state.shownImages) if (state.transfers.has(id)) items.push(imageItem(state.transfers.get(id)));
-          }
           $('messages').replaceChildren(...items);
+          if (!state.search) {
+            for (const id of state.shownImages) if (state.transfers.has(id)) placeImage(state.transfers.get(id));
+          }
           $('search-clear').hidden = !state.search;
           scrollToEnd();
           await refreshTopic();
@@ -349,11 +384,25 @@ extension WebAssets {
         // Images received while the page is open join the conversation where they arrived (and stay
         // there when it is drawn again); every received image is also in the transfers list.
         function showImage(transfer) {
-          if (state.shownImages.has(transfer.id)) return;
+          // The same picture from another transfer (a shared file fetched by itself, then again) once.
+          const key = `${transfer.name}/${transfer.size}`;
+          if (state.shownImages.has(transfer.id) || state.shownKeys.has(key)) return;
           state.shownImages.add(transfer.id);
+          state.shownKeys.add(key);
           if (state.search) return;
-          $('messages').append(imageItem(transfer));
+          placeImage(transfer);
           scrollToEnd();
+        }
+
+        function placeImage(transfer) {
+          // A file shared in the room that this host fetched by itself: shown with its announcement.
+          const key = `${transfer.name}/${transfer.size}`;
+          const announced = [...$('messages').children].find((candidate) => candidate.dataset.fileKey === key);
+          if (announced) {
+            if (!announced.querySelector('img')) announced.append(thumbnail(transfer));
+          } else {
+            $('messages').append(imageItem(transfer));
+          }
         }
 
         function isShownImage(transfer) {
@@ -425,6 +474,7 @@ extension WebAssets {
               state.transfers.set(event.transfer.id, event.transfer);
               renderTransfers();
               if (isShownImage(event.transfer)) showImage(event.transfer);
+              if (event.transfer.state === 'complete') onFetched(event.transfer);
               break;
             default:
               break;
@@ -492,15 +542,12 @@ extension WebAssets {
         async function sendFiles(files) {
           const room = state.rooms.find((candidate) => candidate.room === state.room);
           const to = $('file-to').value;
+          if (to === 'share') { await shareFiles(room, files); return; }
           const members = room ? room.members.filter((member) => member.state === 'connected' && (!to || member.id === to)) : [];
           if (members.length === 0) { showError('nobody connected in this room to send the file to'); return; }
           for (const file of files) {
             try {
-              const response = await fetch(`/upload?name=${encodeURIComponent(file.name)}&count=${members.length}`, {
-                method: 'POST', body: file, headers: { 'X-Lanchat-Token': token }, cache: 'no-store',
-              });
-              if (!response.ok) throw new Error(await response.text());
-              const upload = await response.json();
+              const upload = await uploadFile(file, members.length);
               await Promise.all(members.map((member, index) => call('send-file', {
                 peer: member.id, path: upload.path, file_token: upload.file_tokens[index],
               })));
@@ -508,6 +555,27 @@ extension WebAssets {
               await refreshTransfers();
             } catch (error) { showError(`${file.name}: ${error.message}`); }
           }
+        }
+
+        // Shared in the room (`share`): kept by this host and announced, for members now and later.
+        async function shareFiles(room, files) {
+          if (!room) { showError('no room to share the file in'); return; }
+          for (const file of files) {
+            try {
+              const upload = await uploadFile(file, 1);
+              await call('share', { room: room.room, path: upload.path, file_token: upload.file_tokens[0] });
+              showError('');
+              showNotice(`shared ${file.name} in ${room.room}`);
+            } catch (error) { showError(`${file.name}: ${error.message}`); }
+          }
+        }
+
+        async function uploadFile(file, count) {
+          const response = await fetch(`/upload?name=${encodeURIComponent(file.name)}&count=${count}`, {
+            method: 'POST', body: file, headers: { 'X-Lanchat-Token': token }, cache: 'no-store',
+          });
+          if (!response.ok) throw new Error(await response.text());
+          return response.json();
         }
 
         $('presence-form').addEventListener('submit', async (submit) => {
