@@ -292,6 +292,12 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
         wait_for(lambda: "release <b>planning</b>" in (browser.text("room-meta") or ""), timeout=15, what="the topic in the page")
         assert browser.js("return document.querySelectorAll('#room-meta b').length") == 0
 
+        # ...and a topic set in the page reaches h2.
+        browser.js("document.getElementById('topic').value = 'set from the browser';"
+                   "document.getElementById('topic-form').requestSubmit();")
+        wait_for(lambda: lan.lanchat("h2", "room", "get", "lab", "topic").stdout.strip() == "set from the browser", timeout=15,
+                 what="the page's topic at h2")
+
         # h2 types: the page says so.
         lan.run("h2", ["python3", "-c", TYPING, "/run/lanchat/lanchatd.sock"])
         wait_for(lambda: "is typing" in browser.text("typing"), timeout=10, what="h2 typing, in the page")
@@ -379,6 +385,13 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
         assert any(not line.get("ok", True) and line["error"]["code"] == "bad_request" and line.get("id") is None for line in lines), lines
         assert any(line.get("event", {}).get("type") == "message" and line["event"]["message"]["text"] == "via the socket" for line in lines)
         wait_for(lambda: "via the socket" in texts(), timeout=10, what="the socket's message in the page too")
+
+        # Every control has a name a screen reader reads (a label, its text, or aria-label).
+        unnamed = browser.js(
+            "return [...document.querySelectorAll('button, input, select')].filter(e => !("
+            "(e.labels && e.labels.length) || e.getAttribute('aria-label') || (e.tagName === 'BUTTON' && e.textContent.trim())))"
+            ".map(e => e.outerHTML.slice(0, 80));")
+        assert unnamed == [], unnamed
 
         driver.save_screenshot(str(shots / "web-ui.png"))
         if os.environ.get("LANCHAT_UPDATE_SCREENSHOT") == "1":

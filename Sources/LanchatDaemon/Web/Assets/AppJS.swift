@@ -66,7 +66,10 @@ extension WebAssets {
           }
           const socket = new WebSocket(`ws://${location.host}/ws?token=${encodeURIComponent(token)}`);
           state.socket = socket;
+          let opened = false;
           socket.addEventListener('open', async () => {
+            opened = true;
+            state.refusals = 0;
             $('connection').textContent = 'connected';
             document.body.dataset.connected = 'true';
             try {
@@ -91,8 +94,12 @@ extension WebAssets {
             document.body.dataset.connected = 'false';
             for (const waiting of state.pending.values()) waiting.reject(new Error('the connection to lanchatd closed'));
             state.pending.clear();
-            $('connection').textContent = 'disconnected; trying again…';
-            setTimeout(connect, 2000);
+            // Refused at once, again and again: lanchatd restarted (a new token) or is gone.
+            state.refusals = opened ? 0 : (state.refusals || 0) + 1;
+            $('connection').textContent = state.refusals >= 3
+              ? 'cannot connect: lanchatd stopped, or restarted with a new token (run `lanchat web` again); still trying…'
+              : 'disconnected; trying again…';
+            setTimeout(connect, Math.min(2000 * Math.max(state.refusals, 1), 10000));
           });
         }
 
@@ -347,6 +354,8 @@ extension WebAssets {
             item.append(el('span', entry.key, 'sender'), el('span', entry.value || '', 'text'));
             return item;
           }));
+          const topic = entries.find((entry) => entry.key === 'topic');
+          if (document.activeElement !== $('topic')) $('topic').value = topic ? topic.value || '' : '';
         }
 
         function scrollToEnd() { $('messages').scrollTop = $('messages').scrollHeight; }
@@ -597,6 +606,16 @@ extension WebAssets {
             $('invite-message').value = '';
             showError('');
             showNotice(`invited ${answer.invite.peer} to ${answer.invite.room}: ${answer.invite.outcome}`);
+          } catch (error) { showError(error.message); }
+        });
+
+        $('topic-form').addEventListener('submit', async (submit) => {
+          submit.preventDefault();
+          if (!state.room) return;
+          try {
+            await call('meta', { action: 'set', room: state.room, key: 'topic', value: $('topic').value });
+            showError('');
+            await refreshTopic();
           } catch (error) { showError(error.message); }
         });
 

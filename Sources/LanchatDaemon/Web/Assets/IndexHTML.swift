@@ -56,6 +56,11 @@ extension WebAssets {
           <main aria-labelledby="room-title">
             <h2 id="room-title">No room yet</h2>
             <ul id="room-meta" aria-label="Room topic and metadata"></ul>
+            <form id="topic-form" aria-label="The room's topic">
+              <label for="topic">Topic</label>
+              <input id="topic" maxlength="4096">
+              <button type="submit">Set topic</button>
+            </form>
             <div id="room-tools"></div>
             <form id="search-form" role="search" aria-label="Search this room">
               <label for="search" class="visually-hidden">Search this room</label>

@@ -36,8 +36,8 @@ extension WebAssets {
         #invitations button { margin: .25rem .25rem 0 0; }
         #error { color: #b91c1c; }
         progress { width: 8rem; vertical-align: middle; }
-        #presence-form, #invite-form, #search-form { display: flex; flex-wrap: wrap; gap: .35rem; align-items: center; margin: .25rem 0; }
-        #presence-form label, #invite-form label, #search-form label { flex-basis: auto; }
+        #presence-form, #invite-form, #search-form, #topic-form { display: flex; flex-wrap: wrap; gap: .35rem; align-items: center; margin: .25rem 0; }
+        #presence-form label, #invite-form label, #search-form label, #topic-form label { flex-basis: auto; }
         #presence-form { margin-left: auto; }
         #invite-form input, #invite-form select, #presence-form input { min-width: 0; max-width: 100%; }
         main.dropping #messages { outline: 3px dashed var(--accent); }
