@@ -163,6 +163,9 @@ public enum Daemon {
         if let web = configuration.web {
             services.append(
                 try await startWeb(web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger))
+        } else {
+            // Left by a daemon that did not stop cleanly: `lanchat web` must not print its dead address.
+            unlink(WebAccess.filePath(forControlSocket: configuration.socketPath))
         }
         logger.info(
             "lanchatd started",

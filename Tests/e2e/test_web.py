@@ -204,6 +204,12 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
     token = access["token"]
     assert url == f"http://127.0.0.1:{WEB_PORT}/#token={token}" == access["url"], (url, access)
     assert len(token) == 64 and all(c in "0123456789abcdef" for c in token)
+    # The token file has the control socket's permissions (owner only here: no socket group).
+    mode = lan.run("h1", ["stat", "-c", "%a", "/run/lanchat/lanchatd.sock.web"]).stdout.strip()
+    assert mode == "600", mode
+    # Without --web, `lanchat web` says how to turn it on.
+    off = lan.lanchat("h2", "web", check=False)
+    assert off.returncode == 1 and "without the browser UI" in off.stderr and "--web" in off.stderr, (off.stdout, off.stderr)
 
     wait_for(lambda: any(p.get("id") == bob_id and p["addresses"] for p in lan.peers("h1")), timeout=30, what="h2 discovered on h1")
     shots = tmp_path / "screenshots"
