@@ -131,6 +131,15 @@ socket.onmessage = (message) => got.push(message.data);
 setTimeout(() => { socket.close(); done(got); }, 2000);
 """
 
+# One control call on the Unix socket; prints the answer line.
+CONTROL_CALL = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+print(s.makefile().readline())
+"""
+
 TYPING = r"""
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX)
@@ -432,3 +441,36 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
     assert out["image_ok"]["status"] == 200 and out["image_ok"]["headers"]["content-type"] == "image/png", out["image_ok"]
     assert out["outside_downloads"]["status"] == 403, out["outside_downloads"]
     assert out["huge_header"]["status"] in (0, 400, 431), out["huge_header"]
+
+
+def test_a_daemon_that_serves_a_group_sends_the_pages_files_through_handed_over_descriptors(lan, tmp_path):
+    """As the system service runs (`--socket-group`): the token file is readable by the group, and the
+    daemon sends only files handed over as descriptors; the page's uploads are handed over that way."""
+    lan.up(2)
+    downloads_h2 = os.path.join(lan.dir, "h2-downloads")
+    lan.start_daemon("h1", name="alice", extra=["--web", str(WEB_PORT), "--socket-group", "root"])
+    lan.start_daemon("h2", name="bob", extra=["--download-dir", downloads_h2, "--auto-accept", "all"])
+    mode = lan.run("h1", ["stat", "-c", "%a %G", "/run/lanchat/lanchatd.sock.web"]).stdout.strip()
+    assert mode == "640 root", mode
+    wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h1")), timeout=30, what="bob discovered on h1")
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "lab", "--wait")["outcome"] == "accepted"
+    # A path the daemon would open with its own rights is refused (the page must hand its files over).
+    request = json.dumps({"id": 1, "method": "send-file", "params": {"peer": "bob", "path": "/etc/hostname"}})
+    answer = json.loads(lan.run("h1", ["python3", "-c", CONTROL_CALL, "/run/lanchat/lanchatd.sock", request]).stdout)
+    assert answer["ok"] is False and answer["error"]["code"] == "bad_file", answer
+
+    browser = Browser(lan, "h1", lan.dir)
+    try:
+        browser.driver.get(lan.lanchat("h1", "web").stdout.strip())
+        wait_for(lambda: browser.text("room-title") == "Room lab" and browser.js(
+            "return [...document.querySelectorAll('#members li')].some(li => li.textContent.includes('connected'))"),
+            timeout=20, what="the room with bob connected, in the page")
+        upload = os.path.join(lan.dir, "handed over.bin")
+        with open(upload, "wb") as f:
+            f.write(os.urandom(100_000))
+        browser.driver.find_element("id", "file").send_keys(upload)
+        target = os.path.join(downloads_h2, "handed over.bin")
+        wait_for(lambda: os.path.exists(target) and sha(target) == sha(upload), timeout=40, what="the page's file at bob")
+        assert browser.text("error") == "", browser.text("error")
+    finally:
+        browser.quit()
