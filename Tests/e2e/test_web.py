@@ -5,8 +5,12 @@ The page on h1 lists h2 with the short code; h2's invitation shows and is accept
 message typed in the page reaches h2's history and h2's answer appears without a reload; a PNG sent from
 h2 shows inline; a file chosen in the page arrives at h2 with the same SHA-256; h2's raised hand shows;
 h2's hostile name and message (`<img src=x onerror=...>`) are shown as text, and no element is made of
-them. Requests without the token, with a foreign Host or a foreign Origin are refused (plain HTTP from
-h1). Screenshots are saved in the test's temporary directory (printed); with LANCHAT_UPDATE_SCREENSHOT=1
+them. Also: the topic (shown as text, and set from the page), typing, search, presence, a decline with a
+reason, an invitation and an administrator made from the page, a room's shared file fetched and one
+shared from the page, the WebSocket's JSON checked against the control API's schema, every control
+named, nothing wider than 360 px. Requests without the token, with a foreign Host or a foreign Origin
+are refused (plain HTTP from h1). A second test runs the daemon as the system service does (a socket
+group): the page's files are handed over as descriptors. Screenshots are saved in the test's temporary directory (printed); with LANCHAT_UPDATE_SCREENSHOT=1
 the desktop one is also copied to docs/web-ui.png (the README shows it)."""
 import hashlib
 import json
