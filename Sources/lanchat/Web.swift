@@ -10,6 +10,7 @@ struct Web: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print JSON (url, token, address, port).") var json = false
+    @Flag(help: "Also open the URL in a browser (xdg-open).") var open = false
 
     func run() throws {
         let socket = global.socketPath
@@ -27,11 +28,26 @@ struct Web: ParsableCommand {
         } else {
             print(access.url)
         }
+        if open { Self.openInBrowser(access.url) }
+    }
+
+    /// Runs `xdg-open URL` (the desktop's browser) and waits for it; a failure is said, with the URL above.
+    static func openInBrowser(_ url: String) {
+        var pid: pid_t = 0
+        let arguments = ["xdg-open", url]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        guard posix_spawnp(&pid, "xdg-open", nil, nil, &argv, environ) == 0 else {
+            fail("cannot run xdg-open to open a browser (package xdg-utils); open the URL above yourself")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        guard status == 0 else { fail("xdg-open could not open a browser; open the URL above yourself") }
     }
 
     /// The file's bytes (it is small), or nil with errno set.
     static func read(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []

@@ -217,6 +217,14 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
     token = access["token"]
     assert url == f"http://127.0.0.1:{WEB_PORT}/#token={token}" == access["url"], (url, access)
     assert len(token) == 64 and all(c in "0123456789abcdef" for c in token)
+    # --open hands the URL to xdg-open (here a stand-in that writes down what it was given).
+    fake = os.path.join(lan.dir, "fake-bin")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "xdg-open"), "w") as f:
+        f.write(f"#!/bin/sh\necho \"$@\" > {lan.dir}/opened\n")
+    os.chmod(os.path.join(fake, "xdg-open"), 0o755)
+    opened = lan.run("h1", ["env", f"PATH={fake}:{os.environ['PATH']}", os.path.join(BIN, "lanchat"), "web", "--open"])
+    assert opened.stdout.strip() == url and open(os.path.join(lan.dir, "opened")).read().strip() == url
     # The token file has the control socket's permissions (owner only here: no socket group).
     mode = lan.run("h1", ["stat", "-c", "%a", "/run/lanchat/lanchatd.sock.web"]).stdout.strip()
     assert mode == "600", mode
