@@ -100,6 +100,9 @@ let package = Package(
                 "LanchatTransport", "LanchatWire", "LanchatStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // The browser UI (`--web`): NIO's own HTTP/1 and WebSocket handlers, no server framework.
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -13,7 +13,7 @@ command -v swift >/dev/null || { echo "setup: no 'swift' on PATH: install the Sw
 
 packages=(pkg-config libsqlite3-dev libavahi-compat-libdnssd-dev libavahi-compat-libdnssd1 avahi-daemon avahi-utils dbus iproute2 procps)
 if [ "$mode" = test ]; then
-  packages+=(util-linux iputils-ping nftables openssl socat python3 python3-venv systemd openssh-server openssh-client rsync lintian tmux e2fsprogs mount valgrind binutils)
+  packages+=(util-linux iputils-ping nftables openssl socat python3 python3-venv systemd openssh-server openssh-client rsync lintian tmux e2fsprogs mount valgrind binutils chromium chromium-driver)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -35,9 +35,9 @@ fi
 
 if [ "$mode" = test ]; then
   venv="$root/.venv"
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pytest, pytest_timeout, zeroconf, jsonschema" 2>/dev/null; then
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pytest, pytest_timeout, zeroconf, jsonschema, selenium" 2>/dev/null; then
     echo "setup: creating the test venv in $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check pytest pytest-timeout zeroconf jsonschema
+    "$venv/bin/pip" install -q --disable-pip-version-check pytest pytest-timeout zeroconf jsonschema selenium
   fi
 fi

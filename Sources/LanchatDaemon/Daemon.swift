@@ -160,6 +160,14 @@ public enum Daemon {
         } catch {
             throw StartupError(error.description)
         }
+        var services: [any Service] = [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing]
+        if let web = configuration.web {
+            services.append(
+                try await startWeb(web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger))
+        } else {
+            // Left by a daemon that did not stop cleanly: `lanchat web` must not print its dead address.
+            unlink(WebAccess.filePath(forControlSocket: configuration.socketPath))
+        }
         logger.info(
             "lanchatd started",
             metadata: [
@@ -167,7 +175,7 @@ public enum Daemon {
                 "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
             ])
         let group = ServiceGroup(
-            services: [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         try await group.run()

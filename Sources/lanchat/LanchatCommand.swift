@@ -15,7 +15,7 @@ struct LanchatCommand: AsyncParsableCommand {
             Interactive.self, Peers.self, Invite.self, Invitations.self, Accept.self, Decline.self, Rooms.self, Members.self,
             Leave.self, Send.self, History.self, SendFile.self, Share.self, Files.self, Fetch.self, Transfers.self, Cancel.self, Watch.self, Status.self, Hand.self,
             RoomCommand.self, TopicCommand.self, Remove.self, Close.self, Admin.self, Ping.self,
-            Trust.self, Forget.self, StreamCommand.self, Connect.self, Disconnect.self, Doctor.self,
+            Trust.self, Forget.self, StreamCommand.self, Connect.self, Disconnect.self, Doctor.self, Web.self,
         ],
         defaultSubcommand: Interactive.self)
 

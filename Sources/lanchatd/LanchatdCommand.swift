@@ -40,6 +40,10 @@ struct LanchatdCommand: AsyncParsableCommand {
     @Option(name: .customLong("shared-auto-fetch"), help: "Largest shared file fetched when announced, like 100M (default 256M; 0: none).") var sharedAutoFetch: String?
     @Option(name: .customLong("history-wait"), help: "Seconds a newcomer takes its inviter's history after joining (default 120; one history, the first).")
     var historyWait: String?
+    @Option(
+        name: .customLong("web"),
+        help: "Serve the browser UI on [ADDRESS:]PORT (default address 127.0.0.1; another is reachable from the network); `lanchat web` prints its URL.")
+    var web: String?
 
     func run() async throws {
         var flags: [(key: String, value: String)] = []
@@ -47,7 +51,7 @@ struct LanchatdCommand: AsyncParsableCommand {
             ("name", name), ("state-dir", stateDir), ("socket", socket), ("socket-group", socketGroup), ("port", port),
             ("encryption", encryption), ("auto-accept", autoAccept), ("download-dir", downloadDir), ("log-level", logLevel),
             ("max-file-size", maxFileSize), ("auto-away", autoAway), ("shared-files", sharedFiles), ("shared-files-days", sharedFilesDays),
-            ("shared-auto-fetch", sharedAutoFetch), ("history-wait", historyWait),
+            ("shared-auto-fetch", sharedAutoFetch), ("history-wait", historyWait), ("web", web),
         ]
         for (key, value) in single { if let value { flags.append((key, value)) } }
         for interface in interfaces { flags.append(("interface", interface)) }

@@ -34,6 +34,8 @@ public struct DaemonConfiguration: Equatable, Sendable {
     /// for a user's daemon with default paths. Created with its parents at startup.
     public var downloadDirectory: String
     public var logLevel: LogLevel
+    /// The browser UI (`web = [ADDRESS:]PORT`); nil: off (the default).
+    public var web: WebConfiguration?
 
     // Limits and timings, settable in the config file only.
     /// How often listed peers are resolved again to notice TXT and address changes (seconds).
@@ -83,7 +85,7 @@ public struct DaemonConfiguration: Equatable, Sendable {
         "name", "state-dir", "socket", "socket-group", "port", "interface", "encryption", "auto-accept",
         "download-dir", "log-level", "refresh-interval", "sweep-delay", "max-control-connections",
         "control-idle-timeout", "max-request-length", "watch-buffer", "history-for-newcomers", "history-wait", "max-file-size", "static-peer",
-        "max-wire-version", "auto-away", "shared-files", "shared-files-days", "shared-auto-fetch", "shared-files-quota",
+        "max-wire-version", "auto-away", "shared-files", "shared-files-days", "shared-auto-fetch", "shared-files-quota", "web",
     ]
 
     /// Defaults for the current user and environment.
@@ -157,6 +159,11 @@ public struct DaemonConfiguration: Equatable, Sendable {
                 }
                 if !interfaces.contains(name) { interfaces.append(name) }
             }
+        case "web":
+            guard let parsed = WebConfiguration.parse(value) else {
+                throw Error("web: expected [ADDRESS:]PORT, like 8080 or 127.0.0.1:8080, not '\(value.prefix(64))'")
+            }
+            web = parsed
         case "encryption": encryption = try oneOf(PeerAdvertisement.Encryption.self)
         case "auto-accept": autoAccept = try oneOf(AutoAccept.self)
         case "download-dir": downloadDirectory = try path()

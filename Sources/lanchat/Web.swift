@@ -1,0 +1,62 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import LanchatControl
+
+struct Web: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the address of the browser UI, with its token (lanchatd must run with --web).",
+        discussion: "Open the URL in a browser on this host. Whoever may use the control socket may read it; nobody else should see it.")
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON (url, token, address, port).") var json = false
+    @Flag(help: "Also open the URL in a browser (xdg-open).") var open = false
+
+    func run() throws {
+        let socket = global.socketPath
+        // The daemon must be there: a file left by one that crashed would give a dead address.
+        _ = try global.connect()
+        let path = WebAccess.filePath(forControlSocket: socket)
+        guard let bytes = Self.read(path) else {
+            if errno == EACCES { fail("cannot read \(path): permission denied (it is readable by those who may use the control socket)") }
+            fail("lanchatd runs without the browser UI: start it with --web 8080 (or `web = 8080` in its config file)")
+        }
+        let access: WebAccess
+        do { access = try ControlJSON.decoder().decode(WebAccess.self, from: Data(bytes)) } catch { fail("\(path) is not what lanchatd writes: \(error)") }
+        if json {
+            printJSON(access)
+        } else {
+            print(access.url)
+        }
+        if open { Self.openInBrowser(access.url) }
+    }
+
+    /// Runs `xdg-open URL` (the desktop's browser) and waits for it; a failure is said, with the URL above.
+    static func openInBrowser(_ url: String) {
+        var pid: pid_t = 0
+        let arguments = ["xdg-open", url]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        guard posix_spawnp(&pid, "xdg-open", nil, nil, &argv, environ) == 0 else {
+            fail("cannot run xdg-open to open a browser (package xdg-utils); open the URL above yourself")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        guard status == 0 else { fail("xdg-open could not open a browser; open the URL above yourself") }
+    }
+
+    /// The file's bytes (it is small), or nil with errno set.
+    static func read(_ path: String) -> [UInt8]? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 65536 {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            bytes += chunk.prefix(count)
+        }
+        return bytes
+    }
+}
