@@ -162,8 +162,11 @@ public enum Daemon {
         }
         var services: [any Service] = [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing]
         if let web = configuration.web {
-            services.append(
-                try await startWeb(web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger))
+            if let server = try await startWeb(
+                web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger)
+            {
+                services.append(server)
+            }
         } else {
             // Left by a daemon that did not stop cleanly: `lanchat web` must not print its dead address.
             unlink(WebAccess.filePath(forControlSocket: configuration.socketPath))

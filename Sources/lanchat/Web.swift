@@ -10,7 +10,8 @@ struct Web: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print JSON (url, token, address, port).") var json = false
-    @Flag(help: "Also open the URL in a browser (xdg-open).") var open = false
+    @Flag(help: "Also open the page in a browser (xdg-open, through a file only you can read: never the token on a command line).")
+    var open = false
 
     func run() throws {
         let socket = global.socketPath
@@ -28,10 +29,44 @@ struct Web: ParsableCommand {
         } else {
             print(access.url)
         }
-        if open { Self.openInBrowser(access.url) }
+        if open { Self.openInBrowser(Self.redirectFile(to: access.url)) }
     }
 
-    /// Runs `xdg-open URL` (the desktop's browser) and waits for it; a failure is said, with the URL above.
+    /// A page that sends the browser on to `url`, in a file only we may read (`$XDG_RUNTIME_DIR/lanchat`,
+    /// else a new directory in /tmp, mode 0700), so that the token is never on a command line (another user
+    /// could read `xdg-open`'s or the browser's from /proc). Returns its file:// address.
+    static func redirectFile(to url: String) -> String {
+        var directory: String
+        if let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") {
+            directory = runtime + "/lanchat"
+            if mkdir(directory, 0o700) != 0, errno != EEXIST { fail("cannot make \(directory): \(String(cString: strerror(errno)))") }
+            var info = stat()
+            guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid(), info.st_mode & 0o077 == 0 else {
+                fail("\(directory) is not a private directory of yours: not writing the token there")
+            }
+        } else {
+            var template = Array("/tmp/lanchat-web-XXXXXX".utf8CString)
+            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+                fail("cannot make a private directory in /tmp: \(String(cString: strerror(errno)))")
+            }
+            directory = String(cString: made)
+        }
+        let path = directory + "/open-web.html"
+        // (The URL is an IP literal, a port and a hex token: nothing in it needs escaping.)
+        let page =
+            "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url=\(url)\"><title>lanchat</title>"
+            + "<a href=\"\(url)\">Open lanchat</a>\n"
+        unlink(path)
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { fail("cannot write \(path): \(String(cString: strerror(errno)))") }
+        let bytes = Array(page.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == bytes.count else { fail("cannot write \(path)") }
+        return "file://" + path
+    }
+
+    /// Runs `xdg-open ADDRESS` (the desktop's browser) and waits for it; a failure is said, with the URL above.
     static func openInBrowser(_ url: String) {
         var pid: pid_t = 0
         let arguments = ["xdg-open", url]

@@ -86,7 +86,8 @@ import Testing
         #expect(WebConfiguration.parse("[::1]:9000") == WebConfiguration(address: "::1", port: 9000))
         #expect(WebConfiguration.parse("0.0.0.0:80")?.isLoopback == false)
         #expect(WebConfiguration.parse("8080")?.isLoopback == true)
-        for bad in ["", "x", "65536", "-1", "1.2.3.4:", ":80", "a:b:80", "[::1]80", "80 ", "host/x:80", "123456"] {
+        #expect(WebConfiguration.parse("localhost:8080") == WebConfiguration(address: "127.0.0.1", port: 8080))
+        for bad in ["", "x", "65536", "-1", "1.2.3.4:", ":80", "a:b:80", "[::1]80", "80 ", "host/x:80", "123456", "127.example.com:80", "lan.local:80"] {
             #expect(WebConfiguration.parse(bad) == nil, "\(bad)")
         }
     }

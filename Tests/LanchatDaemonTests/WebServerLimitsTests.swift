@@ -82,6 +82,52 @@ import Testing
         }
     }
 
+    /// A request head sent a byte at a time (each within the read timeout) is cut off at the head's own
+    /// deadline: one slow client cannot hold a connection slot for ever.
+    @Test func aHeadThatTricklesInIsCutOffAtItsDeadline() async throws {
+        try await withServer({
+            $0.requestTimeout = 5
+            $0.requestHeadTimeout = 1
+        }) { server, _ in
+            let fd = Client.open(port: server.port)
+            let start = ContinuousClock.now
+            var closed = false
+            for byte in Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8) + Array(repeating: UInt8(ascii: "a"), count: 40) {
+                var one = byte
+                if send(fd, &one, 1, Int32(MSG_NOSIGNAL)) != 1 {
+                    closed = true
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(100))
+                if ContinuousClock.now - start > .seconds(4) { break }
+            }
+            let ended = closed ? true : await Client.readsEndOfFile(fd, within: 2)
+            #expect(ended, "a trickling head still held its connection")
+            #expect(ContinuousClock.now - start < .seconds(4))
+            close(fd)
+        }
+    }
+
+    /// The page may make only what a person does in it: no file by path, no keys, no links by address,
+    /// nothing that turns the connection into something else.
+    @Test func theWebSocketRefusesWhatThePageNeverDoes() async throws {
+        try await withServer { server, _ in
+            let requests = [
+                #"{"id":1,"method":"trust","params":{"peer":"bob"}}"#,
+                #"{"id":2,"method":"send-file","params":{"peer":"bob","path":"/etc/shadow"}}"#,
+                #"{"id":3,"method":"fetch","params":{"id":"ab12","to":"/root/.config/autostart"}}"#,
+                #"{"id":4,"method":"connect","params":{"address":"10.0.0.9"}}"#,
+                #"{"id":5,"method":"send-file","params":{"peer":"bob","path":"/tmp/x.png","file_token":"t"}}"#,
+                #"{"id":6,"method":"send","params":{"text":"hi"}}"#,
+            ]
+            let answers = await Client.webSocket(port: server.port, token: server.access.token, messages: requests.map { Array($0.utf8) })
+            #expect(answers.count == 6, "\(answers)")
+            for refused in answers.prefix(4) { #expect(refused.contains(#""ok":false"#) && refused.contains("web socket"), "\(refused)") }
+            // (Answered by the handler, which says ok to everything.)
+            #expect(answers.suffix(2).sorted() == [#"{"id":5,"ok":true}"#, #"{"id":6,"ok":true}"#], "\(answers)")
+        }
+    }
+
     @Test func theWebSocketAnswersARequestAndClosesOnAnOversizedMessage() async throws {
         try await withServer { server, _ in
             let token = server.access.token

@@ -223,8 +223,13 @@ def test_the_page_chats_answers_invitations_and_files_and_shows_peer_text_as_tex
     with open(os.path.join(fake, "xdg-open"), "w") as f:
         f.write(f"#!/bin/sh\necho \"$@\" > {lan.dir}/opened\n")
     os.chmod(os.path.join(fake, "xdg-open"), 0o755)
-    opened = lan.run("h1", ["env", f"PATH={fake}:{os.environ['PATH']}", os.path.join(BIN, "lanchat"), "web", "--open"])
-    assert opened.stdout.strip() == url and open(os.path.join(lan.dir, "opened")).read().strip() == url
+    opened = lan.run("h1", ["env", f"PATH={fake}:{os.environ['PATH']}", f"XDG_RUNTIME_DIR={lan.dir}", os.path.join(BIN, "lanchat"), "web", "--open"])
+    # xdg-open is given a page in a private file that sends the browser on: the token is on no command line.
+    given = open(os.path.join(lan.dir, "opened")).read().strip()
+    assert opened.stdout.strip() == url and given == f"file://{lan.dir}/lanchat/open-web.html" and token not in given, given
+    redirect = given[len("file://"):]
+    assert oct(os.stat(redirect).st_mode & 0o777) == "0o600" and oct(os.stat(os.path.dirname(redirect)).st_mode & 0o777) == "0o700"
+    assert f'content="0;url={url}"' in open(redirect).read()
     # The token file has the control socket's permissions (owner only here: no socket group).
     mode = lan.run("h1", ["stat", "-c", "%a", "/run/lanchat/lanchatd.sock.web"]).stdout.strip()
     assert mode == "600", mode

@@ -4,15 +4,19 @@ import Logging
 import NIOPosix
 
 extension Daemon {
-    /// Binds the browser UI (`--web`), warning when it listens beyond loopback.
+    /// Binds the browser UI (`--web`), warning when it listens beyond loopback. If its port cannot be
+    /// served (another program, maybe another user's, holds it), the daemon runs without the UI, with an
+    /// error in the log: a port taken must not stop the chat.
     static func startWeb(
         _ web: WebConfiguration, configuration: DaemonConfiguration, handler: any ControlHandler, passedFiles: PassedFiles,
         eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger
-    ) async throws -> WebServer {
+    ) async throws -> WebServer? {
         let group = try configuration.socketGroup.map { name throws(ControlSocket.SetupError) in try ControlSocket.groupID(named: name) }
         let files = WebServer.Files(
             downloads: configuration.downloadDirectory, shared: joinPath(configuration.stateDirectory, "shared"),
             uploads: joinPath(configuration.stateDirectory, "web-uploads"), passed: passedFiles)
+        var web = web
+        web.maximumUploadSize = min(web.maximumUploadSize, configuration.maximumFileSize)  // (`--max-file-size`)
         let server: WebServer
         do {
             server = try await WebServer(
@@ -21,7 +25,11 @@ extension Daemon {
         } catch let error as StartupError {
             throw error
         } catch {
-            throw StartupError("cannot serve the browser UI on \(web.address):\(web.port): \(error) (is the port taken?)")
+            logger.error(
+                "the browser UI is off: cannot serve it on \(web.address):\(web.port) (is the port taken?)",
+                metadata: ["error": "\(error)", "web.port": "\(web.port)"])
+            unlink(WebAccess.filePath(forControlSocket: configuration.socketPath))
+            return nil
         }
         if !web.isLoopback {
             logger.warning(

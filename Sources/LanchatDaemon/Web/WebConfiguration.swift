@@ -1,3 +1,5 @@
+import Glibc
+
 /// Where `lanchatd --web [ADDRESS:]PORT` serves the browser UI, and the limits on what a browser (or
 /// anything else that reaches the port) may send.
 public struct WebConfiguration: Equatable, Sendable {
@@ -21,12 +23,15 @@ public struct WebConfiguration: Equatable, Sendable {
     public var maximumCallsPerSocket = 16
     /// Seconds an HTTP connection may wait for a complete request before it is closed.
     public var requestTimeout = 30
+    /// Seconds a request's head may take to arrive whole, from the connection or the request before
+    /// (`WebGate`): the read timeout restarts at every byte.
+    public var requestHeadTimeout = 10
     /// Largest file uploaded from the page (then sent with `send-file`), in bytes.
     public var maximumUploadSize: UInt64 = 4 << 30
     /// Bytes that must stay free on the state directory's file system after an upload.
     public var minimumFreeAfterUpload: UInt64 = 64 << 20
     /// Largest received file the page may show inline (an image), in bytes.
-    public var maximumInlineImageSize: UInt64 = 64 << 20
+    public var maximumInlineImageSize: UInt64 = 16 << 20
 
     public init(address: String = "127.0.0.1", port: Int) {
         self.address = address
@@ -36,10 +41,12 @@ public struct WebConfiguration: Equatable, Sendable {
     /// Whether the address is a loopback one (the default); another means the UI is reachable from
     /// the network (the token still guards it), and the daemon warns.
     public var isLoopback: Bool {
-        address == "127.0.0.1" || address == "::1" || address == "localhost" || address.hasPrefix("127.")
+        address == "::1" || address.hasPrefix("127.")  // (an IP literal: `parse` takes no names)
     }
 
-    /// Parses `[ADDRESS:]PORT` (`8080`, `127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:8080`).
+    /// Parses `[ADDRESS:]PORT` (`8080`, `127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:8080`). The address is
+    /// an IP literal (`localhost` is taken as 127.0.0.1): a name could resolve to another family than the
+    /// browser tries first, where another user could listen and be handed the token.
     public static func parse(_ text: String) -> WebConfiguration? {
         var address = "127.0.0.1"
         var portText = Substring(text)
@@ -54,7 +61,9 @@ public struct WebConfiguration: Equatable, Sendable {
             portText = text[text.index(after: colon)...]
             guard !address.contains(":") else { return nil }
         }
-        guard !address.isEmpty, address.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "/") }) else { return nil }
+        if address == "localhost" { address = "127.0.0.1" }
+        var bytes = in6_addr()
+        guard inet_pton(AF_INET, address, &bytes) == 1 || inet_pton(AF_INET6, address, &bytes) == 1 else { return nil }
         guard !portText.isEmpty, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), portText.count <= 5,
             let port = Int(portText), (0...65535).contains(port)
         else { return nil }

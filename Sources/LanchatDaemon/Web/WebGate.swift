@@ -5,7 +5,9 @@ import NIOHTTP1
 /// `WebRequestCheck` itself (status and reason, then the connection closes), so that nothing refused
 /// reaches the upgrader or the routes. An upgrade asked for anywhere but `/ws` is refused here too:
 /// NIO's typed upgrader does not hand a declined upgrade request on to the plain HTTP side.
-/// Removed once the connection becomes a WebSocket.
+/// Removed once the connection becomes a WebSocket. It also closes a connection whose request head
+/// does not arrive whole within `headDeadline` of the connection (or of the request before): the read
+/// timeout alone restarts at every byte, so one byte every few seconds would hold a slot for ever.
 final class WebGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -14,16 +16,36 @@ final class WebGate: ChannelInboundHandler, RemovableChannelHandler {
     static let name = "lanchat-web-gate"
 
     private let checks: CheckHolder
+    private let headDeadline: TimeAmount
     private var refusing = false
+    private var deadline: Scheduled<Void>?
 
-    init(checks: CheckHolder) { self.checks = checks }
+    init(checks: CheckHolder, headDeadline: TimeAmount = .seconds(10)) {
+        self.checks = checks
+        self.headDeadline = headDeadline
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { armDeadline(context) }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    private func armDeadline(_ context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: headDeadline) { context.close(promise: nil) }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         guard case .head(let head) = part else {
+            if case .end = part { armDeadline(context) }  // (the next request's head, on a kept-alive connection)
             if !refusing { context.fireChannelRead(data) }
             return
         }
+        deadline?.cancel()
+        deadline = nil
         let outcome =
             checks.get()?.check(method: head.method.rawValue, target: head.uri, headers: head.headers.map { ($0.name, $0.value) })
             ?? .refused(status: 503, reason: "starting")

@@ -44,7 +44,7 @@ public struct WebRequestCheck: Sendable {
         let hosts = header("host")
         guard hosts.count == 1, let host = hosts.first else { return .refused(status: 403, reason: "refused: exactly one Host header is needed") }
         guard Self.isAcceptableHost(host, port: port) else {
-            return .refused(status: 403, reason: "refused: Host '\(host.prefix(100))' is not this server (use http://127.0.0.1:\(port)/ or http://localhost:\(port)/)")
+            return .refused(status: 403, reason: "refused: Host '\(host.prefix(100))' is not this server (use the address `lanchat web` prints)")
         }
         let origins = header("origin")
         guard origins.count <= 1 else { return .refused(status: 403, reason: "refused: more than one Origin header") }

@@ -24,7 +24,7 @@ extension WebServer {
                 let answer: Answer
                 switch outcome {
                 case .refused(let status, let reason):
-                    logger.info("web request refused", metadata: ["web.status": "\(status)", "web.reason": "\(reason)"])
+                    logger.debug("web request refused", metadata: ["web.status": "\(status)", "web.reason": "\(reason)"])
                     // Its body (if any) is not read: the connection closes after the answer.
                     try await send(Answer(status: status, text: reason, close: true), to: outbound, for: head)
                     return
@@ -201,6 +201,10 @@ extension WebServer {
             }
             tokens.append(token)
         }
+        // Its descriptors are all it is now: gone from the disk once they are (sent, or their tokens
+        // unclaimed), not at the next start. (`send-file` and `share` take the path for its name only.)
+        unlink(path)
+        rmdir(directory)
         logger.info("web upload", metadata: ["web.path": "\(path)", "web.size": "\(length)"])
         let body = ControlJSON.line(UploadResult(path: path, size: length, fileTokens: tokens))
         return Answer(status: 200, type: "application/json", body: ByteBuffer(bytes: body))

@@ -15,7 +15,8 @@ extension WebServer {
     func serve(_ socket: SocketChannel) async throws {
         try await socket.executeThenClose { inbound, outbound in
             let inFlight = Arc(Atomic<Int>(0))
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            // (Discarding: a finished call's task is let go at once, not kept until the socket closes.)
+            try await withThrowingDiscardingTaskGroup { group in
                 group.addTask {
                     while true {
                         try await Task.sleep(for: .seconds(20))
@@ -49,10 +50,11 @@ extension WebServer {
                                 }
                             }
                             try await Self.write(ControlResponse(id: request.id), to: outbound)
-                        case .stream, .streamAccept, .topicSubscribe:
-                            let error = ControlError.badRequest("\(call.method.rawValue) is not available over the web socket (use the control socket)")
-                            try await Self.write(ControlResponse.failure(id: request.id, error), to: outbound)
                         default:
+                            if let refusal = Self.refusal(call) {
+                                try await Self.write(ControlResponse.failure(id: request.id, .badRequest(refusal)), to: outbound)
+                                continue
+                            }
                             guard inFlight.value.add(1, ordering: .relaxed).newValue <= configuration.maximumCallsPerSocket else {
                                 inFlight.value.subtract(1, ordering: .relaxed)
                                 let error = ControlError(code: .busy, message: "more than \(configuration.maximumCallsPerSocket) calls at once on this socket")
@@ -82,6 +84,26 @@ extension WebServer {
                 }
                 group.cancelAll()
             }
+        }
+    }
+
+    /// Why the page may not make `call` (nil: it may). The page has less power than the control socket:
+    /// what it does is what a person does in it (rooms, messages, invitations, files chosen in the page),
+    /// so that a leaked token reaches no file of the daemon's user and changes no trust. Refused: files by
+    /// path (`send-file` and `share` take an uploaded file's token; `fetch` keeps the file where the
+    /// daemon puts it), keys (`trust`, `forget`), links by address (`connect`, `disconnect`, `ping`), and
+    /// what turns the connection into something else (`stream`, `stream-accept`, topics).
+    static func refusal(_ call: ControlCall) -> String? {
+        switch call {
+        case .status, .peers, .watch, .invite, .invitations, .accept, .decline, .rooms, .members, .leave, .send, .history, .search,
+            .transfers, .cancel, .presence, .hand, .meta, .typing, .remove, .close, .admin, .files:
+            return nil
+        case .sendFile(_, _, let token), .share(_, _, let token):
+            return token == nil ? "\(call.method.rawValue) over the web socket sends a file chosen in the page (a file_token from /upload), not a path" : nil
+        case .fetch(_, let to):
+            return to == nil ? nil : "fetch over the web socket keeps the file where the daemon puts it (no `to`)"
+        case .ping, .forget, .trust, .stream, .streamAccept, .connect, .disconnect, .topicPublish, .topicSubscribe:
+            return "\(call.method.rawValue) is not available over the web socket (use the control socket)"
         }
     }
 

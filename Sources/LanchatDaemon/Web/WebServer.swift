@@ -137,7 +137,9 @@ public final class WebServer: Service {
             pipeline.decoderConfiguration = limits
             let upgraded = try sync.configureUpgradableHTTPServerPipeline(configuration: pipeline)
             let upgradeHandler = try sync.handler(type: NIOTypedHTTPServerUpgradeHandler<Connection>.self)
-            try sync.addHandler(WebGate(checks: checks), name: WebGate.name, position: .before(upgradeHandler))
+            try sync.addHandler(
+                WebGate(checks: checks, headDeadline: .seconds(Int64(configuration.requestHeadTimeout))), name: WebGate.name,
+                position: .before(upgradeHandler))
             return upgraded
         }
     }

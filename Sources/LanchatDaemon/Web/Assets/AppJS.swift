@@ -370,17 +370,22 @@ extension WebAssets {
 
         function imageURL(path) { return `/file?path=${encodeURIComponent(path)}&token=${encodeURIComponent(token)}`; }
 
+        // Full size in the page, on a click (not in a tab of its own: its address, with the token, would
+        // stay in the browser's history).
         function thumbnail(transfer) {
-          const link = el('a');
-          link.href = imageURL(transfer.path);
-          link.target = '_blank';
-          link.rel = 'noopener noreferrer';
+          const toggle = el('button', null, 'thumb-button');
+          toggle.type = 'button';
+          toggle.setAttribute('aria-expanded', 'false');
+          toggle.setAttribute('aria-label', `${transfer.name}, from ${transfer.peer}: show full size`);
           const image = el('img', null, 'thumb');
           image.src = imageURL(transfer.path);
           image.alt = `${transfer.name}, from ${transfer.peer}`;
-          image.addEventListener('error', () => link.remove());
-          link.append(image);
-          return link;
+          image.addEventListener('error', () => toggle.remove());
+          toggle.addEventListener('click', () => {
+            toggle.setAttribute('aria-expanded', String(image.classList.toggle('full')));
+          });
+          toggle.append(image);
+          return toggle;
         }
 
         function imageItem(transfer) {

@@ -20,6 +20,8 @@ extension WebAssets {
         .sender { font-weight: 600; margin-right: .35rem; }
         .time { color: var(--muted); font-size: .8rem; margin-right: .35rem; }
         .thumb { display: block; max-width: min(16rem, 100%); max-height: 12rem; margin-top: .25rem; border-radius: .25rem; }
+        .thumb-button { display: block; padding: 0; border: none; background: none; cursor: zoom-in; }
+        .thumb.full { max-width: 100%; max-height: none; cursor: zoom-out; }
         form { display: flex; flex-wrap: wrap; gap: .5rem; margin-top: .5rem; align-items: center; }
         form label { flex-basis: 100%; font-size: .85rem; color: var(--muted); }
         #text { flex: 1 1 10rem; min-width: 0; padding: .5rem; font: inherit; }
