@@ -88,7 +88,8 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
-    private static func value(_ digit: UInt8) -> UInt8? {
+    /// The value of one hex digit (either case), or nil.
+    public static func value(_ digit: UInt8) -> UInt8? {
         switch digit {
         case 0x30...0x39: digit - 0x30
         case 0x61...0x66: digit - 0x61 + 10

@@ -330,24 +330,17 @@ let lab = RoomID("lab")!
         _ = try await alice.node.send("before", room: lab)
         try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
         let sync = try #require(await bob.node.storeSync)
-        let held = Mutex(true)
-        let holding = Mutex(false)
-        sync.beforeSync.withLock { hook in
-            hook = {
-                holding.withLock { $0 = true }
-                while held.withLock({ $0 }) { usleep(1000) }
-            }
-        }
+        let gate = SyncGate(sync)
         let base = sync.syncs.load(ordering: .relaxed)
         _ = try await alice.node.send("held", room: lab)
-        try await eventually("bob's sync is held") { holding.withLock { $0 } }
+        try await eventually("bob's sync is held") { gate.holding.withLock { $0 } }
         try await eventually("bob stored it") { try await bob.texts().last == "held" }
         #expect(bob.events.contains { if case .message(let m) = $0 { m.stored.body == "held" } else { false } })
         for text in ["one", "two", "three"] { _ = try await alice.node.send(text, room: lab) }
         try await eventually("bob stored them") { try await bob.texts().suffix(3) == ["one", "two", "three"] }
         try await Task.sleep(for: .milliseconds(300))
         #expect(await alice.node.unacknowledged()[bob.identity.peerID] == 4, "acknowledged before bob's sync")
-        held.withLock { $0 = false }
+        gate.held.withLock { $0 = false }
         try await eventually("acknowledged after the sync") { await alice.node.unacknowledged().isEmpty }
         #expect(sync.syncs.load(ordering: .relaxed) - base == 2)
         sync.beforeSync.withLock { $0 = nil }
@@ -370,6 +363,21 @@ let lab = RoomID("lab")!
         await bob.stop()
     }
 
+    /// Makes a store's sync thread wait before each sync while `held` is true; `holding` turns true once one waits.
+    final class SyncGate: Sendable {
+        let held = Mutex(true)
+        let holding = Mutex(false)
+
+        init(_ sync: StoreSync) {
+            sync.beforeSync.withLock { hook in
+                hook = { [self] in
+                    holding.withLock { $0 = true }
+                    while held.withLock({ $0 }) { usleep(1000) }
+                }
+            }
+        }
+    }
+
     /// A metadata write and an administrative change return only once they are on disk, as a send does
     /// (before, they returned after the commit, before its sync).
     @Test func metadataAndAdministrationReturnOnceSynced() async throws {
@@ -378,14 +386,7 @@ let lab = RoomID("lab")!
         alice.knows(bob)
         #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
         let sync = try #require(await alice.node.storeSync)
-        let held = Mutex(true)
-        let holding = Mutex(false)
-        sync.beforeSync.withLock { hook in
-            hook = {
-                holding.withLock { $0 = true }
-                while held.withLock({ $0 }) { usleep(1000) }
-            }
-        }
+        let gate = SyncGate(sync)
         let returned = Mutex<[String]>([])
         let node = alice.node
         let bobID = bob.identity.peerID
@@ -395,11 +396,11 @@ let lab = RoomID("lab")!
             try await node.setAdministrator(bobID, of: lab, true)
             returned.withLock { $0.append("admin") }
         }
-        try await eventually("alice's sync is held") { holding.withLock { $0 } }
+        try await eventually("alice's sync is held") { gate.holding.withLock { $0 } }
         try await Task.sleep(for: .milliseconds(300))
         #expect(returned.withLock { $0 }.isEmpty, "setMeta returned before its sync")
         #expect(await node.metaEntry("note", in: lab)?.value == "held")
-        held.withLock { $0 = false }
+        gate.held.withLock { $0 = false }
         try await writes.value
         #expect(returned.withLock { $0 } == ["meta", "admin"])
         sync.beforeSync.withLock { $0 = nil }

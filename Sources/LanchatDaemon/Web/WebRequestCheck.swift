@@ -1,3 +1,5 @@
+import LanchatCore
+
 /// The checks every request to the browser UI passes before anything else is done (pure: no sockets).
 ///
 /// - Host must name this server: `localhost` or an IP literal, with the bound port. A DNS name is
@@ -113,21 +115,12 @@ public struct WebRequestCheck: Sendable {
             switch byte {
             case UInt8(ascii: "+"): bytes.append(0x20)
             case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                guard let high = iterator.next().flatMap(Hex.value), let low = iterator.next().flatMap(Hex.value) else { return nil }
                 bytes.append(high << 4 | low)
             default: bytes.append(byte)
             }
         }
         return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case 0x30...0x39: byte - 0x30
-        case 0x41...0x46: byte - 0x41 + 10
-        case 0x61...0x66: byte - 0x61 + 10
-        default: nil
-        }
     }
 
     /// Compares without stopping at the first difference, so timing does not tell how much matched.
