@@ -92,25 +92,38 @@ final class TimedLock: @unchecked Sendable {
     }
 }
 
+/// Starts `argv` (found on PATH), with `/dev/null` as its output and errors if `quiet`; its pid, or nil.
+func spawn(_ argv: [String], quiet: Bool) -> pid_t? {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if quiet {
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    }
+    let pointers = argv.map { strdup($0) } + [nil]
+    defer { for pointer in pointers { free(pointer) } }
+    var pid = pid_t()
+    guard posix_spawnp(&pid, argv[0], &actions, nil, pointers, environ) == 0 else { return nil }
+    return pid
+}
+
+/// Waits for `pid` to end; its exit status (as `waitpid` gives it).
+@discardableResult
+func waitFor(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+    return status
+}
+
 /// Starts `path` with `arguments`, its output and errors thrown away, and does not wait for it: a shell
 /// starts it in the background and exits at once (the tool is then init's child, never our zombie), and
 /// that shell is collected on a short-lived thread. Failures are ignored: nothing depends on it.
 func spawnDetached(_ path: String, _ arguments: [String]) {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
     // (The arguments reach the tool as the shell's positional parameters, never as shell text.)
-    let argv = (["/bin/sh", "-c", "\"$0\" \"$@\" &", path] + arguments).map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
-    var pid = pid_t()
-    guard posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) == 0 else { return }
-    _ = tryStartThread { [pid] in
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-    }
+    guard let pid = spawn(["/bin/sh", "-c", "\"$0\" \"$@\" &", path] + arguments, quiet: true) else { return }
+    _ = tryStartThread { [pid] in waitFor(pid) }
 }
 
 /// `text` with each `target` scalar replaced by `replacement` (by Unicode scalars: a "\r\n" is one

@@ -68,16 +68,10 @@ struct Web: ParsableCommand {
 
     /// Runs `xdg-open ADDRESS` (the desktop's browser) and waits for it; a failure is said, with the URL above.
     static func openInBrowser(_ url: String) {
-        var pid: pid_t = 0
-        let arguments = ["xdg-open", url]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        guard posix_spawnp(&pid, "xdg-open", nil, nil, &argv, environ) == 0 else {
+        guard let pid = spawn(["xdg-open", url], quiet: false) else {
             fail("cannot run xdg-open to open a browser (package xdg-utils); open the URL above yourself")
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard status == 0 else { fail("xdg-open could not open a browser; open the URL above yourself") }
+        guard waitFor(pid) == 0 else { fail("xdg-open could not open a browser; open the URL above yourself") }
     }
 
     /// The file's bytes (it is small), or nil with errno set.

@@ -1,0 +1,230 @@
+import CSQLite
+import Glibc
+import LanchatCore
+
+/// The messages themselves: stored (each once), indexed for search, read back (history, search, what a
+/// newcomer or a member is sent, the sequences a resync compares).
+extension ChatStore {
+    /// Stores a message unless one with its id and author is already there. Returns whether it was new.
+    @discardableResult
+    public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
+        try db.query(
+            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct) "
+                + "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                .text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
+                .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now),
+                .text(Hex.string(message.authorKey)), .text(Hex.string(message.signature)),
+                .integer(message.direct ? 1 : 0),
+            ])
+        guard db.changes == 1 else { return false }
+        changes &+= 1
+        try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
+        return true
+    }
+
+    public func indexWaiting(limit: Int) throws -> Bool {
+        guard depth == 0, !bulkStillOpen() else { return true }
+        guard !(try db.query("SELECT 1 FROM messages_unindexed LIMIT 1")).isEmpty else { return false }
+        // Not synced: the index and the waiting list change together, and either can be redone.
+        try transaction(durable: false) {
+            let first = "SELECT message_rowid FROM messages_unindexed ORDER BY message_rowid LIMIT ?"
+            try db.query(
+                "INSERT INTO messages_fts (rowid, body) SELECT m.rowid, m.body FROM messages m WHERE m.rowid IN (\(first)) ORDER BY m.rowid",
+                [.integer(Int64(limit))])
+            try db.query("DELETE FROM messages_unindexed WHERE message_rowid IN (\(first))", [.integer(Int64(limit))])
+        }
+        return !(try db.query("SELECT 1 FROM messages_unindexed LIMIT 1")).isEmpty
+    }
+
+    public func contains(messageID: String) throws(Error) -> Bool {
+        !(try db.query("SELECT 1 FROM messages WHERE id = ?", [.text(messageID)])).isEmpty
+    }
+
+    /// The last `limit` messages (of `room`, or all), oldest first.
+    public func history(room: String?, limit: Int) throws(Error) -> [StoredMessage] {
+        let columns = Self.messageColumns
+        let rows: [SQLiteDatabase.Row]
+        if let room {
+            rows = try db.query(
+                "SELECT \(columns) FROM messages WHERE room = ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?",
+                [.text(room), .integer(Int64(limit))])
+        } else {
+            rows = try db.query(
+                "SELECT \(columns) FROM messages ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?", [.integer(Int64(limit))])
+        }
+        return rows.reversed().map(Self.message)
+    }
+
+    /// The last `limit` messages `filter` keeps, oldest first. With words, the index (`messages_fts`)
+    /// drives: each word of the query, quoted (so nothing in it is query syntax), must begin a word of
+    /// the message, and the index yields matches newest stored first, so the search stops at `limit`
+    /// (the last stored matches: a history imported later counts as later). Without words, by time.
+    public func search(room: String?, limit: Int, filter: HistoryFilter) throws(Error) -> [StoredMessage] {
+        var source = "messages m"
+        var order = "m.timestamp DESC, m.sender_id DESC, m.sequence DESC"
+        var conditions: [String] = []
+        var values: [SQLiteDatabase.Value] = []
+        if let words = filter.words {
+            // The index first takes what waits for it (an import's bulk write is committed for that; not
+            // inside a transaction, where nothing can be committed).
+            do {
+                if depth == 0 {
+                    try commitBulk()
+                    while try indexWaiting(limit: 50_000) {}
+                }
+            } catch let error as Error {
+                throw error
+            } catch {
+                throw Error(description: "\(error)")
+            }
+            // Quoted, so nothing in it is query syntax. A term SQLite's tokenizer cuts further (a vowel
+            // sign in Devanagari, a joiner) becomes a phrase, which the index (with positions) answers.
+            let terms = HistoryFilter.tokens(words).map { "\"" + $0.replacing("\"", with: "\"\"") + "\"*" }
+            guard !terms.isEmpty else { return [] }  // no word in it (only punctuation): nothing matches
+            do {
+                // CROSS JOIN keeps the index as the outer loop (SQLite does not reorder it).
+                source = "messages_fts f CROSS JOIN messages m ON m.rowid = f.rowid"
+                order = "f.rowid DESC"
+                conditions.append("messages_fts MATCH ?")
+                values.append(.text(terms.joined(separator: " ")))
+            }
+        }
+        if let room {
+            conditions.append("m.room = ?")
+            values.append(.text(room))
+        }
+        if let sender = filter.sender {
+            conditions.append("(m.sender_name = ? OR (length(?) >= 4 AND substr(m.sender_id, 1, length(?)) = ?))")
+            values += [.text(sender), .text(sender), .text(sender), .text(sender)]
+        }
+        if let since = filter.since {
+            conditions.append("m.timestamp >= ?")
+            values.append(.integer(since))
+        }
+        if let kind = filter.kind {
+            // A literal, not a parameter: SQLite uses the partial index `messages_files` only so.
+            conditions.append("m.kind = \(kind.rawValue)")
+        }
+        if let suffix = filter.idSuffix {
+            // (Read among the rows the other conditions leave: the room's files, by `messages_files`.)
+            conditions.append("substr(m.id, -?) = ?")
+            values += [.integer(Int64(suffix.utf8.count)), .text(suffix)]
+        }
+        if let prefix = filter.bodyPrefix {
+            conditions.append("substr(m.body, 1, ?) = ?")
+            values += [.integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]  // (SQLite counts code points)
+        }
+        let clause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
+        let rows = try db.query(
+            "SELECT \(Self.messageColumns(prefix: "m.")) FROM \(source)\(clause) "
+                + "ORDER BY \(order) LIMIT ?",
+            values + [.integer(Int64(limit))])
+        return rows.map(Self.message).sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
+    }
+
+    /// The columns `message(_:)` reads, in its order.
+    static let messageColumns = messageColumns(prefix: "")
+
+    static func messageColumns(prefix: String) -> String {
+        ["id", "room", "sender_id", "sender_name", "sequence", "timestamp", "kind", "body", "author_key", "signature", "direct"]
+            .map { prefix + $0 }.joined(separator: ", ")
+    }
+
+    static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
+        StoredMessage(
+            id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
+            timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string,
+            authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string), direct: row[10].int != 0)
+    }
+
+    /// The bytes of hex as `Hex.string` writes it (anything else: none, read as unsigned).
+    static func bytes(hex: String) -> [UInt8] { Hex.bytes(hex) ?? [] }
+
+    /// What a newcomer (or a member, for what it lacks) is sent: the last `limit` text and file messages of
+    /// `room` from `since` on, oldest first; not those sent to some members only (`direct`).
+    public func export(room: String, since: Int64, limit: Int) throws(Error) -> [StoredMessage] {
+        try db.query(Self.exportSQL, [.text(room), .integer(since), .integer(Int64(limit))]).reversed().map(Self.message)
+    }
+
+    /// `export` in pieces: each a read through the same index from the cursor on, so a history of a
+    /// million messages is never held whole (nor its rows all read at once on the event loop). The first
+    /// piece starts at the `limit`th newest (one walk of the index), or at `since` if there are fewer.
+    public func exportPage(
+        room: String, since: Int64, limit: Int, after cursor: ExportCursor?, count: Int
+    ) throws(Error)
+        -> (messages: [StoredMessage], next: ExportCursor?)
+    {
+        var start: ExportCursor
+        if let cursor {
+            start = cursor
+        } else {
+            guard limit > 0 else { return ([], nil) }
+            let first = try db.query(Self.exportStartSQL, [.text(room), .integer(since), .integer(Int64(limit - 1))]).first
+            // Just before the first (the rowid breaks ties, so nothing lies between), or before anything since `since`.
+            start =
+                first.map {
+                    ExportCursor(
+                        timestamp: $0[0].int, senderID: $0[1].string, sequence: $0[2].int,
+                        tiebreak: $0[3].int - 1, remaining: limit)
+                }
+                ?? ExportCursor(timestamp: since, senderID: "", sequence: .min, tiebreak: .min, remaining: limit)
+        }
+        let rows = try db.query(
+            Self.exportPageSQL,
+            [
+                .text(room), .integer(start.timestamp), .text(start.senderID), .integer(start.sequence),
+                .integer(start.tiebreak), .integer(Int64(min(count, start.remaining))),
+            ])
+        guard let last = rows.last else { return ([], nil) }
+        let messages = rows.map { Self.message(Array($0.dropLast())) }
+        let next = ExportCursor(
+            timestamp: last[5].int, senderID: last[2].string, sequence: last[4].int,
+            tiebreak: last[last.count - 1].int, remaining: start.remaining - rows.count)
+        return (messages, next.remaining > 0 && rows.count == count ? next : nil)
+    }
+
+    static let exportStartSQL =
+        "SELECT timestamp, sender_id, sequence, rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+        + "AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT 1 OFFSET ?"
+    static let exportPageSQL =
+        "SELECT \(messageColumns), rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+        + "AND (timestamp, sender_id, sequence, rowid) > (?, ?, ?, ?) ORDER BY timestamp, sender_id, sequence, rowid LIMIT ?"
+
+    /// (These read through the partial index `messages_shared`; a test checks the plans. Messages alike
+    /// in time, author and sequence are told apart by rowid, as in `exportPage`.)
+    static let exportSQL =
+        "SELECT \(messageColumns) FROM messages WHERE room = ? AND kind != 2 AND direct = 0 AND timestamp >= ? "
+        + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT ?"
+    static let recentSequencesSQL =
+        "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
+        + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
+
+    /// The newest timestamp of a text or file message in `room` (0 if none): what a newcomer already has.
+    public func latestTimestamp(room: String) throws(Error) -> Int64 {
+        try db.query("SELECT max(timestamp) FROM messages WHERE room = ? AND kind != 2", [.text(room)]).first?.first?.int ?? 0
+    }
+
+    public func messageCount() throws(Error) -> Int {
+        Int(try db.query("SELECT count(*) FROM messages").first?.first?.int ?? 0)
+    }
+
+    /// The last sequence `sender` used in each room it wrote in (notices, kind 2, have their own count):
+    /// a restarted daemon continues after it.
+    public func lastSequences(sender: String) throws(Error) -> [String: Int64] {
+        var result: [String: Int64] = [:]
+        for row in try db.query("SELECT room, max(sequence) FROM messages WHERE sender_id = ? AND kind != 2 GROUP BY room", [.text(sender)]) {
+            result[row[0].string] = row[1].int
+        }
+        return result
+    }
+
+    /// The highest sequence `sender` used in `room` (0 if none).
+    public func lastSequence(room: String, sender: String) throws(Error) -> Int64 {
+        try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND kind != 2", [.text(room), .text(sender)]).first?.first?.int ?? 0
+    }
+
+    public func recentSequences(room: String, limit: Int) throws(Error) -> [(author: String, sequence: Int64)] {
+        try db.query(Self.recentSequencesSQL, [.text(room), .integer(Int64(limit))]).map { ($0[0].string, $0[1].int) }
+    }
+}
