@@ -19,8 +19,7 @@ public enum FilePassing {
 
     /// Hands `descriptor` to the daemon; returns the token to name it by. Throws a message fit for people.
     public static func pass(_ descriptor: Int32, controlSocket: String) throws(ControlError) -> String {
-        var generator = SystemRandomNumberGenerator()
-        let token = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        let token = RandomToken.hex(bytes: 16)
         let path = socketPath(forControlSocket: controlSocket)
         let fd: Int32
         switch connectUnixSocket(path: path, type: Int32(SOCK_SEQPACKET.rawValue)) {
@@ -64,5 +63,22 @@ public enum FilePassing {
                 }
             }
         }
+    }
+}
+
+/// Random bytes from the system's generator (getrandom), as lowercase hex: the tokens that name a handed
+/// file, the browser UI's token, an upload's directory.
+public enum RandomToken {
+    public static func hex(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(2 * count)
+        for _ in 0..<count {
+            let byte = UInt8.random(in: 0...255, using: &generator)
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -22,15 +22,5 @@ public struct WebAccess: Codable, Equatable, Sendable {
     public static func filePath(forControlSocket socket: String) -> String { socket + ".web" }
 
     /// 32 random bytes from the system's generator (getrandom), as hex.
-    public static func newToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for _ in 0..<32 {
-            let byte = UInt8.random(in: 0...255, using: &generator)
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
+    public static func newToken() -> String { RandomToken.hex(bytes: 32) }
 }

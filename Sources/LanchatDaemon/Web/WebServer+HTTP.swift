@@ -153,7 +153,7 @@ extension WebServer {
         guard free >= length + configuration.minimumFreeAfterUpload else {
             return Answer(status: 507, text: "upload: not enough free space (\(free) bytes free, \(length) needed)", close: true)
         }
-        let directory = joinPath(files.uploads, String(WebAccess.newToken().prefix(16)))
+        let directory = joinPath(files.uploads, RandomToken.hex(bytes: 8))
         guard mkdir(directory, 0o700) == 0 else { return Answer(status: 500, text: "upload: cannot create a directory", close: true) }
         let path = joinPath(directory, safe)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -193,7 +193,7 @@ extension WebServer {
         var tokens: [String] = []
         for _ in 0..<count {
             let reader = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            let token = String(WebAccess.newToken().prefix(32))
+            let token = RandomToken.hex(bytes: 16)
             guard reader >= 0, files.passed.put(token, reader) else {
                 if reader >= 0 { close(reader) }
                 for token in tokens { if let fd = files.passed.take(token) { close(fd) } }
