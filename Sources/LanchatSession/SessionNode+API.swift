@@ -133,8 +133,11 @@ extension SessionNode {
     /// A write of metadata returns once it is on disk, as a send does.
     public func setMeta(_ key: String, to value: String?, in room: RoomID, ifVersion: UInt64?) async throws(SessionError) -> WireFrame.MetaEntry {
         let (entry, actions) = try engine.setMeta(key, to: value, in: room, ifVersion: ifVersion, at: time())
-        guard perform(actions, allOrNothing: true) else { throw SessionError(.storage, "cannot store the metadata (see the daemon's log)") }
-        guard await settled() else { throw SessionError(.storage, "cannot sync the metadata to disk (see the daemon's log); members may have it") }
+        switch await performAll(actions) {
+        case .notStored: throw SessionError(.storage, "cannot store the metadata (see the daemon's log)")
+        case .stored(synced: false): throw SessionError(.storage, "cannot sync the metadata to disk (see the daemon's log); members may have it")
+        case .stored(synced: true): break
+        }
         return entry
     }
 
@@ -154,8 +157,11 @@ extension SessionNode {
     }
 
     private func performAdministration(_ actions: [SessionAction]) async throws(SessionError) {
-        guard perform(actions, allOrNothing: true) else { throw SessionError(.storage, "cannot store the change (see the daemon's log)") }
-        guard await settled() else { throw SessionError(.storage, "cannot sync the change to disk (see the daemon's log); members may have it") }
+        switch await performAll(actions) {
+        case .notStored: throw SessionError(.storage, "cannot store the change (see the daemon's log)")
+        case .stored(synced: false): throw SessionError(.storage, "cannot sync the change to disk (see the daemon's log); members may have it")
+        case .stored(synced: true): break
+        }
     }
 
     /// Names of the members of `room` by id (ours included), for showing who wrote what.

@@ -95,9 +95,7 @@ extension SessionNode {
         switch event {
         case .frames(let frames):
             if frames.contains(where: { if case .streamOpen = $0 { true } else { false } }) { forgetGoneStreamAcceptors() }
-            if !perform(engine.received(frames, on: link.handle, at: time())) {
-                logger.error("cannot store frames from a peer", metadata: ["peer.name": "\(link.peer.name)"])
-            }
+            perform(engine.received(frames, on: link.handle, at: time()))  // (a refused commit is logged: `.storeFailed`)
         case .closed(let reason):
             openLinks[link.handle] = nil
             if links[link.peer.id] === link { links[link.peer.id] = nil }

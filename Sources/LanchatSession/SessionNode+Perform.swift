@@ -16,22 +16,24 @@ extension SessionNode {
         guard !stopped else { return (false, false) }
         let own = driver.performOwn(plan, actions, in: room, mayGoFirst: mayGoFirst, engine: &engine, at: time())
         afterBatch(actions, own.output)
-        switch own.outcome {
-        case .notStored: return (false, own.wentFirst)
-        case .stored: return (true, own.wentFirst)
         // (A failed sync: the messages are in the store, maybe not on disk; their numbers stay used.)
-        case .syncing(let waiter): return (await wait(waiter), own.wentFirst)
-        }
+        return (await wait(own.waiter) == .stored(synced: true), own.wentFirst)
     }
 
-    /// Performs a batch of the engine's actions (`SessionDriver.perform`): the writes first, in one
-    /// transaction; then the rest in order, once the writes are on disk. Returns whether the writes committed.
-    @discardableResult
-    func perform(_ actions: [SessionAction], allOrNothing: Bool = false) -> Bool {
-        guard !stopped else { return false }
-        let done = driver.perform(actions, engine: &engine, at: time(), allOrNothing: allOrNothing)
-        afterBatch(actions, done.output)
-        return done.committed
+    /// Performs a batch of the engine's actions (`SessionDriver.perform`): the writes go to the store,
+    /// the rest follows in order once they are on disk.
+    func perform(_ actions: [SessionAction]) {
+        guard !stopped else { return }
+        afterBatch(actions, driver.perform(actions, engine: &engine, at: time()))
+    }
+
+    /// Performs a batch whose writes must all be stored or nothing of it happen
+    /// (`SessionDriver.performAll`); returns once it is on disk, with how it ended.
+    func performAll(_ actions: [SessionAction]) async -> Settled {
+        guard !stopped else { return .notStored }
+        let all = driver.performAll(actions, engine: &engine, at: time())
+        afterBatch(actions, all.output)
+        return await wait(all.waiter)
     }
 
     private func afterBatch(_ actions: [SessionAction], _ output: [ShellOutput]) {
@@ -44,12 +46,13 @@ extension SessionNode {
     func settled() async -> Bool {
         switch driver.settle() {
         case .now(let synced): synced
-        case .later(let waiter): await wait(waiter)
+        case .later(let waiter): await wait(waiter) == .stored(synced: true)
         }
     }
 
-    private func wait(_ waiter: UInt64) async -> Bool {
-        await withCheckedContinuation { syncWaiters[waiter] = $0 }
+    private func wait(_ waiter: UInt64) async -> Settled {
+        if let settled = settledEarly.removeValue(forKey: waiter) { return settled }
+        return await withCheckedContinuation { syncWaiters[waiter] = $0 }
     }
 
     // MARK: The I/O
@@ -102,8 +105,15 @@ extension SessionNode {
                 }
             case .startSync:
                 startSync()
-            case .settled(let waiter, let synced):
-                syncWaiters.removeValue(forKey: waiter)?.resume(returning: synced)
+            case .settled(let waiter, let settled):
+                if let continuation = syncWaiters.removeValue(forKey: waiter) {
+                    continuation.resume(returning: settled)
+                } else {
+                    settledEarly[waiter] = settled
+                }
+            case .store(let request):
+                let now = time()
+                carryOut(driver.storeAnswered(storeWorker.answer(request, now: now.wall), engine: &engine, at: now))
             case .storeFailed(let error):
                 logger.error("cannot write to the store", metadata: ["error": "\(error)"])
             }

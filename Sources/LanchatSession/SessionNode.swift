@@ -136,7 +136,11 @@ public actor SessionNode {
     /// The store's syncs off the event loop (`StoreSync`); nil for a store with nothing to sync.
     let storeSync: StoreSync?
     /// API calls waiting for a sync (`settled`, our own sends), by the driver's waiter number.
-    var syncWaiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
+    var syncWaiters: [UInt64: CheckedContinuation<Settled, Never>] = [:]
+    /// Waiters the driver settled before anyone waited for them (the store answered at once).
+    var settledEarly: [UInt64: Settled] = [:]
+    /// The store's half of the driver's rules (`StoreWorker`): it commits and reads what the driver asks.
+    var storeWorker: StoreWorker
     private let clockOrigin = ContinuousClock.now
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false
@@ -165,7 +169,8 @@ public actor SessionNode {
         self.connector = connector
         self.store = store
         storeSync = store.logPath.map { StoreSync(path: $0, checkpointPath: store.checkpointPath) }
-        driver = SessionDriver(store: store, historyForNewcomers: configuration.historyForNewcomers, syncs: storeSync != nil)
+        driver = SessionDriver(historyForNewcomers: configuration.historyForNewcomers, syncs: storeSync != nil)
+        storeWorker = StoreWorker(store: store, syncs: storeSync != nil)
         self.knownPeers = knownPeers
         self.logger = logger
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(100_000))

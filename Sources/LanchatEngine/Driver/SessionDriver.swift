@@ -25,13 +25,23 @@ public enum ShellOutput: Equatable, Sendable {
     case inviteFinished(WireID, InviteOutcome)
     /// Send a peer a history as a resource.
     case offerHistory(HistoryOffer)
+    /// Commit a batch's writes and do its reads (`StoreWorker.answer`, on the thread that owns the
+    /// store), then tell the driver `storeAnswered(_:)`. Answer in the order asked.
+    case store(StoreRequest)
     /// Make durable everything committed so far (the store's log, `SessionStore.logPath`), then tell the
     /// driver `synced(_:)`. Only one is asked for at a time.
     case startSync
-    /// What a `settle()` or `performOwn` waiter waited for is done (`synced`: it reached the disk).
-    case settled(waiter: UInt64, synced: Bool)
+    /// What a waiter (`settle()`, `performOwn`, `performAll`) waited for is done.
+    case settled(waiter: UInt64, Settled)
     /// The store refused a batch's writes (what depended on them did not happen).
     case storeFailed(String)
+}
+
+/// How what a waiter waited for ended: its writes were refused (nothing of them was done), or they
+/// were stored (`synced`: and reached the disk).
+public enum Settled: Equatable, Sendable {
+    case notStored
+    case stored(synced: Bool)
 }
 
 /// A history to send a peer as a resource: a newcomer's (exported from the store by the host, in pieces),
@@ -54,20 +64,22 @@ public struct HistoryOffer: Equatable, Sendable {
 /// The shell's rules, once, for lanchatd and the simulator alike: it takes the engine's actions and turns
 /// them into plain I/O (`ShellOutput`). It owns what the shell must remember between batches:
 ///
-/// - **The commit and its failure.** A batch's writes go first, in one transaction; if they fail, what
-///   depends on them does not happen (no ACK, no report; with `allOrNothing`, nothing at all), and they
-///   are tried again, first, with the next commit (each write is idempotent).
+/// - **The store, elsewhere.** A batch's writes and the reads its I/O needs go to the store as one
+///   request (`.store`, answered by `storeAnswered(_:)`), on the thread that owns the store: the driver
+///   never calls the store. What depends on the writes waits for the answer: no report of what was not
+///   stored, no ACK for what was refused (with `allOrNothing`, nothing at all). The store tries failed
+///   writes again, first, with the next request (`StoreWorker`).
 /// - **The sync.** With a store that must be synced (`syncs`), the commit does not wait for the disk: the
 ///   host syncs the store's log on a thread of its own (`.startSync`, answered by `synced(_:)`); one sync
-///   covers every commit made before it started (a group commit). A batch's I/O waits for its sync in
-///   order (`SyncQueue`), and so does every later batch's: no ACK leaves before its message is on disk,
-///   and nothing overtakes anything. Reports are told at the commit (it is readable already).
+///   covers every commit answered before it started (a group commit).
+/// - **Order.** Batches wait in one queue (`BatchQueue`). A batch's reports and events are told once its
+///   store answer is in and every earlier batch's were (reports at the commit: readable already); its
+///   frames and the rest of its I/O once, in addition, its commit's sync, or the one pending, is done,
+///   and every earlier batch's I/O was done: no ACK leaves before its message is on disk, and nothing
+///   overtakes anything. A batch that asks nothing of the store, with nothing queued, is done at once.
 /// - **The send-first rule** (`performOwn`): our own messages may leave before their commit while nothing
-///   but ACKs waits for a sync, and only if they continue from our last synced sequence in the room.
-/// - **Reads the engine asks for** (an outbox to flush, what we hold for a SYNC_REQUEST, a relay answer),
-///   done when the batch's turn comes.
+///   but ACKs waits, and only if they continue from our last synced sequence in the room.
 public struct SessionDriver {
-    public let store: any SessionStore
     /// How many of a room's latest messages a newcomer is sent (the host's export applies it too).
     public let historyForNewcomers: Int
     /// The store's commits need a sync of their own (`SessionStore.logPath` is set).
@@ -75,168 +87,67 @@ public struct SessionDriver {
     /// What was stored in the last moments (a relay answer leaves it to its author).
     public private(set) var arrivals = RecentArrivals()
     /// Per room, the highest of our own sequences seen committed and synced (`sendAheadLimit`).
-    public private(set) var storedThrough: [RoomID: Int64] = [:]
+    public internal(set) var storedThrough: [RoomID: Int64] = [:]
     /// `stop()` was called: nothing more is done.
     public private(set) var stopped = false
     /// A sync of the store failed. On Linux a failed `fsync` may leave the pages it did not write marked
     /// clean, so a later sync that succeeds proves nothing: from then on nothing counts as synced (no ACK
     /// leaves, our sends fail) until the process starts again, as PostgreSQL stops at such a failure.
     public private(set) var syncFailed = false
+    /// Store requests asked and not answered.
+    public private(set) var unanswered = 0
 
     /// Syncs asked for (each durable commit takes the next number), the last one known done, the one running.
     private var syncsAsked: UInt64 = 0
     private var syncedThrough: UInt64 = 0
     private var syncRunning: UInt64?
-    private var afterSync = SyncQueue()
+    private var queue = BatchQueue()
     private var nextWaiter: UInt64 = 0
-    /// Writes of batches whose commit failed, tried again with the next commit (at most `maximumUnwritten`,
-    /// the newest: a disk that keeps failing loses the oldest, as a crash would).
-    private var unwritten: [StoreOperation] = []
-    public static let maximumUnwritten = 10_000
-    /// What we hold of each room's recent messages, as read for our last SYNC_REQUEST there (`heldRuns`).
-    private var held: [RoomID: HeldRuns] = [:]
+    private var nextTicket: UInt64 = 0
+    /// The store holds writes of a failed batch to try again (the next batch asks the store even if it writes nothing).
+    private var retryPending = false
 
-    /// A room's recent messages as runs of sequences by author (`SessionStateMachine.syncRuns`), and the
-    /// store's `messagesChanged` when they were read: they hold while it stays the same.
-    struct HeldRuns {
-        var stamp: UInt64
-        var runs: [String: [ClosedRange<UInt64>]]
-        /// No sequence was negative (a relay answer looks those up as 0: then `covered` proves nothing).
-        var exact: Bool
-    }
-
-    public init(store: any SessionStore, historyForNewcomers: Int, syncs: Bool) {
-        self.store = store
+    public init(historyForNewcomers: Int, syncs: Bool) {
         self.historyForNewcomers = historyForNewcomers
         self.syncs = syncs
     }
 
-    /// What a batch did: whether its writes committed, and the I/O to do now.
-    public struct Performed {
-        public var committed: Bool
-        public var output: [ShellOutput]
+    /// How many of a room's latest messages a SYNC_REQUEST describes (twice what a member sends, so that
+    /// its window lies within ours).
+    var runsLimit: Int { 2 * max(500, historyForNewcomers) }
+
+    /// Performs a batch of the engine's actions (see the type's rules).
+    public mutating func perform(_ actions: [SessionAction], engine: inout SessionStateMachine, at now: EngineTime) -> [ShellOutput] {
+        enqueue(actions, engine: &engine, at: now)
     }
 
-    /// Performs a batch of the engine's actions (see the type's rules). With `sendFirst`, the frames for
-    /// the peers are written (and flushed) before the commit, so that the sync runs while they travel.
-    public mutating func perform(
-        _ actions: [SessionAction], engine: inout SessionStateMachine, at now: EngineTime, allOrNothing: Bool = false, sendFirst: Bool = false
-    ) -> Performed {
-        guard !stopped else { return Performed(committed: false, output: []) }
-        var output: [ShellOutput] = []
-        var inserted: Set<String> = []
-        var committed = true
-        var ticket: UInt64?
-        if sendFirst {
-            for case .send(let handle, let frames) in actions { output.append(.write(handle, frames, flushNow: true)) }
-        }
-        // The batch's writes, after those of earlier batches whose commit failed (each is idempotent).
-        var operations: [StoreOperation] = []
-        for case .persist(let operation) in actions {
-            if case .rememberPeer(let label, let id) = operation {
-                output.append(.rememberPeer(label: label, id: id))  // (its own file, not the store)
-            } else {
-                operations.append(operation)
-            }
-        }
-        let retried = unwritten
-        // (A batch that only remembers a peer's label commits nothing, but its frames still wait for a
-        // sync, as they always have: the order of the link's first frames is part of what was tested.)
-        let remembers = operations.isEmpty && actions.contains { if case .persist(.rememberPeer) = $0 { true } else { false } }
-        if !operations.isEmpty || !retried.isEmpty || remembers {
-            // Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure,
-            // their messages are sent again and de-duplicated. Anything else is synced before what follows.
-            let durable = remembers || (retried + operations).contains { if case .acknowledge = $0 { false } else { true } }
-            do {
-                try store.transaction(durable: durable && !syncs) {
-                    for operation in retried + operations {
-                        if try store.apply(operation, now: now.wall), case .insertMessage(let message, _) = operation { inserted.insert(message.id) }
-                    }
-                }
-                unwritten = []
-                if durable, syncs { ticket = askSync(into: &output) }
-                if !inserted.isEmpty { arrivals.note(inserted, at: now.monotonic) }
-                // Messages of earlier batches stored now are reported now.
-                for case .insertMessage(let message, let report?) in retried where inserted.contains(message.id) {
-                    output.append(.reportStored(report))
-                    inserted.remove(message.id)  // (once: the batch may hold the same message, sent again)
-                }
-            } catch {
-                output.append(.storeFailed("\(error)"))
-                committed = false
-                inserted = []  // (rolled back: nothing of it is reported)
-                if allOrNothing { return Performed(committed: false, output: output) }
-                // The engine goes on as if they were written (a message is not acknowledged, so it comes
-                // again): they are tried again, first, with the next commit. A send of ours is not (above:
-                // the engine forgets it).
-                unwritten = Array((retried + operations).suffix(Self.maximumUnwritten))
-            }
-        }
-        var later: [SessionAction] = []
-        for action in actions {
-            if sendFirst, case .send = action { continue }  // (written before the commit)
-            switch action {
-            case .persist(.insertMessage(let message, let report?)):
-                if inserted.contains(message.id) { output.append(.reportStored(report)) }
-            case .persist, .peerDisconnected:
-                break
-            case .emit(let event):
-                output.append(.tell(event))
-            case .peerConnected(let peer, let handle):
-                output.append(.serves(peer, handle))
-            case .dial(let peer):
-                output.append(.dial(peer))
-            default:
-                later.append(action)
-            }
-        }
-        // Nothing leaves before what was committed before it is on disk.
-        if let after = ticket ?? syncPending {
-            if !later.isEmpty {
-                afterSync.append(after, frames: !later.allSatisfy(Self.sendsOnlyAcknowledgements), .batch(later, committed: committed))
-            }
-        } else {
-            performLater(later, committed: committed, engine: &engine, at: now, into: &output)
-        }
-        return Performed(committed: committed, output: output)
+    /// Performs a batch whose writes must all be stored or none of what it does happen (a metadata write,
+    /// administration); `.settled(waiter:)` tells how it ended, once it is on disk.
+    public mutating func performAll(_ actions: [SessionAction], engine: inout SessionStateMachine, at now: EngineTime) -> (waiter: UInt64, output: [ShellOutput]) {
+        nextWaiter += 1
+        let output = enqueue(actions, engine: &engine, at: now, allOrNothing: true, waiter: nextWaiter)
+        return (nextWaiter, output)
     }
 
-    /// How a send of ours ended in the store: refused, stored and synced, or stored with its sync to come
-    /// (`.settled(waiter:synced:)` tells it).
-    public enum OwnOutcome: Equatable, Sendable {
-        case notStored
-        case stored
-        case syncing(waiter: UInt64)
-    }
-
-    /// Performs the actions of our own messages (`send`, `share`): before their commit if they may go
-    /// first (`mayGoFirst`, nothing but ACKs waits for a sync, and they continue from `storedThrough`),
-    /// after it otherwise. If they are not stored, the engine hears it (`sendNotStored`).
+    /// Performs the actions of our own messages (`send`, `share`): their frames are written before their
+    /// commit if they may go first (`mayGoFirst`, nothing but ACKs waits, and they continue from
+    /// `storedThrough`), after it otherwise. `.settled(waiter:)` tells how it ended; if they are not
+    /// stored, the engine hears it (`sendNotStored`).
     public mutating func performOwn(
         _ plan: SessionStateMachine.SendPlan, _ actions: [SessionAction], in room: RoomID, mayGoFirst: Bool,
         engine: inout SessionStateMachine, at now: EngineTime
-    ) -> (outcome: OwnOutcome, wentFirst: Bool, output: [ShellOutput]) {
+    ) -> (waiter: UInt64, wentFirst: Bool, output: [ShellOutput]) {
         let first = plan.messages.first?.sequence ?? 0
-        // (Not while frames of earlier batches other than acknowledgements wait for a sync: they would be
-        // overtaken. An ACK overtaken changes nothing: it only ends the peer's retransmits.)
-        let ahead = mayGoFirst && afterSync.onlyAcknowledgementsWait && storedThrough[room].map { $0 + 1 == first } == true
-        let done = perform(actions, engine: &engine, at: now, allOrNothing: true, sendFirst: ahead)
-        guard done.committed else {
-            engine.sendNotStored(plan)
-            return (.notStored, ahead, done.output)
-        }
-        let last = plan.messages.last?.sequence
-        if let pending = syncPending {
-            nextWaiter += 1
-            afterSync.append(pending, frames: false, .own(room, through: last, waiter: nextWaiter))
-            return (.syncing(waiter: nextWaiter), ahead, done.output)
-        }
-        if let last { storedThrough[room] = max(storedThrough[room] ?? 0, last) }
-        return (.stored, ahead, done.output)
+        // (Not while frames other than acknowledgements wait: they would be overtaken. An ACK overtaken
+        // changes nothing: it only ends the peer's retransmits.)
+        let ahead = mayGoFirst && queue.onlyAcknowledgementsWait && storedThrough[room].map { $0 + 1 == first } == true
+        nextWaiter += 1
+        let output = enqueue(actions, engine: &engine, at: now, allOrNothing: true, sendFirst: ahead, own: .init(plan: plan, room: room), waiter: nextWaiter)
+        return (nextWaiter, ahead, output)
     }
 
     /// Whether what was performed so far is done (its syncs included): now (and whether it synced), or
-    /// later, told by `.settled(waiter:synced:)`.
+    /// later, told by `.settled(waiter:)`.
     public enum Settlement: Equatable, Sendable {
         case now(synced: Bool)
         case later(waiter: UInt64)
@@ -244,10 +155,27 @@ public struct SessionDriver {
 
     public mutating func settle() -> Settlement {
         guard !stopped else { return .now(synced: false) }
-        guard let last = syncPending else { return .now(synced: true) }
+        guard !queue.isEmpty || syncPending != nil else { return .now(synced: true) }
         nextWaiter += 1
-        afterSync.append(last, frames: false, .waiter(nextWaiter))
+        var waiting = Batch(actions: [], waiter: nextWaiter)
+        // (Told at once if nothing before it waits for the store: it then waits for the pending sync.)
+        if queue.allTold {
+            waiting.told = true
+            waiting.syncTicket = syncPending
+        }
+        queue.append(waiting)
         return .later(waiter: nextWaiter)
+    }
+
+    /// The store answered a request (`.store`): what waited for it is done, in order.
+    public mutating func storeAnswered(_ answer: StoreAnswer, engine: inout SessionStateMachine, at now: EngineTime) -> [ShellOutput] {
+        guard !stopped else { return [] }
+        unanswered -= 1
+        retryPending = answer.unwritten > 0
+        queue.answered(answer)
+        var output: [ShellOutput] = []
+        advance(engine: &engine, at: now, into: &output)
+        return output
     }
 
     /// The sync asked for by the last `.startSync` ended (`ok`: it reached the disk). What waited for it
@@ -257,34 +185,21 @@ public struct SessionDriver {
         guard !stopped, let target = syncRunning else { return [] }
         syncRunning = nil
         if !ok { syncFailed = true }
-        let ok = ok && !syncFailed
         syncedThrough = target
         var output: [ShellOutput] = []
-        while let first = afterSync.first, first.ticket <= target {
-            _ = afterSync.popFirst()
-            switch first.work {
-            case .batch(let actions, let committed):
-                performLater(actions, committed: committed && ok, engine: &engine, at: now, into: &output)
-            case .waiter(let waiter):
-                output.append(.settled(waiter: waiter, synced: ok))
-            case .own(let room, let last, let waiter):
-                if ok, let last { storedThrough[room] = max(storedThrough[room] ?? 0, last) }
-                output.append(.settled(waiter: waiter, synced: ok))
-            }
-        }
+        advance(engine: &engine, at: now, into: &output)
         startSync(into: &output)
         return output
     }
 
-    /// The node stops: what waited for a sync is not done; waiters hear that it did not sync.
+    /// The node stops: what waited is not done; waiters hear that it did not sync (or, if the store had
+    /// not answered, that it was not stored).
     public mutating func stop() -> [ShellOutput] {
         stopped = true
         var output: [ShellOutput] = []
-        while let waiting = afterSync.popFirst() {
-            switch waiting.work {
-            case .batch: break
-            case .waiter(let waiter), .own(_, _, let waiter): output.append(.settled(waiter: waiter, synced: false))
-            }
+        while let batch = queue.popFirst() {
+            guard let waiter = batch.waiter else { continue }
+            output.append(.settled(waiter: waiter, batch.told && batch.committed ? .stored(synced: false) : .notStored))
         }
         return output
     }
@@ -297,113 +212,135 @@ public struct SessionDriver {
     }
 
     /// Nothing waits but acknowledgements (and waiters with no frames).
-    public var onlyAcknowledgementsWait: Bool { afterSync.onlyAcknowledgementsWait }
+    public var onlyAcknowledgementsWait: Bool { queue.onlyAcknowledgementsWait }
 
-    // MARK: The batch's I/O
+    // MARK: The queue
 
-    /// The rest of a batch (`perform`): its frames and other I/O, once its writes are on disk.
-    private mutating func performLater(
-        _ actions: [SessionAction], committed: Bool, engine: inout SessionStateMachine, at now: EngineTime, into output: inout [ShellOutput]
-    ) {
-        // A resync asks every member of a room at once: what we hold is read once per room.
-        var syncRequests: [RoomID: WireFrame.SyncRequest] = [:]
-        for action in actions {
-            if !committed, Self.sendsOnlyAcknowledgements(action) { continue }
+    private mutating func enqueue(
+        _ actions: [SessionAction], engine: inout SessionStateMachine, at now: EngineTime, allOrNothing: Bool = false, sendFirst: Bool = false,
+        own: Batch.Own? = nil, waiter: UInt64? = nil
+    ) -> [ShellOutput] {
+        guard !stopped else { return waiter.map { [.settled(waiter: $0, .notStored)] } ?? [] }
+        var output: [ShellOutput] = []
+        var actions = actions
+        if sendFirst {
+            for case .send(let handle, let frames) in actions { output.append(.write(handle, frames, flushNow: true)) }
+            actions.removeAll { if case .send = $0 { true } else { false } }
+        }
+        var operations: [StoreOperation] = []
+        var reads: [StoreRead] = []
+        var slots: [Int: Int] = [:]
+        var syncRooms: [RoomID: Int] = [:]
+        var frames = false
+        for (index, action) in actions.enumerated() {
             switch action {
-            case .send(let handle, let frames):
-                output.append(.write(handle, frames, flushNow: false))
-            case .sendUnreliable(let handle, let frames):
-                output.append(.writeIfRoom(handle, frames))
-            case .close(let handle, let reason, let text):
-                output.append(.close(handle, reason, text))
-            case .flushOutbox(let peer, let handle, let rooms):
-                flushOutbox(to: peer, on: handle, rooms: Set(rooms.map(\.rawValue)), engine: engine, into: &output)
-            case .sendHistory(let room, let since, let peer, let signed, let limit):
-                let limit = min(historyForNewcomers, limit ?? .max)
-                output.append(.offerHistory(HistoryOffer(room: room, peer: peer, signed: signed, content: .export(sinceMilliseconds: since, limit: limit))))
-            case .requestHistory(let room, let handle, let scope):
-                // What we lack (from a minute before the newest message we hold), within what was chosen.
-                let latest = (try? store.latestTimestamp(room: room.rawValue)) ?? 0
-                let since = max(latest - 60_000, scope.sinceMilliseconds ?? 0, 0)
-                guard let version = engine.linkVersion(on: handle) else { break }
-                // A version 1 peer knows no limit (it sends what its own bound allows).
-                let limit = version >= 2 ? scope.limit : nil
-                output.append(
-                    .write(
-                        handle, [.historyRequest(room: room, sinceMilliseconds: UInt64(since), limit: limit.map { UInt32(clamping: $0) })],
-                        flushNow: false))
-            case .requestSync(let room, let handle):
-                let request = syncRequests[room] ?? syncRequest(room, at: now)
-                syncRequests[room] = request
-                output.append(.write(handle, [.syncRequest(request)], flushNow: false))
-            case .sendSync(let room, let since, let marks, let peer):
-                // Nothing read when the asker holds every run we hold (an idle room: each member's resync is
-                // answered by each other one): what an answer would send lies within them (`syncRequest`).
-                if let ours = heldRuns(room, read: false), ours.exact, SessionStateMachine.covered(ours.runs, by: marks) {
-                    engine.relayAnswerNotOffered(room, to: peer.id)
-                    break
-                }
-                let latest = (try? store.export(room: room.rawValue, since: since, limit: historyForNewcomers)) ?? []
-                let lacking = engine.relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, at: now)
-                let answer = SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize)
-                if answer.isEmpty {
-                    engine.relayAnswerNotOffered(room, to: peer.id)
+            case .persist(.rememberPeer(let label, let id)):
+                output.append(.rememberPeer(label: label, id: id))  // (its own file, not the store)
+            case .persist(let operation):
+                operations.append(operation)
+            case .emit, .peerConnected, .dial, .peerDisconnected:
+                continue
+            case .flushOutbox(let peer, _, _):
+                slots[index] = reads.count
+                reads.append(.outbox(peer))
+            case .requestHistory(let room, _, _):
+                slots[index] = reads.count
+                reads.append(.latestTimestamp(room))
+            case .requestSync(let room, _):
+                // A resync asks every member of a room at once: what we hold is read once per room.
+                if let slot = syncRooms[room] {
+                    slots[index] = slot
                 } else {
-                    output.append(.offerHistory(HistoryOffer(room: room, peer: peer, signed: true, content: .messages(answer))))
+                    syncRooms[room] = reads.count
+                    slots[index] = reads.count
+                    reads.append(.syncRequest(room, limit: runsLimit))
                 }
-            case .inviteFinished(let id, let outcome):
-                output.append(.inviteFinished(id, outcome))
-            case .stream(let id, let signal):
-                output.append(.stream(id, signal))
-            case .streamHandedOver(let acceptor, let accepted):
-                output.append(.streamHandedOver(acceptor: acceptor, accepted))
-            case .file(let file):
-                output.append(.file(file))
-            case .persist, .emit, .peerConnected, .dial, .peerDisconnected:
-                break  // (done in `perform`)
+            case .sendSync(let room, let since, let marks, _):
+                slots[index] = reads.count
+                reads.append(.relayAnswer(room, since: since, exportLimit: historyForNewcomers, runsLimit: runsLimit, marks: marks))
+            default:
+                break
             }
+            if !Self.sendsOnlyAcknowledgements(action), !Self.toldAtOnce(action) { frames = true }
+        }
+        // (A batch that only remembers a peer's label commits nothing, but its frames still wait for a
+        // sync, as they always have: the order of the link's first frames is part of what was tested.)
+        let remembers = operations.isEmpty && actions.contains { if case .persist(.rememberPeer) = $0 { true } else { false } }
+        var batch = Batch(actions: actions, allOrNothing: allOrNothing, own: own, waiter: waiter, frames: frames, readSlots: slots)
+        if !operations.isEmpty || remembers || !reads.isEmpty || (retryPending && unanswered == 0) {
+            nextTicket += 1
+            unanswered += 1
+            batch.ticket = nextTicket
+            output.append(.store(StoreRequest(ticket: nextTicket, operations: operations, forceDurable: remembers, allOrNothing: allOrNothing, reads: reads)))
+        }
+        queue.append(batch)
+        advance(engine: &engine, at: now, into: &output)
+        return output
+    }
+
+    /// Tells what can be told and does what can be done, in order: each batch's I/O as soon as it may
+    /// (before the next batch is told, as when the store answered at once).
+    private mutating func advance(engine: inout SessionStateMachine, at now: EngineTime, into output: inout [ShellOutput]) {
+        while true {
+            while let first = queue.first, first.told, first.dropped || first.syncTicket.map({ $0 <= syncedThrough }) ?? true {
+                let batch = queue.popFirst()!
+                if !batch.dropped { performLater(batch, engine: &engine, at: now, into: &output) }
+            }
+            guard let index = queue.nextToTell, queue[index].ticket == nil || queue[index].answer != nil else { return }
+            var batch = queue[index]
+            queue[index].answer = nil  // (not copied twice)
+            tell(&batch, engine: &engine, at: now, into: &output)
+            queue[index] = batch
+            queue.toldOne()
         }
     }
 
-    /// What we hold of the room's recent messages (twice what a member sends, so that its window lies
-    /// within ours), as a SYNC_REQUEST.
-    public mutating func syncRequest(_ room: RoomID, at now: EngineTime) -> WireFrame.SyncRequest {
-        let runs = heldRuns(room, read: true)?.runs ?? [:]
-        let joined = (try? store.joinedAt(room: room.rawValue)) ?? nil
-        let since = SessionStateMachine.relayFloor(joinedAt: joined, now: now.wall)
-        return .init(room: room, sinceMilliseconds: since, marks: SessionStateMachine.syncMarks(runs: runs))
-    }
-
-    /// The runs we hold of a room's latest `2 * max(500, historyForNewcomers)` messages: kept from the last
-    /// read while the store's messages have not changed since (`SessionStore.messagesChanged`); read again
-    /// if `read` (nil otherwise, or if the read fails). An export for a relay answer (the latest
-    /// `historyForNewcomers` since a time, in the same order) lies within them.
-    mutating func heldRuns(_ room: RoomID, read: Bool) -> HeldRuns? {
-        let stamp = store.messagesChanged
-        if let kept = held[room], kept.stamp == stamp { return kept }
-        guard read, let rows = try? store.recentSequences(room: room.rawValue, limit: 2 * max(500, historyForNewcomers)) else { return nil }
-        if held.count >= 1024 { held = [:] }  // (rooms left long ago; one read each brings a room back)
-        let kept = HeldRuns(stamp: stamp, runs: SessionStateMachine.syncRuns(rows), exact: rows.allSatisfy { $0.sequence >= 0 })
-        held[room] = kept
-        return kept
-    }
-
-    /// Every reliable message still waiting for the peer's ACK in these rooms, oldest queued first (our
-    /// own signed for a peer that speaks version 2), in writes of at most 512 frames.
-    private func flushOutbox(to peer: PeerID, on handle: LinkHandle, rooms: Set<String>, engine: SessionStateMachine, into output: inout [ShellOutput]) {
-        guard let version = engine.linkVersion(on: handle), let queued = try? store.outbox(peerID: peer.rawValue), !queued.isEmpty else { return }
-        let signed = version >= 2
-        var frames: [WireFrame] = []
-        for message in queued where rooms.contains(message.room) {
-            let message = signed ? SessionStateMachine.signedIfOurs(message, ownID: engine.configuration.ownID, keys: engine.configuration.envelopes) : message
-            guard let frame = SessionStateMachine.frame(message, reliable: true, signed: signed) else { continue }
-            frames.append(frame)
-            if frames.count == 512 {
-                output.append(.write(handle, frames, flushNow: false))
-                frames = []
+    /// What a batch tells at its commit: whether it failed, its reports, its events.
+    private mutating func tell(_ batch: inout Batch, engine: inout SessionStateMachine, at now: EngineTime, into output: inout [ShellOutput]) {
+        batch.told = true
+        var inserted: Set<String> = []
+        if let answer = batch.answer {
+            if let failure = answer.failure {
+                output.append(.storeFailed(failure))
+                batch.committed = false
+                if batch.allOrNothing {
+                    batch.dropped = true
+                    if let own = batch.own { engine.sendNotStored(own.plan) }
+                    if let waiter = batch.waiter { output.append(.settled(waiter: waiter, .notStored)) }
+                    return
+                }
+            } else {
+                if answer.durable, syncs { batch.syncTicket = askSync(into: &output) }
+                inserted = answer.inserted
+                let stored = inserted.union(answer.retriedReports.map(\.stored.id))
+                if !stored.isEmpty { arrivals.note(stored, at: now.monotonic) }
+                for report in answer.retriedReports { output.append(.reportStored(report)) }
             }
         }
-        if !frames.isEmpty { output.append(.write(handle, frames, flushNow: false)) }
+        for action in batch.actions {
+            switch action {
+            case .persist(.insertMessage(let message, let report?)):
+                if inserted.contains(message.id) { output.append(.reportStored(report)) }
+            case .emit(let event):
+                output.append(.tell(event))
+            case .peerConnected(let peer, let handle):
+                output.append(.serves(peer, handle))
+            case .dial(let peer):
+                output.append(.dial(peer))
+            default:
+                break
+            }
+        }
+        // Nothing leaves before what was committed before it is on disk.
+        batch.syncTicket = batch.syncTicket ?? syncPending
+    }
+
+    /// Actions done when the batch is told (`tell`), not with its I/O.
+    static func toldAtOnce(_ action: SessionAction) -> Bool {
+        switch action {
+        case .persist, .emit, .peerConnected, .dial, .peerDisconnected: true
+        default: false
+        }
     }
 
     // MARK: The syncs
@@ -424,52 +361,4 @@ public struct SessionDriver {
 
     /// The last sync asked for, if it is not done.
     private var syncPending: UInt64? { syncedThrough < syncsAsked ? syncsAsked : nil }
-}
-
-/// Work waiting for a sync of the store, first in first out (`SessionDriver`): each item is done once the
-/// sync numbered `ticket` is.
-struct SyncQueue {
-    enum Work {
-        /// The rest of a batch (`performLater`), and whether its writes committed.
-        case batch([SessionAction], committed: Bool)
-        /// A `settle()` waiter.
-        case waiter(UInt64)
-        /// A send of ours: its last sequence, and its waiter.
-        case own(RoomID, through: Int64?, waiter: UInt64)
-    }
-
-    struct Waiting {
-        var ticket: UInt64
-        /// It holds frames other than ACKs.
-        var frames: Bool
-        var work: Work
-    }
-
-    private var items: [Waiting] = []
-    private var head = 0
-    private var holdingFrames = 0
-
-    var first: Waiting? { head < items.count ? items[head] : nil }
-    /// Nothing waits but acknowledgements (and waiters with no frames).
-    var onlyAcknowledgementsWait: Bool { holdingFrames == 0 }
-
-    mutating func append(_ ticket: UInt64, frames: Bool, _ work: Work) {
-        items.append(Waiting(ticket: ticket, frames: frames, work: work))
-        if frames { holdingFrames += 1 }
-    }
-
-    mutating func popFirst() -> Waiting? {
-        guard head < items.count else { return nil }
-        let item = items[head]
-        if item.frames { holdingFrames -= 1 }
-        head += 1
-        if head == items.count {
-            items.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 1024, 2 * head >= items.count {
-            items.removeFirst(head)
-            head = 0
-        }
-        return item
-    }
 }

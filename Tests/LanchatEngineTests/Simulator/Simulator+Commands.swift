@@ -107,23 +107,16 @@ extension Simulator {
         }
         // As `SessionNode.send`: through the driver's send-first rule; `send` returns (and the messages
         // count as accepted) once their commit is synced.
-        var planned: SessionStateMachine.SendPlan?
-        var outcome = SessionDriver.OwnOutcome.notStored
         drive(node) { driver, engine in
             guard let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: self.time(node)) else { return [] }
-            planned = plan
             let own = driver.performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit, engine: &engine, at: self.time(node))
-            outcome = own.outcome
+            // Accepted once stored and synced (`.settled`; the store may answer before this returns).
+            if reliable {
+                self.syncing[node, default: [:]][own.waiter] = plan.messages.map { Sent(id: $0.id, sender: node, room: room, recipients: plan.recipients, at: self.now) }
+            }
             // Not stored after its frames went first: members may hold what its author never will.
-            if own.outcome == .notStored, own.wentFirst { self.lostByAuthor.formUnion(plan.messages.map(\.id)) }
+            if own.wentFirst { self.wentFirst[node, default: [:]][own.waiter] = plan.messages.map(\.id) }
             return own.output
-        }
-        guard reliable, let plan = planned else { return }
-        let accepted = plan.messages.map { Sent(id: $0.id, sender: node, room: room, recipients: plan.recipients, at: now) }
-        switch outcome {
-        case .stored: sent += accepted
-        case .syncing(let waiter): syncing[node, default: [:]][waiter] = accepted
-        case .notStored: break
         }
     }
 

@@ -102,7 +102,8 @@ extension Simulator {
             configuration: configuration, restored: try! nodes[index].store.restored(ownID: nodes[index].peer.id, knownPeers: nodes[index].known),
             addressBook: NoAddresses(), ids: ids, shortCode: { _ in "0000-0000" })
         nodes[index].engine = engine
-        nodes[index].driver = SessionDriver(store: nodes[index].store, historyForNewcomers: 1000, syncs: true)
+        nodes[index].driver = SessionDriver(historyForNewcomers: 1000, syncs: true)
+        nodes[index].worker = StoreWorker(store: nodes[index].store, syncs: true)
         nodes[index].store.losesUnsyncedCommits()
         // Now and then the disk refuses a commit (full, or failing), before the network heals.
         nodes[index].store.failsCommit = { [unowned self] in self.options.faults && self.now < self.options.chaos && self.chance(1) }
@@ -119,7 +120,9 @@ extension Simulator {
         noteCrash(index)
         nodes[index].engine = nil
         nodes[index].driver = nil
+        nodes[index].worker = nil
         syncing[index] = nil
+        wentFirst[index] = nil
         // What was committed and not synced is gone: messages reported from it are told again when they
         // come again (their ACK never left); our own are lost by their author (members may hold those
         // that went first).

@@ -35,6 +35,8 @@ final class Simulator {
         var kept: [String: [UInt8]] = [:]
         /// The shell's rules (`SessionDriver`, as lanchatd runs them): in memory, a crash forgets it.
         var driver: SessionDriver?
+        /// The store's half of those rules (`StoreWorker`, lanchatd's store thread): a crash forgets it too.
+        var worker: StoreWorker?
     }
 
     final class Link {
@@ -102,6 +104,9 @@ final class Simulator {
     /// Per node, reliable messages its `send` committed whose sync is not done yet, by the driver's waiter:
     /// once it is, `send` returns, and they join `sent`.
     var syncing: [Int: [UInt64: [Sent]]] = [:]
+    /// Own sends whose frames went before their commit, by node and waiter: if the store refuses them,
+    /// members may hold what their author never will.
+    var wentFirst: [Int: [UInt64: [String]]] = [:]
     /// Syncs of the store the nodes' drivers asked for (each covers every commit before it), the one
     /// running on each node, and messages crashes took from stores (committed, their sync not done).
     var syncs = 0
@@ -336,7 +341,7 @@ final class Simulator {
     func perform(_ node: Int, _ input: (inout SessionStateMachine) throws -> [SessionAction]) rethrows {
         try drive(node) { driver, engine in
             let actions = try input(&engine)
-            return driver.perform(actions, engine: &engine, at: self.time(node)).output
+            return driver.perform(actions, engine: &engine, at: self.time(node))
         }
     }
 
@@ -426,8 +431,14 @@ final class Simulator {
                 syncs += 1
                 syncRunning[node] = nodes[node].store.syncBegins()
                 schedule(.synced(node: node, incarnation: nodes[node].incarnation), at: now + Int64(1 + roll(40)))
-            case .settled(let waiter, let synced):
-                if let messages = syncing[node]?.removeValue(forKey: waiter), synced { sent += messages }
+            case .settled(let waiter, let settled):
+                if let messages = syncing[node]?.removeValue(forKey: waiter), settled == .stored(synced: true) { sent += messages }
+                if let ids = wentFirst[node]?.removeValue(forKey: waiter), settled == .notStored { lostByAuthor.formUnion(ids) }
+            case .store(let request):
+                guard var worker = nodes[node].worker else { continue }
+                let answer = worker.answer(request, now: time(node).wall)
+                nodes[node].worker = worker
+                drive(node) { driver, engine in driver.storeAnswered(answer, engine: &engine, at: self.time(node)) }
             case .storeFailed(let error):
                 // Only the simulated disk's refusals (a fault) may fail a commit.
                 if error.contains("(simulated)") { failedCommits += 1 } else if stateFault == nil { stateFault = "n\(node) cannot write to its store: \(error)" }

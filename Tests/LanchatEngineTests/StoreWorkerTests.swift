@@ -1,0 +1,64 @@
+import LanchatCore
+import LanchatEngine
+import LanchatWire
+import Testing
+
+/// The store's half of the driver's rules (`StoreWorker`): failed writes are tried again first with the
+/// next request (not those of an all-or-nothing batch), reads see the request's own writes, and what we
+/// hold of a room is read once while the store's messages stay the same.
+@Suite struct StoreWorkerTests {
+    let room = RoomID("lab")!
+    let author = String(repeating: "a", count: 52)
+
+    func message(_ sequence: Int64) -> StoredMessage {
+        StoredMessage(
+            id: String(repeating: "b", count: 31) + String(sequence % 10), room: room.rawValue, senderID: author, senderName: "ann",
+            sequence: sequence, timestamp: 100 + sequence, kind: .text, body: "m\(sequence)")
+    }
+
+    func request(_ ticket: UInt64, _ operations: [StoreOperation], allOrNothing: Bool = false, reads: [StoreRead] = []) -> StoreRequest {
+        StoreRequest(ticket: ticket, operations: operations, forceDurable: false, allOrNothing: allOrNothing, reads: reads)
+    }
+
+    @Test func aFailedBatchsWritesGoFirstWithTheNextAndAnAllOrNothingOneIsNot() {
+        let store = MemorySessionStore()
+        var worker = StoreWorker(store: store, syncs: false)
+        let first = worker.answer(request(1, [.insertMessage(message(1), report: nil)]), now: 0)
+        #expect(first.failure == nil && first.inserted == [message(1).id] && first.durable)
+        store.failsCommit = { true }
+        let second = worker.answer(request(2, [.insertMessage(message(2), report: nil)]), now: 0)
+        #expect(second.failure != nil && second.unwritten == 1)
+        let refused = worker.answer(request(3, [.insertMessage(message(3), report: nil)], allOrNothing: true), now: 0)
+        #expect(refused.failure != nil && refused.unwritten == 1)  // (the second's still waits; the third's is not kept)
+        store.failsCommit = nil
+        let fourth = worker.answer(request(4, [.insertMessage(message(4), report: nil)], reads: [.latestTimestamp(room)]), now: 0)
+        #expect(fourth.failure == nil && fourth.unwritten == 0)
+        #expect(Set(store.messages.keys.map(\.id)) == Set([1, 2, 4].map { message($0).id }))
+        // The read sees the batch's own write.
+        #expect(fourth.reads == [.timestamp(104)])
+    }
+
+    @Test func acknowledgementsAloneAreNotDurable() {
+        var worker = StoreWorker(store: MemorySessionStore(), syncs: true)
+        let peer = PeerID(String(repeating: "c", count: 52))!
+        let id = WireID(bytes: [UInt8](repeating: 1, count: 16))!
+        #expect(!worker.answer(request(1, [.acknowledge(peer, [id])]), now: 0).durable)
+        #expect(worker.answer(request(2, [.enqueue(peer, [id])]), now: 0).durable)
+        #expect(!worker.answer(request(3, []), now: 0).durable)
+    }
+
+    @Test func whatWeHoldIsReadOnceWhileTheMessagesStayTheSame() {
+        let store = MemorySessionStore()
+        for sequence in Int64(1)...3 { store.insert(message(sequence), now: 0) }
+        var worker = StoreWorker(store: store, syncs: false)
+        let covered = worker.answer(request(1, [], reads: [.relayAnswer(room, since: 0, exportLimit: 10, runsLimit: 100, marks: [author: [1...3]])]), now: 0)
+        guard case .relayAnswer(let runs, nil)? = covered.reads.first else { Issue.record("covered: \(covered.reads)"); return }
+        #expect(runs?.runs == [author: [1...3]] && store.relayReads == (exports: 0, recentSequences: 1))
+        let lacking = worker.answer(request(2, [], reads: [.relayAnswer(room, since: 0, exportLimit: 10, runsLimit: 100, marks: [author: [1...2]])]), now: 0)
+        guard case .relayAnswer(_, let messages?)? = lacking.reads.first else { Issue.record("lacking: \(lacking.reads)"); return }
+        #expect(messages.count == 3 && store.relayReads == (exports: 1, recentSequences: 1))
+        // A new message: read again.
+        _ = worker.answer(request(3, [.insertMessage(message(4), report: nil)], reads: [.syncRequest(room, limit: 100)]), now: 0)
+        #expect(store.relayReads.recentSequences == 2)
+    }
+}
