@@ -97,6 +97,12 @@ public final class MemorySessionStore: SessionStore {
     private var onDisk: (state: State, commit: UInt64)?
     private var commits: UInt64 = 0
 
+    /// Whether a message with this id would survive a crash now (stored, and its commit synced).
+    public func isOnDisk(messageID id: String) -> Bool {
+        guard let onDisk else { return firstByID[id] != nil }
+        return onDisk.state.firstByID[id] != nil
+    }
+
     /// A sync of the log, begun: what it makes durable when it ends.
     public struct Sync {
         fileprivate let state: State

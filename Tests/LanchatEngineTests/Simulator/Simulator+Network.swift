@@ -122,7 +122,7 @@ extension Simulator {
         nodes[index].driver = nil
         nodes[index].worker = nil
         syncing[index] = nil
-        wentFirst[index] = nil
+        storeCrashes(index)
         // What was committed and not synced is gone: messages reported from it are told again when they
         // come again (their ACK never left); our own are lost by their author (members may hold those
         // that went first).

@@ -73,6 +73,10 @@ final class Simulator {
         case fileDone(node: Int, incarnation: Int, FileDone)
         /// The store's sync the driver asked for is done.
         case synced(node: Int, incarnation: Int)
+        /// The store's thread takes what was asked of it (`Simulator+StoreThread.swift`), and its answers
+        /// reach the node.
+        case storeTurn(node: Int, incarnation: Int)
+        case storeAnswers(node: Int, incarnation: Int, [StoreAnswer])
     }
 
     /// A reliable message some node's `send` accepted: who must end up with it.
@@ -107,6 +111,11 @@ final class Simulator {
     /// Own sends whose frames went before their commit, by node and waiter: if the store refuses them,
     /// members may hold what their author never will.
     var wentFirst: [Int: [UInt64: [String]]] = [:]
+    /// What each node's driver asked of its store and its thread has not taken yet; turns taken; requests
+    /// a crash took from a queue.
+    var storeQueue: [Int: [StoreRequest]] = [:]
+    var storeTurns = 0
+    var storeRequestsLost = 0
     /// Syncs of the store the nodes' drivers asked for (each covers every commit before it), the one
     /// running on each node, and messages crashes took from stores (committed, their sync not done).
     var syncs = 0
@@ -327,6 +336,12 @@ final class Simulator {
         case .fileDone(let node, let incarnation, let done):
             guard alive(node, incarnation) else { return }
             fileDone(node, done)
+        case .storeTurn(let node, let incarnation):
+            guard alive(node, incarnation) else { return }
+            storeTurn(node)
+        case .storeAnswers(let node, let incarnation, let answers):
+            guard alive(node, incarnation) else { return }
+            storeAnswered(node, answers)
         case .synced(let node, let incarnation):
             guard alive(node, incarnation) else { return }
             if let sync = syncRunning.removeValue(forKey: node) { nodes[node].store.syncEnded(sync) }
@@ -374,6 +389,7 @@ final class Simulator {
             switch item {
             case .write(let handle, let frames, _):
                 countTransfers(frames)
+                checkAcknowledged(frames, by: node)
                 transmit(frames, from: node, on: handle)
             case .writeIfRoom(let handle, let frames):
                 if !chance(10) { transmit(frames, from: node, on: handle) }
@@ -390,6 +406,9 @@ final class Simulator {
             case .reportStored(let report) where report.stored.kind == .file && !report.outgoing:
                 announced(node, report)
             case .reportStored(let report):
+                if stateFault == nil, nodes[node].store.message(id: report.stored.id) == nil {
+                    stateFault = "n\(node) reported message \(report.stored.id.prefix(8)), which its store does not hold"
+                }
                 if !report.outgoing, report.stored.kind != .system {
                     let id = report.stored.id
                     nodes[node].reported[id, default: 0] += 1
@@ -435,10 +454,7 @@ final class Simulator {
                 if let messages = syncing[node]?.removeValue(forKey: waiter), settled == .stored(synced: true) { sent += messages }
                 if let ids = wentFirst[node]?.removeValue(forKey: waiter), settled == .notStored { lostByAuthor.formUnion(ids) }
             case .store(let request):
-                guard var worker = nodes[node].worker else { continue }
-                let answer = worker.answer(request, now: time(node).wall)
-                nodes[node].worker = worker
-                drive(node) { driver, engine in driver.storeAnswered(answer, engine: &engine, at: self.time(node)) }
+                askStore(node, request)
             case .storeFailed(let error):
                 // Only the simulated disk's refusals (a fault) may fail a commit.
                 if error.contains("(simulated)") { failedCommits += 1 } else if stateFault == nil { stateFault = "n\(node) cannot write to its store: \(error)" }
