@@ -203,11 +203,17 @@ extension SessionNode {
     /// With words, the word index first takes what waits for it, in pieces (`indexBeforeSearch`).
     public func search(room: String?, limit: Int, filter: HistoryFilter) async throws(SessionError) -> [StoredMessage] {
         if filter.words != nil { await indexBeforeSearch() }
-        do { return try store.search(room: room, limit: limit, filter: filter) } catch { throw SessionError(.storage, "\(error)") }
+        return try await onStore { try $0.search(room: room, limit: limit, filter: filter) }
     }
 
-    public func history(room: String?, limit: Int) throws(SessionError) -> [StoredMessage] {
-        do { return try store.history(room: room, limit: limit) } catch { throw SessionError(.storage, "\(error)") }
+    public func history(room: String?, limit: Int) async throws(SessionError) -> [StoredMessage] {
+        try await onStore { try $0.history(room: room, limit: limit) }
+    }
+
+    /// Runs `body` with the store on its thread (`StoreThread`), after everything asked before; a
+    /// failure is a storage error.
+    func onStore<Value: Sendable>(_ body: @escaping @Sendable (any SessionStore) throws -> Value) async throws(SessionError) -> Value {
+        do { return try await storeThread.run(on: eventLoop, body).get() } catch { throw SessionError(.storage, "\(error)") }
     }
 
     public var roomNames: [String] { engine.roomNames }

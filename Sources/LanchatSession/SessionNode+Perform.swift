@@ -112,8 +112,13 @@ extension SessionNode {
                     settledEarly[waiter] = settled
                 }
             case .store(let request):
-                let now = time()
-                carryOut(driver.storeAnswered(storeWorker.answer(request, now: now.wall), engine: &engine, at: now))
+                storeThread.answer(request, now: Self.nowMilliseconds(), on: eventLoop).whenSuccess { [weak self] answer in
+                    self?.assumeIsolated { node in
+                        guard !node.stopped else { return }
+                        node.carryOut(node.driver.storeAnswered(answer, engine: &node.engine, at: node.time()))
+                        node.armTimer()
+                    }
+                }
             case .storeFailed(let error):
                 logger.error("cannot write to the store", metadata: ["error": "\(error)"])
             }

@@ -3,34 +3,41 @@ import NIOCore
 
 /// The word index catching up with what was stored (a stored message waits for it: `SessionStore.indexWaiting`).
 extension SessionNode {
-    /// Messages stored per turn of the event loop when the word index catches up (about 15 ms).
-    static let indexPiece = 2000
+    /// Messages the word index takes per turn of the store's thread (a few milliseconds: a commit waits
+    /// behind at most one piece).
+    static let indexPiece = 500
 
-    /// The word index takes what was stored since (a piece per turn of the event loop, so that peers
-    /// are served between pieces), then the log is checkpointed. Not while an import's bulk write is
-    /// open: after its commit.
+    /// The word index takes what was stored since (a piece per turn of the store's thread, so that
+    /// commits are done between pieces), then the log is checkpointed. Not while an import's bulk
+    /// write is open: after its commit.
     func indexAndCheckpoint() {
         guard !stopped, !indexing else { return }  // (a catch-up under way checkpoints when it ends)
-        if store.bulkIsOpen { return scheduleCheckpoint() }
-        let more: Bool
-        do { more = try store.indexWaiting(limit: Self.indexPiece) } catch {
-            logger.error("cannot bring the word index up to date", metadata: ["error": "\(error)"])
-            more = false
-        }
-        guard more else { return checkpointLog() }
         indexing = true
-        eventLoop.execute { [weak self] in
+        storeThread.run(on: eventLoop) { store -> Bool? in
+            if store.bulkIsOpen { return nil }
+            return try store.indexWaiting(limit: Self.indexPiece)
+        }.whenComplete { [weak self] result in
             self?.assumeIsolated { node in
                 node.indexing = false
-                node.indexAndCheckpoint()
+                switch result {
+                case .success(nil): node.scheduleCheckpoint()
+                case .success(true): node.indexAndCheckpoint()
+                case .success(false): node.checkpointLog()
+                case .failure(let error):
+                    node.logger.error("cannot bring the word index up to date", metadata: ["error": "\(error)"])
+                    node.checkpointLog()
+                }
             }
         }
     }
 
     /// Checkpoints the store's log: on the checkpoint thread (`StoreSync`), one at a time (one asked for
-    /// meanwhile runs after it), or here for a store no second connection may checkpoint.
+    /// meanwhile runs after it), or on the store's thread for a store no second connection may checkpoint.
     func checkpointLog() {
-        guard let storeSync, store.checkpointPath != nil else { return store.checkpoint() }
+        guard let storeSync, checkpointsApart else {
+            _ = storeThread.run(on: eventLoop) { $0.checkpoint() }
+            return
+        }
         guard !checkpointing else {
             checkpointAgain = true
             return
@@ -48,13 +55,15 @@ extension SessionNode {
         }
     }
 
-    /// Brings the word index up to date before a search, a piece per turn of the event loop (after a
-    /// large import, a million messages take about a second and a half): peers are served meanwhile.
+    /// Brings the word index up to date before a search, a piece per turn of the store's thread (after a
+    /// large import, a million messages take about a second and a half): commits are done meanwhile.
     func indexBeforeSearch() async {
         while !stopped {
-            if store.bulkIsOpen { try? store.commitBulk() }
-            guard (try? store.indexWaiting(limit: Self.indexPiece)) == true else { return }
-            await Task.yield()
+            let more = try? await storeThread.run(on: eventLoop) { store -> Bool in
+                if store.bulkIsOpen { try store.commitBulk() }
+                return try store.indexWaiting(limit: Self.indexPiece)
+            }.get()
+            guard more == true else { return }
         }
     }
 }

@@ -99,7 +99,10 @@ public actor SessionNode {
     public nonisolated let events: AsyncStream<SessionEvent>
     let eventSink: AsyncStream<SessionEvent>.Continuation
     let connector: PeerConnector
-    let store: any SessionStore
+    /// The store, on its own thread: every use of it goes there (`StoreThread`).
+    let storeThread: StoreThread
+    /// A second connection checkpoints the store's log (`SessionStore.checkpointPath`).
+    let checkpointsApart: Bool
     var knownPeers: KnownPeers
     let logger: Logger
 
@@ -139,8 +142,8 @@ public actor SessionNode {
     var syncWaiters: [UInt64: CheckedContinuation<Settled, Never>] = [:]
     /// Waiters the driver settled before anyone waited for them (the store answered at once).
     var settledEarly: [UInt64: Settled] = [:]
-    /// The store's half of the driver's rules (`StoreWorker`): it commits and reads what the driver asks.
-    var storeWorker: StoreWorker
+    /// Transfers' records as the store held them at the start (`restoreTransfers`): those pruned, and the rest.
+    var restoredTransfers: (pruned: [StoredTransfer], saved: [StoredTransfer]) = ([], [])
     private let clockOrigin = ContinuousClock.now
     /// `run()` has ended: connections closing now, late timers and dials change nothing.
     var stopped = false
@@ -159,7 +162,7 @@ public actor SessionNode {
     let fileIO: NIOThreadPool
 
     public init(
-        configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: any SessionStore, knownPeers: KnownPeers,
+        configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: sending any SessionStore, knownPeers: KnownPeers,
         directory: PeerDirectory, logger: Logger
     ) throws {
         self.configuration = configuration
@@ -167,15 +170,18 @@ public actor SessionNode {
         fileIO = NIOThreadPool(numberOfThreads: 1)
         fileIO.start()
         self.connector = connector
-        self.store = store
         storeSync = store.logPath.map { StoreSync(path: $0, checkpointPath: store.checkpointPath) }
+        checkpointsApart = store.checkpointPath != nil
         driver = SessionDriver(historyForNewcomers: configuration.historyForNewcomers, syncs: storeSync != nil)
-        storeWorker = StoreWorker(store: store, syncs: storeSync != nil)
         self.knownPeers = knownPeers
         self.logger = logger
         (events, eventSink) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(100_000))
         (dialRequests, dialRequestSink) = AsyncStream<PeerID>.makeStream()
+        // (Read here, before the store's thread owns it.)
         let restored = try store.restored(ownID: configuration.ownID, knownPeers: KnownPeerBook(knownPeers.labels))
+        let pruned = (try? store.pruneTransfers(before: Self.nowMilliseconds() - transferRetention)) ?? []
+        restoredTransfers = (pruned, (try? store.transfers()) ?? [])
+        storeThread = StoreThread(worker: StoreWorker(store: store, syncs: storeSync != nil))
         var engineConfiguration = SessionStateMachine.Configuration(
             ownID: configuration.ownID, ownName: configuration.ownName, port: configuration.port, autoAccept: configuration.autoAccept)
         engineConfiguration.defaultInviteTimeout = Self.milliseconds(configuration.defaultInviteTimeout)
@@ -236,10 +242,12 @@ public actor SessionNode {
         inviteWaiters = [:]
         // What waited for a sync is not done; `settled` waiters hear false.
         carryOut(driver.stop())
+        // The store's thread does what was asked (the engine counts on it, and each write is idempotent),
+        // then closes the store.
+        await storeThread.shutdown()
         await storeSync?.shutdown()
         closeTransfers()
         eventSink.finish()
-        store.close()
         try? await fileIO.shutdownGracefully()
     }
 

@@ -133,12 +133,8 @@ extension SessionNode {
     // MARK: Listing
 
     /// The files shared in `room` (or every room), newest last, at most `limit`.
-    public func sharedFiles(room: String?, limit: Int) throws(SessionError) -> [SharedFileEntry] {
-        let messages: [StoredMessage]
-        do { messages = try store.search(room: room, limit: limit, filter: HistoryFilter(kind: .file)) } catch {
-            throw SessionError(.storage, "\(error)")
-        }
-        return messages.compactMap(entry)
+    public func sharedFiles(room: String?, limit: Int) async throws(SessionError) -> [SharedFileEntry] {
+        try await onStore { try $0.search(room: room, limit: limit, filter: HistoryFilter(kind: .file)) }.compactMap(entry)
     }
 
     /// The entry of an announcement (nil: a kind 1 message that is not one).
@@ -172,10 +168,7 @@ extension SessionNode {
         guard lower.count >= 4, lower.allSatisfy({ $0.isHexDigit }) else {
             throw SessionError(.badRequest, "give the file's id (at least 4 of its hex digits; see `lanchat files`)")
         }
-        let matches: [SharedFileEntry]
-        do {
-            matches = try store.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idSuffix: lower)).compactMap(entry)
-        } catch { throw SessionError(.storage, "\(error)") }
+        let matches = try await onStore { try $0.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idSuffix: lower)) }.compactMap(entry)
         guard let first = matches.first else { throw SessionError(.notFound, "no shared file has the id \(given) (see `lanchat files`)") }
         // A whole id is never ambiguous (another member may choose ids that end the same way).
         let shared = matches.first(where: { $0.message.id == lower }) ?? first
@@ -272,15 +265,23 @@ extension SessionNode {
     /// store is asked for the room's announcements of that digest, the rule picks among them); the refusal
     /// is the same whether the file is not held here or was not announced so (`notServedText`).
     func serveShared(_ request: WireFrame.FileRequest, to peer: SessionPeer) {
-        let hex = Hex.string(request.sha256)
         // An exact look-up of how its announcements begin, whatever else members announce (at most
         // `servableAnnouncements`, the latest: a requester that announced the digest itself many times
         // over only hides the others from its own request).
         let prefix = SharedFile.bodyPrefix(sha256: request.sha256)
-        let found =
-            (try? store.search(
-                room: request.room.rawValue, limit: Self.servableAnnouncements,
-                filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? []
+        let room = request.room.rawValue
+        storeThread.run(on: eventLoop) { store in
+            (try? store.search(room: room, limit: Self.servableAnnouncements, filter: HistoryFilter(kind: .file, bodyPrefix: prefix))) ?? []
+        }.whenSuccess { [weak self] found in
+            self?.assumeIsolated { node in
+                guard !node.stopped else { return }
+                node.serveShared(request, to: peer, announced: found)
+            }
+        }
+    }
+
+    private func serveShared(_ request: WireFrame.FileRequest, to peer: SessionPeer, announced found: [StoredMessage]) {
+        let hex = Hex.string(request.sha256)
         let refusal = SessionStateMachine.notServedText(request, ownName: configuration.ownName)
         let authors = Set(((engine.members(of: request.room) ?? [:]).keys.map(\.rawValue)) + [configuration.ownID.rawValue])
         guard SessionStateMachine.mayServe(request, to: peer.id, announcedIn: found, authors: authors) else {

@@ -15,7 +15,7 @@ extension SessionNode {
     func performFile(_ action: FileAction) {
         switch action {
         case .read(let id, let offset, let count): read(id, offset: offset, count: count)
-        case .lookUp(let offer, let peer): perform(engine.incomingLookedUp(offer.id, lookUp(offer, from: peer), at: time()))
+        case .lookUp(let offer, let peer): lookUp(offer, from: peer)
         case .openPart(let offer, let resume): openPart(offer.id, kind: offer.kind, size: offer.size, resume: resume)
         case .write(let id, let offset, let data):
             guard files[id] != nil else { return }
@@ -52,15 +52,31 @@ extension SessionNode {
             if file.fd >= 0 { close(file.fd) }
             if removePart, file.incoming { unlink(file.path) }
         case .cancelledWhileApart(let id, let peer):
-            guard let saved = try? store.transfer(id: id.description), !saved.outgoing, saved.peerID == peer.id.rawValue else { return }
-            guard saved.state == "active" else {
-                // Heard before, but the sender missed our answer: it keeps telling until it hears it.
-                if saved.state == TransferState.cancelled.rawValue { perform(engine.cancelHeard(id, from: peer.id)) }
-                return
-            }
-            cancelSaved(saved, peer: peer, error: "cancelled by the sender")
-            perform(engine.cancelHeard(id, from: peer.id))
+            savedTransfer(id) { node, saved in node.cancelledWhileApart(id, saved, by: peer) }
         }
+    }
+
+    /// The store's record of a transfer (nil: none, or the read failed), read on the store's thread; then
+    /// `body`, on the event loop, unless the node stopped meanwhile.
+    private func savedTransfer(_ id: WireID, _ body: @escaping @Sendable (isolated SessionNode, StoredTransfer?) -> Void) {
+        storeThread.run(on: eventLoop) { try? $0.transfer(id: id.description) }.whenSuccess { [weak self] saved in
+            self?.assumeIsolated { node in
+                guard !node.stopped else { return }
+                body(node, saved)
+            }
+        }
+    }
+
+    /// The sender of a transfer interrupted before a restart cancelled it.
+    private func cancelledWhileApart(_ id: WireID, _ saved: StoredTransfer?, by peer: SessionPeer) {
+        guard let saved, !saved.outgoing, saved.peerID == peer.id.rawValue else { return }
+        guard saved.state == "active" else {
+            // Heard before, but the sender missed our answer: it keeps telling until it hears it.
+            if saved.state == TransferState.cancelled.rawValue { perform(engine.cancelHeard(id, from: peer.id)) }
+            return
+        }
+        cancelSaved(saved, peer: peer, error: "cancelled by the sender")
+        perform(engine.cancelHeard(id, from: peer.id))
     }
 
     /// When a read or write with `id`'s descriptor is done on the file thread: the descriptor is no longer
@@ -195,10 +211,13 @@ extension SessionNode {
 
     // MARK: Receiving
 
-    /// What the store says of an offered id from this peer.
-    private func lookUp(_ offer: WireFrame.ResourceOffer, from peer: SessionPeer) -> IncomingRecord {
-        .of(try? store.transfer(id: offer.id.description), offer: offer, from: peer) { saved in
-            saved.sha256 == Hex.string(offer.sha256) && saved.path == partPath(offer.id, offer.kind)
+    /// What the store says of an offered id from this peer (the engine hears it).
+    private func lookUp(_ offer: WireFrame.ResourceOffer, from peer: SessionPeer) {
+        savedTransfer(offer.id) { node, saved in
+            let record = IncomingRecord.of(saved, offer: offer, from: peer) { saved in
+                saved.sha256 == Hex.string(offer.sha256) && saved.path == node.partPath(offer.id, offer.kind)
+            }
+            node.perform(node.engine.incomingLookedUp(offer.id, record, at: node.time()))
         }
     }
 

@@ -6,11 +6,11 @@ import NIOCore
 import NIOPosix
 
 /// A room's history received as a resource (from the inviter, or a member's relay answer), read and
-/// merged in pieces: the file thread decodes and checks signatures, the event loop stores batches.
+/// merged in pieces: the file thread decodes and checks signatures, the store's thread stores batches.
 extension SessionNode {
     /// Reads a received history resource in pieces and keeps each record the engine's rule allows (ids
     /// de-duplicate): the file thread decodes up to `historyBatch` records from at most a 1 MiB read,
-    /// the event loop stores them (pieces join one bulk write, committed every `historyCommit` records),
+    /// the store's thread stores them (pieces join one bulk write, committed every `historyCommit` records),
     /// then the next piece. So neither the file nor the event loop is held whole: memory stays at a
     /// piece, and peers are served between pieces.
     func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
@@ -25,7 +25,7 @@ extension SessionNode {
     }
 
     /// What an import kept and refused so far.
-    struct HistoryCounts {
+    struct HistoryCounts: Sendable {
         var added = 0
         var refused = 0
         var forged = 0
@@ -61,7 +61,7 @@ extension SessionNode {
         }
     }
 
-    /// The event loop stores a piece once it is read, while the file thread reads the next: the two
+    /// The store's thread stores a piece once it is read, while the file thread reads the next: the two
     /// take turns no longer (storing a million records took 11 s with each waiting for the other).
     /// `reader`: the file as it was before `reading` (to close it if reading fails).
     private func storeHistoryPiece(_ piece: HistoryPiece, reading: EventLoopFuture<ReadPiece>, reader: HistoryFileReader, counts: HistoryCounts) {
@@ -81,57 +81,75 @@ extension SessionNode {
                 // The next piece is read meanwhile, unless this one reached the limit of forged records.
                 let following = forged < limit ? node.readHistoryPiece(piece, reader: next, forged: forged) : nil
                 var counts = counts
-                do {
-                    // Pieces join one bulk write, committed every `historyCommit` records and at the end.
-                    try node.store.bulk {
+                counts.uncommitted += verdicts.count
+                // Pieces join one bulk write, committed every `historyCommit` records and at the end.
+                let commit = counts.uncommitted >= Self.historyCommit
+                if commit { counts.uncommitted = 0 }
+                node.storeThread.run(on: node.eventLoop) { store -> HistoryCounts in
+                    var kept = HistoryCounts()
+                    try store.bulk {
                         let now = SessionNode.nowMilliseconds()
                         for verdict in verdicts {
                             switch verdict {
-                            case .keep(let stored): if try node.store.insert(stored, now: now) { counts.added += 1 }
-                            case .refused: counts.refused += 1
-                            case .forged: counts.forged += 1
+                            case .keep(let stored): if try store.insert(stored, now: now) { kept.added += 1 }
+                            case .refused: kept.refused += 1
+                            case .forged: kept.forged += 1
                             case .ours: break  // we have it, or never sent it: skipped quietly
                             }
                         }
                     }
-                    counts.uncommitted += verdicts.count
-                    if counts.uncommitted >= Self.historyCommit {
-                        try node.commitImported()
-                        counts.uncommitted = 0
+                    if commit { try store.commitBulk() }
+                    return kept
+                }.whenComplete { [weak node, counts] stored in
+                    node?.assumeIsolated { node in
+                        node.historyPieceStored(piece, stored, counts: counts, committed: commit, following: following, reader: next)
                     }
-                } catch {
-                    // The file is closed once the next piece's read (if any) is over: it reads the file.
-                    let failure = "cannot store the history: \(error)"
-                    guard let following else { return node.historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
-                    following.whenComplete { [weak node, counts] _ in
-                        node?.assumeIsolated { node in node.historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
-                    }
-                    return
                 }
-                guard let following else {
-                    return node.historyImportEnded(piece.id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
-                }
-                node.storeHistoryPiece(piece, reading: following, reader: next, counts: counts)
             }
         }
     }
 
-    private func historyImportEnded(_ id: WireID, reader: HistoryFileReader, error: String?, counts: HistoryCounts) {
-        reader.close()
-        guard !stopped else { return }  // (closing the store commits what was read)
-        var error = error
-        do {
-            try commitImported()
-        } catch let failure {
-            error = error ?? "cannot store the history: \(failure)"
+    /// A piece was stored (or not): the next follows, or the import ends.
+    private func historyPieceStored(
+        _ piece: HistoryPiece, _ stored: Result<HistoryCounts, any Error>, counts: HistoryCounts, committed: Bool,
+        following: EventLoopFuture<ReadPiece>?, reader next: HistoryFileReader
+    ) {
+        var counts = counts
+        switch stored {
+        case .success(let kept):
+            counts.added += kept.added
+            counts.refused += kept.refused
+            counts.forged += kept.forged
+            if committed { scheduleCheckpoint() }
+            guard let following else {
+                return historyImportEnded(piece.id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
+            }
+            storeHistoryPiece(piece, reading: following, reader: next, counts: counts)
+        case .failure(let error):
+            // The file is closed once the next piece's read (if any) is over: it reads the file.
+            let failure = "cannot store the history: \(error)"
+            guard let following else { return historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
+            following.whenComplete { [weak self, counts] _ in
+                self?.assumeIsolated { node in node.historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
+            }
         }
-        perform(engine.historyImported(id, added: counts.added, refused: counts.refused, forged: counts.forged, error: error, at: time()))
     }
 
-    /// Commits what imports stored so far (their bulk write); the log's checkpoint follows between messages.
-    private func commitImported() throws {
-        try store.commitBulk()
-        scheduleCheckpoint()
+    /// The import ended: what it stored is committed (on the store's thread), then the engine hears it.
+    private func historyImportEnded(_ id: WireID, reader: HistoryFileReader, error: String?, counts: HistoryCounts) {
+        reader.close()
+        guard !stopped else { return }  // (the store's thread commits what was stored before it closes the store)
+        storeThread.run(on: eventLoop) { try $0.commitBulk() }.whenComplete { [weak self] result in
+            self?.assumeIsolated { node in
+                guard !node.stopped else { return }
+                var error = error
+                switch result {
+                case .success: node.scheduleCheckpoint()
+                case .failure(let failure): error = error ?? "cannot store the history: \(failure)"
+                }
+                node.perform(node.engine.historyImported(id, added: counts.added, refused: counts.refused, forged: counts.forged, error: error, at: node.time()))
+            }
+        }
     }
 
     /// Records read, checked and stored per piece when a history is imported (one turn of the event loop).

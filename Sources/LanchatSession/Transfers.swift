@@ -108,8 +108,31 @@ extension SessionNode {
         _ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int, after cursor: ExportCursor?,
         written: Int, to peer: SessionPeer, signed: Bool
     ) {
-        guard !stopped, let piece = try? store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece)
-        else { close(file.fd); return }
+        guard !stopped else {
+            close(file.fd)
+            return
+        }
+        storeThread.run(on: eventLoop) { store in
+            try store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece)
+        }.whenComplete { [weak self] result in
+            guard let self else {
+                close(file.fd)
+                return
+            }
+            self.assumeIsolated { node in
+                guard !node.stopped, case .success(let piece) = result else {
+                    close(file.fd)
+                    return
+                }
+                node.writeHistoryPiece(piece, file, room: room, since: since, limit: limit, written: written, to: peer, signed: signed)
+            }
+        }
+    }
+
+    private func writeHistoryPiece(
+        _ piece: (messages: [StoredMessage], next: ExportCursor?), _ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int,
+        written: Int, to peer: SessionPeer, signed: Bool
+    ) {
         writeHistory(piece.messages, to: file, at: written, signed: signed) { node, count in
             guard let count else { close(file.fd); return }
             guard let next = piece.next else { return node.offerHistory(file, size: written + count, room: room, to: peer, signed: signed) }
@@ -230,10 +253,12 @@ extension SessionNode {
     /// the very same); incoming ones that ended long ago are forgotten, and given-up part files removed.
     func restoreTransfers() {
         let now = Self.nowMilliseconds()
-        for old in (try? store.pruneTransfers(before: now - transferRetention)) ?? [] where !old.outgoing && old.state == "active" {
+        let (pruned, kept) = restoredTransfers  // (read when the node was made)
+        restoredTransfers = ([], [])
+        for old in pruned where !old.outgoing && old.state == "active" {
             unlink(old.path)
         }
-        for saved in (try? store.transfers()) ?? [] where saved.outgoing {
+        for saved in kept where saved.outgoing {
             guard let id = WireID(hex: saved.id), let peerID = PeerID(saved.peerID) else { continue }
             if saved.state == "cancelled" {
                 engine.restoreCancelled(id, to: peerID, at: time())
@@ -252,7 +277,7 @@ extension SessionNode {
             let same = fd >= 0 && (saved.fileIdentity.isEmpty || ResourceFile.identity(info) == saved.fileIdentity)
             guard fd >= 0, same, Int64(info.st_size) == saved.size, modified == saved.modified else {
                 if fd >= 0 { close(fd) }
-                try? store.updateTransfer(id: saved.id, state: "failed", now: now)
+                _ = storeThread.run(on: eventLoop) { try? $0.updateTransfer(id: saved.id, state: "failed", now: now) }
                 engine.keepEnded(
                     TransferInfo(
                         state: TransferState.failed.rawValue, id: saved.id, direction: .outgoing, peer: peer, name: saved.name,
@@ -276,11 +301,18 @@ extension SessionNode {
     // MARK: Both
 
     public var transfers: [TransferInfo] {
+        get async {
+            let saved = (try? await onStore { try $0.transfers() }) ?? []
+            return transfers(saved: saved)
+        }
+    }
+
+    private func transfers(saved records: [StoredTransfer]) -> [TransferInfo] {
         let now = time()
         var list = engine.transfersUnderWay(at: now)
         let listed = Set(list.map(\.id))
         // Interrupted before this daemon restarted: resumed when the sender offers them again.
-        for saved in (try? store.transfers()) ?? [] where !saved.outgoing && saved.state == "active" && !listed.contains(saved.id) {
+        for saved in records where !saved.outgoing && saved.state == "active" && !listed.contains(saved.id) {
             guard let peer = PeerID(saved.peerID) else { continue }
             var info = stat()
             let held = stat(saved.path, &info) == 0 ? UInt64(max(0, info.st_size)) : 0
@@ -294,14 +326,15 @@ extension SessionNode {
     }
 
     /// Cancels a transfer in either direction (by id or unique prefix).
-    public func cancelTransfer(_ prefix: String) throws(SessionError) -> TransferInfo {
+    public func cancelTransfer(_ prefix: String) async throws(SessionError) -> TransferInfo {
         let lower = prefix.lowercased()
         guard !lower.isEmpty else { throw SessionError(.unknownTransfer, "give a transfer id (see `lanchat transfers`)") }
         if let (info, actions) = try engine.cancelTransfer(lower, at: time()) {
             perform(actions)
             return info
         }
-        if let saved = ((try? store.transfers()) ?? []).first(where: { !$0.outgoing && $0.state == "active" && $0.id.hasPrefix(lower) }),
+        let records = (try? await onStore { try $0.transfers() }) ?? []
+        if let saved = records.first(where: { !$0.outgoing && $0.state == "active" && $0.id.hasPrefix(lower) }),
             let peer = PeerID(saved.peerID)
         {
             // Interrupted and this daemon restarted since: remove the partial file; a later offer is refused.
@@ -316,7 +349,8 @@ extension SessionNode {
     func cancelSaved(_ saved: StoredTransfer, peer: SessionPeer, error: String) -> TransferInfo {
         unlink(saved.path)
         // (In a transaction: a bulk write open meanwhile would otherwise hold it uncommitted.)
-        try? store.transaction { try store.updateTransfer(id: saved.id, state: "cancelled", now: Self.nowMilliseconds()) }
+        let now = Self.nowMilliseconds()
+        _ = storeThread.run(on: eventLoop) { store in try? store.transaction { try store.updateTransfer(id: saved.id, state: "cancelled", now: now) } }
         let info = TransferInfo(
             state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
             size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: error)

@@ -101,13 +101,18 @@ func eventually(_ what: String, timeout: Duration = .seconds(30), _ condition: (
 
 let lab = RoomID("lab")!
 
-/// Makes a store's sync thread wait before each sync while `held` is true; `holding` turns true once one waits.
+/// Makes a store's sync thread wait before each sync (or its store thread before each answer) while
+/// `held` is true; `holding` turns true once one waits.
 final class SyncGate: Sendable {
     let held = Mutex(true)
     let holding = Mutex(false)
 
-    init(_ sync: StoreSync) {
-        sync.beforeSync.withLock { hook in
+    convenience init(_ sync: StoreSync) { self.init(hook: sync.beforeSync) }
+
+    convenience init(_ store: StoreThread) { self.init(hook: store.beforeAnswer) }
+
+    init(hook before: borrowing Mutex<(@Sendable () -> Void)?>) {
+        before.withLock { hook in
             hook = { [self] in
                 holding.withLock { $0 = true }
                 while held.withLock({ $0 }) { usleep(1000) }
@@ -118,7 +123,7 @@ final class SyncGate: Sendable {
 
 extension SessionNode {
     /// Runs SQL on the node's own store connection, on its executor (tests only).
-    func executeOnStore(_ sql: String) throws {
-        try (store as! ChatStore).db.execute(sql)
+    func executeOnStore(_ sql: String) async throws {
+        try await storeThread.run(on: eventLoop) { try ($0 as! ChatStore).db.execute(sql) }.get()
     }
 }

@@ -260,6 +260,34 @@ import Testing
         await bob.stop()
     }
 
+    /// The store runs on a thread of its own (`StoreThread`): while bob's is held, his event loop goes on
+    /// (his node answers), but the message that arrived is neither reported nor acknowledged; once the
+    /// thread runs again, it is stored, reported and acknowledged.
+    @Test func theStoreRunsOnItsOwnThreadAndAnAcknowledgementWaitsForIt() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        _ = try await alice.node.send("before", room: lab)
+        try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
+        let store = await bob.node.storeThread
+        let gate = SyncGate(store)
+        _ = try await alice.node.send("held", room: lab)
+        try await eventually("bob's store thread is held") { gate.holding.withLock { $0 } }
+        try await Task.sleep(for: .milliseconds(300))
+        // Bob's event loop is free: his node answers what needs no store.
+        #expect(await bob.node.memberNames(in: lab)[alice.identity.peerID.rawValue] == "alice")
+        #expect(!bob.events.contains { if case .message(let m) = $0 { m.stored.body == "held" } else { false } })
+        #expect(await alice.node.unacknowledged()[bob.identity.peerID] == 1, "acknowledged before bob's store answered")
+        gate.held.withLock { $0 = false }
+        try await eventually("bob stored it") { try await bob.texts().last == "held" }
+        try await eventually("acknowledged after the store answered") { await alice.node.unacknowledged().isEmpty }
+        #expect(bob.events.contains { if case .message(let m) = $0 { m.stored.body == "held" } else { false } })
+        store.beforeAnswer.withLock { $0 = nil }
+        await alice.stop()
+        await bob.stop()
+    }
+
     /// The log's checkpoints run on the store's checkpoint thread, on a second connection, not on the
     /// event loop; the history is whole after them and after a restart.
     @Test func checkpointsRunOnTheirOwnThread() async throws {
