@@ -13,6 +13,9 @@ public protocol SessionStore: AnyObject {
     /// loss in a power failure is harmless: a removal from the outbox, whose message is then sent again
     /// and de-duplicated by id). A later durable commit makes it durable too.
     func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T
+    /// Inside a transaction: runs `body` in a savepoint, undone alone if it throws (the transaction goes
+    /// on). Outside one: `transaction(body)`. The store's thread groups several batches in one commit so.
+    func savepoint<T>(_ body: () throws -> T) throws -> T
     /// The file whose sync makes the commits before it durable (SQLite's write-ahead log): a commit made
     /// with `durable` false is on disk once this file has been synced (`fdatasync`) after it, which the
     /// session does on a thread of its own (`StoreSync`), so that no sync stalls its event loop. Nil for a

@@ -71,6 +71,24 @@ public final class MemorySessionStore: SessionStore {
         }
     }
 
+    /// Inside a transaction, `body` in a savepoint of it: undone alone if it throws (or if `failsCommit`
+    /// refuses it: the simulator's disk refuses one batch of a group as it would its own commit).
+    public func savepoint<T>(_ body: () throws -> T) throws -> T {
+        guard depth > 0 else { return try transaction(body) }
+        let before = state
+        depth += 1
+        defer { depth -= 1 }
+        do {
+            let result = try body()
+            if let failsCommit, failsCommit() { throw Refused() }
+            return result
+        } catch {
+            state = before
+            messagesChanged &+= 1
+            throw error
+        }
+    }
+
     /// Asked before each commit: true makes it fail, undone (the simulator's full or failing disk).
     public var failsCommit: (() -> Bool)?
 

@@ -112,7 +112,7 @@ extension SessionNode {
                     settledEarly[waiter] = settled
                 }
             case .store(let request):
-                storeThread.answer(request, now: Self.nowMilliseconds(), on: eventLoop).whenSuccess { [weak self] answer in
+                storeThread.answer(request, on: eventLoop).whenSuccess { [weak self] answer in
                     self?.assumeIsolated { node in
                         guard !node.stopped else { return }
                         node.carryOut(node.driver.storeAnswered(answer, engine: &node.engine, at: node.time()))

@@ -8,17 +8,35 @@ import Synchronization
 /// store's half of the driver (`StoreWorker`), here behind a lock only this thread takes. What the driver
 /// asks (`ShellOutput.store`: a batch's writes, then the reads its I/O needs) and what the node does with
 /// the store itself (history and search, transfers' records, a history's import and export, the word
-/// index) queue on one thread, first in first out: a read sees every write asked before it. Answers come
-/// back on the node's event loop, in the order asked. Syncs and checkpoints keep threads of their own
-/// (`StoreSync`): a commit here writes SQLite's log without waiting for the disk.
+/// index) wait in one queue, first in first out: a read sees every write asked before it.
+///
+/// A turn takes everything queued and answers it in order: the driver's requests that come one after
+/// the other commit together, a savepoint each (`StoreWorker.answer(_:)`: one commit for what every
+/// connection asked meanwhile, as one sync covers them all), and their answers go back to the event loop
+/// in one hop. Syncs and checkpoints keep threads of their own (`StoreSync`): a commit here writes
+/// SQLite's log without waiting for the disk.
 final class StoreThread: Sendable {
     private let thread = NIOThreadPool(numberOfThreads: 1)
     private let worker: Mutex<StoreWorker>
-    /// Tests only: runs on the store's thread before each request the driver asked (a test holds it to
-    /// see what waits for it).
+    private let queue = Mutex(Queue())
+    /// Tests only: runs on the store's thread before each turn that answers the driver (a test holds it
+    /// to see what waits for it).
     let beforeAnswer = Mutex<(@Sendable () -> Void)?>(nil)
-    /// Requests of the driver answered so far (tests).
+    /// Turns taken, and the driver's requests answered (tests, and a measure of the grouping).
+    let turns = Atomic<Int>(0)
     let answered = Atomic<Int>(0)
+
+    private enum Item {
+        case request(StoreRequest, EventLoopPromise<StoreAnswer>)
+        /// The node's own use of the store, and how it fails if the thread has stopped.
+        case work(@Sendable (any SessionStore) -> Void, fail: @Sendable (any Error) -> Void)
+    }
+
+    private struct Queue {
+        var items: [Item] = []
+        /// A turn is asked of the thread, or under way: it takes what is queued meanwhile.
+        var draining = false
+    }
 
     init(worker: sending StoreWorker) {
         self.worker = Mutex(worker)
@@ -26,25 +44,105 @@ final class StoreThread: Sendable {
     }
 
     /// Answers a request of the driver on the store's thread; the future completes on `eventLoop`.
-    func answer(_ request: StoreRequest, now: Int64, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
-        thread.runIfActive(eventLoop: eventLoop) { [self] in
-            beforeAnswer.withLock { $0 }?()
-            defer { answered.add(1, ordering: .relaxed) }
-            return worker.withLock { $0.answer(request, now: now) }
-        }
+    func answer(_ request: StoreRequest, on eventLoop: EventLoop) -> EventLoopFuture<StoreAnswer> {
+        let promise = eventLoop.makePromise(of: StoreAnswer.self)
+        enqueue(.request(request, promise))
+        return promise.futureResult
     }
 
     /// Runs `body` with the store on the store's thread, after everything asked before; the future
     /// completes on `eventLoop`.
     func run<Value: Sendable>(on eventLoop: EventLoop, _ body: @escaping @Sendable (any SessionStore) throws -> Value) -> EventLoopFuture<Value> {
-        thread.runIfActive(eventLoop: eventLoop) { [self] in
-            try worker.withLock { worker throws -> Value in try body(worker.store) }
-        }
+        let promise = eventLoop.makePromise(of: Value.self)
+        enqueue(.work({ store in promise.completeWith(Result { try body(store) }) }, fail: { promise.fail($0) }))
+        return promise.futureResult
     }
 
-    /// Does what was asked, then closes the store (on this thread's last turn); call once, last.
+    /// Does what was asked, then closes the store; call once, last. What is asked afterwards fails.
     func shutdown() async {
         try? await thread.shutdownGracefully()
         worker.withLock { $0.store.close() }
+    }
+
+    struct Stopped: Error, CustomStringConvertible {
+        var description: String { "the store is closed (lanchatd is stopping)" }
+    }
+
+    private func enqueue(_ item: Item) {
+        let first = queue.withLock { queue -> Bool in
+            queue.items.append(item)
+            defer { queue.draining = true }
+            return !queue.draining
+        }
+        guard first else { return }
+        thread.submit { [self] state in
+            guard case .active = state else { return failQueued() }
+            drain()
+        }
+    }
+
+    /// Turns until nothing is queued.
+    private func drain() {
+        while true {
+            let items = queue.withLock { queue -> [Item] in
+                if queue.items.isEmpty { queue.draining = false }
+                defer { queue.items = [] }
+                return queue.items
+            }
+            guard !items.isEmpty else { return }
+            turn(items)
+        }
+    }
+
+    private func turn(_ items: [Item]) {
+        turns.add(1, ordering: .relaxed)
+        var answers: [(EventLoopPromise<StoreAnswer>, StoreAnswer)] = []
+        var index = 0
+        while index < items.count {
+            var requests: [StoreRequest] = []
+            var promises: [EventLoopPromise<StoreAnswer>] = []
+            while index < items.count, case .request(let request, let promise) = items[index] {
+                requests.append(request)
+                promises.append(promise)
+                index += 1
+            }
+            if !requests.isEmpty {
+                beforeAnswer.withLock { $0 }?()
+                let answered = worker.withLock { $0.answer(requests) }
+                self.answered.add(requests.count, ordering: .relaxed)
+                answers += zip(promises, answered)
+            }
+            if index < items.count, case .work(let body, _) = items[index] {
+                // (The driver's answers so far go first: what it asked came before.)
+                deliver(answers)
+                answers = []
+                worker.withLock { body($0.store) }
+                index += 1
+            }
+        }
+        deliver(answers)
+    }
+
+    /// Completes the driver's answers on their event loop in one hop, in order.
+    private func deliver(_ answers: [(EventLoopPromise<StoreAnswer>, StoreAnswer)]) {
+        guard let loop = answers.first?.0.futureResult.eventLoop else { return }
+        loop.execute {
+            for (promise, answer) in answers { promise.succeed(answer) }
+        }
+    }
+
+    /// The thread is stopped: what is queued fails.
+    private func failQueued() {
+        let items = queue.withLock { queue -> [Item] in
+            queue.draining = false
+            defer { queue.items = [] }
+            return queue.items
+        }
+        for item in items {
+            switch item {
+            case .request(_, let promise): promise.fail(Stopped())
+            case .work(_, let fail): fail(Stopped())
+            }
+        }
     }
 }

@@ -259,6 +259,22 @@ public final class ChatStore: SessionStore {
         }
     }
 
+    /// Inside a transaction, `body` in a savepoint of it: undone alone if it throws.
+    public func savepoint<T>(_ body: () throws -> T) throws -> T {
+        guard depth > 0 else { return try transaction(body) }
+        try db.execute("SAVEPOINT batch")
+        do {
+            let result = try body()
+            try db.execute("RELEASE batch")
+            return result
+        } catch {
+            try? db.execute("ROLLBACK TO batch")
+            changes &+= 1
+            try? db.execute("RELEASE batch")
+            throw error
+        }
+    }
+
     /// A commit with `durable` false skips the sync of the log (`synchronous=NORMAL` for that commit).
     public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
         // (Inside an open bulk write SQLite cannot change the setting: that commit syncs.)

@@ -33,7 +33,7 @@ import Testing
                     held.append(request)
                     continue
                 }
-                work = driver.storeAnswered(worker.answer(request, now: now.wall), engine: &engine, at: now)[...] + work
+                work = driver.storeAnswered(worker.answer(request), engine: &engine, at: now)[...] + work
             }
             return done
         }

@@ -271,7 +271,10 @@ public struct SessionDriver {
             nextTicket += 1
             unanswered += 1
             batch.ticket = nextTicket
-            output.append(.store(StoreRequest(ticket: nextTicket, operations: operations, forceDurable: remembers, allOrNothing: allOrNothing, reads: reads)))
+            output.append(
+                .store(
+                    StoreRequest(
+                        ticket: nextTicket, now: now.wall, operations: operations, forceDurable: remembers, allOrNothing: allOrNothing, reads: reads)))
         }
         queue.append(batch)
         advance(engine: &engine, at: now, into: &output)

@@ -8,6 +8,8 @@ import LanchatWire
 public struct StoreRequest: Equatable, Sendable {
     /// The driver's number for the batch (1, 2, 3…: answered in that order).
     public var ticket: UInt64
+    /// The wall clock when it was asked (milliseconds since the epoch): the time of its writes.
+    public var now: Int64
     public var operations: [StoreOperation]
     /// Commit durably even if every write is an acknowledgement (a batch that remembers a peer: its
     /// frames wait for a sync, as they always have).
@@ -16,8 +18,9 @@ public struct StoreRequest: Equatable, Sendable {
     public var allOrNothing: Bool
     public var reads: [StoreRead]
 
-    public init(ticket: UInt64, operations: [StoreOperation], forceDurable: Bool, allOrNothing: Bool, reads: [StoreRead]) {
+    public init(ticket: UInt64, now: Int64, operations: [StoreOperation], forceDurable: Bool, allOrNothing: Bool, reads: [StoreRead]) {
         self.ticket = ticket
+        self.now = now
         self.operations = operations
         self.forceDurable = forceDurable
         self.allOrNothing = allOrNothing
@@ -97,42 +100,96 @@ public struct StoreWorker {
     /// Writes of failed batches waiting to be tried again.
     public var unwrittenCount: Int { unwritten.count }
 
-    /// Commits the batch's writes (after those of earlier failed batches), then does its reads.
-    public mutating func answer(_ request: StoreRequest, now: Int64) -> StoreAnswer {
-        let retried = unwritten
-        let operations = retried + request.operations
-        var answer = StoreAnswer(ticket: request.ticket, failure: nil, durable: false, inserted: [], retriedReports: [], reads: [], stamp: 0, unwritten: 0)
-        if !operations.isEmpty || request.forceDurable {
-            // Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure,
-            // their messages are sent again and de-duplicated. Anything else is synced before what follows.
-            let durable = request.forceDurable || operations.contains { if case .acknowledge = $0 { false } else { true } }
-            var inserted: Set<String> = []
+    /// Commits a request's writes (after those of earlier failed batches), then does its reads.
+    public mutating func answer(_ request: StoreRequest) -> StoreAnswer {
+        answer([request])[0]
+    }
+
+    /// Answers requests in order. The writes of consecutive ones commit together, each in a savepoint (a
+    /// batch that fails is undone alone): one commit for what several connections asked meanwhile. A
+    /// request with reads ends its group: its reads run after the commit, so they never see a write that
+    /// could still be undone.
+    public mutating func answer(_ requests: [StoreRequest]) -> [StoreAnswer] {
+        var answers: [StoreAnswer] = []
+        answers.reserveCapacity(requests.count)
+        var start = requests.startIndex
+        while start < requests.endIndex {
+            var end = start
+            while end < requests.endIndex - 1, requests[end].reads.isEmpty { end += 1 }
+            answers += group(requests[start...end])
+            start = end + 1
+        }
+        return answers
+    }
+
+    private mutating func group(_ requests: ArraySlice<StoreRequest>) -> [StoreAnswer] {
+        var answers = requests.map {
+            StoreAnswer(ticket: $0.ticket, failure: nil, durable: false, inserted: [], retriedReports: [], reads: [], stamp: 0, unwritten: 0)
+        }
+        let carriedIn = unwritten
+        if !carriedIn.isEmpty || requests.contains(where: { !$0.operations.isEmpty || $0.forceDurable }) {
+            let durable = requests.contains { Self.durable($0.operations, force: $0.forceDurable) } || Self.durable(carriedIn, force: false)
             do {
                 try store.transaction(durable: durable && !syncs) {
-                    for operation in operations {
-                        if try store.apply(operation, now: now), case .insertMessage(let message, _) = operation { inserted.insert(message.id) }
-                    }
+                    for (index, request) in requests.enumerated() { commit(request, into: &answers[index]) }
                 }
-                unwritten = []
-                answer.durable = durable
-                // Messages of earlier batches stored now are reported now (once: the batch may hold the
-                // same message, sent again).
-                for case .insertMessage(let message, let report?) in retried where inserted.contains(message.id) {
-                    answer.retriedReports.append(report)
-                    inserted.remove(message.id)
-                }
-                answer.inserted = inserted
             } catch {
-                answer.failure = "\(error)"
-                // The engine goes on as if they were written (a message is not acknowledged, so it comes
-                // again): they are tried again, first, with the next commit. A send of ours is not.
-                unwritten = request.allOrNothing ? retried : Array(operations.suffix(Self.maximumUnwritten))
+                // The commit itself failed: nothing of the group stayed. Every write not of an
+                // all-or-nothing batch is tried again, in the order asked.
+                for index in answers.indices where answers[index].failure == nil {
+                    answers[index].failure = "\(error)"
+                    answers[index].durable = false
+                    answers[index].inserted = []
+                    answers[index].retriedReports = []
+                }
+                let again = carriedIn + requests.filter { !$0.allOrNothing }.flatMap(\.operations)
+                unwritten = Array(again.suffix(Self.maximumUnwritten))
             }
         }
-        answer.reads = request.reads.map { read($0) }
-        answer.stamp = store.messagesChanged
-        answer.unwritten = unwritten.count
-        return answer
+        for (index, request) in requests.enumerated() where !request.reads.isEmpty {
+            answers[index].reads = request.reads.map { read($0) }
+        }
+        let stamp = store.messagesChanged
+        for index in answers.indices {
+            answers[index].stamp = stamp
+            answers[index].unwritten = unwritten.count
+        }
+        return answers
+    }
+
+    /// One request's writes, after the writes still to be tried again, in a savepoint of the group.
+    private mutating func commit(_ request: StoreRequest, into answer: inout StoreAnswer) {
+        let retried = unwritten
+        let operations = retried + request.operations
+        guard !operations.isEmpty || request.forceDurable else { return }
+        var inserted: Set<String> = []
+        do {
+            try store.savepoint {
+                for operation in operations {
+                    if try store.apply(operation, now: request.now), case .insertMessage(let message, _) = operation { inserted.insert(message.id) }
+                }
+            }
+            unwritten = []
+            answer.durable = Self.durable(operations, force: request.forceDurable)
+            // Messages of earlier batches stored now are reported now (once: the batch may hold the same
+            // message, sent again).
+            for case .insertMessage(let message, let report?) in retried where inserted.contains(message.id) {
+                answer.retriedReports.append(report)
+                inserted.remove(message.id)
+            }
+            answer.inserted = inserted
+        } catch {
+            answer.failure = "\(error)"
+            // The engine goes on as if they were written (a message is not acknowledged, so it comes
+            // again): they are tried again, first, with the next request. A send of ours is not.
+            unwritten = request.allOrNothing ? retried : Array(operations.suffix(Self.maximumUnwritten))
+        }
+    }
+
+    /// Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure, their
+    /// messages are sent again and de-duplicated. Anything else is synced before what follows.
+    static func durable(_ operations: [StoreOperation], force: Bool) -> Bool {
+        force || operations.contains { if case .acknowledge = $0 { false } else { true } }
     }
 
     /// The runs we hold of a room's latest `limit` messages: kept from the last read while the store's

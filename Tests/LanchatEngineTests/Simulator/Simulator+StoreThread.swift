@@ -4,7 +4,8 @@ import LanchatWire
 
 /// The store's thread, as lanchatd runs it (`StoreThread`): what a node's driver asks of the store
 /// (`.store`) waits in a queue; 1 to 4 ms later a turn takes everything queued by then and answers it
-/// with the real `StoreWorker` on the node's memory store, in order; the answers reach the node 0 or 1
+/// with the real `StoreWorker` on the node's memory store, in order, consecutive requests in one commit
+/// (a savepoint each, as lanchatd groups them); the answers reach the node 0 or 1
 /// ms after that. A crash loses what was queued, and answers not yet delivered (their writes, committed
 /// and not synced, go as `crash()` says).
 extension Simulator {
@@ -16,7 +17,7 @@ extension Simulator {
 
     func storeTurn(_ node: Int) {
         guard var worker = nodes[node].worker, let requests = storeQueue.removeValue(forKey: node), !requests.isEmpty else { return }
-        let answers = requests.map { worker.answer($0, now: time(node).wall) }
+        let answers = worker.answer(requests)  // (one commit for them all, a savepoint each)
         nodes[node].worker = worker
         storeTurns += 1
         schedule(.storeAnswers(node: node, incarnation: nodes[node].incarnation, answers), at: now + Int64(roll(2)))
