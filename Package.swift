@@ -8,7 +8,7 @@ import PackageDescription
 //   LanchatSecurity (certificate, TLS 1.3 pinned to the peer id, known peers, short code)
 //   LanchatDiscovery (pure: TXT advertisement, peer table)
 //   LanchatControl (control API types + a small blocking client; no NIO)
-//   LanchatWire (pure: wire protocol v1 framing and frames; see docs/wire-protocol.md)
+//   LanchatWire (pure: wire protocol v1 framing and frames, the seals' Merkle tree; see docs/wire-protocol.md)
 //   LanchatEngine (pure: the session protocol engine, SessionStateMachine; no sockets, files, SQL or clock)
 //   LanchatSession (the I/O shell: SessionNode runs the engine over NIO connections and the SQLite store)
 //   LanchatDaemon (wiring: discovery service, control server, config)
@@ -52,7 +52,10 @@ let package = Package(
         .target(name: "LanchatControl"),
         // Pure terminal input for the interactive mode: key decoding and the line editor.
         .target(name: "LanchatTerminal"),
-        .target(name: "LanchatWire", dependencies: ["LanchatCore", .product(name: "NIOCore", package: "swift-nio")]),
+        // Crypto for SHA-256 only: the Merkle tree of seals (`MerkleTree`, wire version 4, draft).
+        .target(
+            name: "LanchatWire",
+            dependencies: ["LanchatCore", .product(name: "Crypto", package: "swift-crypto"), .product(name: "NIOCore", package: "swift-nio")]),
         .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire", "LanchatTransfer", .product(name: "NIOCore", package: "swift-nio")]),
         // Connections to peers: dialing and accepting (TLS or plain, sniffed), the HELLO handshake, framing,
         // and their liveness (heartbeats, the output budget: `LinkLiveness`, pure).
