@@ -5,7 +5,8 @@ import PackageDescription
 //   LanchatCore (shared identifiers and preferences: PeerID, RoomID, WireID; links nothing)
 //   CDNSSD (C, dns_sd.h) -> DNSSD (async Swift over dns_sd)
 //   LanchatIdentity (long-term key, peer id)
-//   LanchatSecurity (certificate, TLS 1.3 pinned to the peer id, known peers, short code)
+//   LanchatSecurity (certificate, TLS 1.3 pinned to the peer id, known peers, short code; message and seal
+//     signatures, over LanchatWire's signing bytes)
 //   LanchatDiscovery (pure: TXT advertisement, peer table)
 //   LanchatControl (control API types + a small blocking client; no NIO)
 //   LanchatWire (pure: wire protocol v1 framing and frames, the seals' Merkle tree; see docs/wire-protocol.md)
@@ -83,7 +84,8 @@ let package = Package(
         .target(
             name: "LanchatSecurity",
             dependencies: [
-                "LanchatCore", "LanchatIdentity",
+                // LanchatWire: the seals it signs and checks (`EnvelopeSigner+Seals.swift`).
+                "LanchatCore", "LanchatIdentity", "LanchatWire",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -174,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "LanchatSecurityTests",
             dependencies: [
-                "LanchatCore", "LanchatSecurity", "LanchatIdentity",
+                "LanchatCore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
