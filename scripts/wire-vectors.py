@@ -8,12 +8,12 @@ command line only.
 prints `name: value` lines (hex, except `author_id`, which is text). The key is fixed (below), so every
 line is the same on every run except the signatures (`signature`, `membership_signature`,
 `leave_signature`, `seal_signature`) and the frames that carry them (`message_frame`, `history_record`,
-`room_members_frame`, `room_leave_frame`, `seal_frame`): ECDSA signatures are randomized. Each signature printed was verified first, by
-openssl (with a public key rebuilt from the 33-byte compressed key alone, as a receiver has it) and by
+`room_members_frame`, `room_leave_frame`, `seal_frame`): ECDSA signatures are randomized. Each signature
+printed was verified first, by openssl (with a public key rebuilt from the 33-byte compressed key alone, as a receiver has it) and by
 the small P-256 arithmetic below; the public key, the compressed form and the id are each computed two
 ways and compared. Any mismatch stops the script with an error.
 
-v2 layout (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 length, then the bytes):
+Layouts, v2 to v4 (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 length, then the bytes):
     signing bytes  = "LCHT-MSG-2" | author_id lp1 | room lp1 | message_id[16] | sequence u64
                      | timestamp_ms u64 | kind u8 | body lp4
     signature      = ECDSA P-256 / SHA-256 over the signing bytes, raw r[32] | s[32]
@@ -26,6 +26,7 @@ v2 layout (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 length, then
                      inviter_id lp1 | joined_ms u64 | member_key[33] | signature[64]
     ROOM_LEAVE 0x05, flag 0x02 (signed): room lp1 | text lp2 | member_id lp1 | left_ms u64 | member_key[33]
                      | signature[64]
+    v4 (seals, draft: not yet negotiated):
     leaf hash      = SHA-256(0x00 | a message's signing bytes); node hash = SHA-256(0x01 | left | right)
     root           = RFC 9162 MTH over the leaf hashes (a tree of one leaf: its leaf hash; else the node hash of the
                      roots of the first k leaves and of the rest, k the largest power of two below the count)
