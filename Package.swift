@@ -5,10 +5,11 @@ import PackageDescription
 //   LanchatCore (shared identifiers and preferences: PeerID, RoomID, WireID; links nothing)
 //   CDNSSD (C, dns_sd.h) -> DNSSD (async Swift over dns_sd)
 //   LanchatIdentity (long-term key, peer id)
-//   LanchatSecurity (certificate, TLS 1.3 pinned to the peer id, known peers, short code)
+//   LanchatSecurity (certificate, TLS 1.3 pinned to the peer id, known peers, short code; message and seal
+//     signatures, over LanchatWire's signing bytes)
 //   LanchatDiscovery (pure: TXT advertisement, peer table)
 //   LanchatControl (control API types + a small blocking client; no NIO)
-//   LanchatWire (pure: wire protocol v1 framing and frames; see docs/wire-protocol.md)
+//   LanchatWire (pure: wire protocol v1 framing and frames, the seals' Merkle tree; see docs/wire-protocol.md)
 //   LanchatEngine (pure: the session protocol engine, SessionStateMachine; no sockets, files, SQL or clock)
 //   LanchatSession (the I/O shell: SessionNode runs the engine over NIO connections and the SQLite store)
 //   LanchatDaemon (wiring: discovery service, control server, config)
@@ -52,7 +53,10 @@ let package = Package(
         .target(name: "LanchatControl"),
         // Pure terminal input for the interactive mode: key decoding and the line editor.
         .target(name: "LanchatTerminal"),
-        .target(name: "LanchatWire", dependencies: ["LanchatCore", .product(name: "NIOCore", package: "swift-nio")]),
+        // Crypto for SHA-256 only: the Merkle tree of seals (`MerkleTree`, wire version 4, draft).
+        .target(
+            name: "LanchatWire",
+            dependencies: ["LanchatCore", .product(name: "Crypto", package: "swift-crypto"), .product(name: "NIOCore", package: "swift-nio")]),
         .target(name: "LanchatEngine", dependencies: ["LanchatCore", "LanchatWire", "LanchatTransfer", .product(name: "NIOCore", package: "swift-nio")]),
         // Connections to peers: dialing and accepting (TLS or plain, sniffed), the HELLO handshake, framing,
         // and their liveness (heartbeats, the output budget: `LinkLiveness`, pure).
@@ -80,7 +84,8 @@ let package = Package(
         .target(
             name: "LanchatSecurity",
             dependencies: [
-                "LanchatCore", "LanchatIdentity",
+                // LanchatWire: the seals it signs and checks (`EnvelopeSigner+Seals.swift`).
+                "LanchatCore", "LanchatIdentity", "LanchatWire",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -171,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "LanchatSecurityTests",
             dependencies: [
-                "LanchatCore", "LanchatSecurity", "LanchatIdentity",
+                "LanchatCore", "LanchatSecurity", "LanchatIdentity", "LanchatWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes a decoder that outside input reaches, with libFuzzer and AddressSanitizer, from its checked-in
-# corpus. Usage: scripts/fuzz.sh [TARGET] [SECONDS] (TARGET: wire (default), history, txt, control;
+# corpus. Usage: scripts/fuzz.sh [TARGET] [SECONDS] (TARGET: wire (default), history, txt, control, seal;
 # SECONDS: default 60). Prints libFuzzer's progress and, at the end, one summary line with the
 # executions. Crashers are written to .build-fuzz/crashes/TARGET-*; replay one with
 # `LANCHAT_FUZZ=TARGET .build/debug/LanchatFuzz FILE`, minimise it (-minimize_crash=1) and add it to the
@@ -17,7 +17,8 @@ case "$target" in
   history) seeds=Tests/FuzzCorpus/history; max_len=16384 ;;
   txt) seeds=Tests/FuzzCorpus/txt; max_len=1300 ;;
   control) seeds=Tests/FuzzCorpus/control; max_len=4096 ;;
-  *) echo "fuzz.sh: no target '$target' (wire, history, txt, control)" >&2; exit 2 ;;
+  seal) seeds=Tests/FuzzCorpus/seal; max_len=9000 ;;
+  *) echo "fuzz.sh: no target '$target' (wire, history, txt, control, seal)" >&2; exit 2 ;;
 esac
 swift build -c release --scratch-path .build-fuzz --product LanchatFuzz \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING 2>&1 | grep -v "prohibited flag" | tail -n 3

@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Test vectors for lanchat wire protocol version 2 (signed message envelopes), computed independently of
-the Swift code: Python's standard library and the `openssl` command line only.
+"""Test vectors for lanchat wire protocol version 2 (signed message envelopes), version 3 (signed membership) and
+version 4 (seals, draft), computed independently of the Swift code: Python's standard library and the `openssl`
+command line only.
 
     scripts/wire-vectors.py
 
 prints `name: value` lines (hex, except `author_id`, which is text). The key is fixed (below), so every
 line is the same on every run except the signatures (`signature`, `membership_signature`,
-`leave_signature`) and the frames that carry them (`message_frame`, `history_record`, `room_members_frame`,
-`room_leave_frame`): ECDSA signatures are randomized. Each signature printed was verified first, by
-openssl (with a public key rebuilt from the 33-byte compressed key alone, as a receiver has it) and by
+`leave_signature`, `seal_signature`) and the frames that carry them (`message_frame`, `history_record`,
+`room_members_frame`, `room_leave_frame`, `seal_frame`): ECDSA signatures are randomized. Each signature
+printed was verified first, by openssl (with a public key rebuilt from the 33-byte compressed key alone, as a receiver has it) and by
 the small P-256 arithmetic below; the public key, the compressed form and the id are each computed two
 ways and compared. Any mismatch stops the script with an error.
 
-v2 layout (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 length, then the bytes):
+Layouts, v2 to v4 (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 length, then the bytes):
     signing bytes  = "LCHT-MSG-2" | author_id lp1 | room lp1 | message_id[16] | sequence u64
                      | timestamp_ms u64 | kind u8 | body lp4
     signature      = ECDSA P-256 / SHA-256 over the signing bytes, raw r[32] | s[32]
@@ -25,6 +26,14 @@ v2 layout (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 length, then
                      inviter_id lp1 | joined_ms u64 | member_key[33] | signature[64]
     ROOM_LEAVE 0x05, flag 0x02 (signed): room lp1 | text lp2 | member_id lp1 | left_ms u64 | member_key[33]
                      | signature[64]
+    v4 (seals, draft: not yet negotiated):
+    leaf hash      = SHA-256(0x00 | a message's signing bytes); node hash = SHA-256(0x01 | left | right)
+    root           = RFC 9162 MTH over the leaf hashes (a tree of one leaf: its leaf hash; else the node hash of the
+                     roots of the first k leaves and of the rest, k the largest power of two below the count)
+    seal           = "LCHT-SEAL" | author_id lp1 | seal_id[16] | room lp1 | leaf_count u16 (1-256) | root[32],
+                     signed by the author's key as above
+    SEAL 0x12      = seal_id[16] | room lp1 | author_key[33] | signature[64] | leaf_count u16 | leaf_hash[32] * count
+    seal proof     = seal_id[16] | leaf_index u16 | path_count u8 (<= 8) | path_hash[32] * path_count (RFC 9162 PATH)
     author_key     = SEC1 compressed point (0x02/0x03 | X); author_id = base32(sha256(SPKI DER)), the SPKI
                      holding the uncompressed point (what `openssl pkey -pubout -outform DER` writes)."""
 import base64
@@ -66,6 +75,14 @@ MEMBER_PORT = 7000
 MEMBER_ADDRESSES = ["198.18.0.11"]
 V1_MEMBER = (HELLO_PEER_ID, "bob@h2", 7000, ["198.18.0.12", "fe80::1%lan0"])
 LEAVE_TEXT = "bye"
+# Seals (version 4, draft): the fixed key's author seals three messages in `lab`: the sample message, then two
+# more (ids 0f..00 and 10..1f, sequences 2 and 3, one and two seconds later).
+SEAL_ID = bytes(range(0x20, 0x30))
+SEALED_MESSAGES = [
+    (MESSAGE_ID, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY),
+    (bytes(range(15, -1, -1)), 2, TIMESTAMP_MS + 1000, KIND_TEXT, "two"),
+    (bytes(range(0x10, 0x20)), 3, TIMESTAMP_MS + 2000, KIND_TEXT, "three\tand a tab"),
+]
 
 # docs/wire-protocol.md, "Test vectors" (v1): this script's v1 layouts must reproduce them.
 V1_MESSAGE_FRAME = "000000371001000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64"
@@ -172,6 +189,83 @@ def v1_history_record(message_id, sender_id, sender_name, sequence, timestamp_ms
     """message_id[16] | sender_id lp1 | sender_name lp1 | sequence u64 | timestamp_ms u64 | kind u8 | body lp4"""
     return (message_id + lp1(sender_id.encode()) + lp1(sender_name.encode())
             + struct.pack(">QQB", sequence, timestamp_ms, kind) + lp4(body.encode()))
+
+
+# --- seals: RFC 9162's Merkle tree, by its recursive definition -----------------------------------------
+
+def sha256(data):
+    return hashlib.sha256(data).digest()
+
+
+def leaf_hash(leaf):
+    """SHA-256(0x00 | leaf): a leaf is a message's signing bytes."""
+    return sha256(b"\x00" + leaf)
+
+
+def node_hash(left, right):
+    return sha256(b"\x01" + left + right)
+
+
+def split(n):
+    """The largest power of two below n (n >= 2)."""
+    k = 1
+    while k * 2 < n:
+        k *= 2
+    return k
+
+
+def mth(hashes):
+    """MTH(D[n]) from the leaf hashes (RFC 9162, 2.1.1), n >= 1."""
+    if len(hashes) == 1:
+        return hashes[0]
+    k = split(len(hashes))
+    return node_hash(mth(hashes[:k]), mth(hashes[k:]))
+
+
+def audit_path(m, hashes):
+    """PATH(m, D[n]) (RFC 9162, 2.1.3.1): the leaf's sibling first."""
+    if len(hashes) == 1:
+        return []
+    k = split(len(hashes))
+    if m < k:
+        return audit_path(m, hashes[:k]) + [mth(hashes[k:])]
+    return audit_path(m - k, hashes[k:]) + [mth(hashes[:k])]
+
+
+def root_from_path(leaf, index, count, path):
+    """RFC 9162, 2.1.3.2: the root a path leads to, or None."""
+    if index >= count:
+        return None
+    fn, sn, r = index, count - 1, leaf
+    for p in path:
+        if sn == 0:
+            return None
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            while not fn & 1 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            r = node_hash(r, p)
+        fn, sn = fn >> 1, sn >> 1
+    return r if sn == 0 else None
+
+
+def seal_bytes(author_id, seal_id, room, leaf_count, root):
+    """"LCHT-SEAL" | author_id lp1 | seal_id[16] | room lp1 | leaf_count u16 | root[32]"""
+    assert len(seal_id) == 16 and 1 <= leaf_count <= 256 and len(root) == 32
+    return b"LCHT-SEAL" + lp1(author_id.encode()) + seal_id + lp1(room.encode()) + struct.pack(">H", leaf_count) + root
+
+
+def seal_payload(seal_id, room, key, signature, hashes):
+    """seal_id[16] | room lp1 | author_key[33] | signature[64] | leaf_count u16 | leaf_hash[32] * leaf_count"""
+    assert len(key) == 33 and len(signature) == 64 and 1 <= len(hashes) <= 256
+    return seal_id + lp1(room.encode()) + key + signature + struct.pack(">H", len(hashes)) + b"".join(hashes)
+
+
+def seal_proof(seal_id, index, path):
+    """seal_id[16] | leaf_index u16 | path_count u8 (<= 8) | path_hash[32] * path_count"""
+    assert len(path) <= 8
+    return seal_id + struct.pack(">HB", index, len(path)) + b"".join(path)
 
 
 # --- keys ---------------------------------------------------------------------------------------------
@@ -375,6 +469,43 @@ def main():
     # ROOM_LEAVE with the signed leave (flag 0x02).
     room_leave_frame = frame(0x05, 0x02, room_leave_payload(ROOM, LEAVE_TEXT, (author_id, LEFT_MS, key, leave_signature)))
 
+    # Seals (version 4, draft). The tree, checked on its own first: for 1 to 40 leaves, every path leads to the root,
+    # and not from another leaf, nor at another index, nor to the root of one more leaf; three leaves are
+    # node(node(l0, l1), l2). (A path may lead to the same root under another count, leaf 0 of 3 as of 4: the seal
+    # signs the count with the root.)
+    for n in range(1, 41):
+        hashes = [leaf_hash(bytes([n, i])) for i in range(n)]
+        root, longer = mth(hashes), mth(hashes + [leaf_hash(b"more")])
+        for i in range(n):
+            path = audit_path(i, hashes)
+            check(len(path) <= 8 and root_from_path(hashes[i], i, n, path) == root, f"the path of leaf {i} of {n} does not verify")
+            check(n == 1 or root_from_path(hashes[(i + 1) % n], i, n, path) != root, f"leaf {i} of {n} verifies with another leaf")
+            check(n == 1 or root_from_path(hashes[i], (i + 1) % n, n, path) != root, f"leaf {i} of {n} verifies at another index")
+            check(root_from_path(hashes[i], i, n + 1, path) != longer, f"leaf {i} of {n} verifies in a tree of {n + 1}")
+    t = [leaf_hash(b"a"), leaf_hash(b"b"), leaf_hash(b"c")]
+    check(mth(t) == node_hash(node_hash(t[0], t[1]), t[2]), "the root of three leaves is not node(node(l0, l1), l2)")
+
+    sealed = [signing_bytes(author_id, ROOM, *message) for message in SEALED_MESSAGES]
+    check(sealed[0] == signed, "the first sealed message is not the sample message")
+    leaves = [leaf_hash(leaf) for leaf in sealed]
+    seal_root = mth(leaves)
+    path_1 = audit_path(1, leaves)
+    check(path_1 == [leaves[0], leaves[2]], "the path of leaf 1 of 3 is not [leaf 0, leaf 2]")
+    check(root_from_path(leaves[1], 1, 3, path_1) == seal_root, "the path of leaf 1 of 3 does not verify")
+    sealing = seal_bytes(author_id, SEAL_ID, ROOM, len(leaves), seal_root)
+    seal_signature = sign(pem_path, sealing)
+    check(len(seal_signature) == 64, "the seal signature is not 64 bytes")
+    check(verified_by_openssl(key, sealing, seal_signature, directory), "openssl does not verify the seal signature")
+    check(verified_by_arithmetic(key, sealing, seal_signature), "the P-256 arithmetic does not verify the seal signature")
+    check(not verified_by_arithmetic(key, seal_bytes(author_id, SEAL_ID, ROOM, 2, seal_root), seal_signature),
+          "a seal with another leaf count still verifies")
+    check(not verified_by_arithmetic(key, seal_bytes(author_id, SEAL_ID, ROOM, 3, mth(leaves[:2] + [leaves[0]])), seal_signature),
+          "a seal over another message still verifies")
+    check(not verified_by_arithmetic(key, seal_bytes(author_id, SEAL_ID, "lab2", 3, seal_root), seal_signature),
+          "a seal for another room still verifies")
+    check(not verified_by_arithmetic(key, signed, seal_signature), "the seal signature verifies as a message")
+    seal_frame = frame(0x12, 0, seal_payload(SEAL_ID, ROOM, key, seal_signature, leaves))
+
     lines = [
         ("private_key_scalar", scalar.hex()),
         ("public_key_compressed", key.hex()),
@@ -405,6 +536,16 @@ def main():
         ("leave_signature", leave_signature.hex()),
         # ROOM_LEAVE, flags 0x02: room `lab`, text `bye`, the member's signed leave.
         ("room_leave_frame", room_leave_frame.hex()),
+        # Seals (version 4, draft): the leaf hashes of the three sealed messages (the sample message, then ids
+        # 0f..00 and 10..1f), their root, the audit path of leaf 1 (its hashes back to back) and its proof form,
+        # the seal's signing bytes (seal id 20..2f, room `lab`), a signature over them, and the SEAL frame.
+        *((f"seal_leaf_hash_{i}", leaf.hex()) for i, leaf in enumerate(leaves)),
+        ("seal_root", seal_root.hex()),
+        ("seal_audit_path_1", b"".join(path_1).hex()),
+        ("seal_proof_1", seal_proof(SEAL_ID, 1, path_1).hex()),
+        ("seal_signing_bytes", sealing.hex()),
+        ("seal_signature", seal_signature.hex()),
+        ("seal_frame", seal_frame.hex()),
     ]
     for name, value in lines:
         print(f"{name}: {value}")

@@ -8,7 +8,7 @@ import NIOCore
 
 /// The decoders that outside input reaches, as libFuzzer targets (`scripts/fuzz.sh TARGET`): any error
 /// they report is fine; a crash, a hang, a trap or a broken round trip is a bug. `LANCHAT_FUZZ` names the
-/// target (`wire`, `history`, `txt`, `control`); the fuzzer and the replayer share these entry points.
+/// target (`wire`, `history`, `txt`, `control`, `seal`); the fuzzer and the replayer share these entry points.
 enum FuzzTarget: String, CaseIterable {
     /// Peer frames: a fresh frame decoder fed the bytes in one piece and split in two; both must agree,
     /// and what decodes must encode back to the same frame.
@@ -19,6 +19,8 @@ enum FuzzTarget: String, CaseIterable {
     case txt
     /// Control API request lines, as a local client sends them.
     case control
+    /// A SEAL frame's payload and sealed records' proofs (wire version 4, draft: no peer sends them yet).
+    case seal
 
     static var selected: FuzzTarget {
         let name = ProcessInfo.processInfo.environment["LANCHAT_FUZZ"] ?? "wire"
@@ -35,6 +37,7 @@ enum FuzzTarget: String, CaseIterable {
         case .history: fuzzHistory(bytes)
         case .txt: fuzzTXT(bytes)
         case .control: fuzzControl(bytes)
+        case .seal: fuzzSeal(bytes)
         }
     }
 }
@@ -119,6 +122,21 @@ func fuzzControl(_ bytes: [UInt8]) {
             preconditionFailure("an accepted call's request does not decode")
         }
         precondition((try? ControlCall(decoded)) == call, "an accepted call changed on its way through a request")
+    }
+}
+
+/// The bytes as a SEAL payload (what decodes encodes back to the same bytes, and a leaf's own proof
+/// verifies), then as proofs back to back (what decodes encodes back; checking one never traps).
+func fuzzSeal(_ bytes: [UInt8]) {
+    if let seal = try? Seal.decode(RawFrame(type: Seal.frameType, payload: ByteBuffer(bytes: bytes))) {
+        precondition((try? seal.wireBytes().dropFirst(RawFrame.headerLength)).map(Array.init) == bytes, "re-encoding changed the seal")
+        let index = Int(bytes.last ?? 0) % seal.leafHashes.count
+        precondition(seal.proof(forLeaf: index).verifies(leafHash: seal.leafHashes[index], in: seal), "a leaf's own proof does not verify")
+    }
+    var buffer = ByteBuffer(bytes: bytes)
+    while let proof = try? SealProof.decode(from: &buffer) {
+        precondition((try? SealProof.decode(proof.bytes())) == proof, "re-encoding changed the proof")
+        _ = proof.verifies(leafHash: proof.path.first ?? [], leafCount: Int(proof.leafIndex) + proof.path.count, root: proof.path.last ?? [])
     }
 }
 

@@ -17,11 +17,14 @@ public final class EnvelopeSigner: Sendable {
 
     private let privateKey: P256.Signing.PrivateKey
     public let publicKey: [UInt8]
+    /// The id `publicKey` names: the author of what this signer signs.
+    public let peerID: PeerID
     private let keys = Mutex<[[UInt8]: (PeerID, P256.Signing.PublicKey)]>([:])
 
     public init(identity: Identity) {
         privateKey = identity.privateKey
         publicKey = Array(privateKey.publicKey.compressedRepresentation)
+        peerID = identity.peerID
     }
 
     /// The signature of `bytes` (`r || s`).

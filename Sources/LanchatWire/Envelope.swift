@@ -69,6 +69,22 @@ public enum Envelope {
         return Array(buffer.readableBytesView)
     }
 
+    public static let sealContext: [UInt8] = Array("LCHT-SEAL".utf8)
+
+    /// What an author signs for a batch of its messages (`Seal`, wire version 4, draft): `"LCHT-SEAL" |
+    /// author_id (u8 len) | seal_id [16] | room (u8 len) | leaf_count u16 | root [32]`, the root being
+    /// `MerkleTree.root` of the messages' leaf hashes (`Seal.leafHash`).
+    public static func sealBytes(author: String, id: WireID, room: RoomID, leafCount: UInt16, root: [UInt8]) -> [UInt8] {
+        var buffer = ByteBufferAllocator().buffer(capacity: 128)
+        buffer.writeBytes(sealContext)
+        buffer.writeLengthPrefixed(Array(author.utf8), as: UInt8.self)
+        buffer.writeBytes(id.bytes)
+        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
+        buffer.writeInteger(leafCount)
+        buffer.writeBytes(root)
+        return Array(buffer.readableBytesView)
+    }
+
     public static let metaContext: [UInt8] = Array("LCHT-META-2".utf8)
 
     /// What an author signs for one key of a room's metadata (`WireFrame.MetaEntry`): `"LCHT-META-2" |

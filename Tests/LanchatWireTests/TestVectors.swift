@@ -166,3 +166,33 @@ let vectorMembershipBytes =
     "4c4348542d4a4f494e2d32036c6162346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61346c69763763616665746b716d7037696b726b796e3574706733657735783776656d65787a74706b7970366f6c696b6c6874723261000001a1ee565e00"
 let vectorLeaveBytes =
     "4c4348542d4c454156452d32036c6162346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61000001a1ee574860"
+
+// Seals (wire version 4, draft; scripts/wire-vectors.py): `vectorAuthor` seals three messages in `lab`, the vector
+// message and two more; the seal's id is 20..2f. Everything is deterministic but the signature, one the script made
+// and verified with openssl (it is in the frame).
+let vectorSealID = WireID(bytes: Array(0x20...0x2f))!
+let vectorSealedMessages: [WireFrame.Message] = [
+    .init(id: ascending, room: lab, sequence: 1, timestampMilliseconds: 1_795_000_000_000, kind: .text, body: "héllo\nworld", reliable: true),
+    .init(id: descending, room: lab, sequence: 2, timestampMilliseconds: 1_795_000_001_000, kind: .text, body: "two", reliable: true),
+    .init(
+        id: WireID(bytes: Array(0x10...0x1f))!, room: lab, sequence: 3, timestampMilliseconds: 1_795_000_002_000, kind: .text, body: "three\tand a tab",
+        reliable: true),
+]
+/// `SHA-256(0x00 | signing bytes)` of each sealed message.
+let vectorSealLeafHashes = [
+    "c5e5c9047f3b18c2cc6c4cda3aab9527050d45bf002e75bb790c7c045969e97d",
+    "8a39180ce763d7dc0ad761010fe3fe48f8be8e821ff5128511268d63df6c5d3a",
+    "b0a0fa64e798cb987a69602a88af888212368f0f07e9854b8bc347dcc5c28a55",
+]
+let vectorSealRoot = "01c539bacb5b9682631fba2e2e84ec08f365558bdcdc7547fa822a5861e60be3"
+/// The audit path of leaf 1 of the three (leaf 0's hash, then leaf 2's), and that leaf's proof form.
+let vectorSealAuditPath1 =
+    "c5e5c9047f3b18c2cc6c4cda3aab9527050d45bf002e75bb790c7c045969e97db0a0fa64e798cb987a69602a88af888212368f0f07e9854b8bc347dcc5c28a55"
+let vectorSealProof1 =
+    "202122232425262728292a2b2c2d2e2f000102c5e5c9047f3b18c2cc6c4cda3aab9527050d45bf002e75bb790c7c045969e97db0a0fa64e798cb987a69602a88af888212368f0f07e9854b8bc347dcc5c28a55"
+let vectorSealSigningBytes =
+    "4c4348542d5345414c346f6e7965636478773737343432756c6c67676361786a6a32636a637a727665616c7a376365376275333271703435743572686a61202122232425262728292a2b2c2d2e2f036c6162000301c539bacb5b9682631fba2e2e84ec08f365558bdcdc7547fa822a5861e60be3"
+let vectorSealSignature =
+    "4c85d8df75fb8c89bce8983d7ff04550c91628dd8617e3ac1c239576cd55b319a7a2d7906ce494ecdb0a5865aacbcae7a3ca93e0d0da202ba563d78dfaa90798"
+let vectorSealFrame =
+    "000000d91200202122232425262728292a2b2c2d2e2f036c6162031ee0bf1a3c0062bde8d92cf7422906ed41586bb7d802ff2a2a16b123fa894ffa4c85d8df75fb8c89bce8983d7ff04550c91628dd8617e3ac1c239576cd55b319a7a2d7906ce494ecdb0a5865aacbcae7a3ca93e0d0da202ba563d78dfaa907980003c5e5c9047f3b18c2cc6c4cda3aab9527050d45bf002e75bb790c7c045969e97d8a39180ce763d7dc0ad761010fe3fe48f8be8e821ff5128511268d63df6c5d3ab0a0fa64e798cb987a69602a88af888212368f0f07e9854b8bc347dcc5c28a55"

@@ -1,0 +1,112 @@
+import Crypto
+
+/// The Merkle tree of RFC 9162 (Certificate Transparency 2.0), section 2.1, with SHA-256: what a seal
+/// signs for a batch of an author's messages (wire version 4, draft; `Seal`).
+///
+/// The tree's leaves are byte strings (a seal's: its messages' signing bytes, `Envelope.signingBytes`).
+/// RFC 9162 hashes each leaf with a domain byte, `leafHash(d) = SHA-256(0x00 | d)`, and each interior node
+/// as `nodeHash(l, r) = SHA-256(0x01 | l | r)`, so that no leaf's hash is an interior node's. The root of
+/// `n >= 1` leaves, `MTH(D[n])`, is the leaf hash of the one leaf for `n = 1`, and otherwise
+/// `nodeHash(MTH(D[0..<k]), MTH(D[k..<n]))` with `k` the largest power of two below `n`. Everything here
+/// takes the leaves' hashes, not the leaves: that is what a SEAL frame carries and what a receiver holds.
+///
+/// Hashes are 32-byte arrays; the functions that take hashes from a peer (`rootFromAuditPath`,
+/// `verifyAuditPath`) refuse any other length, the others expect well-formed input.
+public enum MerkleTree {
+    public static let hashLength = 32
+    /// RFC 9162's domain bytes: before a leaf, before two child hashes.
+    public static let leafPrefix: UInt8 = 0x00
+    public static let nodePrefix: UInt8 = 0x01
+
+    /// `SHA-256(0x00 | leaf)`: the hash of one leaf.
+    public static func leafHash(_ leaf: [UInt8]) -> [UInt8] {
+        var hasher = SHA256()
+        withUnsafeBytes(of: leafPrefix) { hasher.update(bufferPointer: $0) }
+        leaf.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        return Array(hasher.finalize())
+    }
+
+    /// `SHA-256(0x01 | left | right)`: the hash of an interior node.
+    public static func nodeHash(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] {
+        var hasher = SHA256()
+        withUnsafeBytes(of: nodePrefix) { hasher.update(bufferPointer: $0) }
+        left.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        right.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        return Array(hasher.finalize())
+    }
+
+    /// `MTH(D[n])` from the leaves' hashes, in order. For no leaves, RFC 9162's `SHA-256()` (a seal never
+    /// has none).
+    ///
+    /// Computed level by level: adjacent nodes pair up, and the last node of a level with an odd count
+    /// moves up unchanged. That is the recursive definition above, since its left subtrees are complete.
+    public static func root(_ leafHashes: [[UInt8]]) -> [UInt8] {
+        guard !leafHashes.isEmpty else { return Array(SHA256().finalize()) }
+        var level = leafHashes
+        while level.count > 1 { level = parents(of: level) }
+        return level[0]
+    }
+
+    /// RFC 9162's `PATH(m, D[n])` (section 2.1.3.1) for leaf `index` of `leafHashes`: the siblings on the
+    /// way from the leaf to the root, the leaf's own sibling first. At most `ceil(log2(n))` hashes (8 for
+    /// 256 leaves); empty for one leaf.
+    public static func auditPath(index: Int, leafHashes: [[UInt8]]) -> [[UInt8]] {
+        precondition(leafHashes.indices.contains(index), "leaf \(index) of \(leafHashes.count)")
+        var path: [[UInt8]] = []
+        var level = leafHashes
+        var position = index
+        while level.count > 1 {
+            let sibling = position ^ 1
+            if sibling < level.count { path.append(level[sibling]) }  // else: the odd last node moves up alone
+            level = parents(of: level)
+            position /= 2
+        }
+        return path
+    }
+
+    /// The root that `path` leads to from `leafHash`, leaf `index` of a tree of `count` leaves (RFC 9162,
+    /// section 2.1.3.2), or nil when the path cannot be one of such a tree (index out of range, a path too
+    /// short or too long for that leaf, a hash that is not 32 bytes).
+    public static func rootFromAuditPath(_ path: [[UInt8]], leafHash: [UInt8], index: Int, count: Int) -> [UInt8]? {
+        guard index >= 0, index < count, leafHash.count == hashLength, path.allSatisfy({ $0.count == hashLength }) else { return nil }
+        var fn = index
+        var sn = count - 1
+        var hash = leafHash
+        for sibling in path {
+            guard sn != 0 else { return nil }  // the path is longer than the leaf's way up
+            if fn & 1 == 1 || fn == sn {
+                hash = nodeHash(sibling, hash)
+                // Levels where the node is the odd last one: it moves up without a sibling.
+                while fn & 1 == 0 && fn != 0 {
+                    fn >>= 1
+                    sn >>= 1
+                }
+            } else {
+                hash = nodeHash(hash, sibling)
+            }
+            fn >>= 1
+            sn >>= 1
+        }
+        guard sn == 0 else { return nil }  // the path is shorter than the leaf's way up
+        return hash
+    }
+
+    /// Whether `path` proves that `leafHash` is leaf `index` of the `count` leaves whose root is `root`.
+    public static func verifyAuditPath(_ path: [[UInt8]], leafHash: [UInt8], index: Int, count: Int, root: [UInt8]) -> Bool {
+        guard let computed = rootFromAuditPath(path, leafHash: leafHash, index: index, count: count) else { return false }
+        return computed == root
+    }
+
+    /// One level up: adjacent pairs hashed, an odd last node kept as it is.
+    private static func parents(of level: [[UInt8]]) -> [[UInt8]] {
+        var next: [[UInt8]] = []
+        next.reserveCapacity((level.count + 1) / 2)
+        var index = 0
+        while index + 1 < level.count {
+            next.append(nodeHash(level[index], level[index + 1]))
+            index += 2
+        }
+        if index < level.count { next.append(level[index]) }
+        return next
+    }
+}
