@@ -5,6 +5,10 @@ import LanchatCore
 /// When both sides dial at once, each ends up with two connections; both keep the one dialed by the
 /// peer with the smaller id, so they agree without a message. A newer connection from the same dialer
 /// replaces the old one (the peer restarted before we noticed the old one die).
+///
+/// With the connections it keeps what they proved and what they are owed: each peer's key as we hold it
+/// (`trust`: known names, ids proved with a key, warnings given once) and when to dial each peer we want
+/// (`redials`, with the dials under way in `dialing`).
 struct LinkTable: Sendable, Equatable {
     struct Entry: Equatable, Sendable {
         var handle: LinkHandle
@@ -41,6 +45,11 @@ struct LinkTable: Sendable, Equatable {
     private(set) var dialing: Set<PeerID> = []
     private(set) var lastCloseReason: [PeerID: PeerCloseReason] = [:]
     private var closeOrder: [PeerID] = []
+    /// What we hold of peers' keys: each connection's claim is checked against it (`PeerTrust`).
+    var trust = PeerTrust()
+    /// When to dial each peer we want and are not connected to, and the peers linked once in this run
+    /// (`RedialSchedule`; the rules are in `+Delivery`).
+    var redials = RedialSchedule()
 
     func entry(_ peer: PeerID) -> Entry? { byPeer[peer] }
     func handle(_ peer: PeerID) -> LinkHandle? { byPeer[peer]?.handle }
@@ -81,6 +90,10 @@ struct LinkTable: Sendable, Equatable {
         }
         return entry
     }
+
+    /// Whether we have been connected with `peer`: now, before in this run, or it proved its key to us
+    /// before (`SessionStateMachine.seen`).
+    func seen(_ peer: PeerID) -> Bool { redials.wasLinked(peer) || trust.keyed.contains(peer) || isLinked(peer) }
 
     mutating func startDialing(_ peer: PeerID) -> Bool { dialing.insert(peer).inserted }
     mutating func stopDialing(_ peer: PeerID) { dialing.remove(peer) }

@@ -57,6 +57,7 @@ extension SessionStateMachine {
         for handle in links.retired.keys where links.byHandle[handle] != nil {
             faults.append("handle \(handle) is both retired and serving")
         }
+        faults += links.trust.faults(maximumKeyed: configuration.maximumKeyedPeers)
     }
 
     private func invitationFaults(_ faults: inout [String]) {

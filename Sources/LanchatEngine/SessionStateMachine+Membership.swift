@@ -65,7 +65,7 @@ extension SessionStateMachine {
             removalTime(peer.id, in: room) == nil
         else { return }
         var member = Member(name: peer.name, port: 0, addresses: [])
-        if let (hint, _) = addressBook.lookup(peer.id) {
+        if let (hint, _) = environment.addressBook.lookup(peer.id) {
             member.port = hint.port
             member.addresses = hint.addresses
         } else if let remote = link.remoteAddress {
@@ -382,7 +382,7 @@ extension SessionStateMachine {
         let member = rooms.keys.sorted { $0.rawValue < $1.rawValue }.lazy.compactMap { self.rooms[$0]?.members[id] }.first
         var addresses = member?.addresses ?? []
         var port = member?.port ?? 0
-        if let (hint, _) = addressBook.lookup(id) {
+        if let (hint, _) = environment.addressBook.lookup(id) {
             addresses = hint.addresses
             port = hint.port
         }

@@ -76,7 +76,7 @@ extension SessionStateMachine {
         histories.forgetAsked(peer)
         transfers.relayPreparing = transfers.relayPreparing.filter { $0.key.peer != peer }
         releaseOutgoingTimer()
-        refusedLive.remove(peer)
+        links.trust.connectionEnded(peer)
         membership.forgetRefusal(of: peer)
     }
 

@@ -111,7 +111,7 @@ extension SessionStateMachine {
         guard !candidates.isEmpty else {
             throw SessionError(.unreachable, "no member of \(room) is connected to ask for \(file.name)")
         }
-        let id = ids.wireID()
+        let id = environment.ids.wireID()
         shared.start(
             id,
             SharedFetch(
@@ -139,7 +139,7 @@ extension SessionStateMachine {
         while let next = fetch.candidates.first {
             fetch.candidates.removeFirst()
             guard rooms[fetch.room]?.members[next] != nil, let entry = links.entry(next) else { continue }
-            let attempt = ids.wireID()
+            let attempt = environment.ids.wireID()
             fetch = shared.ask(id, next, attempt: attempt, candidates: fetch.candidates, at: now.monotonic)!
             out.append(.send(entry.handle, [.fileRequest(.init(id: attempt, room: fetch.room, sha256: fetch.file.sha256))]))
             timers.scheduleNoLaterThan(.sharedFetches, at: now.monotonic + Self.sharedFetchAnswerTimeout)

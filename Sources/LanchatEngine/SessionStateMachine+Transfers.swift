@@ -21,7 +21,7 @@ extension SessionStateMachine {
         guard let entry = links.entry(peer) else { throw SessionError(.unreachable, "not connected to \(peer.short)") }
         if let refusal = transfers.outgoingRefusal(to: peer, name: entry.peer.name) { throw SessionError(.busy, refusal) }
         var out: [SessionAction] = []
-        let id = chosen ?? ids.wireID()
+        let id = chosen ?? environment.ids.wireID()
         let offer = Self.offer(id, file, kind: kind, room: room, digest: digest)
         if !ephemeral {
             // Kept until it ends, so that a restarted daemon resumes it.

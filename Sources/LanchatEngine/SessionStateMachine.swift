@@ -94,38 +94,31 @@ public struct SessionStateMachine: Sendable {
     /// The text of a ROOM_LEAVE that answers a ROOM_MEMBERS from someone we do not count as a member.
     public static let notAMember = "not a member"
 
-    public let configuration: Configuration
-    let addressBook: any PeerAddressBook
-    let shortCode: @Sendable (PeerID) -> String
-    var ids: IDGenerator
-    public internal(set) var known: KnownPeerBook
-    /// Keys already warned about (`warnOfNewKey`) while the node runs.
-    var warnedKeys: Set<PeerID> = []
-    /// Ids a room member has proved with its key (TLS) at least once, kept in the store. A plaintext
-    /// connection (`--encryption optional`) claiming one of them is refused, and one of them is dialed
-    /// with TLS whatever its advertisement says: only an id never seen with a key can go without one.
-    public internal(set) var keyed: Set<PeerID>
+    /// The configuration and what the shell gives (the address book, short codes, ids): `Environment`.
+    var environment: Environment
+    public var configuration: Configuration { environment.configuration }
+    /// The known-peers record (trust on first use), kept with the links (`PeerTrust`).
+    public var known: KnownPeerBook { links.trust.known }
+    /// Ids a room member has proved with its key (TLS) at least once, kept in the store (`PeerTrust.keyed`).
+    public var keyed: Set<PeerID> { links.trust.keyed }
+    /// One connection per peer, and with them what their keys proved (`PeerTrust`) and when to dial
+    /// whom (`RedialSchedule`; `+Links`, `+Delivery`).
     var links = LinkTable()
     var timers = TimerTable()
     /// Who is in each room we are in (`MembershipBook` keeps it; its methods change it).
     var rooms: [RoomID: Room] { membership.rooms }
-    var sequences: [RoomID: UInt64] = [:]
     /// Invitations waiting both ways, and the answers we gave (`+Invitations`, `InvitationBook`).
     var invites = InvitationBook()
     /// Membership (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): the rooms and their members,
     /// claims, introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
     var membership = MembershipBook()
-    /// When to dial whom, and the peers linked to us once in this run (`RedialSchedule`, `seen`).
-    var redials = RedialSchedule()
-    /// Reliable messages each recipient has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
-    var outbox = Outbox()
-    var noticeSequence: Int64 = 0
+    /// Our numbering (each room's last sequence, the notices' counter), reliable messages each recipient
+    /// has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
+    var outbox: Outbox
     /// Histories both ways (`HistoryExchange`): the door each room we join keeps for its inviter's
     /// history (one history per join), the newcomers owed one (HISTORY_REQUEST is answered once per join,
     /// not on demand), and relay's SYNC_REQUESTs asked and answered.
     var histories = HistoryExchange()
-    /// Peers told about once on their connection for a live message refused for its signature.
-    var refusedLive: Set<PeerID> = []
     /// Presence and typing (`+Presence`, `PresenceMachine`).
     var presenceState = PresenceMachine()
     /// Room metadata and its administration (`+Metadata`, `+Admin`, `MetadataBook`): the winning entry of
@@ -144,15 +137,11 @@ public struct SessionStateMachine: Sendable {
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
         shortCode: @escaping @Sendable (PeerID) -> String
     ) {
-        self.configuration = configuration
-        self.addressBook = addressBook
-        self.ids = ids
-        self.shortCode = shortCode
+        environment = Environment(configuration: configuration, addressBook: addressBook, shortCode: shortCode, ids: ids)
         streamTable.limits = configuration.streamLimits
         transfers.limits = configuration.transferLimits
-        known = restored.knownPeers
-        keyed = restored.keyedPeers
-        sequences = restored.lastSequences
+        links.trust = PeerTrust(known: restored.knownPeers, keyed: restored.keyedPeers)
+        outbox = Outbox(lastSequences: restored.lastSequences)
         var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
         var rooms: [RoomID: Room] = [:]
         for (room, members) in restored.rooms {
@@ -221,7 +210,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func received(_ frames: [WireFrame], on handle: LinkHandle, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard let entry = links.peer(on: handle) else { return out }
-        redials.heard(from: entry.peer.id)
+        links.redials.heard(from: entry.peer.id)
         var acks: [WireID] = []
         for frame in frames {
             switch frame {
@@ -309,10 +298,10 @@ public struct SessionStateMachine: Sendable {
     /// A system message, kept in history and reported ("bob joined").
     mutating func notice(_ room: RoomID, _ text: String, at now: EngineTime, _ out: inout [SessionAction]) {
         // Notices made in the same millisecond keep their order in history (it sorts by time, then sequence).
-        noticeSequence += 1
+        let sequence = outbox.nextNoticeSequence()
         let stored = StoredMessage(
-            id: ids.messageID(at: now.wall).description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
-            sequence: noticeSequence, timestamp: now.wall, kind: .system, body: text)
+            id: environment.ids.messageID(at: now.wall).description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
+            sequence: sequence, timestamp: now.wall, kind: .system, body: text)
         out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: true, outgoing: false))))
     }
 }
