@@ -115,10 +115,6 @@ public struct SessionStateMachine: Sendable {
     /// Our numbering (each room's last sequence, the notices' counter), reliable messages each recipient
     /// has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
     var outbox: Outbox
-    /// Histories both ways (`HistoryExchange`): the door each room we join keeps for its inviter's
-    /// history (one history per join), the newcomers owed one (HISTORY_REQUEST is answered once per join,
-    /// not on demand), and relay's SYNC_REQUESTs asked and answered.
-    var histories = HistoryExchange()
     /// Presence and typing (`+Presence`, `PresenceMachine`).
     var presenceState = PresenceMachine()
     /// Room metadata and its administration (`+Metadata`, `+Admin`, `MetadataBook`): the winning entry of
@@ -128,10 +124,10 @@ public struct SessionStateMachine: Sendable {
     var topics = TopicMachine()
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
-    /// Files and history resources (`+Transfers`).
+    /// Files and history resources both ways (`+Transfers`, `+Receiving`), with the histories we take
+    /// and give (`HistoryExchange`; `+Membership`, `+Relay`) and the fetches and serves of shared files
+    /// (`SharedFileTable`; `+SharedFiles`).
     var transfers = TransferTable()
-    /// Shared files (`+SharedFiles`, `SharedFileTable`).
-    var shared = SharedFileTable()
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
@@ -235,7 +231,7 @@ public struct SessionStateMachine: Sendable {
             case .topicMessage(let message): received(message, from: entry, at: now, &out)
             case .fileRequest(let request): received(request, from: entry, &out)
             case .historyRequest(let room, let since, let limit):
-                guard rooms[room]?.members[entry.peer.id] != nil, histories.takeOwed(RoomMember(room: room, peer: entry.peer.id)) else { break }
+                guard rooms[room]?.members[entry.peer.id] != nil, transfers.histories.takeOwed(RoomMember(room: room, peer: entry.peer.id)) else { break }
                 out.append(
                     .sendHistory(
                         room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2,
@@ -271,12 +267,12 @@ public struct SessionStateMachine: Sendable {
 
     /// The history we asked for in `room` arrived (or failed): nothing more is accepted for it.
     public mutating func historyEnded(_ room: RoomID) {
-        histories.close(room)
+        transfers.histories.close(room)
     }
 
     /// Rooms whose history we asked for as we joined: whom we asked, and until when (monotonic ms) its
     /// offer is taken (`takeHistory`). One history per join: the door closes when its offer is taken.
-    public var historyRequested: [RoomID: HistoryDoor] { histories.doors }
+    public var historyRequested: [RoomID: HistoryDoor] { transfers.histories.doors }
 
     /// Where a history resource comes from, when it is taken (`takeHistory`).
     public enum HistorySource: Equatable, Sendable {
@@ -292,7 +288,7 @@ public struct SessionStateMachine: Sendable {
     /// SYNC_REQUEST we sent it (a signed history only). Taking it closes the door it came through: a
     /// second offer, or a late one, is refused.
     public mutating func takeHistory(_ room: RoomID, from peer: PeerID, signed: Bool, at now: EngineTime) -> HistorySource? {
-        histories.take(room, from: peer, signed: signed, isMember: rooms[room]?.members[peer] != nil, at: now.monotonic)
+        transfers.histories.take(room, from: peer, signed: signed, isMember: rooms[room]?.members[peer] != nil, at: now.monotonic)
     }
 
     /// A system message, kept in history and reported ("bob joined").
