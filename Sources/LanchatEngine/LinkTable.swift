@@ -95,6 +95,23 @@ struct LinkTable: Sendable, Equatable {
     /// before (`SessionStateMachine.seen`).
     func seen(_ peer: PeerID) -> Bool { redials.wasLinked(peer) || trust.keyed.contains(peer) || isLinked(peer) }
 
+    /// Remembers that `peer`, linked now, has been seen (`seen`). Returns whether that is new.
+    mutating func markSeen(_ peer: PeerID) -> Bool { isLinked(peer) && redials.linked(peer) }
+
+    /// Whether `peer`'s id was proved with its key: once as a room member (kept), or by the connection
+    /// that serves it now. A plaintext HELLO may not speak for it.
+    func provedByKey(_ peer: PeerID) -> Bool { trust.keyed.contains(peer) || byPeer[peer]?.authenticated == true }
+
+    /// The dials due now among `candidates` (`RedialSchedule.due`, given the dials under way), each
+    /// marked as being dialed; and whether a wanted peer still waits its turn.
+    mutating func startDueDials(
+        _ candidates: [PeerID], own: PeerID, seen: (PeerID) -> Bool, generation: (PeerID) -> Int?, limits: RedialSchedule.Limits, at now: Int64
+    ) -> (dials: [PeerID], waiting: Bool) {
+        let due = redials.due(candidates, own: own, dialing: dialing, seen: seen, generation: generation, limits: limits, at: now)
+        for peer in due.dials { dialing.insert(peer) }
+        return due
+    }
+
     mutating func startDialing(_ peer: PeerID) -> Bool { dialing.insert(peer).inserted }
     mutating func stopDialing(_ peer: PeerID) { dialing.remove(peer) }
 }

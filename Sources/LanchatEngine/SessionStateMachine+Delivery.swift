@@ -285,13 +285,9 @@ extension SessionStateMachine {
         let limits = RedialSchedule.Limits(
             dialsPerCheck: configuration.maximumDialsPerCheck, dialsAtOnce: configuration.maximumDialsAtOnce,
             reconnect: configuration.maximumReconnectDelay, unseenReconnect: configuration.maximumUnseenReconnectDelay)
-        let (dials, waiting) = links.redials.due(
-            candidates, own: configuration.ownID, dialing: links.dialing, seen: seenPeers.contains,
-            generation: { generations[$0] }, limits: limits, at: now.monotonic)
-        for peer in dials {
-            _ = links.startDialing(peer)
-            out.append(.dial(peer))
-        }
+        let (dials, waiting) = links.startDueDials(
+            candidates, own: configuration.ownID, seen: seenPeers.contains, generation: { generations[$0] }, limits: limits, at: now.monotonic)
+        for peer in dials { out.append(.dial(peer)) }
         forgetUnwantedRedials()
         if waiting { timers.schedule(.redial, at: now.monotonic + configuration.redialCheckInterval) }
     }

@@ -16,7 +16,7 @@ extension SessionStateMachine {
     /// Remembers that `peer`, a member linked to us now, has been seen (`seen`), and forgets who
     /// introduced it.
     mutating func noteSeen(_ peer: PeerID) {
-        guard links.isLinked(peer), links.redials.linked(peer) else { return }
+        guard links.markSeen(peer) else { return }
         membership.forgetIntroducer(of: peer)
     }
 

@@ -87,7 +87,7 @@ extension SessionStateMachine {
     /// A plaintext HELLO proves nothing: it may not speak for an id that was proved with a key (a link
     /// or a probe connection). If `peer`'s id was, why the connection is refused, and the security event.
     public func plaintextClaimRefusal(_ peer: SessionPeer) -> (reason: String, event: SessionEvent)? {
-        guard configuration.encryption != .none, links.trust.keyed.contains(peer.id) || links.entry(peer.id)?.authenticated == true else { return nil }
+        guard configuration.encryption != .none, links.provedByKey(peer.id) else { return nil }
         return ("\(configuration.ownName) knows \(peer.id.short) by its key: connect with encryption", .security(peer: peer, text: Self.plaintextClaimText(peer)))
     }
 
