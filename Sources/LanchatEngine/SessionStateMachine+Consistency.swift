@@ -22,7 +22,7 @@ extension SessionStateMachine {
         for room in presenceState.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("presence or typing state is kept for \(room), a room we are not in")
         }
-        for room in roomMeta.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+        for room in membership.metadata.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("metadata is kept for \(room), a room we are not in")
         }
         for room in membership.roomsKept.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
@@ -37,8 +37,8 @@ extension SessionStateMachine {
         if membership.unansweredCount > configuration.maximumUnansweredInvitations {
             faults.append("\(membership.unansweredCount) unanswered invitations kept, past \(configuration.maximumUnansweredInvitations)")
         }
-        if roomMeta.closedRoomsKept > MetadataBook.maximumClosedRooms {
-            faults.append("\(roomMeta.closedRoomsKept) closed rooms kept, past \(MetadataBook.maximumClosedRooms)")
+        if membership.metadata.closedRoomsKept > MetadataBook.maximumClosedRooms {
+            faults.append("\(membership.metadata.closedRoomsKept) closed rooms kept, past \(MetadataBook.maximumClosedRooms)")
         }
         return faults
     }

@@ -30,7 +30,7 @@ extension SessionStateMachine {
         guard peer.id != configuration.ownID else { return (.finished(.refused("that is this daemon")), out) }
         if rooms[room] == nil {
             membership.enter(room)
-            roomMeta.joined(room, at: now.wall)
+            membership.metadata.joined(room, at: now.wall)
             saveRoom(room, &out)
             notice(room, "you created \(room)", at: now, &out)
             recordCreation(room, at: now, &out)

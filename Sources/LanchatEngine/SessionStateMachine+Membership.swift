@@ -39,7 +39,7 @@ extension SessionStateMachine {
         let joining = rooms[room] == nil
         if joining {
             membership.enter(room)
-            roomMeta.joined(room, at: now.wall)
+            membership.metadata.joined(room, at: now.wall)
             ownProof(room, inviter: link.peer.id, at: now)
             notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
         }

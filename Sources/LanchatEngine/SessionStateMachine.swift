@@ -112,17 +112,15 @@ public struct SessionStateMachine: Sendable {
     var rooms: [RoomID: Room] { membership.rooms }
     /// Invitations waiting both ways, and the answers we gave (`+Invitations`, `InvitationBook`).
     var invites = InvitationBook()
-    /// Membership (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): the rooms and their members,
-    /// claims, introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
+    /// The rooms (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): their members, claims,
+    /// introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves; and
+    /// each room's metadata and administration (`+Metadata`, `+Admin`, `MetadataBook`).
     var membership = MembershipBook()
     /// Our numbering (each room's last sequence, the notices' counter), reliable messages each recipient
     /// has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
     var outbox: Outbox
     /// Presence and typing (`+Presence`, `PresenceMachine`).
     var presenceState = PresenceMachine()
-    /// Room metadata and its administration (`+Metadata`, `+Admin`, `MetadataBook`): the winning entry of
-    /// each key, when we joined each room, and the closings of rooms we left because they were closed.
-    var roomMeta = MetadataBook()
     /// Topics (`+Topics`, `TopicMachine`).
     var topics = TopicMachine()
     /// Named byte streams (`+Streams`).
@@ -158,8 +156,8 @@ public struct SessionStateMachine: Sendable {
             }
             rooms[room] = state
         }
-        roomMeta = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
         membership = MembershipBook(restoring: rooms, ownProofs: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
+        membership.metadata = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox.queue([entry.message], in: entry.room, for: entry.peer)
         }
