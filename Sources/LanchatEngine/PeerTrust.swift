@@ -1,7 +1,7 @@
 import LanchatCore
 
-/// What this node holds of peers' keys (trust on first use; the rules are in `+Links` and
-/// `+Invitations`): the known-peers record (key -> the name it was met with, a label), the ids a room
+/// What this node holds of peers' keys (trust on first use; the rules are in `+Links`, `+Invitations`
+/// and `+Delivery`): the known-peers record (key -> the name it was met with, a label), the ids a room
 /// member proved with its key at least once (kept in the store), and what is said only once: the keys
 /// warned about while the node runs, and the peers told on their connection that a live message of
 /// theirs was refused. `LinkTable` keeps it: every connection's claim is checked against it.

@@ -10,10 +10,11 @@ import LanchatWire
 ///
 /// The engine is composed of one part per conversation, each a machine that owns its state, and this
 /// type keeps little more than one field for each: the links (`LinkTable`, with the keys' records and
-/// the redial schedule; `+Links`), invitations (`InvitationBook`; `+Invitations`), membership
-/// (`MembershipBook`; `+Membership`, `+Proofs`, `+Introductions`), delivery and the outbox (`Outbox`;
-/// `+Delivery`), presence, metadata, topics, streams, and transfers (`TransferTable`, with histories and
-/// shared files), with their timers in one `TimerTable` and what the node runs with in its `Environment`.
+/// the redial schedule; `+Links`), invitations (`InvitationBook`; `+Invitations`), the rooms
+/// (`MembershipBook`, with each room's metadata; `+Membership`, `+Proofs`, `+Introductions`, `+Metadata`,
+/// `+Admin`), delivery and the outbox (`Outbox`; `+Delivery`), presence, topics, streams, and transfers
+/// (`TransferTable`, with histories and shared files), with their timers in one `TimerTable` and what
+/// the node runs with in its `Environment`.
 public struct SessionStateMachine: Sendable {
     /// A member of a room as this node knows it.
     public struct Member: Equatable, Sendable {
