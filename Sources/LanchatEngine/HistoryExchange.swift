@@ -5,7 +5,8 @@ import LanchatCore
 /// for its inviter's history, the newcomers that may ask us for a room's history once, the SYNC_REQUESTs
 /// we sent (each answer taken once), the answers we gave since the last resync, and the incoming
 /// histories that answer ours. Only its methods change it: a door closes when its history is taken or
-/// ends, or the room is left, and nothing else opens one.
+/// ends, or the room is left, and nothing else opens one. `TransferTable` keeps it: a history goes as a
+/// resource.
 struct HistoryExchange: Sendable {
     typealias RoomMember = SessionStateMachine.RoomMember
     typealias HistoryDoor = SessionStateMachine.HistoryDoor

@@ -5,6 +5,10 @@ import LanchatCore
 /// When both sides dial at once, each ends up with two connections; both keep the one dialed by the
 /// peer with the smaller id, so they agree without a message. A newer connection from the same dialer
 /// replaces the old one (the peer restarted before we noticed the old one die).
+///
+/// With the connections it keeps what they proved and what they are owed: each peer's key as we hold it
+/// (`trust`: known names, ids proved with a key, warnings given once) and when to dial each peer we want
+/// (`redials`, with the dials under way in `dialing`).
 struct LinkTable: Sendable, Equatable {
     struct Entry: Equatable, Sendable {
         var handle: LinkHandle
@@ -41,6 +45,11 @@ struct LinkTable: Sendable, Equatable {
     private(set) var dialing: Set<PeerID> = []
     private(set) var lastCloseReason: [PeerID: PeerCloseReason] = [:]
     private var closeOrder: [PeerID] = []
+    /// What we hold of peers' keys: each connection's claim is checked against it (`PeerTrust`).
+    var trust = PeerTrust()
+    /// When to dial each peer we want and are not connected to, and the peers linked once in this run
+    /// (`RedialSchedule`; the rules are in `+Delivery`).
+    var redials = RedialSchedule()
 
     func entry(_ peer: PeerID) -> Entry? { byPeer[peer] }
     func handle(_ peer: PeerID) -> LinkHandle? { byPeer[peer]?.handle }
@@ -80,6 +89,27 @@ struct LinkTable: Sendable, Equatable {
             }
         }
         return entry
+    }
+
+    /// Whether we have been connected with `peer`: now, before in this run, or it proved its key to us
+    /// before (`SessionStateMachine.seen`).
+    func seen(_ peer: PeerID) -> Bool { redials.wasLinked(peer) || trust.keyed.contains(peer) || isLinked(peer) }
+
+    /// Remembers that `peer`, linked now, has been seen (`seen`). Returns whether that is new.
+    mutating func markSeen(_ peer: PeerID) -> Bool { isLinked(peer) && redials.linked(peer) }
+
+    /// Whether `peer`'s id was proved with its key: once as a room member (kept), or by the connection
+    /// that serves it now. A plaintext HELLO may not speak for it.
+    func provedByKey(_ peer: PeerID) -> Bool { trust.keyed.contains(peer) || byPeer[peer]?.authenticated == true }
+
+    /// The dials due now among `candidates` (`RedialSchedule.due`, given the dials under way), each
+    /// marked as being dialed; and whether a wanted peer still waits its turn.
+    mutating func startDueDials(
+        _ candidates: [PeerID], own: PeerID, seen: (PeerID) -> Bool, generation: (PeerID) -> Int?, limits: RedialSchedule.Limits, at now: Int64
+    ) -> (dials: [PeerID], waiting: Bool) {
+        let due = redials.due(candidates, own: own, dialing: dialing, seen: seen, generation: generation, limits: limits, at: now)
+        for peer in due.dials { dialing.insert(peer) }
+        return due
     }
 
     mutating func startDialing(_ peer: PeerID) -> Bool { dialing.insert(peer).inserted }

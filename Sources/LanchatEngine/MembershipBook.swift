@@ -6,8 +6,9 @@ import LanchatWire
 /// the claims of peers not yet members, who introduced each member we have not seen, the members shown as
 /// left, the invitations whose answer never reached us, the tombstones of members that left, our own
 /// proofs and leaves, the signed leaves of others, and what each peer made us check or was told once.
-/// And who is in each room we are in, with their proofs (`rooms`). What it needs of the links, the
-/// metadata and the configuration is passed in; the rules for who gets in are the extensions'.
+/// And who is in each room we are in, with their proofs (`rooms`), and each room's metadata and
+/// administration (`metadata`, a machine of its own: `MetadataBook`). What it needs of the links and
+/// the configuration is passed in; the rules for who gets in are the extensions'.
 struct MembershipBook: Sendable {
     typealias RoomMember = SessionStateMachine.RoomMember
     typealias Claim = SessionStateMachine.Claim
@@ -40,6 +41,9 @@ struct MembershipBook: Sendable {
     private var refusedIntroductions: Set<PeerID> = []
     /// Membership proofs from each peer checked since the last resync (`proofChecksLeft`).
     private var proofChecks: [PeerID: Int] = [:]
+    /// Each room's metadata and its administration (`+Metadata`, `+Admin`): the winning entry of each
+    /// key, when we joined each room, and the closings of rooms we left because they were closed.
+    var metadata = MetadataBook()
 
     /// Introductions remembered (`introducers`), at most: past it, nobody's are taken until some leave.
     static let maximumIntroducers = 8192

@@ -7,7 +7,8 @@ import LanchatWire
 /// clock); and the closings of rooms we left because an administrator closed them, for members that come
 /// back unaware. It decides which entry wins, what fits the budgets, how far a version may step, and that
 /// the creator outranks the others on the administration's keys. What it needs of the rest of the engine
-/// (whose proof invited us, which rooms we are in) is passed in.
+/// (whose proof invited us, which rooms we are in) is passed in. `MembershipBook` keeps it, with the
+/// rooms it describes.
 struct MetadataBook: Sendable {
     private typealias Engine = SessionStateMachine
 

@@ -1,12 +1,33 @@
 import LanchatCore
 
-/// The outbox's own state (issue 29: a machine that owns its state; the rules are in `+Delivery`): per
-/// recipient, the reliable messages it has not acknowledged (their ids and rooms; the store keeps the
-/// messages), and how many resends since it last acknowledged one (the retransmit backoff). A recipient
-/// whose queue empties, however it does, starts its backoff again.
+/// The outbox's own state (issue 29: a machine that owns its state; the rules are in `+Delivery`): our
+/// numbering (the last sequence we used in each room, and the notices' counter); per recipient, the
+/// reliable messages it has not acknowledged (their ids and rooms; the store keeps the messages), and
+/// how many resends since it last acknowledged one (the retransmit backoff). A recipient whose queue
+/// empties, however it does, starts its backoff again.
 struct Outbox: Sendable {
+    /// The last sequence we used in each room (rooms we left included), restored from the store.
+    private var lastSequences: [RoomID: UInt64]
+    /// The last sequence a notice took (`SessionStateMachine.notice`): notices made in the same
+    /// millisecond keep their order in history.
+    private var notices: Int64 = 0
     private var queues: [PeerID: [WireID: RoomID]] = [:]
     private var unanswered: [PeerID: Int] = [:]
+
+    init(lastSequences: [RoomID: UInt64] = [:]) { self.lastSequences = lastSequences }
+
+    /// The sequence of our next message in `room` (taken: it is never used again).
+    mutating func nextSequence(in room: RoomID) -> UInt64 {
+        let sequence = (lastSequences[room] ?? 0) + 1
+        lastSequences[room] = sequence
+        return sequence
+    }
+
+    /// The sequence of our next notice (taken).
+    mutating func nextNoticeSequence() -> Int64 {
+        notices += 1
+        return notices
+    }
 
     /// What `peer` has not acknowledged (nil: nothing).
     func queued(for peer: PeerID) -> [WireID: RoomID]? { queues[peer] }

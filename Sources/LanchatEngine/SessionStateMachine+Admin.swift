@@ -50,15 +50,15 @@ extension SessionStateMachine {
     }
 
     /// Who made `room` (as the first record of it we hold says), if anyone we know of.
-    public func creator(of room: RoomID) -> PeerID? { roomMeta.creator(of: room) }
+    public func creator(of room: RoomID) -> PeerID? { membership.metadata.creator(of: room) }
 
     /// Who administers `room`: its creator and whom administrators named (and did not remove since).
-    public func administrators(of room: RoomID) -> Set<PeerID> { roomMeta.administrators(of: room) }
+    public func administrators(of room: RoomID) -> Set<PeerID> { membership.metadata.administrators(of: room) }
 
     public func isAdministrator(_ id: PeerID, of room: RoomID) -> Bool { administrators(of: room).contains(id) }
 
     /// When an administrator removed `member` from `room` (a live `removed.<id>` entry), if it did.
-    func removalTime(_ member: PeerID, in room: RoomID) -> UInt64? { roomMeta.removalTime(member, in: room) }
+    func removalTime(_ member: PeerID, in room: RoomID) -> UInt64? { membership.metadata.removalTime(member, in: room) }
 
     /// Removes `peer` from `room` (we must administer it): every member drops it, and its daemon leaves
     /// the room and tells its person why.
@@ -69,7 +69,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         // A removed administrator is one no longer. (One the creator named: only the creator can delete that
         // entry; the removal alone ends its rights.)
-        if roomMeta.unnamesOnRemoval(peer, in: room, by: configuration.ownID) {
+        if membership.metadata.unnamesOnRemoval(peer, in: room, by: configuration.ownID) {
             out += try writeReserved(Self.adminPrefix + peer.rawValue, nil, in: room, by: name, at: now)
         }
         return out + (try writeReserved(Self.removedPrefix + peer.rawValue, Self.reasonLine(reason), in: room, by: name, at: now))
@@ -82,7 +82,7 @@ extension SessionStateMachine {
         guard isAdministrator(configuration.ownID, of: room) else {
             throw SessionError(.removed, "an administrator removed \(peer.short) from \(room): only an administrator can invite it back")
         }
-        if roomMeta.onlyCreatorLifts(peer, in: room, for: configuration.ownID) {
+        if membership.metadata.onlyCreatorLifts(peer, in: room, for: configuration.ownID) {
             throw SessionError(.removed, "\(room)'s creator removed \(peer.short): only the creator can invite it back")
         }
         return try writeReserved(Self.removedPrefix + peer.rawValue, nil, in: room, by: configuration.ownName, at: now)
@@ -100,7 +100,7 @@ extension SessionStateMachine {
         guard peer != creator(of: room) else { throw SessionError(.refused, "\(peer.short) created \(room): it always administers it") }
         guard !on || rooms[room]?.members[peer] != nil else { throw SessionError(.unknownMember, "\(peer.short) is not a member of \(room)") }
         let key = Self.adminPrefix + peer.rawValue
-        guard on || roomMeta.isNamed(peer, in: room) else { return [] }
+        guard on || membership.metadata.isNamed(peer, in: room) else { return [] }
         return try writeReserved(key, on ? "admin" : nil, in: room, by: name, at: now)
     }
 
@@ -123,7 +123,7 @@ extension SessionStateMachine {
 
     /// Our record that we made `room` (at its creation).
     mutating func recordCreation(_ room: RoomID, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard configuration.envelopes != nil, roomMeta.entry(Self.creatorKey, in: room) == nil,
+        guard configuration.envelopes != nil, membership.metadata.entry(Self.creatorKey, in: room) == nil,
             let (_, actions) = try? writeMeta(Self.creatorKey, to: configuration.ownID.rawValue, in: room, ifVersion: nil, at: now)
         else { return }
         out += actions
@@ -136,7 +136,7 @@ extension SessionStateMachine {
         let because = entry.value.isEmpty ? "" : ": \(entry.value)"
         if entry.key == Self.closedKey {
             // (Not a closing older than our joining: it is about an earlier room of that name.)
-            guard roomMeta.closes(entry, room, proofTime: membership.ownProof(room)?.timestampMilliseconds) else { return }
+            guard membership.metadata.closes(entry, room, proofTime: membership.ownProof(room)?.timestampMilliseconds) else { return }
             leaveRoom(room, code: "closed", reason: "\(room) was closed by \(name)\(because)", tell: false, at: now, &out)
             return
         }
@@ -162,7 +162,7 @@ extension SessionStateMachine {
 
     /// A peer spoke to us of a room we left because it was closed: it hears of the closing.
     func tellClosed(_ room: RoomID, to handle: LinkHandle, _ out: inout [SessionAction]) {
-        guard let entry = roomMeta.closing(of: room) else { return }
+        guard let entry = membership.metadata.closing(of: room) else { return }
         out.append(.send(handle, metaFrames([entry], in: room)))
     }
 

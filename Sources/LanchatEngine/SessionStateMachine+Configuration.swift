@@ -1,8 +1,18 @@
 import LanchatCore
 
 /// What a node is configured with: who it is, its limits and policies (the daemon sets them from its
-/// flags, the simulator makes them small).
+/// flags, the simulator makes them small), and with what the shell gives it, its environment.
 extension SessionStateMachine {
+    /// What the node runs with, given once at its start: its configuration, and what the shell provides
+    /// (the address book discovery keeps, the short code a person compares, the ids' generator).
+    struct Environment: Sendable {
+        let configuration: Configuration
+        let addressBook: any PeerAddressBook
+        let shortCode: @Sendable (PeerID) -> String
+        /// Ids of messages, invitations, notices, transfers and streams (the only part that changes).
+        var ids: IDGenerator
+    }
+
     public struct Configuration: Sendable, Equatable {
         public var ownID: PeerID
         public var ownName: String

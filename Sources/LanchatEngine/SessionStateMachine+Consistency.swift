@@ -16,13 +16,13 @@ extension SessionStateMachine {
         for room in topics.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("topic state is kept for \(room), a room we are not in")
         }
-        for room in histories.doors.keys.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+        for room in transfers.histories.doors.keys.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("the door for \(room)'s history is open, but we are not in \(room)")
         }
         for room in presenceState.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("presence or typing state is kept for \(room), a room we are not in")
         }
-        for room in roomMeta.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
+        for room in membership.metadata.rooms.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
             faults.append("metadata is kept for \(room), a room we are not in")
         }
         for room in membership.roomsKept.sorted(by: { $0.rawValue < $1.rawValue }) where rooms[room] == nil {
@@ -37,8 +37,8 @@ extension SessionStateMachine {
         if membership.unansweredCount > configuration.maximumUnansweredInvitations {
             faults.append("\(membership.unansweredCount) unanswered invitations kept, past \(configuration.maximumUnansweredInvitations)")
         }
-        if roomMeta.closedRoomsKept > MetadataBook.maximumClosedRooms {
-            faults.append("\(roomMeta.closedRoomsKept) closed rooms kept, past \(MetadataBook.maximumClosedRooms)")
+        if membership.metadata.closedRoomsKept > MetadataBook.maximumClosedRooms {
+            faults.append("\(membership.metadata.closedRoomsKept) closed rooms kept, past \(MetadataBook.maximumClosedRooms)")
         }
         return faults
     }
@@ -57,6 +57,7 @@ extension SessionStateMachine {
         for handle in links.retired.keys where links.byHandle[handle] != nil {
             faults.append("handle \(handle) is both retired and serving")
         }
+        faults += links.trust.faults(maximumKeyed: configuration.maximumKeyedPeers)
     }
 
     private func invitationFaults(_ faults: inout [String]) {
@@ -149,7 +150,7 @@ extension SessionStateMachine {
             // Offers and sends are ended by a timer if their receiver goes quiet (shared files served by their own).
             let watchedBy: EngineTimer = transfer.offer.kind == .shared ? .sharedServes : .outgoingTransfers
             if transfer.state == .active || transfer.state == .offered, timers.deadlines[watchedBy] == nil,
-                transfer.offer.kind != .shared || shared.served[id] != nil
+                transfer.offer.kind != .shared || transfers.shared.served[id] != nil
             {
                 faults.append("\(name) waits for its receiver with no timer to end it")
             }
@@ -157,9 +158,9 @@ extension SessionStateMachine {
         if !transfers.relayPreparing.isEmpty, timers.deadlines[.outgoingTransfers] == nil {
             faults.append("\(transfers.relayPreparing.count) relay answers are being written with no timer to forget them")
         }
-        faults += shared.faults
-        if !shared.served.isEmpty, timers.deadlines[.sharedServes] == nil {
-            faults.append("\(shared.served.count) shared files are served with no timer to end them if they stall")
+        faults += transfers.shared.faults
+        if !transfers.shared.served.isEmpty, timers.deadlines[.sharedServes] == nil {
+            faults.append("\(transfers.shared.served.count) shared files are served with no timer to end them if they stall")
         }
         if transfers.ended.count > limits.keptEnded { faults.append("\(transfers.ended.count) ended transfers kept, past \(limits.keptEnded)") }
         if transfers.tellCancelled.count > limits.keptCancelled {

@@ -64,9 +64,8 @@ extension SessionStateMachine {
         var messages: [StoredMessage] = []
         var wireIDs: [WireID] = []
         for text in texts {
-            let sequence = (sequences[room] ?? 0) + 1
-            sequences[room] = sequence
-            let id = ids.messageID(at: now.wall)
+            let sequence = outbox.nextSequence(in: room)
+            let id = environment.ids.messageID(at: now.wall)
             wireIDs.append(id)
             let stored = signed(
                 StoredMessage(
@@ -130,7 +129,7 @@ extension SessionStateMachine {
         if message.reliable { acks.append(message.id) }
         if let timestamp = Int64(exactly: message.timestampMilliseconds), Self.isAhead(timestamp, of: now.wall) {
             // Said once per connection, as a refused signature is: an honest member's clock may be wrong.
-            if refusedLive.insert(sender).inserted {
+            if links.trust.refuseLive(from: sender) {
                 out.append(
                     .emit(
                         .security(
@@ -151,7 +150,7 @@ extension SessionStateMachine {
         if link.version >= 2 {
             guard let signature = message.signature, verifiesLive(message, from: sender) else {
                 // Told once per connection: a flood of bad messages is not a flood of events.
-                if refusedLive.insert(sender).inserted {
+                if links.trust.refuseLive(from: sender) {
                     let problem = message.signature == nil ? "is not signed" : "has a signature that does not verify"
                     out.append(
                         .emit(
@@ -264,8 +263,8 @@ extension SessionStateMachine {
 
     /// Forgets the backoff of peers we no longer want (they left, or we did).
     mutating func forgetUnwantedRedials() {
-        guard redials.count > 0 else { return }  // (spares computing `wantedPeers`)
-        redials.keep(only: wantedPeers)
+        guard links.redials.count > 0 else { return }  // (spares computing `wantedPeers`)
+        links.redials.keep(only: wantedPeers)
     }
 
     /// Makes sure the redial schedule is looked at soon if a wanted peer is not connected.
@@ -282,17 +281,13 @@ extension SessionStateMachine {
         let seenPeers = Set(wanted.filter(seen)).union(links.dialing.filter(seen))
         let candidates = (wanted.filter(seenPeers.contains) + wanted.filter({ !seenPeers.contains($0) })).filter { !links.isLinked($0) }
         var generations: [PeerID: Int] = [:]
-        for peer in candidates { generations[peer] = addressBook.lookup(peer)?.generation }
+        for peer in candidates { generations[peer] = environment.addressBook.lookup(peer)?.generation }
         let limits = RedialSchedule.Limits(
             dialsPerCheck: configuration.maximumDialsPerCheck, dialsAtOnce: configuration.maximumDialsAtOnce,
             reconnect: configuration.maximumReconnectDelay, unseenReconnect: configuration.maximumUnseenReconnectDelay)
-        let (dials, waiting) = redials.due(
-            candidates, own: configuration.ownID, dialing: links.dialing, seen: seenPeers.contains,
-            generation: { generations[$0] }, limits: limits, at: now.monotonic)
-        for peer in dials {
-            _ = links.startDialing(peer)
-            out.append(.dial(peer))
-        }
+        let (dials, waiting) = links.startDueDials(
+            candidates, own: configuration.ownID, seen: seenPeers.contains, generation: { generations[$0] }, limits: limits, at: now.monotonic)
+        for peer in dials { out.append(.dial(peer)) }
         forgetUnwantedRedials()
         if waiting { timers.schedule(.redial, at: now.monotonic + configuration.redialCheckInterval) }
     }

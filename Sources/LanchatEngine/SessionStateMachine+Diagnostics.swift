@@ -26,7 +26,7 @@ extension SessionStateMachine {
         Diagnostics(
             links: links.peers.count, dialing: links.dialing.count, pendingInvitations: invites.pending.count, outgoingInvitations: invites.outgoing.count,
             timers: timers.deadlines.keys.sorted { $0.description < $1.description }, claims: membership.claimCount,
-            redials: redials.count, outbox: outbox.total, streams: streamTable.streams.count,
+            redials: links.redials.count, outbox: outbox.total, streams: streamTable.streams.count,
             pendingStreamOpens: streamTable.pendingOpens.count, streamAcceptors: streamTable.acceptors.count,
             outgoingTransfers: transfers.outgoing.count, incomingTransfers: transfers.incoming.count)
     }

@@ -11,12 +11,12 @@ extension SessionStateMachine {
     /// before. (A peer linked before it became a member here, a stranger then, counts from the moment
     /// it is linked: the simulator found a member introduced while connected that was never "seen", so
     /// never passed on, and two members that never learnt of each other.)
-    func seen(_ peer: PeerID) -> Bool { redials.wasLinked(peer) || keyed.contains(peer) || links.isLinked(peer) }
+    func seen(_ peer: PeerID) -> Bool { links.seen(peer) }
 
     /// Remembers that `peer`, a member linked to us now, has been seen (`seen`), and forgets who
     /// introduced it.
     mutating func noteSeen(_ peer: PeerID) {
-        guard links.isLinked(peer), redials.linked(peer) else { return }
+        guard links.markSeen(peer) else { return }
         membership.forgetIntroducer(of: peer)
     }
 

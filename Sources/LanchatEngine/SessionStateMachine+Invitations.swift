@@ -30,7 +30,7 @@ extension SessionStateMachine {
         guard peer.id != configuration.ownID else { return (.finished(.refused("that is this daemon")), out) }
         if rooms[room] == nil {
             membership.enter(room)
-            roomMeta.joined(room, at: now.wall)
+            membership.metadata.joined(room, at: now.wall)
             saveRoom(room, &out)
             notice(room, "you created \(room)", at: now, &out)
             recordCreation(room, at: now, &out)
@@ -58,7 +58,7 @@ extension SessionStateMachine {
             if case .goodbye(.refused, let text)? = links.lastCloseReason[peer.id] { return (.finished(.refused(text)), []) }
             return (.finished(.unreachable("the connection closed: \(links.lastCloseReason[peer.id].map { "\($0)" } ?? "unknown reason")")), [])
         }
-        let id = ids.wireID()
+        let id = environment.ids.wireID()
         let frame = WireFrame.Invite(id: id, timeoutMilliseconds: UInt32(clamping: timeout), room: room, context: context)
         invites.sent(id, OutgoingInvitation(peer: entry.peer, room: room, frame: frame))
         timers.schedule(.outgoingInvitation(id), at: now.monotonic + timeout + configuration.inviteReplyGrace)
@@ -138,10 +138,10 @@ extension SessionStateMachine {
             ? configuration.defaultInviteTimeout : min(Int64(invite.timeoutMilliseconds), configuration.maximumInviteTimeout)
         let invitation = IncomingInvitation(
             id: invite.id.description, from: peer, room: invite.room.rawValue, context: invite.context,
-            shortCode: shortCode(peer.id), receivedAt: now.wall, expiresAt: now.wall + timeout)
+            shortCode: environment.shortCode(peer.id), receivedAt: now.wall, expiresAt: now.wall + timeout)
         let mutual = invites.outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
         // Known means known by key: a plaintext connection proves no key.
-        let isKnown = link.authenticated && known.knows(peer.id)
+        let isKnown = link.authenticated && links.trust.known.knows(peer.id)
         if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && isKnown) {
             reply(.accepted, "", &out)
             join(invite.room, invitedBy: link, at: now, &out)
@@ -234,18 +234,18 @@ extension SessionStateMachine {
     /// the key (TLS) counts.
     mutating func trustOnFirstUse(_ link: LinkTable.Entry, _ out: inout [SessionAction]) {
         let peer = link.peer
-        guard link.authenticated, known.labels[peer.id] != peer.name else { return }
-        known.remember(label: peer.name, id: peer.id)
+        guard link.authenticated, links.trust.known.labels[peer.id] != peer.name else { return }
+        links.trust.known.remember(label: peer.name, id: peer.id)
         out.append(.persist(.rememberPeer(label: peer.name, id: peer.id)))
     }
 
     /// The person vouches for `peer`'s key (the shell has saved it): known from now on.
     public mutating func trust(_ peer: SessionPeer) {
-        known.remember(label: peer.name, id: peer.id)
+        links.trust.known.remember(label: peer.name, id: peer.id)
     }
 
     /// Forgets the keys recorded under `name` (or the key whose id is `name`); returns them.
     public mutating func forget(_ name: String) -> [PeerID] {
-        known.forget(name)
+        links.trust.known.forget(name)
     }
 }

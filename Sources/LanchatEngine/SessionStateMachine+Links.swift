@@ -18,7 +18,7 @@ extension SessionStateMachine {
             out.append(.emit(refusal.event))
             return (nil, out)
         }
-        if case .nameKnownWithOtherKeys(let others) = known.check(label: peer.name, id: peer.id) {
+        if case .nameKnownWithOtherKeys(let others) = links.trust.known.check(label: peer.name, id: peer.id) {
             warnOfNewKey(peer, others: others, &out)
         }
         let entry = LinkTable.Entry(
@@ -80,15 +80,14 @@ extension SessionStateMachine {
 
     /// Remembers that `id` proved itself with its key (a room member on a TLS connection).
     mutating func markKeyed(_ id: PeerID, _ out: inout [SessionAction]) {
-        guard !keyed.contains(id), keyed.count < configuration.maximumKeyedPeers else { return }
-        keyed.insert(id)
+        guard links.trust.markKeyed(id, maximum: configuration.maximumKeyedPeers) else { return }
         out.append(.persist(.rememberKeyed(id)))
     }
 
     /// A plaintext HELLO proves nothing: it may not speak for an id that was proved with a key (a link
     /// or a probe connection). If `peer`'s id was, why the connection is refused, and the security event.
     public func plaintextClaimRefusal(_ peer: SessionPeer) -> (reason: String, event: SessionEvent)? {
-        guard configuration.encryption != .none, keyed.contains(peer.id) || links.entry(peer.id)?.authenticated == true else { return nil }
+        guard configuration.encryption != .none, links.provedByKey(peer.id) else { return nil }
         return ("\(configuration.ownName) knows \(peer.id.short) by its key: connect with encryption", .security(peer: peer, text: Self.plaintextClaimText(peer)))
     }
 
@@ -148,7 +147,7 @@ extension SessionStateMachine {
         var candidates: [PeerCandidate] = []
         var encryption: EncryptionPreference?
         var name: String?
-        if let (hint, _) = addressBook.lookup(peer) {
+        if let (hint, _) = environment.addressBook.lookup(peer) {
             candidates += hint.addresses.map { PeerCandidate(address: $0, port: hint.port) }
             encryption = hint.encryption
             name = hint.name
@@ -160,11 +159,11 @@ extension SessionStateMachine {
             }
         }
         var out: [SessionAction] = []
-        if let name, case .nameKnownWithOtherKeys(let others) = known.check(label: name, id: peer) {
+        if let name, case .nameKnownWithOtherKeys(let others) = links.trust.known.check(label: name, id: peer) {
             warnOfNewKey(SessionPeer(id: peer, name: name), others: others, &out)
         }
         // An id seen with a key is dialed with TLS, whatever its (unauthenticated) TXT record says.
-        if keyed.contains(peer), configuration.encryption != .none { encryption = .required }
+        if links.trust.keyed.contains(peer), configuration.encryption != .none { encryption = .required }
         _ = links.startDialing(peer)
         return (DialPlan(peer: peer, name: name, candidates: candidates, encryption: encryption), nil, out)
     }
@@ -180,18 +179,17 @@ extension SessionStateMachine {
     /// Tells the person, once per key while the node runs, that a name it knows comes with a new key.
     /// Nothing is refused: the key is the peer, the name only a label, and two hosts may share one.
     mutating func warnOfNewKey(_ peer: SessionPeer, others: [PeerID], _ out: inout [SessionAction]) {
-        if warnedKeys.count >= 1024 { warnedKeys = [] }
-        guard warnedKeys.insert(peer.id).inserted else { return }
+        guard links.trust.warn(of: peer.id) else { return }
         out.append(.emit(.security(peer: peer, text: newKeyText(name: peer.name, others: others, now: peer.id))))
     }
 
     func newKeyText(name: String, others: [PeerID], now: PeerID) -> String {
-        let known = others.map { "\($0.short), code \(shortCode($0))" }.joined(separator: "; ")
-        if let before = self.known.labels[now] {
-            return "WARNING: the peer known as '\(before)' (\(now.short), code \(shortCode(now))) now calls itself '\(name)', "
+        let known = others.map { "\($0.short), code \(environment.shortCode($0))" }.joined(separator: "; ")
+        if let before = links.trust.known.labels[now] {
+            return "WARNING: the peer known as '\(before)' (\(now.short), code \(environment.shortCode(now))) now calls itself '\(name)', "
                 + "a name known with \(known). It is not that peer; both are kept apart by their ids (`lanchat peers`)."
         }
-        return "WARNING: '\(name)' now comes with a key not met before (\(now.short), code \(shortCode(now))); "
+        return "WARNING: '\(name)' now comes with a key not met before (\(now.short), code \(environment.shortCode(now))); "
             + "'\(name)' was known with \(known). Another host may have the same name, or this one a new key: compare "
             + "codes with its owner before you trust it. Both are kept apart by their ids (`lanchat peers`)."
     }

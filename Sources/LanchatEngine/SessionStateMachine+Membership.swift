@@ -39,14 +39,14 @@ extension SessionStateMachine {
         let joining = rooms[room] == nil
         if joining {
             membership.enter(room)
-            roomMeta.joined(room, at: now.wall)
+            membership.metadata.joined(room, at: now.wall)
             ownProof(room, inviter: link.peer.id, at: now)
             notice(room, "you joined \(room) (invited by \(link.peer.name))\(history.limit == 0 ? "; no earlier messages asked for" : "")", at: now, &out)
         }
         addMember(room, link.peer, hintFrom: link, at: now, &out)
         trustOnFirstUse(link, &out)
         guard joining, history.limit != 0, rooms[room]?.members[link.peer.id] != nil else { return }
-        histories.open(room, for: link.peer.id, until: now.monotonic + configuration.historyOfferTimeout)
+        transfers.histories.open(room, for: link.peer.id, until: now.monotonic + configuration.historyOfferTimeout)
         out.append(.requestHistory(room, link.handle, history))
     }
 
@@ -56,7 +56,7 @@ extension SessionStateMachine {
     mutating func admitInvitee(_ room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         addMember(room, link.peer, hintFrom: link, at: now, &out)
         trustOnFirstUse(link, &out)
-        histories.owe(RoomMember(room: room, peer: link.peer.id), keep: configuration.maximumUnansweredInvitations)
+        transfers.histories.owe(RoomMember(room: room, peer: link.peer.id), keep: configuration.maximumUnansweredInvitations)
     }
 
     mutating func addMember(_ room: RoomID, _ peer: SessionPeer, hintFrom link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
@@ -65,7 +65,7 @@ extension SessionStateMachine {
             removalTime(peer.id, in: room) == nil
         else { return }
         var member = Member(name: peer.name, port: 0, addresses: [])
-        if let (hint, _) = addressBook.lookup(peer.id) {
+        if let (hint, _) = environment.addressBook.lookup(peer.id) {
             member.port = hint.port
             member.addresses = hint.addresses
         } else if let remote = link.remoteAddress {
@@ -137,7 +137,7 @@ extension SessionStateMachine {
         _ out: inout [SessionAction]
     ) {
         membership.remove(RoomMember(room: room, peer: peer.id))
-        histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
+        transfers.histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
         out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
@@ -303,7 +303,7 @@ extension SessionStateMachine {
 
     mutating func resync(at now: EngineTime, _ out: inout [SessionAction]) {
         // Anti-entropy (relay): each connected member is asked again what we lack, and may ask us again.
-        histories.resync()
+        transfers.histories.resync()
         membership.resync()
         for room in rooms.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             // Saved once a round: a list that `merge` found unchanged is not saved there, so a save that
@@ -331,7 +331,7 @@ extension SessionStateMachine {
     /// `code` the event that tells programs why (`left`, `removed`, `closed`).
     mutating func leaveRoom(_ room: RoomID, code: String, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
         guard let state = membership.drop(room) else { return }
-        histories.forgetOwed { $0.room == room }
+        transfers.histories.forgetOwed { $0.room == room }
         if tell {
             let signed = signLeave(room, at: now, &out)
             for id in state.members.keys.sorted() {
@@ -346,7 +346,7 @@ extension SessionStateMachine {
         }
         dropOutbox(for: nil, in: room, &out)
         forgetMeta(room, &out)
-        histories.close(room)
+        transfers.histories.close(room)
         out.append(.persist(.deleteRoom(room)))
         notice(room, reason, at: now, &out)
         out.append(
@@ -382,7 +382,7 @@ extension SessionStateMachine {
         let member = rooms.keys.sorted { $0.rawValue < $1.rawValue }.lazy.compactMap { self.rooms[$0]?.members[id] }.first
         var addresses = member?.addresses ?? []
         var port = member?.port ?? 0
-        if let (hint, _) = addressBook.lookup(id) {
+        if let (hint, _) = environment.addressBook.lookup(id) {
             addresses = hint.addresses
             port = hint.port
         }

@@ -48,11 +48,11 @@ extension SessionStateMachine {
 
     /// The live entries of `room`'s metadata, by key.
     public func metadata(of room: RoomID) -> [WireFrame.MetaEntry] {
-        roomMeta.live(in: room)
+        membership.metadata.live(in: room)
     }
 
     /// The entry for `key` (a deletion included), if any.
-    public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { roomMeta.entry(key, in: room) }
+    public func metaEntry(_ key: String, in room: RoomID) -> WireFrame.MetaEntry? { membership.metadata.entry(key, in: room) }
 
     /// The rule for concurrent writes: whether `a` replaces `b`. A total order (the value, then the
     /// signature's bytes, break the last ties: an author that signs two writes with the same numbers, or
@@ -80,7 +80,7 @@ extension SessionStateMachine {
             throw SessionError(.unsupported, "room metadata is signed: this daemon speaks wire protocol version 1 only")
         }
         let own = configuration.ownID.rawValue
-        let version = try roomMeta.checkWrite(key, to: value, in: room, ifVersion: ifVersion, by: own)
+        let version = try membership.metadata.checkWrite(key, to: value, in: room, ifVersion: ifVersion, by: own)
         // The version orders writes; the time only breaks ties between writes of the same version.
         let time = min(UInt64(max(0, now.wall)), Self.maximumMetaNumber)
         let bytes = Envelope.metaBytes(room: room, key: key, deleted: value == nil, value: value ?? "", version: version, timestamp: time, author: own)
@@ -96,7 +96,7 @@ extension SessionStateMachine {
     /// Keeps an entry that won, saves it, reports it (a topic also as a notice).
     private mutating func apply(_ entry: WireFrame.MetaEntry, in room: RoomID, by name: String, at now: EngineTime, _ out: inout [SessionAction]) {
         // (A new ordinary key past the limits pushes out its own author's oldest deletions: `MetadataBook.apply`.)
-        for gone in roomMeta.apply(entry, in: room) { out.append(.persist(.deleteMeta(room, key: gone))) }
+        for gone in membership.metadata.apply(entry, in: room) { out.append(.persist(.deleteMeta(room, key: gone))) }
         out.append(
             .persist(
                 .saveMeta(
@@ -115,7 +115,7 @@ extension SessionStateMachine {
     /// We left `room`: its metadata goes (a later room of that name starts from what its members hold),
     /// and when we joined it.
     mutating func forgetMeta(_ room: RoomID, _ out: inout [SessionAction]) {
-        guard roomMeta.left(room) else { return }
+        guard membership.metadata.left(room) else { return }
         out.append(.persist(.deleteMeta(room, key: nil)))
     }
 
@@ -134,14 +134,14 @@ extension SessionStateMachine {
 
     /// Everything we hold of `room`'s metadata (deletions included), for a member that just connected.
     func sendMeta(_ room: RoomID, to handle: LinkHandle, _ out: inout [SessionAction]) {
-        let entries = roomMeta.all(in: room)
+        let entries = membership.metadata.all(in: room)
         guard !entries.isEmpty else { return }
         out.append(.send(handle, metaFrames(entries, in: room)))
     }
 
     /// A digest of everything we hold for `room` (FNV-1a over the entries in key order: the same entries
     /// give the same digest on every member).
-    func metaDigest(_ room: RoomID) -> UInt64 { roomMeta.digest(room) }
+    func metaDigest(_ room: RoomID) -> UInt64 { membership.metadata.digest(room) }
 
     /// At each resync: our digest of `room` to a connected member (whichever of us holds otherwise then
     /// sends all it holds, so members converge even when an exchange was missed).
@@ -171,7 +171,7 @@ extension SessionStateMachine {
             let acceptedBefore = fresh.count
             for entry in passes.removeFirst() {
                 let author: PeerID
-                switch roomMeta.admission(of: entry, in: room, from: link.peer.id, inviter: inviter) {
+                switch membership.metadata.admission(of: entry, in: room, from: link.peer.id, inviter: inviter) {
                 case .ignored: continue
                 case .answered(let current):
                     ours.append(current)
@@ -184,7 +184,7 @@ extension SessionStateMachine {
                 let bytes = Envelope.metaBytes(
                     room: room, key: entry.key, deleted: entry.deleted, value: entry.value, version: entry.version,
                     timestamp: entry.timestampMilliseconds, author: entry.author)
-                guard keys.verifies(entry.signature, over: bytes, by: author), roomMeta.fits(entry, in: room) else { continue }
+                guard keys.verifies(entry.signature, over: bytes, by: author), membership.metadata.fits(entry, in: room) else { continue }
                 let name = author == link.peer.id ? link.peer.name : rooms[room]?.members[author]?.name ?? author.short
                 apply(entry, in: room, by: name, at: now, &out)
                 fresh.append(entry)

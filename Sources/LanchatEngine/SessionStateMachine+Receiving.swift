@@ -43,7 +43,7 @@ extension SessionStateMachine {
             }
             switch takeHistory(room, from: peer.id, signed: offer.kind == .signedHistory, at: now) {
             case .inviter?: break
-            case .relay?: histories.relayTransferStarted(offer.id)
+            case .relay?: transfers.histories.relayTransferStarted(offer.id)
             case nil:
                 out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
                 return
@@ -52,7 +52,7 @@ extension SessionStateMachine {
         // A shared file only as the answer to our request, for what we asked (and nothing else under its id).
         if let problem = sharedOfferProblem(offer, from: peer.id) {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: problem))]))
-            if let fetch = sharedFetch(ofAttempt: offer.id), shared.fetches[fetch]?.asked == peer.id { passOver(fetch, problem, at: now, &out) }
+            if let fetch = sharedFetch(ofAttempt: offer.id), transfers.shared.fetches[fetch]?.asked == peer.id { passOver(fetch, problem, at: now, &out) }
             return
         }
         // Files come only from people we share a room with (they were invited, or invited us).
@@ -119,7 +119,7 @@ extension SessionStateMachine {
         let (check, refusal) = IncomingResource.offer(
             rawName: transfer.offer.name, size: transfer.offer.size,
             limits: .init(
-                maximumSize: histories.relayTransfers.contains(id)
+                maximumSize: transfers.histories.relayTransfers.contains(id)
                     ? limits.maximumRelaySize
                     : transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max),
             partialBytes: 0)
@@ -258,7 +258,7 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard let transfer = transfers.incoming[id], transfer.stage == .placing, let room = transfer.offer.room else { return out }
         transfers.incoming[id] = nil
-        let relayed = histories.relayTransfers.contains(id)
+        let relayed = transfers.histories.relayTransfers.contains(id)
         historyTransferEnded(id, room: room)
         let handle = links.handle(transfer.peer.id)
         let info: TransferInfo
@@ -339,7 +339,7 @@ extension SessionStateMachine {
                 transfers.incoming[id]?.stage = .placing
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room {
                     out.append(.file(.importHistory(id, room, from: transfer.peer, signed: transfer.offer.kind == .signedHistory)))
-                } else if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id).flatMap({ shared.fetches[$0] }) {
+                } else if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id).flatMap({ transfers.shared.fetches[$0] }) {
                     out.append(.file(.placeShared(id, fetch.file, destination: fetch.destination)))
                 } else {
                     out.append(.file(.place(id, name: name, modifiedMilliseconds: transfer.offer.modifiedMilliseconds)))

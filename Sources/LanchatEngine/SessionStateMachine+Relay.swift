@@ -20,7 +20,7 @@ extension SessionStateMachine {
 
     mutating func askForWhatWeLack(in room: RoomID, from entry: LinkTable.Entry, _ out: inout [SessionAction]) {
         guard entry.version >= 2, configuration.envelopes != nil else { return }
-        histories.asked(RoomMember(room: room, peer: entry.peer.id))
+        transfers.histories.asked(RoomMember(room: room, peer: entry.peer.id))
         out.append(.requestSync(room, entry.handle))
     }
 
@@ -39,14 +39,14 @@ extension SessionStateMachine {
     mutating func received(_ request: WireFrame.SyncRequest, from entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         let asker = RoomMember(room: request.room, peer: entry.peer.id)
         guard entry.version >= 2, rooms[request.room]?.members[entry.peer.id] != nil,
-            histories.mayAnswer(asker, maximum: Self.maximumSyncAnswers)
+            transfers.histories.mayAnswer(asker, maximum: Self.maximumSyncAnswers)
         else { return }
         let preparation = transfers.limits.relayAnswerPreparation
         transfers.expireRelayPreparing(at: now.monotonic)
         guard !transfers.relayAnswerOutstanding(request.room, to: entry.peer.id),
             transfers.outgoingRefusal(to: entry.peer.id, name: entry.peer.name) == nil
         else { return }
-        histories.answered(asker)
+        transfers.histories.answered(asker)
         transfers.relayPreparing[.init(room: request.room, peer: entry.peer.id)] = now.monotonic
         timers.scheduleNoLaterThan(.outgoingTransfers, at: now.monotonic + preparation)
         var marks: [String: [ClosedRange<UInt64>]] = [:]
@@ -63,27 +63,27 @@ extension SessionStateMachine {
     }
 
     /// Whether an incoming history transfer answers a SYNC_REQUEST (relay), not a newcomer's HISTORY_REQUEST.
-    public func isRelayTransfer(_ id: WireID) -> Bool { histories.relayTransfers.contains(id) }
+    public func isRelayTransfer(_ id: WireID) -> Bool { transfers.histories.relayTransfers.contains(id) }
 
     /// Whether a history offered for `room` answers our SYNC_REQUEST to `peer` (taken once).
     public mutating func takeSyncAnswer(_ room: RoomID, from peer: PeerID) -> Bool {
-        histories.takeAnswer(room, from: peer)
+        transfers.histories.takeAnswer(room, from: peer)
     }
 
     /// A connection ended: what was asked on it is forgotten (the next one asks again). What we answered
     /// stays until the next resync: a peer that reconnects in a loop gets no more answers.
     mutating func forgetSync(with peer: PeerID) {
-        histories.forgetAsked(peer)
+        transfers.histories.forgetAsked(peer)
         transfers.relayPreparing = transfers.relayPreparing.filter { $0.key.peer != peer }
         releaseOutgoingTimer()
-        refusedLive.remove(peer)
+        links.trust.connectionEnded(peer)
         membership.forgetRefusal(of: peer)
     }
 
     /// A history transfer ended (any way): a newcomer's history frees the room for the next; a relay
     /// answer only itself.
     mutating func historyTransferEnded(_ id: WireID, room: RoomID) {
-        if !histories.transferEnded(id) { historyEnded(room) }
+        if !transfers.histories.transferEnded(id) { historyEnded(room) }
     }
 
     /// The newest of `messages` (oldest first) whose signed history fits in `limit` bytes (what the asker

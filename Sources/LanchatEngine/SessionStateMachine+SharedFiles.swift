@@ -77,14 +77,14 @@ extension SessionStateMachine {
         guard file.size <= transfers.limits.maximumSize else {
             throw SessionError(.tooLarge, "\(file.name) is \(file.size) bytes; this daemon takes files up to \(transfers.limits.maximumSize) (max-file-size)")
         }
-        let fetches = shared.fetches
+        let fetches = transfers.shared.fetches
         if let id = fetches.orderedKeys.first(where: { fetches[$0]?.room == room && fetches[$0]?.file.sha256 == file.sha256 }) {
             if let destination {
                 let placing = fetches[id]?.attempt.flatMap { transfers.incoming[$0] }.map { $0.stage == .placing } ?? false
                 guard fetches[id]?.destination == nil, !placing else {
                     throw SessionError(.busy, "\(file.name) is being fetched already (transfer \(id.description.prefix(8))); ask again when it has ended")
                 }
-                shared.update(id) {
+                transfers.shared.update(id) {
                     $0.destination = destination
                     $0.automaticFor = nil
                     $0.file = file
@@ -111,8 +111,8 @@ extension SessionStateMachine {
         guard !candidates.isEmpty else {
             throw SessionError(.unreachable, "no member of \(room) is connected to ask for \(file.name)")
         }
-        let id = ids.wireID()
-        shared.start(
+        let id = environment.ids.wireID()
+        transfers.shared.start(
             id,
             SharedFetch(
                 room: room, file: file, destination: destination, candidates: candidates,
@@ -124,23 +124,23 @@ extension SessionStateMachine {
 
     /// The fetches under way.
     public var sharedFetchList: [(id: WireID, fetch: SharedFetch)] {
-        shared.fetches.orderedKeys.map { ($0, shared.fetches[$0]!) }
+        transfers.shared.fetches.orderedKeys.map { ($0, transfers.shared.fetches[$0]!) }
     }
 
     /// The fetch an attempt (a request, and the transfer that answers it) belongs to.
     func sharedFetch(ofAttempt attempt: WireID) -> WireID? {
-        shared.fetch(ofAttempt: attempt)
+        transfers.shared.fetch(ofAttempt: attempt)
     }
 
     /// Asks the next connected candidate, under a new request id; none left: the fetch fails, saying
     /// whom it asked and why.
     mutating func askNext(_ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard var fetch = shared.fetches[id] else { return }
+        guard var fetch = transfers.shared.fetches[id] else { return }
         while let next = fetch.candidates.first {
             fetch.candidates.removeFirst()
             guard rooms[fetch.room]?.members[next] != nil, let entry = links.entry(next) else { continue }
-            let attempt = ids.wireID()
-            fetch = shared.ask(id, next, attempt: attempt, candidates: fetch.candidates, at: now.monotonic)!
+            let attempt = environment.ids.wireID()
+            fetch = transfers.shared.ask(id, next, attempt: attempt, candidates: fetch.candidates, at: now.monotonic)!
             out.append(.send(entry.handle, [.fileRequest(.init(id: attempt, room: fetch.room, sha256: fetch.file.sha256))]))
             timers.scheduleNoLaterThan(.sharedFetches, at: now.monotonic + Self.sharedFetchAnswerTimeout)
             out.append(
@@ -151,7 +151,7 @@ extension SessionStateMachine {
                             error: fetch.outcomes.isEmpty ? nil : fetch.outcomes.joined(separator: "; ")))))
             return
         }
-        shared.end(id)
+        transfers.shared.end(id)
         let asked = fetch.outcomes.isEmpty ? "no member that holds it is connected" : "asked: " + fetch.outcomes.joined(separator: "; ")
         let info = fetchInfo(id, fetch, peer: nil, state: .failed, error: "no member of \(fetch.room) could send it (\(asked))")
         transfers.keep(info)
@@ -160,9 +160,9 @@ extension SessionStateMachine {
 
     /// The member asked did not serve: note why, ask the next.
     mutating func passOver(_ id: WireID, _ why: String, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard let fetch = shared.fetches[id] else { return }
+        guard let fetch = transfers.shared.fetches[id] else { return }
         let name = fetch.asked.flatMap { links.entry($0)?.peer.name ?? rooms[fetch.room]?.members[$0]?.name } ?? "?"
-        _ = shared.passOver(id, outcome: "\(name): \(why)")
+        _ = transfers.shared.passOver(id, outcome: "\(name): \(why)")
         askNext(id, at: now, &out)
     }
 
@@ -174,8 +174,8 @@ extension SessionStateMachine {
 
     /// Members asked that have not answered in time are passed over.
     mutating func sharedFetchesDue(at now: EngineTime, _ out: inout [SessionAction]) {
-        for id in shared.fetches.orderedKeys {
-            guard let fetch = shared.fetches[id], isAsking(fetch), fetch.askedAt + Self.sharedFetchAnswerTimeout <= now.monotonic else { continue }
+        for id in transfers.shared.fetches.orderedKeys {
+            guard let fetch = transfers.shared.fetches[id], isAsking(fetch), fetch.askedAt + Self.sharedFetchAnswerTimeout <= now.monotonic else { continue }
             passOver(id, "no answer in \(Self.sharedFetchAnswerTimeout / 1000) s", at: now, &out)
         }
         rearmSharedFetches()
@@ -183,15 +183,15 @@ extension SessionStateMachine {
 
     /// The answer timer runs while any fetch waits for an answer.
     mutating func rearmSharedFetches() {
-        let waiting = shared.fetches.values.filter(isAsking).map(\.askedAt)
+        let waiting = transfers.shared.fetches.values.filter(isAsking).map(\.askedAt)
         if let oldest = waiting.min() { timers.schedule(.sharedFetches, at: oldest + Self.sharedFetchAnswerTimeout) } else { timers.cancel(.sharedFetches) }
     }
 
     /// A connection ended: a fetch waiting for that member's answer asks the next (one receiving from it
     /// moves on when its transfer ends).
     mutating func sharedFetchesLost(_ peer: PeerID, reason: String, at now: EngineTime, _ out: inout [SessionAction]) {
-        for id in shared.fetches.orderedKeys {
-            guard let fetch = shared.fetches[id], fetch.asked == peer, isAsking(fetch) else { continue }
+        for id in transfers.shared.fetches.orderedKeys {
+            guard let fetch = transfers.shared.fetches[id], fetch.asked == peer, isAsking(fetch) else { continue }
             passOver(id, reason, at: now, &out)
         }
     }
@@ -200,7 +200,7 @@ extension SessionStateMachine {
     /// kind 3, from the member asked, of the content asked (room, size, digest); one of kind 3 only so.
     /// Nil if it may; else why not.
     func sharedOfferProblem(_ offer: WireFrame.ResourceOffer, from peer: PeerID) -> String? {
-        let fetch = shared.fetch(ofAttempt: offer.id).flatMap { shared.fetches[$0] }
+        let fetch = transfers.shared.fetch(ofAttempt: offer.id).flatMap { transfers.shared.fetches[$0] }
         guard offer.kind == .shared || fetch == nil else { return "this id asks for a shared file" }
         guard offer.kind == .shared else { return nil }
         guard let fetch, fetch.asked == peer else { return "this file was not asked for" }
@@ -214,9 +214,9 @@ extension SessionStateMachine {
     /// own end is not reported: the fetch goes on). False if it was not a fetch's, or a person here
     /// cancelled it (then it ends as transfers do).
     mutating func sharedTransferEnded(_ attempt: WireID, _ state: TransferState, text: String, at now: EngineTime, _ out: inout [SessionAction]) -> Bool {
-        guard let id = shared.fetch(ofAttempt: attempt), let fetch = shared.fetches[id] else { return false }
+        guard let id = transfers.shared.fetch(ofAttempt: attempt), let fetch = transfers.shared.fetches[id] else { return false }
         guard !fetch.endsHere else {
-            shared.end(id)
+            transfers.shared.end(id)
             return false
         }
         passOver(id, text, at: now, &out)
@@ -226,13 +226,13 @@ extension SessionStateMachine {
     /// A failure of this host's (its disk, its limits) ends the fetch with the transfer: asking another
     /// member would not help.
     mutating func sharedFailsHere(_ attempt: WireID) {
-        guard let id = shared.fetch(ofAttempt: attempt) else { return }
-        shared.update(id) { $0.endsHere = true }
+        guard let id = transfers.shared.fetch(ofAttempt: attempt) else { return }
+        transfers.shared.update(id) { $0.endsHere = true }
     }
 
     /// A fetch whose answer this host refused by its own limits ends (failed), under its id.
     mutating func endFetch(ofAttempt attempt: WireID, _ error: String, _ out: inout [SessionAction]) {
-        guard let id = shared.fetch(ofAttempt: attempt), let fetch = shared.end(id) else { return }
+        guard let id = transfers.shared.fetch(ofAttempt: attempt), let fetch = transfers.shared.end(id) else { return }
         rearmSharedFetches()
         let info = fetchInfo(id, fetch, peer: nil, state: .failed, error: error)
         transfers.keep(info)
@@ -241,19 +241,21 @@ extension SessionStateMachine {
 
     /// The fetched file is in place: the fetch is over.
     mutating func sharedPlaced(_ attempt: WireID) {
-        shared.end(attempt: attempt)
+        transfers.shared.end(attempt: attempt)
     }
 
     /// Cancels a fetch (by its id or a unique prefix): one still asking ends here; one receiving is
     /// cancelled as its transfer is. Nil if none matches.
     mutating func cancelFetch(_ prefix: String, at now: EngineTime) throws(SessionError) -> (TransferInfo, [SessionAction])? {
-        guard let id = shared.fetches.orderedKeys.first(where: { $0.description.hasPrefix(prefix) }), let fetch = shared.fetches[id] else { return nil }
+        guard let id = transfers.shared.fetches.orderedKeys.first(where: { $0.description.hasPrefix(prefix) }), let fetch = transfers.shared.fetches[id] else {
+            return nil
+        }
         if let attempt = fetch.attempt, let transfer = transfers.incoming[attempt] {
             guard transfer.stage != .placing else { throw SessionError(.tooLate, "\(fetch.file.name) is complete and being put in place") }
-            shared.update(id) { $0.endsHere = true }
+            transfers.shared.update(id) { $0.endsHere = true }
             return try cancelIncoming(attempt, at: now)
         }
-        shared.end(id)
+        transfers.shared.end(id)
         rearmSharedFetches()
         let info = fetchInfo(id, fetch, peer: nil, state: .cancelled, error: "cancelled here")
         transfers.keep(info)
@@ -271,7 +273,7 @@ extension SessionStateMachine {
     /// Files served (and requests the shell is looking up) to one member, and in all.
     func sharedServedCount(to peer: PeerID?) -> Int {
         let served = transfers.outgoing.values.filter { $0.offer.kind == .shared && (peer == nil || $0.peer.id == peer) }.count
-        return served + shared.lookingUp(for: peer)
+        return served + transfers.shared.lookingUp(for: peer)
     }
 
     /// A member asks for a shared file: the shell looks in what it keeps (`FileAction.serveShared`).
@@ -280,7 +282,7 @@ extension SessionStateMachine {
             out.append(.send(entry.handle, [.resourceEnd(.init(id: request.id, status: .refused, text: text))]))
         }
         guard rooms[request.room]?.members[entry.peer.id] != nil else { return refuse("you are not a member of \(request.room) here") }
-        guard transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil, !shared.uses(request.id) else {
+        guard transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil, !transfers.shared.uses(request.id) else {
             return refuse("that id is in use")
         }
         let total = sharedServedCount(to: nil)
@@ -289,14 +291,14 @@ extension SessionStateMachine {
         else {
             return refuse("busy: serving \(total) shared files; ask again later or another member")
         }
-        shared.lookUp(request.id, for: entry.peer.id)
+        transfers.shared.lookUp(request.id, for: entry.peer.id)
         out.append(.file(.serveShared(request, to: entry.peer)))
     }
 
     /// The shell opened the file asked for (answer to `FileAction.serveShared`): it is offered, under the
     /// request's id, with its digest. (If the member is gone meanwhile, the shell closes the file.)
     public mutating func serveShared(_ request: WireFrame.FileRequest, file: OfferedFile, to peer: PeerID, at now: EngineTime) -> [SessionAction] {
-        guard shared.lookedUp(request.id) == peer, links.isLinked(peer), rooms[request.room]?.members[peer] != nil,
+        guard transfers.shared.lookedUp(request.id) == peer, links.isLinked(peer), rooms[request.room]?.members[peer] != nil,
             transfers.outgoing[request.id] == nil, transfers.incoming[request.id] == nil,
             let (_, actions) = try? offerResource(
                 file, to: peer, kind: .shared, room: request.room, ephemeral: true, id: request.id,
@@ -304,7 +306,7 @@ extension SessionStateMachine {
         else {
             return [.file(.close(request.id, removePart: false))]
         }
-        shared.served(request.id, at: now.monotonic)
+        transfers.shared.served(request.id, at: now.monotonic)
         timers.scheduleNoLaterThan(.sharedServes, at: now.monotonic + Self.sharedServeAcceptTimeout)
         return actions
     }
@@ -337,16 +339,16 @@ extension SessionStateMachine {
 
     /// The shell does not hold what was asked for (answer to `FileAction.serveShared`).
     public mutating func notServed(_ request: WireFrame.FileRequest, to peer: PeerID, because text: String) -> [SessionAction] {
-        _ = shared.lookedUp(request.id)
+        _ = transfers.shared.lookedUp(request.id)
         guard let handle = links.handle(peer) else { return [] }
         return [.send(handle, [.resourceEnd(.init(id: request.id, status: .refused, text: text))])]
     }
 
     /// Files served that were not accepted in time, or whose receiver stopped acknowledging, end.
     mutating func sharedServesDue(at now: EngineTime, _ out: inout [SessionAction]) {
-        for id in shared.served.keys.sorted(by: { $0.description < $1.description }) {
-            guard let transfer = transfers.outgoing[id], var progress = shared.served[id] else {
-                shared.progress(id, nil)
+        for id in transfers.shared.served.keys.sorted(by: { $0.description < $1.description }) {
+            guard let transfer = transfers.outgoing[id], var progress = transfers.shared.served[id] else {
+                transfers.shared.progress(id, nil)
                 continue
             }
             let acknowledged = transfer.machine.acknowledged
@@ -354,17 +356,17 @@ extension SessionStateMachine {
             let stall = transfer.machine.isFinishedSending ? 10 * Self.sharedServeStall : Self.sharedServeStall
             if acknowledged > progress.acknowledged {
                 progress = ServedProgress(acknowledged: acknowledged, since: now.monotonic)
-                shared.progress(id, progress)
+                transfers.shared.progress(id, progress)
             }
             let problem: String? =
                 transfer.state == .offered && progress.since + Self.sharedServeAcceptTimeout <= now.monotonic
                 ? "not accepted in \(Self.sharedServeAcceptTimeout / 1000) s"
                 : progress.since + stall <= now.monotonic ? "nothing acknowledged for \(stall / 1000) s" : nil
             guard let problem else { continue }
-            shared.progress(id, nil)
+            transfers.shared.progress(id, nil)
             if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: problem))])) }
             endOutgoing(id, .failed, error: problem, at: now, &out)
         }
-        if !shared.served.isEmpty { timers.schedule(.sharedServes, at: now.monotonic + Self.sharedServeAcceptTimeout) }
+        if !transfers.shared.served.isEmpty { timers.schedule(.sharedServes, at: now.monotonic + Self.sharedServeAcceptTimeout) }
     }
 }

@@ -109,7 +109,7 @@ extension SessionStateMachine {
         guard streamTable.streams.count < streamTable.limits.maximumStreams else {
             throw SessionError(.busy, "\(streamTable.limits.maximumStreams) streams are open already")
         }
-        let id = ids.wireID()
+        let id = environment.ids.wireID()
         let window = streamTable.limits.window
         streamTable.streams[id] = StreamTable.Stream(peer: entry.peer, handle: entry.handle, name: name, opening: true, receiveAllowance: window)
         timers.schedule(.streamOpen(id), at: now.monotonic + max(1, timeout))

@@ -21,7 +21,7 @@ extension SessionStateMachine {
         guard let entry = links.entry(peer) else { throw SessionError(.unreachable, "not connected to \(peer.short)") }
         if let refusal = transfers.outgoingRefusal(to: peer, name: entry.peer.name) { throw SessionError(.busy, refusal) }
         var out: [SessionAction] = []
-        let id = chosen ?? ids.wireID()
+        let id = chosen ?? environment.ids.wireID()
         let offer = Self.offer(id, file, kind: kind, room: room, digest: digest)
         if !ephemeral {
             // Kept until it ends, so that a restarted daemon resumes it.
@@ -245,7 +245,7 @@ extension SessionStateMachine {
                 } else {
                     endIncoming(end.id, .cancelled, text: "cancelled by the sender", tell: true, at: now, &out)
                 }
-            } else if let fetch = sharedFetch(ofAttempt: end.id), shared.fetches[fetch]?.asked == peer.id {
+            } else if let fetch = sharedFetch(ofAttempt: end.id), transfers.shared.fetches[fetch]?.asked == peer.id {
                 // The member asked for a shared file does not serve it: the next is asked.
                 passOver(fetch, end.text.isEmpty ? "refused" : end.text, at: now, &out)
             } else if end.status == .cancelled {
@@ -457,7 +457,7 @@ extension SessionStateMachine {
         // A shared file goes by its fetch's id, and the name its announcement gave (its sender offers it
         // under its digest).
         let fetch = sharedFetch(ofAttempt: id)
-        let name = fetch.flatMap { shared.fetches[$0]?.file.name } ?? transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name)
+        let name = fetch.flatMap { transfers.shared.fetches[$0]?.file.name } ?? transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name)
         return TransferInfo(
             state: state.rawValue, id: (fetch ?? id).description, direction: .incoming, peer: transfer.peer,
             name: name, size: transfer.offer.size, done: done,

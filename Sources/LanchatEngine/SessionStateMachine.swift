@@ -8,9 +8,13 @@ import LanchatWire
 /// and the timers' sleeping; the simulator (Tests/LanchatSimulatorTests) drives many engines at once on
 /// a virtual clock.
 ///
-/// The engine is composed of one part per conversation: `LinkTable` (one connection per pair),
-/// invitations (`SessionStateMachine+Invitations.swift`), membership (`+Membership`), delivery and the
-/// outbox (`+Delivery`), the redial schedule (`+Redial`), with their timers in one `TimerTable`.
+/// The engine is composed of one part per conversation, each a machine that owns its state, and this
+/// type keeps little more than one field for each: the links (`LinkTable`, with the keys' records and
+/// the redial schedule; `+Links`), invitations (`InvitationBook`; `+Invitations`), the rooms
+/// (`MembershipBook`, with each room's metadata; `+Membership`, `+Proofs`, `+Introductions`, `+Metadata`,
+/// `+Admin`), delivery and the outbox (`Outbox`; `+Delivery`), presence, topics, streams, and transfers
+/// (`TransferTable`, with histories and shared files), with their timers in one `TimerTable` and what
+/// the node runs with in its `Environment`.
 public struct SessionStateMachine: Sendable {
     /// A member of a room as this node knows it.
     public struct Member: Equatable, Sendable {
@@ -94,65 +98,48 @@ public struct SessionStateMachine: Sendable {
     /// The text of a ROOM_LEAVE that answers a ROOM_MEMBERS from someone we do not count as a member.
     public static let notAMember = "not a member"
 
-    public let configuration: Configuration
-    let addressBook: any PeerAddressBook
-    let shortCode: @Sendable (PeerID) -> String
-    var ids: IDGenerator
-    public internal(set) var known: KnownPeerBook
-    /// Keys already warned about (`warnOfNewKey`) while the node runs.
-    var warnedKeys: Set<PeerID> = []
-    /// Ids a room member has proved with its key (TLS) at least once, kept in the store. A plaintext
-    /// connection (`--encryption optional`) claiming one of them is refused, and one of them is dialed
-    /// with TLS whatever its advertisement says: only an id never seen with a key can go without one.
-    public internal(set) var keyed: Set<PeerID>
+    /// The configuration and what the shell gives (the address book, short codes, ids): `Environment`.
+    var environment: Environment
+    public var configuration: Configuration { environment.configuration }
+    /// The known-peers record (trust on first use), kept with the links (`PeerTrust`).
+    public var known: KnownPeerBook { links.trust.known }
+    /// Ids a room member has proved with its key (TLS) at least once, kept in the store (`PeerTrust.keyed`).
+    public var keyed: Set<PeerID> { links.trust.keyed }
+    /// One connection per peer, and with them what their keys proved (`PeerTrust`) and when to dial
+    /// whom (`RedialSchedule`; `+Links`, `+Delivery`).
     var links = LinkTable()
     var timers = TimerTable()
     /// Who is in each room we are in (`MembershipBook` keeps it; its methods change it).
     var rooms: [RoomID: Room] { membership.rooms }
-    var sequences: [RoomID: UInt64] = [:]
     /// Invitations waiting both ways, and the answers we gave (`+Invitations`, `InvitationBook`).
     var invites = InvitationBook()
-    /// Membership (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): the rooms and their members,
-    /// claims, introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves.
+    /// The rooms (`+Membership`, `+Proofs`, `+Introductions`, `MembershipBook`): their members, claims,
+    /// introducers, members shown as left, unanswered invitations, tombstones, proofs and leaves; and
+    /// each room's metadata and administration (`+Metadata`, `+Admin`, `MetadataBook`).
     var membership = MembershipBook()
-    /// When to dial whom, and the peers linked to us once in this run (`RedialSchedule`, `seen`).
-    var redials = RedialSchedule()
-    /// Reliable messages each recipient has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
-    var outbox = Outbox()
-    var noticeSequence: Int64 = 0
-    /// Histories both ways (`HistoryExchange`): the door each room we join keeps for its inviter's
-    /// history (one history per join), the newcomers owed one (HISTORY_REQUEST is answered once per join,
-    /// not on demand), and relay's SYNC_REQUESTs asked and answered.
-    var histories = HistoryExchange()
-    /// Peers told about once on their connection for a live message refused for its signature.
-    var refusedLive: Set<PeerID> = []
+    /// Our numbering (each room's last sequence, the notices' counter), reliable messages each recipient
+    /// has not acknowledged yet, and the retransmit backoff (`+Delivery`, `Outbox`).
+    var outbox: Outbox
     /// Presence and typing (`+Presence`, `PresenceMachine`).
     var presenceState = PresenceMachine()
-    /// Room metadata and its administration (`+Metadata`, `+Admin`, `MetadataBook`): the winning entry of
-    /// each key, when we joined each room, and the closings of rooms we left because they were closed.
-    var roomMeta = MetadataBook()
     /// Topics (`+Topics`, `TopicMachine`).
     var topics = TopicMachine()
     /// Named byte streams (`+Streams`).
     var streamTable = StreamTable()
-    /// Files and history resources (`+Transfers`).
+    /// Files and history resources both ways (`+Transfers`, `+Receiving`), with the histories we take
+    /// and give (`HistoryExchange`; `+Membership`, `+Relay`) and the fetches and serves of shared files
+    /// (`SharedFileTable`; `+SharedFiles`).
     var transfers = TransferTable()
-    /// Shared files (`+SharedFiles`, `SharedFileTable`).
-    var shared = SharedFileTable()
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
         shortCode: @escaping @Sendable (PeerID) -> String
     ) {
-        self.configuration = configuration
-        self.addressBook = addressBook
-        self.ids = ids
-        self.shortCode = shortCode
+        environment = Environment(configuration: configuration, addressBook: addressBook, shortCode: shortCode, ids: ids)
         streamTable.limits = configuration.streamLimits
         transfers.limits = configuration.transferLimits
-        known = restored.knownPeers
-        keyed = restored.keyedPeers
-        sequences = restored.lastSequences
+        links.trust = PeerTrust(known: restored.knownPeers, keyed: restored.keyedPeers)
+        outbox = Outbox(lastSequences: restored.lastSequences)
         var ownProofs: [RoomID: WireFrame.MembershipProof] = [:]
         var rooms: [RoomID: Room] = [:]
         for (room, members) in restored.rooms {
@@ -170,8 +157,8 @@ public struct SessionStateMachine: Sendable {
             }
             rooms[room] = state
         }
-        roomMeta = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
         membership = MembershipBook(restoring: rooms, ownProofs: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
+        membership.metadata = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox.queue([entry.message], in: entry.room, for: entry.peer)
         }
@@ -221,7 +208,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func received(_ frames: [WireFrame], on handle: LinkHandle, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
         guard let entry = links.peer(on: handle) else { return out }
-        redials.heard(from: entry.peer.id)
+        links.redials.heard(from: entry.peer.id)
         var acks: [WireID] = []
         for frame in frames {
             switch frame {
@@ -246,7 +233,7 @@ public struct SessionStateMachine: Sendable {
             case .topicMessage(let message): received(message, from: entry, at: now, &out)
             case .fileRequest(let request): received(request, from: entry, &out)
             case .historyRequest(let room, let since, let limit):
-                guard rooms[room]?.members[entry.peer.id] != nil, histories.takeOwed(RoomMember(room: room, peer: entry.peer.id)) else { break }
+                guard rooms[room]?.members[entry.peer.id] != nil, transfers.histories.takeOwed(RoomMember(room: room, peer: entry.peer.id)) else { break }
                 out.append(
                     .sendHistory(
                         room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2,
@@ -282,12 +269,12 @@ public struct SessionStateMachine: Sendable {
 
     /// The history we asked for in `room` arrived (or failed): nothing more is accepted for it.
     public mutating func historyEnded(_ room: RoomID) {
-        histories.close(room)
+        transfers.histories.close(room)
     }
 
     /// Rooms whose history we asked for as we joined: whom we asked, and until when (monotonic ms) its
     /// offer is taken (`takeHistory`). One history per join: the door closes when its offer is taken.
-    public var historyRequested: [RoomID: HistoryDoor] { histories.doors }
+    public var historyRequested: [RoomID: HistoryDoor] { transfers.histories.doors }
 
     /// Where a history resource comes from, when it is taken (`takeHistory`).
     public enum HistorySource: Equatable, Sendable {
@@ -303,16 +290,16 @@ public struct SessionStateMachine: Sendable {
     /// SYNC_REQUEST we sent it (a signed history only). Taking it closes the door it came through: a
     /// second offer, or a late one, is refused.
     public mutating func takeHistory(_ room: RoomID, from peer: PeerID, signed: Bool, at now: EngineTime) -> HistorySource? {
-        histories.take(room, from: peer, signed: signed, isMember: rooms[room]?.members[peer] != nil, at: now.monotonic)
+        transfers.histories.take(room, from: peer, signed: signed, isMember: rooms[room]?.members[peer] != nil, at: now.monotonic)
     }
 
     /// A system message, kept in history and reported ("bob joined").
     mutating func notice(_ room: RoomID, _ text: String, at now: EngineTime, _ out: inout [SessionAction]) {
         // Notices made in the same millisecond keep their order in history (it sorts by time, then sequence).
-        noticeSequence += 1
+        let sequence = outbox.nextNoticeSequence()
         let stored = StoredMessage(
-            id: ids.messageID(at: now.wall).description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
-            sequence: noticeSequence, timestamp: now.wall, kind: .system, body: text)
+            id: environment.ids.messageID(at: now.wall).description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: "*",
+            sequence: sequence, timestamp: now.wall, kind: .system, body: text)
         out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: true, outgoing: false))))
     }
 }

@@ -4,6 +4,7 @@ import LanchatCore
 /// the fetches under way by their own id, the request each asks now (and, the other way, the fetch each
 /// request is for), the requests the shell is looking up to serve, and the files served with their
 /// progress. Others read it; only its methods change it, so a fetch and its request cannot disagree.
+/// `TransferTable` keeps it: each request is answered by a transfer under the same id.
 struct SharedFileTable: Sendable {
     typealias SharedFetch = SessionStateMachine.SharedFetch
     typealias ServedProgress = SessionStateMachine.ServedProgress

@@ -163,9 +163,17 @@ public struct TransferLimits: Sendable, Equatable {
 }
 
 /// Every transfer one engine runs: outgoing (the read pump, the window, the digest, resume) and
-/// incoming (offer decided, chunks handed to be written, progress, verification, placing).
+/// incoming (offer decided, chunks handed to be written, progress, verification, placing); and the two
+/// conversations whose content goes as transfers: histories (`histories`: which offers are taken, who
+/// is owed one, relay's requests) and shared files (`shared`: fetches, their requests, files served).
 struct TransferTable: Sendable {
     var limits = TransferLimits()
+    /// Histories both ways (`HistoryExchange`): the door each room we join keeps for its inviter's
+    /// history (one history per join), the newcomers owed one (HISTORY_REQUEST is answered once per join,
+    /// not on demand), and relay's SYNC_REQUESTs asked and answered.
+    var histories = HistoryExchange()
+    /// Shared files (`+SharedFiles`, `SharedFileTable`).
+    var shared = SharedFileTable()
 
     struct Outgoing: Sendable {
         var peer: SessionPeer

@@ -149,7 +149,7 @@ import Testing
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
         // Asked at the connection: one answer is taken, a second is not, nor an unsigned (kind 1) one.
         #expect(!refused(node.received([offer(1)], on: LinkHandle(1), at: at(2))))
-        #expect(node.histories.relayTransfers.count == 1)
+        #expect(node.transfers.histories.relayTransfers.count == 1)
         #expect(refused(node.received([offer(2)], on: LinkHandle(1), at: at(3))))
         var other = engine()
         _ = other.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
@@ -158,7 +158,7 @@ import Testing
         var gone = engine()
         _ = gone.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
         _ = gone.linkDown(LinkHandle(1), reason: .lost, at: at(2))
-        #expect(gone.histories.askedNothing && !gone.takeSyncAnswer(lab, from: bob.id))
+        #expect(gone.transfers.histories.askedNothing && !gone.takeSyncAnswer(lab, from: bob.id))
     }
 
     @Test func whatIsHandedOnIsWhatTheAskerLacksAndNeverDirect() {
@@ -290,7 +290,7 @@ import Testing
         _ = node.start(at: at(0))
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(0))
         // Bob is a member we invited: he is owed the room's history once.
-        node.histories.owe(SessionStateMachine.RoomMember(room: lab, peer: bob.id), keep: 16)
+        node.transfers.histories.owe(SessionStateMachine.RoomMember(room: lab, peer: bob.id), keep: 16)
         node.membership.enter(lab)
         node.membership.setMember(.init(name: "bob", port: 0, addresses: []), bob.id, in: lab)
         let actions = node.received([.historyRequest(room: lab, sinceMilliseconds: 5, limit: 20)], on: LinkHandle(1), at: at(2))

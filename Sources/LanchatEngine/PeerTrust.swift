@@ -1,0 +1,54 @@
+import LanchatCore
+
+/// What this node holds of peers' keys (trust on first use; the rules are in `+Links`, `+Invitations`
+/// and `+Delivery`): the known-peers record (key -> the name it was met with, a label), the ids a room
+/// member proved with its key at least once (kept in the store), and what is said only once: the keys
+/// warned about while the node runs, and the peers told on their connection that a live message of
+/// theirs was refused. `LinkTable` keeps it: every connection's claim is checked against it.
+struct PeerTrust: Sendable, Equatable {
+    /// Keys warned about at most before the record starts again (a warning may then come once more).
+    static let maximumWarned = 1024
+
+    var known: KnownPeerBook
+    /// Ids a room member has proved with its key (TLS) at least once. A plaintext connection
+    /// (`--encryption optional`) claiming one of them is refused, and one of them is dialed with TLS
+    /// whatever its advertisement says: only an id never seen with a key can go without one.
+    private(set) var keyed: Set<PeerID>
+    /// Keys already warned about (`SessionStateMachine.warnOfNewKey`) while the node runs.
+    private var warned: Set<PeerID> = []
+    /// Peers told about once on their connection for a live message refused (its signature, or its time).
+    private var refusedLive: Set<PeerID> = []
+
+    init(known: KnownPeerBook = KnownPeerBook(), keyed: Set<PeerID> = []) {
+        self.known = known
+        self.keyed = keyed
+    }
+
+    /// Remembers that `id` proved itself with its key, within `maximum` ids. Returns whether it is new
+    /// (the store must keep it).
+    mutating func markKeyed(_ id: PeerID, maximum: Int) -> Bool {
+        guard !keyed.contains(id), keyed.count < maximum else { return false }
+        keyed.insert(id)
+        return true
+    }
+
+    /// Whether a person should be warned now about `id`'s key: once per key while the node runs.
+    mutating func warn(of id: PeerID) -> Bool {
+        if warned.count >= Self.maximumWarned { warned = [] }
+        return warned.insert(id).inserted
+    }
+
+    /// Whether a refused live message from `peer` is told: once per connection.
+    mutating func refuseLive(from peer: PeerID) -> Bool { refusedLive.insert(peer).inserted }
+
+    /// `peer`'s connection ended: the next one's first refusal is told again.
+    mutating func connectionEnded(_ peer: PeerID) { refusedLive.remove(peer) }
+
+    /// What does not hold (`SessionStateMachine.consistencyFaults`): each record within its bound.
+    func faults(maximumKeyed: Int) -> [String] {
+        var faults: [String] = []
+        if keyed.count > maximumKeyed { faults.append("\(keyed.count) ids kept as keyed, past \(maximumKeyed)") }
+        if warned.count > Self.maximumWarned { faults.append("\(warned.count) keys kept as warned about, past \(Self.maximumWarned)") }
+        return faults
+    }
+}
