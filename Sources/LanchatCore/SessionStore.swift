@@ -15,6 +15,9 @@ public protocol SessionStore: AnyObject {
     func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T
     /// Inside a transaction: runs `body` in a savepoint, undone alone if it throws (the transaction goes
     /// on). Outside one: `transaction(body)`. The store's thread groups several batches in one commit so.
+    /// Throws `StoreTransactionLost` if the transaction is gone (SQLite rolls a whole transaction back
+    /// by itself after some errors: disk full, I/O error, out of memory): nothing of it stayed, and
+    /// nothing more may run in it.
     func savepoint<T>(_ body: () throws -> T) throws -> T
     /// The file whose sync makes the commits before it durable (SQLite's write-ahead log): a commit made
     /// with `durable` false is on disk once this file has been synced (`fdatasync`) after it, which the
@@ -235,4 +238,12 @@ public struct HistoryFilter: Equatable, Sendable {
         }
         return true
     }
+}
+
+/// The store's transaction was rolled back whole underneath a savepoint (`SessionStore.savepoint`):
+/// everything written in it since it began is gone.
+public struct StoreTransactionLost: Error, CustomStringConvertible {
+    public var cause: String
+    public init(_ cause: String) { self.cause = cause }
+    public var description: String { "the transaction was rolled back whole: \(cause)" }
 }

@@ -80,14 +80,22 @@ public final class MemorySessionStore: SessionStore {
         defer { depth -= 1 }
         do {
             let result = try body()
+            // (As SQLite after a full disk or an I/O error: the whole transaction is undone, by the
+            // transaction's own rollback once this error reaches it.)
+            if let losesTransaction, losesTransaction() { throw StoreTransactionLost("(simulated)") }
             if let failsCommit, failsCommit() { throw Refused() }
             return result
+        } catch let error as StoreTransactionLost {
+            throw error
         } catch {
             state = before
             messagesChanged &+= 1
             throw error
         }
     }
+
+    /// Asked at the end of each savepoint: true makes the whole transaction lost (`StoreTransactionLost`).
+    public var losesTransaction: (() -> Bool)?
 
     /// Asked before each commit: true makes it fail, undone (the simulator's full or failing disk).
     public var failsCommit: (() -> Bool)?

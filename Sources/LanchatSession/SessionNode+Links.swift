@@ -79,6 +79,8 @@ extension SessionNode {
             return serving.flatMap { openLinks[$0] }
         }
         perform(actions)
+        // (Not read while the store is behind: `pauseReadingIfBehind`.)
+        if readingPaused { connection.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         connection.attach { [weak self] event in
             guard let self else { return }
             if self.eventLoop.inEventLoop {

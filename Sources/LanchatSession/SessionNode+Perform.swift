@@ -116,13 +116,34 @@ extension SessionNode {
                     self?.assumeIsolated { node in
                         guard !node.stopped else { return }
                         node.carryOut(node.driver.storeAnswered(answer, engine: &node.engine, at: node.time()))
+                        node.resumeReadingIfCaughtUp()
                         node.armTimer()
                     }
                 }
+                pauseReadingIfBehind()
             case .storeFailed(let error):
                 logger.error("cannot write to the store", metadata: ["error": "\(error)"])
             }
         }
+    }
+
+    // MARK: Back-pressure
+
+    /// The event loop no longer waits for the store, so nothing else would slow a peer that sends faster
+    /// than the store keeps up (a flood of messages would queue without bound, and every other member's
+    /// commits behind it): with `storeMarks.high` requests outstanding, the node stops reading from every
+    /// peer connection (TCP's own window then holds the senders back), and reads again at `low`.
+    func pauseReadingIfBehind() {
+        guard !readingPaused, driver.unanswered >= storeMarks.high else { return }
+        readingPaused = true
+        readingPauses += 1
+        for link in openLinks.values { link.connection.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+    }
+
+    func resumeReadingIfCaughtUp() {
+        guard readingPaused, driver.unanswered <= storeMarks.low else { return }
+        readingPaused = false
+        for link in openLinks.values { link.connection.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
     }
 
     /// Syncs the store's log on its own thread; the driver hears when it is done.

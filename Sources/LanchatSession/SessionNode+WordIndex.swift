@@ -19,6 +19,7 @@ extension SessionNode {
         }.whenComplete { [weak self] result in
             self?.assumeIsolated { node in
                 node.indexing = false
+                guard !node.stopped else { return }
                 switch result {
                 case .success(nil): node.scheduleCheckpoint()
                 case .success(true): node.indexAndCheckpoint()

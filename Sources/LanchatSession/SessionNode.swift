@@ -132,6 +132,12 @@ public actor SessionNode {
     var probes: [ObjectIdentifier: (peer: PeerID, address: String, connection: PeerConnector.Connection)] = [:]
     /// Unreliable frames dropped because a connection was full (counted while performing a send).
     var unreliableDrops = 0
+    /// Reading from peers is paused: the store is behind (`pauseReadingIfBehind`).
+    var readingPaused = false
+    /// Store requests outstanding at which reading from peers pauses, and at which it resumes.
+    var storeMarks = (high: 256, low: 64)
+    /// Times reading paused so (tests, and the log's counters).
+    var readingPauses = 0
     /// The shell's rules (LanchatEngine's `SessionDriver`, which the simulator runs too): the commit and
     /// its failure, the store's syncs and what waits for them, the send-first rule, the reads the engine
     /// asks for. The node does the plain I/O it returns (`carryOut`).

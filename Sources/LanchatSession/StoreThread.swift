@@ -36,6 +36,8 @@ final class StoreThread: Sendable {
         var items: [Item] = []
         /// A turn is asked of the thread, or under way: it takes what is queued meanwhile.
         var draining = false
+        /// `shutdown` took what was left: what is asked from now on fails.
+        var closed = false
     }
 
     init(worker: sending StoreWorker) {
@@ -58,9 +60,17 @@ final class StoreThread: Sendable {
         return promise.futureResult
     }
 
-    /// Does what was asked, then closes the store; call once, last. What is asked afterwards fails.
+    /// Does what was asked (the engine counts on it: its writes are idempotent), then closes the store;
+    /// call once, last. What is asked afterwards fails.
     func shutdown() async {
         try? await thread.shutdownGracefully()
+        // The thread is gone (a drain asked as it stopped may never have run): what is left runs here.
+        let left = queue.withLock { queue -> [Item] in
+            queue.closed = true
+            defer { queue.items = [] }
+            return queue.items
+        }
+        if !left.isEmpty { turn(left) }
         worker.withLock { $0.store.close() }
     }
 
@@ -69,14 +79,17 @@ final class StoreThread: Sendable {
     }
 
     private func enqueue(_ item: Item) {
-        let first = queue.withLock { queue -> Bool in
+        let (first, closed) = queue.withLock { queue -> (Bool, Bool) in
+            guard !queue.closed else { return (false, true) }
             queue.items.append(item)
             defer { queue.draining = true }
-            return !queue.draining
+            return (!queue.draining, false)
         }
+        if closed { return fail(item) }
         guard first else { return }
         thread.submit { [self] state in
-            guard case .active = state else { return failQueued() }
+            // (Cancelled: the thread is stopping; `shutdown` runs what is queued.)
+            guard case .active = state else { return }
             drain()
         }
     }
@@ -131,18 +144,11 @@ final class StoreThread: Sendable {
         }
     }
 
-    /// The thread is stopped: what is queued fails.
-    private func failQueued() {
-        let items = queue.withLock { queue -> [Item] in
-            queue.draining = false
-            defer { queue.items = [] }
-            return queue.items
-        }
-        for item in items {
-            switch item {
-            case .request(_, let promise): promise.fail(Stopped())
-            case .work(_, let fail): fail(Stopped())
-            }
+    /// The store is closed: what is asked fails.
+    private func fail(_ item: Item) {
+        switch item {
+        case .request(_, let promise): promise.fail(Stopped())
+        case .work(_, let fail): fail(Stopped())
         }
     }
 }

@@ -334,6 +334,11 @@ extension SessionNode {
             return info
         }
         let records = (try? await onStore { try $0.transfers() }) ?? []
+        // (The sender may have offered it again meanwhile: then it is the engine's to cancel.)
+        if let (info, actions) = try engine.cancelTransfer(lower, at: time()) {
+            perform(actions)
+            return info
+        }
         if let saved = records.first(where: { !$0.outgoing && $0.state == "active" && $0.id.hasPrefix(lower) }),
             let peer = PeerID(saved.peerID)
         {

@@ -260,16 +260,21 @@ public final class ChatStore: SessionStore {
     }
 
     /// Inside a transaction, `body` in a savepoint of it: undone alone if it throws.
+    /// If SQLite rolled the whole transaction back by itself (disk full, I/O error, out of memory), it
+    /// throws `StoreTransactionLost`: a SAVEPOINT outside a transaction would open one of its own, and
+    /// its RELEASE would commit it.
     public func savepoint<T>(_ body: () throws -> T) throws -> T {
         guard depth > 0 else { return try transaction(body) }
+        guard db.inTransaction else { throw StoreTransactionLost("no transaction is open") }
         try db.execute("SAVEPOINT batch")
         do {
             let result = try body()
             try db.execute("RELEASE batch")
             return result
         } catch {
-            try? db.execute("ROLLBACK TO batch")
             changes &+= 1
+            guard db.inTransaction else { throw StoreTransactionLost("\(error)") }
+            try? db.execute("ROLLBACK TO batch")
             try? db.execute("RELEASE batch")
             throw error
         }

@@ -234,6 +234,26 @@ import Testing
         #expect(!failed(other) && store.messages.count == 2 && reports(other) == 1)
     }
 
+    /// Writes the store refused are tried again at once (the frames of their batch may have left), once:
+    /// a disk that keeps refusing is not asked again in a loop.
+    @Test func refusedWritesAreTriedAgainAtOnceButNotInALoop() {
+        var engine = engine()
+        let store = MemorySessionStore()
+        var refusals = 1
+        store.failsCommit = {
+            refusals -= 1
+            return refusals >= 0
+        }
+        var driven = Driven(store: store, syncs: false)
+        let once = driven.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
+        #expect(once.filter { if case .storeFailed = $0 { true } else { false } }.count == 1)
+        #expect(store.messages.count == 1 && reports(once) == 1 && driven.driver.unanswered == 0)  // (stored by the retry, reported then)
+        refusals = 1_000
+        let refused = driven.perform(engine.received([message(2)], on: LinkHandle(1), at: at(11)), engine: &engine, at: at(11))
+        #expect(refused.filter { if case .storeFailed = $0 { true } else { false } }.count == 2)  // (the batch, and one retry)
+        #expect(driven.driver.unanswered == 0 && store.messages.count == 1)
+    }
+
     @Test func stoppingTellsEveryWaiterItDidNotSync() {
         var engine = engine()
         var driven = Driven(syncs: true)

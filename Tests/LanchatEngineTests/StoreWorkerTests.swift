@@ -100,4 +100,30 @@ import Testing
         #expect(next.failure == nil && next.inserted == [message(4).id])
         #expect(store.message(id: message(5).id) == nil)
     }
+
+    /// A transaction lost whole in the middle of a group (SQLite rolls it back by itself after a full disk
+    /// or an I/O error) ends the group: nothing of it is stored or reported, no later batch runs in it,
+    /// and every write not all-or-nothing goes first with the next request, reported then, once.
+    @Test func aTransactionLostWholeEndsTheGroupAndEverythingIsTriedAgain() {
+        let store = MemorySessionStore()
+        var worker = StoreWorker(store: store, syncs: true)
+        var savepoints = 0
+        store.losesTransaction = {
+            savepoints += 1
+            return savepoints == 2
+        }
+        let reports = (1...3).map { ChatMessage(stored: message(Int64($0)), reliable: true, outgoing: false) }
+        let answers = worker.answer([
+            request(1, [.insertMessage(message(1), report: reports[0])]),
+            request(2, [.insertMessage(message(2), report: reports[1])]),
+            request(3, [.insertMessage(message(3), report: reports[2])]),
+            request(4, [.insertMessage(message(4), report: nil)], allOrNothing: true),
+        ])
+        #expect(answers.allSatisfy { $0.failure != nil && $0.inserted.isEmpty && $0.retriedReports.isEmpty })
+        #expect(savepoints == 2 && store.messages.isEmpty)  // (the third and fourth never ran)
+        store.losesTransaction = nil
+        let next = worker.answer(request(5, []))
+        #expect(next.failure == nil && next.retriedReports == reports && next.unwritten == 0)
+        #expect(store.message(id: message(4).id) == nil)
+    }
 }

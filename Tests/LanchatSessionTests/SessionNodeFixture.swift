@@ -122,6 +122,12 @@ final class SyncGate: Sendable {
 }
 
 extension SessionNode {
+    /// Pauses reading from peers at `high` store requests outstanding, resumes at `low` (tests only).
+    func setStoreMarks(high: Int, low: Int) { storeMarks = (high, low) }
+
+    /// Store requests asked and not answered (tests only).
+    var storeRequestsWaiting: Int { driver.unanswered }
+
     /// Runs SQL on the node's own store connection, on its executor (tests only).
     func executeOnStore(_ sql: String) async throws {
         try await storeThread.run(on: eventLoop) { try ($0 as! ChatStore).db.execute(sql) }.get()

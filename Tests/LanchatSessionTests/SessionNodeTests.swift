@@ -288,6 +288,33 @@ import Testing
         await bob.stop()
     }
 
+    /// Back-pressure: the event loop no longer waits for the store, so while bob's store thread is held
+    /// his node stops reading from its peers once `storeMarks.high` requests wait (what alice sends
+    /// waits in TCP's buffers, not in bob's memory), and reads again once the store caught up.
+    @Test func aNodeStopsReadingWhileItsStoreIsBehind() async throws {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        await bob.node.setStoreMarks(high: 4, low: 1)
+        let store = await bob.node.storeThread
+        let gate = SyncGate(store)
+        for n in 1...300 { _ = try await alice.node.send("m\(n)", room: lab) }
+        try await eventually("bob's store thread is held") { gate.holding.withLock { $0 } }
+        try await eventually("bob stopped reading") { await bob.node.readingPaused }
+        try await Task.sleep(for: .milliseconds(300))
+        let waiting = await bob.node.storeRequestsWaiting
+        #expect(waiting <= 4 + 2, "\(waiting) store requests wait")
+        gate.held.withLock { $0 = false }
+        try await eventually("bob has all of it", timeout: .seconds(20)) { try await bob.texts().suffix(300) == (1...300).map { "m\($0)" } }
+        try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
+        let (paused, pauses) = await (bob.node.readingPaused, bob.node.readingPauses)
+        #expect(!paused && pauses >= 1)
+        store.beforeAnswer.withLock { $0 = nil }
+        await alice.stop()
+        await bob.stop()
+    }
+
     /// The log's checkpoints run on the store's checkpoint thread, on a second connection, not on the
     /// event loop; the history is whole after them and after a restart.
     @Test func checkpointsRunOnTheirOwnThread() async throws {

@@ -29,6 +29,35 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(try store.history(room: "lab", limit: 10).count == 1)
     }
 
+    /// Savepoints in a transaction: one that throws is undone alone; once SQLite rolled the whole
+    /// transaction back by itself (here by hand, as it does after a full disk or an I/O error), a
+    /// savepoint throws `StoreTransactionLost` and writes nothing (it would otherwise open a transaction
+    /// of its own and commit it).
+    @Test func aSavepointIsUndoneAloneAndRefusedOnceTheTransactionIsLost() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        struct Refused: Error {}
+        try store.transaction {
+            try store.savepoint { try store.insert(message(1), now: 0) }
+            #expect(throws: Refused.self) {
+                try store.savepoint {
+                    try store.insert(message(2), now: 0)
+                    throw Refused()
+                }
+            }
+            try store.savepoint { try store.insert(message(3), now: 0) }
+        }
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 3])
+        #expect(throws: StoreTransactionLost.self) {
+            try store.transaction {
+                try store.savepoint { try store.insert(message(4), now: 0) }
+                try store.db.execute("ROLLBACK")  // (what SQLite does by itself after SQLITE_FULL)
+                try store.savepoint { try store.insert(message(5), now: 0) }
+            }
+        }
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 3])
+        #expect(!store.db.inTransaction)
+    }
+
     /// Pieces of a bulk write share one transaction until something commits it; a piece that fails is
     /// undone alone; a transaction commits the bulk write with its own.
     @Test func bulkPiecesShareACommit() throws {

@@ -164,6 +164,7 @@ struct BatchQueue {
     mutating func popFirst() -> Batch? {
         guard head < items.count else { return nil }
         let item = items[head]
+        items[head] = Batch(actions: [])  // (its frames, file data and read answers go now, not at the next compaction)
         if item.frames { holdingFrames -= 1 }
         head += 1
         if toldThrough < head { toldThrough = head }

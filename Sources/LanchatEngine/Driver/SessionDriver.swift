@@ -106,6 +106,8 @@ public struct SessionDriver {
     private var nextTicket: UInt64 = 0
     /// The store holds writes of a failed batch to try again (the next batch asks the store even if it writes nothing).
     private var retryPending = false
+    /// They were tried again at once after the last failure (`storeAnswered`).
+    private var retriedAtOnce = false
 
     public init(historyForNewcomers: Int, syncs: Bool) {
         self.historyForNewcomers = historyForNewcomers
@@ -175,6 +177,15 @@ public struct SessionDriver {
         queue.answered(answer)
         var output: [ShellOutput] = []
         advance(engine: &engine, at: now, into: &output)
+        // Writes the store could not make are tried again at once (their frames may have left: the sooner
+        // they are on disk, the smaller the window in which a crash loses them), once per failure: a disk
+        // that keeps refusing is tried again with the next batch, not in a loop.
+        if !retryPending {
+            retriedAtOnce = false
+        } else if unanswered == 0, !retriedAtOnce {
+            retriedAtOnce = true
+            output += enqueue([], engine: &engine, at: now)
+        }
         return output
     }
 
@@ -198,7 +209,7 @@ public struct SessionDriver {
         stopped = true
         var output: [ShellOutput] = []
         while let batch = queue.popFirst() {
-            guard let waiter = batch.waiter else { continue }
+            guard let waiter = batch.waiter, !batch.dropped else { continue }  // (a dropped one was settled at its answer)
             output.append(.settled(waiter: waiter, batch.told && batch.committed ? .stored(synced: false) : .notStored))
         }
         return output

@@ -131,11 +131,12 @@ public struct StoreWorker {
             let durable = requests.contains { Self.durable($0.operations, force: $0.forceDurable) } || Self.durable(carriedIn, force: false)
             do {
                 try store.transaction(durable: durable && !syncs) {
-                    for (index, request) in requests.enumerated() { commit(request, into: &answers[index]) }
+                    // (A transaction lost whole ends the group: nothing more may run in it.)
+                    for (index, request) in requests.enumerated() { try commit(request, into: &answers[index]) }
                 }
             } catch {
-                // The commit itself failed: nothing of the group stayed. Every write not of an
-                // all-or-nothing batch is tried again, in the order asked.
+                // The commit itself failed, or the transaction was lost whole: nothing of the group
+                // stayed. Every write not of an all-or-nothing batch is tried again, in the order asked.
                 for index in answers.indices where answers[index].failure == nil {
                     answers[index].failure = "\(error)"
                     answers[index].durable = false
@@ -158,7 +159,7 @@ public struct StoreWorker {
     }
 
     /// One request's writes, after the writes still to be tried again, in a savepoint of the group.
-    private mutating func commit(_ request: StoreRequest, into answer: inout StoreAnswer) {
+    private mutating func commit(_ request: StoreRequest, into answer: inout StoreAnswer) throws(StoreTransactionLost) {
         let retried = unwritten
         let operations = retried + request.operations
         guard !operations.isEmpty || request.forceDurable else { return }
@@ -178,6 +179,8 @@ public struct StoreWorker {
                 inserted.remove(message.id)
             }
             answer.inserted = inserted
+        } catch let lost as StoreTransactionLost {
+            throw lost
         } catch {
             answer.failure = "\(error)"
             // The engine goes on as if they were written (a message is not acknowledged, so it comes

@@ -107,6 +107,8 @@ extension Simulator {
         nodes[index].store.losesUnsyncedCommits()
         // Now and then the disk refuses a commit (full, or failing), before the network heals.
         nodes[index].store.failsCommit = { [unowned self] in self.options.faults && self.now < self.options.chaos && self.chance(1) }
+        // Rarer: the disk fails so that the whole transaction is lost (a group's batches all fail).
+        nodes[index].store.losesTransaction = { [unowned self] in self.options.faults && self.now < self.options.chaos && self.roll(500) == 0 }
         restoreTransfers(index)
         log("n\(index) starts (incarnation \(nodes[index].incarnation))")
         perform(index) { $0.start(at: self.time(index)) }
