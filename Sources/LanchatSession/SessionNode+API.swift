@@ -203,11 +203,18 @@ extension SessionNode {
     /// With words, the word index first takes what waits for it, in pieces (`indexBeforeSearch`).
     public func search(room: String?, limit: Int, filter: HistoryFilter) async throws(SessionError) -> [StoredMessage] {
         if filter.words != nil { await indexBeforeSearch() }
-        return try await onStore { try $0.search(room: room, limit: limit, filter: filter) }
+        return try await onReader { try $0.search(room: room, limit: limit, filter: filter) }
     }
 
     public func history(room: String?, limit: Int) async throws(SessionError) -> [StoredMessage] {
-        try await onStore { try $0.history(room: room, limit: limit) }
+        try await onReader { try $0.history(room: room, limit: limit) }
+    }
+
+    /// Runs `body` with a connection that reads what was committed (`StoreReader`), so that a large read
+    /// holds up no commit; on the store's thread where there is none. A failure is a storage error.
+    func onReader<Value: Sendable>(_ body: @escaping @Sendable (any SessionStore) throws -> Value) async throws(SessionError) -> Value {
+        guard let storeReader else { return try await onStore(body) }
+        do { return try await storeReader.run(on: eventLoop, body).get() } catch { throw SessionError(.storage, "\(error)") }
     }
 
     /// Runs `body` with the store on its thread (`StoreThread`), after everything asked before; a

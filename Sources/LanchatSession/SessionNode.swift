@@ -103,6 +103,8 @@ public actor SessionNode {
     let storeThread: StoreThread
     /// A second connection checkpoints the store's log (`SessionStore.checkpointPath`).
     let checkpointsApart: Bool
+    /// Reads of what was committed, on a connection and thread of their own (nil: on `storeThread`).
+    let storeReader: StoreReader?
     var knownPeers: KnownPeers
     let logger: Logger
 
@@ -178,6 +180,8 @@ public actor SessionNode {
         self.connector = connector
         storeSync = store.logPath.map { StoreSync(path: $0, checkpointPath: store.checkpointPath) }
         checkpointsApart = store.checkpointPath != nil
+        // (A store in memory has no file another connection could read: its reads stay on its thread.)
+        storeReader = store is ChatStore ? store.checkpointPath.map(StoreReader.init(path:)) : nil
         driver = SessionDriver(historyForNewcomers: configuration.historyForNewcomers, syncs: storeSync != nil)
         self.knownPeers = knownPeers
         self.logger = logger
@@ -250,6 +254,7 @@ public actor SessionNode {
         carryOut(driver.stop())
         // The store's thread does what was asked (the engine counts on it, and each write is idempotent),
         // then closes the store.
+        await storeReader?.shutdown()
         await storeThread.shutdown()
         await storeSync?.shutdown()
         closeTransfers()

@@ -134,7 +134,7 @@ extension SessionNode {
 
     /// The files shared in `room` (or every room), newest last, at most `limit`.
     public func sharedFiles(room: String?, limit: Int) async throws(SessionError) -> [SharedFileEntry] {
-        try await onStore { try $0.search(room: room, limit: limit, filter: HistoryFilter(kind: .file)) }.compactMap(entry)
+        try await onReader { try $0.search(room: room, limit: limit, filter: HistoryFilter(kind: .file)) }.compactMap(entry)
     }
 
     /// The entry of an announcement (nil: a kind 1 message that is not one).
@@ -168,7 +168,7 @@ extension SessionNode {
         guard lower.count >= 4, lower.allSatisfy({ $0.isHexDigit }) else {
             throw SessionError(.badRequest, "give the file's id (at least 4 of its hex digits; see `lanchat files`)")
         }
-        let matches = try await onStore { try $0.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idSuffix: lower)) }.compactMap(entry)
+        let matches = try await onReader { try $0.search(room: nil, limit: 100, filter: HistoryFilter(kind: .file, idSuffix: lower)) }.compactMap(entry)
         guard let first = matches.first else { throw SessionError(.notFound, "no shared file has the id \(given) (see `lanchat files`)") }
         // A whole id is never ambiguous (another member may choose ids that end the same way).
         let shared = matches.first(where: { $0.message.id == lower }) ?? first

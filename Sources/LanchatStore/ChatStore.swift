@@ -33,6 +33,8 @@ public final class ChatStore: SessionStore {
     }
     /// A bulk write's transaction is open (`bulk`).
     private var bulkOpen = false
+    /// A second connection that only reads (`reader(path:)`).
+    private let readOnly: Bool
 
     public typealias Error = SQLiteDatabase.Error
 
@@ -42,6 +44,7 @@ public final class ChatStore: SessionStore {
 
     /// `networkFileSystem`: whether `path` is on one (tests say so for a local file).
     init(path: String, networkFileSystem: Bool) throws(Error) {
+        readOnly = false
         let lockPath = path + ".lock"
         let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw Error(description: "cannot open \(lockPath): \(String(cString: strerror(errno)))") }
@@ -298,8 +301,25 @@ public final class ChatStore: SessionStore {
     /// SQLite's `synchronous` setting now (2: FULL, 1: NORMAL).
     var synchronousSetting: Int64 { (try? db.query("PRAGMA synchronous").first?.first?.int) ?? -1 }
 
+    /// A second connection to a store's file that only reads: what was committed when each read began
+    /// (WAL lets it read while the store's own connection commits). No lock, no schema work, and SQLite
+    /// refuses it any write (`query_only`). Not on a network file system (the store keeps exclusive
+    /// locking there: `checkpointPath` is nil).
+    public static func reader(path: String) throws(Error) -> ChatStore {
+        try ChatStore(readingFrom: path)
+    }
+
+    private init(readingFrom path: String) throws(Error) {
+        readOnly = true
+        db = try SQLiteDatabase(path: path, create: false)
+        logPath = nil
+        checkpointPath = nil
+        try db.execute("PRAGMA query_only=1; PRAGMA cache_size=-4096;")
+    }
+
     /// Checkpoints and closes the file; the store is unusable afterwards.
     public func close() {
+        guard !readOnly else { return db.close() }
         try? commitBulk()
         checkpoint()
         db.close()

@@ -275,8 +275,10 @@ import Testing
         _ = try await alice.node.send("held", room: lab)
         try await eventually("bob's store thread is held") { gate.holding.withLock { $0 } }
         try await Task.sleep(for: .milliseconds(300))
-        // Bob's event loop is free: his node answers what needs no store.
+        // Bob's event loop is free: his node answers what needs no store, and his history from the
+        // connection that reads (`StoreReader`): what was committed.
         #expect(await bob.node.memberNames(in: lab)[alice.identity.peerID.rawValue] == "alice")
+        #expect(try await bob.texts().last == "before")
         #expect(!bob.events.contains { if case .message(let m) = $0 { m.stored.body == "held" } else { false } })
         #expect(await alice.node.unacknowledged()[bob.identity.peerID] == 1, "acknowledged before bob's store answered")
         gate.held.withLock { $0 = false }

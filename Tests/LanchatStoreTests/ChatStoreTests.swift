@@ -58,6 +58,24 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(!store.db.inTransaction)
     }
 
+    /// A second connection that only reads sees what the store committed, not what its open transaction
+    /// holds, and may write nothing.
+    @Test func aReaderSeesWhatWasCommittedAndWritesNothing() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let store = try ChatStore(path: path)
+        try store.transaction { try store.insert(message(1), now: 0) }
+        let reader = try ChatStore.reader(path: path)
+        #expect(try reader.history(room: "lab", limit: 10).map(\.sequence) == [1])
+        try store.transaction {
+            try store.insert(message(2), now: 0)
+            #expect(try reader.history(room: "lab", limit: 10).map(\.sequence) == [1])
+        }
+        #expect(try reader.history(room: "lab", limit: 10).map(\.sequence) == [1, 2])
+        #expect(throws: ChatStore.Error.self) { try reader.insert(message(3), now: 0) }
+        reader.close()
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 2])
+    }
+
     /// Pieces of a bulk write share one transaction until something commits it; a piece that fails is
     /// undone alone; a transaction commits the bulk write with its own.
     @Test func bulkPiecesShareACommit() throws {
