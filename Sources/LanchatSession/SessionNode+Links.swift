@@ -80,7 +80,7 @@ extension SessionNode {
         }
         perform(actions)
         // (Not read while the store is behind: `pauseReadingIfBehind`.)
-        if readingPaused { connection.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+        if readingPaused { setReading(connection) }
         connection.attach { [weak self] event in
             guard let self else { return }
             if self.eventLoop.inEventLoop {

@@ -1,6 +1,7 @@
 import LanchatCore
 import LanchatEngine
 import LanchatStore
+import LanchatTransport
 import LanchatWire
 import NIOCore
 
@@ -137,13 +138,18 @@ extension SessionNode {
         guard !readingPaused, driver.unanswered >= storeMarks.high else { return }
         readingPaused = true
         readingPauses += 1
-        for link in openLinks.values { link.connection.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+        for link in openLinks.values { setReading(link.connection) }
     }
 
     func resumeReadingIfCaughtUp() {
         guard readingPaused, driver.unanswered <= storeMarks.low else { return }
         readingPaused = false
-        for link in openLinks.values { link.connection.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+        for link in openLinks.values { setReading(link.connection) }
+    }
+
+    /// Reads from a peer connection unless reading is paused (a connection that closed meanwhile: nothing).
+    func setReading(_ connection: PeerConnector.Connection) {
+        connection.channel.setOption(ChannelOptions.autoRead, value: !readingPaused).whenFailure { _ in }
     }
 
     /// Syncs the store's log on its own thread; the driver hears when it is done.
