@@ -1,7 +1,8 @@
 import LanchatCore
 import LanchatEngine
-import LanchatWire
 import LanchatSecurity
+import LanchatWire
+import NIOCore
 
 /// What the daemon and the benchmark call: the browser's and advertiser's side of invitations, and
 /// the session (rooms, messages, history). Each call asks the engine and performs what it answers.
@@ -213,8 +214,13 @@ extension SessionNode {
     /// Runs `body` with a connection that reads what was committed (`StoreReader`), so that a large read
     /// holds up no commit; on the store's thread where there is none. A failure is a storage error.
     func onReader<Value: Sendable>(_ body: @escaping @Sendable (any SessionStore) throws -> Value) async throws(SessionError) -> Value {
-        guard let storeReader else { return try await onStore(body) }
-        do { return try await storeReader.run(on: eventLoop, body).get() } catch { throw SessionError(.storage, "\(error)") }
+        do { return try await readCommitted(body).get() } catch { throw SessionError(.storage, "\(error)") }
+    }
+
+    /// `onReader`'s read as a future (for work that goes on in steps on the event loop: a newcomer's
+    /// history, exported in pieces).
+    func readCommitted<Value: Sendable>(_ body: @escaping @Sendable (any SessionStore) throws -> Value) -> EventLoopFuture<Value> {
+        storeReader?.run(on: eventLoop, body) ?? storeThread.run(on: eventLoop, body)
     }
 
     /// Runs `body` with the store on its thread (`StoreThread`), after everything asked before; a

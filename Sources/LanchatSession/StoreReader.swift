@@ -4,7 +4,8 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// Reads that need only what was committed (a person's history and search, the shared files' list) on
+/// Reads that need only what was committed (a person's history and search, the shared files' list, the
+/// pieces of a newcomer's history) on
 /// a second, read-only connection (`ChatStore.reader`) and a thread of their own:
 /// a large one never holds up the commits on the store's thread (`StoreThread`), which every ACK and
 /// send waits for. What is committed is readable there (WAL); what must be read in order with writes

@@ -96,9 +96,10 @@ extension SessionNode {
     /// connection its request came on. The export is a nameless temporary file in the history directory
     /// (under the state directory, not `/tmp`): only its descriptor reads it, so it goes with the transfer.
     /// `signed`: a signed history (each record with its author's signature, if it has one). The history
-    /// is read from the store in pieces of `exportPiece` messages on the event loop, and each piece is
-    /// written on the file thread (`fileIO`), the next read once it is written: a history of a million
-    /// messages is never held whole, and peers are served meanwhile.
+    /// is read in pieces of `exportPiece` messages on the reading connection (`readCommitted`: what was
+    /// committed, off the store's thread, so that no commit waits behind it), and each piece is written on
+    /// the file thread (`fileIO`), the next read once it is written: a history of a million messages is
+    /// never held whole, and peers are served meanwhile.
     func exportHistory(room: RoomID, since: Int64, limit: Int, to peer: SessionPeer, signed: Bool) {
         guard let file = historyFile() else { return }
         exportHistoryPiece(file, room: room, since: since, limit: limit, after: nil, written: 0, to: peer, signed: signed)
@@ -112,7 +113,7 @@ extension SessionNode {
             close(file.fd)
             return
         }
-        storeThread.run(on: eventLoop) { store in
+        readCommitted { store in
             try store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece)
         }.whenComplete { [weak self] result in
             guard let self else {
