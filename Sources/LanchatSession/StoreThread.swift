@@ -7,8 +7,9 @@ import Synchronization
 /// The store on a thread of its own: the event loop never waits for SQLite. The connection lives in the
 /// store's half of the driver (`StoreWorker`), here behind a lock only this thread takes. What the driver
 /// asks (`ShellOutput.store`: a batch's writes, then the reads its I/O needs) and what the node does with
-/// the store itself (history and search, transfers' records, a history's import and export, the word
-/// index) wait in one queue, first in first out: a read sees every write asked before it.
+/// the store itself (transfers' records, a history's import, the word index; what only reads what was
+/// committed goes to `StoreReader` where there is one) wait in one queue, first in first out: a read
+/// sees every write asked before it.
 ///
 /// A turn takes everything queued and answers it in order: the driver's requests that come one after
 /// the other commit together, a savepoint each (`StoreWorker.answer(_:)`: one commit for what every
