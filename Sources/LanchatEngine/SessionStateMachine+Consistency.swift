@@ -124,20 +124,14 @@ extension SessionStateMachine {
             }
         }
         for (id, transfer) in transfers.incoming {
-            let name = "incoming \(id.description.prefix(8)) (\(transfer.stage))"
-            switch transfer.stage {
-            case .receiving, .verifying, .placing:
-                if transfer.machine == nil { faults.append("\(name) has no resource machine") }
-            case .lookingUp, .opening:
-                break
-            }
-            if let machine = transfer.machine, transfer.written > machine.received {
-                faults.append("\(name) wrote \(transfer.written) bytes of \(machine.received) received")
-            }
+            let name = "incoming \(id.description.prefix(8)) (\(transfer.stage.rawValue))"
+            // (One that ended is forgotten as it ends.)
+            if transfer.stage == .ended { faults.append("\(name) has ended but is still held") }
+            if let fault = transfer.fault { faults.append("\(name) \(fault)") }
             if !transfer.interrupted, !links.isLinked(transfer.peer.id) {
                 faults.append("\(name) is under way with \(transfer.peer.id.short), who is not connected")
             }
-            if transfer.stage == .receiving, !transfer.interrupted, timers.deadlines[.transferStalls] == nil {
+            if transfer.watchedSince != nil, timers.deadlines[.transferStalls] == nil {
                 faults.append("\(name) receives with no timer to fail it if it stalls")
             }
         }

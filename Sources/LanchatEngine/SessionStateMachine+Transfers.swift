@@ -5,8 +5,8 @@ import NIOCore
 
 /// Resources (files, and a room's history for a newcomer): offer, accept, chunks within a window,
 /// digest, end; resume after a dropped connection or a restart of either side; progress. The two
-/// ends are `OutgoingResource` and `IncomingResource` (LanchatTransfer); this part runs them per
-/// transfer and asks the shell for the file work (`FileAction`), which answers with the inputs below.
+/// ends are `OutgoingResource` (LanchatTransfer) and `IncomingTransfer` (`+Receiving`); this part runs
+/// them per transfer and asks the shell for the file work (`FileAction`), which answers with the inputs below.
 extension SessionStateMachine {
     // MARK: Sending
 
@@ -199,26 +199,11 @@ extension SessionStateMachine {
             out.append(.emit(.transfer(info(transfer, id: accept.id, at: now))))
             pump(accept.id, at: now, &out)
         case .resourceChunk(let chunk):
-            guard var transfer = transfers.incoming[chunk.id], transfer.peer.id == peer.id, transfer.stage == .receiving,
-                var machine = transfer.machine
-            else { return }
-            let actions = machine.chunk(offset: chunk.offset, count: chunk.data.readableBytes)
-            transfer.machine = machine
-            transfer.lastProgress = now.monotonic
-            transfers.incoming[chunk.id] = transfer
-            for case .write(let offset, let count) in actions {
-                // After a resume, the start of a chunk may be held already: only the new bytes are written.
-                let skip = Int(offset - chunk.offset)
-                guard let data = chunk.data.getSlice(at: chunk.data.readerIndex + skip, length: count) else { continue }
-                out.append(.file(.write(chunk.id, offset: offset, data)))
-            }
-            performIncoming(actions, chunk.id, at: now, &out)
+            guard transfers.incoming[chunk.id]?.peer.id == peer.id else { return }
+            feedIncoming(chunk.id, data: chunk.data, at: now, &out) { $0.chunk(offset: chunk.offset, count: chunk.data.readableBytes, at: now.monotonic) }
         case .resourceDigest(let id, let digest):
-            guard var transfer = transfers.incoming[id], transfer.peer.id == peer.id, transfer.offer.digestFollows, transfer.expected == nil
-            else { return }
-            transfer.expected = digest
-            transfers.incoming[id] = transfer
-            verifyIfWritten(id, &out)
+            guard transfers.incoming[id]?.peer.id == peer.id else { return }
+            feedIncoming(id, at: now, &out) { $0.digest(digest) }
         case .resourceEnd(let end):
             if transfers.outgoing[end.id]?.peer.id == peer.id {
                 endOutgoing(end.id, TransferState(end.status), error: end.text.isEmpty ? nil : end.text, at: now, &out)
@@ -226,25 +211,9 @@ extension SessionStateMachine {
                 // The receiver heard our cancel: no need to tell it again.
                 transfers.tellCancelled[end.id] = nil
                 out.append(.persist(.deleteTransfer(end.id)))
-            } else if let transfer = transfers.incoming[end.id], transfer.peer.id == peer.id, transfer.offer.kind == .shared,
-                transfer.stage == .verifying || transfer.stage == .placing
-            {
-                // Every byte of a shared file is here: its digest decides, not what its sender says now
-                // (a server gives up on a receiver that copies a large file for long).
-                break
-            } else if transfers.incoming[end.id]?.peer.id == peer.id, end.status != .cancelled {
-                // The sender gave up (its file failed, or it found our offset bad): said as it said it.
-                let text = end.text.isEmpty ? "the sender ended it" : "the sender: \(end.text)"
-                endIncoming(end.id, end.status == .refused ? .refused : .failed, text: text, tell: false, at: now, &out)
-            } else if let transfer = transfers.incoming[end.id], transfer.peer.id == peer.id {
-                // Either way the sender is answered (END cancelled): it tells a cancel until it hears that.
-                if var machine = transfer.machine, transfer.stage != .opening, transfer.stage != .lookingUp {
-                    let actions = machine.cancel(byPeer: true)
-                    transfers.incoming[end.id]?.machine = machine
-                    performIncoming(actions, end.id, at: now, &out)
-                } else {
-                    endIncoming(end.id, .cancelled, text: "cancelled by the sender", tell: true, at: now, &out)
-                }
+            } else if transfers.incoming[end.id]?.peer.id == peer.id {
+                // The sender gave up, or cancelled (answered either way: it tells a cancel until it hears that).
+                feedIncoming(end.id, at: now, &out) { $0.senderEnded(end.status, text: end.text) }
             } else if let fetch = sharedFetch(ofAttempt: end.id), transfers.shared.fetches[fetch]?.asked == peer.id {
                 // The member asked for a shared file does not serve it: the next is asked.
                 passOver(fetch, end.text.isEmpty ? "refused" : end.text, at: now, &out)
@@ -301,29 +270,7 @@ extension SessionStateMachine {
             out.append(.emit(.transfer(info(transfer, id: id, error: "\(reason); resumes when \(transfer.peer.name) is back", at: now))))
         }
         for id in transfers.incoming.orderedKeys where transfers.incoming[id]?.peer.id == peer {
-            guard var transfer = transfers.incoming[id] else { continue }
-            switch transfer.stage {
-            case .lookingUp, .opening:
-                // Not started: the next offer starts over (its part file, if any, is kept).
-                transfers.incoming[id] = nil
-                if transfer.stage == .opening { out.append(.file(.close(id, removePart: transfer.offer.kind == .shared))) }
-                if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
-                if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id) { passOver(fetch, reason, at: now, &out) }
-            case .receiving, .verifying, .placing:
-                if transfer.offer.kind.endsWithConnection, transfer.stage == .receiving, var machine = transfer.machine {
-                    let actions = machine.writeFailed(reason)
-                    transfers.incoming[id]?.machine = machine
-                    performIncoming(actions, id, at: now, &out)
-                    continue
-                }
-                transfer.interrupted = true
-                transfers.incoming[id] = transfer
-                out.append(
-                    .emit(
-                        .transfer(
-                            info(
-                                transfer, id: id, state: .interrupted, error: "\(reason); resumes when \(transfer.peer.name) offers it again", at: now))))
-            }
+            feedIncoming(id, at: now, &out) { $0.connectionLost(reason) }
         }
         releaseStallTimer()
         sharedFetchesLost(peer, reason: reason, at: now, &out)
@@ -403,17 +350,11 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         guard let transfer = transfers.incoming[id] else { return nil }
         guard transfer.stage != .placing else {
-            throw SessionError(.tooLate, "\(transfer.machine?.name ?? "the file") is complete and being put in place")
+            throw SessionError(.tooLate, "\(transfer.name ?? "the file") is complete and being put in place")
         }
         // A shared file's transfer is reported under its fetch's id.
         let shown = (sharedFetch(ofAttempt: id) ?? id).description
-        if var machine = transfer.machine, transfer.stage != .lookingUp, transfer.stage != .opening {
-            let actions = machine.cancel(byPeer: false)
-            transfers.incoming[id]?.machine = machine
-            performIncoming(actions, id, at: now, &out)
-        } else {
-            endIncoming(id, .cancelled, text: "cancelled by the receiver", tell: true, at: now, &out)
-        }
+        feedIncoming(id, at: now, &out) { $0.cancel(byPeer: false) }
         guard let info = transfers.ended.last, info.id == shown else { return nil }
         return (info, out)
     }
@@ -422,11 +363,11 @@ extension SessionStateMachine {
     public func transfersUnderWay(at now: EngineTime) -> [TransferInfo] {
         var list = transfers.outgoing.orderedKeys.compactMap { id in transfers.outgoing[id].map { info($0, id: id, at: now) } }
         for id in transfers.incoming.orderedKeys {
-            guard let transfer = transfers.incoming[id], transfer.machine != nil else { continue }
+            guard let transfer = transfers.incoming[id], transfer.isUnderWay else { continue }
             list.append(info(transfer, id: id, state: transfer.interrupted ? .interrupted : .active, at: now))
         }
         // Shared files being asked for (one that is coming is listed above, under the same id).
-        for (id, fetch) in sharedFetchList where fetch.attempt.flatMap({ transfers.incoming[$0]?.machine }) == nil {
+        for (id, fetch) in sharedFetchList where fetch.attempt.flatMap({ transfers.incoming[$0] })?.isUnderWay != true {
             list.append(fetchInfo(id, fetch, peer: fetch.asked.flatMap { links.entry($0)?.peer }, state: .offered, error: nil))
         }
         return list
@@ -451,13 +392,13 @@ extension SessionStateMachine {
     }
 
     func info(
-        _ transfer: TransferTable.Incoming, id: WireID, state: TransferState, path: String? = nil, error: String? = nil, at now: EngineTime
+        _ transfer: IncomingTransfer, id: WireID, state: TransferState, path: String? = nil, error: String? = nil, at now: EngineTime
     ) -> TransferInfo {
-        let done = transfer.machine?.received ?? 0
+        let done = transfer.done
         // A shared file goes by its fetch's id, and the name its announcement gave (its sender offers it
         // under its digest).
         let fetch = sharedFetch(ofAttempt: id)
-        let name = fetch.flatMap { transfers.shared.fetches[$0]?.file.name } ?? transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name)
+        let name = fetch.flatMap { transfers.shared.fetches[$0]?.file.name } ?? transfer.name ?? SafeFileName.printable(transfer.offer.name)
         return TransferInfo(
             state: state.rawValue, id: (fetch ?? id).description, direction: .incoming, peer: transfer.peer,
             name: name, size: transfer.offer.size, done: done,

@@ -145,6 +145,9 @@ public struct TransferLimits: Sendable, Equatable {
     public var window: UInt64 = 4 << 20
     /// Receiver: progress every this many bytes written.
     public var progressEvery: UInt64 = 1 << 20
+    /// Receiver: how far past the last progress reported a sender may send (its window is 4 MiB; more
+    /// would pile up in the receiver's memory): a chunk past it fails the transfer.
+    public var maximumAhead: UInt64 = 16 << 20
     /// Sender: the store's upper bound of what was sent is written this far ahead.
     public var sentMarkAhead: UInt64 = 8 << 20
     /// Progress events (not frames) at most every this many bytes.
@@ -202,30 +205,9 @@ struct TransferTable: Sendable {
         var everAccepted = false
     }
 
-    enum Stage: Equatable, Sendable {
-        case lookingUp, opening, receiving, verifying, placing
-    }
-
-    struct Incoming: Sendable {
-        var peer: SessionPeer
-        var offer: WireFrame.ResourceOffer
-        var stage: Stage
-        var machine: IncomingResource?
-        var partPath = ""
-        /// Bytes the shell has written, and bytes handed to it to write.
-        var written: UInt64 = 0
-        var expected: [UInt8]?
-        var verifyWhenWritten = false
-        var interrupted = false
-        /// When a byte last came or was written (monotonic milliseconds; see `TransferLimits.stallTimeout`).
-        var lastProgress: Int64 = 0
-        var lastReport: UInt64 = 0
-        var started: Int64 = 0
-        var startOffset: UInt64 = 0
-    }
-
     var outgoing: [WireID: Outgoing] = [:]
-    var incoming: [WireID: Incoming] = [:]
+    /// Incoming transfers, each its own machine.
+    var incoming: [WireID: IncomingTransfer] = [:]
     /// Outgoing transfers cancelled here (`since`: wall milliseconds): the receiver is told at each
     /// connection to it until it answers that it heard.
     struct TellCancel: Equatable { var peer: PeerID; var since: Int64 }
@@ -272,10 +254,7 @@ struct TransferTable: Sendable {
 
     /// Bytes still to come for the transfers receiving now (their free space is spoken for).
     var reserved: UInt64 {
-        incoming.values.reduce(UInt64(0)) { total, transfer in
-            guard let machine = transfer.machine else { return total }
-            return total + (machine.size - machine.received)
-        }
+        incoming.values.reduce(UInt64(0)) { $0 + $1.remaining }
     }
 
     mutating func keep(_ info: TransferInfo) {
