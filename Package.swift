@@ -150,7 +150,7 @@ let package = Package(
         .testTarget(name: "LanchatStoreTests", dependencies: ["LanchatCore", "LanchatStore", "LanchatEngine"]),
         .testTarget(
             name: "LanchatEngineTests",
-            dependencies: ["LanchatCore", "LanchatEngine", "LanchatTransfer", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
         .testTarget(
             name: "LanchatTransportTests",

@@ -136,14 +136,14 @@ extension SessionStateMachine {
             }
         }
         for (id, transfer) in transfers.outgoing {
-            let name = "outgoing \(id.description.prefix(8)) (\(transfer.state.rawValue))"
-            if transfer.state.ended { faults.append("\(name) has ended but is still held") }
-            if transfer.state == .active || transfer.state == .offered, !links.isLinked(transfer.peer.id) {
+            let name = "outgoing \(id.description.prefix(8)) (\(transfer.status.rawValue))"
+            if transfer.status.ended { faults.append("\(name) has ended but is still held") }
+            if transfer.status == .active || transfer.status == .offered, !links.isLinked(transfer.peer.id) {
                 faults.append("\(name) goes to \(transfer.peer.id.short), who is not connected")
             }
             // Offers and sends are ended by a timer if their receiver goes quiet (shared files served by their own).
             let watchedBy: EngineTimer = transfer.offer.kind == .shared ? .sharedServes : .outgoingTransfers
-            if transfer.state == .active || transfer.state == .offered, timers.deadlines[watchedBy] == nil,
+            if transfer.status == .active || transfer.status == .offered, timers.deadlines[watchedBy] == nil,
                 transfer.offer.kind != .shared || transfers.shared.served[id] != nil
             {
                 faults.append("\(name) waits for its receiver with no timer to end it")

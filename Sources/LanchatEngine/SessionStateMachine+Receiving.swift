@@ -191,12 +191,8 @@ extension SessionStateMachine {
     /// Reading, writing or placing failed (the disk filled up, the file changed while being sent).
     public mutating func fileFailed(_ id: WireID, _ reason: String, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        if let transfer = transfers.outgoing[id] {
-            transfers.outgoing[id]?.readingAttempt = nil
-            if let handle = links.handle(transfer.peer.id) {
-                out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: reason))]))
-            }
-            endOutgoing(id, .failed, error: reason, at: now, &out)
+        if transfers.outgoing[id] != nil {
+            feedOutgoing(id, at: now, &out) { $0.fail(reason) }
         } else if transfers.incoming[id]?.isUnderWay == true {
             sharedFailsHere(id)  // this host's disk: another member's copy would not help
             feedIncoming(id, at: now, &out) { $0.fileFailed(reason) }

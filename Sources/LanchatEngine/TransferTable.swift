@@ -178,34 +178,8 @@ struct TransferTable: Sendable {
     /// Shared files (`+SharedFiles`, `SharedFileTable`).
     var shared = SharedFileTable()
 
-    struct Outgoing: Sendable {
-        var peer: SessionPeer
-        var file: OfferedFile
-        var offer: WireFrame.ResourceOffer
-        var machine: OutgoingResource
-        var state: TransferState = .offered
-        /// A history export: not saved, not resumed.
-        var ephemeral: Bool
-        var sentMark: UInt64 = 0
-        /// Counts connections: a read asked for on an earlier one is not sent on this one.
-        var attempt = 0
-        var readingAttempt: Int?
-        var digest: [UInt8]?
-        var started: Int64 = 0
-        var startOffset: UInt64 = 0
-        /// An answer to a SYNC_REQUEST (relay): one at a time per member and room.
-        var relayAnswer = false
-        /// When it was last offered, and when its receiver last acknowledged more (`acknowledged`:
-        /// how much, then), monotonic milliseconds (see `TransferLimits.offerTimeout`).
-        var offeredAt: Int64 = 0
-        var progressAt: Int64 = 0
-        var acknowledged: UInt64 = 0
-        /// Its receiver accepted it before (on an earlier connection): offered again, it may be busy
-        /// checking and placing what it holds, and answers only then.
-        var everAccepted = false
-    }
-
-    var outgoing: [WireID: Outgoing] = [:]
+    /// Outgoing transfers, each its own machine.
+    var outgoing: [WireID: OutgoingTransfer] = [:]
     /// Incoming transfers, each its own machine.
     var incoming: [WireID: IncomingTransfer] = [:]
     /// Outgoing transfers cancelled here (`since`: wall milliseconds): the receiver is told at each
