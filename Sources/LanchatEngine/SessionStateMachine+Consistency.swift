@@ -124,32 +124,26 @@ extension SessionStateMachine {
             }
         }
         for (id, transfer) in transfers.incoming {
-            let name = "incoming \(id.description.prefix(8)) (\(transfer.stage))"
-            switch transfer.stage {
-            case .receiving, .verifying, .placing:
-                if transfer.machine == nil { faults.append("\(name) has no resource machine") }
-            case .lookingUp, .opening:
-                break
-            }
-            if let machine = transfer.machine, transfer.written > machine.received {
-                faults.append("\(name) wrote \(transfer.written) bytes of \(machine.received) received")
-            }
+            let name = "incoming \(id.description.prefix(8)) (\(transfer.stage.rawValue))"
+            // (One that ended is forgotten as it ends.)
+            if transfer.stage == .ended { faults.append("\(name) has ended but is still held") }
+            if let fault = transfer.fault { faults.append("\(name) \(fault)") }
             if !transfer.interrupted, !links.isLinked(transfer.peer.id) {
                 faults.append("\(name) is under way with \(transfer.peer.id.short), who is not connected")
             }
-            if transfer.stage == .receiving, !transfer.interrupted, timers.deadlines[.transferStalls] == nil {
+            if transfer.watchedSince != nil, timers.deadlines[.transferStalls] == nil {
                 faults.append("\(name) receives with no timer to fail it if it stalls")
             }
         }
         for (id, transfer) in transfers.outgoing {
-            let name = "outgoing \(id.description.prefix(8)) (\(transfer.state.rawValue))"
-            if transfer.state.ended { faults.append("\(name) has ended but is still held") }
-            if transfer.state == .active || transfer.state == .offered, !links.isLinked(transfer.peer.id) {
+            let name = "outgoing \(id.description.prefix(8)) (\(transfer.status.rawValue))"
+            if transfer.status.ended { faults.append("\(name) has ended but is still held") }
+            if transfer.status == .active || transfer.status == .offered, !links.isLinked(transfer.peer.id) {
                 faults.append("\(name) goes to \(transfer.peer.id.short), who is not connected")
             }
             // Offers and sends are ended by a timer if their receiver goes quiet (shared files served by their own).
             let watchedBy: EngineTimer = transfer.offer.kind == .shared ? .sharedServes : .outgoingTransfers
-            if transfer.state == .active || transfer.state == .offered, timers.deadlines[watchedBy] == nil,
+            if transfer.status == .active || transfer.status == .offered, timers.deadlines[watchedBy] == nil,
                 transfer.offer.kind != .shared || transfers.shared.served[id] != nil
             {
                 faults.append("\(name) waits for its receiver with no timer to end it")

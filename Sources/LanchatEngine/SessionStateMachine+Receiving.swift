@@ -1,10 +1,12 @@
 import LanchatCore
 import LanchatTransfer
 import LanchatWire
+import NIOCore
 
 /// The receiving end of transfers: an offer decided (who may send, the caps, the name and size, the
 /// part file), chunks handed to the shell to write in order, progress once written, the digest checked,
-/// the file placed or a room's history imported (`IncomingResource` per transfer).
+/// the file placed or a room's history imported. Each transfer is an `IncomingTransfer` machine: its
+/// inputs come through `feedIncoming`, and what it decides is done by `performIncoming`, in one place.
 extension SessionStateMachine {
     // MARK: Receiving
 
@@ -12,26 +14,9 @@ extension SessionStateMachine {
         let peer = entry.peer
         // An id we send under is never also received under (a member that offers our own id back is ignored).
         guard transfers.outgoing[offer.id] == nil else { return }
-        if var transfer = transfers.incoming[offer.id] {
+        if transfers.incoming[offer.id] != nil {
             // Offered again over a new connection: go on from what is held (no byte is asked for twice).
-            guard transfer.peer.id == peer.id, transfer.offer.size == offer.size, transfer.offer.sha256 == offer.sha256,
-                transfer.stage == .receiving || transfer.stage == .verifying || transfer.stage == .placing,
-                var machine = transfer.machine
-            else { return }
-            transfer.interrupted = false
-            transfer.lastProgress = now.monotonic
-            timers.scheduleNoLaterThan(.transferStalls, at: now.monotonic + transfers.limits.stallTimeout)
-            var actions = machine.resumed()
-            if machine.state == .verifying, transfer.expected == nil {
-                // Every byte is here but the digest was lost with the connection: the sender sends it
-                // again after an accept (at the end: nothing else is sent).
-                actions.append(.sendAccept(machine.size))
-            }
-            transfer.machine = machine
-            transfer.lastReport = machine.received
-            transfers.incoming[offer.id] = transfer
-            performIncoming(actions, offer.id, at: now, &out)
-            out.append(.emit(.transfer(info(transfer, id: offer.id, state: .active, at: now))))
+            feedIncoming(offer.id, at: now, &out) { $0.offeredAgain(offer, by: peer.id, at: now.monotonic) }
             return
         }
         // History only from the member we asked, for the room we asked about: our inviter (as a
@@ -67,7 +52,7 @@ extension SessionStateMachine {
                             name: SafeFileName.printable(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))))
             return
         }
-        transfers.incoming[offer.id] = TransferTable.Incoming(peer: peer, offer: offer, stage: .lookingUp, started: now.monotonic)
+        transfers.incoming[offer.id] = IncomingTransfer(peer: peer, offer: offer, limits: transfers.limits, at: now.monotonic)
         // Offers being looked up have a limit of their own (as many as may be under way): past it, one is
         // refused at once (`incomingLookedUp` finds it over the cap), so that a member's burst of offers
         // holds no more than that while the store is asked. (Under it, an offer past the cap is still
@@ -85,53 +70,25 @@ extension SessionStateMachine {
     /// What the store knows of an offered id (answer to `FileAction.lookUp`).
     public mutating func incomingLookedUp(_ id: WireID, _ record: IncomingRecord, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        guard var transfer = transfers.incoming[id], transfer.stage == .lookingUp else { return out }
-        let handle = links.handle(transfer.peer.id)
-        func answer(_ status: WireFrame.ResourceEnd.Status, _ text: String) {
-            transfers.incoming[id] = nil
-            if let handle { out.append(.send(handle, [.resourceEnd(.init(id: id, status: status, text: text))])) }
-        }
-        switch record {
-        case .received:
-            // Received before; the sender missed our answer (the connection dropped): say it again.
-            answer(.complete, "")
-            return out
-        case .cancelled:
-            answer(.cancelled, "cancelled by the receiver")
-            return out
-        case .none, .partial:
-            break
-        }
+        guard let transfer = transfers.incoming[id], transfer.stage == .lookingUp else { return out }
         // A member may have a few transfers coming in at once, everyone together a few more: each holds a
         // part file open and reserves disk space (a thousand one-byte offers used up the descriptors).
+        // (One received or cancelled before is answered as such whatever the count.)
         let limits = transfers.limits
         let fromPeer = transfers.incomingCount(from: transfer.peer.id) - 1
         let total = transfers.incoming.count - 1
-        guard fromPeer < limits.maximumIncomingPerPeer, total < limits.maximumIncoming else {
+        if record == .none || record == .partial, fromPeer >= limits.maximumIncomingPerPeer || total >= limits.maximumIncoming {
             let limit = fromPeer >= limits.maximumIncomingPerPeer ? "\(limits.maximumIncomingPerPeer) from one peer" : "\(limits.maximumIncoming) in all"
-            answer(.refused, "too many transfers at once (\(limit)); offer it again when one has ended")
+            feedIncoming(id, at: now, &out) { $0.refuse("too many transfers at once (\(limit)); offer it again when one has ended") }
             // A refused history is not taken later either.
             if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
             endFetch(ofAttempt: id, "too many transfers coming in at once here (\(limit)); fetch it again when one has ended", &out)
             return out
         }
-        // The name and the size are checked before any file is made for them.
-        let (check, refusal) = IncomingResource.offer(
-            rawName: transfer.offer.name, size: transfer.offer.size,
-            limits: .init(
-                maximumSize: transfers.histories.relayTransfers.contains(id)
-                    ? limits.maximumRelaySize
-                    : transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize, freeBytes: .max),
-            partialBytes: 0)
-        if case .done = check.state {
-            transfer.machine = check
-            transfers.incoming[id] = transfer
-            performIncoming(refusal, id, at: now, &out)
-            return out
-        }
-        transfer.stage = .opening
-        transfers.incoming[id] = transfer
-        out.append(.file(.openPart(transfer.offer, resume: record == .partial)))
+        let maximumSize =
+            transfers.histories.relayTransfers.contains(id)
+            ? limits.maximumRelaySize : transfer.offer.kind.isHistory ? limits.maximumHistorySize : limits.maximumSize
+        feedIncoming(id, at: now, &out) { $0.lookedUp(record, maximumSize: maximumSize) }
         return out
     }
 
@@ -141,105 +98,37 @@ extension SessionStateMachine {
     /// The part file is ready, or cannot be (answer to `FileAction.openPart`).
     public mutating func partOpened(_ id: WireID, _ result: PartOpening, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        guard var transfer = transfers.incoming[id], transfer.stage == .opening else { return out }
-        var free: UInt64 = 0
-        var problem: String?
-        var held: UInt64 = 0
-        switch result {
-        case .opened(let path, let bytes, let freeBytes):
-            transfer.partPath = path
-            held = bytes
-            free = freeBytes
-        case .unusable(let text):
-            problem = text
-            sharedFailsHere(id)
-        case .failed(let text):
-            sharedFailsHere(id)
-            // Ended like any other transfer: the sender is told, and `lanchat transfers` lists it.
-            endIncoming(id, .failed, text: text, tell: true, at: now, &out)
-            return out
-        }
+        guard transfers.incoming[id]?.stage == .opening else { return out }
+        if case .opened = result {} else { sharedFailsHere(id) }  // this host's disk: another member's copy would not help
         let reserved = transfers.reserved
-        let (machine, actions) = IncomingResource.offer(
-            rawName: transfer.offer.name, size: transfer.offer.size,
-            limits: .init(
-                maximumSize: transfers.limits.maximumSize, freeBytes: free > reserved ? free - reserved : 0, storageProblem: problem,
-                progressEvery: transfers.limits.progressEvery, keptFree: transfers.limits.keptFree),
-            partialBytes: held)
-        transfer.machine = machine
-        transfer.stage = .receiving
-        transfer.lastProgress = now.monotonic
-        timers.scheduleNoLaterThan(.transferStalls, at: now.monotonic + transfers.limits.stallTimeout)
-        transfer.written = machine.received
-        transfer.startOffset = machine.received
-        transfer.lastReport = machine.received
-        transfer.expected = transfer.offer.digestFollows ? nil : transfer.offer.sha256
-        transfers.incoming[id] = transfer
-        if let name = machine.name, transfer.offer.kind == .file {
-            out.append(
-                .persist(
-                    .saveTransfer(
-                        StoredTransfer(
-                            id: id.description, outgoing: false, peerID: transfer.peer.id.rawValue, peerName: transfer.peer.name, path: transfer.partPath,
-                            name: name, size: Int64(transfer.offer.size), sha256: Hex.string(transfer.offer.sha256),
-                            modified: Int64(transfer.offer.modifiedMilliseconds)))))
-        }
-        performIncoming(actions, id, at: now, &out)
-        if let current = transfers.incoming[id] { out.append(.emit(.transfer(info(current, id: id, state: .active, at: now)))) }
+        feedIncoming(id, at: now, &out) { $0.partOpened(result, reserved: reserved, at: now.monotonic) }
         return out
     }
 
     /// The shell wrote every byte before `offset` (answer to `FileAction.write`).
     public mutating func written(_ id: WireID, upTo offset: UInt64, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        guard var transfer = transfers.incoming[id], var machine = transfer.machine else { return out }
-        // Past what this attempt received: a write of an earlier attempt under this id, answered late.
-        guard offset <= machine.received else { return out }
-        if offset > transfer.written { transfer.lastProgress = now.monotonic }
-        transfer.written = max(transfer.written, offset)
-        // Progress as the machine decides it (every `progressEvery` written; the sender stays within its window of it).
-        let progress = transfer.interrupted ? [] : machine.written(upTo: transfer.written)
-        transfer.machine = machine
-        transfers.incoming[id] = transfer
-        performIncoming(progress, id, at: now, &out)
-        verifyIfWritten(id, &out)
+        feedIncoming(id, at: now, &out) { $0.written(upTo: offset, at: now.monotonic) }
         return out
-    }
-
-    /// Asks for the hash once every byte is written and the expected digest is known.
-    mutating func verifyIfWritten(_ id: WireID, _ out: inout [SessionAction]) {
-        guard var transfer = transfers.incoming[id], transfer.verifyWhenWritten, transfer.expected != nil,
-            let machine = transfer.machine, transfer.written == machine.size
-        else { return }
-        transfer.verifyWhenWritten = false
-        transfer.stage = .verifying
-        transfers.incoming[id] = transfer
-        releaseStallTimer()
-        out.append(.file(.verify(id)))
     }
 
     /// The stall timer goes once no transfer is receiving on a live connection (one that went on to
     /// verifying or placing kept it for up to `stallTimeout` after it had nothing left to watch).
     mutating func releaseStallTimer() {
-        if !transfers.incoming.values.contains(where: { $0.stage == .receiving && !$0.interrupted }) { timers.cancel(.transferStalls) }
+        if !transfers.incoming.values.contains(where: { $0.watchedSince != nil }) { timers.cancel(.transferStalls) }
     }
 
     /// The part file's SHA-256 (answer to `FileAction.verify`).
     public mutating func hashed(_ id: WireID, digest: [UInt8], at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        guard var transfer = transfers.incoming[id], transfer.stage == .verifying, var machine = transfer.machine else { return out }
-        let actions = machine.verified(digest == transfer.expected)
-        transfer.machine = machine
-        transfers.incoming[id] = transfer
-        performIncoming(actions, id, at: now, &out)
+        feedIncoming(id, at: now, &out) { $0.hashed(digest) }
         return out
     }
 
     /// The file is in place (answer to `FileAction.place`).
     public mutating func placed(_ id: WireID, path: String, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        guard let transfer = transfers.incoming[id], transfer.stage == .placing else { return out }
-        transfers.incoming[id] = nil
+        guard let transfer = finishIncoming(id, at: now, &out) else { return out }
         if transfer.offer.kind == .file { out.append(.persist(.updateTransfer(id, state: .complete, sentMark: nil, resent: nil))) }
         if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .complete))])) }
         let info = info(transfer, id: id, state: .complete, path: path, at: now)
@@ -249,6 +138,12 @@ extension SessionStateMachine {
         return out
     }
 
+    /// An incoming transfer being placed is complete: forgotten here, returned for its report.
+    private mutating func finishIncoming(_ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) -> IncomingTransfer? {
+        guard feedIncoming(id, at: now, &out, { $0.placed() }) == [.complete] else { return nil }
+        return transfers.incoming.removeValue(forKey: id)
+    }
+
     /// A history resource was read and merged: `added` new records, `refused` ones the rules keep out,
     /// `forged` ones whose signature did not verify (`verdict`); `error` if it could not be read or
     /// stored (answer to `FileAction.importHistory`).
@@ -256,8 +151,7 @@ extension SessionStateMachine {
         _ id: WireID, added: Int, refused: Int, forged: Int = 0, error: String?, at now: EngineTime
     ) -> [SessionAction] {
         var out: [SessionAction] = []
-        guard let transfer = transfers.incoming[id], transfer.stage == .placing, let room = transfer.offer.room else { return out }
-        transfers.incoming[id] = nil
+        guard transfers.incoming[id]?.offer.room != nil, let transfer = finishIncoming(id, at: now, &out), let room = transfer.offer.room else { return out }
         let relayed = transfers.histories.relayTransfers.contains(id)
         historyTransferEnded(id, room: room)
         let handle = links.handle(transfer.peer.id)
@@ -297,46 +191,61 @@ extension SessionStateMachine {
     /// Reading, writing or placing failed (the disk filled up, the file changed while being sent).
     public mutating func fileFailed(_ id: WireID, _ reason: String, at now: EngineTime) -> [SessionAction] {
         var out: [SessionAction] = []
-        if let transfer = transfers.outgoing[id] {
-            transfers.outgoing[id]?.readingAttempt = nil
-            if let handle = links.handle(transfer.peer.id) {
-                out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: reason))]))
-            }
-            endOutgoing(id, .failed, error: reason, at: now, &out)
-        } else if let transfer = transfers.incoming[id], var machine = transfer.machine {
+        if transfers.outgoing[id] != nil {
+            feedOutgoing(id, at: now, &out) { $0.fail(reason) }
+        } else if transfers.incoming[id]?.isUnderWay == true {
             sharedFailsHere(id)  // this host's disk: another member's copy would not help
-            if transfer.stage == .placing {
-                endIncoming(id, .failed, text: reason, tell: true, at: now, &out)
-                return out
-            }
-            let actions = machine.writeFailed("the receiver cannot write the file: \(reason)")
-            transfers.incoming[id]?.machine = machine
-            performIncoming(actions, id, at: now, &out)
+            feedIncoming(id, at: now, &out) { $0.fileFailed(reason) }
         }
         return out
     }
 
-    /// Performs what an incoming transfer's machine decided.
-    mutating func performIncoming(_ actions: [IncomingResource.Action], _ id: WireID, at now: EngineTime, _ out: inout [SessionAction]) {
+    /// Gives incoming transfer `id` one input (`data`: the chunk that came, for `write`), keeps what it
+    /// became and performs what it decided. Returns that.
+    @discardableResult
+    mutating func feedIncoming(
+        _ id: WireID, data: ByteBuffer? = nil, at now: EngineTime, _ out: inout [SessionAction],
+        _ input: (inout IncomingTransfer) -> [IncomingTransfer.Action]
+    ) -> [IncomingTransfer.Action] {
+        guard var transfer = transfers.incoming[id] else { return [] }
+        let actions = input(&transfer)
+        transfers.incoming[id] = transfer
+        performIncoming(actions, id, data: data, at: now, &out)
+        return actions
+    }
+
+    /// Does what an incoming transfer's machine decided: the one place its actions become frames, file
+    /// work, records, timers and events.
+    private mutating func performIncoming(
+        _ actions: [IncomingTransfer.Action], _ id: WireID, data: ByteBuffer?, at now: EngineTime, _ out: inout [SessionAction]
+    ) {
         for action in actions {
-            guard var transfer = transfers.incoming[id] else { return }
+            guard let transfer = transfers.incoming[id] else { return }
             switch action {
             case .sendAccept(let offset):
-                if !transfer.interrupted, let handle = links.handle(transfer.peer.id) {
-                    out.append(.send(handle, [.resourceAccept(.init(id: id, offset: offset))]))
-                }
-                if offset >= transfer.lastReport + transfers.limits.reportEvery {
-                    transfer.lastReport = offset
-                    transfers.incoming[id] = transfer
-                    out.append(.emit(.transfer(info(transfer, id: id, state: .active, at: now))))
-                }
-            case .write:
-                break  // handed to the shell by the caller, with the chunk's bytes
+                if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceAccept(.init(id: id, offset: offset))])) }
+            case .progress:
+                out.append(.emit(.transfer(info(transfer, id: id, state: .active, at: now))))
+            case .watchStalls:
+                timers.scheduleNoLaterThan(.transferStalls, at: now.monotonic + transfers.limits.stallTimeout)
+            case .openPart(let resume):
+                out.append(.file(.openPart(transfer.offer, resume: resume)))
+            case .save(let path, let name):
+                out.append(
+                    .persist(
+                        .saveTransfer(
+                            StoredTransfer(
+                                id: id.description, outgoing: false, peerID: transfer.peer.id.rawValue, peerName: transfer.peer.name, path: path,
+                                name: name, size: Int64(transfer.offer.size), sha256: Hex.string(transfer.offer.sha256),
+                                modified: Int64(transfer.offer.modifiedMilliseconds)))))
+            case .write(let offset, let skip, let count):
+                // After a resume, the start of a chunk may be held already: only the new bytes are written.
+                guard let data, let bytes = data.getSlice(at: data.readerIndex + skip, length: count) else { continue }
+                out.append(.file(.write(id, offset: offset, bytes)))
             case .verify:
-                transfers.incoming[id]?.verifyWhenWritten = true
-                verifyIfWritten(id, &out)
+                releaseStallTimer()
+                out.append(.file(.verify(id)))
             case .place(let name):
-                transfers.incoming[id]?.stage = .placing
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room {
                     out.append(.file(.importHistory(id, room, from: transfer.peer, signed: transfer.offer.kind == .signedHistory)))
                 } else if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id).flatMap({ transfers.shared.fetches[$0] }) {
@@ -344,16 +253,22 @@ extension SessionStateMachine {
                 } else {
                     out.append(.file(.place(id, name: name, modifiedMilliseconds: transfer.offer.modifiedMilliseconds)))
                 }
-            case .end(let status, let text, _):
-                // "complete" is said once the file is in place, not before.
-                guard status != .complete else { continue }
-                let state: TransferState =
-                    switch status {
-                    case .refused: .refused;
-                    case .cancelled: .cancelled;
-                    default: .failed
-                    }
-                endIncoming(id, state, text: text, tell: true, at: now, &out)
+            case .complete:
+                break  // reported by the caller (`placed`, `historyImported`), with where it went
+            case .end(let state, let text, let tell):
+                endIncoming(id, state, text: text, tell: tell, at: now, &out)
+            case .answer(let status, let text):
+                transfers.incoming[id] = nil
+                if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: status, text: text))])) }
+            case .forget(let reason, let partOpening):
+                // Not started: the next offer starts over (its part file, if any, is kept).
+                transfers.incoming[id] = nil
+                if partOpening { out.append(.file(.close(id, removePart: transfer.offer.kind == .shared))) }
+                if transfer.offer.kind.isHistory, let room = transfer.offer.room { historyTransferEnded(id, room: room) }
+                if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id) { passOver(fetch, reason, at: now, &out) }
+            case .interrupted(let reason):
+                let error = "\(reason); resumes when \(transfer.peer.name) offers it again"
+                out.append(.emit(.transfer(info(transfer, id: id, state: .interrupted, error: error, at: now))))
             }
         }
     }
@@ -361,15 +276,12 @@ extension SessionStateMachine {
     /// Incoming transfers receiving on a live connection with no byte come or written for the stall
     /// timeout fail (a member that offers and never sends must not keep a slot and its reservation).
     mutating func failStalledTransfers(at now: EngineTime, _ out: inout [SessionAction]) {
-        let timeout = transfers.limits.stallTimeout
         for id in transfers.incoming.orderedKeys {
-            guard let transfer = transfers.incoming[id], transfer.stage == .receiving, !transfer.interrupted,
-                transfer.lastProgress + timeout <= now.monotonic
-            else { continue }
-            endIncoming(id, .failed, text: "no data for \(timeout / 1000) s", tell: true, at: now, &out)
+            feedIncoming(id, at: now, &out) { $0.stallTimerFired(at: now.monotonic) }
         }
-        let waiting = transfers.incoming.values.filter { $0.stage == .receiving && !$0.interrupted }.map(\.lastProgress)
-        if let oldest = waiting.min() { timers.schedule(.transferStalls, at: oldest + timeout) }
+        if let oldest = transfers.incoming.values.compactMap(\.watchedSince).min() {
+            timers.schedule(.transferStalls, at: oldest + transfers.limits.stallTimeout)
+        }
     }
 
     /// Ends an incoming transfer: the sender is told (`tell`), the part file goes, the store keeps the outcome.

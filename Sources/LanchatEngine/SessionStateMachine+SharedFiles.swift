@@ -351,21 +351,20 @@ extension SessionStateMachine {
                 transfers.shared.progress(id, nil)
                 continue
             }
-            let acknowledged = transfer.machine.acknowledged
+            let acknowledged = transfer.acknowledged
             // Once every byte is sent the receiver checks and places it (a large copy takes a while).
-            let stall = transfer.machine.isFinishedSending ? 10 * Self.sharedServeStall : Self.sharedServeStall
+            let stall = transfer.isFinishedSending ? 10 * Self.sharedServeStall : Self.sharedServeStall
             if acknowledged > progress.acknowledged {
                 progress = ServedProgress(acknowledged: acknowledged, since: now.monotonic)
                 transfers.shared.progress(id, progress)
             }
             let problem: String? =
-                transfer.state == .offered && progress.since + Self.sharedServeAcceptTimeout <= now.monotonic
+                transfer.status == .offered && progress.since + Self.sharedServeAcceptTimeout <= now.monotonic
                 ? "not accepted in \(Self.sharedServeAcceptTimeout / 1000) s"
                 : progress.since + stall <= now.monotonic ? "nothing acknowledged for \(stall / 1000) s" : nil
             guard let problem else { continue }
             transfers.shared.progress(id, nil)
-            if let handle = links.handle(transfer.peer.id) { out.append(.send(handle, [.resourceEnd(.init(id: id, status: .failed, text: problem))])) }
-            endOutgoing(id, .failed, error: problem, at: now, &out)
+            feedOutgoing(id, at: now, &out) { $0.fail(problem) }
         }
         if !transfers.shared.served.isEmpty { timers.schedule(.sharedServes, at: now.monotonic + Self.sharedServeAcceptTimeout) }
     }

@@ -145,6 +145,9 @@ public struct TransferLimits: Sendable, Equatable {
     public var window: UInt64 = 4 << 20
     /// Receiver: progress every this many bytes written.
     public var progressEvery: UInt64 = 1 << 20
+    /// Receiver: how far past the last progress reported a sender may send (its window is 4 MiB; more
+    /// would pile up in the receiver's memory): a chunk past it fails the transfer.
+    public var maximumAhead: UInt64 = 16 << 20
     /// Sender: the store's upper bound of what was sent is written this far ahead.
     public var sentMarkAhead: UInt64 = 8 << 20
     /// Progress events (not frames) at most every this many bytes.
@@ -175,57 +178,10 @@ struct TransferTable: Sendable {
     /// Shared files (`+SharedFiles`, `SharedFileTable`).
     var shared = SharedFileTable()
 
-    struct Outgoing: Sendable {
-        var peer: SessionPeer
-        var file: OfferedFile
-        var offer: WireFrame.ResourceOffer
-        var machine: OutgoingResource
-        var state: TransferState = .offered
-        /// A history export: not saved, not resumed.
-        var ephemeral: Bool
-        var sentMark: UInt64 = 0
-        /// Counts connections: a read asked for on an earlier one is not sent on this one.
-        var attempt = 0
-        var readingAttempt: Int?
-        var digest: [UInt8]?
-        var started: Int64 = 0
-        var startOffset: UInt64 = 0
-        /// An answer to a SYNC_REQUEST (relay): one at a time per member and room.
-        var relayAnswer = false
-        /// When it was last offered, and when its receiver last acknowledged more (`acknowledged`:
-        /// how much, then), monotonic milliseconds (see `TransferLimits.offerTimeout`).
-        var offeredAt: Int64 = 0
-        var progressAt: Int64 = 0
-        var acknowledged: UInt64 = 0
-        /// Its receiver accepted it before (on an earlier connection): offered again, it may be busy
-        /// checking and placing what it holds, and answers only then.
-        var everAccepted = false
-    }
-
-    enum Stage: Equatable, Sendable {
-        case lookingUp, opening, receiving, verifying, placing
-    }
-
-    struct Incoming: Sendable {
-        var peer: SessionPeer
-        var offer: WireFrame.ResourceOffer
-        var stage: Stage
-        var machine: IncomingResource?
-        var partPath = ""
-        /// Bytes the shell has written, and bytes handed to it to write.
-        var written: UInt64 = 0
-        var expected: [UInt8]?
-        var verifyWhenWritten = false
-        var interrupted = false
-        /// When a byte last came or was written (monotonic milliseconds; see `TransferLimits.stallTimeout`).
-        var lastProgress: Int64 = 0
-        var lastReport: UInt64 = 0
-        var started: Int64 = 0
-        var startOffset: UInt64 = 0
-    }
-
-    var outgoing: [WireID: Outgoing] = [:]
-    var incoming: [WireID: Incoming] = [:]
+    /// Outgoing transfers, each its own machine.
+    var outgoing: [WireID: OutgoingTransfer] = [:]
+    /// Incoming transfers, each its own machine.
+    var incoming: [WireID: IncomingTransfer] = [:]
     /// Outgoing transfers cancelled here (`since`: wall milliseconds): the receiver is told at each
     /// connection to it until it answers that it heard.
     struct TellCancel: Equatable { var peer: PeerID; var since: Int64 }
@@ -272,10 +228,7 @@ struct TransferTable: Sendable {
 
     /// Bytes still to come for the transfers receiving now (their free space is spoken for).
     var reserved: UInt64 {
-        incoming.values.reduce(UInt64(0)) { total, transfer in
-            guard let machine = transfer.machine else { return total }
-            return total + (machine.size - machine.received)
-        }
+        incoming.values.reduce(UInt64(0)) { $0 + $1.remaining }
     }
 
     mutating func keep(_ info: TransferInfo) {

@@ -20,6 +20,10 @@ struct TransferFile {
     var digest: [UInt8]?
     /// Incoming: chunks to write, in order, one batch at a time on the file thread.
     var queue: [(offset: UInt64, data: ByteBuffer)] = []
+    // These three are the file thread's work in progress on this descriptor, which the engine cannot
+    // know (it asks for work and hears answers; it never sees a pwrite under way): they mirror no engine
+    // state. When the engine ends a transfer (`FileAction.close`) its machine is gone at once, but the
+    // descriptor must outlive the write or hash still running on it.
     /// A read or write is under way on the file thread: the descriptor is closed only after it.
     var busy = false
     /// The transfer ended while busy: close (and remove the part file, `removeOnClose`) when it is done.

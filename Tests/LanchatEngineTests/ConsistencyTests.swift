@@ -44,9 +44,17 @@ import Testing
         let offer = WireFrame.ResourceOffer(
             id: WireID(bytes: [UInt8](repeating: 9, count: 16))!, room: base.lab, kind: .file, name: Array("a".utf8), size: 10,
             sha256: [UInt8](repeating: 0, count: 32), modifiedMilliseconds: 0)
-        node.transfers.incoming[offer.id] = .init(peer: base.large, offer: offer, stage: .lookingUp)
+        var transfer = IncomingTransfer(peer: base.large, offer: offer, limits: TransferLimits(), at: 10)
+        node.transfers.incoming[offer.id] = transfer
         #expect(node.consistencyFaults().contains { $0.contains("who is not connected") })
-        node.transfers.incoming[offer.id]?.interrupted = true
+        // Receiving, then interrupted (the connection went): it waits for the sender, no fault.
+        _ = transfer.lookedUp(.none, maximumSize: 1000)
+        _ = transfer.partOpened(.opened(path: "/d/.a.part", held: 0, freeBytes: 1 << 30), reserved: 0, at: 10)
+        node.transfers.incoming[offer.id] = transfer
+        #expect(node.consistencyFaults().contains { $0.contains("who is not connected") })
+        _ = transfer.connectionLost("lost")
+        #expect(transfer.interrupted)
+        node.transfers.incoming[offer.id] = transfer
         #expect(node.consistencyFaults() == [])
     }
 }
