@@ -57,7 +57,7 @@ def shape(rev):
     for path, text in sources.items():
         if not path.startswith("Sources/LanchatEngine/"):
             continue
-        for name in re.findall(r"\n(?:public )?struct (\w*(?:Machine|Book|Table|Exchange|Outbox|Schedule))\b", "\n" + text):
+        for name in re.findall(r"\n(?:public )?struct (\w*(?:Machine|Book|Table|Exchange|Outbox|Schedule|Transfer))\b", "\n" + text):
             count = stored_properties(text, name)
             if count is not None and name != TOP:
                 machines[name] = count
