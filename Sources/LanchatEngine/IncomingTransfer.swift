@@ -233,10 +233,12 @@ struct IncomingTransfer: Equatable, Sendable {
 
     /// A chunk came. Chunks come in order and not past the size; after a resume, bytes already held may
     /// come again (chunks in flight on the old connection): those are skipped, and `write` says which.
+    /// Only new bytes count as progress for the stall timer (a sender that sends nothing new, or empty
+    /// chunks, holds no slot, part file or reservation for ever). The window counts from what was told to
+    /// the sender and from what was written, whichever is less: an offer made again is told what came,
+    /// which may not be written yet, so offers made again never let unwritten bytes pile up past it.
     mutating func chunk(offset: UInt64, count: Int, at now: Int64) -> [Action] {
         guard case .receiving(let part, var receiving) = state else { return [] }
-        receiving.lastProgress = now
-        state = .receiving(part, receiving)
         guard receiving.received < offer.size else { return [] }  // every byte came already
         guard offset <= receiving.received else {
             return end(.failed, "chunk at \(offset), expected \(receiving.received)", tell: true)
@@ -245,12 +247,13 @@ struct IncomingTransfer: Equatable, Sendable {
         guard upTo <= offer.size else {
             return end(.failed, "the sender sent more than the \(offer.size) bytes it offered", tell: true)
         }
-        guard upTo <= receiving.reported + limits.maximumAhead else {
+        guard upTo <= min(receiving.reported, receiving.written) + limits.maximumAhead else {
             return end(.failed, "the sender sent past its window (more than \(limits.maximumAhead) bytes ahead of what was written)", tell: true)
         }
         guard upTo > receiving.received else { return [] }  // all held already
         let start = receiving.received
         receiving.received = upTo
+        receiving.lastProgress = now
         let write = Action.write(offset: start, skip: Int(start - offset), count: Int(upTo - start))
         return [write] + verifyIfReady(part, &receiving)
     }

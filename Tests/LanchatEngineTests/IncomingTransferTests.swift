@@ -87,16 +87,16 @@ import Testing
         }
     }
 
-    /// Each input, and the states that take it (decide something, or change: a chunk that comes once every
-    /// byte came still says the sender is there; a digest before the last byte is written is kept); in
-    /// every other state it decides nothing and changes nothing.
+    /// Each input, and the states that take it (decide something, or change: a digest before the last
+    /// byte is written is kept); in every other state it decides nothing and changes nothing (a chunk that
+    /// comes once every byte came is no sign of progress either).
     static var table: [(input: String, takenIn: Set<Sample>, apply: (inout IncomingTransfer) -> [Action])] {
         [
             ("lookedUp", [.lookingUp], { $0.lookedUp(.none, maximumSize: 1000) }),
             ("refuse", [.lookingUp], { $0.refuse("too many") }),
             ("partOpened", [.opening], { $0.partOpened(.opened(path: "/p", held: 0, freeBytes: 1000), reserved: 0, at: 2) }),
             ("offeredAgain", [.receiving, .awaitingDigest, .verifying, .placing], { $0.offeredAgain(offer(size: 100, digestFollows: true), by: bob.id, at: 2) }),
-            ("chunk", [.receiving, .awaitingDigest], { $0.chunk(offset: 60, count: 10, at: 2) }),
+            ("chunk", [.receiving], { $0.chunk(offset: 60, count: 10, at: 2) }),
             ("written", [.receiving], { $0.written(upTo: 60, at: 2) }),
             ("digest", [.receiving, .awaitingDigest], { $0.digest(sha) }),
             ("hashed", [.verifying], { $0.hashed(sha) }),
@@ -110,9 +110,7 @@ import Testing
     }
 
     @Test func everyInputInEveryState() {
-        // (Taken, each decides something, except these two: they only change the transfer.)
-        var late = Self.sample(.awaitingDigest)
-        #expect(late.chunk(offset: 60, count: 10, at: 2).isEmpty)
+        // (Taken, each decides something, except this one: it only changes the transfer.)
         var early = Self.sample(.receiving)
         #expect(early.digest(Self.sha).isEmpty)
         for row in Self.table {
@@ -299,6 +297,37 @@ import Testing
         _ = honest.chunk(offset: 0, count: 500, at: 1)
         #expect(honest.written(upTo: 400, at: 1) == [.sendAccept(400)])
         #expect(honest.chunk(offset: 500, count: 400, at: 1) == [.write(offset: 500, skip: 0, count: 400)])
+    }
+
+    /// A hostile sender that offers the same transfer again and again (each offer is told what came)
+    /// cannot pile up bytes that are not written: the window counts from what was written.
+    @Test func offersMadeAgainDoNotWidenTheWindowPastWhatWasWritten() {
+        let limits = Self.limits(progressEvery: 100, maximumAhead: 500)
+        var (transfer, _) = Self.receiving(Self.offer(size: 10_000), limits: limits)
+        _ = transfer.chunk(offset: 0, count: 500, at: 1)
+        #expect(transfer.offeredAgain(Self.offer(size: 10_000), by: Self.bob.id, at: 2) == [.watchStalls, .sendAccept(500), .progress])
+        guard case .end(.failed, let text, true)? = transfer.chunk(offset: 500, count: 1, at: 3).first else {
+            Issue.record("a chunk past what was written, plus the window, was taken after an offer made again")
+            return
+        }
+        #expect(text.contains("past its window"))
+        // Once the bytes are written, the window moves with them.
+        var (honest, _) = Self.receiving(Self.offer(size: 10_000), limits: limits)
+        _ = honest.chunk(offset: 0, count: 500, at: 1)
+        _ = honest.offeredAgain(Self.offer(size: 10_000), by: Self.bob.id, at: 2)
+        #expect(honest.written(upTo: 500, at: 3) == [])
+        #expect(honest.chunk(offset: 500, count: 500, at: 4) == [.write(offset: 500, skip: 0, count: 500)])
+    }
+
+    /// Chunks with no new byte (held already, or empty) are no progress: the stall timer goes on.
+    @Test func chunksWithNoNewByteDoNotHoldOffTheStallTimer() {
+        var transfer = Self.sample(.receiving)  // 60 bytes came, last progress at 1; the timeout is 1 s
+        #expect(transfer.chunk(offset: 0, count: 10, at: 900).isEmpty)
+        #expect(transfer.chunk(offset: 60, count: 0, at: 950).isEmpty)
+        #expect(transfer.stallTimerFired(at: 1500) == [.end(.failed, text: "no data for 1 s", tell: true)])
+        var fed = Self.sample(.receiving)
+        #expect(fed.chunk(offset: 60, count: 1, at: 900) == [.write(offset: 60, skip: 0, count: 1)])
+        #expect(fed.stallTimerFired(at: 1500).isEmpty)
     }
 
     // MARK: The connection
