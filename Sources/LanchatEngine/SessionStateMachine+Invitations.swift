@@ -92,7 +92,7 @@ extension SessionStateMachine {
         timers.cancel(.incomingInvitation(id))
         answer(id, from: entry.peer, .init(id: id, outcome: .accepted), on: link.handle, &out)
         join(RoomID(entry.invitation.room)!, invitedBy: link, history: history, at: now, &out)
-        out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted")))
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: .accepted)))
         scheduleResync(at: now)
         return (entry.invitation, out)
     }
@@ -103,7 +103,7 @@ extension SessionStateMachine {
         timers.cancel(.incomingInvitation(id))
         var out: [SessionAction] = []
         answer(id, from: entry.peer, .init(id: id, outcome: .declined, reason: String(reason.prefix(200))), on: links.handle(entry.peer), &out)
-        out.append(.emit(.invitationClosed(entry.invitation, outcome: "declined")))
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: .declined)))
         return (entry.invitation, out)
     }
 
@@ -145,7 +145,7 @@ extension SessionStateMachine {
         if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && isKnown) {
             reply(.accepted, "", &out)
             join(invite.room, invitedBy: link, at: now, &out)
-            out.append(.emit(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically")))
+            out.append(.emit(.invitationClosed(invitation, outcome: mutual ? .acceptedMutually : .acceptedAutomatically)))
             // Both invited each other: ours is answered too, whether or not its INVITE or the answer
             // to it arrives (either may be lost with a duplicate connection closed unread).
             for (wireID, _) in invites.outgoing(where: { $0.peer.id == peer.id && $0.room == invite.room }) {
@@ -198,7 +198,7 @@ extension SessionStateMachine {
     mutating func expireIncoming(_ id: WireID, _ out: inout [SessionAction]) {
         guard let entry = invites.takePending(id) else { return }
         answer(id, from: entry.peer, .init(id: id, outcome: .expired, reason: "not answered in time"), on: links.handle(entry.peer), &out)
-        out.append(.emit(.invitationClosed(entry.invitation, outcome: "expired")))
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: .expired)))
     }
 
     /// Ends an invitation we sent. `answered`: the peer said so itself (an `expired` reply), as opposed
@@ -213,7 +213,7 @@ extension SessionStateMachine {
         default:
             break
         }
-        out.append(.emit(.inviteOutcome(id: id.description, peer: entry.peer, room: entry.room.rawValue, outcome: outcome)))
+        out.append(.emit(.inviteOutcome(id: id, peer: entry.peer, room: entry.room, outcome: outcome)))
         out.append(.inviteFinished(id, outcome))
     }
 
@@ -224,7 +224,7 @@ extension SessionStateMachine {
             timers.cancel(.incomingInvitation(wireID))
             _ = invites.takePending(wireID)
             answer(wireID, from: peer, .init(id: wireID, outcome: .accepted, reason: "already in the room"), on: links.handle(peer), &out)
-            out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted (already in the room)")))
+            out.append(.emit(.invitationClosed(entry.invitation, outcome: .acceptedAlreadyMember)))
         }
     }
 

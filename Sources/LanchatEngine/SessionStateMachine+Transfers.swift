@@ -406,7 +406,7 @@ extension SessionStateMachine {
             throw SessionError(.tooLate, "\(transfer.machine?.name ?? "the file") is complete and being put in place")
         }
         // A shared file's transfer is reported under its fetch's id.
-        let shown = (sharedFetch(ofAttempt: id) ?? id).description
+        let shown = sharedFetch(ofAttempt: id) ?? id
         if var machine = transfer.machine, transfer.stage != .lookingUp, transfer.stage != .opening {
             let actions = machine.cancel(byPeer: false)
             transfers.incoming[id]?.machine = machine
@@ -445,7 +445,7 @@ extension SessionStateMachine {
     func info(_ transfer: TransferTable.Outgoing, id: WireID, error: String? = nil, at now: EngineTime) -> TransferInfo {
         let done = transfer.machine.acknowledged
         return TransferInfo(
-            state: transfer.state.rawValue, id: id.description, direction: .outgoing, peer: transfer.peer, name: transfer.file.name,
+            state: transfer.state, id: id, direction: .outgoing, peer: transfer.peer, name: transfer.file.name,
             size: transfer.file.size, done: done, rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now),
             path: transfer.file.path, error: error, resent: transfer.machine.resent)
     }
@@ -459,7 +459,7 @@ extension SessionStateMachine {
         let fetch = sharedFetch(ofAttempt: id)
         let name = fetch.flatMap { transfers.shared.fetches[$0]?.file.name } ?? transfer.machine?.name ?? SafeFileName.printable(transfer.offer.name)
         return TransferInfo(
-            state: state.rawValue, id: (fetch ?? id).description, direction: .incoming, peer: transfer.peer,
+            state: state, id: fetch ?? id, direction: .incoming, peer: transfer.peer,
             name: name, size: transfer.offer.size, done: done,
             rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now), path: path, error: error)
     }

@@ -267,7 +267,7 @@ struct SessionControl: Sendable {
             // this call; it ends when the deliveries end, or is cancelled when the consumer stops (onTermination).
             let task = Task {
                 for await delivery in deliveries {
-                    var info = TopicInfo(room: delivery.room, topic: delivery.topic, sequence: delivery.sequence)
+                    var info = TopicInfo(room: delivery.room.rawValue, topic: delivery.topic, sequence: delivery.sequence)
                     info.from = delivery.from.name
                     info.fromId = delivery.from.id.rawValue
                     info.text = delivery.text
@@ -403,7 +403,7 @@ struct SessionControl: Sendable {
                 let entry = await node.transfers.first { $0.id == transfer }.map(SessionService.entry)
                 return entry
                     ?? TransferEntry(
-                        id: transfer, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,
+                        id: transfer.description, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,
                         state: "offered", path: nil, error: nil)
             }
         } catch {
