@@ -25,10 +25,10 @@ public enum SessionPeerState: String, Sendable {
 
 /// An invitation this node received and has not answered yet (the advertiser's side).
 public struct IncomingInvitation: Sendable, Equatable {
-    /// 32 hex characters; people may type any unique prefix.
-    public let id: String
+    /// Written as 32 hex characters; people may type any unique prefix.
+    public let id: WireID
     public let from: SessionPeer
-    public let room: String
+    public let room: RoomID
     /// The inviter's context payload (`lanchat invite --message` puts UTF-8 text there).
     public let context: [UInt8]
     /// The code both people can compare ("4821-0937").

@@ -49,15 +49,19 @@ import Testing
                 "withdrawn",
             ])
         let invitation = IncomingInvitation(
-            id: "0123456789abcdef0123456789abcdef", from: Self.bob, room: "lab", context: Array("join us".utf8), shortCode: "4821-0937",
-            receivedAt: 1_795_322_400_123, expiresAt: 1_795_322_700_000)
+            id: WireID(hex: "0123456789abcdef0123456789abcdef")!, from: Self.bob, room: Self.lab, context: Array("join us".utf8), shortCode: "4821-0937",
+            receivedAt: 1_795_754_400_125, expiresAt: 1_795_754_700_000)
         for outcome in IncomingInvitation.Outcome.allCases {
             guard case .invitationClosed(let info)? = SessionService.controlEvent(.invitationClosed(invitation, outcome: outcome)) else {
                 Issue.record("no invitation_closed event for \(outcome)")
                 continue
             }
-            #expect(info.outcome == outcome.rawValue && info.id == invitation.id && info.room == "lab")
+            #expect(info.outcome == outcome.rawValue && info.id == "0123456789abcdef0123456789abcdef" && info.room == "lab")
         }
+        #expect(
+            line(.invitationClosed(invitation, outcome: .acceptedAutomatically))
+                == ##"{"event":{"invitation":{"expires_at":"2026-11-27T04:45:00.000Z","from":"bob@lab","from_id":"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb","id":"0123456789abcdef0123456789abcdef","message":"join us","outcome":"accepted automatically","received_at":"2026-11-27T04:40:00.125Z","room":"lab","short_code":"4821-0937"},"time":"2026-11-27T04:40:00.123Z","type":"invitation_closed"},"ok":true}"##
+                + "\n")
     }
 
     @Test func anInviteOutcomeSaysItsIdAndRoom() {

@@ -97,7 +97,7 @@ struct SessionControl: Sendable {
             let scope = HistoryScope(limit: history.limit, sinceMilliseconds: history.sinceMilliseconds)
             let invitation = accept ? try await node.accept(id, history: scope) : try await node.decline(id, reason: reason ?? "")
             var info = SessionService.info(invitation)
-            info.outcome = accept ? "accepted" : "declined"
+            info.outcome = (accept ? IncomingInvitation.Outcome.accepted : .declined).rawValue
             return info
         } catch {
             throw ControlError(error)

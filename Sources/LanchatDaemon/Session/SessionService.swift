@@ -105,7 +105,7 @@ public struct SessionService: Service {
 
     static func info(_ invitation: IncomingInvitation) -> InvitationInfo {
         InvitationInfo(
-            id: invitation.id, from: invitation.from.name, fromId: invitation.from.id.rawValue, room: invitation.room,
+            id: invitation.id.description, from: invitation.from.name, fromId: invitation.from.id.rawValue, room: invitation.room.rawValue,
             message: invitation.message, shortCode: invitation.shortCode, receivedAt: time(milliseconds: invitation.receivedAt),
             expiresAt: time(milliseconds: invitation.expiresAt))
     }

@@ -438,7 +438,7 @@ final class Simulator {
                 // not it heard (its queued messages are dropped here; invited back, it starts over with history).
                 if let index = nodes.firstIndex(where: { $0.peer.id == peer.id }) { leaves.append((index, room, now)) }
             case .tell(let event):
-                if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
+                if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.description.prefix(6)) \(outcome)") }
             case .inviteFinished(let id, let outcome):
                 log("n\(node): invite \(id.description.prefix(6)) -> \(outcome)")
             case .file(let action):
