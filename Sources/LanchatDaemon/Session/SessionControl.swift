@@ -397,14 +397,14 @@ struct SessionControl: Sendable {
                 let own = await node.configuration
                 let size = Int(clamping: file.size)
                 return TransferEntry(
-                    id: whole, direction: "incoming", peer: own.ownName, peerId: own.ownID.rawValue, name: name, size: size,
-                    done: size, rate: 0, state: "complete", path: path, error: nil)
+                    id: whole, direction: TransferInfo.Direction.incoming.rawValue, peer: own.ownName, peerId: own.ownID.rawValue, name: name,
+                    size: size, done: size, rate: 0, state: TransferState.complete.rawValue, path: path, error: nil)
             case .started(let transfer):
                 let entry = await node.transfers.first { $0.id == transfer }.map(SessionService.entry)
                 return entry
                     ?? TransferEntry(
-                        id: transfer.description, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,
-                        state: "offered", path: nil, error: nil)
+                        id: transfer.description, direction: TransferInfo.Direction.incoming.rawValue, peer: "", peerId: "", name: "", size: 0,
+                        done: 0, rate: 0, state: TransferState.offered.rawValue, path: nil, error: nil)
             }
         } catch {
             throw ControlError(error)
