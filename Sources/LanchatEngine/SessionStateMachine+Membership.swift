@@ -393,7 +393,10 @@ extension SessionStateMachine {
 
     // MARK: Queries
 
-    public var roomNames: [String] { rooms.keys.map(\.rawValue).sorted() }
+    /// The rooms we are in, by name.
+    public var roomIDs: [RoomID] { rooms.keys.sorted { $0.rawValue < $1.rawValue } }
+
+    public var roomNames: [String] { roomIDs.map(\.rawValue) }
 
     public func sharesRoom(with peer: PeerID) -> Bool {
         rooms.values.contains { $0.members[peer] != nil }

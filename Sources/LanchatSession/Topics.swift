@@ -63,8 +63,8 @@ extension SessionNode {
 
     /// Subscribers of rooms we are no longer in (we left, were removed, or the room was closed): their streams end.
     func endTopicsOutsideRooms() {
-        let rooms = Set(engine.roomNames)
-        for (key, subscribers) in topicSubscribers where !rooms.contains(key.room.rawValue) {
+        let rooms = Set(engine.roomIDs)
+        for (key, subscribers) in topicSubscribers where !rooms.contains(key.room) {
             topicSubscribers[key] = nil
             subscribers.values.forEach { $0.finish() }
         }

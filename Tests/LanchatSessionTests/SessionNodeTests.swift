@@ -117,7 +117,7 @@ import Testing
         #expect(await declined == .declined("busy"))
         #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(1)) == .expired)
         #expect(await bob.node.invitations.isEmpty)
-        #expect(await bob.node.roomNames.isEmpty)
+        #expect(await bob.node.roomIDs.isEmpty)
         await #expect(throws: SessionError.self) { try await bob.node.accept(invitation.id.description) }
         await alice.stop()
         await bob.stop()

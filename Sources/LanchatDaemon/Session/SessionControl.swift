@@ -30,11 +30,12 @@ struct SessionControl: Sendable {
     /// The room named in the request, or the only room this daemon is in.
     private func roomOrOnly(_ text: String?) async throws(ControlError) -> RoomID {
         if let text { return try room(text) }
-        let names = await node.roomNames
-        switch names.count {
-        case 1: return RoomID(names[0])!
+        let rooms = await node.roomIDs
+        switch rooms.count {
+        case 1: return rooms[0]
         case 0: throw ControlError(code: .noRoom, message: "you are in no room yet; `lanchat invite PEER` creates one")
-        default: throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+        default:
+            throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(rooms.map(\.rawValue).joined(separator: ", "))); say which with --room")
         }
     }
 
@@ -69,11 +70,11 @@ struct SessionControl: Sendable {
         if let text = request.room {
             roomID = try room(text)
         } else {
-            let names = await node.roomNames
-            if names.count > 1 {
-                throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+            let rooms = await node.roomIDs
+            if rooms.count > 1 {
+                throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(rooms.map(\.rawValue).joined(separator: ", "))); say which with --room")
             }
-            roomID = RoomID(names.first ?? Self.defaultRoom)!
+            roomID = rooms.first ?? RoomID(Self.defaultRoom)!
         }
         let clock = ContinuousClock()
         let started = clock.now
@@ -283,7 +284,7 @@ struct SessionControl: Sendable {
     /// A room's metadata: list, get, set, delete.
     func meta(_ request: ControlCall.Meta) async throws(ControlError) -> [MetaInfo] {
         let roomID = try await roomOrOnly(request.room)
-        guard await node.roomNames.contains(roomID.rawValue) else {
+        guard await node.roomIDs.contains(roomID) else {
             throw ControlError(code: .unknownRoom, message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
         }
         let names = await node.memberNames(in: roomID)

@@ -246,7 +246,7 @@ final class Simulator {
         try checkTransfers()
         // Everyone leaves every room: nothing may stay scheduled or queued.
         for index in nodes.indices {
-            for room in nodes[index].engine?.roomNames ?? [] { command(index) { engine throws(SessionError) in try engine.leave(RoomID(room)!, at: self.time(index)) } }
+            for room in nodes[index].engine?.roomIDs ?? [] { command(index) { engine throws(SessionError) in try engine.leave(room, at: self.time(index)) } }
         }
         runUntil(options.chaos + options.quiet + 40_000)
         if let stateFault { throw fail(stateFault) }
