@@ -11,7 +11,7 @@ import LanchatWire
 /// admitted them, also when two groups that each had a room of the same name meet.
 extension SessionStateMachine {
     public struct RoomSummary: Sendable, Equatable {
-        public var room: String
+        public var room: RoomID
         public var members: [MemberSummary]
         /// Whether we administer the room (`+Admin`).
         public var administered = false
@@ -427,7 +427,7 @@ extension SessionStateMachine {
                 peer: SessionPeer(id: id, name: member.name), state: state, presence: presenceState.of(id), hand: handRaised(id, in: room),
                 admin: administrators.contains(id))
         }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }
-        return RoomSummary(room: room.rawValue, members: members, administered: administrators.contains(configuration.ownID))
+        return RoomSummary(room: room, members: members, administered: administrators.contains(configuration.ownID))
     }
 
     /// Peers with a live connection, and the rooms each shares with us.

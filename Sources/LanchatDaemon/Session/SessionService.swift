@@ -157,7 +157,7 @@ public struct SessionService: Service {
 
     static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {
         var room = RoomInfo(
-            room: summary.room,
+            room: summary.room.rawValue,
             members: summary.members.map {
                 var info = MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
                 info.availability = $0.presence?.availability.name
