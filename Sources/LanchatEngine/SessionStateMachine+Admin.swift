@@ -137,12 +137,12 @@ extension SessionStateMachine {
         if entry.key == Self.closedKey {
             // (Not a closing older than our joining: it is about an earlier room of that name.)
             guard membership.metadata.closes(entry, room, proofTime: membership.ownProof(room)?.timestampMilliseconds) else { return }
-            leaveRoom(room, code: "closed", reason: "\(room) was closed by \(name)\(because)", tell: false, at: now, &out)
+            leaveRoom(room, code: .closed, reason: "\(room) was closed by \(name)\(because)", tell: false, at: now, &out)
             return
         }
         guard entry.key.hasPrefix(Self.removedPrefix), let subject = PeerID(String(entry.key.dropFirst(Self.removedPrefix.count))) else { return }
         if subject == configuration.ownID {
-            leaveRoom(room, code: "removed", reason: "you were removed from \(room) by \(name)\(because)", tell: false, at: now, &out)
+            leaveRoom(room, code: .removed, reason: "you were removed from \(room) by \(name)\(because)", tell: false, at: now, &out)
             return
         }
         guard let member = rooms[room]?.members[subject] else { return }
@@ -150,13 +150,13 @@ extension SessionStateMachine {
         // (issue 28, item 8) would otherwise stay, each a slot of the room and a peer we dial. One of them
         // that is genuine and connects later is a member again by another member's introduction.
         let introduced = unseenIntroduced(by: subject, in: room)
-        removeMember(room, SessionPeer(id: subject, name: member.name), reason: "removed by \(name)\(because)", code: "removed", at: now, &out)
+        removeMember(room, SessionPeer(id: subject, name: member.name), reason: "removed by \(name)\(because)", code: .removed, at: now, &out)
         bury(RoomMember(room: room, peer: subject), at: now)
         for id in introduced {
             guard let gone = rooms[room]?.members[id] else { continue }
             removeMember(
                 room, SessionPeer(id: id, name: gone.name), reason: "introduced by \(member.name), who was removed, and never connected here",
-                code: "removed", at: now, &out)
+                code: .removed, at: now, &out)
         }
     }
 
@@ -169,17 +169,17 @@ extension SessionStateMachine {
     /// Why a connection ended, for programs: `timed_out`, `lost`, `duplicate` (the same identity connected
     /// again, from here or another host), `refused` (a key changed, for example), `shutdown`,
     /// `protocol_error`, `leaving`, `closed_here` (we closed it), `not_reading` (it stopped reading).
-    public static func code(of reason: PeerCloseReason) -> String {
+    public static func code(of reason: PeerCloseReason) -> MemberLeftCode {
         switch reason {
-        case .timedOut, .goodbye(.timeout, _): "timed_out"
-        case .lost: "lost"
-        case .protocolError, .goodbye(.protocolError, _): "protocol_error"
-        case .goodbye(.shutdown, _): "shutdown"
-        case .goodbye(.refused, _): "refused"
-        case .goodbye(.leaving, "duplicate connection"): "duplicate"
-        case .goodbye(.leaving, _): "leaving"
-        case .local: "closed_here"
-        case .notReading: "not_reading"
+        case .timedOut, .goodbye(.timeout, _): .timedOut
+        case .lost: .lost
+        case .protocolError, .goodbye(.protocolError, _): .protocolError
+        case .goodbye(.shutdown, _): .shutdown
+        case .goodbye(.refused, _): .refused
+        case .goodbye(.leaving, "duplicate connection"): .duplicate
+        case .goodbye(.leaving, _): .leaving
+        case .local: .closedHere
+        case .notReading: .notReading
         }
     }
 

@@ -40,7 +40,7 @@ extension SessionStateMachine {
         do throws(SessionError) { out += try liftRemoval(of: peer.id, in: room, at: now) } catch { return (.finished(.refused(error.message)), out) }
         // They invited us to this room first: inviting back means yes.
         // (The oldest of them, if it invited us more than once: the same choice on every run.)
-        if let waiting = invites.pending.filter({ $0.value.peer == peer.id && $0.value.invitation.room == room.rawValue })
+        if let waiting = invites.pending.filter({ $0.value.peer == peer.id && $0.value.invitation.room == room })
             .min(by: { ($0.value.invitation.receivedAt, $0.key.description) < ($1.value.invitation.receivedAt, $1.key.description) }),
             let accepted = try? accept(waiting.key.description, at: now)
         {
@@ -74,7 +74,7 @@ extension SessionStateMachine {
 
     /// Invitations waiting for the person's answer, oldest first.
     public var invitations: [IncomingInvitation] {
-        invites.pending.values.map(\.invitation).sorted { ($0.receivedAt, $0.id) < ($1.receivedAt, $1.id) }
+        invites.pending.values.map(\.invitation).sorted { ($0.receivedAt, $0.id.description) < ($1.receivedAt, $1.id.description) }
     }
 
     /// Accepts a pending invitation (by id or unique prefix) and joins its room, asking the inviter for
@@ -91,8 +91,8 @@ extension SessionStateMachine {
         _ = invites.takePending(id)
         timers.cancel(.incomingInvitation(id))
         answer(id, from: entry.peer, .init(id: id, outcome: .accepted), on: link.handle, &out)
-        join(RoomID(entry.invitation.room)!, invitedBy: link, history: history, at: now, &out)
-        out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted")))
+        join(entry.invitation.room, invitedBy: link, history: history, at: now, &out)
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: .accepted)))
         scheduleResync(at: now)
         return (entry.invitation, out)
     }
@@ -103,7 +103,7 @@ extension SessionStateMachine {
         timers.cancel(.incomingInvitation(id))
         var out: [SessionAction] = []
         answer(id, from: entry.peer, .init(id: id, outcome: .declined, reason: String(reason.prefix(200))), on: links.handle(entry.peer), &out)
-        out.append(.emit(.invitationClosed(entry.invitation, outcome: "declined")))
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: .declined)))
         return (entry.invitation, out)
     }
 
@@ -137,7 +137,7 @@ extension SessionStateMachine {
             invite.timeoutMilliseconds == 0
             ? configuration.defaultInviteTimeout : min(Int64(invite.timeoutMilliseconds), configuration.maximumInviteTimeout)
         let invitation = IncomingInvitation(
-            id: invite.id.description, from: peer, room: invite.room.rawValue, context: invite.context,
+            id: invite.id, from: peer, room: invite.room, context: invite.context,
             shortCode: environment.shortCode(peer.id), receivedAt: now.wall, expiresAt: now.wall + timeout)
         let mutual = invites.outgoing.values.contains { $0.peer.id == peer.id && $0.room == invite.room }
         // Known means known by key: a plaintext connection proves no key.
@@ -145,7 +145,7 @@ extension SessionStateMachine {
         if mutual || configuration.autoAccept == .all || (configuration.autoAccept == .known && isKnown) {
             reply(.accepted, "", &out)
             join(invite.room, invitedBy: link, at: now, &out)
-            out.append(.emit(.invitationClosed(invitation, outcome: mutual ? "accepted (both invited each other)" : "accepted automatically")))
+            out.append(.emit(.invitationClosed(invitation, outcome: mutual ? .acceptedMutually : .acceptedAutomatically)))
             // Both invited each other: ours is answered too, whether or not its INVITE or the answer
             // to it arrives (either may be lost with a duplicate connection closed unread).
             for (wireID, _) in invites.outgoing(where: { $0.peer.id == peer.id && $0.room == invite.room }) {
@@ -198,7 +198,7 @@ extension SessionStateMachine {
     mutating func expireIncoming(_ id: WireID, _ out: inout [SessionAction]) {
         guard let entry = invites.takePending(id) else { return }
         answer(id, from: entry.peer, .init(id: id, outcome: .expired, reason: "not answered in time"), on: links.handle(entry.peer), &out)
-        out.append(.emit(.invitationClosed(entry.invitation, outcome: "expired")))
+        out.append(.emit(.invitationClosed(entry.invitation, outcome: .expired)))
     }
 
     /// Ends an invitation we sent. `answered`: the peer said so itself (an `expired` reply), as opposed
@@ -213,18 +213,18 @@ extension SessionStateMachine {
         default:
             break
         }
-        out.append(.emit(.inviteOutcome(id: id.description, peer: entry.peer, room: entry.room.rawValue, outcome: outcome)))
+        out.append(.emit(.inviteOutcome(id: id, peer: entry.peer, room: entry.room, outcome: outcome)))
         out.append(.inviteFinished(id, outcome))
     }
 
     /// Settles invitations from `peer` to `room` still waiting here: joining the room answers them.
     mutating func settleInvitations(from peer: PeerID, to room: RoomID, _ out: inout [SessionAction]) {
         for (wireID, entry) in invites.pending.sorted(by: { $0.key.description < $1.key.description })
-        where entry.peer == peer && entry.invitation.room == room.rawValue {
+        where entry.peer == peer && entry.invitation.room == room {
             timers.cancel(.incomingInvitation(wireID))
             _ = invites.takePending(wireID)
             answer(wireID, from: peer, .init(id: wireID, outcome: .accepted, reason: "already in the room"), on: links.handle(peer), &out)
-            out.append(.emit(.invitationClosed(entry.invitation, outcome: "accepted (already in the room)")))
+            out.append(.emit(.invitationClosed(entry.invitation, outcome: .acceptedAlreadyMember)))
         }
     }
 

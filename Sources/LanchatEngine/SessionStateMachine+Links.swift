@@ -50,7 +50,7 @@ extension SessionStateMachine {
         // The redial backoff is reset once the peer speaks on the connection (`received`), not here: a
         // peer that accepts TLS and then refuses us must not be redialed at once, again and again.
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[peer.id] != nil {
-            out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .connected)))
+            out.append(.emit(.memberState(room: room, peer: peer, state: .connected)))
             if membership.rejoined(RoomMember(room: room, peer: peer.id)) { notice(room, "\(peer.name) rejoined", at: now, &out) }
             if let entry = links.entry(peer.id) { sendMembers(room, to: entry, at: now, &out) }
             sendMeta(room, to: handle, &out)
@@ -124,16 +124,16 @@ extension SessionStateMachine {
         for (wireID, entry) in invites.pending.sorted(by: { $0.value.invitation.receivedAt < $1.value.invitation.receivedAt }) where entry.peer == id {
             timers.cancel(.incomingInvitation(wireID))
             _ = invites.takePending(wireID)
-            out.append(.emit(.invitationClosed(entry.invitation, outcome: "withdrawn")))
+            out.append(.emit(.invitationClosed(entry.invitation, outcome: .withdrawn)))
         }
         for (room, state) in rooms.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where state.members[id] != nil {
-            out.append(.emit(.memberState(room: room.rawValue, peer: entry.peer, state: .notConnected)))
+            out.append(.emit(.memberState(room: room, peer: entry.peer, state: .notConnected)))
             if membership.departed(RoomMember(room: room, peer: id)) {
                 notice(room, "\(entry.peer.name) left: \(reason)", at: now, &out)
                 out.append(
                     .emit(
                         .memberLeft(
-                            room: room.rawValue, peer: entry.peer, code: Self.code(of: reason),
+                            room: room, peer: entry.peer, code: Self.code(of: reason),
                             text: "\(entry.peer.name) left: \(reason)", fatal: false)))
             }
         }

@@ -11,7 +11,7 @@ import LanchatWire
 /// admitted them, also when two groups that each had a room of the same name meet.
 extension SessionStateMachine {
     public struct RoomSummary: Sendable, Equatable {
-        public var room: String
+        public var room: RoomID
         public var members: [MemberSummary]
         /// Whether we administer the room (`+Admin`).
         public var administered = false
@@ -78,7 +78,7 @@ extension SessionStateMachine {
         saveRoom(room, &out)
         settleInvitations(from: peer.id, to: room, &out)
         notice(room, "\(peer.name) joined", at: now, &out)
-        out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: links.isLinked(peer.id) ? .connected : .connecting)))
+        out.append(.emit(.memberState(room: room, peer: peer, state: links.isLinked(peer.id) ? .connected : .connecting)))
         // The new member learns everyone we know in the room; the others learn of it. What was kept
         // queued for it (it had answered "not a member") goes now.
         if let entry = links.entry(peer.id) { welcome(entry, to: room, at: now, &out) }
@@ -133,16 +133,16 @@ extension SessionStateMachine {
     /// views differ, and if they meet again it still gets what it was sent). `code`: why, for programs
     /// (`left`, `removed`, `not_a_member`).
     mutating func removeMember(
-        _ room: RoomID, _ peer: SessionPeer, reason: String, code: String = "left", keepQueued: Bool = false, at now: EngineTime,
+        _ room: RoomID, _ peer: SessionPeer, reason: String, code: MemberLeftCode = .left, keepQueued: Bool = false, at now: EngineTime,
         _ out: inout [SessionAction]
     ) {
         membership.remove(RoomMember(room: room, peer: peer.id))
         transfers.histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
         if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
-        out.append(.emit(.memberState(room: room.rawValue, peer: peer, state: .notConnected)))
+        out.append(.emit(.memberState(room: room, peer: peer, state: .notConnected)))
         let text = reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)"
-        out.append(.emit(.memberLeft(room: room.rawValue, peer: peer, code: keepQueued ? "not_a_member" : code, text: text, fatal: true)))
+        out.append(.emit(.memberLeft(room: room, peer: peer, code: keepQueued ? .notAMember : code, text: text, fatal: true)))
         notice(room, text, at: now, &out)
         forgetUnwantedRedials()
         forgetPresences()
@@ -258,7 +258,7 @@ extension SessionStateMachine {
             introduced.append(id)
             notice(room, "\(member.name) joined", at: now, &out)
             let state: SessionPeerState = links.isLinked(id) ? .connected : .connecting
-            out.append(.emit(.memberState(room: room.rawValue, peer: SessionPeer(id: id, name: member.name), state: state)))
+            out.append(.emit(.memberState(room: room, peer: SessionPeer(id: id, name: member.name), state: state)))
         }
         reportUnproven(unproven, in: room, from: link, &out)
         reportDeferred(deferred, in: room, from: link, &out)
@@ -323,13 +323,13 @@ extension SessionStateMachine {
     public mutating func leave(_ room: RoomID, at now: EngineTime) throws(SessionError) -> [SessionAction] {
         guard rooms[room] != nil else { throw SessionError(.unknownRoom, "you are not in room '\(room)'") }
         var out: [SessionAction] = []
-        leaveRoom(room, code: "left", reason: "you left \(room)", tell: true, at: now, &out)
+        leaveRoom(room, code: .left, reason: "you left \(room)", tell: true, at: now, &out)
         return out
     }
 
     /// We leave `room`: `tell`, the connected members hear it (signed); `reason` is the notice, and with
     /// `code` the event that tells programs why (`left`, `removed`, `closed`).
-    mutating func leaveRoom(_ room: RoomID, code: String, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
+    mutating func leaveRoom(_ room: RoomID, code: MemberLeftCode, reason: String, tell: Bool, at now: EngineTime, _ out: inout [SessionAction]) {
         guard let state = membership.drop(room) else { return }
         transfers.histories.forgetOwed { $0.room == room }
         if tell {
@@ -352,7 +352,7 @@ extension SessionStateMachine {
         out.append(
             .emit(
                 .memberLeft(
-                    room: room.rawValue, peer: SessionPeer(id: configuration.ownID, name: configuration.ownName), code: code,
+                    room: room, peer: SessionPeer(id: configuration.ownID, name: configuration.ownName), code: code,
                     text: reason, fatal: true)))
         scheduleResync(at: now)
         forgetUnwantedRedials()
@@ -393,7 +393,10 @@ extension SessionStateMachine {
 
     // MARK: Queries
 
-    public var roomNames: [String] { rooms.keys.map(\.rawValue).sorted() }
+    /// The rooms we are in, by name.
+    public var roomIDs: [RoomID] { rooms.keys.sorted { $0.rawValue < $1.rawValue } }
+
+    public var roomNames: [String] { roomIDs.map(\.rawValue) }
 
     public func sharesRoom(with peer: PeerID) -> Bool {
         rooms.values.contains { $0.members[peer] != nil }
@@ -424,7 +427,7 @@ extension SessionStateMachine {
                 peer: SessionPeer(id: id, name: member.name), state: state, presence: presenceState.of(id), hand: handRaised(id, in: room),
                 admin: administrators.contains(id))
         }.sorted { ($0.peer.name, $0.peer.id) < ($1.peer.name, $1.peer.id) }
-        return RoomSummary(room: room.rawValue, members: members, administered: administrators.contains(configuration.ownID))
+        return RoomSummary(room: room, members: members, administered: administrators.contains(configuration.ownID))
     }
 
     /// Peers with a live connection, and the rooms each shares with us.

@@ -119,7 +119,7 @@ extension SessionStateMachine {
     mutating func heardTyping(in room: RoomID, from link: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         guard rooms[room]?.members[link.peer.id] != nil else { return }
         guard presenceState.heardTyping(RoomMember(room: room, peer: link.peer.id), at: now.monotonic) else { return }
-        out.append(.emit(.typing(room: room.rawValue, peer: link.peer)))
+        out.append(.emit(.typing(room: room, peer: link.peer)))
     }
 
     /// Presence of peers we no longer share a room with is forgotten.

@@ -48,7 +48,7 @@ extension SessionStateMachine {
                 .emit(
                     .transfer(
                         TransferInfo(
-                            state: TransferState.refused.rawValue, id: offer.id.description, direction: .incoming, peer: peer,
+                            state: .refused, id: offer.id, direction: .incoming, peer: peer,
                             name: SafeFileName.printable(offer.name), size: offer.size, done: 0, rate: 0, error: "not in a room with us"))))
             return
         }

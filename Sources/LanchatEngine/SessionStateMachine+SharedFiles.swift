@@ -264,7 +264,7 @@ extension SessionStateMachine {
 
     func fetchInfo(_ id: WireID, _ fetch: SharedFetch, peer: SessionPeer?, state: TransferState, error: String?) -> TransferInfo {
         TransferInfo(
-            state: state.rawValue, id: id.description, direction: .incoming, peer: peer ?? SessionPeer(id: configuration.ownID, name: "-"),
+            state: state, id: id, direction: .incoming, peer: peer ?? SessionPeer(id: configuration.ownID, name: "-"),
             name: fetch.file.name, size: fetch.file.size, done: 0, rate: 0, error: error)
     }
 

@@ -29,7 +29,7 @@ extension SessionStateMachine {
 
     /// A message on a topic, for the subscribers on this side.
     public struct TopicDelivery: Equatable, Sendable {
-        public var room: String
+        public var room: RoomID
         public var topic: String
         public var from: SessionPeer
         public var sequence: UInt64
@@ -130,7 +130,7 @@ extension SessionStateMachine {
             .emit(
                 .topicMessage(
                     TopicDelivery(
-                        room: message.room.rawValue, topic: message.topic, from: link.peer, sequence: message.sequence, text: message.text,
+                        room: message.room, topic: message.topic, from: link.peer, sequence: message.sequence, text: message.text,
                         reliable: message.reliable))))
     }
 

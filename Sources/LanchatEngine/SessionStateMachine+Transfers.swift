@@ -295,7 +295,7 @@ extension SessionStateMachine {
             throw SessionError(.tooLate, "\(transfer.name ?? "the file") is complete and being put in place")
         }
         // A shared file's transfer is reported under its fetch's id.
-        let shown = (sharedFetch(ofAttempt: id) ?? id).description
+        let shown = sharedFetch(ofAttempt: id) ?? id
         feedIncoming(id, at: now, &out) { $0.cancel(byPeer: false) }
         guard let info = transfers.ended.last, info.id == shown else { return nil }
         return (info, out)
@@ -328,7 +328,7 @@ extension SessionStateMachine {
     func info(_ transfer: OutgoingTransfer, id: WireID, error: String? = nil, at now: EngineTime) -> TransferInfo {
         let done = transfer.acknowledged
         return TransferInfo(
-            state: transfer.status.rawValue, id: id.description, direction: .outgoing, peer: transfer.peer, name: transfer.file.name,
+            state: transfer.status, id: id, direction: .outgoing, peer: transfer.peer, name: transfer.file.name,
             size: transfer.file.size, done: done, rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now),
             path: transfer.file.path, error: error, resent: transfer.resent)
     }
@@ -342,7 +342,7 @@ extension SessionStateMachine {
         let fetch = sharedFetch(ofAttempt: id)
         let name = fetch.flatMap { transfers.shared.fetches[$0]?.file.name } ?? transfer.name ?? SafeFileName.printable(transfer.offer.name)
         return TransferInfo(
-            state: state.rawValue, id: (fetch ?? id).description, direction: .incoming, peer: transfer.peer,
+            state: state, id: fetch ?? id, direction: .incoming, peer: transfer.peer,
             name: name, size: transfer.offer.size, done: done,
             rate: Self.rate(done - min(transfer.startOffset, done), since: transfer.started, at: now), path: path, error: error)
     }

@@ -25,10 +25,10 @@ public enum SessionPeerState: String, Sendable {
 
 /// An invitation this node received and has not answered yet (the advertiser's side).
 public struct IncomingInvitation: Sendable, Equatable {
-    /// 32 hex characters; people may type any unique prefix.
-    public let id: String
+    /// Written as 32 hex characters; people may type any unique prefix.
+    public let id: WireID
     public let from: SessionPeer
-    public let room: String
+    public let room: RoomID
     /// The inviter's context payload (`lanchat invite --message` puts UTF-8 text there).
     public let context: [UInt8]
     /// The code both people can compare ("4821-0937").
@@ -44,6 +44,64 @@ public struct IncomingInvitation: Sendable, Equatable {
         else { return nil }
         return text
     }
+}
+
+extension IncomingInvitation {
+    /// How an invitation this node received ended. The raw value is what the control API sends as the
+    /// `invitation_closed` event's `outcome`: never change one.
+    public enum Outcome: String, CaseIterable, Sendable, CustomStringConvertible {
+        case accepted
+        /// Accepted because we had invited the inviter to the same room.
+        case acceptedMutually = "accepted (both invited each other)"
+        /// Accepted by the `auto-accept` setting.
+        case acceptedAutomatically = "accepted automatically"
+        /// Accepted without asking: we are in the room already.
+        case acceptedAlreadyMember = "accepted (already in the room)"
+        case declined
+        case expired
+        /// The inviter's connection ended before we answered.
+        case withdrawn
+
+        /// The wire string, so that `"\(outcome)"` says what the control API says.
+        public var description: String { rawValue }
+    }
+}
+
+/// Why a member is out of a room or lost its connection (`SessionEvent.memberLeft`). The raw value is
+/// what the control API sends as the `left` event's `code`: never change one.
+public enum MemberLeftCode: String, CaseIterable, Sendable, CustomStringConvertible {
+    // Out of the room (`fatal`)
+    /// It left (or we did).
+    case left
+    /// An administrator removed it (or us).
+    case removed
+    /// An administrator closed the room.
+    case closed
+    /// It says we are not a member of the room.
+    case notAMember = "not_a_member"
+
+    // The connection ended (not fatal): `SessionStateMachine.code(of:)`
+    /// No frame for the heartbeat timeout.
+    case timedOut = "timed_out"
+    /// The connection closed without a GOODBYE.
+    case lost
+    /// The same identity connected again, from here or another host.
+    case duplicate
+    /// The peer refused us (a key changed, for example).
+    case refused
+    /// The peer shut down.
+    case shutdown
+    /// Something invalid was sent.
+    case protocolError = "protocol_error"
+    /// The peer said GOODBYE for another reason.
+    case leaving
+    /// We closed the connection.
+    case closedHere = "closed_here"
+    /// We closed it: the peer stopped reading what we sent.
+    case notReading = "not_reading"
+
+    /// The wire string, so that `"\(code)"` says what the control API says.
+    public var description: String { rawValue }
 }
 
 /// How an invitation we sent ended (the browser's side).
@@ -98,14 +156,14 @@ public struct ChatMessage: Sendable, Equatable {
 public enum SessionEvent: Sendable, Equatable {
     case invitation(IncomingInvitation)
     /// An incoming invitation ended: accepted, declined, expired, withdrawn.
-    case invitationClosed(IncomingInvitation, outcome: String)
+    case invitationClosed(IncomingInvitation, outcome: IncomingInvitation.Outcome)
     /// An invitation we sent ended.
-    case inviteOutcome(id: String, peer: SessionPeer, room: String, outcome: InviteOutcome)
-    case memberState(room: String, peer: SessionPeer, state: SessionPeerState)
-    /// A member (we, if `peer` is us) is out of a room (`fatal`), or lost its connection (not fatal): why,
-    /// as a stable `code` (`left`, `removed`, `closed`, `not_a_member`; `timed_out`, `lost`, `duplicate`,
-    /// `refused`, `shutdown`, `protocol_error`, `leaving`) and a sentence.
-    case memberLeft(room: String, peer: SessionPeer, code: String, text: String, fatal: Bool)
+    case inviteOutcome(id: WireID, peer: SessionPeer, room: RoomID, outcome: InviteOutcome)
+    case memberState(room: RoomID, peer: SessionPeer, state: SessionPeerState)
+    /// A member (we, if `peer` is us) is out of a room (`fatal`: `left`, `removed`, `closed`,
+    /// `notAMember`), or lost its connection (not fatal: `timedOut`, `lost`, `duplicate`, `refused`,
+    /// `shutdown`, `protocolError`, `leaving`, ...): why, as a stable `code`, and a sentence.
+    case memberLeft(room: RoomID, peer: SessionPeer, code: MemberLeftCode, text: String, fatal: Bool)
     case message(ChatMessage)
     /// A peer's identity needs a person's attention: a known name with a key not met before, or a plaintext claim of a keyed id.
     case security(peer: SessionPeer, text: String)
@@ -116,7 +174,7 @@ public enum SessionEvent: Sendable, Equatable {
     /// A key of a room's metadata was set or deleted (here or by a member: `authorName`).
     case metadata(room: String, entry: WireFrame.MetaEntry, authorName: String)
     /// A member is typing in a room (for the next few seconds).
-    case typing(room: String, peer: SessionPeer)
+    case typing(room: RoomID, peer: SessionPeer)
     /// A message on a topic we subscribe to (the node hands it to its subscribers, not to `events`).
     case topicMessage(SessionStateMachine.TopicDelivery)
 }
@@ -126,8 +184,9 @@ public struct TransferInfo: Sendable, Equatable {
     public enum Direction: String, Sendable { case outgoing, incoming }
     /// `offered`, `active`, `waiting` (sender: the connection dropped,
     /// resumes when the peer is back), `interrupted` (receiver: the same), `complete`, `refused`, `failed`, `cancelled`.
-    public var state: String
-    public var id: String
+    public var state: TransferState
+    /// The transfer's id (a shared file's fetch goes by its fetch's id).
+    public var id: WireID
     public var direction: Direction
     public var peer: SessionPeer
     /// The name offered (outgoing: the file's name; incoming: the safe name it will get).
@@ -143,7 +202,7 @@ public struct TransferInfo: Sendable, Equatable {
     public var resent: UInt64 = 0
 
     public init(
-        state: String, id: String, direction: Direction, peer: SessionPeer, name: String, size: UInt64, done: UInt64, rate: Double,
+        state: TransferState, id: WireID, direction: Direction, peer: SessionPeer, name: String, size: UInt64, done: UInt64, rate: Double,
         path: String? = nil, error: String? = nil, resent: UInt64 = 0
     ) {
         self.state = state

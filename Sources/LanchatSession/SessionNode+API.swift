@@ -229,7 +229,8 @@ extension SessionNode {
         do { return try await storeThread.run(on: eventLoop, body).get() } catch { throw SessionError(.storage, "\(error)") }
     }
 
-    public var roomNames: [String] { engine.roomNames }
+    /// The rooms this node is in, by name.
+    public var roomIDs: [RoomID] { engine.roomIDs }
 
     /// Reliable messages not yet acknowledged, per recipient.
     public func unacknowledged() -> [PeerID: Int] { engine.unacknowledged }

@@ -23,7 +23,7 @@ public struct SharedFileEntry: Sendable, Equatable {
 public enum SharedFetchStart: Sendable, Equatable {
     /// `id`: the announcement's (the whole id, where the person may have given its end).
     case placed(id: String, path: String, file: SharedFile)
-    case started(id: String)
+    case started(id: WireID)
 }
 
 /// The shell's side of files shared in rooms (`SessionStateMachine+SharedFiles` decides who is asked):
@@ -193,7 +193,7 @@ extension SessionNode {
         guard let room = RoomID(shared.message.room) else { throw SessionError(.unknownRoom, "bad room \(shared.message.room)") }
         let (id, actions) = try engine.fetchShared(shared.file, room: room, author: PeerID(shared.message.senderID), destination: directory.path, at: time())
         perform(actions)
-        return .started(id: id.description)
+        return .started(id: id)
     }
 
     /// A file announced live in a room: fetched and kept at once, if this node keeps shared files and it

@@ -7,14 +7,14 @@ extension SessionNode {
     public typealias TopicDelivery = SessionStateMachine.TopicDelivery
 
     struct TopicKey: Hashable, Sendable {
-        var room: String
+        var room: RoomID
         var topic: String
     }
 
     /// Messages on `topic` in `room` from now on, until the consumer stops iterating (or leaves the room).
     /// A consumer that does not keep up loses the oldest of the last 10,000.
     public func subscribe(to topic: String, in room: RoomID) throws(SessionError) -> AsyncStream<TopicDelivery> {
-        let key = TopicKey(room: room.rawValue, topic: topic)
+        let key = TopicKey(room: room, topic: topic)
         if topicSubscribers[key, default: [:]].isEmpty { perform(try engine.subscribe(topic, in: room)) }
         let (stream, continuation) = AsyncStream<TopicDelivery>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         nextTopicSubscriber += 1
@@ -33,7 +33,7 @@ extension SessionNode {
         guard topicSubscribers[key]?.removeValue(forKey: id) != nil else { return }
         guard topicSubscribers[key]?.isEmpty == true else { return }
         topicSubscribers[key] = nil
-        if let room = RoomID(key.room), let actions = try? engine.subscribe(key.topic, in: room, false) { perform(actions) }
+        if let actions = try? engine.subscribe(key.topic, in: key.room, false) { perform(actions) }
     }
 
     public struct TopicReceipt: Sendable {
@@ -63,7 +63,7 @@ extension SessionNode {
 
     /// Subscribers of rooms we are no longer in (we left, were removed, or the room was closed): their streams end.
     func endTopicsOutsideRooms() {
-        let rooms = Set(engine.roomNames)
+        let rooms = Set(engine.roomIDs)
         for (key, subscribers) in topicSubscribers where !rooms.contains(key.room) {
             topicSubscribers[key] = nil
             subscribers.values.forEach { $0.finish() }

@@ -75,7 +75,7 @@ extension SessionNode {
             if saved.state == TransferState.cancelled.rawValue { perform(engine.cancelHeard(id, from: peer.id)) }
             return
         }
-        cancelSaved(saved, peer: peer, error: "cancelled by the sender")
+        cancelSaved(saved, id: id, peer: peer, error: "cancelled by the sender")
         perform(engine.cancelHeard(id, from: peer.id))
     }
 

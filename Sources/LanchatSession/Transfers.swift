@@ -80,13 +80,13 @@ extension SessionNode {
 
     /// Offers a file to a peer; progress and the outcome arrive as `.transfer` events. Returns the
     /// transfer id once the offer is sent.
-    public func sendFile(_ path: String, to peer: SessionPeer) async throws(SessionError) -> String {
+    public func sendFile(_ path: String, to peer: SessionPeer) async throws(SessionError) -> WireID {
         try await sendResource(path, to: peer)
     }
 
     /// Sends the file open on `descriptor` (the node takes it over and closes it), named after `path`:
     /// for a daemon that cannot open people's files itself (the client passed the descriptor).
-    public func sendFile(descriptor: Int32, path: String, to peer: SessionPeer) async throws(SessionError) -> String {
+    public func sendFile(descriptor: Int32, path: String, to peer: SessionPeer) async throws(SessionError) -> WireID {
         try await sendResource(path, to: peer, descriptor: descriptor)
     }
 
@@ -222,7 +222,7 @@ extension SessionNode {
     }
 
     /// Opens (or takes over `descriptor`), dials the peer and offers the file.
-    func sendResource(_ path: String, to peer: SessionPeer, descriptor: Int32? = nil) async throws(SessionError) -> String {
+    func sendResource(_ path: String, to peer: SessionPeer, descriptor: Int32? = nil) async throws(SessionError) -> WireID {
         let file = try ResourceFile.open(path, descriptor: descriptor)
         switch await dial(peer.id) {
         case .success: break
@@ -231,7 +231,7 @@ extension SessionNode {
             throw SessionError(.unreachable, "\(peer.name): \(error.message)")
         }
         let name = file.path.split(separator: "/").last.map(String.init) ?? file.path
-        return try offer(file, name: name, to: peer.id, kind: .file, room: nil, ephemeral: false).description
+        return try offer(file, name: name, to: peer.id, kind: .file, room: nil, ephemeral: false)
     }
 
     /// Hands an open file to the engine, which offers it (hashed while it is sent: no pass over the
@@ -285,7 +285,7 @@ extension SessionNode {
                 _ = storeThread.run(on: eventLoop) { try? $0.updateTransfer(id: saved.id, state: "failed", now: now) }
                 engine.keepEnded(
                     TransferInfo(
-                        state: TransferState.failed.rawValue, id: saved.id, direction: .outgoing, peer: peer, name: saved.name,
+                        state: .failed, id: id, direction: .outgoing, peer: peer, name: saved.name,
                         size: UInt64(max(0, saved.size)), done: 0, rate: 0, path: saved.path,
                         error: fd >= 0
                             ? "\(saved.path) changed while lanchatd was stopped" : "cannot reopen \(saved.path) after a restart: \(String(cString: strerror(openError)))")
@@ -317,13 +317,13 @@ extension SessionNode {
         var list = engine.transfersUnderWay(at: now)
         let listed = Set(list.map(\.id))
         // Interrupted before this daemon restarted: resumed when the sender offers them again.
-        for saved in records where !saved.outgoing && saved.state == "active" && !listed.contains(saved.id) {
-            guard let peer = PeerID(saved.peerID) else { continue }
+        for saved in records where !saved.outgoing && saved.state == "active" {
+            guard let id = WireID(hex: saved.id), !listed.contains(id), let peer = PeerID(saved.peerID) else { continue }
             var info = stat()
             let held = stat(saved.path, &info) == 0 ? UInt64(max(0, info.st_size)) : 0
             list.append(
                 TransferInfo(
-                    state: TransferState.interrupted.rawValue, id: saved.id, direction: .incoming,
+                    state: .interrupted, id: id, direction: .incoming,
                     peer: SessionPeer(id: peer, name: saved.peerName), name: saved.name, size: UInt64(max(0, saved.size)),
                     done: held, rate: 0))
         }
@@ -345,10 +345,10 @@ extension SessionNode {
             return info
         }
         if let saved = records.first(where: { !$0.outgoing && $0.state == "active" && $0.id.hasPrefix(lower) }),
-            let peer = PeerID(saved.peerID)
+            let id = WireID(hex: saved.id), let peer = PeerID(saved.peerID)
         {
             // Interrupted and this daemon restarted since: remove the partial file; a later offer is refused.
-            return cancelSaved(saved, peer: SessionPeer(id: peer, name: saved.peerName), error: "cancelled here")
+            return cancelSaved(saved, id: id, peer: SessionPeer(id: peer, name: saved.peerName), error: "cancelled here")
         }
         throw SessionError(.unknownTransfer, "no active transfer '\(prefix)' (see `lanchat transfers`)")
     }
@@ -356,13 +356,13 @@ extension SessionNode {
     /// Cancels an incoming transfer known only to the store (interrupted before a restart): its part
     /// file goes, the store and `lanchat transfers` say cancelled.
     @discardableResult
-    func cancelSaved(_ saved: StoredTransfer, peer: SessionPeer, error: String) -> TransferInfo {
+    func cancelSaved(_ saved: StoredTransfer, id: WireID, peer: SessionPeer, error: String) -> TransferInfo {
         unlink(saved.path)
         // (In a transaction: a bulk write open meanwhile would otherwise hold it uncommitted.)
         let now = Self.nowMilliseconds()
         _ = storeThread.run(on: eventLoop) { store in try? store.transaction { try store.updateTransfer(id: saved.id, state: "cancelled", now: now) } }
         let info = TransferInfo(
-            state: TransferState.cancelled.rawValue, id: saved.id, direction: .incoming, peer: peer, name: saved.name,
+            state: .cancelled, id: id, direction: .incoming, peer: peer, name: saved.name,
             size: UInt64(max(0, saved.size)), done: 0, rate: 0, error: error)
         engine.keepEnded(info)
         emitTransfer(info)
@@ -384,7 +384,7 @@ extension SessionNode {
 
 /// A transfer as a program follows it: bytes done, total and rate, the state, and a way to cancel.
 public struct ResourceProgress: Sendable {
-    public let id: String
+    public let id: WireID
     let node: SessionNode
 
     /// The transfer now (`done`, `size`, `rate`, `state`; `path` once an incoming file is placed).
@@ -394,6 +394,6 @@ public struct ResourceProgress: Sendable {
 
     /// Ends it on both sides (the receiver removes its partial file).
     public func cancel() async throws(SessionError) {
-        _ = try await node.cancelTransfer(id)
+        _ = try await node.cancelTransfer(id.description)
     }
 }

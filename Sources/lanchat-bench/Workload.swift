@@ -129,7 +129,7 @@ func workload(directory: String, kind: String, argument: String) async throws {
     case "file":
         let complete = Counter()
         for node in [sender.node, receiver.node] {
-            await countEvents(node, on: complete) { event in if case .transfer(let info) = event { info.state == "complete" } else { false } }
+            await countEvents(node, on: complete) { event in if case .transfer(let info) = event { info.state == .complete } else { false } }
         }
         _ = try await sender.node.sendFile(argument, to: receiver.peer)
         await complete.wait(for: 2)

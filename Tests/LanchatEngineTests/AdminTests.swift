@@ -272,7 +272,7 @@ import Testing
             (.timedOut, "timed_out"), (.lost, "lost"), (.goodbye(.leaving, "duplicate connection"), "duplicate"),
             (.goodbye(.refused, "key changed"), "refused"), (.goodbye(.shutdown, ""), "shutdown"), (.protocolError("x"), "protocol_error"),
         ]
-        for (reason, code) in cases { #expect(SessionStateMachine.code(of: reason) == code) }
+        for (reason, code) in cases { #expect(SessionStateMachine.code(of: reason).rawValue == code) }
         var node = engine()
         let down = node.linkDown(LinkHandle(2), reason: .timedOut, at: at(5))
         #expect(departures(down) == ["carol timed_out false: carol left: timed out"])

@@ -334,7 +334,7 @@ import Testing
         var driven = Driven(syncs: false)
         driven.holding = true
         _ = driven.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
-        let typing = SessionEvent.typing(room: lab.rawValue, peer: bob)
+        let typing = SessionEvent.typing(room: lab, peer: bob)
         let later = driven.perform([.emit(typing), .send(LinkHandle(2), [.ping(7)])], engine: &engine, at: at(11))
         #expect(later.isEmpty)
         let answered = driven.release(engine: &engine, at: at(12))

@@ -96,7 +96,7 @@ import Testing
         #expect(requests(first).map(\.0) == [LinkHandle(2)])
         let request = try #require(requests(first).first?.1)
         #expect(request.room == lab && request.sha256 == file.sha256 && request.id != id)
-        #expect(transfers(first).first?.state == "offered" && transfers(first).first?.peer == carol && transfers(first).first?.id == id.description)
+        #expect(transfers(first).first?.state == .offered && transfers(first).first?.peer == carol && transfers(first).first?.id == id)
         // Carol does not hold it: bob is asked, under another request id.
         let next = node.received([.resourceEnd(.init(id: request.id, status: .refused, text: "not held by carol"))], on: LinkHandle(2), at: at(20))
         #expect(requests(next).map(\.0) == [LinkHandle(1)])
@@ -104,7 +104,7 @@ import Testing
         // Bob says nothing: after the answer timeout, none is left, and the fetch fails saying why.
         #expect(node.tick(at: at(20 + SessionStateMachine.sharedFetchAnswerTimeout - 1)).isEmpty)
         let failed = transfers(node.tick(at: at(20 + SessionStateMachine.sharedFetchAnswerTimeout)))
-        #expect(failed.count == 1 && failed[0].state == "failed" && failed[0].id == id.description)
+        #expect(failed.count == 1 && failed[0].state == .failed && failed[0].id == id)
         #expect(failed[0].error?.contains("carol: not held by carol; bob: no answer in 10 s") == true, "\(failed)")
         // A refusal from someone not asked changes nothing (the fetch is over anyway).
         #expect(node.sharedFetchList.isEmpty)
@@ -142,13 +142,13 @@ import Testing
         }
         #expect(part.id == toCarol && part.kind == .shared)
         #expect(offered.contains(.file(.verify(toCarol))))
-        #expect(transfers(offered).allSatisfy { $0.id == id.description && $0.name == "photo.png" }, "\(transfers(offered))")
+        #expect(transfers(offered).allSatisfy { $0.id == id && $0.name == "photo.png" }, "\(transfers(offered))")
         let mismatch = node.hashed(toCarol, digest: [UInt8](repeating: 9, count: 32), at: at(17))
         #expect(ends(mismatch).first?.1.status == .failed)
         #expect(mismatch.contains(.file(.close(toCarol, removePart: true))))
         // Nobody is left (the stranger is no member): the fetch fails, naming both and why.
         let failed = transfers(mismatch)
-        #expect(failed.last?.state == "failed", "\(failed)")
+        #expect(failed.last?.state == .failed, "\(failed)")
         #expect(failed.last?.error?.contains("carol: the file's SHA-256 does not match") == true, "\(failed)")
     }
 
@@ -163,7 +163,7 @@ import Testing
         #expect(throws: SessionError.self) { _ = try node.fetchShared(file, room: lab, author: nil, destination: "/tmp/y", at: at(15)) }
         let done = node.placed(attempt, path: "/tmp/out/photo.png", at: at(16))
         #expect(ends(done).first?.1.status == .complete)
-        #expect(transfers(done).last?.state == "complete" && transfers(done).last?.path == "/tmp/out/photo.png" && transfers(done).last?.id == id.description)
+        #expect(transfers(done).last?.state == .complete && transfers(done).last?.path == "/tmp/out/photo.png" && transfers(done).last?.id == id)
         #expect(node.sharedFetchList.isEmpty)
     }
 
@@ -194,7 +194,7 @@ import Testing
         _ = node.received([offer(toCarol)], on: LinkHandle(2), at: at(12))
         _ = node.partOpened(toCarol, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(13))
         let cancelled = node.received([.resourceEnd(.init(id: toCarol, status: .cancelled, text: "no"))], on: LinkHandle(2), at: at(14))
-        #expect(transfers(cancelled).last?.state == "failed" && transfers(cancelled).last?.id == id.description, "\(transfers(cancelled))")
+        #expect(transfers(cancelled).last?.state == .failed && transfers(cancelled).last?.id == id, "\(transfers(cancelled))")
         #expect(node.sharedFetchList.isEmpty)
     }
 
@@ -202,13 +202,13 @@ import Testing
         var node = engine()
         let (id, _) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(10))
         let (info, _) = try #require(try node.cancelTransfer(String(id.description.prefix(8)), at: at(11)))
-        #expect(info.state == "cancelled" && info.id == id.description && node.sharedFetchList.isEmpty)
+        #expect(info.state == .cancelled && info.id == id && node.sharedFetchList.isEmpty)
         let (again, started) = try node.fetchShared(file, room: lab, author: bob.id, destination: nil, at: at(20))
         let attempt = try #require(asked(started, 1))
         _ = node.received([offer(attempt)], on: LinkHandle(1), at: at(21))
         _ = node.partOpened(attempt, .opened(path: "/tmp/part", held: 0, freeBytes: 1 << 30), at: at(22))
         let (stopped, actions) = try #require(try node.cancelTransfer(again.description, at: at(23)))
-        #expect(stopped.state == "cancelled" && stopped.id == again.description)
+        #expect(stopped.state == .cancelled && stopped.id == again)
         #expect(ends(actions).first?.1.status == .cancelled && requests(actions).isEmpty && node.sharedFetchList.isEmpty)
     }
 
@@ -223,7 +223,7 @@ import Testing
         // Our disk fails while placing it: the fetch ends here (carol's copy would not help).
         let failed = node.fileFailed(attempt, "No space left on device", at: at(17))
         #expect(requests(failed).isEmpty)
-        #expect(transfers(failed).last?.state == "failed" && transfers(failed).last?.id == id.description, "\(transfers(failed))")
+        #expect(transfers(failed).last?.state == .failed && transfers(failed).last?.id == id, "\(transfers(failed))")
         #expect(node.sharedFetchList.isEmpty)
     }
 
@@ -237,7 +237,7 @@ import Testing
         #expect(try node.cancelTransfer(attempt.description, at: at(13)) == nil)
         #expect(node.sharedFetchList.count == 1)
         let (info, _) = try #require(try node.cancelTransfer(id.description, at: at(14)))
-        #expect(info.id == id.description && info.state == "cancelled")
+        #expect(info.id == id && info.state == .cancelled)
     }
 
     // MARK: Serving

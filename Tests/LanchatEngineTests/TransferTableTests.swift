@@ -45,7 +45,7 @@ import Testing
     }
 
     func ended(_ actions: [SessionAction]) -> TransferInfo? {
-        actions.compactMap { if case .emit(.transfer(let info)) = $0, TransferState(rawValue: info.state)?.ended == true { info } else { nil } }.last
+        actions.compactMap { if case .emit(.transfer(let info)) = $0, info.state.ended { info } else { nil } }.last
     }
 
     let file = OfferedFile(path: "/home/alice/a.bin", name: "a.bin", size: 45, modifiedMilliseconds: 7, identity: "1:2")
@@ -82,7 +82,7 @@ import Testing
         #expect(frames(out).contains(.resourceDigest(id: id, sha256: digest)))
         #expect(files(out).isEmpty)
         out = node.received([.resourceEnd(.init(id: id, status: .complete))], on: handle, at: at(7))
-        #expect(ended(out)?.state == "complete")
+        #expect(ended(out)?.state == .complete)
         #expect(ended(out)?.done == 45)
         #expect(files(out) == [.close(id, removePart: false)])
         #expect(out.contains(.persist(.deleteTransfer(id))))
@@ -95,7 +95,7 @@ import Testing
         _ = node.received([.resourceAccept(.init(id: id, offset: 0))], on: handle, at: at(1))
         _ = node.fileRead(id, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 1, count: 10)), digest: nil, at: at(2))
         let down = node.linkDown(handle, reason: .lost, at: at(3))
-        #expect(down.contains { if case .emit(.transfer(let info)) = $0 { info.state == "waiting" } else { false } })
+        #expect(down.contains { if case .emit(.transfer(let info)) = $0 { info.state == .waiting } else { false } })
         // The read under way when the connection dropped is not sent anywhere.
         #expect(frames(node.fileRead(id, offset: 10, data: ByteBuffer(bytes: [1, 2]), digest: nil, at: at(4))).isEmpty)
         // Back: the offer goes again; the receiver held 10; reads go on from there.
@@ -115,9 +115,9 @@ import Testing
         _ = node.incomingLookedUp(id, .none, at: at(1))
         let out = node.partOpened(id, .failed("cannot write in downloads /d: Permission denied"), at: at(2))
         #expect(frames(out) == [.resourceEnd(.init(id: id, status: .failed, text: "cannot write in downloads /d: Permission denied"))])
-        #expect(ended(out)?.state == TransferState.failed.rawValue)
+        #expect(ended(out)?.state == .failed)
         // Listed with the others (`lanchat transfers`), and its slot is free.
-        #expect(node.endedTransfers.map(\.id) == [id.description])
+        #expect(node.endedTransfers.map(\.id) == [id])
         #expect(node.diagnostics.incomingTransfers == 0)
     }
 
@@ -147,7 +147,7 @@ import Testing
         var bad = node
         out = bad.hashed(id, digest: [UInt8](repeating: 0, count: 32), at: at(7))
         #expect(files(out) == [.close(id, removePart: true)])
-        #expect(ended(out)?.state == "failed")
+        #expect(ended(out)?.state == .failed)
         #expect(frames(out).contains { if case .resourceEnd(let end) = $0 { end.status == .failed } else { false } })
         // The right one: placed, and only then "complete".
         out = node.hashed(id, digest: digest, at: at(7))
@@ -273,7 +273,7 @@ import Testing
         _ = node.partOpened(id, .opened(path: "/d/.part", held: 0, freeBytes: 1 << 30), at: at(2))
         let end = node.received([.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))], on: handle, at: at(3))
         #expect(cancels(end) == [id])
-        #expect(ended(end)?.state == TransferState.cancelled.rawValue)
+        #expect(ended(end)?.state == .cancelled)
         // Told again (our answer was lost): the engine no longer holds it, the shell looks in the store
         // (`cancelledWhileApart`), and answers through `cancelHeard` only if it held it as cancelled.
         let again = node.received([.resourceEnd(.init(id: id, status: .cancelled, text: "cancelled by the sender"))], on: handle, at: at(4))
@@ -297,7 +297,7 @@ import Testing
         _ = node.received([.resourceChunk(.init(id: id, offset: 0, data: ByteBuffer(bytes: [UInt8](repeating: 1, count: 10))))], on: handle, at: at(60_000))
         #expect(ended(node.tick(at: at(120_000))) == nil)
         let stalled = node.tick(at: at(180_000))
-        #expect(ended(stalled)?.state == TransferState.failed.rawValue)
+        #expect(ended(stalled)?.state == .failed)
         #expect(ended(stalled)?.error == "no data for 120 s")
         #expect(frames(stalled).contains(.resourceEnd(.init(id: id, status: .failed, text: "no data for 120 s"))))
         #expect(files(stalled).contains(.close(id, removePart: true)))

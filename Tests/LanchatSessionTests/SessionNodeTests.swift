@@ -112,13 +112,13 @@ import Testing
         async let declined = alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5))
         try await eventually("bob is asked") { await !bob.node.invitations.isEmpty }
         let invitation = await bob.node.invitations[0]
-        #expect(invitation.from.name == "alice" && invitation.room == "lab" && invitation.shortCode.count == 9)
-        _ = try await bob.node.decline(String(invitation.id.prefix(6)), reason: "busy")
+        #expect(invitation.from.name == "alice" && invitation.room == lab && invitation.shortCode.count == 9)
+        _ = try await bob.node.decline(String(invitation.id.description.prefix(6)), reason: "busy")
         #expect(await declined == .declined("busy"))
         #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(1)) == .expired)
         #expect(await bob.node.invitations.isEmpty)
-        #expect(await bob.node.roomNames.isEmpty)
-        await #expect(throws: SessionError.self) { try await bob.node.accept(invitation.id) }
+        #expect(await bob.node.roomIDs.isEmpty)
+        await #expect(throws: SessionError.self) { try await bob.node.accept(invitation.id.description) }
         await alice.stop()
         await bob.stop()
     }
@@ -412,15 +412,15 @@ import Testing
         close(fd)
         // Not in a room together yet: refused.
         _ = try await alice.node.sendFile(source, to: bob.peer)
-        try await eventually("refused") { await alice.node.transfers.contains { $0.state == "refused" } }
+        try await eventually("refused") { await alice.node.transfers.contains { $0.state == .refused } }
         #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
         _ = try await alice.node.sendFile(source, to: bob.peer)
         try await eventually("complete at both ends") {
-            let sent = await alice.node.transfers.contains { $0.state == "complete" }
-            let received = await bob.node.transfers.contains { $0.state == "complete" }
+            let sent = await alice.node.transfers.contains { $0.state == .complete }
+            let received = await bob.node.transfers.contains { $0.state == .complete }
             return sent && received
         }
-        let placed = await bob.node.transfers.first { $0.state == "complete" }!.path!
+        let placed = await bob.node.transfers.first { $0.state == .complete }!.path!
         #expect(placed == downloads + "/data.bin")
         let readBack = open(placed, O_RDONLY)
         var copy = [UInt8](repeating: 0, count: bytes.count + 1)
@@ -431,7 +431,7 @@ import Testing
         let empty = alice.directory + "/empty.txt"
         close(open(empty, O_WRONLY | O_CREAT, 0o600))
         _ = try await alice.node.sendFile(empty, to: bob.peer)
-        try await eventually("the empty file placed") { await bob.node.transfers.contains { $0.state == "complete" && $0.name == "empty.txt" } }
+        try await eventually("the empty file placed") { await bob.node.transfers.contains { $0.state == .complete && $0.name == "empty.txt" } }
         #expect(access(downloads + "/empty.txt", F_OK) == 0)
         await #expect(throws: SessionError.self) { try await alice.node.sendFile(alice.directory, to: bob.peer) }  // a directory
         await #expect(throws: SessionError.self) { try await alice.node.sendFile("/nonexistent/file", to: bob.peer) }
@@ -449,7 +449,7 @@ import Testing
         _ = [UInt8](repeating: 7, count: 100_000).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
         let progress = try await alice.node.sendResource(at: source, to: bob.peer)
-        try await eventually("complete") { await progress.snapshot()?.state == "complete" }
+        try await eventually("complete") { await progress.snapshot()?.state == .complete }
         let done = await progress.snapshot()!
         #expect(done.done == 100_000 && done.size == 100_000 && done.direction == .outgoing)
         await #expect(throws: SessionError.self) { try await progress.cancel() }  // ended already

@@ -30,11 +30,12 @@ struct SessionControl: Sendable {
     /// The room named in the request, or the only room this daemon is in.
     private func roomOrOnly(_ text: String?) async throws(ControlError) -> RoomID {
         if let text { return try room(text) }
-        let names = await node.roomNames
-        switch names.count {
-        case 1: return RoomID(names[0])!
+        let rooms = await node.roomIDs
+        switch rooms.count {
+        case 1: return rooms[0]
         case 0: throw ControlError(code: .noRoom, message: "you are in no room yet; `lanchat invite PEER` creates one")
-        default: throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+        default:
+            throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(rooms.map(\.rawValue).joined(separator: ", "))); say which with --room")
         }
     }
 
@@ -69,11 +70,11 @@ struct SessionControl: Sendable {
         if let text = request.room {
             roomID = try room(text)
         } else {
-            let names = await node.roomNames
-            if names.count > 1 {
-                throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(names.joined(separator: ", "))); say which with --room")
+            let rooms = await node.roomIDs
+            if rooms.count > 1 {
+                throw ControlError(code: .ambiguousRoom, message: "you are in several rooms (\(rooms.map(\.rawValue).joined(separator: ", "))); say which with --room")
             }
-            roomID = RoomID(names.first ?? Self.defaultRoom)!
+            roomID = rooms.first ?? RoomID(Self.defaultRoom)!
         }
         let clock = ContinuousClock()
         let started = clock.now
@@ -97,7 +98,7 @@ struct SessionControl: Sendable {
             let scope = HistoryScope(limit: history.limit, sinceMilliseconds: history.sinceMilliseconds)
             let invitation = accept ? try await node.accept(id, history: scope) : try await node.decline(id, reason: reason ?? "")
             var info = SessionService.info(invitation)
-            info.outcome = accept ? "accepted" : "declined"
+            info.outcome = (accept ? IncomingInvitation.Outcome.accepted : .declined).rawValue
             return info
         } catch {
             throw ControlError(error)
@@ -267,7 +268,7 @@ struct SessionControl: Sendable {
             // this call; it ends when the deliveries end, or is cancelled when the consumer stops (onTermination).
             let task = Task {
                 for await delivery in deliveries {
-                    var info = TopicInfo(room: delivery.room, topic: delivery.topic, sequence: delivery.sequence)
+                    var info = TopicInfo(room: delivery.room.rawValue, topic: delivery.topic, sequence: delivery.sequence)
                     info.from = delivery.from.name
                     info.fromId = delivery.from.id.rawValue
                     info.text = delivery.text
@@ -283,7 +284,7 @@ struct SessionControl: Sendable {
     /// A room's metadata: list, get, set, delete.
     func meta(_ request: ControlCall.Meta) async throws(ControlError) -> [MetaInfo] {
         let roomID = try await roomOrOnly(request.room)
-        guard await node.roomNames.contains(roomID.rawValue) else {
+        guard await node.roomIDs.contains(roomID) else {
             throw ControlError(code: .unknownRoom, message: "you are not in room '\(roomID)' (see `lanchat rooms`)")
         }
         let names = await node.memberNames(in: roomID)
@@ -397,14 +398,14 @@ struct SessionControl: Sendable {
                 let own = await node.configuration
                 let size = Int(clamping: file.size)
                 return TransferEntry(
-                    id: whole, direction: "incoming", peer: own.ownName, peerId: own.ownID.rawValue, name: name, size: size,
-                    done: size, rate: 0, state: "complete", path: path, error: nil)
+                    id: whole, direction: TransferInfo.Direction.incoming.rawValue, peer: own.ownName, peerId: own.ownID.rawValue, name: name,
+                    size: size, done: size, rate: 0, state: TransferState.complete.rawValue, path: path, error: nil)
             case .started(let transfer):
                 let entry = await node.transfers.first { $0.id == transfer }.map(SessionService.entry)
                 return entry
                     ?? TransferEntry(
-                        id: transfer, direction: "incoming", peer: "", peerId: "", name: "", size: 0, done: 0, rate: 0,
-                        state: "offered", path: nil, error: nil)
+                        id: transfer.description, direction: TransferInfo.Direction.incoming.rawValue, peer: "", peerId: "", name: "", size: 0,
+                        done: 0, rate: 0, state: TransferState.offered.rawValue, path: nil, error: nil)
             }
         } catch {
             throw ControlError(error)

@@ -25,60 +25,77 @@ public struct SessionService: Service {
 
     private func publish(_ event: SessionEvent) {
         let now = DiscoveryService.now()
+        log(event)
+        if let kind = Self.controlEvent(event) { hub.publish(ControlEvent(time: now, kind)) }
+    }
+
+    /// What watch clients see of a session event (nil: nothing): the one place where the event's typed
+    /// ids, states and codes become the control API's strings (`docs/control-api.md`).
+    static func controlEvent(_ event: SessionEvent) -> ControlEvent.Kind? {
         switch event {
         case .invitation(let invitation):
-            logger.info("invitation received", metadata: ["peer.name": "\(invitation.from.name)", "room": "\(invitation.room)"])
-            hub.publish(ControlEvent(time: now, .invitation(Self.info(invitation))))
+            return .invitation(Self.info(invitation))
         case .invitationClosed(let invitation, let outcome):
             var info = Self.info(invitation)
-            info.outcome = outcome
-            hub.publish(ControlEvent(time: now, .invitationClosed(info)))
+            info.outcome = outcome.rawValue
+            return .invitationClosed(info)
         case .inviteOutcome(let id, let peer, let room, let outcome):
-            logger.info("invitation answered", metadata: ["peer.name": "\(peer.name)", "room": "\(room)", "outcome": "\(outcome.code)"])
-            hub.publish(
-                ControlEvent(
-                    time: now,
-                    .inviteOutcome(
-                        InviteResult(
-                            id: id, peer: peer.name, peerId: peer.id.rawValue, room: room, outcome: outcome.code, reason: outcome.reason))))
+            return .inviteOutcome(
+                InviteResult(
+                    id: id.description, peer: peer.name, peerId: peer.id.rawValue, room: room.rawValue, outcome: outcome.code, reason: outcome.reason))
         case .memberState(let room, let peer, let state):
-            logger.info("member state", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "state": "\(state.rawValue)"])
-            hub.publish(ControlEvent(time: now, .member(MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: state.rawValue))))
+            return .member(MemberEvent(room: room.rawValue, name: peer.name, id: peer.id.rawValue, state: state.rawValue))
         case .message(let message):
             var info = Self.info(message.stored)
             info.outgoing = message.outgoing
             info.reliable = message.reliable
-            hub.publish(ControlEvent(time: now, .message(info)))
+            return .message(info)
         case .transfer(let info):
-            if info.state != "active" {
-                logger.info(
-                    "transfer",
-                    metadata: [
-                        "transfer.id": "\(info.id.prefix(8))", "peer.name": "\(info.peer.name)", "state": "\(info.state)",
-                        "size": "\(info.size)", "error": "\(info.error ?? "")",
-                    ])
-            }
-            hub.publish(ControlEvent(time: now, .transfer(Self.entry(info))))
+            return .transfer(Self.entry(info))
         case .presence(let peer, let state, _):
-            logger.debug("presence", metadata: ["peer.name": "\(peer.name)", "availability": "\(state.availability.name)", "hands": "\(state.hands.count)"])
-            hub.publish(ControlEvent(time: now, .presence(Self.info(peer, state))))
+            return .presence(Self.info(peer, state))
         case .typing(let room, let peer):
-            hub.publish(ControlEvent(time: now, .typing(room: room, name: peer.name, id: peer.id.rawValue)))
+            return .typing(room: room.rawValue, name: peer.name, id: peer.id.rawValue)
         case .metadata(let room, let entry, let name):
-            logger.info("metadata", metadata: ["room": "\(room)", "key": "\(entry.key)", "version": "\(entry.version)", "author": "\(name)"])
-            hub.publish(ControlEvent(time: now, .meta(Self.info(entry, room: room, author: name))))
+            return .meta(Self.info(entry, room: room, author: name))
         case .memberLeft(let room, let peer, let code, let text, let fatal):
-            logger.info("member left", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "code": "\(code)", "fatal": "\(fatal)"])
-            var member = MemberEvent(room: room, name: peer.name, id: peer.id.rawValue, state: "left")
-            member.code = code
+            var member = MemberEvent(room: room.rawValue, name: peer.name, id: peer.id.rawValue, state: "left")
+            member.code = code.rawValue
             member.reason = text
             member.fatal = fatal
-            hub.publish(ControlEvent(time: now, .left(member)))
+            return .left(member)
         case .topicMessage:
-            break  // handed to the topic's subscribers by the node, never to watch
+            return nil  // handed to the topic's subscribers by the node, never to watch
+        case .security(let peer, let text):
+            return .security(text: text, name: peer.name)
+        }
+    }
+
+    private func log(_ event: SessionEvent) {
+        switch event {
+        case .invitation(let invitation):
+            logger.info("invitation received", metadata: ["peer.name": "\(invitation.from.name)", "room": "\(invitation.room)"])
+        case .inviteOutcome(_, let peer, let room, let outcome):
+            logger.info("invitation answered", metadata: ["peer.name": "\(peer.name)", "room": "\(room)", "outcome": "\(outcome.code)"])
+        case .memberState(let room, let peer, let state):
+            logger.info("member state", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "state": "\(state.rawValue)"])
+        case .transfer(let info) where info.state != .active:
+            logger.info(
+                "transfer",
+                metadata: [
+                    "transfer.id": "\(info.id.description.prefix(8))", "peer.name": "\(info.peer.name)", "state": "\(info.state.rawValue)",
+                    "size": "\(info.size)", "error": "\(info.error ?? "")",
+                ])
+        case .presence(let peer, let state, _):
+            logger.debug("presence", metadata: ["peer.name": "\(peer.name)", "availability": "\(state.availability.name)", "hands": "\(state.hands.count)"])
+        case .metadata(let room, let entry, let name):
+            logger.info("metadata", metadata: ["room": "\(room)", "key": "\(entry.key)", "version": "\(entry.version)", "author": "\(name)"])
+        case .memberLeft(let room, let peer, let code, _, let fatal):
+            logger.info("member left", metadata: ["room": "\(room)", "peer.name": "\(peer.name)", "code": "\(code.rawValue)", "fatal": "\(fatal)"])
         case .security(let peer, let text):
             logger.warning("security", metadata: ["peer.name": "\(peer.name)", "peer.id": "\(peer.id.short)", "text": "\(text)"])
-            hub.publish(ControlEvent(time: now, .security(text: text, name: peer.name)))
+        case .invitationClosed, .message, .transfer, .typing, .topicMessage:
+            break
         }
     }
 
@@ -88,7 +105,7 @@ public struct SessionService: Service {
 
     static func info(_ invitation: IncomingInvitation) -> InvitationInfo {
         InvitationInfo(
-            id: invitation.id, from: invitation.from.name, fromId: invitation.from.id.rawValue, room: invitation.room,
+            id: invitation.id.description, from: invitation.from.name, fromId: invitation.from.id.rawValue, room: invitation.room.rawValue,
             message: invitation.message, shortCode: invitation.shortCode, receivedAt: time(milliseconds: invitation.receivedAt),
             expiresAt: time(milliseconds: invitation.expiresAt))
     }
@@ -120,8 +137,8 @@ public struct SessionService: Service {
 
     static func entry(_ info: TransferInfo) -> TransferEntry {
         TransferEntry(
-            id: info.id, direction: info.direction.rawValue, peer: info.peer.name, peerId: info.peer.id.rawValue, name: info.name,
-            size: Int(clamping: info.size), done: Int(clamping: info.done), rate: info.rate, state: info.state, path: info.path, error: info.error,
+            id: info.id.description, direction: info.direction.rawValue, peer: info.peer.name, peerId: info.peer.id.rawValue, name: info.name,
+            size: Int(clamping: info.size), done: Int(clamping: info.done), rate: info.rate, state: info.state.rawValue, path: info.path, error: info.error,
             resent: info.resent > 0 ? Int(clamping: info.resent) : nil)
     }
 
@@ -140,7 +157,7 @@ public struct SessionService: Service {
 
     static func info(_ summary: SessionNode.RoomSummary) -> RoomInfo {
         var room = RoomInfo(
-            room: summary.room,
+            room: summary.room.rawValue,
             members: summary.members.map {
                 var info = MemberInfo(name: $0.peer.name, id: $0.peer.id.rawValue, shortId: $0.peer.id.short, state: $0.state.rawValue)
                 info.availability = $0.presence?.availability.name

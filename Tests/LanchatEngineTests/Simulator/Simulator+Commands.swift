@@ -75,9 +75,9 @@ extension Simulator {
     func answer(_ node: Int, accept: Bool) {
         guard let invitations = nodes[node].engine?.invitations, !invitations.isEmpty else { return }
         let invitation = invitations[roll(invitations.count)]
-        log("n\(node) \(accept ? "accepts" : "declines") \(invitation.id.prefix(6)) to \(invitation.room)")
+        log("n\(node) \(accept ? "accepts" : "declines") \(invitation.id.description.prefix(6)) to \(invitation.room)")
         command(node) { engine throws(SessionError) in
-            accept ? try engine.accept(invitation.id, at: self.time(node)).1 : try engine.decline(invitation.id, at: self.time(node)).1
+            accept ? try engine.accept(invitation.id.description, at: self.time(node)).1 : try engine.decline(invitation.id.description, at: self.time(node)).1
         }
     }
 

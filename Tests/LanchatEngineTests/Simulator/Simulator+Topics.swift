@@ -41,7 +41,7 @@ extension Simulator {
             topicViolation = "n\(node) got '\(message.text)' as n\(from)'s sequence \(message.sequence)"
             return
         }
-        guard let room = RoomID(message.room), nodes[node].engine?.subscriptions(in: room).contains(message.topic) == true else {
+        guard nodes[node].engine?.subscriptions(in: message.room).contains(message.topic) == true else {
             topicViolation = "n\(node) got '\(message.text)' on \(message.room)/\(message.topic), which it does not subscribe to"
             return
         }

@@ -70,9 +70,9 @@ extension Simulator {
             let under = engine.transfersUnderWay(at: time(node))
             guard !under.isEmpty else { return }
             let pick = under[roll(under.count)]
-            log("n\(node) cancels transfer \(pick.id.prefix(6)) (\(pick.direction))")
+            log("n\(node) cancels transfer \(pick.id.description.prefix(6)) (\(pick.direction))")
             if pick.direction == .outgoing { cancelledBySender.insert(pick.id) }
-            perform(node) { ((try? $0.cancelTransfer(pick.id, at: self.time(node))) ?? nil)?.1 ?? [] }
+            perform(node) { ((try? $0.cancelTransfer(pick.id.description, at: self.time(node))) ?? nil)?.1 ?? [] }
             return
         }
         let peers = nodes.indices.filter { $0 != node && engine.isConnected(nodes[$0].peer.id) && engine.sharesRoom(with: nodes[$0].peer.id) }
@@ -121,7 +121,7 @@ extension Simulator {
     func noteCrash(_ index: Int) {
         guard let engine = nodes[index].engine else { return }
         for info in engine.transfersUnderWay(at: time(index)) where info.direction == .incoming {
-            if let id = WireID(hex: info.id) { transferStats[id]?.receiverCrashed = true }
+            transferStats[info.id]?.receiverCrashed = true
         }
         // Offers still being looked up or opened are not listed: any transfer to this node counts.
         for (id, stats) in transferStats where stats.receiver == index { transferStats[id]?.receiverCrashed = true }
@@ -272,12 +272,12 @@ extension Simulator {
                 // (they share no room any more: one was closed, say), keeps the transfer and its part file
                 // until it hears, or for `TransferLimits.cancelTold` (7 days): counted, not a fault.
                 if diagnostics.outgoingTransfers == 0,
-                    transfers.allSatisfy({ $0.direction == .incoming && $0.state == "interrupted" && cancelledBySender.contains($0.id) })
+                    transfers.allSatisfy({ $0.direction == .incoming && $0.state == .interrupted && cancelledBySender.contains($0.id) })
                 {
                     cancelsNotHeard += transfers.count
                     continue
                 }
-                let under = transfers.map { "\($0.id.prefix(6)) \($0.direction) \($0.state) \($0.done)/\($0.size)" }
+                let under = transfers.map { "\($0.id.description.prefix(6)) \($0.direction) \($0.state.rawValue) \($0.done)/\($0.size)" }
                 throw fail("n\(index) still has transfers under way after the quiet: \(diagnostics) \(under)")
             }
         }

@@ -173,7 +173,7 @@ final class Simulator {
     var recordless = 0
     var removalsNotTaken = 0
     /// Outgoing transfers a sender cancelled, and those whose receiver never heard by the end (`checkTransfers`).
-    var cancelledBySender: Set<String> = []
+    var cancelledBySender: Set<WireID> = []
     var cancelsNotHeard = 0
     /// Nodes out of a room by an administrator's removal, and by its closing.
     var removals = 0
@@ -251,7 +251,7 @@ final class Simulator {
         try checkTransfers()
         // Everyone leaves every room: nothing may stay scheduled or queued.
         for index in nodes.indices {
-            for room in nodes[index].engine?.roomNames ?? [] { command(index) { engine throws(SessionError) in try engine.leave(RoomID(room)!, at: self.time(index)) } }
+            for room in nodes[index].engine?.roomIDs ?? [] { command(index) { engine throws(SessionError) in try engine.leave(room, at: self.time(index)) } }
         }
         runUntil(options.chaos + options.quiet + 40_000)
         if let stateFault { throw fail(stateFault) }
@@ -431,21 +431,23 @@ final class Simulator {
             case .offerHistory(let offer):
                 offerHistory(offer, from: node)
             case .tell(.transfer(let info)):
-                if info.state != "active" { log("n\(node): transfer \(info.id.prefix(6)) \(info.direction) \(info.state)\(info.error.map { ": \($0)" } ?? "")") }
+                if info.state != .active {
+                    log("n\(node): transfer \(info.id.description.prefix(6)) \(info.direction) \(info.state.rawValue)\(info.error.map { ": \($0)" } ?? "")")
+                }
             case .tell(.topicMessage(let message)):
                 topicDelivered(message, at: node)
             case .tell(.memberLeft(let room, let peer, let code, let text, true)) where peer.id == nodes[node].peer.id:
                 // Out of a room by our own leave, or by an administrator's removal or closing: owed nothing
                 // sent there any more (a rejoin starts over), as with `leaveRandomRoom`.
-                if code != "left" { log("n\(node) is out of \(room): \(code) (\(text))") }
-                if code == "removed" { removals += 1 } else if code == "closed" { closings += 1 }
-                if let room = RoomID(room) { leaves.append((node, room, now)) }
-            case .tell(.memberLeft(let room, let peer, "removed", _, true)):
+                if code != .left { log("n\(node) is out of \(room): \(code) (\(text))") }
+                if code == .removed { removals += 1 } else if code == .closed { closings += 1 }
+                leaves.append((node, room, now))
+            case .tell(.memberLeft(let room, let peer, .removed, _, true)):
                 // A member an administrator removed is owed nothing it was sent, as one that left, whether or
                 // not it heard (its queued messages are dropped here; invited back, it starts over with history).
-                if let index = nodes.firstIndex(where: { $0.peer.id == peer.id }), let room = RoomID(room) { leaves.append((index, room, now)) }
+                if let index = nodes.firstIndex(where: { $0.peer.id == peer.id }) { leaves.append((index, room, now)) }
             case .tell(let event):
-                if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.prefix(6)) \(outcome)") }
+                if case .invitationClosed(let invitation, let outcome) = event { log("n\(node): invitation \(invitation.id.description.prefix(6)) \(outcome)") }
             case .inviteFinished(let id, let outcome):
                 log("n\(node): invite \(id.description.prefix(6)) -> \(outcome)")
             case .file(let action):
