@@ -34,6 +34,9 @@ public enum SessionAction: Equatable, Sendable {
     /// (`historyForNewcomers` at most) since `sinceMilliseconds` that `lacking` picks, by the runs it holds
     /// from each author.
     case sendSync(RoomID, sinceMilliseconds: Int64, marks: [String: [ClosedRange<UInt64>]], to: SessionPeer)
+    /// Offer a member a relay answer: these messages as a signed history resource. (Made only by
+    /// `storeRead(_:for:arrivals:at:)` from what the store read for a `.sendSync`.)
+    case offerRelayAnswer(RoomID, [StoredMessage], to: SessionPeer)
     /// Report to the node's users.
     case emit(SessionEvent)
     /// An invitation we sent ended: resolve whoever waits for it.

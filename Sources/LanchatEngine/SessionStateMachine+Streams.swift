@@ -33,20 +33,34 @@ public struct StreamTable: Sendable {
         public init() {}
     }
 
+    /// A stream's protocol state, in one place: the shell keeps only the program's side (the bytes not
+    /// read yet, its waiting calls) and learns the rest from `.stream` signals.
     struct Stream: Sendable, Equatable {
+        /// Which side sent all it will send (STREAM_END finished). Both: the stream is forgotten, so no
+        /// stream in the table has both.
+        enum Finished: Sendable, Equatable {
+            case neither
+            /// We did (`streamFinish`): the peer's bytes may still come.
+            case local
+            /// The peer did: ours may still go.
+            case remote
+        }
+
         var peer: SessionPeer
         var handle: LinkHandle
         var name: StreamName
         /// We opened it and wait for STREAM_ACCEPT.
         var opening: Bool
+        var finished = Finished.neither
         /// Bytes we may still send.
         var sendCredit = 0
         /// Bytes the peer may still send us (what we granted, minus what came).
         var receiveAllowance: Int
         /// Bytes the program read since the last grant.
         var consumed = 0
-        var remoteFinished = false
-        var localFinished = false
+
+        var localFinished: Bool { finished == .local }
+        var remoteFinished: Bool { finished == .remote }
     }
 
     struct PendingOpen: Sendable, Equatable {
@@ -177,11 +191,14 @@ extension SessionStateMachine {
     /// The program sends no more bytes.
     public mutating func streamFinish(_ id: WireID) -> [SessionAction] {
         guard var stream = streamTable.streams[id], !stream.localFinished else { return [] }
-        var out: [SessionAction] = []
-        stream.localFinished = true
-        streamTable.streams[id] = stream
-        out.append(.send(stream.handle, [.streamEnd(.init(id: id, status: .finished))]))
-        forgetIfDone(id, &out)
+        var out: [SessionAction] = [.send(stream.handle, [.streamEnd(.init(id: id, status: .finished))])]
+        if stream.remoteFinished {
+            forget(id)
+            out.append(.stream(id, .ended(failure: nil)))
+        } else {
+            stream.finished = .local
+            streamTable.streams[id] = stream
+        }
         return out
     }
 
@@ -273,10 +290,14 @@ extension SessionStateMachine {
             switch end.status {
             case .finished:
                 guard !stream.remoteFinished else { return }
-                stream.remoteFinished = true
-                streamTable.streams[end.id] = stream
                 out.append(.stream(end.id, .remoteFinished))
-                forgetIfDone(end.id, &out)
+                if stream.localFinished {
+                    forget(end.id)
+                    out.append(.stream(end.id, .ended(failure: nil)))
+                } else {
+                    stream.finished = .remote
+                    streamTable.streams[end.id] = stream
+                }
             case .refused:
                 abortStream(end.id, reason: end.text.isEmpty ? "\(peer.name) refused the stream" : end.text, tellPeer: false, &out)
             case .aborted:
@@ -348,11 +369,5 @@ extension SessionStateMachine {
     private mutating func forget(_ id: WireID) -> StreamTable.Stream? {
         timers.cancel(.streamOpen(id))
         return streamTable.streams.removeValue(forKey: id)
-    }
-
-    private mutating func forgetIfDone(_ id: WireID, _ out: inout [SessionAction]) {
-        guard let stream = streamTable.streams[id], stream.localFinished, stream.remoteFinished else { return }
-        forget(id)
-        out.append(.stream(id, .ended(failure: nil)))
     }
 }

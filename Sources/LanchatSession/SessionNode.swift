@@ -7,6 +7,7 @@ import LanchatTransport
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// One peer's side of lanchat sessions: Multipeer Connectivity's advertiser, browser and session in
 /// one actor, over TLS connections (`PeerConnector`) and a store (`SessionStore`: the daemon's SQLite
@@ -162,6 +163,8 @@ public actor SessionNode {
     var sharedUsage: (at: Int64, bytes: UInt64, files: Int)?
     /// Named byte streams as programs on this side see them (Streams.swift; the engine decides the protocol).
     var streams: [WireID: StreamState] = [:]
+    /// The node stopped its streams: a `ByteStream` let go from now on tells it nothing (`streamReleased`).
+    nonisolated let streamsClosed = Atomic<Bool>(false)
     var streamAcceptors: [UInt64: StreamAcceptor] = [:]
     /// Programs subscribed to topics (Topics.swift), by room and topic.
     var topicSubscribers: [TopicKey: [UInt64: AsyncStream<TopicDelivery>.Continuation]] = [:]

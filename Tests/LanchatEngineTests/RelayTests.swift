@@ -224,6 +224,39 @@ import Testing
         #expect(SessionStateMachine.withinRelayLimit(messages, limit: 10).isEmpty)
     }
 
+    /// What the store read for an action's I/O goes back to the engine (`storeRead`), which makes the I/O:
+    /// nothing when nothing was read or nothing is lacking (then the member's next request is answered),
+    /// an offer of what it lacks, a HISTORY_REQUEST within the connection's version, nothing on a
+    /// connection that is gone.
+    @Test func whatTheStoreReadForAnActionMakesItsIOInTheEngine() {
+        var node = engine()
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: 2, at: at(1))
+        _ = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: 1, at: at(1))
+        let request = WireFrame.syncRequest(.init(room: lab, sinceMilliseconds: 0, marks: []))
+        let asked = node.received([request], on: LinkHandle(1), at: at(2)).filter { if case .sendSync = $0 { true } else { false } }
+        #expect(asked.count == 1)
+        #expect(node.storeRead(.relayAnswer(nil, messages: nil), for: asked[0], arrivals: RecentArrivals(), at: at(3)).isEmpty)
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(4))).count == 1)
+        let mine = StoredMessage(
+            id: String(format: "%032x", 1), room: "lab", senderID: me.id.rawValue, senderName: me.name, sequence: 1, timestamp: 1, kind: .text, body: "hi")
+        #expect(node.storeRead(.relayAnswer(nil, messages: [mine]), for: asked[0], arrivals: RecentArrivals(), at: at(5)) == [.offerRelayAnswer(lab, [mine], to: bob)])
+        // (That answer is outstanding: a request now is not answered.)
+        #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(6))).isEmpty)
+
+        let scope = HistoryScope(limit: 20, sinceMilliseconds: 500)
+        #expect(
+            node.storeRead(.timestamp(100_000), for: .requestHistory(lab, LinkHandle(1), scope), arrivals: RecentArrivals(), at: at(7)) == [
+                .send(LinkHandle(1), [.historyRequest(room: lab, sinceMilliseconds: 40_000, limit: 20)])
+            ])
+        #expect(
+            node.storeRead(.timestamp(nil), for: .requestHistory(lab, LinkHandle(2), scope), arrivals: RecentArrivals(), at: at(7)) == [
+                .send(LinkHandle(2), [.historyRequest(room: lab, sinceMilliseconds: 500, limit: nil)])
+            ])
+        #expect(node.storeRead(.timestamp(nil), for: .requestHistory(lab, LinkHandle(9), scope), arrivals: RecentArrivals(), at: at(7)).isEmpty)
+        #expect(node.storeRead(.messages([mine]), for: .flushOutbox(bob.id, LinkHandle(9), rooms: [lab]), arrivals: RecentArrivals(), at: at(7)).isEmpty)
+        #expect(node.storeRead(.messages(nil), for: .flushOutbox(bob.id, LinkHandle(1), rooms: [lab]), arrivals: RecentArrivals(), at: at(7)).isEmpty)
+    }
+
     @Test func theRunsHeldAreCompactAndBounded() {
         let held: [(author: String, sequence: Int64)] = [("b", 3), ("a", 1), ("a", 2), ("a", 4), ("b", 3), ("a", 3), ("a", 9)]
         #expect(

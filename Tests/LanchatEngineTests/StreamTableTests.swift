@@ -54,6 +54,37 @@ import Testing
         #expect(node.diagnostics.timers.allSatisfy { if case .streamOpen = $0 { false } else { true } })
     }
 
+    /// Each side finishes once; the second to finish ends the stream, whichever it is. Bytes after the
+    /// peer's end abort it.
+    @Test func theSecondSideToFinishEndsTheStreamAndBytesAfterThePeersEndAbortIt() throws {
+        var node = engine()
+        let id = WireID(bytes: [UInt8](repeating: 3, count: 16))!
+        _ = node.received([.streamOpen(.init(id: id, name: name, credit: 10))], on: handle, at: at(0))
+        _ = try node.acceptStream(name, from: nil, acceptor: 1)
+        let finished = WireFrame.streamEnd(.init(id: id, status: .finished))
+        #expect(node.received([finished], on: handle, at: at(1)) == [.stream(id, .remoteFinished)])
+        #expect(node.received([finished], on: handle, at: at(2)).isEmpty)  // (once)
+        #expect(node.streamFinish(id) == [.send(handle, [finished]), .stream(id, .ended(failure: nil))])
+        #expect(node.streamCount == 0)
+        #expect(node.streamFinish(id).isEmpty)
+
+        let other = WireID(bytes: [UInt8](repeating: 4, count: 16))!
+        _ = node.received([.streamOpen(.init(id: other, name: name, credit: 10))], on: handle, at: at(3))
+        _ = try node.acceptStream(name, from: nil, acceptor: 2)
+        let ours = WireFrame.streamEnd(.init(id: other, status: .finished))
+        #expect(node.streamFinish(other) == [.send(handle, [ours])])
+        #expect(node.streamFinish(other).isEmpty)  // (once)
+        _ = node.received([.streamEnd(.init(id: other, status: .finished))], on: handle, at: at(4))
+        #expect(node.streamCount == 0)
+
+        let third = WireID(bytes: [UInt8](repeating: 5, count: 16))!
+        _ = node.received([.streamOpen(.init(id: third, name: name, credit: 10))], on: handle, at: at(5))
+        _ = try node.acceptStream(name, from: nil, acceptor: 3)
+        _ = node.received([.streamEnd(.init(id: third, status: .finished))], on: handle, at: at(6))
+        let late = node.received([.streamData(id: third, data: ByteBuffer(bytes: [1]))], on: handle, at: at(7))
+        #expect(late.contains { if case .stream(third, .ended(let failure?)) = $0 { failure.contains("more than it was allowed") } else { false } })
+    }
+
     @Test func readingGrantsCreditAndTooMuchDataAborts() throws {
         var node = engine()
         let id = WireID(bytes: [UInt8](repeating: 1, count: 16))!

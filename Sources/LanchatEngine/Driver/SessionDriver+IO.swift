@@ -13,59 +13,25 @@ extension SessionDriver {
         }
         for (index, action) in batch.actions.enumerated() {
             if !committed, Self.sendsOnlyAcknowledgements(action) { continue }
+            if let io = Self.plainIO(action) {
+                output.append(io)
+                continue
+            }
             switch action {
-            case .send(let handle, let frames):
-                output.append(.write(handle, frames, flushNow: false))
-            case .sendUnreliable(let handle, let frames):
-                output.append(.writeIfRoom(handle, frames))
-            case .close(let handle, let reason, let text):
-                output.append(.close(handle, reason, text))
-            case .flushOutbox(_, let handle, let rooms):
-                guard case .messages(let queued?) = read(index) else { break }
-                flushOutbox(queued, on: handle, rooms: Set(rooms.map(\.rawValue)), engine: engine, into: &output)
+            case .flushOutbox, .requestHistory, .sendSync:
+                // What the store read goes back to the engine, which says what it makes (an input, not a
+                // question asked in the middle of the I/O).
+                output += engine.storeRead(read(index), for: action, arrivals: arrivals, at: now).compactMap(Self.plainIO)
             case .sendHistory(let room, let since, let peer, let signed, let limit):
                 let limit = min(historyForNewcomers, limit ?? .max)
                 output.append(.offerHistory(HistoryOffer(room: room, peer: peer, signed: signed, content: .export(sinceMilliseconds: since, limit: limit))))
-            case .requestHistory(let room, let handle, let scope):
-                // What we lack (from a minute before the newest message we hold), within what was chosen.
-                guard case .timestamp(let latest) = read(index) else { break }
-                let since = max((latest ?? 0) - 60_000, scope.sinceMilliseconds ?? 0, 0)
-                guard let version = engine.linkVersion(on: handle) else { break }
-                // A version 1 peer knows no limit (it sends what its own bound allows).
-                let limit = version >= 2 ? scope.limit : nil
-                output.append(
-                    .write(
-                        handle, [.historyRequest(room: room, sinceMilliseconds: UInt64(since), limit: limit.map { UInt32(clamping: $0) })],
-                        flushNow: false))
             case .requestSync(let room, let handle):
                 guard case .syncRequest(let held, let joined) = read(index) else { break }
                 let since = SessionStateMachine.relayFloor(joinedAt: joined, now: now.wall)
                 let request = WireFrame.SyncRequest(room: room, sinceMilliseconds: since, marks: SessionStateMachine.syncMarks(runs: held?.runs ?? [:]))
                 output.append(.write(handle, [.syncRequest(request)], flushNow: false))
-            case .sendSync(let room, _, let marks, let peer):
-                // Nothing was read when the asker holds every run we hold (an idle room: each member's
-                // resync is answered by each other one): what an answer would send lies within them.
-                guard case .relayAnswer(_, let latest) = read(index), let latest else {
-                    engine.relayAnswerNotOffered(room, to: peer.id)
-                    break
-                }
-                let lacking = engine.relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, at: now)
-                let answer = SessionStateMachine.withinRelayLimit(lacking, limit: engine.configuration.transferLimits.maximumRelaySize)
-                if answer.isEmpty {
-                    engine.relayAnswerNotOffered(room, to: peer.id)
-                } else {
-                    output.append(.offerHistory(HistoryOffer(room: room, peer: peer, signed: true, content: .messages(answer))))
-                }
-            case .inviteFinished(let id, let outcome):
-                output.append(.inviteFinished(id, outcome))
-            case .stream(let id, let signal):
-                output.append(.stream(id, signal))
-            case .streamHandedOver(let acceptor, let accepted):
-                output.append(.streamHandedOver(acceptor: acceptor, accepted))
-            case .file(let file):
-                output.append(.file(file))
-            case .persist, .emit, .peerConnected, .dial, .peerDisconnected:
-                break  // (told at the commit)
+            default:
+                break  // (.persist, .emit, .peerConnected, .dial, .peerDisconnected: told at the commit)
             }
         }
         if let own = batch.own, committed, let last = own.plan.messages.last?.sequence {
@@ -74,24 +40,21 @@ extension SessionDriver {
         if let waiter = batch.waiter { output.append(.settled(waiter: waiter, batch.committed ? .stored(synced: committed) : .notStored)) }
     }
 
-    /// Every reliable message still waiting for the peer's ACK in these rooms, oldest queued first (our
-    /// own signed for a peer that speaks version 2), in writes of at most 512 frames.
-    private func flushOutbox(
-        _ queued: [StoredMessage], on handle: LinkHandle, rooms: Set<String>, engine: SessionStateMachine, into output: inout [ShellOutput]
-    ) {
-        guard let version = engine.linkVersion(on: handle), !queued.isEmpty else { return }
-        let signed = version >= 2
-        var frames: [WireFrame] = []
-        for message in queued where rooms.contains(message.room) {
-            let message = signed ? SessionStateMachine.signedIfOurs(message, ownID: engine.configuration.ownID, keys: engine.configuration.envelopes) : message
-            guard let frame = SessionStateMachine.frame(message, reliable: true, signed: signed) else { continue }
-            frames.append(frame)
-            if frames.count == 512 {
-                output.append(.write(handle, frames, flushNow: false))
-                frames = []
-            }
+    /// The output of an action that is plain I/O (nil: it is not: it needs a read of the store, or is
+    /// told at the commit).
+    static func plainIO(_ action: SessionAction) -> ShellOutput? {
+        switch action {
+        case .send(let handle, let frames): .write(handle, frames, flushNow: false)
+        case .sendUnreliable(let handle, let frames): .writeIfRoom(handle, frames)
+        case .close(let handle, let reason, let text): .close(handle, reason, text)
+        case .offerRelayAnswer(let room, let messages, let peer):
+            .offerHistory(HistoryOffer(room: room, peer: peer, signed: true, content: .messages(messages)))
+        case .inviteFinished(let id, let outcome): .inviteFinished(id, outcome)
+        case .stream(let id, let signal): .stream(id, signal)
+        case .streamHandedOver(let acceptor, let accepted): .streamHandedOver(acceptor: acceptor, accepted)
+        case .file(let file): .file(file)
+        case .flushOutbox, .sendHistory, .requestHistory, .requestSync, .sendSync, .persist, .emit, .peerConnected, .dial, .peerDisconnected: nil
         }
-        if !frames.isEmpty { output.append(.write(handle, frames, flushNow: false)) }
     }
 }
 
