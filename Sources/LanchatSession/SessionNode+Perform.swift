@@ -152,33 +152,23 @@ extension SessionNode {
         connection.channel.setOption(ChannelOptions.autoRead, value: !readingPaused).whenFailure { _ in }
     }
 
-    /// The store's thread synced its log after a turn (`StoreAnswer.syncFollows`).
-    func storeSynced(_ ok: Bool) {
-        guard !stopped else { return }
-        if !ok { syncFailed(StoreSync.SyncError("the store's thread could not sync the log")) }
-        carryOut(driver.storeSynced(ok, engine: &engine, at: time()))
-        armTimer()
-    }
-
     /// Syncs the store's log on its own thread; the driver hears when it is done.
     private func startSync() {
         guard !stopped, let storeSync else { return }
         storeSync.sync(on: eventLoop).whenComplete { [weak self] result in
             self?.assumeIsolated { node in
                 guard !node.stopped else { return }
-                if case .failure(let error) = result { node.syncFailed(error) }
+                if case .failure(let error) = result {
+                    // The writes are in the store, perhaps not on disk: nothing is acknowledged for them,
+                    // nor for anything after them until the daemon starts again (`SessionDriver.syncFailed`).
+                    node.logger.critical(
+                        "cannot sync the store: nothing is acknowledged until lanchatd restarts",
+                        metadata: ["error": "\(error)"])
+                }
                 node.carryOut(node.driver.synced(result.isSuccess, engine: &node.engine, at: node.time()))
                 node.armTimer()
             }
         }
-    }
-}
-
-extension SessionNode {
-    /// The writes are in the store, perhaps not on disk: nothing is acknowledged for them, nor for anything
-    /// after them until the daemon starts again (`SessionDriver.syncFailed`).
-    func syncFailed(_ error: any Error) {
-        logger.critical("cannot sync the store: nothing is acknowledged until lanchatd restarts", metadata: ["error": "\(error)"])
     }
 }
 

@@ -194,7 +194,7 @@ public actor SessionNode {
         let restored = try store.restored(ownID: configuration.ownID, knownPeers: KnownPeerBook(knownPeers.labels))
         let pruned = (try? store.pruneTransfers(before: Self.nowMilliseconds() - transferRetention)) ?? []
         restoredTransfers = (pruned, (try? store.transfers()) ?? [])
-        storeThread = StoreThread(worker: StoreWorker(store: store, syncs: storeSync != nil), sync: storeSync)
+        storeThread = StoreThread(worker: StoreWorker(store: store, syncs: storeSync != nil))
         var engineConfiguration = SessionStateMachine.Configuration(
             ownID: configuration.ownID, ownName: configuration.ownName, port: configuration.port, autoAccept: configuration.autoAccept)
         engineConfiguration.defaultInviteTimeout = Self.milliseconds(configuration.defaultInviteTimeout)
@@ -212,9 +212,6 @@ public actor SessionNode {
         engine = SessionStateMachine(
             configuration: engineConfiguration, restored: restored, addressBook: directory, ids: .system(),
             shortCode: { ShortCode.between(ownID, $0) })
-        storeThread.synced.withLock { [eventLoop] hook in
-            hook = { [weak self] ok in eventLoop.execute { self?.assumeIsolated { $0.storeSynced(ok) } } }
-        }
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

@@ -58,30 +58,26 @@ final class StoreSync: Sendable {
 
     /// Syncs the log (everything committed before this call); the future completes on `eventLoop`.
     func sync(on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        thread.runIfActive(eventLoop: eventLoop) { [self] in try syncNow() }
-    }
-
-    /// Syncs the log on the calling thread (the sync thread's, or the store's when a lone request asks it:
-    /// `StoreRequest.syncAfter`); one at a time.
-    func syncNow() throws {
-        beforeSync.withLock { $0 }?()
-        try descriptor.withLock { fd in
-            if fd < 0 {
-                fd = open(path, O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else { throw SyncError("cannot open \(path): \(String(cString: strerror(errno)))") }
-                // The log's name in its directory is made durable once (SQLite does not sync a directory in WAL mode).
-                let slash = path.lastIndex(of: "/")
-                let directory = open(slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                if directory >= 0 {
-                    _ = fsync(directory)
-                    close(directory)
+        thread.runIfActive(eventLoop: eventLoop) { [self] in
+            beforeSync.withLock { $0 }?()
+            try descriptor.withLock { fd in
+                if fd < 0 {
+                    fd = open(path, O_RDONLY | O_CLOEXEC)
+                    guard fd >= 0 else { throw SyncError("cannot open \(path): \(String(cString: strerror(errno)))") }
+                    // The log's name in its directory is made durable once (SQLite does not sync a directory in WAL mode).
+                    let slash = path.lastIndex(of: "/")
+                    let directory = open(slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    if directory >= 0 {
+                        _ = fsync(directory)
+                        close(directory)
+                    }
+                }
+                while fdatasync(fd) != 0 {
+                    guard errno == EINTR else { throw SyncError("cannot sync \(path): \(String(cString: strerror(errno)))") }
                 }
             }
-            while fdatasync(fd) != 0 {
-                guard errno == EINTR else { throw SyncError("cannot sync \(path): \(String(cString: strerror(errno)))") }
-            }
+            syncs.add(1, ordering: .relaxed)
         }
-        syncs.add(1, ordering: .relaxed)
     }
 
     /// Waits for a sync that runs, then ends the thread (call once, after the last sync was asked for).

@@ -15,16 +15,10 @@ import Synchronization
 /// the other commit together, a savepoint each (`StoreWorker.answer(_:)`: one commit for what every
 /// connection asked meanwhile, as one sync covers them all), and their answers go back to the event loop
 /// in one hop. Syncs and checkpoints keep threads of their own (`StoreSync`): a commit here writes
-/// SQLite's log without waiting for the disk, except when a request asks this thread to sync
-/// (`StoreRequest.syncAfter`: nothing else was asked and no sync runs): it syncs right after it
-/// answered, and tells the driver (`synced`), which saves a lone batch two hops between threads.
+/// SQLite's log without waiting for the disk.
 final class StoreThread: Sendable {
     private let thread = NIOThreadPool(numberOfThreads: 1)
     private let worker: Mutex<StoreWorker>
-    /// Syncs the store's log (`StoreSync.syncNow`), on this thread, when a request asks it; then
-    /// `synced` hears whether it reached the disk (on this thread: it hops to the event loop itself).
-    private let sync: StoreSync?
-    let synced = Mutex<(@Sendable (Bool) -> Void)?>(nil)
     private let queue = Mutex(Queue())
     /// Tests only: runs on the store's thread before each turn that answers the driver (a test holds it
     /// to see what waits for it).
@@ -47,9 +41,8 @@ final class StoreThread: Sendable {
         var closed = false
     }
 
-    init(worker: sending StoreWorker, sync: StoreSync? = nil) {
+    init(worker: sending StoreWorker) {
         self.worker = Mutex(worker)
-        self.sync = sync
         thread.start()
     }
 
@@ -129,18 +122,9 @@ final class StoreThread: Sendable {
             }
             if !requests.isEmpty {
                 beforeAnswer.withLock { $0 }?()
-                var answered = worker.withLock { $0.answer(requests) }
+                let answered = worker.withLock { $0.answer(requests) }
                 self.answered.add(requests.count, ordering: .relaxed)
-                if let sync, StoreWorker.syncsInTurn(requests, answered) {
-                    // (Answered first: what needs no sync, the reports, goes on meanwhile.)
-                    for index in answered.indices { answered[index].syncFollows = true }
-                    deliver(answers + zip(promises, answered))
-                    answers = []
-                    let ok = (try? sync.syncNow()) != nil
-                    synced.withLock { $0 }?(ok)
-                } else {
-                    answers += zip(promises, answered)
-                }
+                answers += zip(promises, answered)
             }
             if index < items.count, case .work(let body, _) = items[index] {
                 // (The driver's answers so far go first: what it asked came before.)

@@ -57,12 +57,11 @@ import Testing
         }
 
         /// Answers what was held in one turn of the store's thread (one commit for them all), as lanchatd's
-        /// store thread does; `syncFollows`: the thread then syncs (it says so in the answers).
-        mutating func answerTogether(syncFollows: Bool, engine: inout SessionStateMachine, at now: EngineTime) -> [ShellOutput] {
+        /// store thread does.
+        mutating func answerTogether(engine: inout SessionStateMachine, at now: EngineTime) -> [ShellOutput] {
             holding = false
-            var answers = worker.answer(held)
+            let answers = worker.answer(held)
             held = []
-            for index in answers.indices { answers[index].syncFollows = syncFollows }
             return answers.flatMap { run(driver.storeAnswered($0, engine: &engine, at: now), engine: &engine, at: now) }
         }
 
@@ -289,29 +288,6 @@ import Testing
         #expect(acks(driven.synced(true, engine: &engine, at: at(12))) == 1)
     }
 
-    /// A lone batch asks the store's thread to sync right after its commit (two hops between threads,
-    /// not four); its report comes with the answer, its ACK once the store's thread says it synced. A
-    /// batch asked while another is unanswered, or while that sync runs, leaves the sync to the sync's thread.
-    @Test func aLoneBatchIsSyncedByTheStoresThreadAndItsAcknowledgementWaitsForThat() {
-        var engine = engine()
-        var driven = Driven(syncs: true)
-        driven.holding = true
-        _ = driven.perform(engine.received([message(1)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
-        _ = driven.perform(engine.received([message(2)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
-        #expect(driven.held.map(\.syncAfter) == [true, false])
-        let answered = driven.answerTogether(syncFollows: true, engine: &engine, at: at(11))
-        #expect(reports(answered) == 2 && starts(answered) == 0 && acks(answered) == 0)
-        driven.holding = true
-        _ = driven.perform(engine.received([message(3)], on: LinkHandle(2), at: at(12)), engine: &engine, at: at(12))
-        #expect(driven.held.map(\.syncAfter) == [false], "asked while the store's thread syncs")
-        let synced = driven.run(driven.driver.storeSynced(true, engine: &engine, at: at(13)), engine: &engine, at: at(13))
-        #expect(acks(synced) == 2 && starts(synced) == 0)
-        // The third, answered without a sync of the store's thread, asks the sync's thread.
-        let third = driven.answerTogether(syncFollows: false, engine: &engine, at: at(14))
-        #expect(reports(third) == 1 && starts(third) == 1 && acks(third) == 0)
-        #expect(acks(driven.synced(true, engine: &engine, at: at(15))) == 1)
-    }
-
     /// Requests answered in one commit share one sync: the sync asked for the first answer began after
     /// that commit, so it covers the others too (not a second sync for them).
     @Test func answersOfOneCommitShareOneSync() {
@@ -321,7 +297,7 @@ import Testing
         for sequence: UInt64 in 1...3 {
             _ = driven.perform(engine.received([message(sequence)], on: LinkHandle(1), at: at(10)), engine: &engine, at: at(10))
         }
-        let answered = driven.answerTogether(syncFollows: false, engine: &engine, at: at(11))
+        let answered = driven.answerTogether(engine: &engine, at: at(11))
         #expect(reports(answered) == 3 && starts(answered) == 1 && acks(answered) == 0)
         let synced = driven.synced(true, engine: &engine, at: at(12))
         #expect(acks(synced) == 3 && starts(synced) == 0)

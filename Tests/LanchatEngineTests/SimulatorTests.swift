@@ -71,7 +71,7 @@ import LanchatEngine
                 + "out of one by its closing; converged; \(totals.admin.recordless) members with no record of their room's creator, "
                 + "\(totals.admin.notTaken) views where such a member took no removal), "
                 + "\(totals.topics.published) topic messages published (\(totals.topics.delivered) deliveries checked), "
-                + "\(totals.store.turns) turns of a store's thread (\(totals.store.lost) requests lost in a crash before their turn, \(totals.store.synced) that synced the log), "
+                + "\(totals.store.turns) turns of a store's thread (\(totals.store.lost) requests lost in a crash before their turn), "
                 + "\(totals.syncs.done) syncs of a store (\(totals.syncs.lost) messages committed and lost in a crash before theirs; \(totals.syncs.failed) commits refused by the disk), in \(ContinuousClock.now - started) "
                 + "on \(workers) worker\(workers == 1 ? "" : "s") (SIMULATOR_WORKERS)")
     }
@@ -88,7 +88,7 @@ import LanchatEngine
         var admin = (commands: 0, removed: 0, closed: 0, recordless: 0, notTaken: 0)
         var topics = (published: 0, delivered: 0)
         var syncs = (done: 0, lost: 0, failed: 0)
-        var store = (turns: 0, lost: 0, synced: 0)
+        var store = (turns: 0, lost: 0)
         var histories = (offered: 0, imported: 0)
         var shared = (announced: 0, fetched: 0, served: 0, refused: 0, placed: 0)
         var failures: [(seed: UInt64, description: String)] = []
@@ -117,7 +117,7 @@ import LanchatEngine
             topics.published += simulator.topicPublished
             topics.delivered += simulator.topicDeliveries
             syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced, syncs.failed + simulator.failedCommits)
-            store = (store.turns + simulator.storeTurns, store.lost + simulator.storeRequestsLost, store.synced + simulator.storeTurnSyncs)
+            store = (store.turns + simulator.storeTurns, store.lost + simulator.storeRequestsLost)
             histories = (histories.offered + simulator.historiesOffered, histories.imported + simulator.historiesImported)
             shared = Self.sum(shared, simulator.shared)
         }
@@ -149,7 +149,7 @@ import LanchatEngine
             )
             topics = (topics.published + other.topics.published, topics.delivered + other.topics.delivered)
             syncs = (syncs.done + other.syncs.done, syncs.lost + other.syncs.lost, syncs.failed + other.syncs.failed)
-            store = (store.turns + other.store.turns, store.lost + other.store.lost, store.synced + other.store.synced)
+            store = (store.turns + other.store.turns, store.lost + other.store.lost)
             histories = (histories.offered + other.histories.offered, histories.imported + other.histories.imported)
             shared = Self.sum(shared, other.shared)
             failures += other.failures

@@ -231,11 +231,9 @@ import Testing
         await bob.stop()
     }
 
-    /// The store's sync runs off the event loop: a lone message is synced by the store's thread right
-    /// after its commit (`StoreRequest.syncAfter`). While bob's sync is held, his node goes on (the
-    /// message is stored, readable and reported), but no acknowledgement leaves until the sync is done;
-    /// three messages that come meanwhile wait for the store's thread, then commit together and share
-    /// the next sync (on the sync's thread: one, not three).
+    /// The store's sync runs off the event loop (`StoreSync`): while bob's sync is held, his node goes
+    /// on (the message is stored, readable and reported), but no acknowledgement leaves until the sync
+    /// is done; three messages committed meanwhile share the next sync (one, not three).
     @Test func anAcknowledgementWaitsForTheSyncAndCommitsShareOne() async throws {
         let alice = try await TestNode("alice")
         let bob = try await TestNode("bob")
@@ -251,10 +249,10 @@ import Testing
         try await eventually("bob stored it") { try await bob.texts().last == "held" }
         #expect(bob.events.contains { if case .message(let m) = $0 { m.stored.body == "held" } else { false } })
         for text in ["one", "two", "three"] { _ = try await alice.node.send(text, room: lab) }
+        try await eventually("bob stored them") { try await bob.texts().suffix(3) == ["one", "two", "three"] }
         try await Task.sleep(for: .milliseconds(300))
         #expect(await alice.node.unacknowledged()[bob.identity.peerID] == 4, "acknowledged before bob's sync")
         gate.held.withLock { $0 = false }
-        try await eventually("bob stored them") { try await bob.texts().suffix(3) == ["one", "two", "three"] }
         try await eventually("acknowledged after the sync") { await alice.node.unacknowledged().isEmpty }
         #expect(sync.syncs.load(ordering: .relaxed) - base == 2)
         sync.beforeSync.withLock { $0 = nil }

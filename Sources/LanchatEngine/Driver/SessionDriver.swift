@@ -101,8 +101,6 @@ public struct SessionDriver {
     private var syncsAsked: UInt64 = 0
     private var syncedThrough: UInt64 = 0
     private var syncRunning: UInt64?
-    /// The store's thread syncs after its turn (`storeSynced` will say when).
-    private var storeSyncPending = false
     /// The store's commit (`StoreAnswer.commit`) the last sync was asked for, and that sync's number.
     private var syncAskedFor: (commit: UInt64, ticket: UInt64) = (0, 0)
     private var queue = BatchQueue()
@@ -200,23 +198,10 @@ public struct SessionDriver {
         guard !stopped, let target = syncRunning else { return [] }
         syncRunning = nil
         if !ok { syncFailed = true }
-        syncedThrough = max(syncedThrough, target)  // (a sync in the store's turn may have covered more)
+        syncedThrough = target
         var output: [ShellOutput] = []
         advance(engine: &engine, at: now, into: &output)
         startSync(into: &output)
-        return output
-    }
-
-    /// The store's thread synced its log after a turn whose answers said so (`StoreAnswer.syncFollows`),
-    /// `ok` if it reached the disk. Its thread answers in order and took no turn since, so the sync covers
-    /// every commit answered so far, and so every sync asked for so far.
-    public mutating func storeSynced(_ ok: Bool, engine: inout SessionStateMachine, at now: EngineTime) -> [ShellOutput] {
-        guard !stopped else { return [] }
-        storeSyncPending = false
-        if !ok { syncFailed = true }
-        syncedThrough = syncsAsked
-        var output: [ShellOutput] = []
-        advance(engine: &engine, at: now, into: &output)
         return output
     }
 
@@ -302,8 +287,7 @@ public struct SessionDriver {
             output.append(
                 .store(
                     StoreRequest(
-                        ticket: nextTicket, now: now.wall, operations: operations, forceDurable: remembers, allOrNothing: allOrNothing, reads: reads,
-                        syncAfter: syncs && unanswered == 1 && syncRunning == nil && !storeSyncPending)))
+                        ticket: nextTicket, now: now.wall, operations: operations, forceDurable: remembers, allOrNothing: allOrNothing, reads: reads)))
         }
         queue.append(batch)
         advance(engine: &engine, at: now, into: &output)
@@ -343,17 +327,8 @@ public struct SessionDriver {
                 }
             } else {
                 if answer.durable, syncs {
-                    if answer.commit == syncAskedFor.commit {
-                        // (Stored by the commit an earlier answer asked a sync for: that sync covers it.)
-                        batch.syncTicket = syncAskedFor.ticket
-                    } else if answer.syncFollows {
-                        // (The store's thread syncs after this turn: `storeSynced`.)
-                        storeSyncPending = true
-                        syncsAsked += 1
-                        batch.syncTicket = syncsAsked
-                    } else {
-                        batch.syncTicket = askSync(into: &output)
-                    }
+                    // (Stored by the commit an earlier answer asked a sync for: that sync covers it.)
+                    batch.syncTicket = answer.commit == syncAskedFor.commit ? syncAskedFor.ticket : askSync(into: &output)
                     syncAskedFor = (answer.commit, batch.syncTicket!)
                 }
                 inserted = answer.inserted

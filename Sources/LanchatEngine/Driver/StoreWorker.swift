@@ -17,22 +17,14 @@ public struct StoreRequest: Equatable, Sendable {
     /// If the writes fail they are not tried again (the caller hears it: a send, a metadata write).
     public var allOrNothing: Bool
     public var reads: [StoreRead]
-    /// Nothing else is asked of the store and no sync runs: if its commit must be synced, the store's
-    /// thread syncs the log itself right after it answers (`StoreAnswer.syncFollows`, then the driver's
-    /// `storeSynced`), instead of the driver asking the sync's thread once the answer is in. What waits
-    /// for a lone batch's sync then waits for one thread hop each way, not two.
-    public var syncAfter: Bool
 
-    public init(
-        ticket: UInt64, now: Int64, operations: [StoreOperation], forceDurable: Bool, allOrNothing: Bool, reads: [StoreRead], syncAfter: Bool = false
-    ) {
+    public init(ticket: UInt64, now: Int64, operations: [StoreOperation], forceDurable: Bool, allOrNothing: Bool, reads: [StoreRead]) {
         self.ticket = ticket
         self.now = now
         self.operations = operations
         self.forceDurable = forceDurable
         self.allOrNothing = allOrNothing
         self.reads = reads
-        self.syncAfter = syncAfter
     }
 }
 
@@ -84,9 +76,6 @@ public struct StoreAnswer: Equatable, Sendable {
     public var stamp: UInt64
     /// Writes of failed batches the store holds to try again with the next request.
     public var unwritten: Int
-    /// The store's thread syncs its log right after this answer (a request of its turn asked it,
-    /// `StoreRequest.syncAfter`) and then tells the driver `storeSynced`. A sync covers every commit before it.
-    public var syncFollows = false
     /// The number of the commit that stored it (consecutive requests share one: one sync started after
     /// any of their answers covers them all); 0 if it wrote nothing.
     public var commit: UInt64 = 0
@@ -115,12 +104,6 @@ public struct StoreWorker {
 
     /// Writes of failed batches waiting to be tried again.
     public var unwrittenCount: Int { unwritten.count }
-
-    /// Whether a turn that answered `requests` with `answers` syncs the log after it answers: one of
-    /// them asked for it and one of them committed what must be synced.
-    public static func syncsInTurn(_ requests: some Sequence<StoreRequest>, _ answers: some Sequence<StoreAnswer>) -> Bool {
-        requests.contains { $0.syncAfter } && answers.contains { $0.durable }
-    }
 
     /// Commits a request's writes (after those of earlier failed batches), then does its reads.
     public mutating func answer(_ request: StoreRequest) -> StoreAnswer {

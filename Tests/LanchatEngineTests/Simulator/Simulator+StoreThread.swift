@@ -6,31 +6,21 @@ import LanchatWire
 /// (`.store`) waits in a queue; 1 to 4 ms later a turn takes everything queued by then and answers it
 /// with the real `StoreWorker` on the node's memory store, in order, consecutive requests in one commit
 /// (a savepoint each, as lanchatd groups them); the answers reach the node 0 or 1
-/// ms after that. A turn asked to sync (`StoreRequest.syncAfter`) then syncs the log: the driver hears
-/// `storeSynced` 1 to 40 ms later, and the thread takes no other turn meanwhile. A crash loses what was queued, and answers not yet delivered (their writes, committed
+/// ms after that. A crash loses what was queued, and answers not yet delivered (their writes, committed
 /// and not synced, go as `crash()` says).
 extension Simulator {
     func askStore(_ node: Int, _ request: StoreRequest) {
         let idle = storeQueue[node, default: []].isEmpty
         storeQueue[node, default: []].append(request)
-        let free = storeBusyUntil[node].map { $0 + 1 } ?? 0
-        if idle { schedule(.storeTurn(node: node, incarnation: nodes[node].incarnation), at: max(now + Int64(1 + roll(4)), free)) }
+        if idle { schedule(.storeTurn(node: node, incarnation: nodes[node].incarnation), at: now + Int64(1 + roll(4))) }
     }
 
     func storeTurn(_ node: Int) {
         guard var worker = nodes[node].worker, let requests = storeQueue.removeValue(forKey: node), !requests.isEmpty else { return }
-        var answers = worker.answer(requests)  // (one commit for them all, a savepoint each)
+        let answers = worker.answer(requests)  // (one commit for them all, a savepoint each)
         nodes[node].worker = worker
         storeTurns += 1
-        let incarnation = nodes[node].incarnation
-        let syncs = StoreWorker.syncsInTurn(requests, answers)
-        if syncs { for index in answers.indices { answers[index].syncFollows = true } }
-        schedule(.storeAnswers(node: node, incarnation: incarnation, answers), at: now + Int64(roll(2)))
-        guard syncs else { return }
-        storeTurnSyncs += 1
-        let done = now + Int64(2 + roll(40))
-        storeBusyUntil[node] = done
-        schedule(.storeSynced(node: node, incarnation: incarnation, nodes[node].store.syncBegins()), at: done)
+        schedule(.storeAnswers(node: node, incarnation: nodes[node].incarnation, answers), at: now + Int64(roll(2)))
     }
 
     func storeAnswered(_ node: Int, _ answers: [StoreAnswer]) {
@@ -43,7 +33,6 @@ extension Simulator {
     /// commit may be held by members, never by their author.
     func storeCrashes(_ node: Int) {
         let own = nodes[node].peer.id.rawValue
-        storeBusyUntil[node] = nil
         for request in storeQueue.removeValue(forKey: node) ?? [] {
             storeRequestsLost += 1
             for case .insertMessage(let message, _) in request.operations where message.senderID == own { lostByAuthor.insert(message.id) }

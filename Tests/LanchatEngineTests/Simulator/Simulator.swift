@@ -77,7 +77,6 @@ final class Simulator {
         /// reach the node.
         case storeTurn(node: Int, incarnation: Int)
         case storeAnswers(node: Int, incarnation: Int, [StoreAnswer])
-        case storeSynced(node: Int, incarnation: Int, MemorySessionStore.Sync)
     }
 
     /// A reliable message some node's `send` accepted: who must end up with it.
@@ -117,10 +116,6 @@ final class Simulator {
     var storeQueue: [Int: [StoreRequest]] = [:]
     var storeTurns = 0
     var storeRequestsLost = 0
-    /// Turns that synced the log before answering (`StoreRequest.syncAfter`), and until when each node's
-    /// store thread is busy with such a sync (its next turn waits).
-    var storeTurnSyncs = 0
-    var storeBusyUntil: [Int: Int64] = [:]
     /// Syncs of the store the nodes' drivers asked for (each covers every commit before it), the one
     /// running on each node, and messages crashes took from stores (committed, their sync not done).
     var syncs = 0
@@ -347,10 +342,6 @@ final class Simulator {
         case .storeAnswers(let node, let incarnation, let answers):
             guard alive(node, incarnation) else { return }
             storeAnswered(node, answers)
-        case .storeSynced(let node, let incarnation, let sync):
-            guard alive(node, incarnation) else { return }
-            nodes[node].store.syncEnded(sync)
-            drive(node) { driver, engine in driver.storeSynced(true, engine: &engine, at: self.time(node)) }
         case .synced(let node, let incarnation):
             guard alive(node, incarnation) else { return }
             if let sync = syncRunning.removeValue(forKey: node) { nodes[node].store.syncEnded(sync) }
