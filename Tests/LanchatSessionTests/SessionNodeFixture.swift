@@ -65,6 +65,15 @@ final class TestNode: @unchecked Sendable {
 
     var events: [SessionEvent] { collected.all }
 
+    /// Alice and bob, both started; alice knows bob's address and has invited him into `lab`, and he accepted.
+    static func aliceAndBobInLab() async throws -> (alice: TestNode, bob: TestNode) {
+        let alice = try await TestNode("alice")
+        let bob = try await TestNode("bob")
+        alice.knows(bob)
+        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        return (alice, bob)
+    }
+
     func texts(_ room: String = "lab", limit: Int = 1000) async throws -> [String] {
         try await node.history(room: room, limit: limit).filter { $0.kind == .text }.map(\.body)
     }

@@ -36,10 +36,7 @@ import Testing
     /// the member's new connection and close the old one (the control case below), which is how a ping
     /// right after an invitation once lost either its connection or the member's.
     @Test func aProbeConnectionLeavesTheMembersLinkAlone() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         let address = try SocketAddress(ipAddress: "127.0.0.1", port: bob.listener.localAddress!.port!)
         let left: () -> Int = { alice.events.filter { if case .memberLeft = $0 { true } else { false } }.count }
 
@@ -157,10 +154,7 @@ import Testing
     }
 
     @Test func aKnownNameWithAnotherKeyIsAWarningNotARefusal() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         // Another host named bob (a new key): alice's person is warned with both codes, and both are members.
         let otherBob = try await TestNode("bob")
         otherBob.knows(alice)
@@ -198,10 +192,7 @@ import Testing
     /// goes commit-first, so while the store fails nothing more leaves; once a send commits again, sending
     /// ahead resumes. No sequence is used twice.
     @Test func aSendLeavesBeforeItsCommitOnlyWhileSendsCommit() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         _ = try await alice.node.send("stored", room: lab)
         try await alice.node.executeOnStore("PRAGMA query_only = 1")  // (every write fails from here)
         do {
@@ -235,10 +226,7 @@ import Testing
     /// on (the message is stored, readable and reported), but no acknowledgement leaves until the sync
     /// is done; three messages committed meanwhile share the next sync (one, not three).
     @Test func anAcknowledgementWaitsForTheSyncAndCommitsShareOne() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         _ = try await alice.node.send("before", room: lab)
         try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
         let sync = try #require(await bob.node.storeSync)
@@ -264,10 +252,7 @@ import Testing
     /// (his node answers), but the message that arrived is neither reported nor acknowledged; once the
     /// thread runs again, it is stored, reported and acknowledged.
     @Test func theStoreRunsOnItsOwnThreadAndAnAcknowledgementWaitsForIt() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         _ = try await alice.node.send("before", room: lab)
         try await eventually("acknowledged") { await alice.node.unacknowledged().isEmpty }
         let store = await bob.node.storeThread
@@ -294,10 +279,7 @@ import Testing
     /// his node stops reading from its peers once `storeMarks.high` requests wait (what alice sends
     /// waits in TCP's buffers, not in bob's memory), and reads again once the store caught up.
     @Test func aNodeStopsReadingWhileItsStoreIsBehind() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         await bob.node.setStoreMarks(high: 4, low: 1)
         let store = await bob.node.storeThread
         let gate = SyncGate(store)
@@ -320,10 +302,7 @@ import Testing
     /// The log's checkpoints run on the store's checkpoint thread, on a second connection, not on the
     /// event loop; the history is whole after them and after a restart.
     @Test func checkpointsRunOnTheirOwnThread() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         let sync = try #require(await bob.node.storeSync)
         for n in 1...20 { _ = try await alice.node.send("m\(n)", room: lab) }
         try await eventually("bob checkpointed on its thread") { sync.checkpoints.load(ordering: .relaxed) > 0 }
@@ -366,10 +345,7 @@ import Testing
     /// first, then another, must not reuse its numbers), and the room's sequence continues
     /// `sendAheadLimit` past the highest stored.
     @Test func theFirstSendAfterARestartCommitsFirst() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         _ = try await alice.node.send("one", room: lab)
         _ = try await alice.node.send("two", room: lab)
         await alice.stop()
@@ -438,10 +414,7 @@ import Testing
     }
 
     @Test func aResourceProgressFollowsAndCancels() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         let source = alice.directory + "/small.bin"
         let fd = open(source, O_WRONLY | O_CREAT, 0o600)
         _ = [UInt8](repeating: 7, count: 100_000).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

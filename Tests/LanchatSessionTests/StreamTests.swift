@@ -8,10 +8,7 @@ import Testing
 /// node keeps of them.
 @Suite(.serialized) struct StreamTests {
     @Test func bytesGoBothWaysWithEndsAndCredit() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         let accepting = Task { try await bob.node.acceptStream("echo", isAlive: { true }) }
         try await Task.sleep(for: .milliseconds(100))
         let stream = try await alice.node.openStream("echo", to: bob.peer)
@@ -51,10 +48,7 @@ import Testing
     /// The node keeps a stream's record (what came and was not read, how it ended) while the stream
     /// lives or a `ByteStream` holds it, and no longer.
     @Test func aStreamsRecordGoesOnceItEndedAndNoProgramHoldsIt() async throws {
-        let alice = try await TestNode("alice")
-        let bob = try await TestNode("bob")
-        alice.knows(bob)
-        #expect(await alice.node.invite(bob.peer, room: lab, context: [], timeout: .seconds(5)) == .accepted)
+        let (alice, bob) = try await TestNode.aliceAndBobInLab()
         let accepting = Task { try await bob.node.acceptStream("done", isAlive: { true }) }
         try await Task.sleep(for: .milliseconds(100))
         var stream: ByteStream? = try await alice.node.openStream("done", to: bob.peer)
