@@ -229,16 +229,21 @@ public final class MemorySessionStore: SessionStore {
         if queues[peerID]?.isEmpty == true { queues[peerID] = nil }
     }
 
+    /// In the order their messages were stored (ours: as they were sent), as the SQLite store reads it.
     public func outbox(peerID: String) -> [StoredMessage] {
-        (queues[peerID] ?? []).compactMap(message(id:))
+        queued(peerID).compactMap(message(id:))
     }
 
-    /// In the order queued: by recipient in the order each queued first (the SQLite store keeps one
-    /// global order; per recipient the two agree, and that is what the engine relies on).
+    /// By recipient, each in the order its messages were stored (the SQLite store orders them all by
+    /// message; per recipient the two agree, and that is what the engine relies on).
     public func outboxEntries() -> [(peerID: String, messageID: String, room: String)] {
         queues.keys.sorted().flatMap { peer in
-            (queues[peer] ?? []).compactMap { id in message(id: id).map { (peer, id, $0.room) } }
+            queued(peer).compactMap { id in message(id: id).map { (peer, id, $0.room) } }
         }
+    }
+
+    private func queued(_ peer: String) -> [String] {
+        (queues[peer] ?? []).sorted { (firstByID[$0].flatMap { storedOrder[$0] } ?? .max) < (firstByID[$1].flatMap { storedOrder[$0] } ?? .max) }
     }
 
     public func dropOutbox(peerID: String?, room: String) {

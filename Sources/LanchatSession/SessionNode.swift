@@ -265,9 +265,10 @@ public actor SessionNode {
         try? await fileIO.shutdownGracefully()
     }
 
-    /// Sleeps until the engine's next deadline, then ticks it.
+    /// Sleeps until the engine's next deadline (or the driver's: acknowledgements heard that wait), then
+    /// ticks it.
     func armTimer() {
-        guard !stopped, let deadline = engine.nextDeadline else {
+        guard !stopped, let deadline = [engine.nextDeadline, driver.nextDeadline].compactMap({ $0 }).min() else {
             timerWakeup?.cancel()
             timerWakeup = nil
             timerDeadline = nil

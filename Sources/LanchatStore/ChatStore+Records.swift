@@ -6,6 +6,35 @@ import LanchatCore
 extension ChatStore {
     // MARK: Outbox
 
+    /// One row per (recipient, message), keyed by both, without a rowid: queuing a message for a recipient
+    /// writes one B-tree page, and its acknowledgement one. `seq` is no longer written (NULL); it stays
+    /// so that an older lanchatd, which orders by it, can still open the file.
+    static let outboxTableColumns = "peer_id TEXT NOT NULL, message_id TEXT NOT NULL, seq INTEGER, PRIMARY KEY (peer_id, message_id)"
+
+    /// Until 2026-11-27 the outbox was a rowid table with `seq INTEGER PRIMARY KEY AUTOINCREMENT` and a
+    /// unique index on (recipient, message): each message queued wrote three pages (the table, the index,
+    /// `sqlite_sequence`) into the commit of its send, each acknowledgement two. Such a table is copied
+    /// into the keyed one, in one transaction. No new schema number: an older lanchatd names its
+    /// columns, and `seq` is still there.
+    func keyOutboxByRecipient() throws(Error) {
+        let definition = try db.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'outbox'").first?.first?.string ?? ""
+        guard definition.uppercased().contains("AUTOINCREMENT") else { return }
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            try db.execute(
+                """
+                CREATE TABLE outbox_keyed (\(Self.outboxTableColumns)) WITHOUT ROWID;
+                INSERT OR IGNORE INTO outbox_keyed (peer_id, message_id, seq) SELECT peer_id, message_id, seq FROM outbox;
+                DROP TABLE outbox;
+                ALTER TABLE outbox_keyed RENAME TO outbox;
+                """)
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
     public func enqueue(peerID: String, messageID: String) throws(Error) {
         try db.query("INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)", [.text(peerID), .text(messageID)])
     }
@@ -14,21 +43,22 @@ extension ChatStore {
         try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id = ?", [.text(peerID), .text(messageID)])
     }
 
-    /// Unacknowledged messages for `peerID`, in the order they were sent. The outbox holds our own
-    /// messages: of records under one id (`messages` is keyed by id and author), ours was stored first.
+    /// Unacknowledged messages for `peerID`, in the order they were sent (stored: ours are stored as they
+    /// are sent). The outbox holds our own messages: of records under one id (`messages` is keyed by id
+    /// and author), ours was stored first.
     public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
         try db.query(
             """
             SELECT \(Self.messageColumns(prefix: "m."))
             FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage)
-            WHERE outbox.peer_id = ? ORDER BY outbox.seq
+            WHERE outbox.peer_id = ? ORDER BY m.rowid
             """, [.text(peerID)]
         ).map(Self.message)
     }
 
-    /// Every queued (recipient, message, room), in the order they were queued.
+    /// Every queued (recipient, message, room), in the order their messages were sent.
     public func outboxEntries() throws(Error) -> [(peerID: String, messageID: String, room: String)] {
-        try db.query("SELECT outbox.peer_id, outbox.message_id, m.room FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage) ORDER BY outbox.seq")
+        try db.query("SELECT outbox.peer_id, outbox.message_id, m.room FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage) ORDER BY m.rowid, outbox.peer_id")
             .map { ($0[0].string, $0[1].string, $0[2].string) }
     }
 

@@ -80,9 +80,7 @@ public final class ChatStore: SessionStore {
             """
             CREATE TABLE IF NOT EXISTS messages (\(Self.messagesTableColumns));
             CREATE INDEX IF NOT EXISTS messages_by_room ON messages (room, timestamp, sender_id, sequence);
-            CREATE TABLE IF NOT EXISTS outbox (
-                seq INTEGER PRIMARY KEY AUTOINCREMENT, peer_id TEXT NOT NULL, message_id TEXT NOT NULL,
-                UNIQUE (peer_id, message_id));
+            CREATE TABLE IF NOT EXISTS outbox (\(Self.outboxTableColumns)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS rooms (room TEXT PRIMARY KEY, joined_at INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS members (
                 room TEXT NOT NULL, peer_id TEXT NOT NULL, name TEXT NOT NULL, port INTEGER NOT NULL,
@@ -174,6 +172,7 @@ public final class ChatStore: SessionStore {
             """
             CREATE INDEX IF NOT EXISTS messages_shared ON messages (room, timestamp, sender_id, sequence) WHERE kind != 2 AND direct = 0
             """)
+        try keyOutboxByRecipient()
         // The files shared in rooms (`lanchat files`): a few among a million messages, found without a scan.
         try db.execute("CREATE INDEX IF NOT EXISTS messages_files ON messages (timestamp) WHERE kind = 1")
         try db.execute("PRAGMA user_version = 4")

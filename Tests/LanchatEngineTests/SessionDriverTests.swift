@@ -358,4 +358,66 @@ import Testing
         let four = try send("four")
         #expect(four.output.contains(.settled(waiter: four.waiter, .notStored)))
     }
+
+    // MARK: Acknowledgements heard wait
+
+    func heardAck(_ byte: UInt8, count: Int = 1) -> SessionAction {
+        .persist(.acknowledge(bob.id, (0..<count).map { WireID(bytes: [UInt8](repeating: byte &+ UInt8(truncatingIfNeeded: $0), count: 16))! }))
+    }
+
+    /// A batch that only removes acknowledged messages from the outbox asks nothing of the store by itself
+    /// (nothing waits for it): its writes go first in the next batch's request, in the order heard.
+    @Test func acknowledgementsHeardGoFirstInTheNextRequest() {
+        var engine = engine()
+        var driven = Driven(syncs: true)
+        driven.holding = true
+        #expect(driven.perform([heardAck(1)], engine: &engine, at: at(10)).isEmpty)
+        #expect(driven.perform([heardAck(2)], engine: &engine, at: at(20)).isEmpty)
+        #expect(driven.held.isEmpty && driven.driver.unanswered == 0)
+        #expect(driven.driver.acknowledgementsWaiting == 2 && driven.driver.nextDeadline == 10 + SessionDriver.acknowledgementDelay)
+        // A message arrives: one request, the acknowledgements first, then its own writes.
+        _ = driven.perform(engine.received([message(1)], on: LinkHandle(1), at: at(30)), engine: &engine, at: at(30))
+        #expect(driven.held.count == 1 && driven.driver.acknowledgementsWaiting == 0 && driven.driver.nextDeadline == nil)
+        let operations = driven.held.first?.operations ?? []
+        #expect(operations.count >= 3 && Array(operations.prefix(2)) == [heardAck(1), heardAck(2)].map { if case .persist(let o) = $0 { o } else { fatalError() } })
+        #expect(operations.dropFirst(2).contains { if case .insertMessage = $0 { true } else { false } })
+        // Its ACK still waits for its commit's answer and sync, as before.
+        let answered = driven.release(engine: &engine, at: at(31))
+        #expect(reports(answered) == 1 && starts(answered) == 1 && acks(answered) == 0)
+        #expect(acks(driven.synced(true, engine: &engine, at: at(32))) == 1)
+    }
+
+    /// With no other batch, they are asked of the store on their own once `acknowledgementDelay` passed
+    /// (the host's timer calls `perform` at `nextDeadline`), or at once when `acknowledgementLimit` ids wait.
+    @Test func acknowledgementsHeardAreWrittenAloneAfterTheirDelayOrPastTheLimit() {
+        var engine = engine()
+        var driven = Driven(syncs: true)
+        driven.holding = true
+        _ = driven.perform([heardAck(1)], engine: &engine, at: at(10))
+        let deadline = driven.driver.nextDeadline!
+        _ = driven.perform([], engine: &engine, at: at(deadline - 1))
+        #expect(driven.held.isEmpty)
+        _ = driven.perform(engine.tick(at: at(deadline)), engine: &engine, at: at(deadline))
+        #expect(driven.held.map(\.operations.count) == [1] && driven.driver.nextDeadline == nil)
+        // Not durable: no sync is asked for them.
+        #expect(starts(driven.release(engine: &engine, at: at(deadline))) == 0)
+        // Many at once: asked for at once.
+        driven.holding = true
+        _ = driven.perform([heardAck(3, count: SessionDriver.acknowledgementLimit - 1)], engine: &engine, at: at(200))
+        #expect(driven.held.isEmpty)
+        _ = driven.perform([heardAck(9)], engine: &engine, at: at(201))
+        #expect(driven.held.count == 1 && driven.held[0].operations.count == 2 && driven.driver.acknowledgementsWaiting == 0)
+    }
+
+    /// A node that stops still asks the store for the acknowledgements heard (fewer resends after it
+    /// starts again); a stopped driver has no deadline.
+    @Test func acknowledgementsHeardAreWrittenWhenTheNodeStops() {
+        var engine = engine()
+        var driven = Driven(syncs: true)
+        _ = driven.perform([heardAck(1)], engine: &engine, at: at(10))
+        let stop = driven.driver.stop()
+        let requests = stop.compactMap { if case .store(let request) = $0 { request } else { nil } }
+        #expect(requests.count == 1 && requests[0].operations.count == 1 && requests[0].now == at(10).wall)
+        #expect(driven.driver.nextDeadline == nil && driven.driver.stop().isEmpty)
+    }
 }

@@ -313,6 +313,47 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
 @Suite struct ChatStoreSchemaTests {
     /// A history file of schema 2 (before transfers recorded which file they send) opens, gains the
     /// column, and keeps its rows.
+    /// The outbox is keyed by (recipient, message), without a rowid: one page per message queued, one per
+    /// acknowledgement. A file whose outbox was the older rowid table (`seq` AUTOINCREMENT and a unique
+    /// index) is copied into it when opened, rows kept; an older lanchatd's statements still work on it.
+    @Test func anOutboxOfTheOlderShapeIsKeyedByRecipientWhenOpened() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let store = try ChatStore(path: path)
+            for id in 1...4 { try store.insert(message(id), now: 0) }
+            store.close()
+        }
+        let raw = try SQLiteDatabase(path: path)
+        try raw.execute(
+            """
+            DROP TABLE outbox;
+            CREATE TABLE outbox (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT, peer_id TEXT NOT NULL, message_id TEXT NOT NULL,
+                UNIQUE (peer_id, message_id));
+            INSERT INTO outbox (peer_id, message_id) VALUES ('bob', '\(message(3).id)'), ('bob', '\(message(1).id)'), ('carol', '\(message(2).id)');
+            """)
+        raw.close()
+        let store = try ChatStore(path: path)
+        let definition = try store.databaseForTests.query("SELECT sql FROM sqlite_master WHERE name = 'outbox'").first?.first?.string ?? ""
+        #expect(definition.contains("WITHOUT ROWID") && !definition.contains("AUTOINCREMENT"))
+        #expect(try store.databaseForTests.query("SELECT name FROM sqlite_master WHERE name LIKE 'outbox%'").map { $0[0].string } == ["outbox"])
+        // Kept, in the order the messages were sent.
+        #expect(try store.outbox(peerID: "bob").map(\.sequence) == [1, 3])
+        #expect(try store.outboxCounts() == ["bob": 2, "carol": 1])
+        try store.enqueue(peerID: "bob", messageID: message(4).id)
+        try store.enqueue(peerID: "bob", messageID: message(4).id)  // (once)
+        try store.acknowledge(peerID: "bob", messageID: message(1).id)
+        #expect(try store.outbox(peerID: "bob").map(\.sequence) == [3, 4])
+        // What an older lanchatd runs (it orders by `seq`, now NULL) still works.
+        try store.databaseForTests.execute("INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES ('dave', '\(message(2).id)')")
+        #expect(try store.databaseForTests.query("SELECT message_id FROM outbox WHERE peer_id = 'dave' ORDER BY seq").count == 1)
+        store.close()
+        // Opened again: nothing to copy, nothing lost.
+        let again = try ChatStore(path: path)
+        #expect(try again.outboxCounts() == ["bob": 2, "carol": 1, "dave": 1])
+        again.close()
+    }
+
     @Test func aSchemaTwoFileIsUpgraded() throws {
         let path = temporaryDirectory() + "/h.sqlite3"
         let old = try SQLiteDatabase(path: path)

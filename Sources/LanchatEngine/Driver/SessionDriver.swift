@@ -79,6 +79,11 @@ public struct HistoryOffer: Equatable, Sendable {
 ///   overtakes anything. A batch that asks nothing of the store, with nothing queued, is done at once.
 /// - **The send-first rule** (`performOwn`): our own messages may leave before their commit while nothing
 ///   but ACKs waits, and only if they continue from our last synced sequence in the room.
+/// - **Acknowledgements heard wait.** A batch whose only writes are acknowledgements heard (outbox
+///   removals: nothing waits for them, and one lost costs a resend that is de-duplicated) asks nothing of
+///   the store by itself: its writes go first in the next request of any batch, or on their own once
+///   `acknowledgementDelay` has passed (`nextDeadline`) or `acknowledgementLimit` ids wait. A lone send
+///   then costs the store one turn, not two (its own, and the ACK of the one before).
 public struct SessionDriver {
     /// How many of a room's latest messages a newcomer is sent (the host's export applies it too).
     public let historyForNewcomers: Int
@@ -110,6 +115,13 @@ public struct SessionDriver {
     private var retryPending = false
     /// They were tried again at once after the last failure (`storeAnswered`).
     private var retriedAtOnce = false
+    /// Acknowledgements heard and not yet asked of the store, the ids they name, since when they wait
+    /// (monotonic milliseconds) and the wall clock then.
+    private var heard: (operations: [StoreOperation], ids: Int, since: Int64, wall: Int64) = ([], 0, 0, 0)
+    /// How long acknowledgements heard may wait for another batch's request (milliseconds), and how many
+    /// ids at most.
+    public static let acknowledgementDelay: Int64 = 50
+    public static let acknowledgementLimit = 1024
 
     public init(historyForNewcomers: Int, syncs: Bool) {
         self.historyForNewcomers = historyForNewcomers
@@ -149,6 +161,15 @@ public struct SessionDriver {
         let output = enqueue(actions, engine: &engine, at: now, allOrNothing: true, sendFirst: ahead, own: .init(plan: plan, room: room), waiter: nextWaiter)
         return (nextWaiter, ahead, output)
     }
+
+    /// When the acknowledgements heard must be asked of the store (monotonic milliseconds; nil: none
+    /// wait): the host then calls `perform` (with the engine's tick, or nothing), which asks for them.
+    public var nextDeadline: Int64? {
+        heard.operations.isEmpty || stopped ? nil : heard.since + Self.acknowledgementDelay
+    }
+
+    /// Acknowledgements heard that the store has not been asked for (ids).
+    public var acknowledgementsWaiting: Int { heard.ids }
 
     /// Whether what was performed so far is done (its syncs included): now (and whether it synced), or
     /// later, told by `.settled(waiter:)`.
@@ -208,13 +229,30 @@ public struct SessionDriver {
     /// The node stops: what waited is not done; waiters hear that it did not sync (or, if the store had
     /// not answered, that it was not stored).
     public mutating func stop() -> [ShellOutput] {
-        stopped = true
         var output: [ShellOutput] = []
+        if !stopped, !heard.operations.isEmpty {
+            // (The acknowledgements heard are still written, answered or not: fewer resends after a restart.)
+            nextTicket += 1
+            output.append(
+                .store(StoreRequest(ticket: nextTicket, now: heard.wall, operations: heard.operations, forceDurable: false, allOrNothing: false, reads: [])))
+            heard = ([], 0, 0, 0)
+        }
+        stopped = true
         while let batch = queue.popFirst() {
             guard let waiter = batch.waiter, !batch.dropped else { continue }  // (a dropped one was settled at its answer)
             output.append(.settled(waiter: waiter, batch.told && batch.committed ? .stored(synced: false) : .notStored))
         }
         return output
+    }
+
+    /// The number of ids if every operation is an acknowledgement heard; nil otherwise.
+    static func acknowledgedIDs(_ operations: [StoreOperation]) -> Int? {
+        var count = 0
+        for operation in operations {
+            guard case .acknowledge(_, let ids) = operation else { return nil }
+            count += ids.count
+        }
+        return count
     }
 
     /// Whether `action` sends ACKs and nothing else (what a failed commit does not send, and what may be
@@ -280,6 +318,22 @@ public struct SessionDriver {
         // sync, as they always have: the order of the link's first frames is part of what was tested.)
         let remembers = operations.isEmpty && actions.contains { if case .persist(.rememberPeer) = $0 { true } else { false } }
         var batch = Batch(actions: actions, allOrNothing: allOrNothing, own: own, waiter: waiter, frames: frames, readSlots: slots)
+        let others = remembers || !reads.isEmpty || (retryPending && unanswered == 0) || waiter != nil
+        if !others, !operations.isEmpty, let ids = Self.acknowledgedIDs(operations) {
+            // Only acknowledgements heard: they wait (nothing of the batch waits for them).
+            if heard.operations.isEmpty { (heard.since, heard.wall) = (now.monotonic, now.wall) }
+            heard.operations += operations
+            heard.ids += ids
+            operations = []
+        }
+        if !heard.operations.isEmpty,
+            others || !operations.isEmpty || heard.ids >= Self.acknowledgementLimit
+                || now.monotonic >= heard.since + Self.acknowledgementDelay
+        {
+            // They go first: heard before anything of this batch.
+            operations = heard.operations + operations
+            heard = ([], 0, 0, 0)
+        }
         if !operations.isEmpty || remembers || !reads.isEmpty || (retryPending && unanswered == 0) {
             nextTicket += 1
             unanswered += 1

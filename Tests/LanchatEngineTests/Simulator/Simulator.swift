@@ -272,7 +272,7 @@ final class Simulator {
         case .step:
             step()
         case .tick(let node, let incarnation):
-            guard alive(node, incarnation), let deadline = nodes[node].engine?.nextDeadline, deadline <= now else { return }
+            guard alive(node, incarnation), let deadline = nextDeadline(node), deadline <= now else { return }
             perform(node) { $0.tick(at: self.time(node)) }
         case .deliver(let id, let to, let frames):
             guard let link = links[id], link.up, nodes[to].engine != nil else { return }
@@ -378,9 +378,15 @@ final class Simulator {
             stateFault = "n\(node)'s state after event \(events): " + faults.joined(separator: "; ")
         }
         carryOut(output, node: node)
-        if let deadline = nodes[node].engine?.nextDeadline {
+        if let deadline = nextDeadline(node) {
             schedule(.tick(node: node, incarnation: nodes[node].incarnation), at: max(now, deadline))
         }
+    }
+
+    /// When a node's timer fires: its engine's next deadline, or its driver's (acknowledgements heard
+    /// that wait), as `SessionNode.armTimer`.
+    func nextDeadline(_ node: Int) -> Int64? {
+        [nodes[node].engine?.nextDeadline, nodes[node].driver?.nextDeadline].compactMap { $0 }.min()
     }
 
     /// Does the plain I/O a node's driver asks for, on the simulated network, disk and clock.
