@@ -41,8 +41,9 @@ struct IncomingTransfer: Equatable, Sendable {
     private enum State: Equatable, Sendable {
         /// Offered: the store is asked what it knows of the id (received before, cancelled, a part file).
         case lookingUp
-        /// Taken: the shell makes the part file ready and says how much room there is.
-        case opening
+        /// Taken: the shell makes the part file ready and says how much room there is. `maximumSize`: the
+        /// largest its kind may be (a file, a history, a relay answer), checked again at the open.
+        case opening(maximumSize: UInt64)
         /// Accepted: chunks come and are written; once every byte is written and the digest is known,
         /// it goes on to verifying.
         case receiving(Part, Receiving)
@@ -151,7 +152,7 @@ struct IncomingTransfer: Equatable, Sendable {
         if case .failure(let refusal) = Self.check(offer, maximumSize: maximumSize, storageProblem: nil, freeBytes: .max, keptFree: 0, held: 0) {
             return end(.refused, refusal.text, tell: true)
         }
-        state = .opening
+        state = .opening(maximumSize: maximumSize)
         return [.openPart(resume: record == .partial)]
     }
 
@@ -164,7 +165,7 @@ struct IncomingTransfer: Equatable, Sendable {
     /// The part file is ready (holding `held` bytes, hashed), or cannot be. `reserved`: the bytes other
     /// transfers still expect (their room is spoken for).
     mutating func partOpened(_ result: PartOpening, reserved: UInt64, at now: Int64) -> [Action] {
-        guard state == .opening else { return [] }
+        guard case .opening(let maximumSize) = state else { return [] }
         var free: UInt64 = 0
         var problem: String?
         var held: UInt64 = 0
@@ -181,7 +182,7 @@ struct IncomingTransfer: Equatable, Sendable {
             return end(.failed, text, tell: true)
         }
         var actions: [Action] = [.watchStalls]
-        switch Self.check(offer, maximumSize: limits.maximumSize, storageProblem: problem, freeBytes: free, keptFree: limits.keptFree, held: held) {
+        switch Self.check(offer, maximumSize: maximumSize, storageProblem: problem, freeBytes: free, keptFree: limits.keptFree, held: held) {
         case .failure(let refusal):
             return actions + end(.refused, refusal.text, tell: true)
         case .success(let accepted):
@@ -333,7 +334,7 @@ struct IncomingTransfer: Equatable, Sendable {
     mutating func connectionLost(_ reason: String) -> [Action] {
         switch state {
         case .lookingUp, .opening:
-            let opening = state == .opening
+            let opening = if case .opening = state { true } else { false }
             state = .ended(name: nil, startOffset: 0, done: 0)
             return [.forget(reason: reason, partOpening: opening)]
         case .receiving where offer.kind.endsWithConnection:

@@ -50,6 +50,23 @@ import Testing
         return text
     }
 
+    /// A history (or a relay answer) is held to its own kind's maximum, at the look-up and again when its
+    /// part file is open: one larger than `--max-file-size` but within the history's maximum is taken
+    /// (it was refused at the open, against the files' maximum), and one past its kind's is refused.
+    @Test func aHistoryIsHeldToItsKindsMaximumAtTheOpenToo() {
+        var limits = Self.limits()
+        limits.maximumSize = 1000
+        limits.maximumHistorySize = 5000
+        let history = Self.offer("history", size: 3000, kind: .history)
+        var transfer = IncomingTransfer(peer: Self.bob, offer: history, limits: limits, at: 0)
+        #expect(transfer.lookedUp(.none, maximumSize: limits.maximumHistorySize) == [.openPart(resume: false)])
+        let opened = transfer.partOpened(.opened(path: "/d/.part", held: 0, freeBytes: 1 << 30), reserved: 0, at: 0)
+        #expect(Self.refusal(opened) == nil && transfer.stage == .receiving)
+        // A file of the same size is refused at the look-up, as before.
+        var file = IncomingTransfer(peer: Self.bob, offer: Self.offer(size: 3000), limits: limits, at: 0)
+        #expect(Self.refusal(file.lookedUp(.none, maximumSize: limits.maximumSize))?.contains("limit") == true)
+    }
+
     // MARK: Each input in each state
 
     enum Sample: String, CaseIterable { case lookingUp, opening, receiving, awaitingDigest, verifying, placing, ended }
