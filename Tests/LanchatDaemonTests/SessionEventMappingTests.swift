@@ -103,4 +103,16 @@ import Testing
         let delivery = SessionStateMachine.TopicDelivery(room: Self.lab, topic: "t", from: Self.bob, sequence: 1, text: "x", reliable: true)
         #expect(SessionService.controlEvent(.topicMessage(delivery)) == nil)
     }
+
+    /// Times in events and answers carry their exact millisecond: every one of a second's thousand, and
+    /// before 1970 too (a Double of milliseconds / 1000 read some of them 1 ms early).
+    @Test func timesKeepTheirExactMillisecond() {
+        for millisecond: Int64 in 0..<1000 {
+            let text = SessionService.time(milliseconds: 1_700_000_000_000 + millisecond)
+            let digits = String(millisecond)
+            #expect(text == "2023-11-14T22:13:20." + String(repeating: "0", count: 3 - digits.count) + digits + "Z")
+        }
+        #expect(SessionService.time(milliseconds: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(SessionService.time(milliseconds: -1) == "1969-12-31T23:59:59.999Z")
+    }
 }

@@ -99,8 +99,16 @@ public struct SessionService: Service {
         }
     }
 
+    /// ISO 8601 in UTC with milliseconds. The whole seconds go through `Date`, the milliseconds come from
+    /// the integer: formatted from `Double(milliseconds) / 1000`, a time could read 1 ms early (the
+    /// fraction, a little below its decimal value, was cut, not rounded).
     static func time(milliseconds: Int64) -> String {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let seconds = milliseconds.quotientAndRemainder(dividingBy: 1000)
+        let (whole, fraction) = seconds.remainder < 0 ? (seconds.quotient - 1, seconds.remainder + 1000) : seconds
+        let text = Date(timeIntervalSince1970: Double(whole)).formatted(Date.ISO8601FormatStyle())
+        guard text.hasSuffix("Z") else { return text }
+        let digits = String(fraction)
+        return text.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }
 
     static func info(_ invitation: IncomingInvitation) -> InvitationInfo {
