@@ -194,7 +194,7 @@ public actor SessionNode {
         let restored = try store.restored(ownID: configuration.ownID, knownPeers: KnownPeerBook(knownPeers.labels))
         let pruned = (try? store.pruneTransfers(before: Self.nowMilliseconds() - transferRetention)) ?? []
         restoredTransfers = (pruned, (try? store.transfers()) ?? [])
-        storeThread = StoreThread(worker: StoreWorker(store: store, syncs: storeSync != nil))
+        storeThread = StoreThread(worker: StoreWorker(store: store, syncs: storeSync != nil), sync: storeSync)
         var engineConfiguration = SessionStateMachine.Configuration(
             ownID: configuration.ownID, ownName: configuration.ownName, port: configuration.port, autoAccept: configuration.autoAccept)
         engineConfiguration.defaultInviteTimeout = Self.milliseconds(configuration.defaultInviteTimeout)

@@ -15,11 +15,14 @@ import Synchronization
 /// the other commit together, a savepoint each (`StoreWorker.answer(_:)`: one commit for what every
 /// connection asked meanwhile, as one sync covers them all), and their answers go back to the event loop
 /// in one hop. Syncs and checkpoints keep threads of their own (`StoreSync`): a commit here writes
-/// SQLite's log without waiting for the disk.
+/// SQLite's log without waiting for the disk, and tells the sync's thread (`StoreSync.committed`), which
+/// starts a sync at once after one that must be durable.
 final class StoreThread: Sendable {
     private let thread = NIOThreadPool(numberOfThreads: 1)
     private let worker: Mutex<StoreWorker>
     private let queue = Mutex(Queue())
+    /// Told of every commit (nil: a store with nothing to sync).
+    private let sync: StoreSync?
     /// Tests only: runs on the store's thread before each turn that answers the driver (a test holds it
     /// to see what waits for it).
     let beforeAnswer = Mutex<(@Sendable () -> Void)?>(nil)
@@ -41,8 +44,9 @@ final class StoreThread: Sendable {
         var closed = false
     }
 
-    init(worker: sending StoreWorker) {
+    init(worker: sending StoreWorker, sync: StoreSync?) {
         self.worker = Mutex(worker)
+        self.sync = sync
         thread.start()
     }
 
@@ -124,6 +128,7 @@ final class StoreThread: Sendable {
                 beforeAnswer.withLock { $0 }?()
                 let answered = worker.withLock { $0.answer(requests) }
                 self.answered.add(requests.count, ordering: .relaxed)
+                sync?.committed(durable: answered.contains { $0.durable })
                 answers += zip(promises, answered)
             }
             if index < items.count, case .work(let body, _) = items[index] {
@@ -131,6 +136,7 @@ final class StoreThread: Sendable {
                 deliver(answers)
                 answers = []
                 worker.withLock { body($0.store) }
+                sync?.committed(durable: false)  // (it may have committed: a later sync must cover it)
                 index += 1
             }
         }
