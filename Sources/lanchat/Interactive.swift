@@ -75,14 +75,16 @@ struct Interactive: ParsableCommand {
             for invitation in pending { state.prompt(invitation) }
         }
 
-        let watching = UncheckedClient(client: watcher)
+        let watching = ClientHandoff(watcher)
         startThread {
-            while true {
-                let line: [UInt8]?
-                do { line = try watching.client.readLine() } catch { break }
-                guard let line else { break }
-                guard let response = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)), let event = response.event else { continue }
-                state.handle(event)
+            watching.client.withLock { client in
+                while true {
+                    let line: [UInt8]?
+                    do { line = try client.readLine() } catch { break }
+                    guard let line else { break }
+                    guard let response = try? ControlJSON.decoder().decode(ControlResponse.self, from: Data(line)), let event = response.event else { continue }
+                    state.handle(event)
+                }
             }
             if let ui = state.ui {
                 ui.restore()
@@ -475,10 +477,9 @@ final class InteractiveState: Sendable {
     }
 }
 
-/// The watch connection, used only by the event thread once the main thread hands it over.
-// @unchecked: `startThread` takes a `@Sendable` block and ControlClient (a class with a mutable line framer)
-// is not Sendable; the main thread never uses `watcher` again after it starts the thread. What would
-// remove it: a thread API that takes a `sending` closure, or a Sendable ControlClient (its state behind a Mutex).
-struct UncheckedClient: @unchecked Sendable {
-    let client: ControlClient
+/// The watch connection, handed over to the event thread: the main thread gives it up (`sending`) and
+/// the event thread holds it, under the lock, for as long as it reads.
+final class ClientHandoff: Sendable {
+    let client: Mutex<ControlClient>
+    init(_ client: sending ControlClient) { self.client = Mutex(client) }
 }

@@ -112,29 +112,29 @@ struct StreamCommand: ParsableCommand {
 }
 
 /// The socket's sending side, shared by the stdin thread and the main thread: whole frames only, and
-/// nothing after the end frame.
-// @unchecked: `ended` and the socket are touched only while `lock` is held, from either thread. It is a
-// TimedLock, not a Mutex (which would make the class checked), because `end` needs a lock that gives up
-// after a while (`lock(within:)`): the stdin thread may hold it in a send the peer never lets finish.
-private final class PipeWriter: @unchecked Sendable {
+/// nothing after the end frame. Sends and the end are taken in turn under `lock`, a TimedLock, not a
+/// Mutex, because `end` needs a lock that gives up after a while (`lock(within:)`): the stdin thread may
+/// hold it in a send the peer never lets finish. (`ended` is read and set under it; an atomic so that the
+/// class is Sendable as checked.)
+private final class PipeWriter: Sendable {
     private let lock = TimedLock()
     private let fd: Int32
-    private var ended = false
+    private let ended = Atomic<Bool>(false)
 
     init(fd: Int32) { self.fd = fd }
 
     func data(_ frame: [UInt8]) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        return !ended && sendAll(fd, frame)
+        return !ended.load(ordering: .relaxed) && sendAll(fd, frame)
     }
 
     func end(_ reason: String?) {
         // The stdin thread may be blocked in a send (the peer grants no more): do not wait for it long.
         guard lock.lock(within: 2) else { return }
         defer { lock.unlock() }
-        guard !ended else { return }
-        ended = true
+        guard !ended.load(ordering: .relaxed) else { return }
+        ended.store(true, ordering: .relaxed)
         _ = sendAll(fd, StreamPipe.encode(.end(reason)))
     }
 }
