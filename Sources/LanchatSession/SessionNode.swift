@@ -268,7 +268,7 @@ public actor SessionNode {
     /// Sleeps until the engine's next deadline (or the driver's: acknowledgements heard that wait), then
     /// ticks it.
     func armTimer() {
-        guard !stopped, let deadline = [engine.nextDeadline, driver.nextDeadline].compactMap({ $0 }).min() else {
+        guard !stopped, let deadline = driver.nextWakeUp(engine) else {
             timerWakeup?.cancel()
             timerWakeup = nil
             timerDeadline = nil

@@ -19,8 +19,7 @@ extension ChatStore {
         let keyed = try db.query("PRAGMA table_info(messages)").filter { $0[5].int > 0 }.map { $0[1].string }
         guard keyed == ["id"] else { return }
         let columns = "id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct"
-        try db.execute("BEGIN IMMEDIATE")
-        do {
+        try migrating { () throws(Error) in
             try db.execute(
                 """
                 CREATE TABLE messages_by_author (\(Self.messagesTableColumns));
@@ -34,10 +33,6 @@ extension ChatStore {
                     DELETE FROM messages_unindexed WHERE message_rowid = old.rowid;
                 END;
                 """)
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
         }
     }
 }

@@ -19,8 +19,7 @@ extension ChatStore {
     func keyOutboxByRecipient() throws(Error) {
         let definition = try db.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'outbox'").first?.first?.string ?? ""
         guard definition.uppercased().contains("AUTOINCREMENT") else { return }
-        try db.execute("BEGIN IMMEDIATE")
-        do {
+        try migrating { () throws(Error) in
             try db.execute(
                 """
                 CREATE TABLE outbox_keyed (\(Self.outboxTableColumns)) WITHOUT ROWID;
@@ -28,10 +27,6 @@ extension ChatStore {
                 DROP TABLE outbox;
                 ALTER TABLE outbox_keyed RENAME TO outbox;
                 """)
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
         }
     }
 

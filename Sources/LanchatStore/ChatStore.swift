@@ -112,8 +112,7 @@ public final class ChatStore: SessionStore {
         // and every message waiting for it (a lanchatd of schema 3 from before the index stored rows
         // the index lacks). All of it in one transaction: a crash cannot leave an index made but not filled.
         let indexed = !(try db.query("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'")).isEmpty
-        try db.execute("BEGIN IMMEDIATE")
-        do {
+        try migrating { () throws(Error) in
             try db.execute(
                 """
                 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
@@ -136,10 +135,6 @@ public final class ChatStore: SessionStore {
                     PRAGMA user_version = 4;
                     """)
             }
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
         }
         // Schema 3 added `transfers.file_identity` (a file of schema 2 gains it, empty).
         let columns = try db.query("PRAGMA table_info(transfers)").map { $0[1].string }
@@ -176,6 +171,19 @@ public final class ChatStore: SessionStore {
         // The files shared in rooms (`lanchat files`): a few among a million messages, found without a scan.
         try db.execute("CREATE INDEX IF NOT EXISTS messages_files ON messages (timestamp) WHERE kind = 1")
         try db.execute("PRAGMA user_version = 4")
+    }
+
+    /// Runs a change of the file's shape while it opens (before any other use), in one transaction: a
+    /// crash or an error leaves the file as it was.
+    func migrating(_ body: () throws(Error) -> Void) throws(Error) {
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            try body()
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
     }
 
     /// Runs `body` in one transaction (nested calls join the outer one). Rolls back on error. If a bulk

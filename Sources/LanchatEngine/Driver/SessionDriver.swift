@@ -115,9 +115,8 @@ public struct SessionDriver {
     private var retryPending = false
     /// They were tried again at once after the last failure (`storeAnswered`).
     private var retriedAtOnce = false
-    /// Acknowledgements heard and not yet asked of the store, the ids they name, since when they wait
-    /// (monotonic milliseconds) and the wall clock then.
-    private var heard: (operations: [StoreOperation], ids: Int, since: Int64, wall: Int64) = ([], 0, 0, 0)
+    /// Acknowledgements heard and not yet asked of the store.
+    private var heard = Heard()
     /// How long acknowledgements heard may wait for another batch's request (milliseconds), and how many
     /// ids at most.
     public static let acknowledgementDelay: Int64 = 50
@@ -166,6 +165,12 @@ public struct SessionDriver {
     /// wait): the host then calls `perform` (with the engine's tick, or nothing), which asks for them.
     public var nextDeadline: Int64? {
         heard.operations.isEmpty || stopped ? nil : heard.since + Self.acknowledgementDelay
+    }
+
+    /// When the host wakes `engine` and this driver next: the sooner of their deadlines (lanchatd's timer
+    /// and the simulator's tick).
+    public func nextWakeUp(_ engine: SessionStateMachine) -> Int64? {
+        [engine.nextDeadline, nextDeadline].compactMap { $0 }.min()
     }
 
     /// Acknowledgements heard that the store has not been asked for (ids).
@@ -232,10 +237,8 @@ public struct SessionDriver {
         var output: [ShellOutput] = []
         if !stopped, !heard.operations.isEmpty {
             // (The acknowledgements heard are still written, answered or not: fewer resends after a restart.)
-            nextTicket += 1
-            output.append(
-                .store(StoreRequest(ticket: nextTicket, now: heard.wall, operations: heard.operations, forceDurable: false, allOrNothing: false, reads: [])))
-            heard = ([], 0, 0, 0)
+            let wall = heard.wall
+            output.append(ask(heard.take(), now: wall))
         }
         stopped = true
         while let batch = queue.popFirst() {
@@ -243,6 +246,37 @@ public struct SessionDriver {
             output.append(.settled(waiter: waiter, batch.told && batch.committed ? .stored(synced: false) : .notStored))
         }
         return output
+    }
+
+    /// A request of the store under the next ticket.
+    private mutating func ask(
+        _ operations: [StoreOperation], now: Int64, forceDurable: Bool = false, allOrNothing: Bool = false, reads: [StoreRead] = []
+    ) -> ShellOutput {
+        nextTicket += 1
+        unanswered += 1
+        return .store(
+            StoreRequest(ticket: nextTicket, now: now, operations: operations, forceDurable: forceDurable, allOrNothing: allOrNothing, reads: reads))
+    }
+
+    /// Acknowledgements heard, waiting: their writes, the ids they name, since when they wait (monotonic
+    /// milliseconds) and the wall clock then.
+    private struct Heard {
+        var operations: [StoreOperation] = []
+        var ids = 0
+        var since: Int64 = 0
+        var wall: Int64 = 0
+
+        mutating func add(_ more: [StoreOperation], ids count: Int, at now: EngineTime) {
+            if operations.isEmpty { (since, wall) = (now.monotonic, now.wall) }
+            operations += more
+            ids += count
+        }
+
+        /// Their writes; none wait any more.
+        mutating func take() -> [StoreOperation] {
+            defer { self = Heard() }
+            return operations
+        }
     }
 
     /// The number of ids if every operation is an acknowledgement heard; nil otherwise.
@@ -318,30 +352,23 @@ public struct SessionDriver {
         // sync, as they always have: the order of the link's first frames is part of what was tested.)
         let remembers = operations.isEmpty && actions.contains { if case .persist(.rememberPeer) = $0 { true } else { false } }
         var batch = Batch(actions: actions, allOrNothing: allOrNothing, own: own, waiter: waiter, frames: frames, readSlots: slots)
-        let others = remembers || !reads.isEmpty || (retryPending && unanswered == 0) || waiter != nil
-        if !others, !operations.isEmpty, let ids = Self.acknowledgedIDs(operations) {
+        // The store is asked even with no write (reads, a label remembered, writes to try again).
+        let asksAnyway = remembers || !reads.isEmpty || (retryPending && unanswered == 0)
+        if !asksAnyway, waiter == nil, !operations.isEmpty, let ids = Self.acknowledgedIDs(operations) {
             // Only acknowledgements heard: they wait (nothing of the batch waits for them).
-            if heard.operations.isEmpty { (heard.since, heard.wall) = (now.monotonic, now.wall) }
-            heard.operations += operations
-            heard.ids += ids
+            heard.add(operations, ids: ids, at: now)
             operations = []
         }
         if !heard.operations.isEmpty,
-            others || !operations.isEmpty || heard.ids >= Self.acknowledgementLimit
+            asksAnyway || waiter != nil || !operations.isEmpty || heard.ids >= Self.acknowledgementLimit
                 || now.monotonic >= heard.since + Self.acknowledgementDelay
         {
             // They go first: heard before anything of this batch.
-            operations = heard.operations + operations
-            heard = ([], 0, 0, 0)
+            operations = heard.take() + operations
         }
-        if !operations.isEmpty || remembers || !reads.isEmpty || (retryPending && unanswered == 0) {
-            nextTicket += 1
-            unanswered += 1
+        if !operations.isEmpty || asksAnyway {
+            output.append(ask(operations, now: now.wall, forceDurable: remembers, allOrNothing: allOrNothing, reads: reads))
             batch.ticket = nextTicket
-            output.append(
-                .store(
-                    StoreRequest(
-                        ticket: nextTicket, now: now.wall, operations: operations, forceDurable: remembers, allOrNothing: allOrNothing, reads: reads)))
         }
         queue.append(batch)
         advance(engine: &engine, at: now, into: &output)

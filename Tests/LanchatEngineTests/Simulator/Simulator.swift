@@ -386,7 +386,8 @@ final class Simulator {
     /// When a node's timer fires: its engine's next deadline, or its driver's (acknowledgements heard
     /// that wait), as `SessionNode.armTimer`.
     func nextDeadline(_ node: Int) -> Int64? {
-        [nodes[node].engine?.nextDeadline, nodes[node].driver?.nextDeadline].compactMap { $0 }.min()
+        guard let engine = nodes[node].engine else { return nil }
+        return nodes[node].driver?.nextWakeUp(engine) ?? engine.nextDeadline
     }
 
     /// Does the plain I/O a node's driver asks for, on the simulated network, disk and clock.
