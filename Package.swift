@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
 // Layers, from the wire up (see README.md "Module layout"):
@@ -14,6 +15,30 @@ import PackageDescription
 //   LanchatSession (the I/O shell: SessionNode runs the engine over NIO connections and the SQLite store)
 //   LanchatDaemon (wiring: discovery service, control server, config)
 //   lanchatd / lanchat (thin executables)
+// lanchatd's release link on Linux, with the toolchain's lld (issue 33, item 5: small at idle; the figures
+// are in docs/benchmarks.md, "Where an idle lanchatd's memory goes"):
+// - the functions an idle or chatting lanchatd runs come first and together (packaging/lanchatd.order,
+//   written by `scripts/bench.sh order`), so the kernel, which maps a read fault's neighbours too (64 KiB),
+//   maps less code that never runs;
+// - relative relocations packed (DT_RELR, glibc 2.36): their 2 MiB table is read whole at every start;
+// - no dynamic symbol table: nothing looks symbols up in lanchatd (the runtime's `-export-dynamic` is undone).
+// A toolchain without ld.lld on PATH links as before.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+let toolchainHasLLD = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").contains {
+    FileManager.default.isExecutableFile(atPath: "\($0)/ld.lld")
+}
+let daemonLink: [LinkerSetting] =
+    toolchainHasLLD
+    ? [
+        .unsafeFlags(
+            [
+                "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
+                "-Xlinker", "--symbol-ordering-file=\(packageRoot)/packaging/lanchatd.order", "-Xlinker", "--no-warn-symbol-ordering",
+            ],
+            .when(platforms: [.linux], configuration: .release)
+        )
+    ] : []
+
 let package = Package(
     name: "lanchat",
     platforms: [.macOS(.v14)],
@@ -118,7 +143,8 @@ let package = Package(
                 "LanchatDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            linkerSettings: daemonLink
         ),
         .executableTarget(
             name: "lanchat",

@@ -8,6 +8,8 @@
 #   scripts/bench.sh search ARGS      only history search: index vs LIKE scan (--messages N, --json)
 #   scripts/bench.sh instructions ARGS  only instruction counts under callgrind (--messages N, --mib N, --rounds N, --json)
 #   scripts/bench.sh compare OLD.json NEW.json   two runs' figures side by side, with new / old
+#   scripts/bench.sh order            not a benchmark: rewrites packaging/lanchatd.order, the functions lanchatd
+#                                     runs idle and chatting (under callgrind), which its release link lays out first
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -22,6 +24,7 @@ case "${1:-all}" in
   files) shift; exec .venv/bin/python bench/files.py "$@" ;;
   search) shift; exec .venv/bin/python bench/search.py "$@" ;;
   instructions) shift; exec .venv/bin/python bench/instructions.py "$@" ;;
+  order) shift; exec .venv/bin/python bench/order.py "$@" ;;
   all)
     # Every benchmark runs even if an earlier one missed a figure; the exit status says whether any did.
     failed=()

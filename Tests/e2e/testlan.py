@@ -102,8 +102,9 @@ def wait_process(process, timeout, what):
 
 
 class Daemon:
-    def __init__(self, lan, host, name, args, log_path, socket, prefix=()):
+    def __init__(self, lan, host, name, args, log_path, socket, prefix=(), start_timeout=20):
         self.lan, self.host, self.name, self.socket = lan, host, name, socket
+        self.start_timeout = start_timeout
         self.log_path = log_path
         self.args = args
         self.prefix = list(prefix)
@@ -115,7 +116,7 @@ class Daemon:
         self.process = self.lan.popen(self.host, self.prefix + [os.path.join(BIN, "lanchatd")] + self.args, stdout=log, stderr=log)
         # Ready when the control socket answers.
         wait_for(lambda: self.lan.lanchat(self.host, "status", "--json", socket=self.socket, check=False).returncode == 0
-                 or self.process.poll() is not None, timeout=20, what=f"lanchatd on {self.host}")
+                 or self.process.poll() is not None, timeout=self.start_timeout, what=f"lanchatd on {self.host}")
         if self.process.poll() is not None:
             raise AssertionError(f"lanchatd on {self.host} exited {self.process.returncode}: {self.log()}")
 
@@ -200,11 +201,12 @@ class TestLAN:
         client = os.path.join(ROOT, "Tests", "e2e", "wire_client.py")
         return json.loads(self.run(host, ["python3", client, self.addr(target), str(port), scenario, *extra], timeout=timeout).stdout)
 
-    def start_daemon(self, host, name=None, extra=(), socket=None, tag=None, default_paths=False, prefix=()):
+    def start_daemon(self, host, name=None, extra=(), socket=None, tag=None, default_paths=False, prefix=(), start_timeout=20):
         """Starts lanchatd on `host`: with its state in this LAN's directory (`tag/state`), or, with
         `default_paths`, with only the flags in `extra`, as a person would start it (state, socket and
         downloads where the daemon puts them by default, inside the host's fresh directories).
-        `prefix`: a command that runs the daemon (e.g. setpriv to run it as another user)."""
+        `prefix`: a command that runs the daemon (e.g. setpriv to run it as another user); `start_timeout`:
+        how long its control socket may take to answer (longer under valgrind)."""
         tag = tag or host
         os.makedirs(os.path.join(self.dir, tag), exist_ok=True)
         if default_paths:
@@ -217,7 +219,7 @@ class TestLAN:
             args += ["--name", name]
         if socket:
             args += ["--socket", socket]
-        daemon = Daemon(self, host, name, args, os.path.join(self.dir, tag, "lanchatd.log"), socket, prefix)
+        daemon = Daemon(self, host, name, args, os.path.join(self.dir, tag, "lanchatd.log"), socket, prefix, start_timeout)
         self.daemons.append(daemon)
         return daemon
 
