@@ -46,7 +46,13 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     // otherwise the newest, as lanchatd does (version 3: members admitted with their signed membership).
     let version: UInt16 = ProcessInfo.processInfo.environment["LANCHAT_BENCH_WIRE"] == "1" ? 1 : WireFrame.versions.upperBound
     let hello = WireFrame.Hello(maximumVersion: version, peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
-    let connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
+    var connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
+    // LANCHAT_BENCH_HEARTBEAT_MS: another heartbeat interval (the timeout 4 times it), to measure what the
+    // heartbeats cost an idle member (docs/benchmarks.md, stop 42); lanchatd's are 2 s and 8 s.
+    if let ms = ProcessInfo.processInfo.environment["LANCHAT_BENCH_HEARTBEAT_MS"].flatMap(Int64.init) {
+        connector.heartbeatInterval = .milliseconds(ms)
+        connector.heartbeatTimeout = .milliseconds(4 * ms)
+    }
     let store = try ChatStore(path: directory + "/" + ChatStore.fileName)
     let directoryOfPeers = PeerDirectory()
     let nodeBox = NodeBox()
