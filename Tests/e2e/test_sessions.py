@@ -490,7 +490,8 @@ def test_a_message_reaches_a_member_its_author_never_met_online_through_another_
     wait_for(lambda: "written while carol was away" in texts(lan, "h3"), timeout=20, what="alice's message at carol, through bob")
     got = [m for m in history(lan, "h3") if m["text"] == "written while carol was away"]
     assert len(got) == 1 and got[0]["sender_id"] == alice_id and got[0]["sender"] == "alice" and got[0]["signed"] is True, got
-    assert members(lan, "h3")["alice"] == "not_connected"  # carol and alice were never online together
+    # carol and alice were never online together (carol may be dialing her, in vain: "connecting").
+    assert members(lan, "h3")["alice"] in ("not_connected", "connecting")
     notices = [m["text"] for m in history(lan, "h3") if m["kind"] == "system"]
     assert any("relayed by bob" in n for n in notices), notices
     # alice comes back and her outbox sends it to carol again: still once.
