@@ -3,8 +3,10 @@
 /// it without a channel (`PeerConnectionHandler` feeds it and does what it says).
 ///
 /// - Heartbeats: a link ends when nothing at all arrived for `timeout`; we send a PING only when no
-///   frame but PONGs arrived for an `interval` (a link in use, or whose peer pings, needs none from us:
-///   an idle link settles to one side's PING and the other's PONG each interval, not two of each).
+///   frame but PONGs arrived for an `interval`, and not again before an `interval` has passed (a link in
+///   use, or whose peer pings, needs none from us: an idle link settles to one side's PING and the other's
+///   PONG each interval, not two of each). The tick comes twice an interval, so a link whose last frame
+///   came just after a tick is still checked within the timeout and half an interval more.
 /// - The output budget: bytes handed to the connection and not yet written to its socket (each write
 ///   counts `overhead` more). Past `budget` the link ends (its peer does not read fast enough); with
 ///   some waiting and none of it written for `stall`, it ends too (the peer stopped reading, whatever it
@@ -35,6 +37,8 @@ struct LinkLiveness: Equatable {
     /// is not the peer's own).
     private(set) var lastReceived: Int64
     private(set) var lastHeard: Int64
+    /// When the tick last said `.ping`.
+    private(set) var lastPinged: Int64?
     /// Bytes handed to the connection and not yet written (`queued`, `written`).
     private(set) var pendingOutput = 0
     private var outputWaitingSince: Int64
@@ -64,11 +68,14 @@ struct LinkLiveness: Equatable {
         lastHeard = now
     }
 
-    /// The heartbeat's tick (every `interval`).
-    func tick(at now: Int64) -> Verdict {
+    /// The heartbeat's tick (every half `interval`). A `.ping` is counted as sent.
+    mutating func tick(at now: Int64) -> Verdict {
         if now - lastReceived > limits.timeout { return .noHeartbeat }
         if pendingOutput > 0, now - outputWaitingSince > limits.stall { return .stalled }
-        return now - lastHeard >= limits.interval ? .ping : .quiet
+        guard now - lastHeard >= limits.interval else { return .quiet }
+        if let lastPinged, now - lastPinged < limits.interval { return .quiet }
+        lastPinged = now
+        return .ping
     }
 
     /// `bytes` handed to the connection. Returns what they count (give it back with `written` when their

@@ -14,8 +14,9 @@ public struct PeerConnector: Sendable {
     public let encryption: EncryptionPreference
     private let tls: PeerTLS
     private let group: EventLoopGroup
-    /// PING every `heartbeatInterval`; a connection silent for `heartbeatTimeout` is closed.
-    public var heartbeatInterval: TimeAmount = .seconds(2)
+    /// PING when no frame but PONGs arrived for `heartbeatInterval` (checked twice an interval); a
+    /// connection silent for `heartbeatTimeout` is closed.
+    public var heartbeatInterval: TimeAmount = .seconds(4)
     public var heartbeatTimeout: TimeAmount = .seconds(8)
 
     /// All connections run on `group`; a `SessionNode` wants a group of one loop, which it also uses as its

@@ -41,6 +41,21 @@ struct LinkLivenessTests {
         #expect(liveness.tick(at: tick) == verdict)
     }
 
+    /// An idle link pings once an interval, not at every tick (the tick comes twice an interval); a frame
+    /// of the peer's own puts the next PING an interval after it.
+    @Test func aPingAtMostOnceAnInterval() {
+        var liveness = LinkLiveness(limits: Self.limits, at: 0)
+        liveness.started(at: 0)
+        let ticks = stride(from: Int64(1_000), through: 7_000, by: 1_000).map { (at: $0, verdict: liveness.tick(at: $0)) }
+        #expect(ticks.filter { $0.verdict == .ping }.map(\.at) == [2_000, 4_000, 6_000])
+        liveness.bytesArrived(at: 6_500)
+        liveness.heard(at: 6_500)
+        #expect(liveness.tick(at: 8_000) == .quiet)
+        #expect(liveness.tick(at: 8_499) == .quiet)
+        #expect(liveness.tick(at: 8_500) == .ping)
+        #expect(liveness.tick(at: 9_000) == .quiet)
+    }
+
     @Test func theBudgetIsPassedOnceAndWritesGiveItBack() {
         var liveness = LinkLiveness(limits: Self.limits, at: 0)
         let first = liveness.queued(4_900, at: 10)
