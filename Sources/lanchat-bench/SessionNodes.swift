@@ -48,7 +48,7 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     let hello = WireFrame.Hello(maximumVersion: version, peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
     var connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
     // LANCHAT_BENCH_HEARTBEAT_MS: another heartbeat interval (the timeout 4 times it), to measure what the
-    // heartbeats cost an idle member (docs/benchmarks.md, stop 42); lanchatd's are 2 s and 8 s.
+    // heartbeats cost an idle member (docs/benchmarks.md, stop 42); lanchatd's are 4 s and 8 s.
     if let ms = ProcessInfo.processInfo.environment["LANCHAT_BENCH_HEARTBEAT_MS"].flatMap(Int64.init) {
         connector.heartbeatInterval = .milliseconds(ms)
         connector.heartbeatTimeout = .milliseconds(4 * ms)
@@ -216,11 +216,13 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     // Fan-out to the whole room: one message every 5 ms, or every half millisecond per member in a bigger
     // room (each member syncs its own commit, and all of them share this machine's disk and 2 cores).
     var sent: [String: Double] = [:]
+    var sentDone: [String: Double] = [:]
     let fanStart = now()
     let interval = max(5, peers.count / 2)
     for index in 0..<300 {
         sent["\(index)"] = now()
         _ = try await node.send("fan:\(index)", room: room)
+        sentDone["\(index)"] = now()
         try await Task.sleep(for: .milliseconds(interval))
     }
     try await Task.sleep(for: .milliseconds(500))
@@ -241,6 +243,11 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
     }
     _ = try await node.send("done", room: room)
     var latest: [String: Double] = [:]
+    // LANCHAT_BENCH_FANOUT_TRACE=PATH: where the fan-out's tail comes from. PATH gets the leader's sends
+    // that took over 100 ms (its own commit and sync) and each arrival over 200 ms late ("member index
+    // late at", milliseconds since the fan-out began): a stall of the leader's disk shows in both.
+    let tracePath = ProcessInfo.processInfo.environment["LANCHAT_BENCH_FANOUT_TRACE"]
+    var lateArrivals = ""
     var linksLost = 0
     for peer in peers {
         var text: String?
@@ -256,12 +263,22 @@ func lead(node: isolated SessionNode, peers: [SessionPeer], room: RoomID, rendez
             guard parts.count == 2, let time = Double(parts[1]) else { continue }
             latest[String(parts[0])] = max(latest[String(parts[0])] ?? 0, time)
             seen += 1
+            if tracePath != nil, let at = sent[String(parts[0])], time - at > 0.2 {
+                lateArrivals += "\(peer.name) \(parts[0]) \(Int((time - at) * 1000)) ms at \(Int((at - fanStart) * 1000))\n"
+            }
         }
         guard seen == sent.count else { die("\(peer.name) got \(seen) of \(sent.count) fan-out messages") }
         // (written before the arrivals) Links this member lost during the fan-out, whatever the reason.
         for line in (readFile("\(rendezvous)/\(peer.name).lost") ?? "").split(separator: "\n") {
             if let time = line.split(separator: " ").first.flatMap({ Double($0) }), time >= fanStart, time <= fanEnd { linksLost += 1 }
         }
+    }
+    if let tracePath {
+        let slowSends = sent.keys.sorted { Int($0)! < Int($1)! }.compactMap { index -> String? in
+            let took = sentDone[index]! - sent[index]!
+            return took > 0.1 ? "send \(index) took \(Int(took * 1000)) ms at \(Int((sent[index]! - fanStart) * 1000))\n" : nil
+        }
+        writeFile(tracePath, slowSends.joined() + lateArrivals)
     }
     let fanout = sent.map { (latest[$0.key]! - $0.value) * 1000 }
     return [
