@@ -6,6 +6,9 @@
 //   lanchat-bench tls-echo DIR PORT                  TLS 1.3 echo server that syncs a small write before answering
 //   lanchat-bench tls-ping DIR HOST PORT COUNT       TLS 1.3 ping-pong against it, syncing before each ping: the
 //                                                    floor of an acknowledged durable message; JSON result
+//   lanchat-bench tls-fanout DIR PORT COUNT MS HOSTS  a room's fan-out floor: COUNT synced 64-byte messages, one
+//                                                    every MS, over TLS 1.3 to tls-echo on each of HOSTS (a,b,...),
+//                                                    each timed to its last echo; JSON result
 //   lanchat-bench node DIR NAME ADDR RDV N [leader]  a session node; N nodes meet in directory RDV
 //   lanchat-bench search DIR N                       `history --grep` over N stored messages (the store's word
 //                                                    index) next to a plain LIKE scan of the same file; JSON
@@ -15,7 +18,7 @@
 //   lanchat-bench floor DIR tls-ping N|tls-copy PATH its floor with the same TLS library: N synced round trips,
 //                                                    or the file's bytes over TLS into a synced file
 //
-// One file per benchmark: TCPBaseline, TLSBaseline, SearchBenchmark, SessionNodes, Workload (shared: Support).
+// One file per benchmark: TCPBaseline, TLSBaseline, TLSFanout, SearchBenchmark, SessionNodes, Workload (shared: Support).
 
 let arguments = CommandLine.arguments
 switch arguments.count > 1 ? arguments[1] : "" {
@@ -27,6 +30,14 @@ case "tls-echo" where arguments.count == 4:
     do { try await tlsEcho(directory: arguments[2], port: Int(arguments[3])!) } catch { die("\(error)") }
 case "tls-ping" where arguments.count == 6:
     do { try await tlsPing(directory: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!) } catch { die("\(error)") }
+case "tls-fanout" where arguments.count == 7:
+    do {
+        try await tlsFanout(
+            directory: arguments[2], port: Int(arguments[3])!, count: Int(arguments[4])!, intervalMS: Int(arguments[5])!,
+            hosts: arguments[6].split(separator: ",").map(String.init))
+    } catch {
+        die("\(error)")
+    }
 case "search" where arguments.count == 4:
     do { try searchBenchmark(directory: arguments[2], count: Int(arguments[3])!) } catch { die("\(error)") }
 case "envelopes" where arguments.count == 4:
@@ -45,6 +56,6 @@ case "node" where arguments.count >= 7:
     }
 default:
     die(
-        "usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | search DIR N | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]"
+        "usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | tls-fanout DIR PORT COUNT MS HOST,... | search DIR N | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]"
     )
 }
