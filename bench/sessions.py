@@ -112,18 +112,20 @@ def room_on(lan, hosts, before, idle_seconds, window):
     time.sleep(window)
     ticks = sum(cpu_ticks(lan, host, pid) for host, pid in avahi.items()) - ticks
     figures = library(lan, hosts, idle_seconds=idle_seconds)
-    floor = fanout_floor(lan, hosts)
+    floor_missing = {}
+    floor = figure(floor_missing, "room fan-out floor", fanout_floor, lan, hosts) or {"fanout_floor_missing": floor_missing["room fan-out floor"]}
     return {**figures, **floor, "hosts": hosts, "lan_kernel_mib": kernel_kib / 1024, "lan_avahi_rss_mib": rss_kib / 1024,
             "lan_avahi_pss_mib": avahi_pss_kib / 1024,
             "lan_avahi_cpu_percent": 100 * ticks / os.sysconf("SC_CLK_TCK") / window}
 
 
 def fanout_floor(lan, hosts, count=300):
-    """The room's fan-out floor (issue 33), on the same hosts right after the room: the leader (h1) syncs a
-    small write and sends one 64-byte message over TLS 1.3 (the same library) to `tls-echo` on every other
-    host, which syncs a small write before it answers, and waits as long as the room's leader does before
-    the next; a message's figure is the time until its last echo is back (the room's stops at the last
-    member's arrival: the floor includes one more trip over the LAN). State on the same file system."""
+    """The room's fan-out floor (issue 33), on the same hosts right after the room: the leader (h1) sends one
+    64-byte message over TLS 1.3 (the same library) to `tls-echo` on every other host, which syncs a small
+    write before it answers, and waits as long as the room's leader does before the next; a message's
+    figure is the time until its last echo is back (the room's stops at the last member's arrival: the
+    floor includes one more trip over the LAN). State on the same file system. If it breaks, the room's
+    other figures stay (`fanout_floor_missing` says why)."""
     interval = max(5, (hosts - 1) // 2)
     receivers = [f"h{index}" for index in range(2, hosts + 1)]
     echoes = [lan.popen(host, [BENCH, "tls-echo", os.path.join(lan.dir, f"fanout-echo-{host}"), "7997"], stdout=subprocess.PIPE, text=True)
@@ -137,7 +139,7 @@ def fanout_floor(lan, hosts, count=300):
         for echo in echoes:
             echo.kill()
         for echo in echoes:
-            echo.wait(timeout=10)
+            stop_quietly("lanchat-bench tls-echo", lambda echo=echo: echo.wait(timeout=10))
     return out
 
 
@@ -257,7 +259,8 @@ def main():
              shown(big, lambda b: f"invite median {b['invite_p50_ms']:.1f} ms"), shown(big, lambda b: f"first invite {b['invite_first_ms']:.1f} ms")),
             (f"room of {n}: fan-out p99", shown(big, lambda b: f"{b['fanout_p99_ms']:.2f} ms"),
              shown(big, lambda b: f"TLS + 1 sync per receiver {b['fanout_floor_p99_ms']:.2f} ms: {b['fanout_p99_ms'] / b['fanout_floor_p99_ms']:.2f}x "
-                                  f"(goal < 20 ms and <= 1.5x; floor p50 {b['fanout_floor_p50_ms']:.2f}, max {b['fanout_floor_max_ms']:.2f} ms)"),
+                                  f"(goal < 20 ms and <= 1.5x; floor p50 {b['fanout_floor_p50_ms']:.2f}, max {b['fanout_floor_max_ms']:.2f} ms)"
+                   if "fanout_floor_p99_ms" in b else f"floor missing: {b.get('fanout_floor_missing')} (goal < 20 ms)"),
              shown(big, lambda b: f"p50 {b['fanout_p50_ms']:.2f}, max {b['fanout_max_ms']:.2f} ms (one every {b['fanout_interval_ms']:.0f} ms); "
                                   f"links lost meanwhile: {b['fanout_links_lost_count']:.0f}")),
             (f"room of {n}: idle CPU, {n - 1} links", shown(big, lambda b: f"{b['idle_cpu_percent']:.3f} %"), "goal < 1 %",

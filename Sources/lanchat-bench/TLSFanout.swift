@@ -1,4 +1,3 @@
-import Glibc
 import LanchatSecurity
 import NIOCore
 import NIOPosix
@@ -6,12 +5,12 @@ import NIOTLS
 
 // MARK: A TLS fan-out with one sync per receiver (the floor of a room's fan-out)
 
-/// The room's fan-out floor (issue 33): the leader syncs a small write, then sends one 64-byte message over
-/// TLS 1.3 (the same library) to every receiver (`tls-echo`, which syncs a small write before it answers),
-/// and waits `interval` before the next, as the room's leader does; a message's figure is the time until
-/// its last echo came back. Lives on its one event loop.
+/// The room's fan-out floor (issue 33: "a TLS fan-out of the same bytes with one sync per receiver before
+/// its answer"): the leader sends one 64-byte message over TLS 1.3 (the same library) to every receiver
+/// (`tls-echo`, which syncs a small write before it answers), and waits `interval` before the next, as the
+/// room's leader does; a message's figure is the time until its last echo came back. Lives on its one
+/// event loop.
 final class FanoutRun {
-    let fd: Int32
     let count: Int
     let interval: TimeAmount
     let done: EventLoopPromise<[Double]>
@@ -21,8 +20,7 @@ final class FanoutRun {
     var latencies: [Double] = []
     var finished = false
 
-    init(fd: Int32, count: Int, interval: TimeAmount, done: EventLoopPromise<[Double]>) {
-        self.fd = fd
+    init(count: Int, interval: TimeAmount, done: EventLoopPromise<[Double]>) {
         self.count = count
         self.interval = interval
         self.done = done
@@ -32,7 +30,6 @@ final class FanoutRun {
         guard !finished else { return }
         sent.append(now())
         remaining.append(channels.count)
-        durableWrite(fd)
         let message = ByteBuffer(bytes: [UInt8](repeating: 7, count: 64))
         for channel in channels { channel.writeAndFlush(message, promise: nil) }
         guard sent.count < count else { return }
@@ -42,7 +39,8 @@ final class FanoutRun {
 
     /// A receiver echoed message `index` (each connection's echoes come in order).
     func echoed(_ index: Int) {
-        guard !finished, index < remaining.count else { return fail("an echo of a message not sent") }
+        guard !finished else { return }
+        guard index < remaining.count else { return fail("an echo of a message not sent") }
         remaining[index] -= 1
         guard remaining[index] == 0 else { return }
         latencies.append((now() - sent[index]) * 1000)
@@ -114,12 +112,11 @@ final class FanoutEcho: ChannelInboundHandler {  // one channel, on the run's ev
 /// on every host; JSON result (milliseconds).
 func tlsFanout(directory: String, port: Int, count: Int, intervalMS: Int, hosts: [String]) async throws {
     let tls = benchTLS(directory + "/fanout")
-    let fd = openSyncFile(directory, "fanout.sync")
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let loop = group.next()
     let done = loop.makePromise(of: [Double].self)
     let run = try await loop.submit {
-        NIOLoopBound(FanoutRun(fd: fd, count: count, interval: .milliseconds(Int64(intervalMS)), done: done), eventLoop: loop)
+        NIOLoopBound(FanoutRun(count: count, interval: .milliseconds(Int64(intervalMS)), done: done), eventLoop: loop)
     }.get()
     var channels: [Channel] = []
     var handshakes: [EventLoopFuture<Void>] = []
