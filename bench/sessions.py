@@ -113,27 +113,26 @@ def room_on(lan, hosts, before, idle_seconds, window):
     ticks = sum(cpu_ticks(lan, host, pid) for host, pid in avahi.items()) - ticks
     figures = library(lan, hosts, idle_seconds=idle_seconds)
     floor_missing = {}
-    floor = figure(floor_missing, "room fan-out floor", fanout_floor, lan, hosts) or {"fanout_floor_missing": floor_missing["room fan-out floor"]}
+    floor = figure(floor_missing, "room fan-out floor", fanout_floor, lan, hosts, round(figures["fanout_interval_ms"])) or {"fanout_floor_missing": floor_missing["room fan-out floor"]}
     return {**figures, **floor, "hosts": hosts, "lan_kernel_mib": kernel_kib / 1024, "lan_avahi_rss_mib": rss_kib / 1024,
             "lan_avahi_pss_mib": avahi_pss_kib / 1024,
             "lan_avahi_cpu_percent": 100 * ticks / os.sysconf("SC_CLK_TCK") / window}
 
 
-def fanout_floor(lan, hosts, count=300):
+def fanout_floor(lan, hosts, interval_ms, count=300):
     """The room's fan-out floor (issue 33), on the same hosts right after the room: the leader (h1) sends one
     64-byte message over TLS 1.3 (the same library) to `tls-echo` on every other host, which syncs a small
-    write before it answers, and waits as long as the room's leader does before the next; a message's
+    write before it answers, and waits as long as the room's leader did (`interval_ms`) before the next; a message's
     figure is the time until its last echo is back (the room's stops at the last member's arrival: the
     floor includes one more trip over the LAN). State on the same file system. If it breaks, the room's
     other figures stay (`fanout_floor_missing` says why)."""
-    interval = max(5, (hosts - 1) // 2)
     receivers = [f"h{index}" for index in range(2, hosts + 1)]
     echoes = [lan.popen(host, [BENCH, "tls-echo", os.path.join(lan.dir, f"fanout-echo-{host}"), "7997"], stdout=subprocess.PIPE, text=True)
               for host in receivers]
     try:
         for host, echo in zip(receivers, echoes):
             read_line(echo.stdout, 30, f"'ready' from lanchat-bench tls-echo on {host}")
-        out = json.loads(lan.run("h1", [BENCH, "tls-fanout", os.path.join(lan.dir, "fanout-lead"), "7997", str(count), str(interval),
+        out = json.loads(lan.run("h1", [BENCH, "tls-fanout", os.path.join(lan.dir, "fanout-lead"), "7997", str(count), str(interval_ms),
                                         ",".join(lan.addr(host) for host in receivers)], timeout=300).stdout)
     finally:
         for echo in echoes:

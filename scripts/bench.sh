@@ -15,7 +15,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 if [ "${1:-}" = compare ]; then shift; exec python3 bench/compare.py "$@"; fi
 [ "$(id -u)" = 0 ] || { echo "bench: run as root (the simulated LAN needs network namespaces)" >&2; exit 1; }
-scripts/setup.sh test
+scripts/setup.sh test >&2  # (stdout is for figures: --json)
 swift build -c release --static-swift-stdlib 2>&1 | grep -v "prohibited flag" | tail -n 1 >&2  # (stdout is for figures: --json)
 export AVAHI_COMPAT_NOWARN=1 LANCHAT_BIN="$root/.build/release"
 case "${1:-all}" in

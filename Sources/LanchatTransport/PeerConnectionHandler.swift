@@ -355,24 +355,25 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         heartbeat = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(max(0, next)))) {
             let (handler, context) = bound.value
             guard !handler.closed else { return }
-            // (A tick that ran late, behind a busy loop, is followed by the next grid time after now, not by
-            // the ones it missed.)
-            let after = max(next, context.eventLoop.now.nanoseconds)
             switch handler.liveness.tick(at: next) {
             case .quiet:
-                handler.scheduleTick(after: after, context: context)
+                break
             case .ping:
                 // (Measured before this rule, with a PING every 2 s a link and a timer each: 63 links'
                 // heartbeats were about 0.55 % of a core of a member of a room of 64.)
                 handler.write(.ping(UInt64.random(in: 0...UInt64.max)), context: context)
-                if !handler.closed { handler.scheduleTick(after: after, context: context) }
             case .noHeartbeat:
                 handler.closeReason = handler.closeReason ?? .timedOut
                 handler.fail(.closed, context: context, goodbye: .init(reason: .timeout, text: "no heartbeat"))
+                return
             case .stalled:
                 let seconds = handler.configuration.outputStall.nanoseconds / 1_000_000_000
                 handler.stopReading("output waited \(seconds) s with none of it read", context: context)
+                return
             }
+            // (A tick that ran late, behind a busy loop, is followed by the next grid time after now, not by
+            // the ones it missed.)
+            if !handler.closed { handler.scheduleTick(after: max(next, context.eventLoop.now.nanoseconds), context: context) }
         }
     }
 

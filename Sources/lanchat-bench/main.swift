@@ -6,7 +6,7 @@
 //   lanchat-bench tls-echo DIR PORT                  TLS 1.3 echo server that syncs a small write before answering
 //   lanchat-bench tls-ping DIR HOST PORT COUNT       TLS 1.3 ping-pong against it, syncing before each ping: the
 //                                                    floor of an acknowledged durable message; JSON result
-//   lanchat-bench tls-fanout DIR PORT COUNT MS HOSTS  a room's fan-out floor: COUNT synced 64-byte messages, one
+//   lanchat-bench tls-fanout DIR PORT COUNT MS HOSTS  a room's fan-out floor: COUNT 64-byte messages, one
 //                                                    every MS, over TLS 1.3 to tls-echo on each of HOSTS (a,b,...),
 //                                                    each timed to its last echo; JSON result
 //   lanchat-bench node DIR NAME ADDR RDV N [leader]  a session node; N nodes meet in directory RDV
