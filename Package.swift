@@ -47,6 +47,8 @@ let package = Package(
         .executable(name: "lanchat", targets: ["lanchat"]),
         .library(name: "DNSSD", targets: ["DNSSD"]),
         .library(name: "LanchatDiscovery", targets: ["LanchatDiscovery"]),
+        // Multipeer Connectivity's model for other programs (issue 31): identity, advertiser, browser, session.
+        .library(name: "LanchatKit", targets: ["LanchatKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -123,6 +125,21 @@ let package = Package(
             name: "LanchatFuzz",
             dependencies: ["DNSSD", "LanchatControl", "LanchatDiscovery", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
+        // The library other programs embed (products: LanchatKit): the session layer lanchatd runs, in Multipeer
+        // Connectivity's shape; no engine, wire or NIO type in its public API.
+        .target(
+            name: "LanchatKit",
+            dependencies: [
+                "DNSSD", "LanchatCore", "LanchatDiscovery", "LanchatEngine", "LanchatIdentity", "LanchatSecurity", "LanchatSession", "LanchatStore",
+                "LanchatTransport", "LanchatWire",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // Examples of LanchatKit (Examples/), built with everything else and run by Tests/e2e/test_library_examples.py.
+        .executableTarget(name: "lanchatkit-chat", dependencies: ["LanchatKit"], path: "Examples/TerminalChat"),
         .target(
             name: "LanchatDaemon",
             dependencies: [
@@ -178,6 +195,7 @@ let package = Package(
             name: "LanchatEngineTests",
             dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
+        .testTarget(name: "LanchatKitTests", dependencies: ["DNSSD", "LanchatCore", "LanchatEngine", "LanchatKit"]),
         .testTarget(
             name: "LanchatTransportTests",
             dependencies: [

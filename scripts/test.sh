@@ -10,9 +10,9 @@ cd "$root"
 scripts/setup.sh test
 export AVAHI_COMPAT_NOWARN=1
 echo "== format (swift format lint --strict, .swift-format)"
-# The formatter that comes with the toolchain; `swift format --in-place --recursive Sources Tests
+# The formatter that comes with the toolchain; `swift format --in-place --recursive Sources Tests Examples
 # Package.swift` makes the tree pass.
-swift format lint --strict --recursive Sources Tests Package.swift || { echo "test: the code is not formatted (see above)" >&2; exit 1; }
+swift format lint --strict --recursive Sources Tests Examples Package.swift || { echo "test: the code is not formatted (see above)" >&2; exit 1; }
 echo "== build"
 swift build --build-tests 2>&1 | grep -v "prohibited flag" | tail -n 3
 echo "== unit tests"

@@ -44,6 +44,11 @@ public struct KnownPeers: Sendable {
         }
     }
 
+    /// A record kept in memory only (an embedding program's session without a directory): it is never saved.
+    public static func inMemory() -> KnownPeers { KnownPeers(path: "") }
+
+    private init(path: String) { self.path = path }
+
     /// The name each known key came with.
     public var labels: [PeerID: String] { entries.mapValues(\.label) }
 
@@ -64,6 +69,7 @@ public struct KnownPeers: Sendable {
     }
 
     private func save() throws(Error) {
+        guard !path.isEmpty else { return }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data

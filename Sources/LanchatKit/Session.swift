@@ -1,0 +1,405 @@
+import FoundationEssentials
+import Glibc
+import LanchatCore
+import LanchatDiscovery
+import LanchatEngine
+import LanchatIdentity
+import LanchatSecurity
+import LanchatSession
+import LanchatStore
+import LanchatTransport
+import LanchatWire
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A group of peers that exchange messages: Multipeer Connectivity's `MCSession`, over lanchat's
+/// protocol (TLS 1.3 pinned to each peer's id, every message signed by its author, delivery acknowledged
+/// and retransmitted, history for peers that join late). It is the same session layer lanchatd runs:
+/// a lanchatd and a program built on LanchatKit talk to each other.
+///
+/// A session listens on its own peer port from `start` until `close`. Peers join it by invitation: invite
+/// one found by a `Browser`, or accept one that came to an `Advertiser`. Read `messages` and `peerChanges`
+/// (each by one task: they are single-consumer streams).
+public final class Session: Sendable {
+    /// Where a session keeps its history, the keys of peers it met, and the files it receives.
+    public enum Storage: Sendable, Equatable {
+        /// Nothing outlives the session (a private temporary directory holds what arrives as files, and
+        /// is removed by `close`).
+        case memory
+        /// A directory (created 0700): the history database, the record of known peers, received files.
+        case directory(String)
+    }
+
+    /// What the session asks of connections: `required` (TLS only, lanchatd's default), `optional`
+    /// (TLS when the peer offers it), `none` (plaintext only: a trusted network, or debugging).
+    public enum Encryption: String, Sendable, CaseIterable {
+        case required, optional, none
+    }
+
+    /// Multipeer Connectivity's `MCSessionSendDataMode`.
+    public enum SendMode: Sendable {
+        /// Stored, acknowledged by each recipient, resent after a reconnection until it is.
+        case reliable
+        /// Written to the peers connected now, dropped for the others (and when a connection is full).
+        case unreliable
+    }
+
+    /// What `send` did.
+    public struct SendReport: Sendable, Equatable {
+        /// The peers the message is for.
+        public let recipients: Int
+        /// The recipients it was written to now (reliable: the others get it when they are back).
+        public let sentNow: Int
+    }
+
+    /// The DNS-SD service type lanchatd advertises.
+    public static let defaultServiceType = "_chat-service._tcp"
+
+    public let identity: PeerIdentity
+    /// The group this session invites peers into (lanchat's room). Accepting an invitation may join
+    /// another group too: messages say which group they are in.
+    public let group: String
+    public let serviceType: String
+    public let encryption: Encryption
+    /// The TCP port peers connect to.
+    public let port: Int
+    /// Messages from other peers, in every group this session is in, in the order they arrived.
+    public let messages: AsyncStream<ReceivedMessage>
+    /// Peers connecting, connected, and gone, in every group this session is in.
+    public let peerChanges: AsyncStream<PeerChange>
+
+    let invitations: AsyncStream<Invitation>
+    let node: SessionNode
+    let room: RoomID
+    /// Where the node dials peers: a `Browser` writes what it resolves here.
+    let directory: PeerDirectory
+    private let sinks: Sinks
+    private let loops: MultiThreadedEventLoopGroup
+    private let listener: Channel
+    /// The private directory of a session in memory.
+    private let scratch: String?
+    private let tasks = Mutex<(run: Task<Void, Never>, pump: Task<Void, Never>)?>(nil)
+
+    struct Sinks: Sendable {
+        let messages: AsyncStream<ReceivedMessage>.Continuation
+        let changes: AsyncStream<PeerChange>.Continuation
+        let invitations: AsyncStream<Invitation>.Continuation
+
+        func finish() {
+            messages.finish()
+            changes.finish()
+            invitations.finish()
+        }
+    }
+
+    private init(
+        identity: PeerIdentity, group: RoomID, serviceType: String, encryption: Encryption, port: Int, node: SessionNode, directory: PeerDirectory,
+        loops: MultiThreadedEventLoopGroup, listener: Channel, scratch: String?
+    ) {
+        self.identity = identity
+        self.room = group
+        self.group = group.rawValue
+        self.serviceType = serviceType
+        self.encryption = encryption
+        self.port = port
+        self.node = node
+        self.directory = directory
+        self.loops = loops
+        self.listener = listener
+        self.scratch = scratch
+        let (messages, messageSink) = AsyncStream<ReceivedMessage>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let (changes, changeSink) = AsyncStream<PeerChange>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let (invitations, invitationSink) = AsyncStream<Invitation>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
+        self.messages = messages
+        self.peerChanges = changes
+        self.invitations = invitations
+        sinks = Sinks(messages: messageSink, changes: changeSink, invitations: invitationSink)
+    }
+
+    /// Opens the peer port (`port` 0: any free one) and starts the session. It is not advertised until an
+    /// `Advertiser` starts, and finds no one until a `Browser` does.
+    public static func start(
+        identity: PeerIdentity, group: String = "session", serviceType: String = Session.defaultServiceType, storage: Storage = .memory,
+        encryption: Encryption = .required, port: Int = 0
+    ) async throws(LanchatError) -> Session {
+        try ServiceType.check(serviceType)
+        guard let room = RoomID(group) else {
+            throw LanchatError(.invalidArgument, "'\(group)' is not a group name (1-64 letters, digits, '.', '_' or '-')")
+        }
+        guard (0...65535).contains(port) else { throw LanchatError(.invalidArgument, "port \(port) is not 0-65535") }
+        let preference = EncryptionPreference(rawValue: encryption.rawValue)!
+        let (store, knownPeers, base, scratch) = try openStorage(storage)
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let connector: PeerConnector
+        do {
+            let tls = try PeerTLS(certificate: IdentityCertificate(identity: identity.identity))
+            let hello = WireFrame.Hello(
+                minimumVersion: WireFrame.versions.lowerBound, maximumVersion: WireFrame.versions.upperBound,
+                peerID: identity.identity.peerID.rawValue, name: identity.displayName, capabilities: ["chat"])
+            connector = PeerConnector(hello: hello, encryption: preference, tls: tls, group: loops)
+        } catch {
+            try? await loops.shutdownGracefully()
+            throw LanchatError(.network, "cannot set up TLS: \(error)")
+        }
+        let box = NodeBox()
+        let listener: Channel
+        do {
+            listener = try await connector.listen(port: port) { connection in
+                guard let node = box.node else { return connection.leave(.shutdown) }
+                // (Unstructured: NIO's synchronous callback hands the connection to the node's actor; the task
+                // ends once `accepted`, synchronous on the actor, returns.)
+                Task { await node.accepted(connection) }
+            }
+        } catch {
+            try? await loops.shutdownGracefully()
+            throw LanchatError(.network, "cannot listen on port \(port): \(error)")
+        }
+        let boundPort = listener.localAddress?.port ?? port
+        var configuration = SessionNode.Configuration(
+            ownID: identity.identity.peerID, ownName: identity.displayName, port: boundPort, autoAccept: .never, encryption: preference)
+        configuration.downloadDirectory = base + "/downloads"
+        configuration.historyDirectory = base + "/incoming"
+        configuration.sharedDirectory = base + "/shared"
+        configuration.keepSharedFiles = storage != .memory
+        configuration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity.identity))
+        let node: SessionNode
+        let directory = PeerDirectory()
+        do {
+            node = try SessionNode(
+                configuration: configuration, eventLoop: loops.next(), connector: connector, store: store, knownPeers: knownPeers,
+                directory: directory, logger: Logger(label: "lanchatkit", factory: { _ in SwiftLogNoOpLogHandler() }))
+        } catch {
+            try? await listener.close()
+            try? await loops.shutdownGracefully()
+            throw LanchatError(.storage, "cannot load the session's history: \(error)")
+        }
+        box.node = node
+        let session = Session(
+            identity: identity, group: room, serviceType: serviceType, encryption: encryption, port: boundPort, node: node, directory: directory,
+            loops: loops, listener: listener, scratch: scratch)
+        session.begin()
+        return session
+    }
+
+    private static func openStorage(_ storage: Storage) throws(LanchatError) -> (any SessionStore, KnownPeers, String, String?) {
+        switch storage {
+        case .memory:
+            let parent = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+            var template = Array((parent + "/lanchatkit-XXXXXX").utf8CString)
+            guard mkdtemp(&template) != nil else {
+                throw LanchatError(.storage, "cannot create a private directory in \(parent): \(String(cString: strerror(errno)))")
+            }
+            let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            return (MemorySessionStore(), KnownPeers.inMemory(), path, path)
+        case .directory(let path):
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw LanchatError(.storage, "cannot create \(path): \(error)")
+            }
+            let store: ChatStore
+            do { store = try ChatStore(path: path + "/" + ChatStore.fileName) } catch { throw LanchatError(.storage, error.description) }
+            do { return (store, try KnownPeers(directory: path), path, nil) } catch { throw LanchatError(.storage, error.description) }
+        }
+    }
+
+    private func begin() {
+        let node = self.node
+        let own = identity.identity.peerID
+        let sinks = self.sinks
+        // (Unstructured, both: they live until `close`, which cancels and awaits them.)
+        let run = Task { await node.run() }
+        let pump = Task { await Self.pump(node.events, node: node, own: own, sinks: sinks) }
+        tasks.withLock { $0 = (run, pump) }
+    }
+
+    /// Hands the node's events to the session's streams, as the library's types.
+    private static func pump(_ events: AsyncStream<SessionEvent>, node: SessionNode, own: PeerID, sinks: Sinks) async {
+        for await event in events {
+            switch event {
+            case .message(let message) where !message.outgoing && message.stored.kind == .text:
+                if let received = ReceivedMessage(message.stored, reliable: message.reliable) { sinks.messages.yield(received) }
+            case .memberState(let room, let peer, let state) where peer.id != own:
+                sinks.changes.yield(PeerChange(peer: Peer(id: peer.id, displayName: peer.name), group: room.rawValue, state: PeerState(state), left: false))
+            case .memberLeft(let room, let peer, _, _, let fatal) where fatal && peer.id != own:
+                sinks.changes.yield(PeerChange(peer: Peer(id: peer.id, displayName: peer.name), group: room.rawValue, state: .notConnected, left: true))
+            case .invitation(let invitation):
+                sinks.invitations.yield(Invitation(invitation, node: node))
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Says GOODBYE to every connected peer, closes the peer port and the storage, and ends the streams.
+    /// A session that is not closed keeps its port and threads until the program exits.
+    public func close() async {
+        guard
+            let running = tasks.withLock({ tasks in
+                defer { tasks = nil }; return tasks
+            })
+        else { return }
+        try? await listener.close()
+        running.run.cancel()
+        await running.run.value
+        running.pump.cancel()
+        await running.pump.value
+        sinks.finish()
+        try? await loops.shutdownGracefully()
+        if let scratch { try? FileManager.default.removeItem(atPath: scratch) }
+    }
+
+    var isOpen: Bool { tasks.withLock { $0 != nil } }
+
+    private func checkOpen() throws(LanchatError) {
+        guard isOpen else { throw LanchatError(.closed, "the session is closed") }
+    }
+
+    // MARK: Peers
+
+    /// Invites `peer` (found by a `Browser`, or met in a group) into this session's group (or `group`), and
+    /// waits for its answer, up to `timeout`. `context` reaches the peer's `Invitation` (lanchatd shows it as the invitation's
+    /// message when it is text). Returns when the peer accepted (or was in the group already).
+    public func invite(_ peer: Peer, to group: String? = nil, context: [UInt8] = [], timeout: Duration = .seconds(30)) async throws(LanchatError) {
+        try checkOpen()
+        let room = try self.room(group)
+        guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
+        let outcome = await node.invite(SessionPeer(id: id, name: peer.displayName), room: room, context: context, timeout: timeout)
+        switch outcome {
+        case .accepted, .alreadyMember: return
+        case .declined(let reason): throw LanchatError(.declined, reason)
+        case .expired: throw LanchatError(.expired, "\(peer) did not answer in time")
+        case .unreachable(let reason): throw LanchatError(.unreachable, reason)
+        case .refused(let reason): throw LanchatError(.refused, reason)
+        }
+    }
+
+    private func room(_ group: String?) throws(LanchatError) -> RoomID {
+        guard let group else { return room }
+        guard let room = RoomID(group) else { throw LanchatError(.invalidArgument, "'\(group)' is not a group name") }
+        return room
+    }
+
+    /// The members of this session's group with a live connection now.
+    public var connectedPeers: [Peer] {
+        get async {
+            guard let summary = await node.room(room) else { return [] }
+            return summary.members.filter { $0.state == .connected }.map { Peer(id: $0.peer.id, displayName: $0.peer.name) }
+        }
+    }
+
+    // MARK: Messages
+
+    /// Sends `text` to the group's members (or `peers`, some of them); `group`: another group this session
+    /// joined by accepting an invitation. A reliable message is on disk (or in memory) and queued for every
+    /// recipient when this returns.
+    @discardableResult
+    public func send(
+        _ text: String, to peers: [Peer]? = nil, in group: String? = nil, mode: SendMode = .reliable
+    ) async throws(LanchatError)
+        -> SendReport
+    {
+        try checkOpen()
+        let room = try self.room(group)
+        var ids: [PeerID]?
+        if let peers {
+            ids = []
+            for peer in peers {
+                guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
+                ids?.append(id)
+            }
+        }
+        do {
+            let receipt = try await node.send(text, room: room, to: ids, reliable: mode == .reliable)
+            return SendReport(recipients: receipt.recipients, sentNow: receipt.sentNow)
+        } catch {
+            throw LanchatError(error)
+        }
+    }
+
+    /// The group's (or `group`'s) latest messages (up to `limit`, oldest first), those sent before this
+    /// session joined included: a newcomer receives the history of the peer that invited it.
+    public func history(limit: Int = 100, in group: String? = nil) async throws(LanchatError) -> [ReceivedMessage] {
+        try checkOpen()
+        let room = try self.room(group)
+        guard limit > 0 else { throw LanchatError(.invalidArgument, "limit must be positive") }
+        do {
+            return try await node.history(room: room.rawValue, limit: limit).filter { $0.kind == .text }.compactMap { ReceivedMessage($0, reliable: true) }
+        } catch {
+            throw LanchatError(error)
+        }
+    }
+}
+
+/// The listener's way to the node, which is made after the port is open (the node must know its port).
+private final class NodeBox: Sendable {
+    private let stored = Mutex<SessionNode?>(nil)
+    var node: SessionNode? {
+        get { stored.withLock { $0 } }
+        set { stored.withLock { $0 = newValue } }
+    }
+}
+
+/// Multipeer Connectivity's `MCSessionState`.
+public enum PeerState: String, Sendable {
+    case notConnected = "not_connected"
+    case connecting
+    case connected
+
+    init(_ state: SessionPeerState) {
+        switch state {
+        case .notConnected: self = .notConnected
+        case .connecting: self = .connecting
+        case .connected: self = .connected
+        }
+    }
+}
+
+/// A peer's state in a group changed.
+public struct PeerChange: Sendable, Equatable {
+    public let peer: Peer
+    public let group: String
+    public let state: PeerState
+    /// The peer is out of the group (it left, was removed, or the group closed), not only disconnected.
+    public let left: Bool
+}
+
+/// A message another peer sent.
+public struct ReceivedMessage: Sendable, Equatable {
+    /// The message's id (32 hex characters), the same on every peer.
+    public let id: String
+    public let from: Peer
+    public let group: String
+    public let text: String
+    /// When its author sent it (the author's clock).
+    public let sentAt: Date
+    /// Its author's signature was checked (a version 1 peer's messages are not signed).
+    public let signed: Bool
+    public let reliable: Bool
+
+    init?(_ message: StoredMessage, reliable: Bool) {
+        guard let id = PeerID(message.senderID) else { return nil }
+        self.id = message.id
+        from = Peer(id: id, displayName: message.senderName)
+        group = message.room
+        text = message.body
+        sentAt = Date(timeIntervalSince1970: Double(message.timestamp) / 1000)
+        signed = message.isSigned
+        self.reliable = reliable
+    }
+}
+
+/// DNS-SD service types: `_name._tcp` (RFC 6335: 1-15 letters, digits and hyphens, a letter among them).
+enum ServiceType {
+    static func check(_ type: String) throws(LanchatError) {
+        let parts = type.split(separator: ".", omittingEmptySubsequences: false)
+        let problem = LanchatError(.invalidArgument, "'\(type)' is not a DNS-SD service type such as _chat-service._tcp")
+        guard parts.count == 2, parts[1] == "_tcp", parts[0].hasPrefix("_") else { throw problem }
+        let name = parts[0].dropFirst()
+        guard (1...15).contains(name.count), name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }),
+            name.contains(where: \.isLetter), name.first != "-", name.last != "-", !name.contains("--")
+        else { throw problem }
+    }
+}
