@@ -140,6 +140,8 @@ let package = Package(
         ),
         // Examples of LanchatKit (Examples/), built with everything else and run by Tests/e2e/test_library_examples.py.
         .executableTarget(name: "lanchatkit-chat", dependencies: ["LanchatKit"], path: "Examples/TerminalChat"),
+        .executableTarget(name: "lanchatkit-drop", dependencies: ["LanchatKit"], path: "Examples/FileDrop"),
+        .executableTarget(name: "lanchatkit-sensor", dependencies: ["LanchatKit"], path: "Examples/Sensor"),
         .target(
             name: "LanchatDaemon",
             dependencies: [

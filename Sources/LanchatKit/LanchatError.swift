@@ -26,6 +26,15 @@ public struct LanchatError: Error, Equatable, Sendable, CustomStringConvertible 
         case notInGroup = "not_in_group"
         /// The session is closed.
         case closed
+        /// A resource did not arrive whole: the connection failed for good, a write failed, or its SHA-256
+        /// did not match (`message` says which).
+        case transferFailed = "transfer_failed"
+        /// The transfer or stream was cancelled (by either side).
+        case cancelled
+        /// A byte stream was aborted by either side, or written after it was finished.
+        case streamClosed = "stream_closed"
+        /// The peer sends, or this side asks, faster than lanchat's limits allow (topics: 500 a second).
+        case rateLimited = "rate_limited"
         /// Another refusal of the session layer: `message` says what.
         case other
     }
@@ -43,11 +52,15 @@ public struct LanchatError: Error, Equatable, Sendable, CustomStringConvertible 
     init(_ error: SessionError) {
         let code: Code =
             switch error.code {
-            case .badRequest, .badText, .tooLong, .tooLarge, .ambiguous: .invalidArgument
-            case .storage: .storage
+            case .badRequest, .badText, .badTopic, .badFile, .tooLong, .tooLarge, .ambiguous, .tooManyTopics: .invalidArgument
+            case .storage, .writeFailed: .storage
             case .unknownInvitation: .unknownInvitation
-            case .unknownRoom, .notAMember, .removed: .notInGroup
-            case .refused: .refused
+            case .unknownRoom, .notAMember, .removed, .unknownMember: .notInGroup
+            case .refused, .streamRefused: .refused
+            case .unreachable: .unreachable
+            case .streamAborted, .streamFinished: .streamClosed
+            case .rateLimited: .rateLimited
+            case .stopped: .closed
             default: .other
             }
         self.init(code, error.message)

@@ -81,16 +81,21 @@ public final class Session: Sendable {
     /// The private directory of a session in memory.
     private let scratch: String?
     private let tasks = Mutex<(run: Task<Void, Never>, pump: Task<Void, Never>)?>(nil)
+    /// Transfers' progress and ends (`transfers`), and the calls waiting for a transfer's end.
+    public let transfers: AsyncStream<Transfer>
+    let transferWaiters: TransferWaiters
 
     struct Sinks: Sendable {
         let messages: AsyncStream<ReceivedMessage>.Continuation
         let changes: AsyncStream<PeerChange>.Continuation
         let invitations: AsyncStream<Invitation>.Continuation
+        let transfers: AsyncStream<Transfer>.Continuation
 
         func finish() {
             messages.finish()
             changes.finish()
             invitations.finish()
+            transfers.finish()
         }
     }
 
@@ -112,17 +117,22 @@ public final class Session: Sendable {
         let (messages, messageSink) = AsyncStream<ReceivedMessage>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let (changes, changeSink) = AsyncStream<PeerChange>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let (invitations, invitationSink) = AsyncStream<Invitation>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
+        let (transfers, transferSink) = AsyncStream<Transfer>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         self.messages = messages
         self.peerChanges = changes
         self.invitations = invitations
-        sinks = Sinks(messages: messageSink, changes: changeSink, invitations: invitationSink)
+        self.transfers = transfers
+        transferWaiters = TransferWaiters()
+        sinks = Sinks(messages: messageSink, changes: changeSink, invitations: invitationSink, transfers: transferSink)
     }
 
-    /// Opens the peer port (`port` 0: any free one) and starts the session. It is not advertised until an
+    /// Opens the peer port (`port` 0: any free one) and starts the session. Resources other peers send are
+    /// placed in `downloadDirectory` (created 0700; by default `downloads` in the storage directory, or in
+    /// the private directory of a session in memory, which `close` removes). It is not advertised until an
     /// `Advertiser` starts, and finds no one until a `Browser` does.
     public static func start(
         identity: PeerIdentity, group: String = "session", serviceType: String = Session.defaultServiceType, storage: Storage = .memory,
-        encryption: Encryption = .required, port: Int = 0
+        encryption: Encryption = .required, port: Int = 0, downloadDirectory: String? = nil
     ) async throws(LanchatError) -> Session {
         try ServiceType.check(serviceType)
         guard let room = RoomID(group) else {
@@ -159,7 +169,7 @@ public final class Session: Sendable {
         let boundPort = listener.localAddress?.port ?? port
         var configuration = SessionNode.Configuration(
             ownID: identity.identity.peerID, ownName: identity.displayName, port: boundPort, autoAccept: .never, encryption: preference)
-        configuration.downloadDirectory = base + "/downloads"
+        configuration.downloadDirectory = downloadDirectory ?? base + "/downloads"
         configuration.historyDirectory = base + "/incoming"
         configuration.sharedDirectory = base + "/shared"
         configuration.keepSharedFiles = storage != .memory
@@ -208,15 +218,15 @@ public final class Session: Sendable {
     private func begin() {
         let node = self.node
         let own = identity.identity.peerID
-        let sinks = self.sinks
+        let (sinks, waiters) = (self.sinks, transferWaiters)
         // (Unstructured, both: they live until `close`, which cancels and awaits them.)
         let run = Task { await node.run() }
-        let pump = Task { await Self.pump(node.events, node: node, own: own, sinks: sinks) }
+        let pump = Task { await Self.pump(node.events, node: node, own: own, sinks: sinks, waiters: waiters) }
         tasks.withLock { $0 = (run, pump) }
     }
 
     /// Hands the node's events to the session's streams, as the library's types.
-    private static func pump(_ events: AsyncStream<SessionEvent>, node: SessionNode, own: PeerID, sinks: Sinks) async {
+    private static func pump(_ events: AsyncStream<SessionEvent>, node: SessionNode, own: PeerID, sinks: Sinks, waiters: TransferWaiters) async {
         for await event in events {
             switch event {
             case .message(let message) where !message.outgoing && message.stored.kind == .text:
@@ -227,6 +237,10 @@ public final class Session: Sendable {
                 sinks.changes.yield(PeerChange(peer: Peer(id: peer.id, displayName: peer.name), group: room.rawValue, state: .notConnected, left: true))
             case .invitation(let invitation):
                 sinks.invitations.yield(Invitation(invitation, node: node))
+            case .transfer(let info):
+                let transfer = Transfer(info)
+                sinks.transfers.yield(transfer)
+                if transfer.state.ended { waiters.resume(transfer.id, with: transfer) }
             default:
                 continue
             }
@@ -247,13 +261,14 @@ public final class Session: Sendable {
         running.pump.cancel()
         await running.pump.value
         sinks.finish()
+        transferWaiters.closeAll()
         try? await loops.shutdownGracefully()
         if let scratch { try? FileManager.default.removeItem(atPath: scratch) }
     }
 
     var isOpen: Bool { tasks.withLock { $0 != nil } }
 
-    private func checkOpen() throws(LanchatError) {
+    func checkOpen() throws(LanchatError) {
         guard isOpen else { throw LanchatError(.closed, "the session is closed") }
     }
 
@@ -276,7 +291,7 @@ public final class Session: Sendable {
         }
     }
 
-    private func room(_ group: String?) throws(LanchatError) -> RoomID {
+    func room(_ group: String?) throws(LanchatError) -> RoomID {
         guard let group else { return room }
         guard let room = RoomID(group) else { throw LanchatError(.invalidArgument, "'\(group)' is not a group name") }
         return room

@@ -106,4 +106,67 @@ import Testing
         await bob.close()
         await alice.close()
     }
+
+    /// A pair of sessions in one group, on loopback.
+    static func pair() async throws -> (Session, Session) {
+        let alice = try await Session.start(identity: .ephemeral(displayName: "alice"), group: "lab")
+        let bob = try await Session.start(identity: .ephemeral(displayName: "bob"), group: "lab")
+        alice.directory.update(
+            PeerID(bob.identity.id)!, PeerAddressHint(name: "bob", port: bob.port, addresses: ["127.0.0.1"], encryption: .required))
+        async let invited: Void = alice.invite(bob.identity.peer, timeout: .seconds(20))
+        var invitations = try Advertiser(session: bob).invitations.makeAsyncIterator()
+        try await #require(await invitations.next()).accept()
+        try await invited
+        return (alice, bob)
+    }
+
+    /// Topics, resources and byte streams between two sessions.
+    @Test func topicsResourcesAndStreams() async throws {
+        let (alice, bob) = try await Self.pair()
+        // A topic: the subscription reaches alice, then her readings reach bob.
+        var readings = try await bob.subscribe(to: "temperature").makeAsyncIterator()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await alice.publish("21.5", on: "temperature") == 0 {
+            #expect(ContinuousClock.now < deadline, "the subscription never reached the publisher")
+            if ContinuousClock.now >= deadline { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let reading = try #require(await readings.next())
+        #expect(reading.text == "21.5" && reading.topic == "temperature" && reading.from == alice.identity.peer && reading.sequence >= 1)
+
+        // A resource: the whole file, checked, placed in bob's download directory.
+        let source = "/tmp/lanchatkit-resource-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: source) }
+        let content = (0..<(1 << 20) + 123).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+        #expect(FileManager.default.createFile(atPath: source, contents: Data(content)))
+        let resource = try await alice.sendResource(at: source, to: bob.identity.peer)
+        let sent = try await resource.finished()
+        #expect(sent.state == .complete && sent.direction == .outgoing && sent.size == UInt64(content.count))
+        var received: Transfer?
+        for await transfer in bob.transfers where transfer.state.ended {
+            received = transfer
+            break
+        }
+        let arrived = try #require(received)
+        #expect(arrived.state == .complete && arrived.direction == .incoming && arrived.fractionCompleted == 1)
+        #expect(FileManager.default.contents(atPath: try #require(arrived.path)).map(Array.init) == content)
+        let missing = await #expect(throws: LanchatError.self) { try await alice.sendResource(at: source + ".absent", to: bob.identity.peer) }
+        #expect(missing?.code == .invalidArgument)
+
+        // A byte stream: chunks in order, then its end.
+        async let accepted = bob.acceptStream(named: "feed", from: alice.identity.peer)
+        let outgoing = try await alice.openStream(named: "feed", to: bob.identity.peer)
+        let incoming = try await accepted
+        let chunks: [[UInt8]] = [Array("one ".utf8), Array(repeating: 7, count: 200_000), Array(" three".utf8)]
+        async let writing: Void = {
+            for chunk in chunks { try await outgoing.write(chunk) }
+            await outgoing.finish()
+        }()
+        var bytes: [UInt8] = []
+        for try await chunk in incoming { bytes += chunk }
+        try await writing
+        #expect(bytes == chunks.flatMap { $0 })
+        await bob.close()
+        await alice.close()
+    }
 }

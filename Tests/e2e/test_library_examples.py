@@ -1,7 +1,9 @@
 """LanchatKit's examples (Examples/) on the simulated LAN, each against a lanchatd on another host (issue 31).
 The examples are built with everything else (`swift build`); discovery is real DNS-SD through each host's
 avahi-daemon, the connections real TLS."""
+import hashlib
 import os
+import re
 import subprocess
 
 from testlan import BIN, read_line, wait_for, wait_process
@@ -58,3 +60,62 @@ def test_terminal_chat_with_lanchatd(lan):
     assert wait_process(bob, 15, "the chat to end at the end of its input") == 0
     wait_for(lambda: not [p for p in lan.peers("h1") if p["name"] == "bob" and p.get("origin") == "dnssd"
                           and p["state"] == "discovered"], timeout=20, what="the chat's advertisement withdrawn")
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_file_drop_with_lanchatd(lan):
+    lan.up(3)
+    lan.start_daemon("h1", "alice")
+    source = os.path.join(lan.dir, "drop.bin")
+    with open(source, "wb") as f:
+        f.write(os.urandom(3 * 1024 * 1024 + 17))
+    # The drop sends to whoever accepts: the person on h1 accepts with the command line.
+    sender = example(lan, "h2", "lanchatkit-drop", "send", source)
+    invitation = wait_for(lambda: lan.lanchat_json("h1", "invitations"), timeout=30, what="the drop's invitation")[0]
+    assert invitation["room"] == "drop" and invitation["message"] == f"drop.bin ({3 * 1024 * 1024 + 17} bytes)"
+    lan.lanchat("h1", "accept", invitation["id"])
+    line = read_line(sender.stdout, 60, "the delivery", match=lambda line: line.startswith("delivered "))
+    assert line.strip() == f"delivered drop.bin to alice: {3 * 1024 * 1024 + 17} bytes, SHA-256 checked"
+    placed = [t for t in lan.lanchat_json("h1", "transfers") if t["direction"] == "incoming" and t["state"] == "complete"]
+    assert len(placed) == 1 and sha256(placed[0]["path"]) == sha256(source)
+    lan.run("h2", ["pkill", "-f", "lanchatkit-drop"])
+    wait_process(sender, 15, "the drop sender to stop")
+
+    # The other way: lanchatd invites the receiving drop on h3 and sends it a file.
+    inbox = os.path.join(lan.dir, "inbox")
+    receiver = example(lan, "h3", "lanchatkit-drop", "receive", inbox)
+    read_line(receiver.stdout, 20, "the receiver's first line", match=lambda line: line.startswith("receiving into"))
+    wait_for(lambda: [p for p in lan.peers("h1") if p["name"] == "h3" and p["addresses"]], timeout=30, what="alice finding h3")
+    assert lan.lanchat_json("h1", "invite", "h3", "--room", "inbox", "--wait")["outcome"] == "accepted"
+    lan.lanchat("h1", "send-file", "--to", "h3", source, timeout=120)
+    line = read_line(receiver.stdout, 60, "the received file", match=lambda line: line.startswith("complete "))
+    path = line.strip().split(": ", 1)[1]
+    assert path.startswith(inbox + "/") and sha256(path) == sha256(source)
+    lan.run("h3", ["pkill", "-f", "lanchatkit-drop"])
+
+
+def test_sensor_publisher_and_subscriber_with_lanchatd(lan):
+    lan.up(3)
+    lan.start_daemon("h1", "alice")
+    sensor = example(lan, "h2", "lanchatkit-sensor", "publish", "kitchen")
+    read_line(sensor.stdout, 20, "the sensor's first line", match=lambda line: "publishing on sensors/readings" in line)
+    wait_for(lambda: [p for p in lan.peers("h1") if p["name"] == "kitchen" and p["addresses"]], timeout=30, what="alice finding the sensor")
+    # lanchatd joins the sensor's group and reads the readings with the command line.
+    assert lan.lanchat_json("h1", "invite", "kitchen", "--room", "sensors", "--wait")["outcome"] == "accepted"
+    reader = lan.popen("h1", [os.path.join(BIN, "lanchat"), "topic", "sub", "sensors", "readings"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    line = read_line(reader.stdout, 30, "a reading on lanchatd", match=lambda line: line.startswith("kitchen "))
+    assert re.fullmatch(r"kitchen \d+\.\d C n=\d+", line.strip()), line
+    # The library's subscriber finds the sensor by its discovery info, invites it, and reads it too.
+    subscriber = example(lan, "h3", "lanchatkit-sensor", "subscribe")
+    joined = read_line(subscriber.stdout, 30, "the sensor joining", match=lambda line: line.startswith("* kitchen"))
+    assert joined.strip() == "* kitchen joined (unit C)"
+    first = read_line(subscriber.stdout, 30, "a reading", match=lambda line: line.startswith("kitchen #"))
+    second = read_line(subscriber.stdout, 10, "a second reading", match=lambda line: line.startswith("kitchen #"))
+    assert int(second.split("#")[1].split(":")[0]) > int(first.split("#")[1].split(":")[0])
+    for host in ("h1", "h2", "h3"):
+        lan.run(host, ["pkill", "-f", "lanchatkit-sensor|topic sub"], check=False)
