@@ -58,6 +58,13 @@ public struct Peer: Hashable, Sendable, CustomStringConvertible {
         self.displayName = displayName
     }
 
+    /// A peer known by its id (52 characters, as `id` gives it: kept from an earlier run, or read from
+    /// `lanchat peers --json`); nil if `id` is not one.
+    public init?(id: String, displayName: String) {
+        guard let peerID = PeerID(id) else { return nil }
+        self.init(id: peerID, displayName: PeerAdvertisement.sanitize(displayName))
+    }
+
     /// Two values are the same peer when their ids are equal (a peer may change its name).
     public static func == (a: Peer, b: Peer) -> Bool { a.id == b.id }
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }

@@ -81,8 +81,11 @@ public final class Session: Sendable {
     /// The private directory of a session in memory.
     private let scratch: String?
     private let tasks = Mutex<(run: Task<Void, Never>, pump: Task<Void, Never>)?>(nil)
-    /// Transfers' progress and ends (`transfers`), and the calls waiting for a transfer's end.
+    /// Transfers' progress and ends, incoming and outgoing, for one task to read.
     public let transfers: AsyncStream<Transfer>
+    /// What needs a person's attention about a peer's identity: a name met before with another key, or a
+    /// plaintext claim of an id seen with a key (lanchatd shows these as security events).
+    public let notices: AsyncStream<SecurityNotice>
     let transferWaiters: TransferWaiters
 
     struct Sinks: Sendable {
@@ -90,8 +93,10 @@ public final class Session: Sendable {
         let changes: AsyncStream<PeerChange>.Continuation
         let invitations: AsyncStream<Invitation>.Continuation
         let transfers: AsyncStream<Transfer>.Continuation
+        let notices: AsyncStream<SecurityNotice>.Continuation
 
         func finish() {
+            notices.finish()
             messages.finish()
             changes.finish()
             invitations.finish()
@@ -121,9 +126,11 @@ public final class Session: Sendable {
         self.messages = messages
         self.peerChanges = changes
         self.invitations = invitations
+        let (notices, noticeSink) = AsyncStream<SecurityNotice>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
         self.transfers = transfers
+        self.notices = notices
         transferWaiters = TransferWaiters()
-        sinks = Sinks(messages: messageSink, changes: changeSink, invitations: invitationSink, transfers: transferSink)
+        sinks = Sinks(messages: messageSink, changes: changeSink, invitations: invitationSink, transfers: transferSink, notices: noticeSink)
     }
 
     /// Opens the peer port (`port` 0: any free one) and starts the session. Resources other peers send are
@@ -241,6 +248,8 @@ public final class Session: Sendable {
                 let transfer = Transfer(info)
                 sinks.transfers.yield(transfer)
                 if transfer.state.ended { waiters.resume(transfer.id, with: transfer) }
+            case .security(let peer, let text):
+                sinks.notices.yield(SecurityNotice(peer: Peer(id: peer.id, displayName: peer.name), text: text))
             default:
                 continue
             }
@@ -303,6 +312,13 @@ public final class Session: Sendable {
             guard let summary = await node.room(room) else { return [] }
             return summary.members.filter { $0.state == .connected }.map { Peer(id: $0.peer.id, displayName: $0.peer.name) }
         }
+    }
+
+    /// Leaves the session's group (or `group`): the connected members are told, the history stays.
+    public func leave(_ group: String? = nil) async throws(LanchatError) {
+        try checkOpen()
+        let room = try self.room(group)
+        do { try await node.leave(room) } catch { throw LanchatError(error) }
     }
 
     // MARK: Messages
@@ -379,6 +395,12 @@ public struct PeerChange: Sendable, Equatable {
     public let state: PeerState
     /// The peer is out of the group (it left, was removed, or the group closed), not only disconnected.
     public let left: Bool
+}
+
+/// A peer's identity needs a person's attention (`Session.notices`).
+public struct SecurityNotice: Sendable, Equatable {
+    public let peer: Peer
+    public let text: String
 }
 
 /// A message another peer sent.

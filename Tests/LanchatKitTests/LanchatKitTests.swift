@@ -96,6 +96,13 @@ import Testing
         #expect(answer.text == "hello alice" && answer.from == bob.identity.peer)
         #expect(await alice.connectedPeers == [bob.identity.peer])
         #expect(try await bob.history(limit: 10, in: "lab").map(\.text) == ["hello bob", "hello alice"])
+        // Bob leaves: alice hears that he is out of the group, not only disconnected.
+        var changes = alice.peerChanges.makeAsyncIterator()
+        try await bob.leave("lab")
+        while let change = await changes.next(), !change.left {}
+        #expect(await alice.connectedPeers == [])
+        #expect(Peer(id: bob.identity.id, displayName: "someone") == bob.identity.peer)
+        #expect(Peer(id: "not an id", displayName: "x") == nil)
         // A second invitation, over the connection the two have now.
         let clock = ContinuousClock()
         let started = clock.now
