@@ -22,6 +22,9 @@ log=.build/unit-tests.log
 if swift test --skip-build --skip SimulatorTests > "$log" 2>&1; then rc=0; else rc=$?; fi
 grep -E "✘|^simulator:|Test run with" "$log" || true
 [ "$rc" = 0 ] || { grep -vE "prohibited flag" "$log" | tail -n 40; echo "test: unit tests failed" >&2; exit 1; }
+echo "== LanchatKit: documentation (DocC) and API (against its last release)"
+scripts/docs.sh
+scripts/api-check.sh
 # The simulator's long run goes on its own: it runs one worker per core (SIMULATOR_WORKERS), and the
 # other suites' real-time waits are not for a machine that busy.
 echo "== simulator (${SIMULATOR_SCHEDULES:-10000} seeded schedules of whole rooms with faults)"

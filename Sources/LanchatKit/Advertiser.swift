@@ -1,9 +1,9 @@
-import DNSSD
-import LanchatCore
-import LanchatDiscovery
-import LanchatEngine
-import LanchatSession
-import Synchronization
+internal import DNSSD
+internal import LanchatCore
+internal import LanchatDiscovery
+internal import LanchatEngine
+internal import LanchatSession
+internal import Synchronization
 
 /// Makes a session visible on the local network and hands over the invitations that come to it:
 /// Multipeer Connectivity's `MCNearbyServiceAdvertiser`. It registers the session's service type with

@@ -1,8 +1,8 @@
-import DNSSD
-import LanchatCore
-import LanchatDiscovery
-import LanchatEngine
-import Synchronization
+internal import DNSSD
+internal import LanchatCore
+internal import LanchatDiscovery
+internal import LanchatEngine
+internal import Synchronization
 
 /// A peer a `Browser` found: Multipeer Connectivity's `foundPeer` with its `discoveryInfo`.
 public struct FoundPeer: Sendable, Equatable {
@@ -72,8 +72,6 @@ actor BrowseState {
     private let sink: AsyncStream<BrowserEvent>.Continuation
     private var resolves: AsyncStream<ServiceInstance>.Continuation?
 
-    /// At most this many resolves at once (each holds a connection to avahi-daemon).
-    static let concurrentResolves = 16
     /// At most this many discovery keys are kept of a peer's record.
     static let maximumInfoKeys = 64
 
@@ -89,7 +87,7 @@ actor BrowseState {
         let (requests, resolves) = AsyncStream<ServiceInstance>.makeStream()
         self.resolves = resolves
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.resolveWorker(requests) }
+            group.addTask { await PeerTable.resolveEach(requests) { await self.resolve($0) } }
             await browse(type: type)
             resolves.finish()
         }
@@ -130,20 +128,6 @@ actor BrowseState {
     }
 
     private func sweep() { apply(table.sweep()) }
-
-    private nonisolated func resolveWorker(_ requests: AsyncStream<ServiceInstance>) async {
-        await withTaskGroup(of: Void.self) { group in
-            var running = 0
-            for await instance in requests {
-                if running == Self.concurrentResolves {
-                    await group.next()
-                    running -= 1
-                }
-                running += 1
-                group.addTask { await self.resolve(instance) }
-            }
-        }
-    }
 
     /// Resolves an instance and looks up its addresses, up to three attempts.
     private nonisolated func resolve(_ instance: ServiceInstance) async {

@@ -1,4 +1,4 @@
-import LanchatEngine
+internal import LanchatEngine
 
 /// What went wrong, typed: every throwing call of LanchatKit throws this.
 public struct LanchatError: Error, Equatable, Sendable, CustomStringConvertible {

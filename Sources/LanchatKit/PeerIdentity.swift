@@ -1,8 +1,8 @@
-import Crypto
-import FoundationEssentials
-import LanchatCore
-import LanchatDiscovery
-import LanchatIdentity
+internal import Crypto
+internal import FoundationEssentials
+internal import LanchatCore
+internal import LanchatDiscovery
+internal import LanchatIdentity
 
 /// Who this program is on the network: a long-term P-256 key, the peer id derived from it (SHA-256 of
 /// the public key, base32: what other peers pin), and a display name. Multipeer Connectivity's `MCPeerID`,

@@ -1,7 +1,7 @@
-import LanchatCore
-import LanchatEngine
-import LanchatSession
-import Synchronization
+internal import LanchatCore
+internal import LanchatEngine
+internal import LanchatSession
+internal import Synchronization
 
 /// A file on its way to or from a peer (Multipeer Connectivity's resources): as `Session.transfers`
 /// reports it, and as `Resource.progress()` reads it. Each is checked with SHA-256 before it is placed.

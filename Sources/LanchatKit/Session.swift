@@ -1,18 +1,18 @@
-import FoundationEssentials
-import Glibc
-import LanchatCore
-import LanchatDiscovery
-import LanchatEngine
-import LanchatIdentity
-import LanchatSecurity
-import LanchatSession
-import LanchatStore
-import LanchatTransport
-import LanchatWire
-import Logging
-import NIOCore
-import NIOPosix
-import Synchronization
+public import FoundationEssentials
+internal import Glibc
+internal import LanchatCore
+internal import LanchatDiscovery
+internal import LanchatEngine
+internal import LanchatIdentity
+internal import LanchatSecurity
+internal import LanchatSession
+internal import LanchatStore
+internal import LanchatTransport
+internal import LanchatWire
+internal import Logging
+internal import NIOCore
+internal import NIOPosix
+internal import Synchronization
 
 /// A group of peers that exchange messages: Multipeer Connectivity's `MCSession`, over lanchat's
 /// protocol (TLS 1.3 pinned to each peer's id, every message signed by its author, delivery acknowledged

@@ -1,7 +1,7 @@
-import LanchatCore
-import LanchatEngine
-import LanchatSession
-import NIOCore
+internal import LanchatCore
+internal import LanchatEngine
+internal import LanchatSession
+internal import NIOCore
 
 /// A named byte stream with a peer, both ways (Multipeer Connectivity's `startStream` and `didReceive
 /// stream`): each side writes and finishes its own direction; reading grants the writer more credit, so a

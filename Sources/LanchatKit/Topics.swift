@@ -1,6 +1,6 @@
-import LanchatCore
-import LanchatEngine
-import LanchatSession
+internal import LanchatCore
+internal import LanchatEngine
+internal import LanchatSession
 
 /// A message published on a topic (lanchat's topics: lines of text to the members that subscribe).
 public struct TopicMessage: Sendable, Equatable {

@@ -289,22 +289,8 @@ public actor DiscoveryService: Service {
 
     // MARK: Resolving
 
-    /// At most this many resolves at once (each holds a connection to avahi-daemon; a flood of
-    /// announcements must not open thousands).
-    static let concurrentResolves = 16
-
     private func resolveWorker() async {
-        await withTaskGroup(of: Void.self) { group in
-            var running = 0
-            for await instance in resolveRequests {
-                if running == Self.concurrentResolves {
-                    await group.next()
-                    running -= 1
-                }
-                running += 1
-                group.addTask { await self.resolve(instance) }
-            }
-        }
+        await PeerTable.resolveEach(resolveRequests) { await self.resolve($0) }
     }
 
     /// Resolves an instance and looks up its addresses, up to three attempts.
