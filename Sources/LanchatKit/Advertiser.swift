@@ -9,12 +9,16 @@ internal import Synchronization
 /// Multipeer Connectivity's `MCNearbyServiceAdvertiser`. It registers the session's service type with
 /// DNS-SD (avahi-daemon), under the identity's display name ("name (2)" if that is taken on this host),
 /// with the TXT record lanchatd uses plus `discoveryInfo`; it registers again when avahi-daemon restarts.
+/// It stops when the session closes, or when it is released. Use one advertiser a session: they share the
+/// session's invitations. (lanchatd also takes another name when one stays contested on the network for
+/// long; an advertiser keeps trying its own: `instanceName` stays nil meanwhile.)
 public final class Advertiser: Sendable {
     public let session: Session
     public let discoveryInfo: [String: String]
     private let txt: [UInt8]
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let task = TaskSlot()
     private let registered = Registered()
+    private let closing: UInt64
 
     /// Keys lanchat's own advertisement uses: not available to `discoveryInfo`.
     public static let reservedKeys: Set<String> = ["v", "id", "name", "enc"]
@@ -29,7 +33,7 @@ public final class Advertiser: Sendable {
             encryption: PeerAdvertisement.Encryption(rawValue: session.encryption.rawValue)!)
         var record = advertisement.txtRecord
         for (key, value) in discoveryInfo.sorted(by: { $0.key < $1.key }) {
-            guard (1...32).contains(key.utf8.count), key.utf8.allSatisfy({ Self.keyBytes.contains($0) }) else {
+            guard Self.isKey(key) else {
                 throw LanchatError(.invalidArgument, "discovery key '\(key)' is not 1-32 of a-z, 0-9, '-', '_'")
             }
             guard !Self.reservedKeys.contains(key) else { throw LanchatError(.invalidArgument, "discovery key '\(key)' is lanchat's own") }
@@ -39,29 +43,36 @@ public final class Advertiser: Sendable {
             record[key] = Array(value.utf8)
         }
         do { txt = try record.encode() } catch { throw LanchatError(.invalidArgument, "the discovery info is too large: \(error)") }
+        let task = self.task
+        closing = session.whenClosing {
+            await task.stop()
+        }
+    }
+
+    deinit {
+        task.cancel()
+        session.forgetClosing(closing)
     }
 
     private static let keyBytes = Set(Array("abcdefghijklmnopqrstuvwxyz0123456789-_".utf8))
 
+    static func isKey(_ key: String) -> Bool { (1...32).contains(key.utf8.count) && key.utf8.allSatisfy { keyBytes.contains($0) } }
+
     /// Starts advertising (again after `stop`); does nothing if it is advertising.
     public func start() {
+        guard session.isOpen else { return }
         let name = session.identity.displayName.isEmpty ? session.identity.shortID : session.identity.displayName
         let (type, port, txt, registered) = (session.serviceType, UInt16(session.port), txt, registered)
-        task.withLock { task in
-            guard task == nil else { return }
+        task.start {
             // (Unstructured: it runs until `stop`, which cancels and awaits it.)
-            task = Task { await Self.advertise(name: name, type: type, port: port, txt: txt, registered: registered) }
+            Task { await Self.advertise(name: name, type: type, port: port, txt: txt, registered: registered) }
         }
     }
 
     /// Withdraws the advertisement (avahi-daemon sends goodbye packets). Invitations still arrive from
     /// peers that know the session's address.
     public func stop() async {
-        let running = task.withLock { task in
-            defer { task = nil }; return task
-        }
-        running?.cancel()
-        await running?.value
+        await task.stop()
     }
 
     /// The DNS-SD instance name it is registered under now (nil: not registered, or not confirmed yet).
@@ -104,6 +115,29 @@ public final class Advertiser: Sendable {
     }
 }
 
+/// The task of an advertiser or a browser: one at a time.
+final class TaskSlot: Sendable {
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    /// Runs `make`'s task unless one runs.
+    func start(_ make: () -> Task<Void, Never>) {
+        task.withLock { task in
+            if task == nil { task = make() }
+        }
+    }
+
+    /// Cancels the task and waits for its end.
+    func stop() async {
+        let running = task.withLock { task in
+            defer { task = nil }; return task
+        }
+        running?.cancel()
+        await running?.value
+    }
+
+    func cancel() { task.withLock { $0?.cancel() } }
+}
+
 /// The instance name an advertisement is registered under, as its task last saw it.
 final class Registered: Sendable {
     let name = Mutex<String?>(nil)
@@ -123,8 +157,9 @@ public struct Invitation: Sendable {
     /// The code both people can compare ("4821-0937") to know that no one is in between.
     public let shortCode: String
     private let node: SessionNode
+    private let lifetime: Lifetime
 
-    init(_ invitation: IncomingInvitation, node: SessionNode) {
+    init(_ invitation: IncomingInvitation, node: SessionNode, lifetime: Lifetime) {
         id = invitation.id.description
         from = Peer(id: invitation.from.id, displayName: invitation.from.name)
         group = invitation.room.rawValue
@@ -132,6 +167,7 @@ public struct Invitation: Sendable {
         text = invitation.message
         shortCode = invitation.shortCode
         self.node = node
+        self.lifetime = lifetime
     }
 
     /// Joins the group (with its history, from the inviter); returns when that is stored.

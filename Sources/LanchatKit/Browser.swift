@@ -25,38 +25,46 @@ public enum BrowserEvent: Sendable, Equatable {
 /// Finds the peers that advertise the session's service type on the local network (DNS-SD through
 /// avahi-daemon): Multipeer Connectivity's `MCNearbyServiceBrowser`. A found peer can be invited at once
 /// (`Session.invite`): the browser tells the session where it is. It browses again when avahi-daemon
-/// restarts, and then drops peers that are not seen again within 5 s.
+/// restarts (or `start` follows `stop`), and then drops peers that are not seen again within 5 s. It stops
+/// when the session closes (its `events` end then), or when it is released.
 public final class Browser: Sendable {
     public let session: Session
     /// Found and lost peers, for one task to read.
     public let events: AsyncStream<BrowserEvent>
     private let state: BrowseState
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let task = TaskSlot()
+    private let closing: UInt64
 
     public init(session: Session) {
         self.session = session
         let (events, sink) = AsyncStream<BrowserEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         self.events = events
         state = BrowseState(ownID: session.identity.identity.peerID, directory: session.directory, sink: sink)
+        let task = self.task
+        closing = session.whenClosing {
+            await task.stop()
+            sink.finish()
+        }
+    }
+
+    deinit {
+        task.cancel()
+        session.forgetClosing(closing)
     }
 
     /// Starts browsing (again after `stop`); does nothing if it is browsing.
     public func start() {
+        guard session.isOpen else { return }
         let (type, state) = (session.serviceType, state)
-        task.withLock { task in
-            guard task == nil else { return }
+        task.start {
             // (Unstructured: it runs until `stop`, which cancels and awaits it.)
-            task = Task { await state.run(type: type) }
+            Task { await state.run(type: type) }
         }
     }
 
     /// Stops browsing; the peers found stay where the session can dial them.
     public func stop() async {
-        let running = task.withLock { task in
-            defer { task = nil }; return task
-        }
-        running?.cancel()
-        await running?.value
+        await task.stop()
     }
 
     /// The peers found and not lost.
@@ -71,6 +79,10 @@ actor BrowseState {
     private let directory: PeerDirectory
     private let sink: AsyncStream<BrowserEvent>.Continuation
     private var resolves: AsyncStream<ServiceInstance>.Continuation?
+    /// Browses run so far (a browse after the first is a restart: what it does not see again goes).
+    private var generation = 0
+    /// How often a listed peer is resolved again (its discovery info or addresses may change).
+    static let refreshInterval = Duration.seconds(60)
 
     /// At most this many discovery keys are kept of a peer's record.
     static let maximumInfoKeys = 64
@@ -88,15 +100,16 @@ actor BrowseState {
         self.resolves = resolves
         await withDiscardingTaskGroup { group in
             group.addTask { await PeerTable.resolveEach(requests) { await self.resolve($0) } }
+            group.addTask { await self.refresh() }
             await browse(type: type)
             resolves.finish()
+            group.cancelAll()
         }
         self.resolves = nil
     }
 
     private func browse(type: String) async {
         var delay = Duration.seconds(1)
-        var generation = 0
         while !Task.isCancelled {
             do {
                 let browser = try await DNSSD.browse(type: type)
@@ -129,6 +142,13 @@ actor BrowseState {
 
     private func sweep() { apply(table.sweep()) }
 
+    private func refresh() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.refreshInterval)
+            for instance in table.instancesToRefresh { resolves?.yield(instance) }
+        }
+    }
+
     /// Resolves an instance and looks up its addresses, up to three attempts.
     private nonisolated func resolve(_ instance: ServiceInstance) async {
         for attempt in 0..<3 {
@@ -149,16 +169,18 @@ actor BrowseState {
     private func knows(_ instance: ServiceInstance) -> Bool { table.knows(instance) }
 
     private func resolved(_ instance: ServiceInstance, _ service: ResolvedService, addresses: [String]) {
-        info[instance.name] = Self.discoveryInfo(TXTRecord(decoding: service.txt))
-        apply(table.resolved(instance, service, addresses: addresses))
+        let actions = table.resolved(instance, service, addresses: addresses)
+        if table.knows(instance) { info[instance.name] = Self.discoveryInfo(TXTRecord(decoding: service.txt)) }
+        apply(actions)
     }
 
-    /// The record's keys other than lanchat's own, with text values (others are left out), at most `maximumInfoKeys`.
+    /// The record's keys other than lanchat's own that an advertiser could have set (1-32 of `a-z0-9-_`),
+    /// with text values, control characters removed (others are left out); at most `maximumInfoKeys`.
     static func discoveryInfo(_ record: TXTRecord) -> [String: String] {
         var info: [String: String] = [:]
         for entry in record.entries where !Advertiser.reservedKeys.contains(entry.key) && info.count < maximumInfoKeys {
-            guard let bytes = entry.value, let text = String(validating: bytes, as: UTF8.self) else { continue }
-            info[entry.key] = text
+            guard Advertiser.isKey(entry.key), let bytes = entry.value, let text = String(validating: bytes, as: UTF8.self) else { continue }
+            info[entry.key] = PeerAdvertisement.sanitize(text)
         }
         return info
     }
@@ -171,6 +193,13 @@ actor BrowseState {
     }
 
     private func apply(_ actions: [PeerTable.Action]) {
+        defer {
+            // (What the table no longer lists: withdrawn, refused, swept.)
+            if info.count > table.peers.count {
+                let listed = Set(table.peers.map(\.instanceName))
+                info = info.filter { listed.contains($0.key) }
+            }
+        }
         for action in actions {
             switch action {
             case .resolve(let instance):

@@ -62,6 +62,7 @@ public struct Resource: Sendable {
     public let peer: Peer
     let progressHandle: ResourceProgress
     let waiters: TransferWaiters
+    let lifetime: Lifetime
 
     /// The transfer now.
     public func progress() async -> Transfer? {
@@ -70,11 +71,15 @@ public struct Resource: Sendable {
 
     /// Waits until the peer has the whole file, its SHA-256 checked; throws if it was refused, failed or
     /// was cancelled, or the session closed first. A transfer cut by a lost connection waits for the peer
-    /// to be back (it resumes where it stopped).
+    /// to be back (it resumes where it stopped); a cancelled task stops waiting (`cancelled`), and the
+    /// transfer goes on.
     @discardableResult
     public func finished() async throws(LanchatError) -> Transfer {
         let ended = await waiters.wait(for: id) { await progress() }
-        guard let ended else { throw LanchatError(.closed, "the session closed before the transfer ended") }
+        guard let ended else {
+            if Task.isCancelled { throw LanchatError(.cancelled, "stopped waiting for the transfer (it goes on)") }
+            throw LanchatError(.closed, "the session closed before the transfer ended")
+        }
         switch ended.state {
         case .complete: return ended
         case .refused: throw LanchatError(.refused, ended.error ?? "\(peer) refused the file")
@@ -91,34 +96,51 @@ public struct Resource: Sendable {
 
 /// The calls waiting for transfers to end, by transfer id; the session's event pump resumes them.
 final class TransferWaiters: Sendable {
-    private let waiting = Mutex<(closed: Bool, byID: [String: [CheckedContinuation<Transfer?, Never>]])>((false, [:]))
+    private struct State {
+        var closed = false
+        var next: UInt64 = 0
+        /// By transfer id, then by waiter number.
+        var byID: [String: [UInt64: CheckedContinuation<Transfer?, Never>]] = [:]
+    }
+
+    private let waiting = Mutex(State())
 
     /// Waits for the end of `id`; `now` reads the transfer once the wait is registered, for one that ended
-    /// before. Nil: the session closed.
+    /// before. Nil: the session closed, or the waiting task was cancelled.
     func wait(for id: String, now: @escaping @Sendable () async -> Transfer?) async -> Transfer? {
-        await withCheckedContinuation { continuation in
-            let closed = waiting.withLock { state in
-                if !state.closed { state.byID[id, default: []].append(continuation) }
-                return state.closed
+        let number = waiting.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let refused = waiting.withLock { state in
+                    guard !state.closed, !Task.isCancelled else { return true }
+                    state.byID[id, default: [:]][number] = continuation
+                    return false
+                }
+                if refused { return continuation.resume(returning: nil) }
+                // (Unstructured: the read of the transfer's state goes to the node; it ends at once.)
+                Task {
+                    if let transfer = await now(), transfer.state.ended { self.resume(id, with: transfer) }
+                }
             }
-            if closed { return continuation.resume(returning: nil) }
-            // (Unstructured: the read of the transfer's state goes to the node; it ends at once.)
-            Task {
-                if let transfer = await now(), transfer.state.ended { self.resume(id, with: transfer) }
-            }
+        } onCancel: {
+            let continuation = waiting.withLock { $0.byID[id]?.removeValue(forKey: number) }
+            continuation?.resume(returning: nil)
         }
     }
 
     func resume(_ id: String, with transfer: Transfer) {
-        let continuations = waiting.withLock { $0.byID.removeValue(forKey: id) } ?? []
-        for continuation in continuations { continuation.resume(returning: transfer) }
+        let continuations = waiting.withLock { $0.byID.removeValue(forKey: id) } ?? [:]
+        for continuation in continuations.values { continuation.resume(returning: transfer) }
     }
 
     func closeAll() {
         let all = waiting.withLock { state in
             state.closed = true
             defer { state.byID = [:] }
-            return state.byID.values.flatMap { $0 }
+            return state.byID.values.flatMap(\.values)
         }
         for continuation in all { continuation.resume(returning: nil) }
     }
@@ -134,7 +156,7 @@ extension Session {
         guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
         do {
             let progress = try await node.sendResource(at: path, to: SessionPeer(id: id, name: peer.displayName))
-            return Resource(id: progress.id.description, peer: peer, progressHandle: progress, waiters: transferWaiters)
+            return Resource(id: progress.id.description, peer: peer, progressHandle: progress, waiters: transferWaiters, lifetime: lifetime)
         } catch {
             throw LanchatError(error)
         }

@@ -25,9 +25,10 @@ internal import Synchronization
 public final class Session: Sendable {
     /// Where a session keeps its history, the keys of peers it met, and the files it receives.
     public enum Storage: Sendable, Equatable {
-        /// Nothing outlives the session (a private temporary directory holds what arrives as files, and
-        /// is removed by `close`).
-        case memory
+        /// Nothing outlives the session: a private temporary directory (in `TMPDIR`, or `/tmp`) holds the
+        /// history (SQLite, so a long session's history is on disk, not in memory) and what arrives as
+        /// files; `close` removes it.
+        case temporary
         /// A directory (created 0700): the history database, the record of known peers, received files.
         case directory(String)
     }
@@ -76,11 +77,17 @@ public final class Session: Sendable {
     /// Where the node dials peers: a `Browser` writes what it resolves here.
     let directory: PeerDirectory
     private let sinks: Sinks
-    private let loops: MultiThreadedEventLoopGroup
+    /// The session's thread: it lives as long as the session or anything it handed out (an invitation, a
+    /// resource, a stream) does, so that a call after `close` answers instead of waiting forever.
+    let lifetime: Lifetime
     private let listener: Channel
-    /// The private directory of a session in memory.
+    /// The private directory of a temporary session.
     private let scratch: String?
     private let tasks = Mutex<(run: Task<Void, Never>, pump: Task<Void, Never>)?>(nil)
+    /// The one close: a second `close` waits for the first.
+    private let closing = Mutex<Task<Void, Never>?>(nil)
+    /// What `close` ends too: advertisers, browsers, topic subscriptions (by the number `whenClosing` gave).
+    private let closers = Mutex<(next: UInt64, byID: [UInt64: @Sendable () async -> Void])>((0, [:]))
     /// Transfers' progress and ends, incoming and outgoing, for one task to read.
     public let transfers: AsyncStream<Transfer>
     /// What needs a person's attention about a peer's identity: a name met before with another key, or a
@@ -106,7 +113,7 @@ public final class Session: Sendable {
 
     private init(
         identity: PeerIdentity, group: RoomID, serviceType: String, encryption: Encryption, port: Int, node: SessionNode, directory: PeerDirectory,
-        loops: MultiThreadedEventLoopGroup, listener: Channel, scratch: String?
+        lifetime: Lifetime, listener: Channel, scratch: String?
     ) {
         self.identity = identity
         self.room = group
@@ -116,10 +123,10 @@ public final class Session: Sendable {
         self.port = port
         self.node = node
         self.directory = directory
-        self.loops = loops
+        self.lifetime = lifetime
         self.listener = listener
         self.scratch = scratch
-        let (messages, messageSink) = AsyncStream<ReceivedMessage>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let (messages, messageSink) = AsyncStream<ReceivedMessage>.makeStream(bufferingPolicy: .bufferingNewest(Self.bufferedMessages))
         let (changes, changeSink) = AsyncStream<PeerChange>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let (invitations, invitationSink) = AsyncStream<Invitation>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
         let (transfers, transferSink) = AsyncStream<Transfer>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
@@ -133,12 +140,16 @@ public final class Session: Sendable {
         sinks = Sinks(messages: messageSink, changes: changeSink, invitations: invitationSink, transfers: transferSink, notices: noticeSink)
     }
 
+    /// How many unread messages `messages` keeps (the oldest go first): a program that does not read them
+    /// holds at most this many.
+    public static let bufferedMessages = 1_000
+
     /// Opens the peer port (`port` 0: any free one) and starts the session. Resources other peers send are
     /// placed in `downloadDirectory` (created 0700; by default `downloads` in the storage directory, or in
-    /// the private directory of a session in memory, which `close` removes). It is not advertised until an
+    /// the private directory of a temporary session, which `close` removes). It is not advertised until an
     /// `Advertiser` starts, and finds no one until a `Browser` does.
     public static func start(
-        identity: PeerIdentity, group: String = "session", serviceType: String = Session.defaultServiceType, storage: Storage = .memory,
+        identity: PeerIdentity, group: String = "session", serviceType: String = Session.defaultServiceType, storage: Storage = .temporary,
         encryption: Encryption = .required, port: Int = 0, downloadDirectory: String? = nil
     ) async throws(LanchatError) -> Session {
         try ServiceType.check(serviceType)
@@ -148,6 +159,8 @@ public final class Session: Sendable {
         guard (0...65535).contains(port) else { throw LanchatError(.invalidArgument, "port \(port) is not 0-65535") }
         let preference = EncryptionPreference(rawValue: encryption.rawValue)!
         let (store, knownPeers, base, scratch) = try openStorage(storage)
+        var started = false
+        defer { if !started, let scratch { try? FileManager.default.removeItem(atPath: scratch) } }
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let connector: PeerConnector
         do {
@@ -179,7 +192,9 @@ public final class Session: Sendable {
         configuration.downloadDirectory = downloadDirectory ?? base + "/downloads"
         configuration.historyDirectory = base + "/incoming"
         configuration.sharedDirectory = base + "/shared"
-        configuration.keepSharedFiles = storage != .memory
+        // (Files shared in groups are lanchatd's; the library has no way to them: none is fetched.)
+        configuration.keepSharedFiles = false
+        configuration.sharedAutoFetchLimit = 0
         configuration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity.identity))
         let node: SessionNode
         let directory = PeerDirectory()
@@ -195,21 +210,25 @@ public final class Session: Sendable {
         box.node = node
         let session = Session(
             identity: identity, group: room, serviceType: serviceType, encryption: encryption, port: boundPort, node: node, directory: directory,
-            loops: loops, listener: listener, scratch: scratch)
+            lifetime: Lifetime(loops), listener: listener, scratch: scratch)
         session.begin()
+        started = true
         return session
     }
 
     private static func openStorage(_ storage: Storage) throws(LanchatError) -> (any SessionStore, KnownPeers, String, String?) {
         switch storage {
-        case .memory:
+        case .temporary:
             let parent = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
             var template = Array((parent + "/lanchatkit-XXXXXX").utf8CString)
             guard mkdtemp(&template) != nil else {
                 throw LanchatError(.storage, "cannot create a private directory in \(parent): \(String(cString: strerror(errno)))")
             }
             let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            return (MemorySessionStore(), KnownPeers.inMemory(), path, path)
+            do { return (try ChatStore(path: path + "/" + ChatStore.fileName), KnownPeers.inMemory(), path, path) } catch {
+                try? FileManager.default.removeItem(atPath: path)
+                throw LanchatError(.storage, error.description)
+            }
         case .directory(let path):
             do {
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -225,15 +244,17 @@ public final class Session: Sendable {
     private func begin() {
         let node = self.node
         let own = identity.identity.peerID
-        let (sinks, waiters) = (self.sinks, transferWaiters)
+        let (sinks, waiters, lifetime) = (self.sinks, transferWaiters, lifetime)
         // (Unstructured, both: they live until `close`, which cancels and awaits them.)
         let run = Task { await node.run() }
-        let pump = Task { await Self.pump(node.events, node: node, own: own, sinks: sinks, waiters: waiters) }
+        let pump = Task { await Self.pump(node.events, node: node, lifetime: lifetime, own: own, sinks: sinks, waiters: waiters) }
         tasks.withLock { $0 = (run, pump) }
     }
 
     /// Hands the node's events to the session's streams, as the library's types.
-    private static func pump(_ events: AsyncStream<SessionEvent>, node: SessionNode, own: PeerID, sinks: Sinks, waiters: TransferWaiters) async {
+    private static func pump(
+        _ events: AsyncStream<SessionEvent>, node: SessionNode, lifetime: Lifetime, own: PeerID, sinks: Sinks, waiters: TransferWaiters
+    ) async {
         for await event in events {
             switch event {
             case .message(let message) where !message.outgoing && message.stored.kind == .text:
@@ -243,7 +264,7 @@ public final class Session: Sendable {
             case .memberLeft(let room, let peer, _, _, let fatal) where fatal && peer.id != own:
                 sinks.changes.yield(PeerChange(peer: Peer(id: peer.id, displayName: peer.name), group: room.rawValue, state: .notConnected, left: true))
             case .invitation(let invitation):
-                sinks.invitations.yield(Invitation(invitation, node: node))
+                sinks.invitations.yield(Invitation(invitation, node: node, lifetime: lifetime))
             case .transfer(let info):
                 let transfer = Transfer(info)
                 sinks.transfers.yield(transfer)
@@ -256,14 +277,31 @@ public final class Session: Sendable {
         }
     }
 
-    /// Says GOODBYE to every connected peer, closes the peer port and the storage, and ends the streams.
-    /// A session that is not closed keeps its port and threads until the program exits.
+    /// Says GOODBYE to every connected peer, stops the session's advertisers, browsers and topic
+    /// subscriptions, closes the peer port and the storage, and ends the streams. Calls after it throw
+    /// `closed` (or answer as the session was when it closed). A session that is not closed keeps its port
+    /// until the program exits.
     public func close() async {
+        let closing = closing.withLock { task in
+            if task == nil {
+                // (Unstructured: the one close, which every `close` call awaits.)
+                task = Task { await self.shutDown() }
+            }
+            return task!
+        }
+        await closing.value
+    }
+
+    private func shutDown() async {
         guard
             let running = tasks.withLock({ tasks in
                 defer { tasks = nil }; return tasks
             })
         else { return }
+        let ending = closers.withLock { closers in
+            defer { closers.byID = [:] }; return closers.byID.values
+        }
+        for end in ending { await end() }
         try? await listener.close()
         running.run.cancel()
         await running.run.value
@@ -271,8 +309,21 @@ public final class Session: Sendable {
         await running.pump.value
         sinks.finish()
         transferWaiters.closeAll()
-        try? await loops.shutdownGracefully()
         if let scratch { try? FileManager.default.removeItem(atPath: scratch) }
+    }
+
+    /// Runs `end` when the session closes (unless `forgetClosing` is told its number first).
+    @discardableResult
+    func whenClosing(_ end: @escaping @Sendable () async -> Void) -> UInt64 {
+        closers.withLock { closers in
+            closers.next += 1
+            closers.byID[closers.next] = end
+            return closers.next
+        }
+    }
+
+    func forgetClosing(_ id: UInt64) {
+        _ = closers.withLock { $0.byID.removeValue(forKey: id) }
     }
 
     var isOpen: Bool { tasks.withLock { $0 != nil } }
@@ -290,7 +341,11 @@ public final class Session: Sendable {
         try checkOpen()
         let room = try self.room(group)
         guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
+        guard context.count <= WireFrame.Invite.maximumContext else {
+            throw LanchatError(.invalidArgument, "the context is longer than \(WireFrame.Invite.maximumContext) bytes")
+        }
         let outcome = await node.invite(SessionPeer(id: id, name: peer.displayName), room: room, context: context, timeout: timeout)
+        try checkOpen()
         switch outcome {
         case .accepted, .alreadyMember: return
         case .declined(let reason): throw LanchatError(.declined, reason)
@@ -324,7 +379,7 @@ public final class Session: Sendable {
     // MARK: Messages
 
     /// Sends `text` to the group's members (or `peers`, some of them); `group`: another group this session
-    /// joined by accepting an invitation. A reliable message is on disk (or in memory) and queued for every
+    /// joined by accepting an invitation. A reliable message is stored and queued for every
     /// recipient when this returns.
     @discardableResult
     public func send(
@@ -361,6 +416,17 @@ public final class Session: Sendable {
         } catch {
             throw LanchatError(error)
         }
+    }
+}
+
+/// Owns the session's event loop (the node's executor): shut down when nothing holds it any more.
+final class Lifetime: Sendable {
+    let loops: MultiThreadedEventLoopGroup
+
+    init(_ loops: MultiThreadedEventLoopGroup) { self.loops = loops }
+
+    deinit {
+        loops.shutdownGracefully { _ in }
     }
 }
 

@@ -2,6 +2,7 @@ internal import LanchatCore
 internal import LanchatEngine
 internal import LanchatSession
 internal import NIOCore
+internal import Synchronization
 
 /// A named byte stream with a peer, both ways (Multipeer Connectivity's `startStream` and `didReceive
 /// stream`): each side writes and finishes its own direction; reading grants the writer more credit, so a
@@ -11,9 +12,11 @@ public final class PeerStream: Sendable {
     public let name: String
     public let peer: Peer
     private let stream: ByteStream
+    private let lifetime: Lifetime
 
-    init(_ stream: ByteStream) {
+    init(_ stream: ByteStream, lifetime: Lifetime) {
         self.stream = stream
+        self.lifetime = lifetime
         name = stream.name
         peer = Peer(id: stream.peer.id, displayName: stream.peer.name)
     }
@@ -59,17 +62,33 @@ extension Session {
     public func openStream(named name: String, to peer: Peer, timeout: Duration = .seconds(30)) async throws(LanchatError) -> PeerStream {
         try checkOpen()
         guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
-        do { return PeerStream(try await node.openStream(name, to: SessionPeer(id: id, name: peer.displayName), timeout: timeout)) } catch {
+        do {
+            return PeerStream(try await node.openStream(name, to: SessionPeer(id: id, name: peer.displayName), timeout: timeout), lifetime: lifetime)
+        } catch {
             throw LanchatError(error)
         }
     }
 
     /// Waits for the next stream named `name` from `peer` (nil: any member of the session's groups). An
-    /// open that came up to 10 s before is taken too.
+    /// open that came up to 10 s before is taken too. A cancelled task stops waiting (`cancelled`).
     public func acceptStream(named name: String, from peer: Peer? = nil) async throws(LanchatError) -> PeerStream {
         try checkOpen()
         let from = peer?.peerID
         if peer != nil && from == nil { throw LanchatError(.invalidArgument, "'\(peer!.id)' is not a peer id") }
-        do { return PeerStream(try await node.acceptStream(name, from: from, isAlive: { true })) } catch { throw LanchatError(error) }
+        let waiting = Atomic<Bool>(true)
+        let node = self.node
+        do {
+            let stream = try await withTaskCancellationHandler {
+                try await node.acceptStream(name, from: from, isAlive: { waiting.load(ordering: .acquiring) })
+            } onCancel: {
+                waiting.store(false, ordering: .releasing)
+                // (Unstructured: the cancel handler is synchronous; the node lets the waiter go at once.)
+                Task { await node.letGoneStreamAcceptorsGo() }
+            }
+            return PeerStream(stream, lifetime: lifetime)
+        } catch {
+            if Task.isCancelled { throw LanchatError(.cancelled, "stopped waiting for a stream") }
+            throw (error as? SessionError).map(LanchatError.init) ?? LanchatError(.other, "\(error)")
+        }
     }
 }

@@ -34,7 +34,11 @@ extension Session {
             }
             sink.finish()
         }
-        sink.onTermination = { _ in forward.cancel() }
+        let closing = whenClosing { sink.finish() }
+        sink.onTermination = { [weak self] _ in
+            forward.cancel()
+            self?.forgetClosing(closing)
+        }
         return messages
     }
 

@@ -164,6 +164,10 @@ extension SessionNode {
     }
 
     /// Before the engine sees a STREAM_OPEN: programs that stopped waiting are no longer offered it.
+    /// Programs that stopped waiting for a stream (their `isAlive` says no) hear nil now, not when the next
+    /// stream comes (LanchatKit: a task that waited was cancelled).
+    public func letGoneStreamAcceptorsGo() { forgetGoneStreamAcceptors() }
+
     func forgetGoneStreamAcceptors() {
         for (id, acceptor) in streamAcceptors.sorted(by: { $0.key < $1.key }) where !acceptor.isAlive() {
             streamAcceptors[id] = nil

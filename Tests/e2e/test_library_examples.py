@@ -55,7 +55,7 @@ def test_terminal_chat_with_lanchatd(lan):
     line = read_line(bob.stdout, 10, "the second invitation", match=lambda line: "invites you to other" in line)
     assert line.startswith("* alice invites you to other (code ")
 
-    # End of input ends the chat: it withdraws its advertisement and says goodbye.
+    # End of input ends the chat: it exits 0 and its advertisement is withdrawn.
     bob.stdin.close()
     assert wait_process(bob, 15, "the chat to end at the end of its input") == 0
     wait_for(lambda: not [p for p in lan.peers("h1") if p["name"] == "bob" and p.get("origin") == "dnssd"
