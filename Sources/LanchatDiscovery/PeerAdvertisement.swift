@@ -78,6 +78,18 @@ public struct PeerAdvertisement: Equatable, Sendable {
         return txt
     }
 
+    /// The instance name to try after `attempt` same-host conflicts: "name", "name (2)", ...; with
+    /// `tag` (after the name stayed contested on the network: `ContestedName`), "name [tag]", ...;
+    /// cut to the 63 bytes a DNS label allows.
+    public static func instanceName(base: String, attempt: Int, tag: String? = nil) -> String {
+        let suffix = (tag.map { " [\($0)]" } ?? "") + (attempt == 0 ? "" : " (\(attempt + 1))")
+        var name = ""
+        for character in base where name.utf8.count + String(character).utf8.count + suffix.utf8.count <= 63 {
+            name.append(character)
+        }
+        return name + suffix
+    }
+
     /// Removes control characters and cuts the name to `maximumNameBytes` at a character boundary.
     public static func sanitize(_ name: String) -> String {
         var out = ""

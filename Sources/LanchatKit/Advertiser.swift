@@ -86,10 +86,7 @@ public final class Advertiser: Sendable {
         var conflicts = 0
         var delay = Duration.seconds(1)
         while !Task.isCancelled {
-            let suffix = conflicts == 0 ? "" : " (\(conflicts + 1))"
-            var instance = ""
-            for character in name where instance.utf8.count + String(character).utf8.count + suffix.utf8.count <= 63 { instance.append(character) }
-            instance += suffix
+            let instance = PeerAdvertisement.instanceName(base: name, attempt: conflicts)
             do {
                 let registration = try await DNSSD.register(name: instance, type: type, port: port, txt: txt)
                 // Ends when the registration dies (avahi-daemon stopped) or the task is cancelled.

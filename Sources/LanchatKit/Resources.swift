@@ -153,7 +153,7 @@ extension Session {
     /// resumes when the peer is back.
     public func sendResource(at path: String, to peer: Peer) async throws(LanchatError) -> Resource {
         try checkOpen()
-        guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
+        let id = try peer.checkedID()
         do {
             let progress = try await node.sendResource(at: path, to: SessionPeer(id: id, name: peer.displayName))
             return Resource(id: progress.id.description, peer: peer, progressHandle: progress, waiters: transferWaiters, lifetime: lifetime)

@@ -1,4 +1,4 @@
-public import FoundationEssentials
+internal import FoundationEssentials
 internal import Glibc
 internal import LanchatCore
 internal import LanchatDiscovery
@@ -340,7 +340,7 @@ public final class Session: Sendable {
     public func invite(_ peer: Peer, to group: String? = nil, context: [UInt8] = [], timeout: Duration = .seconds(30)) async throws(LanchatError) {
         try checkOpen()
         let room = try self.room(group)
-        guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
+        let id = try peer.checkedID()
         guard context.count <= WireFrame.Invite.maximumContext else {
             throw LanchatError(.invalidArgument, "the context is longer than \(WireFrame.Invite.maximumContext) bytes")
         }
@@ -393,7 +393,7 @@ public final class Session: Sendable {
         if let peers {
             ids = []
             for peer in peers {
-                guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
+                let id = try peer.checkedID()
                 ids?.append(id)
             }
         }
@@ -436,73 +436,5 @@ private final class NodeBox: Sendable {
     var node: SessionNode? {
         get { stored.withLock { $0 } }
         set { stored.withLock { $0 = newValue } }
-    }
-}
-
-/// Multipeer Connectivity's `MCSessionState`.
-public enum PeerState: String, Sendable {
-    case notConnected = "not_connected"
-    case connecting
-    case connected
-
-    init(_ state: SessionPeerState) {
-        switch state {
-        case .notConnected: self = .notConnected
-        case .connecting: self = .connecting
-        case .connected: self = .connected
-        }
-    }
-}
-
-/// A peer's state in a group changed.
-public struct PeerChange: Sendable, Equatable {
-    public let peer: Peer
-    public let group: String
-    public let state: PeerState
-    /// The peer is out of the group (it left, was removed, or the group closed), not only disconnected.
-    public let left: Bool
-}
-
-/// A peer's identity needs a person's attention (`Session.notices`).
-public struct SecurityNotice: Sendable, Equatable {
-    public let peer: Peer
-    public let text: String
-}
-
-/// A message another peer sent.
-public struct ReceivedMessage: Sendable, Equatable {
-    /// The message's id (32 hex characters), the same on every peer.
-    public let id: String
-    public let from: Peer
-    public let group: String
-    public let text: String
-    /// When its author sent it (the author's clock).
-    public let sentAt: Date
-    /// Its author's signature was checked (a version 1 peer's messages are not signed).
-    public let signed: Bool
-    public let reliable: Bool
-
-    init?(_ message: StoredMessage, reliable: Bool) {
-        guard let id = PeerID(message.senderID) else { return nil }
-        self.id = message.id
-        from = Peer(id: id, displayName: message.senderName)
-        group = message.room
-        text = message.body
-        sentAt = Date(timeIntervalSince1970: Double(message.timestamp) / 1000)
-        signed = message.isSigned
-        self.reliable = reliable
-    }
-}
-
-/// DNS-SD service types: `_name._tcp` (RFC 6335: 1-15 letters, digits and hyphens, a letter among them).
-enum ServiceType {
-    static func check(_ type: String) throws(LanchatError) {
-        let parts = type.split(separator: ".", omittingEmptySubsequences: false)
-        let problem = LanchatError(.invalidArgument, "'\(type)' is not a DNS-SD service type such as _chat-service._tcp")
-        guard parts.count == 2, parts[1] == "_tcp", parts[0].hasPrefix("_") else { throw problem }
-        let name = parts[0].dropFirst()
-        guard (1...15).contains(name.count), name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }),
-            name.contains(where: \.isLetter), name.first != "-", name.last != "-", !name.contains("--")
-        else { throw problem }
     }
 }

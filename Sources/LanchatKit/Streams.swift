@@ -61,7 +61,7 @@ extension Session {
     /// groups; returns once a program on the peer accepted it (lanchatd: `lanchat stream-accept`).
     public func openStream(named name: String, to peer: Peer, timeout: Duration = .seconds(30)) async throws(LanchatError) -> PeerStream {
         try checkOpen()
-        guard let id = peer.peerID else { throw LanchatError(.invalidArgument, "'\(peer.id)' is not a peer id") }
+        let id = try peer.checkedID()
         do {
             return PeerStream(try await node.openStream(name, to: SessionPeer(id: id, name: peer.displayName), timeout: timeout), lifetime: lifetime)
         } catch {
@@ -73,8 +73,7 @@ extension Session {
     /// open that came up to 10 s before is taken too. A cancelled task stops waiting (`cancelled`).
     public func acceptStream(named name: String, from peer: Peer? = nil) async throws(LanchatError) -> PeerStream {
         try checkOpen()
-        let from = peer?.peerID
-        if peer != nil && from == nil { throw LanchatError(.invalidArgument, "'\(peer!.id)' is not a peer id") }
+        let from = try peer?.checkedID()
         let waiting = Atomic<Bool>(true)
         let node = self.node
         do {

@@ -194,7 +194,7 @@ import Testing
         try await resource.finished()
         await bob.close()
         await bob.close()  // (a second close returns too)
-        try await within(.seconds(20)) {
+        _ = try await within(.seconds(20)) {
             for await _ in readings {}
             for await _ in browser.events {}
             _ = await bob.connectedPeers
