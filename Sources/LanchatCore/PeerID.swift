@@ -8,10 +8,17 @@ public struct PeerID: Hashable, Sendable, Comparable, CustomStringConvertible, C
 
     /// Validates `text` (case-insensitive); `nil` if it is not a well-formed id.
     public init?(_ text: String) {
-        let lower = text.lowercased()
-        let bytes = Array(lower.utf8)
-        guard bytes.count == Self.length, bytes.allSatisfy({ Self.alphabet.contains($0) }) else { return nil }
-        self.rawValue = lower
+        // ASCII only: a byte at a time, lowercased only if it has capitals (ids are read in every record of a history).
+        guard text.utf8.count == Self.length else { return nil }
+        var capitals = false
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "2")...UInt8(ascii: "7"): continue
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): capitals = true
+            default: return nil
+            }
+        }
+        self.rawValue = capitals ? text.lowercased() : text
     }
 
     /// Whether `text` (case-insensitive) could begin an id and names a key, not a name: at least

@@ -52,6 +52,8 @@ public protocol SessionStore: AnyObject {
     // Messages
     /// Stores a message unless one with its id is there. Returns whether it was new.
     @discardableResult func insert(_ message: StoredMessage, now: Int64) throws -> Bool
+    /// The same for each of `messages` (a received history); returns how many were new.
+    func insert(contentsOf messages: [StoredMessage], now: Int64) throws -> Int
     /// The last `limit` messages (of `room`, or all), oldest first.
     func history(room: String?, limit: Int) throws -> [StoredMessage]
     /// The same, only those `filter` keeps (`lanchat history --grep`).
@@ -138,6 +140,15 @@ public struct ExportCursor: Equatable, Sendable {
 }
 
 extension SessionStore {
+    /// One `insert` after another (a store with nothing to gain from storing them together).
+    public func insert(contentsOf messages: [StoredMessage], now: Int64) throws -> Int {
+        var added = 0
+        for message in messages {
+            if try insert(message, now: now) { added += 1 }
+        }
+        return added
+    }
+
     /// For a store that holds everything in memory (nothing to gain from reading in pieces): the pieces
     /// of the whole export, by position (`tiebreak`), for tests that write nothing between pieces.
     public func exportPage(

@@ -87,17 +87,17 @@ extension SessionNode {
                 if commit { counts.uncommitted = 0 }
                 node.storeThread.run(on: node.eventLoop) { store -> HistoryCounts in
                     var kept = HistoryCounts()
-                    try store.bulk {
-                        let now = SessionNode.nowMilliseconds()
-                        for verdict in verdicts {
-                            switch verdict {
-                            case .keep(let stored): if try store.insert(stored, now: now) { kept.added += 1 }
-                            case .refused: kept.refused += 1
-                            case .forged: kept.forged += 1
-                            case .ours: break  // we have it, or never sent it: skipped quietly
-                            }
+                    var keep: [StoredMessage] = []
+                    keep.reserveCapacity(verdicts.count)
+                    for verdict in verdicts {
+                        switch verdict {
+                        case .keep(let stored): keep.append(stored)
+                        case .refused: kept.refused += 1
+                        case .forged: kept.forged += 1
+                        case .ours: break  // we have it, or never sent it: skipped quietly
                         }
                     }
+                    kept.added = try store.bulk { try store.insert(contentsOf: keep, now: SessionNode.nowMilliseconds()) }
                     if commit { try store.commitBulk() }
                     return kept
                 }.whenComplete { [weak node, counts] stored in

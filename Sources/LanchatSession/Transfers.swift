@@ -102,46 +102,66 @@ extension SessionNode {
     /// `signed`: a signed history (each record with its author's signature, if it has one). The history
     /// is read in pieces of `exportPiece` messages on the reading connection (`readCommitted`: what was
     /// committed, off the store's thread, so that no commit waits behind it), and each piece is written on
-    /// the file thread (`fileIO`), the next read once it is written: a history of a million messages is
-    /// never held whole, and peers are served meanwhile.
+    /// the file thread (`fileIO`) while the next is read: a history of a million messages is never held
+    /// whole (at most two pieces), and peers are served meanwhile.
     func exportHistory(room: RoomID, since: Int64, limit: Int, to peer: SessionPeer, signed: Bool) {
         guard let file = historyFile() else { return }
-        exportHistoryPiece(file, room: room, since: since, limit: limit, after: nil, written: 0, to: peer, signed: signed)
+        let export = HistoryExport(file: file, room: room, since: since, limit: limit, peer: peer, signed: signed)
+        exportHistoryPiece(export, after: nil, written: eventLoop.makeSucceededFuture(0))
     }
 
-    private func exportHistoryPiece(
-        _ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int, after cursor: ExportCursor?,
-        written: Int, to peer: SessionPeer, signed: Bool
-    ) {
+    /// One export of a room's history to a peer (`exportHistory`).
+    private struct HistoryExport {
+        let file: (fd: Int32, path: String)
+        let room: RoomID
+        let since: Int64
+        let limit: Int
+        let peer: SessionPeer
+        let signed: Bool
+    }
+
+    /// Reads the piece after `cursor` while the one before it is written (`written`: where that write
+    /// ends, nil if it failed); once both are done, this piece is written while the next is read.
+    private func exportHistoryPiece(_ export: HistoryExport, after cursor: ExportCursor?, written: EventLoopFuture<Int?>) {
+        let file = export.file
         guard !stopped else {
-            close(file.fd)
+            written.whenComplete { _ in close(file.fd) }
             return
         }
-        readCommitted { store in
-            try store.exportPage(room: room.rawValue, since: since, limit: limit, after: cursor, count: Self.exportPiece)
-        }.whenComplete { [weak self] result in
+        let read = readCommitted { store in
+            try store.exportPage(room: export.room.rawValue, since: export.since, limit: export.limit, after: cursor, count: Self.exportPiece)
+        }
+        // (Neither fails early: a failed read waits for the write before it, which uses the file.)
+        let readPiece = read.map { Optional.some($0) }.recover { _ in nil }
+        readPiece.and(written).whenComplete { [weak self] result in
             guard let self else {
                 close(file.fd)
                 return
             }
             self.assumeIsolated { node in
-                guard !node.stopped, case .success(let piece) = result else {
+                guard !node.stopped, case .success((let piece?, let offset?)) = result else {
                     close(file.fd)
                     return
                 }
-                node.writeHistoryPiece(piece, file, room: room, since: since, limit: limit, written: written, to: peer, signed: signed)
+                let wrote = node.writeHistory(piece.messages, to: file, at: offset, signed: export.signed).map { count in count.map { offset + $0 } }
+                guard let next = piece.next else {
+                    wrote.whenComplete { [weak node] result in
+                        guard let node else {
+                            close(file.fd)
+                            return
+                        }
+                        node.assumeIsolated { node in
+                            guard !node.stopped, case .success(let size?) = result else {
+                                close(file.fd)
+                                return
+                            }
+                            node.offerHistory(file, size: size, room: export.room, to: export.peer, signed: export.signed)
+                        }
+                    }
+                    return
+                }
+                node.exportHistoryPiece(export, after: next, written: wrote)
             }
-        }
-    }
-
-    private func writeHistoryPiece(
-        _ piece: (messages: [StoredMessage], next: ExportCursor?), _ file: (fd: Int32, path: String), room: RoomID, since: Int64, limit: Int,
-        written: Int, to peer: SessionPeer, signed: Bool
-    ) {
-        writeHistory(piece.messages, to: file, at: written, signed: signed) { node, count in
-            guard let count else { close(file.fd); return }
-            guard let next = piece.next else { return node.offerHistory(file, size: written + count, room: room, to: peer, signed: signed) }
-            node.exportHistoryPiece(file, room: room, since: since, limit: limit, after: next, written: written + count, to: peer, signed: signed)
         }
     }
 
@@ -154,12 +174,19 @@ extension SessionNode {
     /// (nothing lacking, a failure, the caps), the engine hears it (`relayAnswerNotOffered`).
     func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer, signed: Bool) {
         guard !messages.isEmpty, let file = historyFile() else { return engine.relayAnswerNotOffered(room, to: peer.id) }
-        writeHistory(messages, to: file, at: 0, signed: signed) { node, count in
-            guard let count, count > 0 else {
+        writeHistory(messages, to: file, at: 0, signed: signed).whenComplete { [weak self] result in
+            guard let self else {
                 close(file.fd)
-                return node.engine.relayAnswerNotOffered(room, to: peer.id)
+                return
             }
-            node.offerHistory(file, size: count, room: room, to: peer, signed: signed, relayAnswer: true)
+            self.assumeIsolated { node in
+                guard !node.stopped, case .success(let count?) = result, count > 0 else {
+                    close(file.fd)
+                    if !node.stopped { node.engine.relayAnswerNotOffered(room, to: peer.id) }
+                    return
+                }
+                node.offerHistory(file, size: count, room: room, to: peer, signed: signed, relayAnswer: true)
+            }
         }
     }
 
@@ -179,27 +206,16 @@ extension SessionNode {
         return (fd, path)
     }
 
-    /// Writes `messages` as history records at `offset` on the file thread (`fileIO`), then calls `then` on
-    /// the event loop with the bytes written (nil: the write failed, or the node stopped; the caller closes
-    /// the file).
-    private func writeHistory(
-        _ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, signed: Bool,
-        then: @escaping @Sendable (isolated SessionNode, Int?) -> Void
-    ) {
+    /// Writes `messages` as history records at `offset` on the file thread (`fileIO`): the bytes written,
+    /// nil if the write failed (the caller closes the file). It never fails.
+    private func writeHistory(_ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, signed: Bool) -> EventLoopFuture<Int?> {
         let fd = file.fd
-        let future = fileIO.runIfActive(eventLoop: eventLoop) { () -> Int? in
+        return fileIO.runIfActive(eventLoop: eventLoop) { () -> Int? in
             var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
             for message in messages { try? HistoryRecord(message)?.encode(into: &buffer, signed: signed) }
             let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
             return written == buffer.readableBytes ? written : nil
-        }
-        future.whenComplete { [weak self] result in
-            guard let self else { close(fd); return }
-            self.assumeIsolated { node in
-                guard !node.stopped, case .success(let count) = result else { return then(node, nil) }
-                then(node, count)
-            }
-        }
+        }.recover { _ in nil }
     }
 
     /// Offers a written history (nothing if it is empty). `relayAnswer`: the answer to a SYNC_REQUEST.

@@ -8,19 +8,56 @@ extension ChatStore {
     /// Stores a message unless one with its id and author is already there. Returns whether it was new.
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
-        try db.query(
-            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct) "
-                + "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                .text(message.id), .text(message.room), .text(message.senderID), .text(message.senderName), .integer(message.sequence),
-                .integer(message.timestamp), .integer(message.kind.rawValue), .text(message.body), .integer(now),
-                .text(Hex.string(message.authorKey)), .text(Hex.string(message.signature)),
-                .integer(message.direct ? 1 : 0),
-            ])
-        guard db.changes == 1 else { return false }
+        guard try db.run(try insertStatement(), { Self.bind(message, now: now, &$0) }) == 1 else { return false }
         changes &+= 1
         try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
         return true
+    }
+
+    /// Stores each message unless one with its id and author is already there (a received history);
+    /// returns how many were new. Those wait for the word index together, after the last: one statement
+    /// for all, not one for each.
+    public func insert(contentsOf messages: [StoredMessage], now: Int64) throws(Error) -> Int {
+        let statement = try insertStatement()
+        // A new row's rowid is one past the largest (SQLite picks another only once one is 2^63 - 1):
+        // the new rows are those past the largest before. One that is not waits for the index alone.
+        let before = try db.query("SELECT max(rowid) FROM messages").first?.first?.int ?? 0
+        var added = 0
+        var elsewhere: [Int64] = []
+        for message in messages {
+            guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1 else { continue }
+            added += 1
+            if db.lastInsertedRowID <= before { elsewhere.append(db.lastInsertedRowID) }
+        }
+        guard added > 0 else { return 0 }
+        changes &+= UInt64(added)
+        try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) SELECT rowid FROM messages WHERE rowid > ?", [.integer(before)])
+        for rowid in elsewhere { try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(rowid)]) }
+        return added
+    }
+
+    private func insertStatement() throws(Error) -> SQLiteDatabase.Statement {
+        if let insertMessage { return insertMessage }
+        let statement = try db.statement(
+            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct) "
+                + "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+        insertMessage = statement
+        return statement
+    }
+
+    private static func bind(_ message: StoredMessage, now: Int64, _ binder: inout SQLiteDatabase.Binder) {
+        binder.text(message.id)
+        binder.text(message.room)
+        binder.text(message.senderID)
+        binder.text(message.senderName)
+        binder.integer(message.sequence)
+        binder.integer(message.timestamp)
+        binder.integer(message.kind.rawValue)
+        binder.text(message.body)
+        binder.integer(now)
+        binder.text(message.authorKey.isEmpty ? "" : Hex.string(message.authorKey))
+        binder.text(message.signature.isEmpty ? "" : Hex.string(message.signature))
+        binder.integer(message.direct ? 1 : 0)
     }
 
     public func indexWaiting(limit: Int) throws -> Bool {
@@ -131,6 +168,14 @@ extension ChatStore {
             .map { prefix + $0 }.joined(separator: ", ")
     }
 
+    /// A message from the columns `messageColumns` names, read in place (`forEachRow`).
+    static func message(_ columns: SQLiteDatabase.Columns) -> StoredMessage {
+        StoredMessage(
+            id: columns.text(0), room: columns.text(1), senderID: columns.text(2), senderName: columns.text(3), sequence: columns.int(4),
+            timestamp: columns.int(5), kind: StoredMessage.Kind(rawValue: columns.int(6)) ?? .text, body: columns.text(7),
+            authorKey: bytes(hex: columns.text(8)), signature: bytes(hex: columns.text(9)), direct: columns.int(10) != 0)
+    }
+
     static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
         StoredMessage(
             id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
@@ -170,18 +215,24 @@ extension ChatStore {
                 }
                 ?? ExportCursor(timestamp: since, senderID: "", sequence: .min, tiebreak: .min, remaining: limit)
         }
-        let rows = try db.query(
+        var messages: [StoredMessage] = []
+        messages.reserveCapacity(min(count, start.remaining))
+        var lastRowID: Int64 = 0
+        try db.forEachRow(
             Self.exportPageSQL,
             [
                 .text(room), .integer(start.timestamp), .text(start.senderID), .integer(start.sequence),
                 .integer(start.tiebreak), .integer(Int64(min(count, start.remaining))),
-            ])
-        guard let last = rows.last else { return ([], nil) }
-        let messages = rows.map { Self.message(Array($0.dropLast())) }
+            ]
+        ) { columns in
+            messages.append(Self.message(columns))
+            lastRowID = columns.int(11)
+        }
+        guard let last = messages.last else { return ([], nil) }
         let next = ExportCursor(
-            timestamp: last[5].int, senderID: last[2].string, sequence: last[4].int,
-            tiebreak: last[last.count - 1].int, remaining: start.remaining - rows.count)
-        return (messages, next.remaining > 0 && rows.count == count ? next : nil)
+            timestamp: last.timestamp, senderID: last.senderID, sequence: last.sequence,
+            tiebreak: lastRowID, remaining: start.remaining - messages.count)
+        return (messages, next.remaining > 0 && messages.count == count ? next : nil)
     }
 
     static let exportStartSQL =

@@ -27,6 +27,8 @@ public final class ChatStore: SessionStore {
     /// `SessionStore.messagesChanged`: bumped at each insert and each rollback.
     /// (Bumped by `insert` and at each rollback.)
     var changes: UInt64 = 0
+    /// The statement that stores a message (`insert`), prepared at its first use.
+    var insertMessage: SQLiteDatabase.Statement?
     public var messagesChanged: UInt64 {
         _ = bulkStillOpen()  // (SQLite may have rolled an open bulk write back by itself)
         return changes

@@ -60,50 +60,156 @@ public final class SQLiteDatabase {
     @discardableResult
     public func query(_ sql: String, _ binds: [Value] = []) throws(Error) -> [Row] {
         guard handle != nil else { throw error("query failed") }
-        let statement: OpaquePointer
-        if let cached = statements[sql] {
-            statement = cached
-        } else {
-            var prepared: OpaquePointer?
-            guard sqlite3_prepare_v2(handle, sql, -1, &prepared, nil) == SQLITE_OK, let prepared else { throw error("cannot prepare \(sql.prefix(60))") }
-            statements[sql] = prepared
-            statement = prepared
-        }
+        let statement = try cached(sql)
         defer {
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
         }
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         for (index, value) in binds.enumerated() {
             let position = Int32(index + 1)
             switch value {
             case .integer(let number): sqlite3_bind_int64(statement, position, number)
-            case .text(let text): sqlite3_bind_text(statement, position, text, -1, transient)
+            case .text(let text): Self.bind(text, at: position, in: statement)
             case .null: sqlite3_bind_null(statement, position)
             }
         }
         var rows: [Row] = []
+        let count = sqlite3_column_count(statement)
         while true {
             let step = sqlite3_step(statement)
             if step == SQLITE_DONE { break }
             guard step == SQLITE_ROW else { throw error("query failed (\(sql.prefix(40))...)") }
+            let columns = Columns(statement: statement)
             var row: Row = []
-            for column in 0..<sqlite3_column_count(statement) {
+            row.reserveCapacity(Int(count))
+            for column in 0..<count {
                 switch sqlite3_column_type(statement, column) {
                 case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
                 case SQLITE_NULL: row.append(.null)
-                default:
-                    if let text = sqlite3_column_text(statement, column) {
-                        row.append(.text(String(cString: text)))
-                    } else {
-                        row.append(.null)
-                    }
+                default: row.append(columns.optionalText(column).map(Value.text) ?? .null)
                 }
             }
             rows.append(row)
         }
         return rows
     }
+
+    /// Runs one statement with bound values and hands each row to `body` as it is read, without making
+    /// a `Row` of it (what a read of many rows costs least with). Prepared once and cached, as `query`.
+    public func forEachRow(_ sql: String, _ binds: [Value] = [], _ body: (Columns) throws(Error) -> Void) throws(Error) {
+        guard handle != nil else { throw error("query failed") }
+        let statement = try cached(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (index, value) in binds.enumerated() {
+            let position = Int32(index + 1)
+            switch value {
+            case .integer(let number): sqlite3_bind_int64(statement, position, number)
+            case .text(let text): Self.bind(text, at: position, in: statement)
+            case .null: sqlite3_bind_null(statement, position)
+            }
+        }
+        while true {
+            let step = sqlite3_step(statement)
+            if step == SQLITE_DONE { return }
+            guard step == SQLITE_ROW else { throw error("query failed (\(sql.prefix(40))...)") }
+            try body(Columns(statement: statement))
+        }
+    }
+
+    /// The current row of a statement being stepped (`forEachRow`): valid only inside the call it is
+    /// handed to.
+    public struct Columns {
+        fileprivate let statement: OpaquePointer
+
+        /// The column as an integer (0 if it is NULL).
+        public func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+
+        /// The column as text ("" if it is NULL).
+        public func text(_ column: Int32) -> String { optionalText(column) ?? "" }
+
+        /// The column as text (nil if it is NULL), its bytes taken as they are: no search for a NUL.
+        public func optionalText(_ column: Int32) -> String? {
+            guard let text = sqlite3_column_text(statement, column) else { return nil }
+            let count = Int(sqlite3_column_bytes(statement, column))
+            return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+        }
+    }
+
+    /// A statement prepared once and run many times (`run`), held by its user: what `query` finds by its
+    /// text in a cache, which hashes the text at each call.
+    public struct Statement {
+        fileprivate let handle: OpaquePointer
+    }
+
+    /// Prepares `sql` (or finds it prepared) for `run`. Valid until the database is closed.
+    public func statement(_ sql: String) throws(Error) -> Statement {
+        guard handle != nil else { throw error("cannot prepare") }
+        return Statement(handle: try cached(sql))
+    }
+
+    /// Binds a statement's parameters in order, for `run`.
+    public struct Binder {
+        fileprivate let statement: OpaquePointer
+        fileprivate var position: Int32 = 1
+
+        public mutating func integer(_ value: Int64) {
+            sqlite3_bind_int64(statement, position, value)
+            position += 1
+        }
+
+        public mutating func text(_ value: String) {
+            SQLiteDatabase.bind(value, at: position, in: statement)
+            position += 1
+        }
+    }
+
+    /// Runs a prepared statement that returns no rows, its parameters bound by `bind`; returns the rows
+    /// it changed.
+    @discardableResult
+    public func run(_ statement: Statement, _ bind: (inout Binder) -> Void) throws(Error) -> Int {
+        guard handle != nil else { throw error("statement failed") }
+        let prepared = statement.handle
+        defer {
+            sqlite3_reset(prepared)
+            sqlite3_clear_bindings(prepared)
+        }
+        var binder = Binder(statement: prepared)
+        bind(&binder)
+        let step = sqlite3_step(prepared)
+        guard step == SQLITE_DONE || step == SQLITE_ROW else { throw error("statement failed") }
+        return changes
+    }
+
+    /// The rowid of the last row inserted.
+    public var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    private func cached(_ sql: String) throws(Error) -> OpaquePointer {
+        if let cached = statements[sql] { return cached }
+        var prepared: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, sql, -1, &prepared, nil) == SQLITE_OK, let prepared else { throw error("cannot prepare \(sql.prefix(60))") }
+        statements[sql] = prepared
+        return prepared
+    }
+
+    /// Binds text from its UTF-8 bytes as they are (SQLite copies them): no NUL-terminated copy first.
+    static func bind(_ text: String, at position: Int32, in statement: OpaquePointer) {
+        var text = text
+        text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else {
+                sqlite3_bind_text(statement, position, "", 0, transient)
+                return
+            }
+            _ = base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(statement, position, $0, Int32(bytes.count), transient)
+            }
+        }
+    }
+
+    /// SQLite copies what is bound with it.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Rows changed by the last INSERT/UPDATE/DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }

@@ -30,8 +30,8 @@ struct FieldReader {
     mutating func text<L: FixedWidthInteger>(_ field: String, lengthType: L.Type, limit: Int, multiline: Bool = false) throws(WireError) -> String {
         let raw = try lengthPrefixed(field, lengthType: L.self, limit: limit)
         guard let text = String(validating: raw, as: UTF8.self) else { throw .invalidText(field: field) }
-        let allowed: Set<Unicode.Scalar> = multiline ? ["\n", "\t"] : []
-        guard !text.unicodeScalars.contains(where: { ($0.value < 0x20 || $0.value == 0x7f) && !allowed.contains($0) }) else {
+        // (A control character is one byte in UTF-8: no byte of a longer character is below 0x80.)
+        guard !raw.contains(where: { ($0 < 0x20 || $0 == 0x7f) && !(multiline && ($0 == 0x0a || $0 == 0x09)) }) else {
             throw .invalidText(field: field)
         }
         return text

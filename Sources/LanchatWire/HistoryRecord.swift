@@ -43,7 +43,7 @@ public struct HistoryRecord: Equatable, Sendable {
             guard signature.key.count == Signature.keyLength else { throw .invalidValue(field: "author_key") }
             guard signature.bytes.count == Signature.length else { throw .invalidValue(field: "signature") }
         }
-        guard WireFrame.isPeerID(Array(senderID.utf8)) else { throw .invalidValue(field: "sender_id") }
+        guard WireFrame.isPeerID(senderID.utf8) else { throw .invalidValue(field: "sender_id") }
         guard senderName.utf8.count <= WireFrame.maximumNameBytes else {
             throw .fieldTooLong(field: "sender_name", length: senderName.utf8.count, limit: WireFrame.maximumNameBytes)
         }
@@ -52,12 +52,15 @@ public struct HistoryRecord: Equatable, Sendable {
         }
         guard kind != .system else { throw .invalidValue(field: "kind") }
         buffer.writeBytes(id.bytes)
-        buffer.writeLengthPrefixed(Array(senderID.utf8), as: UInt8.self)
-        buffer.writeLengthPrefixed(Array(senderName.utf8), as: UInt8.self)
+        buffer.writeInteger(UInt8(senderID.utf8.count))
+        buffer.writeString(senderID)
+        buffer.writeInteger(UInt8(senderName.utf8.count))
+        buffer.writeString(senderName)
         buffer.writeInteger(sequence)
         buffer.writeInteger(timestampMilliseconds)
         buffer.writeInteger(kind.rawValue)
-        buffer.writeLengthPrefixed(Array(body.utf8), as: UInt32.self)
+        buffer.writeInteger(UInt32(body.utf8.count))
+        buffer.writeString(body)
         if signed {
             buffer.writeLengthPrefixed(signature?.key ?? [], as: UInt8.self)
             buffer.writeLengthPrefixed(signature?.bytes ?? [], as: UInt8.self)

@@ -225,7 +225,7 @@ extension WireFrame {
         return idBytes
     }
 
-    static func isPeerID(_ bytes: [UInt8]) -> Bool {
+    static func isPeerID(_ bytes: some Collection<UInt8>) -> Bool {
         bytes.count == 52 && bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x32 && $0 <= 0x37) }
     }
 

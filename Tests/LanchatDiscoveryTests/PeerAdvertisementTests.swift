@@ -12,6 +12,9 @@ let idSelf = PeerID(digest: Array(repeating: 9, count: 32))
         #expect(idA.rawValue.count == 52)
         #expect(PeerID(idA.rawValue) == idA)
         #expect(PeerID(idA.rawValue.uppercased()) == idA)
+        #expect(PeerID(idA.rawValue.uppercased())?.rawValue == idA.rawValue)
+        let mixed = String(idA.rawValue.prefix(26)).uppercased() + idA.rawValue.dropFirst(26)
+        #expect(PeerID(mixed)?.rawValue == idA.rawValue)
         #expect(idA.short.count == 12)
     }
 
@@ -22,6 +25,9 @@ let idSelf = PeerID(digest: Array(repeating: 9, count: 32))
 
     @Test(arguments: [
         "", "abc", String(repeating: "a", count: 51), String(repeating: "a", count: 53), String(repeating: "1", count: 52), String(repeating: "é", count: 52),
+        // Only ASCII: the Kelvin sign lowercases to "k", but is not one of the id's letters.
+        String(repeating: "\u{212A}", count: 52), String(repeating: "a", count: 51) + "\u{212A}", String(repeating: "a", count: 51) + "8",
+        String(repeating: "a", count: 51) + "\0",
     ])
     func rejectsMalformedIDs(text: String) {
         #expect(PeerID(text) == nil)

@@ -106,6 +106,32 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         store.close()
     }
 
+    /// A received history is stored many messages at a time: each once (by id and author), the count of
+    /// new ones returned, and every new one waits for the word index, even one whose rowid is not past
+    /// the largest (SQLite picks a free one once the largest is 2^63 - 1).
+    @Test func messagesStoredTogetherAreEachStoredOnceAndWaitForTheIndex() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        let waiting = { try store.databaseForTests.query("SELECT count(*) FROM messages_unindexed").first![0].int }
+        try store.insert(message(2, body: "word two"), now: 0)
+        #expect(try store.bulk { try store.insert(contentsOf: [], now: 0) } == 0)
+        let batch = (1...5).map { message($0, body: "word \($0)") } + [message(3, sender: "t", body: "word three by t")]
+        #expect(try store.bulk { try store.insert(contentsOf: batch, now: 0) } == 5)  // 2 was there
+        #expect(try store.bulk { try store.insert(contentsOf: batch, now: 0) } == 0)
+        try store.commitBulk()
+        #expect(try waiting() == 6)
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [1, 2, 3, 3, 4, 5])
+        // Rowids past 2^63 - 1 do not exist: SQLite picks free ones below it.
+        try store.databaseForTests.execute(
+            "INSERT INTO messages (rowid, id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at) "
+                + "VALUES (9223372036854775807, 'ff', 'other', 's', 'alice', 99, 1, 0, 'last rowid', 0); "
+                + "INSERT INTO messages_unindexed (message_rowid) VALUES (9223372036854775807)")
+        #expect(try store.insert(contentsOf: [message(6, body: "word six"), message(7, body: "word seven")], now: 0) == 2)
+        #expect(try waiting() == 9)
+        #expect(try store.search(room: "lab", limit: 10, filter: .init(words: "word")).map(\.sequence) == [1, 2, 3, 3, 4, 5, 6, 7])
+        #expect(try waiting() == 0)
+        try store.databaseForTests.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+    }
+
     /// Issue 28: messages are keyed by id and author, so a record under another author cannot take a
     /// genuine message's id and have it dropped as a duplicate. A file keyed by id alone (every lanchatd
     /// before) is made again so, its rows, rowids and word index kept; the outbox (our own messages) reads

@@ -73,6 +73,18 @@ import Testing
         #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 2, body: [0x61])) }  // system notices are local
         #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 9, body: [0x61])) }
         #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 0, body: [0xff, 0xfe])) }
+        // Control characters (C0 and DEL) are refused in a name; a body allows only newline and tab among them.
+        for byte in UInt8(0)...0x7f where byte < 0x20 || byte == 0x7f {
+            #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61, byte], kind: 0, body: [0x61])) }
+            let body = { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 0, body: [0x61, byte, 0x62])) }
+            if byte == 0x0a || byte == 0x09 {
+                #expect(try body().first?.body == "a\(Character(Unicode.Scalar(byte)))b")
+            } else {
+                #expect(throws: WireError.self) { try body() }
+            }
+        }
+        // Characters beyond ASCII pass, C1 controls (U+0080-U+009F) too, as they always did.
+        #expect(try HistoryRecord.decodeAll(record(sender: id, name: Array("é😀".utf8), kind: 0, body: Array("\u{85}x".utf8))).first?.senderName == "é😀")
         var lying = record(sender: id, name: [0x61], kind: 0, body: [0x61])
         lying.moveWriterIndex(to: lying.writerIndex - 1)
         #expect(throws: WireError.self) { try HistoryRecord.decodeAll(lying) }
