@@ -24,15 +24,25 @@ extension ChatStore {
         let before = try db.query("SELECT max(rowid) FROM messages").first?.first?.int ?? 0
         var added = 0
         var elsewhere: [Int64] = []
-        for message in messages {
-            guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1 else { continue }
-            added += 1
-            if db.lastInsertedRowID <= before { elsewhere.append(db.lastInsertedRowID) }
+        // What was stored before a failure still waits for the index, and reads of the messages are
+        // stale (outside a transaction, it stays; inside one, the caller's rollback undoes both).
+        func queue() throws(Error) {
+            guard added > 0 else { return }
+            changes &+= UInt64(added)
+            try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) SELECT rowid FROM messages WHERE rowid > ?", [.integer(before)])
+            for rowid in elsewhere { try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(rowid)]) }
         }
-        guard added > 0 else { return 0 }
-        changes &+= UInt64(added)
-        try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) SELECT rowid FROM messages WHERE rowid > ?", [.integer(before)])
-        for rowid in elsewhere { try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(rowid)]) }
+        do {
+            for message in messages {
+                guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1 else { continue }
+                added += 1
+                if db.lastInsertedRowID <= before { elsewhere.append(db.lastInsertedRowID) }
+            }
+        } catch {
+            try? queue()
+            throw error
+        }
+        try queue()
         return added
     }
 

@@ -27,7 +27,7 @@ let idSelf = PeerID(digest: Array(repeating: 9, count: 32))
         "", "abc", String(repeating: "a", count: 51), String(repeating: "a", count: 53), String(repeating: "1", count: 52), String(repeating: "é", count: 52),
         // Only ASCII: the Kelvin sign lowercases to "k", but is not one of the id's letters.
         String(repeating: "\u{212A}", count: 52), String(repeating: "a", count: 51) + "\u{212A}", String(repeating: "a", count: 51) + "8",
-        String(repeating: "a", count: 51) + "\0",
+        String(repeating: "a", count: 51) + "\0", String(repeating: "a", count: 50) + "é",  // (52 bytes)
     ])
     func rejectsMalformedIDs(text: String) {
         #expect(PeerID(text) == nil)

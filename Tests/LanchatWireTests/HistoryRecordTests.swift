@@ -73,6 +73,13 @@ import Testing
         #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 2, body: [0x61])) }  // system notices are local
         #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 9, body: [0x61])) }
         #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61], kind: 0, body: [0xff, 0xfe])) }
+        // The encoder writes these very bytes (its layout pinned, not only its round trip).
+        var encoded = ByteBuffer()
+        try HistoryRecord(
+            id: WireID(bytes: [UInt8](repeating: 1, count: 16))!, senderID: sender, senderName: "a", sequence: 1, timestampMilliseconds: 2,
+            kind: .text, body: "a"
+        ).encode(into: &encoded)
+        #expect(encoded == record(sender: id, name: [0x61], kind: 0, body: [0x61]))
         // Control characters (C0 and DEL) are refused in a name; a body allows only newline and tab among them.
         for byte in UInt8(0)...0x7f where byte < 0x20 || byte == 0x7f {
             #expect(throws: WireError.self) { try HistoryRecord.decodeAll(record(sender: id, name: [0x61, byte], kind: 0, body: [0x61])) }
