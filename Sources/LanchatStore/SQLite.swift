@@ -59,38 +59,8 @@ public final class SQLiteDatabase {
     /// Runs one statement with bound values; returns its rows. Statements are prepared once and cached.
     @discardableResult
     public func query(_ sql: String, _ binds: [Value] = []) throws(Error) -> [Row] {
-        guard handle != nil else { throw error("query failed") }
-        let statement = try cached(sql)
-        defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-        }
-        for (index, value) in binds.enumerated() {
-            let position = Int32(index + 1)
-            switch value {
-            case .integer(let number): sqlite3_bind_int64(statement, position, number)
-            case .text(let text): Self.bind(text, at: position, in: statement)
-            case .null: sqlite3_bind_null(statement, position)
-            }
-        }
         var rows: [Row] = []
-        let count = sqlite3_column_count(statement)
-        while true {
-            let step = sqlite3_step(statement)
-            if step == SQLITE_DONE { break }
-            guard step == SQLITE_ROW else { throw error("query failed (\(sql.prefix(40))...)") }
-            let columns = Columns(statement: statement)
-            var row: Row = []
-            row.reserveCapacity(Int(count))
-            for column in 0..<count {
-                switch sqlite3_column_type(statement, column) {
-                case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
-                case SQLITE_NULL: row.append(.null)
-                default: row.append(columns.optionalText(column).map(Value.text) ?? .null)
-                }
-            }
-            rows.append(row)
-        }
+        try forEachRow(sql, binds) { columns in rows.append(columns.row()) }
         return rows
     }
 
@@ -123,6 +93,21 @@ public final class SQLiteDatabase {
     /// handed to.
     public struct Columns {
         fileprivate let statement: OpaquePointer
+
+        /// Every column, as `query` returns them.
+        func row() -> Row {
+            let count = sqlite3_column_count(statement)
+            var row: Row = []
+            row.reserveCapacity(Int(count))
+            for column in 0..<count {
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
+                case SQLITE_NULL: row.append(.null)
+                default: row.append(optionalText(column).map(Value.text) ?? .null)
+                }
+            }
+            return row
+        }
 
         /// The column as an integer (0 if it is NULL).
         public func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
