@@ -69,8 +69,6 @@ public struct Peer: Hashable, Sendable, CustomStringConvertible {
     public static func == (a: Peer, b: Peer) -> Bool { a.id == b.id }
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
-    var peerID: PeerID? { PeerID(id) }
-
     /// The peer id, or the error every call that takes a `Peer` throws for one made up.
     func checkedID() throws(LanchatError) -> PeerID {
         guard let id = PeerID(id) else { throw LanchatError(.invalidArgument, "'\(id)' is not a peer id") }

@@ -91,16 +91,16 @@ extension ChatStore {
     /// The last `limit` messages (of `room`, or all), oldest first.
     public func history(room: String?, limit: Int) throws(Error) -> [StoredMessage] {
         let columns = Self.messageColumns
-        let rows: [SQLiteDatabase.Row]
+        let newest: [StoredMessage]
         if let room {
-            rows = try db.query(
+            newest = try messages(
                 "SELECT \(columns) FROM messages WHERE room = ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?",
                 [.text(room), .integer(Int64(limit))])
         } else {
-            rows = try db.query(
+            newest = try messages(
                 "SELECT \(columns) FROM messages ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?", [.integer(Int64(limit))])
         }
-        return rows.reversed().map(Self.message)
+        return newest.reversed()
     }
 
     /// The last `limit` messages `filter` keeps, oldest first. With words, the index (`messages_fts`)
@@ -163,11 +163,11 @@ extension ChatStore {
             values += [.integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]  // (SQLite counts code points)
         }
         let clause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
-        let rows = try db.query(
+        let found = try messages(
             "SELECT \(Self.messageColumns(prefix: "m.")) FROM \(source)\(clause) "
                 + "ORDER BY \(order) LIMIT ?",
             values + [.integer(Int64(limit))])
-        return rows.map(Self.message).sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
+        return found.sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
     }
 
     /// The columns `message(_:)` reads, in its order.
@@ -186,11 +186,11 @@ extension ChatStore {
             authorKey: bytes(hex: columns.text(8)), signature: bytes(hex: columns.text(9)), direct: columns.int(10) != 0)
     }
 
-    static func message(_ row: SQLiteDatabase.Row) -> StoredMessage {
-        StoredMessage(
-            id: row[0].string, room: row[1].string, senderID: row[2].string, senderName: row[3].string, sequence: row[4].int,
-            timestamp: row[5].int, kind: StoredMessage.Kind(rawValue: row[6].int) ?? .text, body: row[7].string,
-            authorKey: bytes(hex: row[8].string), signature: bytes(hex: row[9].string), direct: row[10].int != 0)
+    /// The messages a query of `messageColumns` (and maybe more columns after them) reads, in its order.
+    func messages(_ sql: String, _ binds: [SQLiteDatabase.Value]) throws(Error) -> [StoredMessage] {
+        var messages: [StoredMessage] = []
+        try db.forEachRow(sql, binds) { messages.append(Self.message($0)) }
+        return messages
     }
 
     /// The bytes of hex as `Hex.string` writes it (anything else: none, read as unsigned).
@@ -199,7 +199,7 @@ extension ChatStore {
     /// What a newcomer (or a member, for what it lacks) is sent: the last `limit` text and file messages of
     /// `room` from `since` on, oldest first; not those sent to some members only (`direct`).
     public func export(room: String, since: Int64, limit: Int) throws(Error) -> [StoredMessage] {
-        try db.query(Self.exportSQL, [.text(room), .integer(since), .integer(Int64(limit))]).reversed().map(Self.message)
+        try messages(Self.exportSQL, [.text(room), .integer(since), .integer(Int64(limit))]).reversed()
     }
 
     /// `export` in pieces: each a read through the same index from the cursor on, so a history of a

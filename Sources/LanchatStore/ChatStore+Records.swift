@@ -42,13 +42,12 @@ extension ChatStore {
     /// are sent). The outbox holds our own messages: of records under one id (`messages` is keyed by id
     /// and author), ours was stored first.
     public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
-        try db.query(
+        try messages(
             """
             SELECT \(Self.messageColumns(prefix: "m."))
             FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage)
             WHERE outbox.peer_id = ? ORDER BY m.rowid
-            """, [.text(peerID)]
-        ).map(Self.message)
+            """, [.text(peerID)])
     }
 
     /// Every queued (recipient, message, room), in the order their messages were sent.

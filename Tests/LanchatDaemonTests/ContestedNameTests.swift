@@ -1,5 +1,6 @@
 @testable import LanchatDaemon
 import LanchatCore
+import LanchatDiscovery
 import Testing
 
 @Suite struct ContestedNameTests {
@@ -53,7 +54,7 @@ import Testing
         let base = String(repeating: "é", count: 40)
         for _ in 0..<4 {
             let tag = contest.tag(for: id)
-            let name = DiscoveryService.instanceName(base: base, attempt: 1, tag: tag)
+            let name = PeerAdvertisement.instanceName(base: base, attempt: 1, tag: tag)
             #expect(name.utf8.count <= 63)
             if let tag { #expect(name.hasSuffix(" [\(tag)] (2)")) }
             _ = contest.notConfirmed()

@@ -163,14 +163,14 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
     }
 
     @Test func instanceNamesFitADNSLabel() {
-        #expect(DiscoveryService.instanceName(base: "alice", attempt: 0) == "alice")
-        #expect(DiscoveryService.instanceName(base: "alice", attempt: 1) == "alice (2)")
-        let long = DiscoveryService.instanceName(base: String(repeating: "é", count: 100), attempt: 2)
+        #expect(PeerAdvertisement.instanceName(base: "alice", attempt: 0) == "alice")
+        #expect(PeerAdvertisement.instanceName(base: "alice", attempt: 1) == "alice (2)")
+        let long = PeerAdvertisement.instanceName(base: String(repeating: "é", count: 100), attempt: 2)
         #expect(long.utf8.count <= 63)
         #expect(long.hasSuffix(" (3)"))
         // After the name stayed contested on the network: our id's first characters, kept when cut.
-        #expect(DiscoveryService.instanceName(base: "alice", attempt: 0, tag: "ww7lh5") == "alice [ww7lh5]")
-        let tagged = DiscoveryService.instanceName(base: String(repeating: "é", count: 100), attempt: 1, tag: "ww7lh5")
+        #expect(PeerAdvertisement.instanceName(base: "alice", attempt: 0, tag: "ww7lh5") == "alice [ww7lh5]")
+        let tagged = PeerAdvertisement.instanceName(base: String(repeating: "é", count: 100), attempt: 1, tag: "ww7lh5")
         #expect(tagged.utf8.count <= 63 && tagged.hasSuffix("é [ww7lh5] (2)"), "\(tagged)")
     }
 

@@ -126,11 +126,6 @@ public actor DiscoveryService: Service {
 
     // MARK: Advertising
 
-    /// The instance name to try after `attempt` same-host conflicts (`PeerAdvertisement.instanceName`).
-    static func instanceName(base: String, attempt: Int, tag: String? = nil) -> String {
-        PeerAdvertisement.instanceName(base: base, attempt: attempt, tag: tag)
-    }
-
     private func setAdvertising(_ state: AdvertisingState, name: String?, interfaceIndex: UInt32) {
         let previous = advertising[interfaceIndex]
         advertising[interfaceIndex] = (state, name)
@@ -149,7 +144,7 @@ public actor DiscoveryService: Service {
             return
         }
         while !Task.isCancelled {
-            let name = Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
+            let name = PeerAdvertisement.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
             do {
                 let registration = try await DNSSD.register(
                     name: name, type: DNSSD.chatServiceType, port: port, txt: txt, interfaceIndex: interfaceIndex)
@@ -193,7 +188,7 @@ public actor DiscoveryService: Service {
                 if Task.isCancelled { logger.info("advertisement withdrawn") }
                 if contested && !Task.isCancelled {
                     let step = contest.notConfirmed()
-                    let next = Self.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
+                    let next = PeerAdvertisement.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
                     let metadata: Logger.Metadata = [
                         "dnssd.instance": "\(next)", "dnssd.contested": "\(name)", "waited_s": "\(wait.components.seconds)",
                         "attempt": "\(contest.unconfirmed)", "next_wait_s": "\(contest.wait.components.seconds)",
