@@ -41,6 +41,9 @@ struct MembershipBook: Sendable {
     private var refusedIntroductions: Set<PeerID> = []
     /// Membership proofs from each peer checked since the last resync (`proofChecksLeft`).
     private var proofChecks: [PeerID: Int] = [:]
+    /// What each member listed in ROOM_MEMBERS since our last resync, as a digest (`MemberListDigest`):
+    /// our resync sends our list only to a member whose own list did not show that it knows ours.
+    private var heardLists: [RoomMember: MemberListDigest] = [:]
     /// Each room's metadata and its administration (`+Metadata`, `+Admin`): the winning entry of each
     /// key, when we joined each room, and the closings of rooms we left because they were closed.
     var metadata = MetadataBook()
@@ -93,6 +96,7 @@ struct MembershipBook: Sendable {
         rooms[member.room]?.proofs[member.peer] = nil
         introducers[member] = nil
         departed.remove(member)
+        heardLists[member] = nil
     }
 
     /// We left `room`: what concerns it goes (our proof, its introductions, claims, unanswered invitations,
@@ -103,6 +107,7 @@ struct MembershipBook: Sendable {
         unanswered.removeAll { $0.room == room }
         claims[room] = nil
         departed = departed.filter { $0.room != room }
+        heardLists = heardLists.filter { $0.key.room != room }
     }
 
     /// A member's connection dropped: whether that is news (it was not shown as left; it is now).
@@ -249,6 +254,25 @@ struct MembershipBook: Sendable {
     /// Our resync: every peer's proofs are checked again.
     mutating func resync() { proofChecks.removeAll() }
 
+    // MARK: Lists heard
+
+    /// A member's ROOM_MEMBERS (a page of its list): added to what it listed since our last resync.
+    mutating func heard(_ members: [WireFrame.Member], in room: RoomID, from peer: PeerID) {
+        heardLists[RoomMember(room: room, peer: peer), default: MemberListDigest()].add(members)
+    }
+
+    /// Whether `peer` listed, since our last resync, exactly the members and proofs of `ours` (so our
+    /// list would tell it nothing).
+    func heardAll(_ ours: MemberListDigest, in room: RoomID, from peer: PeerID) -> Bool {
+        heardLists[RoomMember(room: room, peer: peer)] == ours
+    }
+
+    /// Our resync decided what to send: what members list from now on counts toward the next one.
+    mutating func forgetHeardLists() { heardLists.removeAll() }
+
+    /// `peer`'s connection ended: what it listed on it is forgotten.
+    mutating func forgetHeardLists(of peer: PeerID) { heardLists = heardLists.filter { $0.key.peer != peer } }
+
     /// Our own proof for `room`, if we signed one.
     func ownProof(_ room: RoomID) -> WireFrame.MembershipProof? { ownProofs[room] }
 
@@ -292,4 +316,29 @@ struct MembershipBook: Sendable {
 
     var tombstoneCount: Int { tombstones.count }
     var unansweredCount: Int { unanswered.count }
+}
+
+/// The members of a list, as a digest that does not depend on their order or pages: how many entries,
+/// and the wrapping sum of a hash of each one's id, name and proof time (Swift's `Hasher`, seeded per
+/// process: a peer cannot make two lists collide on purpose, and a list that only looks like ours
+/// could only spare it our list). Addresses and ports are left out: each member lists its own view of
+/// them, and only a member's own count (its own entry, in ROOM_MEMBERS on each connection).
+struct MemberListDigest: Equatable, Sendable {
+    private(set) var count = 0
+    private var sum: UInt64 = 0
+
+    init() {}
+
+    init(_ members: [WireFrame.Member]) { add(members) }
+
+    mutating func add(_ members: [WireFrame.Member]) {
+        for member in members {
+            var hasher = Hasher()
+            hasher.combine(member.peerID)
+            hasher.combine(member.name)
+            hasher.combine(member.proof?.timestampMilliseconds)
+            sum &+= UInt64(bitPattern: Int64(hasher.finalize()))
+            count += 1
+        }
+    }
 }

@@ -81,6 +81,14 @@ extension SessionStateMachine {
         stride(from: 0, to: items.count, by: size).map { Array(items[$0..<min($0 + size, items.count)]) }
     }
 
+    /// Our list of `room` for a peer with proofs (`entry`'s version), and its digest (`MemberListDigest`).
+    mutating func provenList(_ room: RoomID, for entry: LinkTable.Entry, at now: EngineTime) -> (frames: [WireFrame], digest: MemberListDigest) {
+        let frames = membersFrames(room, for: entry, at: now)
+        var digest = MemberListDigest()
+        for case .roomMembers(let page) in frames { digest.add(page.members) }
+        return (frames, digest)
+    }
+
     /// Sends `entry`'s peer the members of `room`.
     mutating func sendMembers(_ room: RoomID, to entry: LinkTable.Entry, at now: EngineTime, _ out: inout [SessionAction]) {
         out.append(.send(entry.handle, membersFrames(room, for: entry, at: now)))

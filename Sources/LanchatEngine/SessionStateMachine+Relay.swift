@@ -78,6 +78,7 @@ extension SessionStateMachine {
         releaseOutgoingTimer()
         links.trust.connectionEnded(peer)
         membership.forgetRefusal(of: peer)
+        membership.forgetHeardLists(of: peer)
     }
 
     /// A history transfer ended (any way): a newcomer's history frees the room for the next; a relay

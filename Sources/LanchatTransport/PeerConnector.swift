@@ -15,9 +15,12 @@ public struct PeerConnector: Sendable {
     private let tls: PeerTLS
     private let group: EventLoopGroup
     /// PING when no frame but PONGs arrived for `heartbeatInterval` (checked twice an interval); a
-    /// connection silent for `heartbeatTimeout` is closed.
-    public var heartbeatInterval: TimeAmount = .seconds(4)
-    public var heartbeatTimeout: TimeAmount = .seconds(8)
+    /// connection silent for `heartbeatTimeout` is closed: a peer whose process stopped answering. A peer
+    /// whose host stopped answering is noticed sooner, by the kernel (`deadLinks`).
+    public var heartbeatInterval: TimeAmount = PeerConnectionHandler.Configuration.defaultHeartbeatInterval
+    public var heartbeatTimeout: TimeAmount = PeerConnectionHandler.Configuration.defaultHeartbeatTimeout
+    /// The kernel's TCP keepalive on every connection: a silent host's link ends within 8 s.
+    public var deadLinks = DeadLinkDetection()
 
     /// All connections run on `group`; a `SessionNode` wants a group of one loop, which it also uses as its
     /// executor, so that frames reach it without a thread hop.
@@ -139,6 +142,7 @@ public struct PeerConnector: Sendable {
             channel = try await ClientBootstrap(group: group)
                 .connectTimeout(timeout)
                 .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+                .detectingDeadLinks(deadLinks)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if useTLS {
@@ -237,6 +241,7 @@ public struct PeerConnector: Sendable {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .detectingDeadLinks(deadLinks)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let remote = channel.remoteAddress.map { "\($0)" } ?? "?"

@@ -74,6 +74,49 @@ import Testing
         #expect(Set(node.members(of: lab)?.keys.map { $0 } ?? []) == [bob.id, carol.id])
     }
 
+    func listed(_ frames: [WireFrame]) -> [WireFrame.Member] {
+        frames.flatMap { frame -> [WireFrame.Member] in if case .roomMembers(let page) = frame { page.members } else { [] } }
+    }
+
+    /// A resync sends our list to a member only if its own list, since our last resync, did not show that
+    /// it knows all of it (the same members, names and proofs, in any order and pages): in a settled
+    /// room one of each two members sends its list a round. What it asks (SYNC_REQUEST) is asked anyway.
+    @Test func aResyncSparesAMemberWhoseListShowedItKnowsOurs() {
+        var node = engine()
+        _ = node.received([.roomMembers(.init(room: lab, members: [entry(bob, proof(of: bob))]))], on: LinkHandle(1), at: at(2))
+        let interval = node.configuration.resyncInterval
+        var now: Int64 = interval + 10
+        let first = node.tick(at: at(now))
+        let ours = listed(sent(first, on: LinkHandle(1)))
+        #expect(Set(ours.map(\.peerID)) == [me.id.rawValue, bob.id.rawValue])
+        // Bob lists the same, in another order and in two pages: our next resync spares him our list.
+        _ = node.received(
+            [.roomMembers(.init(room: lab, members: [ours[1]])), .roomMembers(.init(room: lab, members: [ours[0]]))], on: LinkHandle(1),
+            at: at(now + 100))
+        now += interval + 10
+        let spared = node.tick(at: at(now))
+        #expect(listed(sent(spared, on: LinkHandle(1))).isEmpty)
+        #expect(spared.contains { if case .requestSync(lab, LinkHandle(1)) = $0 { true } else { false } })
+        // Nothing heard from him since: the next resync sends it again.
+        now += interval + 10
+        #expect(listed(sent(node.tick(at: at(now)), on: LinkHandle(1))) == ours)
+        // A list that lacks one of ours (here our own entry), or lists a name or proof other than ours: sent.
+        _ = node.received([.roomMembers(.init(room: lab, members: [ours[1]]))], on: LinkHandle(1), at: at(now + 100))
+        now += interval + 10
+        #expect(listed(sent(node.tick(at: at(now)), on: LinkHandle(1))) == ours)
+        var renamed = ours
+        renamed[0].name = "someone else"
+        _ = node.received([.roomMembers(.init(room: lab, members: renamed))], on: LinkHandle(1), at: at(now + 100))
+        now += interval + 10
+        #expect(listed(sent(node.tick(at: at(now)), on: LinkHandle(1))) == ours)
+        // A list heard on a connection that then ended counts for nothing on the next one.
+        _ = node.received([.roomMembers(.init(room: lab, members: ours))], on: LinkHandle(1), at: at(now + 100))
+        _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(now + 200))
+        _ = node.linkUp(LinkHandle(2), peer: bob, dialedByUs: true, remoteAddress: nil, version: 3, at: at(now + 300))
+        now += interval + 10
+        #expect(listed(sent(node.tick(at: at(now)), on: LinkHandle(2))) == ours)
+    }
+
     @Test func membersGoWithProofsInPagesToVersion2AndAllToVersion1() throws {
         var node = engine(others: [carol, dave])
         // Bob's own proof, then dave's (adopted for a member restored without one).

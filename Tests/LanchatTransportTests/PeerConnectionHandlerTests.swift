@@ -1,3 +1,4 @@
+import Glibc
 import LanchatCore
 import LanchatEngine
 @testable import LanchatTransport
@@ -127,17 +128,42 @@ import Testing
         let (channel, _, events, _) = try established()
         _ = try decodeAll(channel)
         let loop = channel.eventLoop as! EmbeddedEventLoop
-        // Ticks every 2 s on this process's grid (its phase is random: these times hold for every phase):
-        // the PING once 4 s passed with nothing heard (by 6 s), and the end once nothing arrived for 8 s (by
-        // 10 s), before a second PING would be due.
-        loop.advanceTime(by: .seconds(3))
+        // Ticks every 10 s on this process's grid (its phase is random: these times hold for every phase):
+        // the PING once 20 s passed with nothing heard (by 30 s), and the end once nothing arrived for 60 s
+        // (by 70 s). A silent host is the kernel's to notice sooner (`DeadLinkDetection`): this is a peer
+        // whose process stopped answering.
+        loop.advanceTime(by: .seconds(19))
         #expect(try decodeAll(channel).isEmpty)
-        loop.advanceTime(by: .seconds(3))
+        loop.advanceTime(by: .seconds(11))
         #expect(try decodeAll(channel).filter { if case .ping = $0 { true } else { false } }.count == 1)
-        loop.advanceTime(by: .seconds(4))
+        loop.advanceTime(by: .seconds(29))
+        #expect(!events.list.contains { if case .closed = $0 { true } else { false } })
+        loop.advanceTime(by: .seconds(11))
         #expect(try decodeAll(channel).contains(.goodbye(.init(reason: .timeout, text: "no heartbeat"))))
         guard case .closed(let reason)? = events.list.last else { Issue.record("not closed: \(events.list)"); return }
         #expect(reason == .timedOut)
+    }
+
+    /// The defaults: a PING after 20 s of nothing heard, the end after 60 s (the heartbeat is for a peer
+    /// whose process hangs), and the kernel's keepalive ending a silent host's link within 8 s.
+    @Test func theHeartbeatIsSlowAndTheKernelNoticesASilentHost() {
+        let configuration = PeerConnectionHandler.Configuration(hello: ours, encrypted: false, advertisedID: nil)
+        #expect(configuration.heartbeatInterval == .seconds(20) && configuration.heartbeatTimeout == .seconds(60))
+        let detection = DeadLinkDetection()
+        #expect(detection.idle + detection.interval * detection.count == 8 && detection.userTimeout == 8_000)
+    }
+
+    /// A link the kernel ended because the peer's host stopped answering (`ETIMEDOUT` from keepalive or
+    /// unacknowledged data) timed out; any other error is a lost connection.
+    @Test func theKernelsTimeoutEndsTheLinkAsTimedOut() throws {
+        let (channel, _, events, _) = try established()
+        channel.pipeline.fireErrorCaught(IOError(errnoCode: ETIMEDOUT, reason: "read(descriptor:pointer:size:)"))
+        guard case .closed(let reason)? = events.list.last else { Issue.record("not closed: \(events.list)"); return }
+        #expect(reason == .timedOut)
+        let (other, _, otherEvents, _) = try established()
+        other.pipeline.fireErrorCaught(IOError(errnoCode: ECONNRESET, reason: "read(descriptor:pointer:size:)"))
+        guard case .closed(let otherReason)? = otherEvents.list.last else { Issue.record("not closed: \(otherEvents.list)"); return }
+        #expect(otherReason != .timedOut)
     }
 
     /// A peer that pings us hears our PONGs and no PING of ours: both ends hear something every interval
@@ -147,13 +173,14 @@ import Testing
         _ = try decodeAll(channel)
         let loop = channel.eventLoop as! EmbeddedEventLoop
         var out: [WireFrame] = []
-        for second in 0..<20 {
+        for second in 0..<50 {
             try channel.writeInbound(try bytes([.ping(UInt64(second))]))
             loop.advanceTime(by: .seconds(1))
             out += try decodeAll(channel)
         }
-        #expect(out == (0..<20).map { WireFrame.pong(UInt64($0)) })
-        for second in 0..<6 {
+        #expect(out == (0..<50).map { WireFrame.pong(UInt64($0)) })
+        // Only PONGs for 30 s: a PING once 20 s passed since the last PING heard, at a tick (every 10 s).
+        for second in 0..<30 {
             try channel.writeInbound(try bytes([.pong(UInt64(second))]))
             loop.advanceTime(by: .seconds(1))
         }
@@ -203,6 +230,6 @@ import Testing
         }
         guard case .closed(.notReading(let text))? = events.list.last else { Issue.record("not closed as not reading: \(events.list)"); return }
         #expect(text.contains("waited 30 s with none of it read"), "\(text)")
-        #expect((30...33).contains(seconds), "closed after \(seconds) s")
+        #expect((30...40).contains(seconds), "closed after \(seconds) s (checked at the heartbeat's tick, every 10 s)")
     }
 }
