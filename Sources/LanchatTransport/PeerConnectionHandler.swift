@@ -39,8 +39,7 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         public var heartbeatTimeout: TimeAmount
         /// A PING when nothing but PONGs arrived for 20 s, and a connection with nothing from the peer for
         /// 60 s closed: the heartbeat finds a peer whose process hangs while its kernel answers. A silent
-        /// host is the kernel's to notice, within 8 s (`DeadLinkDetection`): with a PING every 4 s, 63 idle
-        /// links cost a member of a room of 64 about 0.3 % of a core.
+        /// host is the kernel's to notice, within 8 s (`DeadLinkDetection`), without waking the process.
         public static let defaultHeartbeatInterval: TimeAmount = .seconds(20)
         public static let defaultHeartbeatTimeout: TimeAmount = .seconds(60)
         /// The output budget: at most this many bytes handed to the connection and not yet written to its

@@ -49,7 +49,8 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     var connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
     // LANCHAT_BENCH_HEARTBEAT_MS: another heartbeat interval (the timeout 4 times it, as lanchatd had when
     // stop 42 measured with it), to measure what the heartbeats cost an idle member (docs/benchmarks.md);
-    // lanchatd's are now 4 s and 8 s (the timeout twice the interval): without the knob, the bench has those.
+    // lanchatd's are now 20 s and 60 s, with the kernel's TCP keepalive noticing a silent host within 8 s
+    // (`DeadLinkDetection`): without the knob, the bench has those.
     if let ms = ProcessInfo.processInfo.environment["LANCHAT_BENCH_HEARTBEAT_MS"].flatMap(Int64.init) {
         connector.heartbeatInterval = .milliseconds(ms)
         connector.heartbeatTimeout = .milliseconds(4 * ms)
