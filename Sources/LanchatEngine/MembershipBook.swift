@@ -327,10 +327,6 @@ struct MemberListDigest: Equatable, Sendable {
     private(set) var count = 0
     private var sum: UInt64 = 0
 
-    init() {}
-
-    init(_ members: [WireFrame.Member]) { add(members) }
-
     mutating func add(_ members: [WireFrame.Member]) {
         for member in members {
             var hasher = Hasher()
