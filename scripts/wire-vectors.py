@@ -3,12 +3,14 @@
 version 4 (seals, draft), computed independently of the Swift code: Python's standard library and the `openssl`
 command line only.
 
-    scripts/wire-vectors.py
+    scripts/wire-vectors.py [--documented]
 
 prints `name: value` lines (hex, except `author_id`, which is text). The key is fixed (below), so every
 line is the same on every run except the signatures (`signature`, `membership_signature`,
-`leave_signature`, `seal_signature`) and the frames that carry them (`message_frame`, `history_record`,
-`room_members_frame`, `room_leave_frame`, `seal_frame`): ECDSA signatures are randomized. Each signature
+`leave_signature`, `seal_signature`) and the values that carry them (`message_frame`, `history_record`,
+`room_members_frame`, `room_leave_frame`, `seal_frame`, `seal_head`, `sealed_history`): ECDSA signatures are
+randomized. With `--documented`, the message and seal signatures are the ones docs/wire-protocol.md lists
+(checked like fresh ones), so that the values carrying them can be compared with the document byte for byte. Each signature
 printed was verified first, by openssl (with a public key rebuilt from the 33-byte compressed key alone, as a receiver has it) and by
 the small P-256 arithmetic below; the public key, the compressed form and the id are each computed two
 ways and compared. Any mismatch stops the script with an error.
@@ -34,6 +36,10 @@ Layouts, v2 to v4 (all integers big-endian; `lp1`/`lp2`/`lp4`: a u8/u16/u32 leng
                      signed by the author's key as above
     SEAL 0x12      = seal_id[16] | room lp1 | author_key[33] | signature[64] | leaf_count u16 | leaf_hash[32] * count
     seal proof     = seal_id[16] | leaf_index u16 | path_count u8 (<= 8) | path_hash[32] * path_count (RFC 9162 PATH)
+    MESSAGE 0x10, flag 0x08 (sealed): the v1 payload | seal_id[16] | leaf_index u16 (with flag 0x02 too: an error)
+    seal head      = seal_id[16] | author_id lp1 | author_key[33] | signature[64] | leaf_count u16 | root[32]
+    sealed history = entries, each tag u8 | 0x00 a signed history record, 0x01 a seal head, 0x02 a v1 history
+                     record | its seal proof
     author_key     = SEC1 compressed point (0x02/0x03 | X); author_id = base32(sha256(SPKI DER)), the SPKI
                      holding the uncompressed point (what `openssl pkey -pubout -outform DER` writes)."""
 import base64
@@ -83,6 +89,12 @@ SEALED_MESSAGES = [
     (bytes(range(15, -1, -1)), 2, TIMESTAMP_MS + 1000, KIND_TEXT, "two"),
     (bytes(range(0x10, 0x20)), 3, TIMESTAMP_MS + 2000, KIND_TEXT, "three\tand a tab"),
 ]
+
+# docs/wire-protocol.md's message and seal signatures (made by an earlier run of this script), for --documented.
+DOCUMENTED_SIGNATURES = {
+    "message": "af858f9dece6ca86e30719dd0c229dcf7283cf93299f35d73101b872597323fde62f3b3bcecaf0ed7b83b331cf49189d586acf23b68de3268a160da3e1397054",
+    "seal": "4c85d8df75fb8c89bce8983d7ff04550c91628dd8617e3ac1c239576cd55b319a7a2d7906ce494ecdb0a5865aacbcae7a3ca93e0d0da202ba563d78dfaa90798",
+}
 
 # docs/wire-protocol.md, "Test vectors" (v1): this script's v1 layouts must reproduce them.
 V1_MESSAGE_FRAME = "000000371001000102030405060708090a0b0c0d0e0f036c61620000000000000001000001a1ee565e00000000000c68c3a96c6c6f0a776f726c64"
@@ -262,6 +274,12 @@ def seal_payload(seal_id, room, key, signature, hashes):
     return seal_id + lp1(room.encode()) + key + signature + struct.pack(">H", len(hashes)) + b"".join(hashes)
 
 
+def seal_head(seal_id, author_id, key, signature, leaf_count, root):
+    """seal_id[16] | author_id lp1 | author_key[33] | signature[64] | leaf_count u16 | root[32]"""
+    assert len(seal_id) == 16 and len(author_id) == 52 and len(key) == 33 and len(signature) == 64 and len(root) == 32
+    return seal_id + lp1(author_id.encode()) + key + signature + struct.pack(">H", leaf_count) + root
+
+
 def seal_proof(seal_id, index, path):
     """seal_id[16] | leaf_index u16 | path_count u8 (<= 8) | path_hash[32] * path_count"""
     assert len(path) <= 8
@@ -426,7 +444,8 @@ def main():
     check(len(author_id) == 52, "the id is not 52 characters")
 
     signed = signing_bytes(author_id, ROOM, MESSAGE_ID, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY)
-    signature = sign(pem_path, signed)
+    documented = "--documented" in sys.argv[1:]
+    signature = bytes.fromhex(DOCUMENTED_SIGNATURES["message"]) if documented else sign(pem_path, signed)
     check(len(signature) == 64, "the signature is not 64 bytes")
     check(verified_by_openssl(key, signed, signature, directory), "openssl does not verify the signature")
     check(not verified_by_openssl(key, signed, signature[:32] + signature[:32], directory), "openssl verifies r | r")
@@ -493,7 +512,7 @@ def main():
     check(path_1 == [leaves[0], leaves[2]], "the path of leaf 1 of 3 is not [leaf 0, leaf 2]")
     check(root_from_path(leaves[1], 1, 3, path_1) == seal_root, "the path of leaf 1 of 3 does not verify")
     sealing = seal_bytes(author_id, SEAL_ID, ROOM, len(leaves), seal_root)
-    seal_signature = sign(pem_path, sealing)
+    seal_signature = bytes.fromhex(DOCUMENTED_SIGNATURES["seal"]) if documented else sign(pem_path, sealing)
     check(len(seal_signature) == 64, "the seal signature is not 64 bytes")
     check(verified_by_openssl(key, sealing, seal_signature, directory), "openssl does not verify the seal signature")
     check(verified_by_arithmetic(key, sealing, seal_signature), "the P-256 arithmetic does not verify the seal signature")
@@ -505,6 +524,16 @@ def main():
           "a seal for another room still verifies")
     check(not verified_by_arithmetic(key, signed, seal_signature), "the seal signature verifies as a message")
     seal_frame = frame(0x12, 0, seal_payload(SEAL_ID, ROOM, key, seal_signature, leaves))
+    # The sample message sealed (flags 0x09: reliable and sealed; leaf 0 of the seal), and a sealed history: the
+    # seal's head, then message 2 (leaf 1) with its proof, then the sample message as a signed record (tag 0).
+    sealed_message_frame = frame(0x10, 0x09, v1_message_payload(MESSAGE_ID, ROOM, SEQUENCE, TIMESTAMP_MS, KIND_TEXT, BODY)
+                                 + SEAL_ID + struct.pack(">H", 0))
+    head = seal_head(SEAL_ID, author_id, key, seal_signature, len(leaves), seal_root)
+    check(len(head) == 200, "a seal head is not 200 bytes")
+    two_id, two_sequence, two_time, two_kind, two_body = SEALED_MESSAGES[1]
+    sealed_record = (b"\x02" + v1_history_record(two_id, author_id, SENDER_NAME, two_sequence, two_time, two_kind, two_body)
+                     + seal_proof(SEAL_ID, 1, path_1))
+    sealed_history = b"\x01" + head + sealed_record + b"\x00" + record
 
     lines = [
         ("private_key_scalar", scalar.hex()),
@@ -546,6 +575,13 @@ def main():
         ("seal_signing_bytes", sealing.hex()),
         ("seal_signature", seal_signature.hex()),
         ("seal_frame", seal_frame.hex()),
+        # MESSAGE, reliable and sealed (flags 0x09): the sample message as leaf 0 of that seal.
+        ("sealed_message_frame", sealed_message_frame.hex()),
+        # A sealed history: tag 1 and the seal's head (with the signature above), tag 2 and message 2 by `alice@h1`
+        # with the proof of leaf 1, then tag 0 and the signed history record above.
+        ("seal_head", head.hex()),
+        ("sealed_history_record_1", sealed_record.hex()),
+        ("sealed_history", sealed_history.hex()),
     ]
     for name, value in lines:
         print(f"{name}: {value}")

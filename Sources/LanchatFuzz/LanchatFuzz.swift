@@ -126,7 +126,8 @@ func fuzzControl(_ bytes: [UInt8]) {
 }
 
 /// The bytes as a SEAL payload (what decodes encodes back to the same bytes, and a leaf's own proof
-/// verifies), then as proofs back to back (what decodes encodes back; checking one never traps).
+/// verifies), then as proofs back to back (what decodes encodes back; checking one never traps), then as a
+/// sealed history (what a reader takes, a writer writes again and a reader takes the same).
 func fuzzSeal(_ bytes: [UInt8]) {
     if let seal = try? Seal.decode(RawFrame(type: Seal.frameType, payload: ByteBuffer(bytes: bytes))) {
         precondition((try? seal.wireBytes().dropFirst(RawFrame.headerLength)).map(Array.init) == bytes, "re-encoding changed the seal")
@@ -138,6 +139,16 @@ func fuzzSeal(_ bytes: [UInt8]) {
         precondition((try? SealProof.decode(proof.bytes())) == proof, "re-encoding changed the proof")
         _ = proof.verifies(leafHash: proof.path.first ?? [], leafCount: Int(proof.leafIndex) + proof.path.count, root: proof.path.last ?? [])
     }
+    var history = ByteBuffer(bytes: bytes)
+    var reader = SealedHistory.Reader()
+    guard let entries = try? reader.decodeSome(&history, maximumCount: 10_000), history.readableBytes == 0, reader.isComplete else { return }
+    var writer = SealedHistory.Writer()
+    var again = ByteBuffer()
+    for entry in entries {
+        guard (try? writer.write(entry, into: &again)) != nil else { preconditionFailure("a sealed history's entry does not write again") }
+    }
+    var second = SealedHistory.Reader()
+    precondition((try? second.decodeSome(&again, maximumCount: 10_000)) == entries && again.readableBytes == 0, "re-writing changed the entries")
 }
 
 #if FUZZING

@@ -307,6 +307,13 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         case .ignored:
             break
         default:
+            if let version = machine?.session?.version, frame.minimumVersion > version {
+                let name = if case .message = frame { "sealed MESSAGE" } else { HandshakeStateMachine.name(of: frame) }
+                let error = WireError.aboveVersion(frame: name, needs: frame.minimumVersion, connection: version)
+                closeReason = closeReason ?? .protocolError(error.description)
+                fail(.wire(error), context: context, goodbye: .init(reason: .protocolError, text: error.description))
+                return
+            }
             pendingFrames.append(frame)
         }
     }

@@ -81,6 +81,12 @@ public struct HandshakeStateMachine: Sendable {
         return false
     }
 
+    /// What the handshake settled, once it has.
+    public var session: Session? {
+        if case .established(let session) = state { return session }
+        return nil
+    }
+
     /// The connection is up (and TLS done, where used).
     public mutating func start() -> [Action] {
         guard state == .idle else { return [] }
@@ -138,7 +144,7 @@ public struct HandshakeStateMachine: Sendable {
         return [.cancelTimer, .send(.goodbye(.init(reason: reason, text: text))), .close(failure)]
     }
 
-    static func name(of frame: WireFrame) -> String {
+    public static func name(of frame: WireFrame) -> String {
         switch frame {
         case .hello: return "HELLO"
         case .invite: return "INVITE"
@@ -165,6 +171,7 @@ public struct HandshakeStateMachine: Sendable {
         case .resourceDigest: return "RESOURCE_DIGEST"
         case .message: return "MESSAGE"
         case .ack: return "ACK"
+        case .seal: return "SEAL"
         case .ping: return "PING"
         case .pong: return "PONG"
         case .goodbye: return "GOODBYE"

@@ -17,11 +17,14 @@ public struct HistoryRecord: Equatable, Sendable {
     public var body: String
     /// The author's signature (signed histories only; nil: unsigned).
     public var signature: Signature?
+    /// Where the author sealed it (a sealed history's sealed record, version 4 draft; `SealedHistory`).
+    public var proof: SealProof?
 
     public init(
         id: WireID, senderID: String, senderName: String, sequence: UInt64, timestampMilliseconds: UInt64, kind: WireFrame.Message.Kind, body: String,
-        signature: Signature? = nil
+        signature: Signature? = nil, proof: SealProof? = nil
     ) {
+        self.proof = proof
         self.id = id
         self.senderID = senderID
         self.senderName = senderName
@@ -103,7 +106,7 @@ public struct HistoryRecord: Equatable, Sendable {
     /// A signed record's length but its name and body.
     public static let fixedLength = 16 + 1 + 52 + 1 + 8 + 8 + 1 + 4 + 1 + Signature.keyLength + 1 + Signature.length
 
-    private static func decode(_ reader: inout FieldReader, signed: Bool) throws(WireError) -> HistoryRecord {
+    static func decode(_ reader: inout FieldReader, signed: Bool) throws(WireError) -> HistoryRecord {
         let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
         let sender = try reader.lengthPrefixed("sender_id", lengthType: UInt8.self, limit: 52)
         guard WireFrame.isPeerID(sender) else { throw .invalidValue(field: "sender_id") }

@@ -11,8 +11,8 @@ import NIOCore
 ///
 /// The SEAL frame, type 0x12 (no flags defined): `seal_id [16] | room (u8 len) | author_key [33] |
 /// signature [64] | leaf_count u16 (1-256) | leaf_hash [32] * leaf_count`. The author is the key's
-/// (`author_key` hashes to the author's id, as a version 2 signature's does). It is not a `WireFrame`
-/// case yet: a peer that has not negotiated version 4 refuses type 0x12 as an unknown frame type.
+/// (`author_key` hashes to the author's id, as a version 2 signature's does). It is `WireFrame.seal`;
+/// a connection below version 4 (every connection, while version 4 is a draft) refuses it.
 public struct Seal: Equatable, Sendable {
     public static let frameType: UInt8 = 0x12
     /// A seal covers 1 to 256 messages (an author seals what it has when it flushes, a lone message too).
@@ -58,6 +58,11 @@ public struct Seal: Equatable, Sendable {
     /// What `author` signs for this seal (`Envelope.sealBytes`).
     public func signingBytes(author: String) -> [UInt8] {
         Envelope.sealBytes(author: author, id: id, room: room, leafCount: UInt16(clamping: leafHashes.count), root: root)
+    }
+
+    /// The seal without its leaf hashes, as a history carries it (`SealHead`), for `author`.
+    public func head(author: String) -> SealHead {
+        SealHead(id: id, author: author, signature: signature, leafCount: UInt16(clamping: leafHashes.count), root: root)
     }
 
     /// The proof that leaf `index` is in this seal: what a record relayed or stored alone keeps.

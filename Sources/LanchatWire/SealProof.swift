@@ -76,3 +76,31 @@ public struct SealProof: Equatable, Sendable {
         return proof
     }
 }
+
+/// Where a live sealed MESSAGE sits in the SEAL its author sent ahead of it on the same connection
+/// (version 4, draft; MESSAGE flag 0x08): the seal's id and the message's leaf index, `seal_id [16] |
+/// leaf_index u16 (< 256)`, in place of a version 2 message's key and signature. The receiver holds that
+/// seal's leaf hashes, so it needs no audit path.
+public struct SealedLeaf: Equatable, Sendable {
+    public static let length = 16 + 2
+    public var seal: WireID
+    public var leafIndex: UInt16
+
+    public init(seal: WireID, leafIndex: UInt16) {
+        self.seal = seal
+        self.leafIndex = leafIndex
+    }
+
+    func write(into buffer: inout ByteBuffer) throws(WireError) {
+        guard Int(leafIndex) < Seal.leafCounts.upperBound else { throw .invalidValue(field: "leaf_index") }
+        buffer.writeBytes(seal.bytes)
+        buffer.writeInteger(leafIndex)
+    }
+
+    static func read(_ reader: inout FieldReader) throws(WireError) -> SealedLeaf {
+        let seal = WireID(bytes: try reader.bytes("seal_id", count: 16))!
+        let index = try reader.u16("leaf_index")
+        guard Int(index) < Seal.leafCounts.upperBound else { throw .invalidValue(field: "leaf_index") }
+        return SealedLeaf(seal: seal, leafIndex: index)
+    }
+}

@@ -19,6 +19,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case fieldTooLong(field: String, length: Int, limit: Int)
     /// The stream ended inside a frame.
     case truncatedFrame(bufferedBytes: Int)
+    /// A frame (or a flag of one) of a protocol version above the connection's.
+    case aboveVersion(frame: String, needs: UInt16, connection: UInt16)
 
     public var description: String {
         switch self {
@@ -31,6 +33,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidValue(let field): return "'\(field)' has an invalid value"
         case .fieldTooLong(let field, let length, let limit): return "'\(field)' is \(length) bytes; the limit is \(limit)"
         case .truncatedFrame(let buffered): return "connection ended inside a frame (\(buffered) bytes buffered)"
+        case .aboveVersion(let frame, let needs, let connection):
+            return "\(frame) needs protocol version \(needs); this connection speaks \(connection)"
         }
     }
 }

@@ -114,16 +114,24 @@ extension WireFrame {
             guard let kind = Message.Kind(rawValue: try reader.u8("kind")) else { throw .invalidValue(field: "kind") }
             let body = try reader.text("body", lengthType: UInt32.self, limit: Message.maximumBody, multiline: true)
             var signature: Signature?
-            if frame.flags & signedFlag != 0 {
+            var sealed: SealedLeaf?
+            switch (frame.flags & signedFlag != 0, frame.flags & sealedFlag != 0) {
+            case (true, true): throw .invalidValue(field: "flags")
+            case (true, false):
                 signature = Signature(
                     key: try reader.bytes("author_key", count: Signature.keyLength),
                     bytes: try reader.bytes("signature", count: Signature.length))
+            case (false, true): sealed = try SealedLeaf.read(&reader)
+            case (false, false): break
             }
             result = .message(
                 Message(
                     id: id, room: room, sequence: sequence, timestampMilliseconds: timestamp, kind: kind,
                     body: body, reliable: frame.flags & reliableFlag != 0, signature: signature,
-                    direct: frame.flags & directFlag != 0))
+                    direct: frame.flags & directFlag != 0, sealed: sealed))
+        case .seal:
+            // Its own decoder reads every field and the end: the frame stands alone.
+            return .seal(try Seal.decode(frame))
         case .ack:
             let count = try reader.u16("count")
             guard Int(count) <= maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: Int(count), limit: maximumAckIDs) }
@@ -340,13 +348,21 @@ extension WireFrame {
             payload.writeInteger(message.kind.rawValue)
             payload.writeLengthPrefixed(Array(message.body.utf8), as: UInt32.self)
             var flags: UInt8 = (message.reliable ? Self.reliableFlag : 0) | (message.direct ? Self.directFlag : 0)
-            if let signature = message.signature {
+            switch (message.signature, message.sealed) {
+            case (.some, .some): throw .invalidValue(field: "flags")
+            case (.some(let signature), nil):
                 try Self.checkSignature(signature, key: "author_key")
                 payload.writeBytes(signature.key)
                 payload.writeBytes(signature.bytes)
                 flags |= Self.signedFlag
+            case (nil, .some(let sealed)):
+                try sealed.write(into: &payload)
+                flags |= Self.sealedFlag
+            case (nil, nil): break
             }
             return RawFrame(type: FrameType.message.rawValue, flags: flags, payload: payload)
+        case .seal(let seal):
+            return try seal.encode(allocator: allocator)
         case .ack(let ids):
             guard ids.count <= Self.maximumAckIDs else { throw .fieldTooLong(field: "message_ids", length: ids.count, limit: Self.maximumAckIDs) }
             payload.writeInteger(UInt16(ids.count))

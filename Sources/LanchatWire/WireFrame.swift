@@ -50,8 +50,13 @@ public enum WireFrame: Equatable, Sendable {
     /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
     /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
     /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
-    /// signature [64]` (`Signature`: the author is the connection's peer).
+    /// signature [64]` (`Signature`: the author is the connection's peer); flag 0x08 = sealed (version 4,
+    /// draft): instead `seal_id [16] | leaf_index u16` (`SealedLeaf`: the leaf of a SEAL the author sent
+    /// ahead of it on this connection).
     case message(Message)
+    /// 0x12 (version 4, draft: defined, not negotiated; a connection below version 4 refuses it). An
+    /// author's one signature over a batch of its messages in a room (`Seal`).
+    case seal(Seal)
     /// 0x11. `count u16 | message_id [16] * count` (at most 1024 ids).
     case ack([WireID])
     /// 0x30. Opens a named byte stream to the peer. `stream_id [16] | name (u8 len, 1-64 of A-Z a-z 0-9
@@ -99,7 +104,7 @@ public enum WireFrame: Equatable, Sendable {
         case hello = 0x01, invite = 0x02, inviteReply = 0x03, roomMembers = 0x04, roomLeave = 0x05, historyRequest = 0x06, syncRequest = 0x07, presence = 0x08, roomMeta =
             0x09, typing = 0x0A
         case topicSubscriptions = 0x0B, topicMessage = 0x0C
-        case message = 0x10, ack = 0x11
+        case message = 0x10, ack = 0x11, seal = 0x12
         case ping = 0x20, pong = 0x21, goodbye = 0x2F
         case streamOpen = 0x30, streamAccept = 0x31, streamData = 0x32, streamCredit = 0x33, streamEnd = 0x34
         case resourceOffer = 0x40, resourceAccept = 0x41, resourceChunk = 0x42, resourceEnd = 0x43, resourceDigest = 0x44, fileRequest = 0x45
@@ -111,6 +116,9 @@ public enum WireFrame: Equatable, Sendable {
     public static let signedFlag: UInt8 = 0x02
     /// On MESSAGE: sent to some members of the room only; receivers neither relay it nor hand it to newcomers.
     public static let directFlag: UInt8 = 0x04
+    /// On MESSAGE (version 4, draft): the seal's id and the message's leaf index follow the body, not a
+    /// key and a signature (with `signedFlag` too, the frame is an error).
+    public static let sealedFlag: UInt8 = 0x08
     /// ROOM_MEMBERS: each member carries a proof field; ROOM_LEAVE: a `SignedLeave` follows (version 3).
     public static let proofsFlag: UInt8 = 0x02
     /// ROOM_META: no entries, a digest follows.
@@ -120,6 +128,20 @@ public enum WireFrame: Equatable, Sendable {
     /// The first version whose ROOM_MEMBERS carry membership proofs and whose ROOM_LEAVE may be signed
     /// (flag 0x02): a version 2 peer reads neither.
     public static let proofsVersion: UInt16 = 3
+    /// The first version with seals (SEAL, a sealed MESSAGE, a sealed history): a draft, not in
+    /// `versions` yet, so no connection negotiates it and every connection refuses its frames.
+    public static let sealsVersion: UInt16 = 4
+
+    /// The lowest protocol version a connection must speak to carry this frame, when it is above 1 and
+    /// the engine does not check it itself: a SEAL or a sealed MESSAGE needs `sealsVersion`. A peer that
+    /// sends one on a connection below it is closed with a protocol error (`WireError.aboveVersion`).
+    public var minimumVersion: UInt16 {
+        switch self {
+        case .seal: Self.sealsVersion
+        case .message(let message) where message.sealed != nil: Self.sealsVersion
+        default: 1
+        }
+    }
     /// On HISTORY_REQUEST (version 2): `limit` follows.
     public static let limitFollowsFlag: UInt8 = 0x01
     /// On RESOURCE_OFFER: `sha256` is zeros; RESOURCE_DIGEST brings it later.
@@ -387,11 +409,15 @@ public enum WireFrame: Equatable, Sendable {
         public var signature: Signature?
         /// Sent to some members of the room only (`lanchat send --to`).
         public var direct: Bool
+        /// Where the author sealed it (version 4, draft; nil: not sealed). A message is signed or sealed,
+        /// not both.
+        public var sealed: SealedLeaf?
 
         public init(
             id: WireID, room: RoomID, sequence: UInt64, timestampMilliseconds: UInt64, kind: Kind, body: String, reliable: Bool,
-            signature: Signature? = nil, direct: Bool = false
+            signature: Signature? = nil, direct: Bool = false, sealed: SealedLeaf? = nil
         ) {
+            self.sealed = sealed
             self.id = id
             self.room = room
             self.sequence = sequence

@@ -202,6 +202,27 @@ import Testing
         guard case .closed(.protocolError)? = events.list.last else { Issue.record("not closed as a protocol error: \(events.list)"); return }
     }
 
+    /// Seals are a draft of version 4: no connection negotiates it, so a SEAL or a sealed MESSAGE closes
+    /// the connection it comes on with a protocol error that says why, before the session layer sees it.
+    @Test func aSealOrASealedMessageBelowVersion4ClosesWithAProtocolError() throws {
+        let seal = Seal(
+            id: WireID(bytes: Array(0x20...0x2f))!, room: RoomID("lab")!,
+            signature: Signature(key: [0x02] + Array(repeating: 7, count: 32), bytes: Array(repeating: 9, count: 64)),
+            leafHashes: [MerkleTree.leafHash([1])])
+        let sealed = WireFrame.Message(
+            id: WireID(bytes: Array(0..<16))!, room: RoomID("lab")!, sequence: 1, timestampMilliseconds: 1, kind: .text, body: "hi", reliable: true,
+            sealed: SealedLeaf(seal: seal.id, leafIndex: 0))
+        for frame in [WireFrame.seal(seal), .message(sealed)] {
+            let (channel, _, events, _) = try established()
+            _ = try decodeAll(channel)
+            try? channel.writeInbound(try bytes([frame]))
+            let goodbyes = try decodeAll(channel).compactMap { if case .goodbye(let goodbye) = $0 { goodbye } else { nil } }
+            #expect(goodbyes.count == 1 && goodbyes.first?.reason == .protocolError)
+            #expect(goodbyes.first?.text.contains("needs protocol version 4; this connection speaks") == true, "\(goodbyes)")
+            guard case .closed(.protocolError)? = events.list.last else { Issue.record("not closed as a protocol error: \(events.list)"); continue }
+        }
+    }
+
     /// Holds every write from the handler: a peer that never reads (its socket buffer full).
     final class StuckWrites: ChannelOutboundHandler, @unchecked Sendable {
         typealias OutboundIn = ByteBuffer

@@ -73,8 +73,9 @@ private func decode(_ payload: ByteBuffer, type: UInt8 = Seal.frameType) -> Resu
         let raw = try #require(try decoder.decode(buffer: &buffer))
         #expect(raw.type == 0x12 && raw.flags == 0 && buffer.readableBytes == 0)
         #expect(try Seal.decode(raw) == sealed)
-        // Not a frame any version before 4 takes: it is refused as unknown, not read as something else.
-        #expect(throws: WireError.unknownFrameType(0x12)) { try WireFrame.decode(raw) }
+        // As a frame: a SEAL, which only a version 4 connection takes (`minimumVersion`).
+        #expect(try WireFrame.decode(raw) == .seal(sealed))
+        #expect(WireFrame.seal(sealed).minimumVersion == WireFrame.sealsVersion && !WireFrame.versions.contains(WireFrame.sealsVersion))
     }
 
     @Test func theSpecificationListsTheSealVectors() throws {
@@ -83,6 +84,7 @@ private func decode(_ payload: ByteBuffer, type: UInt8 = Seal.frameType) -> Resu
         let values =
             vectorSealLeafHashes + [
                 vectorSealRoot, vectorSealAuditPath1, vectorSealProof1, vectorSealSigningBytes, vectorSealSignature, vectorSealFrame,
+                vectorSealedMessageFrame, vectorSealHead, vectorSealedRecord1, vectorSealedHistory,
             ]
         for value in values {
             let listed = text.contains(value)
