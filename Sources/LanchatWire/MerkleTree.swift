@@ -64,6 +64,27 @@ public enum MerkleTree {
         return path
     }
 
+    /// Every leaf's audit path (`auditPath(index:leafHashes:)` for each index, in order) and the root, from
+    /// one pass up the tree: `n - 1` node hashes for all of them, where asking leaf by leaf hashes the tree
+    /// `n` times. What an author or a receiver of a whole seal keeps for each of its records.
+    public static func auditPaths(_ leafHashes: [[UInt8]]) -> (paths: [[[UInt8]]], root: [UInt8]) {
+        guard !leafHashes.isEmpty else { return ([], root(leafHashes)) }
+        var paths = [[[UInt8]]](repeating: [], count: leafHashes.count)
+        var level = leafHashes
+        // The leaves under each node of the current level: node j covers leaves j * width ..< (j + 1) * width.
+        var width = 1
+        while level.count > 1 {
+            for node in level.indices {
+                let sibling = node ^ 1
+                guard sibling < level.count else { continue }  // the odd last node moves up alone
+                for leaf in (node * width)..<min((node + 1) * width, leafHashes.count) { paths[leaf].append(level[sibling]) }
+            }
+            level = parents(of: level)
+            width *= 2
+        }
+        return (paths, level[0])
+    }
+
     /// The root that `path` leads to from `leafHash`, leaf `index` of a tree of `count` leaves (RFC 9162,
     /// section 2.1.3.2), or nil when the path cannot be one of such a tree (index out of range, a path too
     /// short or too long for that leaf, a hash that is not 32 bytes).

@@ -94,6 +94,18 @@ private func leaves(_ count: Int, salt: UInt8 = 0) -> [[UInt8]] {
         }
     }
 
+    /// All paths in one pass are the RFC's paths, leaf by leaf, and the root is the tree's.
+    @Test(arguments: Array(1...40) + [63, 64, 65, 100, 255, 256])
+    func allPathsAtOnceAreEachLeafsPath(count: Int) {
+        let hashes = leaves(count)
+        let (paths, root) = MerkleTree.auditPaths(hashes)
+        #expect(root == MerkleTree.root(hashes) && paths.count == count)
+        for index in 0..<count {
+            #expect(paths[index] == Naive.path(index, hashes[...]), "leaf \(index) of \(count)")
+        }
+        #expect(MerkleTree.auditPaths([]).paths.isEmpty)
+    }
+
     @Test(arguments: 1...40)
     func aChangedLeafIndexCountOrRootFails(count: Int) {
         let hashes = leaves(count)

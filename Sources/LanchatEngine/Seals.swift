@@ -1,0 +1,149 @@
+import LanchatCore
+import LanchatWire
+
+/// Seals in the engine (wire version 4, draft: not negotiated yet, so nothing here runs on a live
+/// connection). An author seals what it flushes with one signature (`SealedBatch.seal`); a receiver keeps
+/// the few seals a connection sent ahead of their messages and checks each message against them
+/// (`SealBook`); a reader of histories checks each seal's signature once while it keeps it (`SealChecks`).
+/// The cryptography is `EnvelopeKeys`'s, as for a message's signature.
+
+/// Our own messages of one room and one audience under one seal, and each message's place in it.
+public struct SealedBatch: Equatable, Sendable {
+    public var seal: Seal
+    /// Each message's leaf, in the order the messages were given.
+    public var leaves: [SealedLeaf]
+    /// Each message's audit path (what a record relayed alone carries), in the same order.
+    public var paths: [[[UInt8]]]
+
+    /// The messages' seals: pieces of at most 256 in the order given, each with one signature. Messages
+    /// to the room and direct ones never share a seal (a direct message's leaf says so, and a seal shared
+    /// with the room would show a member the hash of a message it was not sent); each piece keeps one
+    /// audience. `messages` are `author`'s, in `room`, with wire ids (what `SessionStateMachine.frame`
+    /// sends); `newID` names each seal.
+    public static func seal(
+        _ messages: [StoredMessage], author: PeerID, room: RoomID, keys: EnvelopeKeys, newID: () -> WireID
+    ) -> [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] {
+        var out: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
+        var start = messages.startIndex
+        while start < messages.endIndex {
+            // A piece: up to 256 messages with the audience of its first.
+            var end = start
+            while end < messages.endIndex, end - start < Seal.leafCounts.upperBound, messages[end].direct == messages[start].direct { end += 1 }
+            let piece = messages[start..<end]
+            let leafHashes = piece.map { Seal.leafHash(signingBytes: signingBytes(of: $0, author: author, room: room)) }
+            let (paths, root) = MerkleTree.auditPaths(leafHashes)
+            let id = newID()
+            let signature = keys.signature(
+                over: Envelope.sealBytes(author: author.rawValue, id: id, room: room, leafCount: UInt16(leafHashes.count), root: root))
+            let seal = Seal(id: id, room: room, signature: signature, leafHashes: leafHashes)
+            let leaves = piece.indices.map { SealedLeaf(seal: id, leafIndex: UInt16($0 - start)) }
+            out.append((SealedBatch(seal: seal, leaves: leaves, paths: paths), piece))
+            start = end
+        }
+        return out
+    }
+
+    /// What the author signs for `message` (its version 2 signing bytes, the leaf of its seal).
+    static func signingBytes(of message: StoredMessage, author: PeerID, room: RoomID) -> [UInt8] {
+        Envelope.signingBytes(
+            author: author.rawValue, room: room, id: WireID(hex: message.id) ?? WireID(bytes: Array(repeating: 0, count: 16))!,
+            sequence: UInt64(max(0, message.sequence)), timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text,
+            direct: message.direct, body: message.body)
+    }
+}
+
+/// The seals one connection's author sent ahead of their messages, as the receiver holds them: at most
+/// `capacity`, the oldest forgotten first. An honest author sends a SEAL and then its messages at once,
+/// so a few suffice; a peer that sends SEALs without messages only pushes its own older ones out.
+public struct SealBook: Equatable, Sendable {
+    /// The most seals held for one connection (each at most 8 KiB of leaf hashes).
+    public static let capacity = 4
+
+    struct Held: Equatable, Sendable {
+        var seal: Seal
+        /// Each leaf's audit path and the root, worked out once, when the first of its messages comes.
+        var paths: [[[UInt8]]]?
+    }
+
+    /// Oldest first.
+    private(set) var held: [Held] = []
+
+    public init() {}
+
+    /// What became of a SEAL.
+    public enum Taken: Equatable, Sendable {
+        case kept
+        /// Its key is not the author's (the connection's peer), or its signature does not verify.
+        case forged
+        /// It reuses the id of a seal held, with other contents.
+        case reused
+    }
+
+    /// A SEAL from `author` (the connection's peer): kept if its signature verifies (one check for all its
+    /// messages). The same seal again (a resend after a reconnection) is taken as it is.
+    public mutating func received(_ seal: Seal, from author: PeerID, keys: EnvelopeKeys) -> Taken {
+        if let index = held.firstIndex(where: { $0.seal.id == seal.id }) { return held[index].seal == seal ? .kept : .reused }
+        guard seal.isWellFormed, keys.verifies(seal.signature, over: seal.signingBytes(author: author.rawValue), by: author) else { return .forged }
+        held.append(Held(seal: seal))
+        if held.count > Self.capacity { held.removeFirst() }
+        return .kept
+    }
+
+    /// What a sealed MESSAGE is, against the seals held.
+    public enum Check: Equatable, Sendable {
+        /// Its leaf is the seal's: kept with the seal's head and its proof (what a record stored or
+        /// relayed alone needs).
+        case sealed(SealHead, SealProof)
+        /// No SEAL of that id is held (never sent, or pushed out by later ones).
+        case unknownSeal
+        /// The seal is another room's, its leaf index is past the seal's count, or the message's leaf hash
+        /// is not the seal's leaf at that index: the author did not seal this message.
+        case notSealed
+    }
+
+    /// Checks `message` (sealed, from `author`, the connection's peer) against the seal it names.
+    public mutating func check(_ message: WireFrame.Message, author: PeerID) -> Check {
+        guard let sealed = message.sealed, let index = held.firstIndex(where: { $0.seal.id == sealed.seal }) else { return .unknownSeal }
+        let seal = held[index].seal
+        let leaf = Int(sealed.leafIndex)
+        guard seal.room == message.room, leaf < seal.leafHashes.count, Seal.leafHash(of: message, author: author.rawValue) == seal.leafHashes[leaf]
+        else { return .notSealed }
+        let paths = held[index].paths ?? MerkleTree.auditPaths(seal.leafHashes).paths
+        held[index].paths = paths
+        return .sealed(seal.head(author: author.rawValue), SealProof(seal: seal.id, leafIndex: sealed.leafIndex, path: paths[leaf]))
+    }
+}
+
+/// The seal heads whose signatures a reader of histories checked, so that each is checked once while it
+/// is kept (a sealed history names a head before its first record, and again after 256 others: as many
+/// as a reader keeps, `SealedHistory.window`).
+public struct SealChecks: Equatable, Sendable {
+    public static let capacity = SealedHistory.window
+
+    /// Heads checked, with the outcome, oldest first.
+    private var checked: [(head: SealHead, room: RoomID, verified: Bool)] = []
+
+    public init() {}
+
+    public static func == (lhs: SealChecks, rhs: SealChecks) -> Bool {
+        lhs.checked.count == rhs.checked.count && zip(lhs.checked, rhs.checked).allSatisfy { $0.head == $1.head && $0.room == $1.room && $0.verified == $1.verified }
+    }
+
+    /// Whether `head` is its author's seal in `room`: its key hashes to the author's id and the signature
+    /// verifies. Checked once per head while it is kept.
+    public mutating func verifies(_ head: SealHead, room: RoomID, keys: EnvelopeKeys) -> Bool {
+        if let known = checked.last(where: { $0.head == head && $0.room == room }) { return known.verified }
+        let verified =
+            PeerID(head.author).map { keys.verifies(head.signature, over: head.signingBytes(room: room), by: $0) } ?? false
+        checked.append((head, room, verified))
+        if checked.count > Self.capacity { checked.removeFirst() }
+        return verified
+    }
+
+    /// Whether `record` (a sealed history's, with its `seal`) is a leaf its author sealed in `room`: the
+    /// seal's signature (checked once) and the record's audit path.
+    public mutating func verifies(_ record: HistoryRecord, seal: SealHead, room: RoomID, keys: EnvelopeKeys) -> Bool {
+        guard let proof = record.proof, seal.author == record.senderID, verifies(seal, room: room, keys: keys) else { return false }
+        return seal.proves(proof, leafHash: Seal.leafHash(signingBytes: record.signingBytes(room: room)))
+    }
+}
