@@ -12,7 +12,9 @@ next to a baseline or goal from the same run.
 5. Signed envelopes (the newest wire version, 3, as lanchatd speaks it; until 2026-11-24 the benchmark
    spoke version 2, where, with that day's code, the members of its room were never introduced to each other): throughput and
    round trip between 2 hosts signed and unsigned (both ends at wire version 1) in the same run, and the time to sign and to verify one message
-   (`lanchat-bench envelopes`, 5 rounds of 2,000) next to SHA-256 of the same bytes.
+   (`lanchat-bench envelopes`, 5 rounds of 2,000) next to SHA-256 of the same bytes; and, for seals (wire
+   version 4, a draft no connection speaks yet), the same messages' cost per message sealed in 1s, 10s, 100s and
+   256s: the author's, the receiver's (one signature check per seal) and a record's relayed alone (its audit path).
 6. A room of 64 hosts (`--room-hosts`, 0 skips it), on a simulated LAN of its own: the time until every
    member sees itself connected to every other (the mesh), fan-out p99 (one message every 31 ms: each member syncs its own
    commit, and all share this machine's disk and 2 cores) next to its floor on the same hosts (`lanchat-bench
@@ -245,6 +247,12 @@ def main():
          shown(envelopes, lambda e: f"SHA-256 of it {e['sha256_us_median']:.2f} us"),
          shown(envelopes, lambda e: f"sign {e['sign_us_min']:.1f}-{e['sign_us_max']:.1f}, verify {e['verify_us_min']:.1f}-{e['verify_us_max']:.1f} us "
                f"({int(e['rounds_count'])} rounds); +{int(e['bytes_added_message_count'])} bytes per message")),
+        ("sealed in 100s: author + receiver per message (v4 draft)",
+         shown(envelopes, lambda e: f"{e['seal_author_us_100_median']:.1f} + {e['seal_receiver_us_100_median']:.1f} us"),
+         shown(envelopes, lambda e: f"signed one by one {e['sign_us_median']:.1f} + {e['verify_us_median']:.1f} us"),
+         shown(envelopes, lambda e: f"{(e['seal_author_us_100_median'] + e['seal_receiver_us_100_median']) / (e['sign_us_median'] + e['verify_us_median']):.2f}x; "
+               f"a record relayed alone {e['seal_record_us_100_median']:.1f} us; sealed alone "
+               f"{e['seal_author_us_1_median']:.1f} + {e['seal_receiver_us_1_median']:.1f} us")),
         ("invite -> connected (library, 1st)", shown(lib, lambda lib: f"{lib['invite_first_ms']:.1f} ms"), "goal < 100 ms",
          shown(lib, lambda lib: f"median of {int(lib['members_count'])}: {lib['invite_p50_ms']:.1f} ms")),
         ("invite -> connected (lanchat invite --wait)", shown(daemon, lambda daemon: f"{daemon['first_ms']:.1f} ms"), "goal < 100 ms",
