@@ -15,20 +15,26 @@ public struct SealedBatch: Equatable, Sendable {
     /// Each message's audit path (what a record relayed alone carries), in the same order.
     public var paths: [[[UInt8]]]
 
-    /// The messages' seals: pieces of at most 256 in the order given, each with one signature. Messages
-    /// to the room and direct ones never share a seal (a direct message's leaf says so, and a seal shared
-    /// with the room would show a member the hash of a message it was not sent); each piece keeps one
-    /// audience. `messages` are `author`'s, in `room`, with wire ids (what `SessionStateMachine.frame`
-    /// sends); `newID` names each seal.
+    /// The messages' seals: pieces of at most 256 in the order given, each with one signature. A direct
+    /// message is sealed alone: a seal goes to every recipient of its messages, and one shared with the
+    /// room, or with other direct messages, would show a member the hashes (and the number and order) of
+    /// messages it was not sent. `messages` are `author`'s, in `room`; only those a MESSAGE carries (text
+    /// and files with wire ids, as `SessionStateMachine.frame` sends them) are sealed, the others (notices)
+    /// left out. `newID` names each seal.
+    ///
+    /// A receiver holds a connection's last `SealBook.capacity` seals: the sender sends each SEAL right
+    /// before its messages, and again before any of them it sends again (a retransmission, or on a new
+    /// connection).
     public static func seal(
         _ messages: [StoredMessage], author: PeerID, room: RoomID, keys: EnvelopeKeys, newID: () -> WireID
     ) -> [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] {
+        let messages = messages.filter { $0.kind != .system && WireID(hex: $0.id) != nil }
         var out: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
         var start = messages.startIndex
         while start < messages.endIndex {
-            // A piece: up to 256 messages with the audience of its first.
-            var end = start
-            while end < messages.endIndex, end - start < Seal.leafCounts.upperBound, messages[end].direct == messages[start].direct { end += 1 }
+            // A piece: up to 256 messages to the room, or one direct message.
+            var end = start + 1
+            while !messages[start].direct, end < messages.endIndex, end - start < Seal.leafCounts.upperBound, !messages[end].direct { end += 1 }
             let piece = messages[start..<end]
             let leafHashes = piece.map { Seal.leafHash(signingBytes: signingBytes(of: $0, author: author, room: room)) }
             let (paths, root) = MerkleTree.auditPaths(leafHashes)
@@ -43,25 +49,29 @@ public struct SealedBatch: Equatable, Sendable {
         return out
     }
 
-    /// What the author signs for `message` (its version 2 signing bytes, the leaf of its seal).
+    /// What the author signs for `message` (its version 2 signing bytes, the leaf of its seal): the fields
+    /// of the MESSAGE `SessionStateMachine.frame` makes of it (a text or a file with a wire id).
     static func signingBytes(of message: StoredMessage, author: PeerID, room: RoomID) -> [UInt8] {
-        Envelope.signingBytes(
-            author: author.rawValue, room: room, id: WireID(hex: message.id) ?? WireID(bytes: Array(repeating: 0, count: 16))!,
-            sequence: UInt64(max(0, message.sequence)), timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text,
-            direct: message.direct, body: message.body)
+        precondition(message.kind != .system, "a notice is not sent, nor sealed")
+        return Envelope.signingBytes(
+            author: author.rawValue, room: room, id: WireID(hex: message.id)!, sequence: UInt64(max(0, message.sequence)),
+            timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, direct: message.direct, body: message.body)
     }
 }
 
 /// The seals one connection's author sent ahead of their messages, as the receiver holds them: at most
-/// `capacity`, the oldest forgotten first. An honest author sends a SEAL and then its messages at once,
-/// so a few suffice; a peer that sends SEALs without messages only pushes its own older ones out.
+/// `capacity`, the oldest forgotten first (one book per connection: a new connection starts empty). An
+/// honest author sends a SEAL right before its messages, and again before any of them it sends again
+/// (`SealedBatch.seal`), so a few suffice; a peer that sends SEALs without messages only pushes its own
+/// older ones out.
 public struct SealBook: Equatable, Sendable {
-    /// The most seals held for one connection (each at most 8 KiB of leaf hashes).
+    /// The most seals held for one connection (each at most 8 KiB of leaf hashes, and as much again of
+    /// audit paths once its messages come).
     public static let capacity = 4
 
     struct Held: Equatable, Sendable {
         var seal: Seal
-        /// Each leaf's audit path and the root, worked out once, when the first of its messages comes.
+        /// Each leaf's audit path, worked out once, when the first of its messages comes.
         var paths: [[[UInt8]]]?
     }
 
@@ -80,7 +90,7 @@ public struct SealBook: Equatable, Sendable {
     }
 
     /// A SEAL from `author` (the connection's peer): kept if its signature verifies (one check for all its
-    /// messages). The same seal again (a resend after a reconnection) is taken as it is.
+    /// messages). The same seal again (sent again before a retransmission of its messages) is taken as it is.
     public mutating func received(_ seal: Seal, from author: PeerID, keys: EnvelopeKeys) -> Taken {
         if let index = held.firstIndex(where: { $0.seal.id == seal.id }) { return held[index].seal == seal ? .kept : .reused }
         guard seal.isWellFormed, keys.verifies(seal.signature, over: seal.signingBytes(author: author.rawValue), by: author) else { return .forged }
@@ -96,14 +106,15 @@ public struct SealBook: Equatable, Sendable {
         case sealed(SealHead, SealProof)
         /// No SEAL of that id is held (never sent, or pushed out by later ones).
         case unknownSeal
-        /// The seal is another room's, its leaf index is past the seal's count, or the message's leaf hash
-        /// is not the seal's leaf at that index: the author did not seal this message.
+        /// The message names no seal, the seal is another room's, its leaf index is past the seal's count,
+        /// or the message's leaf hash is not the seal's leaf at that index: the author did not seal it.
         case notSealed
     }
 
     /// Checks `message` (sealed, from `author`, the connection's peer) against the seal it names.
     public mutating func check(_ message: WireFrame.Message, author: PeerID) -> Check {
-        guard let sealed = message.sealed, let index = held.firstIndex(where: { $0.seal.id == sealed.seal }) else { return .unknownSeal }
+        guard let sealed = message.sealed else { return .notSealed }
+        guard let index = held.firstIndex(where: { $0.seal.id == sealed.seal }) else { return .unknownSeal }
         let seal = held[index].seal
         let leaf = Int(sealed.leafIndex)
         guard seal.room == message.room, leaf < seal.leafHashes.count, Seal.leafHash(of: message, author: author.rawValue) == seal.leafHashes[leaf]
@@ -120,23 +131,36 @@ public struct SealBook: Equatable, Sendable {
 public struct SealChecks: Equatable, Sendable {
     public static let capacity = SealedHistory.window
 
-    /// Heads checked, with the outcome, oldest first.
-    private var checked: [(head: SealHead, room: RoomID, verified: Bool)] = []
+    /// A head checked: who, which, where.
+    struct Name: Hashable, Sendable {
+        var author: String
+        var id: WireID
+        var room: RoomID
+    }
+
+    /// Heads checked, with the outcome.
+    private var checked: [Name: (head: SealHead, verified: Bool)] = [:]
+    /// Their names, oldest first.
+    private var order: [Name] = []
 
     public init() {}
 
     public static func == (lhs: SealChecks, rhs: SealChecks) -> Bool {
-        lhs.checked.count == rhs.checked.count && zip(lhs.checked, rhs.checked).allSatisfy { $0.head == $1.head && $0.room == $1.room && $0.verified == $1.verified }
+        lhs.order == rhs.order && lhs.order.allSatisfy { lhs.checked[$0]?.head == rhs.checked[$0]?.head && lhs.checked[$0]?.verified == rhs.checked[$0]?.verified }
     }
 
     /// Whether `head` is its author's seal in `room`: its key hashes to the author's id and the signature
-    /// verifies. Checked once per head while it is kept.
+    /// verifies. Checked once per head while it is kept (another head under the same author and id is
+    /// checked on its own, and takes the place of the first).
     public mutating func verifies(_ head: SealHead, room: RoomID, keys: EnvelopeKeys) -> Bool {
-        if let known = checked.last(where: { $0.head == head && $0.room == room }) { return known.verified }
+        let name = Name(author: head.author, id: head.id, room: room)
+        if let known = checked[name], known.head == head { return known.verified }
         let verified =
             PeerID(head.author).map { keys.verifies(head.signature, over: head.signingBytes(room: room), by: $0) } ?? false
-        checked.append((head, room, verified))
-        if checked.count > Self.capacity { checked.removeFirst() }
+        if checked.updateValue((head, verified), forKey: name) == nil {
+            order.append(name)
+            if order.count > Self.capacity { checked[order.removeFirst()] = nil }
+        }
         return verified
     }
 

@@ -65,17 +65,22 @@ public struct SealHead: Equatable, Sendable {
 /// - `0x01`: a seal's head (`SealHead`);
 /// - `0x02`: a sealed record: the record in the version 1 layout, then its proof (`SealProof`).
 ///
-/// What a reader refuses besides bad fields, so that a history costs at most one signature check per
-/// record and a reader holds at most `window` heads:
+/// A seal is known by its author and its id (each author picks its own ids, and anyone sees them: an id
+/// alone could be copied to get in the way of another author's records). A reader keeps the last `window`
+/// seals named, in the order first named (naming a kept one again does not renew it; once it has left,
+/// naming it again is naming it first). What a reader refuses besides bad fields, so that a history
+/// costs at most one signature check per record and a reader holds at most `window` heads:
 /// - a head not followed at once by a sealed record of that seal (more heads than sealed records);
-/// - a sealed record whose seal is not among the last `window` heads of the resource, whose sender is
-///   not that seal's author, or whose leaf index is not below its leaf count;
-/// - a head under the id of one in the window with other values.
+/// - a sealed record whose seal (its sender's, with the proof's id) is not kept, or whose leaf index is
+///   not below that seal's leaf count;
+/// - a head under the author and id of one kept, with other values.
 /// A writer (`Writer`) sends a head right before the first record of its seal, and again when the seal
-/// has left the window.
+/// has left the window. An entry is at most `maximumEntryLength` bytes.
 public enum SealedHistory {
-    /// The heads a reader keeps: the last 256 of the resource.
+    /// The heads a reader keeps: the last 256 seals the resource named.
     public static let window = 256
+    /// The longest entry: a sealed record (a record without key and signature, with the longest proof).
+    public static let maximumEntryLength = 1 + HistoryRecord.maximumLength - (2 + Signature.keyLength + Signature.length) + SealProof.maximumLength
 
     enum Tag: UInt8 { case record = 0, head = 1, sealed = 2 }
 
@@ -90,16 +95,25 @@ public enum SealedHistory {
         }
     }
 
-    /// The last `window` heads, oldest first.
+    /// A seal's name: its author and its id.
+    struct Name: Hashable {
+        var author: String
+        var id: WireID
+    }
+
+    /// The last `window` seals named, oldest first.
     struct Window {
-        private var heads: [WireID: SealHead] = [:]
-        private var order: [WireID] = []
+        private var heads: [Name: SealHead] = [:]
+        private var order: [Name] = []
 
-        subscript(id: WireID) -> SealHead? { heads[id] }
+        subscript(author: String, id: WireID) -> SealHead? { heads[Name(author: author, id: id)] }
 
+        /// Keeps `head` unless a head of its name is kept (which the caller compared first).
         mutating func add(_ head: SealHead) {
-            guard heads.updateValue(head, forKey: head.id) == nil else { return }
-            order.append(head.id)
+            let name = Name(author: head.author, id: head.id)
+            guard heads[name] == nil else { return }
+            heads[name] = head
+            order.append(name)
             if order.count > SealedHistory.window { heads[order.removeFirst()] = nil }
         }
     }
@@ -111,26 +125,33 @@ public enum SealedHistory {
         public init() {}
 
         /// Appends `entry`; refuses what a reader would refuse (a seal by another author than the record's,
-        /// a leaf index past the count, a proof of another seal).
+        /// a leaf index past the count, a proof of another seal, a field the record layout refuses), and
+        /// then writes nothing: a caller may skip the entry and go on.
         public mutating func write(_ entry: Entry, into buffer: inout ByteBuffer) throws(WireError) {
+            var bytes = ByteBuffer()
             guard let seal = entry.seal else {
                 guard entry.record.proof == nil else { throw .invalidValue(field: "seal") }
-                buffer.writeInteger(Tag.record.rawValue)
-                try entry.record.encode(into: &buffer, signed: true)
+                bytes.writeInteger(Tag.record.rawValue)
+                try entry.record.encode(into: &bytes, signed: true)
+                buffer.writeBuffer(&bytes)
                 return
             }
             guard let proof = entry.record.proof, proof.seal == seal.id else { throw .invalidValue(field: "seal_proof") }
             guard seal.author == entry.record.senderID else { throw .invalidValue(field: "author_id") }
             guard proof.leafIndex < seal.leafCount else { throw .invalidValue(field: "leaf_index") }
-            if window[seal.id] != seal {
-                guard window[seal.id] == nil else { throw .invalidValue(field: "seal_id") }
-                buffer.writeInteger(Tag.head.rawValue)
-                try seal.write(into: &buffer)
-                window.add(seal)
+            let kept = window[seal.author, seal.id]
+            if kept == nil {
+                bytes.writeInteger(Tag.head.rawValue)
+                try seal.write(into: &bytes)
+            } else if kept != seal {
+                throw .invalidValue(field: "seal_id")
             }
-            buffer.writeInteger(Tag.sealed.rawValue)
-            try entry.record.encode(into: &buffer, signed: false)
-            try proof.encode(into: &buffer)
+            bytes.writeInteger(Tag.sealed.rawValue)
+            try entry.record.encode(into: &bytes, signed: false)
+            try proof.encode(into: &bytes)
+            // Only now, with the whole entry made: the window changes as the reader's will.
+            if kept == nil { window.add(seal) }
+            buffer.writeBuffer(&bytes)
         }
     }
 
@@ -138,8 +159,8 @@ public enum SealedHistory {
     /// of the buffer stays there for the next piece; anything invalid throws at once.
     public struct Reader {
         private var window = Window()
-        /// The head just read, whose own record must come next.
-        private var awaiting: WireID?
+        /// The seal whose head was just read, whose own record must come next.
+        private var awaiting: Name?
 
         public init() {}
 
@@ -172,18 +193,18 @@ public enum SealedHistory {
             case .head:
                 guard awaiting == nil else { throw .invalidValue(field: "seal_head") }
                 let head = try SealHead.read(&reader)
-                if let held = window[head.id], held != head { throw .invalidValue(field: "seal_id") }
+                if let held = window[head.author, head.id], held != head { throw .invalidValue(field: "seal_id") }
                 window.add(head)
-                awaiting = head.id
+                awaiting = Name(author: head.author, id: head.id)
                 return nil
             case .sealed:
                 var record = try HistoryRecord.decode(&reader, signed: false)
                 var rest = reader.buffer
                 let proof = try SealProof.decode(from: &rest)
                 reader.buffer = rest
-                if let awaiting, proof.seal != awaiting { throw .invalidValue(field: "seal_head") }
-                guard let head = window[proof.seal] else { throw .invalidValue(field: "seal_id") }
-                guard head.author == record.senderID else { throw .invalidValue(field: "author_id") }
+                if let awaiting, awaiting != Name(author: record.senderID, id: proof.seal) { throw .invalidValue(field: "seal_head") }
+                // Its seal is its sender's: a record cannot name another author's seal.
+                guard let head = window[record.senderID, proof.seal] else { throw .invalidValue(field: "seal_id") }
                 guard proof.leafIndex < head.leafCount else { throw .invalidValue(field: "leaf_index") }
                 record.proof = proof
                 awaiting = nil

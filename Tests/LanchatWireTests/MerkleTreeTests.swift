@@ -95,7 +95,7 @@ private func leaves(_ count: Int, salt: UInt8 = 0) -> [[UInt8]] {
     }
 
     /// All paths in one pass are the RFC's paths, leaf by leaf, and the root is the tree's.
-    @Test(arguments: Array(1...40) + [63, 64, 65, 100, 255, 256])
+    @Test(arguments: Array(1...70) + [127, 128, 129, 200, 255, 256])
     func allPathsAtOnceAreEachLeafsPath(count: Int) {
         let hashes = leaves(count)
         let (paths, root) = MerkleTree.auditPaths(hashes)

@@ -166,8 +166,13 @@ private func read(_ buffer: ByteBuffer) -> Result<[SealedHistory.Entry], WireErr
                 .invalidValue(field: "seal_head")
             ),
             (
-                "a record by another author than the seal's", headBytes(first) + sealedBytes(leaf(of: head(1, author: vectorInviter, count: 2))),
-                .invalidValue(field: "author_id")
+                "right after a head, a record of another author under its id", headBytes(first) + sealedBytes(leaf(of: head(1, author: vectorInviter, count: 2))),
+                .invalidValue(field: "seal_head")
+            ),
+            (
+                "a record naming the id of a seal another author made",
+                headBytes(first) + sealedBytes(leaf(of: first)) + sealedBytes(leaf(of: head(1, author: vectorInviter, count: 2))),
+                .invalidValue(field: "seal_id")
             ),
             ("a leaf index past the count", headBytes(first) + sealedBytes(leaf(of: first, index: 2)), .invalidValue(field: "leaf_index")),
             (
@@ -184,6 +189,38 @@ private func read(_ buffer: ByteBuffer) -> Result<[SealedHistory.Entry], WireErr
         // The same head again (identical), once its record came, is taken.
         let again = headBytes(first) + sealedBytes(leaf(of: first)) + headBytes(first) + sealedBytes(leaf(of: first, index: 1, sequence: 2))
         #expect(try read(ByteBuffer(bytes: again)).get().count == 2)
+    }
+
+    /// A seal is its author's: another author's seal under the same id (ids are seen by all, and may be
+    /// copied) neither blocks nor stands for the first.
+    @Test func aCopiedSealIDNeitherBlocksNorStandsForAnotherAuthorsSeal() throws {
+        let honest = head(1, count: 2)
+        let copy = head(1, author: vectorInviter, count: 3)
+        #expect(honest.id == copy.id)
+        let entries = [
+            SealedHistory.Entry(record: leaf(of: honest), seal: honest), SealedHistory.Entry(record: leaf(of: copy), seal: copy),
+            SealedHistory.Entry(record: leaf(of: honest, index: 1, sequence: 2), seal: honest),
+            SealedHistory.Entry(record: leaf(of: copy, index: 2, sequence: 3), seal: copy),
+        ]
+        let decoded = try read(try write(entries)).get()
+        #expect(decoded == entries)
+        #expect(decoded.allSatisfy { $0.seal?.author == $0.record.senderID })
+    }
+
+    /// An entry the writer refuses leaves nothing behind: the caller may skip it and go on.
+    @Test func aRefusedEntryWritesNothing() throws {
+        let first = head(1, count: 2)
+        var writer = SealedHistory.Writer()
+        var buffer = ByteBuffer()
+        var notice = leaf(of: first)
+        notice.kind = .system
+        #expect(throws: WireError.invalidValue(field: "kind")) { try writer.write(SealedHistory.Entry(record: notice, seal: first), into: &buffer) }
+        #expect(buffer.readableBytes == 0)
+        // The seal was not taken as named either: the next record of it brings its head.
+        let next = SealedHistory.Entry(record: leaf(of: first, index: 1, sequence: 2), seal: first)
+        try writer.write(next, into: &buffer)
+        #expect(try read(buffer).get() == [next])
+        #expect(SealedHistory.maximumEntryLength == HistoryRecord.maximumLength + 177)  // (tag, record without its 99 bytes of key and signature, proof)
     }
 
     @Test func theWriterRefusesWhatAReaderWould() {
