@@ -10,8 +10,9 @@ internal import Synchronization
 /// DNS-SD (avahi-daemon), under the identity's display name ("name (2)" if that is taken on this host),
 /// with the TXT record lanchatd uses plus `discoveryInfo`; it registers again when avahi-daemon restarts.
 /// It stops when the session closes, or when it is released. Use one advertiser a session: they share the
-/// session's invitations. (lanchatd also takes another name when one stays contested on the network for
-/// long; an advertiser keeps trying its own: `instanceName` stays nil meanwhile.)
+/// session's invitations. It runs lanchatd's own advertising loop: a name that stays contested on the
+/// network for long (a host answering for it) is given up for one tagged with the peer's id, "name
+/// [abcdef]" (`instanceName` is nil until a name is confirmed).
 public final class Advertiser: Sendable {
     public let session: Session
     public let discoveryInfo: [String: String]
@@ -63,9 +64,10 @@ public final class Advertiser: Sendable {
         guard session.isOpen else { return }
         let name = session.identity.displayName.isEmpty ? session.identity.shortID : session.identity.displayName
         let (type, port, txt, registered) = (session.serviceType, UInt16(session.port), txt, registered)
+        let peerID = session.identity.identity.peerID
         task.start {
             // (Unstructured: it runs until `stop`, which cancels and awaits it.)
-            Task { await Self.advertise(name: name, type: type, port: port, txt: txt, registered: registered) }
+            Task { await Self.advertise(name: name, peerID: peerID, type: type, port: port, txt: txt, registered: registered) }
         }
     }
 
@@ -82,31 +84,14 @@ public final class Advertiser: Sendable {
     /// task to read: answer each with `accept()` or `decline(reason:)`, or let it expire.
     public var invitations: AsyncStream<Invitation> { session.invitations }
 
-    private static func advertise(name: String, type: String, port: UInt16, txt: [UInt8], registered: Registered) async {
-        var conflicts = 0
-        var delay = Duration.seconds(1)
-        while !Task.isCancelled {
-            let instance = PeerAdvertisement.instanceName(base: name, attempt: conflicts)
-            do {
-                let registration = try await DNSSD.register(name: instance, type: type, port: port, txt: txt)
-                // Ends when the registration dies (avahi-daemon stopped) or the task is cancelled.
-                for await event in registration.events {
-                    switch event {
-                    case .registered(let final):
-                        registered.name.withLock { $0 = final }
-                        delay = .seconds(1)
-                    case .failed:
-                        registered.name.withLock { $0 = nil }
-                    }
-                }
-                await registration.close()
-            } catch  where error.code == .nameConflict {
-                conflicts += 1
-                continue
-            } catch {}
-            registered.name.withLock { $0 = nil }
-            try? await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(30))
+    /// lanchatd's advertising loop (`AdvertiseLoop`), keeping `instanceName` up to date.
+    private static func advertise(name: String, peerID: PeerID, type: String, port: UInt16, txt: [UInt8], registered: Registered) async {
+        await AdvertiseLoop.run(base: name, peerID: peerID, type: type, port: port, txt: txt) { event in
+            switch event {
+            case .registered(let final, _): registered.name.withLock { $0 = final }
+            case .registering, .takenOnHost: break
+            case .lost, .contested, .unavailable, .withdrawn: registered.name.withLock { $0 = nil }
+            }
         }
         registered.name.withLock { $0 = nil }
     }

@@ -5,8 +5,12 @@ import hashlib
 import os
 import re
 import subprocess
+import sys
+import time
 
 from testlan import BIN, read_line, wait_for, wait_process
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def example(lan, host, name, *args):
@@ -119,3 +123,24 @@ def test_sensor_publisher_and_subscriber_with_lanchatd(lan):
     assert int(second.split("#")[1].split(":")[0]) > int(first.split("#")[1].split(":")[0])
     for host in ("h1", "h2", "h3"):
         lan.run(host, ["pkill", "-f", "lanchatkit-sensor|topic sub"], check=False)
+
+
+def test_a_library_advertiser_whose_name_stays_contested_takes_one_tagged_with_its_id(lan):
+    """LanchatKit's Advertiser runs lanchatd's advertising loop (AdvertiseLoop): a host that answers every
+    probe for "squat" and each "squat #N" keeps the name from it too, and after the contested-name wait
+    (10 s) it is listed as "squat [first characters of its id]"."""
+    lan.up(2)
+    lan.add_host("evil", avahi=False)
+    squatter = lan.popen("evil", [sys.executable, os.path.join(HERE, "mdns_raw.py"), lan.addr("evil"), "evil", "--contest", "squat", "20"],
+                         stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # (its socket joined the group)
+    lan.start_daemon("h1", "watcher")
+    chat = example(lan, "h2", "lanchatkit-chat", "squat", "lab")
+    read_line(chat.stdout, 20, "the chat's first line", match=lambda line: " in lab on port " in line)
+    peer = wait_for(lambda: next((p for p in lan.peers("h1") if p["name"] == "squat" and p["addresses"]), None), timeout=40,
+                    what="lanchatd listing the chat whose name is contested")
+    assert re.fullmatch(r"squat \[[a-z2-7]{6}\]", peer["instance"]), peer
+    assert peer["id"].startswith(peer["instance"][7:13]), peer
+    read_line(squatter.stdout, 5, "the squatter to have answered for 'squat'", match=lambda line: line.strip() == "squat")
+    chat.stdin.close()
+    assert wait_process(chat, 15, "the chat to end at the end of its input") == 0

@@ -134,90 +134,59 @@ public actor DiscoveryService: Service {
     }
 
     private func advertiseLoop(interfaceIndex: UInt32) async {
-        var backoff = Backoff()
-        var conflicts = 0
-        var contest = ContestedName()
-        var reportedOutage = false
         let txt: [UInt8]
         do { txt = try advertisement.txtRecord.encode() } catch {
             logger.critical("cannot encode our TXT record", metadata: ["error": "\(error)"])
             return
         }
-        while !Task.isCancelled {
-            let name = PeerAdvertisement.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
-            do {
-                let registration = try await DNSSD.register(
-                    name: name, type: DNSSD.chatServiceType, port: port, txt: txt, interfaceIndex: interfaceIndex)
-                setAdvertising(.registering, name: nil, interfaceIndex: interfaceIndex)
-                // Gives the registration up (ending its events) if Avahi has not confirmed it in time,
-                // whatever the name (a tagged one too: a host on the LAN can contest that as well).
-                let wait = contest.wait
-                // Unstructured: it must be cancelled when the name is confirmed, mid-loop, and its result read
-                // after (an `async let` cannot be cancelled alone); it ends after `wait` at the latest, and is
-                // cancelled and awaited below before the next registration.
-                let watchdog = Task {
-                    do { try await Task.sleep(for: wait) } catch { return false }
-                    await registration.close()
-                    return true
-                }
-                var confirmed = false
-                for await event in registration.events {
-                    switch event {
-                    case .registered(let finalName):
-                        confirmed = true
-                        watchdog.cancel()
-                        backoff.reset()
-                        contest.confirmed()
-                        reportedOutage = false
-                        if finalName != name {
-                            logger.notice("advertised under another name: the name is taken on the network", metadata: ["dnssd.instance": "\(finalName)"])
-                        } else {
-                            logger.info("advertised", metadata: ["dnssd.instance": "\(finalName)", "peer.port": "\(port)"])
-                        }
-                        setAdvertising(.registered, name: finalName, interfaceIndex: interfaceIndex)
-                    case .failed(let error):
-                        logger.warning("advertisement lost; registering again", metadata: ["error": "\(error)"])
-                        setAdvertising(.avahiUnavailable, name: nil, interfaceIndex: interfaceIndex)
-                    }
-                }
-                // The stream ended: the registration failed, was not confirmed in time, or we are shutting
-                // down. Either way, free it; on shutdown this withdraws the service (Avahi sends goodbye packets).
-                watchdog.cancel()
-                let contested = await watchdog.value && !confirmed
-                await registration.close()
-                if Task.isCancelled { logger.info("advertisement withdrawn") }
-                if contested && !Task.isCancelled {
-                    let step = contest.notConfirmed()
-                    let next = PeerAdvertisement.instanceName(base: advertisement.displayName, attempt: conflicts, tag: contest.tag(for: advertisement.peerID))
-                    let metadata: Logger.Metadata = [
-                        "dnssd.instance": "\(next)", "dnssd.contested": "\(name)", "waited_s": "\(wait.components.seconds)",
-                        "attempt": "\(contest.unconfirmed)", "next_wait_s": "\(contest.wait.components.seconds)",
-                    ]
-                    switch step {
-                    case .tag(let length) where length == ContestedName.tagLengths[0]:
-                        logger.warning("the name stayed contested on the network; advertising under a name of our own", metadata: metadata)
-                    case .tag:
-                        logger.warning("the name of our own is contested on the network too; advertising under a longer one", metadata: metadata)
-                    case .again:
-                        logger.warning(
-                            "our name is still contested on the network (a host may be answering for every name we try); registering it again", metadata: metadata)
-                    }
-                    continue
-                }
-            } catch let error where error.code == .nameConflict {
-                conflicts += 1
-                logger.notice("name taken on this host; trying another", metadata: ["dnssd.instance": "\(name)"])
-                continue
-            } catch {
-                if !reportedOutage {
-                    logger.warning("cannot advertise; retrying with backoff", metadata: ["error": "\(error)"])
-                    reportedOutage = true
-                } else {
-                    logger.debug("cannot advertise", metadata: ["error": "\(error)"])
-                }
-                setAdvertising(.avahiUnavailable, name: nil, interfaceIndex: interfaceIndex)
+        await AdvertiseLoop.run(
+            base: advertisement.displayName, peerID: advertisement.peerID, type: DNSSD.chatServiceType, port: port, txt: txt,
+            interfaceIndex: interfaceIndex
+        ) { event in
+            await self.advertised(event, interfaceIndex: interfaceIndex)
+        }
+    }
+
+    /// What the advertising loop reports, in the log and as `advertising` events.
+    private func advertised(_ event: AdvertiseLoop.Event, interfaceIndex: UInt32) {
+        switch event {
+        case .registering:
+            setAdvertising(.registering, name: nil, interfaceIndex: interfaceIndex)
+        case .registered(let name, let requested):
+            if name != requested {
+                logger.notice("advertised under another name: the name is taken on the network", metadata: ["dnssd.instance": "\(name)"])
+            } else {
+                logger.info("advertised", metadata: ["dnssd.instance": "\(name)", "peer.port": "\(port)"])
             }
-            try? await Task.sleep(for: backoff.next())
+            setAdvertising(.registered, name: name, interfaceIndex: interfaceIndex)
+        case .lost(let error):
+            logger.warning("advertisement lost; registering again", metadata: ["error": "\(error)"])
+            setAdvertising(.avahiUnavailable, name: nil, interfaceIndex: interfaceIndex)
+        case .withdrawn:
+            logger.info("advertisement withdrawn")
+        case .contested(let name, let next, let step, let waited, let attempt, let nextWait):
+            let metadata: Logger.Metadata = [
+                "dnssd.instance": "\(next)", "dnssd.contested": "\(name)", "waited_s": "\(waited.components.seconds)",
+                "attempt": "\(attempt)", "next_wait_s": "\(nextWait.components.seconds)",
+            ]
+            switch step {
+            case .tag(let length) where length == ContestedName.tagLengths[0]:
+                logger.warning("the name stayed contested on the network; advertising under a name of our own", metadata: metadata)
+            case .tag:
+                logger.warning("the name of our own is contested on the network too; advertising under a longer one", metadata: metadata)
+            case .again:
+                logger.warning(
+                    "our name is still contested on the network (a host may be answering for every name we try); registering it again", metadata: metadata)
+            }
+        case .takenOnHost(let name):
+            logger.notice("name taken on this host; trying another", metadata: ["dnssd.instance": "\(name)"])
+        case .unavailable(let error, let first):
+            if first {
+                logger.warning("cannot advertise; retrying with backoff", metadata: ["error": "\(error)"])
+            } else {
+                logger.debug("cannot advertise", metadata: ["error": "\(error)"])
+            }
+            setAdvertising(.avahiUnavailable, name: nil, interfaceIndex: interfaceIndex)
         }
     }
 

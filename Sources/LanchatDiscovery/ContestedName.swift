@@ -12,41 +12,41 @@ import LanchatCore
 /// doubling up to `maximumWait` (160 s): never given up (a host that answers for every name can keep us
 /// unlisted, but it cannot make us stop trying, and each attempt is logged). A confirmation brings the
 /// wait back to `firstWait`; the tag stays for the rest of the process (a name no other host carries).
-struct ContestedName: Sendable, Equatable {
+public struct ContestedName: Sendable, Equatable {
     /// How long a registration may wait for Avahi's confirmation before it counts as contested.
-    static let firstWait = Duration.seconds(10)
+    public static let firstWait = Duration.seconds(10)
     /// The longest wait, once every tag length was tried.
-    static let maximumWait = Duration.seconds(160)
+    public static let maximumWait = Duration.seconds(160)
     /// Characters of our id in the tag, tried in turn ("name [abcdef]", ...).
-    static let tagLengths = [6, 10, 16]
+    public static let tagLengths = [6, 10, 16]
 
     /// Tag lengths used so far: 0 = no tag yet; `tagLengths[level - 1]` otherwise.
-    private(set) var level = 0
+    public private(set) var level = 0
     /// Unconfirmed registrations in a row under the longest tag (each doubles the wait).
-    private(set) var repeats = 0
+    public private(set) var repeats = 0
     /// Unconfirmed registrations since the last confirmation (for the log).
-    private(set) var unconfirmed = 0
+    public private(set) var unconfirmed = 0
 
     /// The tag for our id, nil before the first contest.
-    func tag(for id: PeerID) -> String? {
+    public func tag(for id: PeerID) -> String? {
         level == 0 ? nil : String(id.rawValue.prefix(Self.tagLengths[level - 1]))
     }
 
     /// How long the next registration may wait for its confirmation.
-    var wait: Duration {
+    public var wait: Duration {
         var wait = Self.firstWait
         for _ in 0..<min(repeats, 8) where wait < Self.maximumWait { wait = wait * 2 }
         return min(wait, Self.maximumWait)
     }
 
     /// Avahi confirmed the registration: the next one (after an outage) waits `firstWait` again.
-    mutating func confirmed() {
+    public mutating func confirmed() {
         repeats = 0
         unconfirmed = 0
     }
 
     /// What the watchdog does when a registration was not confirmed in time.
-    enum Step: Equatable, Sendable {
+    public enum Step: Equatable, Sendable {
         /// Register under a longer tag (or the first one) of this many characters.
         case tag(length: Int)
         /// Every tag was tried: register the same name again, given the longer `wait`.
@@ -54,7 +54,7 @@ struct ContestedName: Sendable, Equatable {
     }
 
     /// The registration was not confirmed within `wait`: the next step (never "stop").
-    mutating func notConfirmed() -> Step {
+    public mutating func notConfirmed() -> Step {
         unconfirmed += 1
         if level < Self.tagLengths.count {
             level += 1

@@ -1,6 +1,5 @@
-@testable import LanchatDaemon
+@testable import LanchatDiscovery
 import LanchatCore
-import LanchatDiscovery
 import Testing
 
 @Suite struct ContestedNameTests {
