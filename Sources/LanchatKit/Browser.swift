@@ -79,8 +79,6 @@ actor BrowseState {
     private let directory: PeerDirectory
     private let sink: AsyncStream<BrowserEvent>.Continuation
     private var resolves: AsyncStream<ServiceInstance>.Continuation?
-    /// Browses run so far (a browse after the first is a restart: what it does not see again goes).
-    private var generation = 0
     /// How often a listed peer is resolved again (its discovery info or addresses may change).
     static let refreshInterval = Duration.seconds(60)
 
@@ -108,39 +106,22 @@ actor BrowseState {
         self.resolves = nil
     }
 
+    /// lanchatd's browsing loop (`BrowseLoop`), into this browser's table.
     private func browse(type: String) async {
-        var delay = Duration.seconds(1)
-        while !Task.isCancelled {
-            do {
-                let browser = try await DNSSD.browse(type: type)
-                delay = .seconds(1)
-                let restarted = generation > 0
-                generation += 1
-                if restarted { table.browseRestarted() }
-                await withDiscardingTaskGroup { group in
-                    if restarted {
-                        group.addTask {
-                            try? await Task.sleep(for: .seconds(5))
-                            if !Task.isCancelled { await self.sweep() }
-                        }
-                    }
-                    for await event in browser.events {
-                        switch event {
-                        case .added(let instance): apply(table.added(instance))
-                        case .removed(let instance): apply(table.removed(instance))
-                        case .failed: break
-                        }
-                    }
-                    group.cancelAll()
-                }
-                browser.cancel()
-            } catch {}
-            try? await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(30))
+        await BrowseLoop.run(type: type, sweepDelay: .seconds(5)) { event in
+            await self.browsed(event)
         }
     }
 
-    private func sweep() { apply(table.sweep()) }
+    private func browsed(_ event: BrowseLoop.Event) {
+        switch event {
+        case .browsing(let restarted): if restarted { table.browseRestarted() }
+        case .added(let instance): apply(table.added(instance))
+        case .removed(let instance): apply(table.removed(instance))
+        case .sweepDue: apply(table.sweep())
+        case .lost, .unavailable: break
+        }
+    }
 
     private func refresh() async {
         while !Task.isCancelled {
@@ -149,21 +130,10 @@ actor BrowseState {
         }
     }
 
-    /// Resolves an instance and looks up its addresses, up to three attempts.
+    /// Resolves an instance and looks up its addresses (`BrowseLoop.resolve`: up to three attempts).
     private nonisolated func resolve(_ instance: ServiceInstance) async {
-        for attempt in 0..<3 {
-            if attempt > 0 { try? await Task.sleep(for: .seconds(1 << (attempt - 1))) }
-            guard !Task.isCancelled, await knows(instance) else { return }
-            do {
-                let service = try await DNSSD.resolve(instance, timeout: .seconds(5))
-                let interface = service.interfaceIndex != 0 ? service.interfaceIndex : instance.interfaceIndex
-                let addresses = try await DNSSD.queryAddresses(
-                    hostName: service.hostName, interfaceIndex: interface, timeout: .seconds(2), settle: .milliseconds(30))
-                if addresses.isEmpty && attempt < 2 { continue }
-                await resolved(instance, service, addresses: addresses)
-                return
-            } catch {}
-        }
+        guard let (service, addresses) = await BrowseLoop.resolve(instance, stillWanted: { await self.knows(instance) }) else { return }
+        await resolved(instance, service, addresses: addresses)
     }
 
     private func knows(_ instance: ServiceInstance) -> Bool { table.knows(instance) }

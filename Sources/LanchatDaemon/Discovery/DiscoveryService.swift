@@ -193,55 +193,31 @@ public actor DiscoveryService: Service {
     // MARK: Browsing
 
     private func browseLoop(interfaceIndex: UInt32) async {
-        var backoff = Backoff()
-        var generation = 0
-        var reportedOutage = false
-        while !Task.isCancelled {
-            do {
-                let browser = try await DNSSD.browse(type: DNSSD.chatServiceType, interfaceIndex: interfaceIndex)
-                backoff.reset()
-                reportedOutage = false
-                let restarted = generation > 0
-                generation += 1
-                if restarted {
-                    table.browseRestarted()
-                    logger.info("browsing again")
-                }
-                let sweepDelay = Duration.seconds(configuration.sweepDelay)
-                await withDiscardingTaskGroup { group in
-                    if restarted {
-                        group.addTask {
-                            try? await Task.sleep(for: sweepDelay)
-                            if !Task.isCancelled { await self.sweep() }
-                        }
-                    }
-                    for await event in browser.events {
-                        switch event {
-                        case .added(let instance):
-                            logger.trace("browse add", metadata: ["dnssd.instance": "\(instance)"])
-                            apply(table.added(instance))
-                        case .removed(let instance):
-                            logger.trace("browse remove", metadata: ["dnssd.instance": "\(instance)"])
-                            apply(table.removed(instance))
-                        case .failed(let error):
-                            logger.warning("browse lost; browsing again", metadata: ["error": "\(error)"])
-                        }
-                    }
-                    group.cancelAll()
-                }
-                browser.cancel()
-            } catch {
-                if !reportedOutage {
-                    logger.warning("cannot browse; retrying with backoff", metadata: ["error": "\(error)"])
-                    reportedOutage = true
-                }
-            }
-            try? await Task.sleep(for: backoff.next())
+        await BrowseLoop.run(type: DNSSD.chatServiceType, interfaceIndex: interfaceIndex, sweepDelay: .seconds(configuration.sweepDelay)) { event in
+            await self.browsed(event)
         }
     }
 
-    private func sweep() {
-        apply(table.sweep())
+    /// What the browsing loop reports: into the peer table, and the log.
+    private func browsed(_ event: BrowseLoop.Event) {
+        switch event {
+        case .browsing(let restarted):
+            guard restarted else { return }
+            table.browseRestarted()
+            logger.info("browsing again")
+        case .added(let instance):
+            logger.trace("browse add", metadata: ["dnssd.instance": "\(instance)"])
+            apply(table.added(instance))
+        case .removed(let instance):
+            logger.trace("browse remove", metadata: ["dnssd.instance": "\(instance)"])
+            apply(table.removed(instance))
+        case .sweepDue:
+            apply(table.sweep())
+        case .lost(let error):
+            logger.warning("browse lost; browsing again", metadata: ["error": "\(error)"])
+        case .unavailable(let error, let first):
+            if first { logger.warning("cannot browse; retrying with backoff", metadata: ["error": "\(error)"]) }
+        }
     }
 
     // MARK: Resolving
@@ -250,36 +226,26 @@ public actor DiscoveryService: Service {
         await PeerTable.resolveEach(resolveRequests) { await self.resolve($0) }
     }
 
-    /// Resolves an instance and looks up its addresses, up to three attempts.
+    /// Resolves an instance and looks up its addresses (`BrowseLoop.resolve`: up to three attempts).
     private nonisolated func resolve(_ instance: ServiceInstance) async {
-        for attempt in 0..<3 {
-            if attempt > 0 { try? await Task.sleep(for: .seconds(1 << (attempt - 1))) }
-            guard !Task.isCancelled, await isKnown(instance) else { return }
-            do {
-                let clock = ContinuousClock()
-                let started = clock.now
-                let service = try await DNSSD.resolve(instance, timeout: .seconds(5))
-                let resolvedAt = clock.now
-                let lookupInterface = service.interfaceIndex != 0 ? service.interfaceIndex : instance.interfaceIndex
-                let addresses = try await DNSSD.queryAddresses(
-                    hostName: service.hostName, interfaceIndex: lookupInterface, timeout: .seconds(2), settle: .milliseconds(30))
+        let logger = logger
+        let found = await BrowseLoop.resolve(instance, stillWanted: { await self.isKnown(instance) }) { event in
+            switch event {
+            case .resolved(let instance, let resolveMilliseconds, let addressMilliseconds):
                 logger.debug(
                     "resolved",
                     metadata: [
-                        "dnssd.instance": "\(instance.name)", "dnssd.resolve_ms": "\((resolvedAt - started).milliseconds)",
-                        "dnssd.address_ms": "\((clock.now - resolvedAt).milliseconds)",
+                        "dnssd.instance": "\(instance.name)", "dnssd.resolve_ms": "\(resolveMilliseconds)", "dnssd.address_ms": "\(addressMilliseconds)",
                     ])
-                if addresses.isEmpty && attempt < 2 {
-                    logger.debug("no address yet", metadata: ["dnssd.host": "\(service.hostName)"])
-                    continue
-                }
-                await resolved(instance, service, addresses: addresses)
-                return
-            } catch {
+            case .noAddressYet(let host):
+                logger.debug("no address yet", metadata: ["dnssd.host": "\(host)"])
+            case .failed(let instance, let error):
                 logger.debug("resolve failed", metadata: ["dnssd.instance": "\(instance)", "error": "\(error)"])
+            case .gaveUp(let instance):
+                logger.info("could not resolve a service; it stays unlisted", metadata: ["dnssd.instance": "\(instance.name)"])
             }
         }
-        logger.info("could not resolve a service; it stays unlisted", metadata: ["dnssd.instance": "\(instance.name)"])
+        if let (service, addresses) = found { await resolved(instance, service, addresses: addresses) }
     }
 
     private func isKnown(_ instance: ServiceInstance) -> Bool {
