@@ -185,17 +185,7 @@ private func decode(_ payload: ByteBuffer, type: UInt8 = Seal.frameType) -> Resu
     }
 
     @Test func randomPayloadsNeverCrash() {
-        var generator = SystemRandomNumberGenerator()
-        let valid = Array(try! seal(leaves: 5).encode().payload.readableBytesView)
-        for round in 0..<2000 {
-            var bytes = valid
-            // Flip a few bytes of a valid payload, or cut it, or take noise of any length.
-            switch round % 3 {
-            case 0:
-                for _ in 0..<3 { bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
-            case 1: bytes = Array(bytes[0..<Int.random(in: 0...bytes.count, using: &generator)])
-            default: bytes = (0..<Int.random(in: 0...400, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            }
+        for bytes in mutations(of: Array(try! seal(leaves: 5).encode().payload.readableBytesView), noise: 400) {
             if case .success(let decoded) = decode(ByteBuffer(bytes: bytes)) {
                 #expect(Array((try? decoded.encode().payload.readableBytesView) ?? []) == bytes)
             }
@@ -252,5 +242,21 @@ private func decode(_ payload: ByteBuffer, type: UInt8 = Seal.frameType) -> Resu
         #expect(throws: WireError.self) { try SealProof(seal: vectorSealID, leafIndex: 0, path: Array(repeating: Array(repeating: 0, count: 32), count: 9)).bytes() }
         #expect(throws: WireError.self) { try SealProof(seal: vectorSealID, leafIndex: 256, path: []).bytes() }
         #expect(throws: WireError.self) { try SealProof(seal: vectorSealID, leafIndex: 0, path: [[1, 2]]).bytes() }
+    }
+}
+
+/// `rounds` inputs made from `valid`, in turn: a few of its bytes changed, a prefix of it, or random bytes
+/// of any length up to `noise` (what a hostile peer might send instead of it).
+func mutations(of valid: [UInt8], rounds: Int = 2000, noise: Int) -> [[UInt8]] {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<rounds).map { round in
+        var bytes = valid
+        switch round % 3 {
+        case 0:
+            for _ in 0..<3 { bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
+        case 1: bytes = Array(bytes[0..<Int.random(in: 0...bytes.count, using: &generator)])
+        default: bytes = (0..<Int.random(in: 0...noise, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        }
+        return bytes
     }
 }

@@ -252,16 +252,7 @@ private func read(_ buffer: ByteBuffer) -> Result<[SealedHistory.Entry], WireErr
     }
 
     @Test func randomBytesNeverCrashAReader() {
-        var generator = SystemRandomNumberGenerator()
-        let valid = bytes(fromHex: vectorSealedHistory)
-        for round in 0..<2000 {
-            var bytes = valid
-            switch round % 3 {
-            case 0:
-                for _ in 0..<3 { bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
-            case 1: bytes = Array(bytes[0..<Int.random(in: 0...bytes.count, using: &generator)])
-            default: bytes = (0..<Int.random(in: 0...600, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            }
+        for bytes in mutations(of: bytes(fromHex: vectorSealedHistory), noise: 600) {
             // Whatever is taken keeps the reader's promises: a sealed record is its seal's author's, within its count.
             if case .success(let entries) = read(ByteBuffer(bytes: bytes)) {
                 for entry in entries {
