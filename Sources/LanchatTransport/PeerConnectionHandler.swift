@@ -258,7 +258,9 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
 
     public func errorCaught(context: ChannelHandlerContext, error: Error) {
         // The kernel ended a link whose host stopped answering (`DeadLinkDetection`): the peer timed out.
-        if let error = error as? IOError, error.errnoCode == ETIMEDOUT { closeReason = closeReason ?? .timedOut }
+        // So did one whose host stopped answering ARP or neighbour discovery, or that a router says is
+        // gone (`EHOSTUNREACH`, when a retransmission found no way to it).
+        if let error = error as? IOError, error.errnoCode == ETIMEDOUT || error.errnoCode == EHOSTUNREACH { closeReason = closeReason ?? .timedOut }
         fail(.closed, context: context, goodbye: nil)
         context.fireErrorCaught(error)
     }

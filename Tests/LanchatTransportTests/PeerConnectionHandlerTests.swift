@@ -154,12 +154,18 @@ import Testing
     }
 
     /// A link the kernel ended because the peer's host stopped answering (`ETIMEDOUT` from keepalive or
-    /// unacknowledged data) timed out; any other error is a lost connection.
+    /// unacknowledged data, `EHOSTUNREACH` when it no longer answers ARP) timed out; any other error is a
+    /// lost connection.
     @Test func theKernelsTimeoutEndsTheLinkAsTimedOut() throws {
         let (channel, _, events, _) = try established()
         channel.pipeline.fireErrorCaught(IOError(errnoCode: ETIMEDOUT, reason: "read(descriptor:pointer:size:)"))
         guard case .closed(let reason)? = events.list.last else { Issue.record("not closed: \(events.list)"); return }
         #expect(reason == .timedOut)
+        // A host that no longer answers ARP (a write's retransmissions find no way to it): timed out too.
+        let (unreachable, _, unreachableEvents, _) = try established()
+        unreachable.pipeline.fireErrorCaught(IOError(errnoCode: EHOSTUNREACH, reason: "write(descriptor:pointer:size:)"))
+        guard case .closed(let unreachableReason)? = unreachableEvents.list.last else { Issue.record("not closed: \(unreachableEvents.list)"); return }
+        #expect(unreachableReason == .timedOut)
         let (other, _, otherEvents, _) = try established()
         other.pipeline.fireErrorCaught(IOError(errnoCode: ECONNRESET, reason: "read(descriptor:pointer:size:)"))
         guard case .closed(let otherReason)? = otherEvents.list.last else { Issue.record("not closed: \(otherEvents.list)"); return }
