@@ -213,7 +213,7 @@ extension SessionStateMachine {
     public mutating func stopStreams() -> [SessionAction] {
         var out: [SessionAction] = []
         for id in streamTable.streams.keys.sorted(by: { $0.description < $1.description }) {
-            abortStream(id, reason: "lanchatd is stopping", tellPeer: true, &out)
+            abortStream(id, reason: "the session is stopping", tellPeer: true, &out)
         }
         for (acceptor, _) in streamTable.acceptors { out.append(.streamHandedOver(acceptor: acceptor, nil)) }
         streamTable.acceptors = []

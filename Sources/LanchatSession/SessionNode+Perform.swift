@@ -162,7 +162,7 @@ extension SessionNode {
                     // The writes are in the store, perhaps not on disk: nothing is acknowledged for them,
                     // nor for anything after them until the daemon starts again (`SessionDriver.syncFailed`).
                     node.logger.critical(
-                        "cannot sync the store: nothing is acknowledged until lanchatd restarts",
+                        "cannot sync the store: nothing is acknowledged until the session restarts",
                         metadata: ["error": "\(error)"])
                 }
                 node.carryOut(node.driver.synced(result.isSuccess, engine: &node.engine, at: node.time()))

@@ -80,7 +80,7 @@ final class StoreThread: Sendable {
     }
 
     struct Stopped: Error, CustomStringConvertible {
-        var description: String { "the store is closed (lanchatd is stopping)" }
+        var description: String { "the store is closed (the session is stopping)" }
     }
 
     private func enqueue(_ item: Item) {

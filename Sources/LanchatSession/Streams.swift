@@ -152,7 +152,7 @@ extension SessionNode {
             streamAcceptors[acceptor] = StreamAcceptor(isAlive: isAlive, continuation: continuation)
             perform(actions)
         }
-        guard let stream else { throw SessionError(.stopped, "lanchatd is stopping") }
+        guard let stream else { throw SessionError(.stopped, "the session is stopping") }
         return stream
     }
 

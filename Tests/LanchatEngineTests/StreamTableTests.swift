@@ -155,7 +155,7 @@ import Testing
         let (id, _) = try node.openStream(name, to: bob.id, timeout: 30_000, at: at(0))
         _ = try node.acceptStream(StreamName("other")!, from: nil, acceptor: 5)
         let stop = node.stopStreams()
-        #expect(stop.contains(.stream(id, .ended(failure: "lanchatd is stopping"))))
+        #expect(stop.contains(.stream(id, .ended(failure: "the session is stopping"))))
         #expect(stop.contains(.streamHandedOver(acceptor: 5, nil)))
         #expect(node.diagnostics.streamAcceptors == 0 && node.streamCount == 0)
     }
