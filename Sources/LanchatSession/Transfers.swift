@@ -304,7 +304,8 @@ extension SessionNode {
                         state: .failed, id: id, direction: .outgoing, peer: peer, name: saved.name,
                         size: UInt64(max(0, saved.size)), done: 0, rate: 0, path: saved.path,
                         error: fd >= 0
-                            ? "\(saved.path) changed while the session was stopped" : "cannot reopen \(saved.path) after a restart: \(String(cString: strerror(openError)))")
+                            ? "\(saved.path) changed while the session was stopped"
+                            : "cannot reopen \(saved.path) after a restart: \(String(cString: strerror(openError)))")
                 )
                 continue
             }
