@@ -5,8 +5,9 @@ import LanchatCore
 /// lanchatd and LanchatKit's `Browser` both run, each with its own `PeerTable` and its own logs.
 ///
 /// When avahi-daemon is absent, or the browse dies (avahi-daemon restarted), it browses again with
-/// backoff (`Backoff`: 250 ms doubling to 5 s). A browse after the first is a restart: `sweepDelay` after
-/// it, the caller sweeps what the new browse did not report again.
+/// backoff (`Backoff`: 250 ms doubling to 5 s). A browse after the first is a restart (the first too, with
+/// `firstIsRestart`: a caller whose table outlived an earlier run): `sweepDelay` after it, the caller
+/// sweeps what the new browse did not report again.
 public enum BrowseLoop {
     public enum Event: Sendable, Equatable {
         /// A browse started (`restarted`: not the first: the caller's table marks what it lists as unseen).
@@ -24,10 +25,11 @@ public enum BrowseLoop {
     /// Browses `type` on `interfaceIndex` (0: all) until the task is cancelled; `report` hears every
     /// event, in order (but `sweepDue`, which comes from a timer beside the browse).
     public static func run(
-        type: String, interfaceIndex: UInt32 = 0, sweepDelay: Duration, report: @escaping @Sendable (Event) async -> Void
+        type: String, interfaceIndex: UInt32 = 0, sweepDelay: Duration, firstIsRestart: Bool = false,
+        report: @escaping @Sendable (Event) async -> Void
     ) async {
         var backoff = Backoff()
-        var generation = 0
+        var generation = firstIsRestart ? 1 : 0
         var reportedOutage = false
         while !Task.isCancelled {
             do {

@@ -79,6 +79,8 @@ actor BrowseState {
     private let directory: PeerDirectory
     private let sink: AsyncStream<BrowserEvent>.Continuation
     private var resolves: AsyncStream<ServiceInstance>.Continuation?
+    /// A browse ran before (the table holds what it found).
+    private var hasBrowsed = false
     /// How often a listed peer is resolved again (its discovery info or addresses may change).
     static let refreshInterval = Duration.seconds(60)
 
@@ -106,16 +108,19 @@ actor BrowseState {
         self.resolves = nil
     }
 
-    /// lanchatd's browsing loop (`BrowseLoop`), into this browser's table.
+    /// lanchatd's browsing loop (`BrowseLoop`), into this browser's table. A run after the first (`start`
+    /// after `stop`) starts as a restart: what is not seen again goes.
     private func browse(type: String) async {
-        await BrowseLoop.run(type: type, sweepDelay: .seconds(5)) { event in
+        await BrowseLoop.run(type: type, sweepDelay: .seconds(5), firstIsRestart: hasBrowsed) { event in
             await self.browsed(event)
         }
     }
 
     private func browsed(_ event: BrowseLoop.Event) {
         switch event {
-        case .browsing(let restarted): if restarted { table.browseRestarted() }
+        case .browsing(let restarted):
+            hasBrowsed = true
+            if restarted { table.browseRestarted() }
         case .added(let instance): apply(table.added(instance))
         case .removed(let instance): apply(table.removed(instance))
         case .sweepDue: apply(table.sweep())

@@ -6,8 +6,8 @@ import NIOPosix
 /// power, a link that drops everything): the kernel's TCP keepalive, not our PINGs. With nothing received
 /// for `idle`, the kernel sends a probe every `interval`; once `userTimeout` passed with nothing from the
 /// peer and a probe unanswered, or with data sent and not acknowledged (a shut window too: a peer that
-/// stopped reading), it ends the connection (its read fails with `ETIMEDOUT`, and its members show as
-/// timed out). With the user timeout set, Linux ends it by that time, not after `count` probes. The
+/// stopped reading), it ends the connection (its read fails with `ETIMEDOUT`, or `EHOSTUNREACH` when the
+/// host no longer answers ARP, and its members show as timed out). With the user timeout set, Linux ends it by that time, not after `count` probes. The
 /// probes and their answers stay in the kernel: an idle link wakes no process and makes no TLS record
 /// (with a PING every 4 s, an idle member of a room of 64 spent a median of 0.53 % of a core, most of it
 /// heartbeats and resyncs). A peer whose kernel answers but whose process does not is the heartbeat's

@@ -155,13 +155,6 @@ private func resolve(_ flags: [(key: String, value: String)] = [], environment: 
 }
 
 @Suite struct DaemonSupportTests {
-    @Test func backoffDoublesToItsCapAndResets() {
-        var backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(1))
-        #expect([backoff.next(), backoff.next(), backoff.next(), backoff.next()] == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(1)])
-        backoff.reset()
-        #expect(backoff.next() == .milliseconds(250))
-    }
-
     @Test func instanceNamesFitADNSLabel() {
         #expect(PeerAdvertisement.instanceName(base: "alice", attempt: 0) == "alice")
         #expect(PeerAdvertisement.instanceName(base: "alice", attempt: 1) == "alice (2)")

@@ -60,3 +60,13 @@ import Testing
         }
     }
 }
+
+@Suite struct BackoffTests {
+    @Test func backoffDoublesToItsCapAndResets() {
+        var backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(1))
+        #expect([backoff.next(), backoff.next(), backoff.next(), backoff.next()] == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(1)])
+        backoff.reset()
+        #expect(backoff.next() == .milliseconds(250))
+        #expect(Backoff() == Backoff(initial: .milliseconds(250), maximum: .seconds(5)))
+    }
+}
