@@ -28,6 +28,7 @@ public struct SealedBatch: Equatable, Sendable {
     public static func seal(
         _ messages: [StoredMessage], author: PeerID, room: RoomID, keys: EnvelopeKeys, newID: () -> WireID
     ) -> [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] {
+        precondition(messages.allSatisfy { $0.senderID == author.rawValue }, "an author seals its own messages")
         let messages = messages.filter { $0.kind != .system && WireID(hex: $0.id) != nil }
         var out: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
         var start = messages.startIndex
@@ -36,7 +37,7 @@ public struct SealedBatch: Equatable, Sendable {
             var end = start + 1
             while !messages[start].direct, end < messages.endIndex, end - start < Seal.leafCounts.upperBound, !messages[end].direct { end += 1 }
             let piece = messages[start..<end]
-            let leafHashes = piece.map { Seal.leafHash(signingBytes: signingBytes(of: $0, author: author, room: room)) }
+            let leafHashes = piece.map { Seal.leafHash(signingBytes: SessionStateMachine.signingBytes(of: $0, room: room, id: WireID(hex: $0.id)!)) }
             let (paths, root) = MerkleTree.auditPaths(leafHashes)
             let id = newID()
             let signature = keys.signature(
@@ -49,14 +50,6 @@ public struct SealedBatch: Equatable, Sendable {
         return out
     }
 
-    /// What the author signs for `message` (its version 2 signing bytes, the leaf of its seal): the fields
-    /// of the MESSAGE `SessionStateMachine.frame` makes of it (a text or a file with a wire id).
-    static func signingBytes(of message: StoredMessage, author: PeerID, room: RoomID) -> [UInt8] {
-        precondition(message.kind != .system, "a notice is not sent, nor sealed")
-        return Envelope.signingBytes(
-            author: author.rawValue, room: room, id: WireID(hex: message.id)!, sequence: UInt64(max(0, message.sequence)),
-            timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, direct: message.direct, body: message.body)
-    }
 }
 
 /// The seals one connection's author sent ahead of their messages, as the receiver holds them: at most

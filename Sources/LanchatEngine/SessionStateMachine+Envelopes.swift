@@ -105,14 +105,19 @@ extension SessionStateMachine {
 
     static func signed(_ message: StoredMessage, room: RoomID, id: WireID, keys: EnvelopeKeys?) -> StoredMessage {
         guard let keys else { return message }
-        let bytes = Envelope.signingBytes(
-            author: message.senderID, room: room, id: id, sequence: UInt64(max(0, message.sequence)),
-            timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, direct: message.direct, body: message.body)
-        let signature = keys.signature(over: bytes)
+        let signature = keys.signature(over: signingBytes(of: message, room: room, id: id))
         var message = message
         message.authorKey = signature.key
         message.signature = signature.bytes
         return message
+    }
+
+    /// What the author of `message` (a text or a file, ours) signs, or seals as a leaf: the fields of the
+    /// MESSAGE `frame` makes of it.
+    static func signingBytes(of message: StoredMessage, room: RoomID, id: WireID) -> [UInt8] {
+        Envelope.signingBytes(
+            author: message.senderID, room: room, id: id, sequence: UInt64(max(0, message.sequence)),
+            timestamp: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, direct: message.direct, body: message.body)
     }
 
     /// Whether a live message on a version 2 connection is signed by its author, the connection's peer.

@@ -169,7 +169,9 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
             var decoded = false
             while !closed, let raw = try decoder.decode(buffer: &bytes) {
                 decoded = true
-                handle(try WireFrame.decode(raw), context: context)
+                let frame = try WireFrame.decode(raw)
+                try machine?.admit(frame)
+                handle(frame, context: context)
             }
             keepPartial(bytes, owned: owned && !decoded, allocator: context.channel.allocator)
         } catch let error as WireError {
@@ -309,13 +311,6 @@ public final class PeerConnectionHandler: ChannelDuplexHandler {
         case .ignored:
             break
         default:
-            if let version = machine?.session?.version, frame.minimumVersion > version {
-                let name = if case .message = frame { "sealed MESSAGE" } else { HandshakeStateMachine.name(of: frame) }
-                let error = WireError.aboveVersion(frame: name, needs: frame.minimumVersion, connection: version)
-                closeReason = closeReason ?? .protocolError(error.description)
-                fail(.wire(error), context: context, goodbye: .init(reason: .protocolError, text: error.description))
-                return
-            }
             pendingFrames.append(frame)
         }
     }

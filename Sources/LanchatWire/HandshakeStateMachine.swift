@@ -81,10 +81,13 @@ public struct HandshakeStateMachine: Sendable {
         return false
     }
 
-    /// What the handshake settled, once it has.
-    public var session: Session? {
-        if case .established(let session) = state { return session }
-        return nil
+    /// Refuses a frame above the version the handshake settled (`WireFrame.minimumVersion`: a SEAL or a
+    /// sealed MESSAGE on a connection below version 4); the caller closes the connection as for any
+    /// invalid frame. Before the handshake ends, `received` refuses what is not HELLO.
+    public func admit(_ frame: WireFrame) throws(WireError) {
+        guard case .established(let session) = state, frame.minimumVersion > session.version else { return }
+        let name = if case .message = frame { "sealed MESSAGE" } else { Self.name(of: frame) }
+        throw .aboveVersion(frame: name, needs: frame.minimumVersion, connection: session.version)
     }
 
     /// The connection is up (and TLS done, where used).
@@ -144,7 +147,7 @@ public struct HandshakeStateMachine: Sendable {
         return [.cancelTimer, .send(.goodbye(.init(reason: reason, text: text))), .close(failure)]
     }
 
-    public static func name(of frame: WireFrame) -> String {
+    static func name(of frame: WireFrame) -> String {
         switch frame {
         case .hello: return "HELLO"
         case .invite: return "INVITE"
