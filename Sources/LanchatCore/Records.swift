@@ -20,10 +20,16 @@ public struct StoredMessage: Equatable, Sendable {
     public var signature: [UInt8]
     /// Sent to some members of the room only: never relayed, nor sent to newcomers.
     public var direct: Bool
+    /// Where the message sits in its author's seal (wire version 4: the wire's `SealProof`, as bytes;
+    /// opaque to the store): the seal's id, the leaf index and the audit path. Empty: not sealed.
+    public var sealProof: [UInt8]
+    /// The seal the proof names, as the store keeps it (once for all its messages). Written with the
+    /// message; read back only by what hands records on (`export`, `exportPage`), nil elsewhere.
+    public var seal: StoredSeal?
 
     public init(
         id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
-        authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false
+        authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false, sealProof: [UInt8] = [], seal: StoredSeal? = nil
     ) {
         self.id = id
         self.room = room
@@ -36,10 +42,38 @@ public struct StoredMessage: Equatable, Sendable {
         self.authorKey = authorKey
         self.signature = signature
         self.direct = direct
+        self.sealProof = sealProof
+        self.seal = seal
     }
 
     /// Its author signed it (and the signature was verified before it was stored).
     public var isSigned: Bool { !signature.isEmpty }
+    /// Its author sealed it (and the seal and the message's place in it were checked before it was stored).
+    public var isSealed: Bool { !sealProof.isEmpty }
+    /// Signed or sealed by its author.
+    public var isAuthenticated: Bool { isSigned || isSealed }
+}
+
+/// An author's seal as the store keeps it (wire version 4's `SealHead`, less what its messages say: the
+/// author is their sender, the room theirs): one signature over a Merkle tree of up to 256 messages.
+/// Kept once, under its author and id, for all its messages.
+public struct StoredSeal: Equatable, Sendable {
+    /// 32 hex characters (the wire's 16-byte id).
+    public var id: String
+    /// The author's public key (compressed P-256 point, 33 bytes) and its signature (64 bytes).
+    public var authorKey: [UInt8]
+    public var signature: [UInt8]
+    /// How many messages it seals (1...256), and the root of their tree (32 bytes).
+    public var leafCount: Int
+    public var root: [UInt8]
+
+    public init(id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8]) {
+        self.id = id
+        self.authorKey = authorKey
+        self.signature = signature
+        self.leafCount = leafCount
+        self.root = root
+    }
 }
 
 /// A room member as this daemon remembers it (to reconnect after a restart).

@@ -18,6 +18,12 @@ public final class MemorySessionStore: SessionStore {
     private var saved: [String: (transfer: StoredTransfer, touched: Int64)] = [:]
     private var keyed: [String] = []
     private var storedLeaves: [StoredLeave] = []
+    /// Seals of stored messages, each once under its author and id (`MessageKey(id: seal id, sender:
+    /// author)`), as the SQLite store's `seals` table: messages are kept without theirs, and `export`
+    /// attaches it.
+    private var seals: [MessageKey: StoredSeal] = [:]
+    /// The seal id of each sealed message (SQLite's `messages.seal_id`).
+    private var sealIDs: [MessageKey: String] = [:]
     /// When each message was stored (0, 1, ...), as SQLite's rowid: a search with words takes the last
     /// stored matches.
     private var storedOrder: [MessageKey: Int] = [:]
@@ -110,12 +116,13 @@ public final class MemorySessionStore: SessionStore {
     fileprivate typealias State = (
         messages: [MessageKey: StoredMessage], queues: [String: [String]], roomOrder: [String], members: [String: [StoredMember]],
         joined: [String: Int64], saved: [String: (transfer: StoredTransfer, touched: Int64)], keyed: [String],
-        storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave]
+        storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave], seals: [MessageKey: StoredSeal],
+        sealIDs: [MessageKey: String]
     )
 
     private var state: State {
-        get { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves) }
-        set { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves) = newValue }
+        get { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves, seals, sealIDs) }
+        set { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves, seals, sealIDs) = newValue }
     }
 
     /// What a crash keeps, and the number of the commit or sync it came from; nil: everything (every
@@ -170,6 +177,16 @@ public final class MemorySessionStore: SessionStore {
         let key = MessageKey(message)
         guard messages[key] == nil else { return false }
         messagesChanged &+= 1
+        var message = message
+        // Its seal kept once (another under the same author and id: stored as not sealed, as SQLite's).
+        if let seal = message.seal, message.isSealed {
+            let sealKey = MessageKey(id: seal.id, sender: message.senderID)
+            if seals[sealKey] == nil { seals[sealKey] = seal }
+            if seals[sealKey] == seal { sealIDs[key] = seal.id } else { message.sealProof = [] }
+        } else {
+            message.sealProof = []
+        }
+        message.seal = nil
         messages[key] = message
         storedOrder[key] = storedOrder.count
         if firstByID[message.id] == nil { firstByID[message.id] = key }
@@ -198,6 +215,15 @@ public final class MemorySessionStore: SessionStore {
     public func export(room: String, since: Int64, limit: Int) -> [StoredMessage] {
         relayReads.exports += 1
         return Array(Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct && $0.timestamp >= since }).suffix(max(0, limit)))
+            .map(withSeal)
+    }
+
+    /// `message` with its seal (as `export` hands records on).
+    private func withSeal(_ message: StoredMessage) -> StoredMessage {
+        guard message.isSealed, let id = sealIDs[MessageKey(message)] else { return message }
+        var message = message
+        message.seal = seals[MessageKey(id: id, sender: message.senderID)]
+        return message
     }
 
     public func latestTimestamp(room: String) -> Int64 {

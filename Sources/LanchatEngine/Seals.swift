@@ -164,3 +164,42 @@ public struct SealChecks: Equatable, Sendable {
         return seal.proves(proof, leafHash: Seal.leafHash(signingBytes: record.signingBytes(room: room)))
     }
 }
+
+// A seal and a message's place in it as the store keeps them (`StoredSeal`, `StoredMessage.sealProof`).
+extension StoredSeal {
+    public init(_ head: SealHead) {
+        self.init(
+            id: head.id.description, authorKey: head.signature.key, signature: head.signature.bytes, leafCount: Int(head.leafCount),
+            root: head.root)
+    }
+
+    /// The head it is, for `author` (its messages' sender); nil if a field does not fit one (a damaged row).
+    public func head(author: String) -> SealHead? {
+        guard let id = WireID(hex: id), let count = UInt16(exactly: leafCount), Seal.leafCounts.contains(leafCount) else { return nil }
+        return SealHead(id: id, author: author, signature: Signature(key: authorKey, bytes: signature), leafCount: count, root: root)
+    }
+}
+
+extension StoredMessage {
+    /// Its place in its seal; nil if it is not sealed (or the bytes are not a proof: a damaged row).
+    public var proof: SealProof? { isSealed ? try? SealProof.decode(sealProof) : nil }
+
+    /// The message as stored sealed: with its seal's head and its proof.
+    public func sealed(by head: SealHead, proof: SealProof) -> StoredMessage {
+        var message = self
+        message.seal = StoredSeal(head)
+        message.sealProof = (try? proof.bytes()) ?? []
+        return message
+    }
+}
+
+extension SealedBatch {
+    /// Our own `messages` (the ones this batch seals, in order) as stored sealed: each with the seal's
+    /// head and its proof.
+    public func stored(_ messages: some Collection<StoredMessage>, author: PeerID) -> [StoredMessage] {
+        let head = seal.head(author: author.rawValue)
+        return zip(messages, zip(leaves, paths)).map { message, place in
+            message.sealed(by: head, proof: SealProof(seal: place.0.seal, leafIndex: place.0.leafIndex, path: place.1))
+        }
+    }
+}

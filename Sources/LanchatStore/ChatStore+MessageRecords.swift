@@ -8,6 +8,7 @@ extension ChatStore {
     /// Stores a message unless one with its id and author is already there. Returns whether it was new.
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
+        let message = try keepSeal(of: message)
         guard try db.run(try insertStatement(), { Self.bind(message, now: now, &$0) }) == 1 else { return false }
         changes &+= 1
         try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
@@ -34,6 +35,7 @@ extension ChatStore {
         }
         do {
             for message in messages {
+                let message = try keepSeal(of: message)
                 guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1 else { continue }
                 added += 1
                 if db.lastInsertedRowID <= before { elsewhere.append(db.lastInsertedRowID) }
@@ -49,10 +51,45 @@ extension ChatStore {
     private func insertStatement() throws(Error) -> SQLiteDatabase.Statement {
         if let insertMessage { return insertMessage }
         let statement = try db.statement(
-            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct) "
-                + "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, "
+                + "direct, seal_id, seal_proof) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
         insertMessage = statement
         return statement
+    }
+
+    /// Keeps a sealed message's seal (once under its author and id) and returns the message to store: as
+    /// it is, or, if another seal is kept under that author and id, without its seal (stored as not
+    /// sealed). An author that reused a seal id would otherwise have its messages exported under a seal
+    /// that is not theirs, and an honest member's history fail its receiver's check.
+    private func keepSeal(of message: StoredMessage) throws(Error) -> StoredMessage {
+        guard let seal = message.seal, message.isSealed else { return message }
+        if insertSeal == nil {
+            insertSeal = try db.statement(
+                "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root) VALUES (?,?,?,?,?,?,?)")
+        }
+        let key = Hex.string(seal.authorKey)
+        let signature = Hex.string(seal.signature)
+        let root = Hex.string(seal.root)
+        let new = try db.run(insertSeal!) {
+            $0.text(message.senderID)
+            $0.text(seal.id)
+            $0.text(message.room)
+            $0.text(key)
+            $0.text(signature)
+            $0.integer(Int64(seal.leafCount))
+            $0.text(root)
+        }
+        if new == 1 { return message }
+        // Kept already: the same seal (its other messages), or another under the same id.
+        let same = try db.query(
+            "SELECT 1 FROM seals WHERE author_id = ? AND seal_id = ? AND author_key = ? AND signature = ? AND leaf_count = ? AND root = ?",
+            [.text(message.senderID), .text(seal.id), .text(key), .text(signature), .integer(Int64(seal.leafCount)), .text(root)]
+        ).count
+        if same == 1 { return message }
+        var unsealed = message
+        unsealed.sealProof = []
+        unsealed.seal = nil
+        return unsealed
     }
 
     private static func bind(_ message: StoredMessage, now: Int64, _ binder: inout SQLiteDatabase.Binder) {
@@ -68,6 +105,8 @@ extension ChatStore {
         binder.text(message.authorKey.isEmpty ? "" : Hex.string(message.authorKey))
         binder.text(message.signature.isEmpty ? "" : Hex.string(message.signature))
         binder.integer(message.direct ? 1 : 0)
+        binder.text(message.isSealed ? message.seal?.id ?? "" : "")
+        binder.text(message.isSealed && message.seal != nil ? Hex.string(message.sealProof) : "")
     }
 
     public func indexWaiting(limit: Int) throws -> Bool {
@@ -174,17 +213,45 @@ extension ChatStore {
     static let messageColumns = messageColumns(prefix: "")
 
     static func messageColumns(prefix: String) -> String {
-        ["id", "room", "sender_id", "sender_name", "sequence", "timestamp", "kind", "body", "author_key", "signature", "direct"]
-            .map { prefix + $0 }.joined(separator: ", ")
+        messageColumnNames.map { prefix + $0 }.joined(separator: ", ")
     }
+
+    static let messageColumnNames = [
+        "id", "room", "sender_id", "sender_name", "sequence", "timestamp", "kind", "body", "author_key", "signature", "direct", "seal_proof",
+    ]
 
     /// A message from the columns `messageColumns` names, read in place (`forEachRow`).
     static func message(_ columns: SQLiteDatabase.Columns) -> StoredMessage {
         StoredMessage(
             id: columns.text(0), room: columns.text(1), senderID: columns.text(2), senderName: columns.text(3), sequence: columns.int(4),
             timestamp: columns.int(5), kind: StoredMessage.Kind(rawValue: columns.int(6)) ?? .text, body: columns.text(7),
-            authorKey: bytes(hex: columns.text(8)), signature: bytes(hex: columns.text(9)), direct: columns.int(10) != 0)
+            authorKey: bytes(hex: columns.text(8)), signature: bytes(hex: columns.text(9)), direct: columns.int(10) != 0,
+            sealProof: bytes(hex: columns.text(11)))
     }
+
+    /// The seal columns (`sealColumns`, after `messageColumns` from `first` on) as a seal, if the message
+    /// has one kept (a LEFT JOIN leaves them NULL).
+    static func seal(_ columns: SQLiteDatabase.Columns, from first: Int32) -> StoredSeal? {
+        guard let id = columns.optionalText(first) else { return nil }
+        return StoredSeal(
+            id: id, authorKey: bytes(hex: columns.text(first + 1)), signature: bytes(hex: columns.text(first + 2)),
+            leafCount: Int(columns.int(first + 3)), root: bytes(hex: columns.text(first + 4)))
+    }
+
+    /// A message with its seal, from `messageColumns(prefix: "m.")` and `sealColumns`.
+    static func exported(_ columns: SQLiteDatabase.Columns) -> StoredMessage {
+        var message = message(columns)
+        if message.isSealed {
+            message.seal = seal(columns, from: Int32(messageColumnNames.count))
+            if message.seal == nil { message.sealProof = [] }  // (a seal not kept: read as not sealed)
+        }
+        return message
+    }
+
+    /// The seal's columns, read by `seal(_:from:)`.
+    static let sealColumns = "s.seal_id, s.author_key, s.signature, s.leaf_count, s.root"
+    /// Joins each message to its seal, by the seal table's key.
+    static let sealJoin = "LEFT JOIN seals s ON s.author_id = m.sender_id AND s.seal_id = m.seal_id"
 
     /// The messages a query of `messageColumns` (and maybe more columns after them) reads, in its order.
     func messages(_ sql: String, _ binds: [SQLiteDatabase.Value]) throws(Error) -> [StoredMessage] {
@@ -199,7 +266,9 @@ extension ChatStore {
     /// What a newcomer (or a member, for what it lacks) is sent: the last `limit` text and file messages of
     /// `room` from `since` on, oldest first; not those sent to some members only (`direct`).
     public func export(room: String, since: Int64, limit: Int) throws(Error) -> [StoredMessage] {
-        try messages(Self.exportSQL, [.text(room), .integer(since), .integer(Int64(limit))]).reversed()
+        var messages: [StoredMessage] = []
+        try db.forEachRow(Self.exportSQL, [.text(room), .integer(since), .integer(Int64(limit))]) { messages.append(Self.exported($0)) }
+        return messages.reversed()
     }
 
     /// `export` in pieces: each a read through the same index from the cursor on, so a history of a
@@ -235,8 +304,8 @@ extension ChatStore {
                 .integer(start.tiebreak), .integer(Int64(min(count, start.remaining))),
             ]
         ) { columns in
-            messages.append(Self.message(columns))
-            lastRowID = columns.int(11)
+            messages.append(Self.exported(columns))
+            lastRowID = columns.int(Self.exportRowIDColumn)
         }
         guard let last = messages.last else { return ([], nil) }
         let next = ExportCursor(
@@ -249,14 +318,19 @@ extension ChatStore {
         "SELECT timestamp, sender_id, sequence, rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT 1 OFFSET ?"
     static let exportPageSQL =
-        "SELECT \(messageColumns), rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
-        + "AND (timestamp, sender_id, sequence, rowid) > (?, ?, ?, ?) ORDER BY timestamp, sender_id, sequence, rowid LIMIT ?"
+        "SELECT \(messageColumns(prefix: "m.")), \(sealColumns), m.rowid FROM messages m \(sealJoin) "
+        + "WHERE m.room = ? AND m.kind != 2 AND m.direct = 0 AND (m.timestamp, m.sender_id, m.sequence, m.rowid) > (?, ?, ?, ?) "
+        + "ORDER BY m.timestamp, m.sender_id, m.sequence, m.rowid LIMIT ?"
+    /// Where `exportPageSQL` reads the rowid: after the message's and the seal's columns.
+    static let exportRowIDColumn = Int32(messageColumnNames.count + 5)
 
-    /// (These read through the partial index `messages_shared`; a test checks the plans. Messages alike
-    /// in time, author and sequence are told apart by rowid, as in `exportPage`.)
+    /// (These read through the partial index `messages_shared`, and each message's seal by the seal
+    /// table's key; a test checks the plans. Messages alike in time, author and sequence are told apart
+    /// by rowid, as in `exportPage`.)
     static let exportSQL =
-        "SELECT \(messageColumns) FROM messages WHERE room = ? AND kind != 2 AND direct = 0 AND timestamp >= ? "
-        + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT ?"
+        "SELECT \(messageColumns(prefix: "m.")), \(sealColumns) FROM messages m \(sealJoin) "
+        + "WHERE m.room = ? AND m.kind != 2 AND m.direct = 0 AND m.timestamp >= ? "
+        + "ORDER BY m.timestamp DESC, m.sender_id DESC, m.sequence DESC, m.rowid DESC LIMIT ?"
     static let recentSequencesSQL =
         "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"

@@ -7,7 +7,16 @@ extension ChatStore {
         id TEXT NOT NULL, room TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
         sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL,
         stored_at INTEGER NOT NULL, author_key TEXT NOT NULL DEFAULT '', signature TEXT NOT NULL DEFAULT '',
-        direct INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (id, sender_id)
+        direct INTEGER NOT NULL DEFAULT 0, seal_id TEXT NOT NULL DEFAULT '', seal_proof TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (id, sender_id)
+        """
+
+    /// The seals of stored messages (wire version 4), each once under its author and id (hex, as the
+    /// messages' `sender_id` and `seal_id` name it), with what it signs: the key, the signature, the leaf
+    /// count and the root. `room` is the room of the first message stored under it.
+    static let sealsTableColumns = """
+        author_id TEXT NOT NULL, seal_id TEXT NOT NULL, room TEXT NOT NULL, author_key TEXT NOT NULL, signature TEXT NOT NULL,
+        leaf_count INTEGER NOT NULL, root TEXT NOT NULL, PRIMARY KEY (author_id, seal_id)
         """
 
     /// A file whose messages are keyed by id alone (every lanchatd before 2026-11-26) gets the table made
@@ -18,7 +27,7 @@ extension ChatStore {
         // `pk` (the 6th column of table_info) is 1 for id alone, 1 and 2 for id and sender_id.
         let keyed = try db.query("PRAGMA table_info(messages)").filter { $0[5].int > 0 }.map { $0[1].string }
         guard keyed == ["id"] else { return }
-        let columns = "id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct"
+        let columns = "id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, direct, seal_id, seal_proof"
         try migrating { () throws(Error) in
             try db.execute(
                 """

@@ -29,6 +29,8 @@ public final class ChatStore: SessionStore {
     var changes: UInt64 = 0
     /// The statement that stores a message (`insert`), prepared at its first use.
     var insertMessage: SQLiteDatabase.Statement?
+    /// The statement that keeps a message's seal (`keepSeal`), prepared at its first use.
+    var insertSeal: SQLiteDatabase.Statement?
     public var messagesChanged: UInt64 {
         _ = bulkStillOpen()  // (SQLite may have rolled an open bulk write back by itself)
         return changes
@@ -148,10 +150,18 @@ public final class ChatStore: SessionStore {
         // number: an older lanchatd names its columns, so it can still open the file (what it stores is
         // unsigned, and not direct). Older messages show as unsigned.
         let messageColumns = try db.query("PRAGMA table_info(messages)").map { $0[1].string }
-        for (column, type) in [("author_key", "TEXT NOT NULL DEFAULT ''"), ("signature", "TEXT NOT NULL DEFAULT ''"), ("direct", "INTEGER NOT NULL DEFAULT 0")]
-        where !messageColumns.contains(column) {
+        // Seals (wire version 4) added `messages.seal_id` and `messages.seal_proof` (hex; empty: not
+        // sealed) and the `seals` table (each seal once, under its author and id), the same way. An older
+        // lanchatd reads a sealed message as unsigned: it never relays it, and the history it sends has
+        // it unsigned, which a receiver refuses (unless the message is its own).
+        let added: [(String, String)] = [
+            ("author_key", "TEXT NOT NULL DEFAULT ''"), ("signature", "TEXT NOT NULL DEFAULT ''"), ("direct", "INTEGER NOT NULL DEFAULT 0"),
+            ("seal_id", "TEXT NOT NULL DEFAULT ''"), ("seal_proof", "TEXT NOT NULL DEFAULT ''"),
+        ]
+        for (column, type) in added where !messageColumns.contains(column) {
             try db.execute("ALTER TABLE messages ADD COLUMN \(column) \(type)")
         }
+        try db.execute("CREATE TABLE IF NOT EXISTS seals (\(Self.sealsTableColumns)) WITHOUT ROWID")
         try keyMessagesByAuthor()
         // Membership with provenance outlives a restart (issue 28): each member's proof with its row (ours
         // under our own id), and signed leaves. Added without a new schema number: an older lanchatd names

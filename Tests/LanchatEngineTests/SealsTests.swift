@@ -38,6 +38,32 @@ private func frame(_ stored: StoredMessage, _ leaf: SealedLeaf?) -> WireFrame.Me
 /// Seals (version 4, draft): what an author seals, what a receiver holds and checks, and what a reader of
 /// histories checks once per seal.
 @Suite struct SealsTests {
+    /// Our own messages as stored sealed: each with its seal's head and its proof, which show it is a
+    /// leaf alice signed; a head read back from the store is the head; a damaged row gives no head.
+    @Test func ourSealedMessagesAreStoredWithWhatVerifiesThemAlone() throws {
+        let messages = (1...5).map { message($0) }
+        let (batch, piece) = try #require(SealedBatch.seal(messages, author: alice, room: lab, keys: aliceKeys, newID: counter()).first)
+        let stored = batch.stored(piece, author: alice)
+        #expect(stored.count == 5)
+        var checks = SealChecks()
+        for (offset, record) in stored.enumerated() {
+            #expect(record.isSealed && record.isAuthenticated && !record.isSigned)
+            let head = try #require(record.seal?.head(author: alice.rawValue))
+            #expect(head == batch.seal.head(author: alice.rawValue))
+            let proof = try #require(record.proof)
+            #expect(proof.leafIndex == UInt16(offset) && proof.seal == batch.seal.id)
+            let history = try #require(HistoryRecord(record))
+            #expect(history.proof == proof)
+            #expect(checks.verifies(history, seal: head, room: lab, keys: bobKeys) == true)
+        }
+        var damaged = try #require(stored.first?.seal)
+        damaged.leafCount = 0
+        #expect(damaged.head(author: alice.rawValue) == nil)
+        var notAProof = stored[0]
+        notAProof.sealProof = [1, 2, 3]
+        #expect(notAProof.proof == nil)
+    }
+
     @Test func aFlushIsSealedInPiecesOfAtMost256OfOneAudience() {
         var notice = message(304)
         notice.kind = .system

@@ -435,8 +435,17 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
         #expect(try store.search(room: nil, limit: 10, filter: .init(words: "signed")) == [signed])
         #expect(try store.export(room: "lab", since: 0, limit: 10).last == signed)
         #expect(try store.outbox(peerID: "p") == [signed])
+        // The file gains the seal columns and table too: a sealed message is kept, and read after a reopen.
+        var sealed = message(3, body: "sealed words")
+        sealed.sealProof = [UInt8](repeating: 0x77, count: 19)
+        sealed.seal = StoredSeal(
+            id: String(repeating: "7", count: 32), authorKey: signed.authorKey, signature: signed.signature, leafCount: 1,
+            root: [UInt8](repeating: 1, count: 32))
+        try store.insert(sealed, now: 0)
         store.close()
-        #expect(try ChatStore(path: path).history(room: "lab", limit: 10).last == signed)
+        let reopened = try ChatStore(path: path)
+        #expect(try reopened.history(room: "lab", limit: 10).dropLast().last == signed)
+        #expect(try reopened.export(room: "lab", since: 0, limit: 10).last == sealed)
     }
 
     /// The relay's reads go through the partial index of shared messages, not over direct ones row by row.
@@ -452,6 +461,8 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
             let plan = try raw.query("EXPLAIN QUERY PLAN " + query, binds).map { $0[3].string }.joined(separator: " ")
             #expect(plan.contains("messages_shared"), "\(plan)")
             #expect(!plan.contains("TEMP B-TREE"), "\(plan)")  // read in the index's order, not sorted
+            // Each record's seal by the seals' key, not a scan.
+            if query.contains("JOIN seals") { #expect(plan.contains("SEARCH s USING PRIMARY KEY"), "\(plan)") }
         }
     }
 }

@@ -249,4 +249,69 @@ import Testing
         try store.deleteTransfer(id: transfer(2).id)
         #expect(try store.transfers().isEmpty)
     }
+
+    /// A sealed message (wire version 4) keeps its proof, and its seal once under its author and id: what
+    /// hands records on (`export`, `exportPage`) reads each with its seal, other reads without. A seal
+    /// that another takes the author and id of first leaves the message stored as not sealed; so does a
+    /// proof without its seal. A rolled-back transaction keeps no seal.
+    @Test(arguments: Kind.allCases) func sealedMessagesKeepTheirSealOnce(kind: Kind) throws {
+        let store = try kind.make()
+        func seal(_ n: UInt8, count: Int = 3) -> StoredSeal {
+            StoredSeal(
+                id: String(repeating: "5", count: 31) + String(n), authorKey: [0x02] + [UInt8](repeating: n, count: 32),
+                signature: [UInt8](repeating: n &+ 1, count: 64), leafCount: count, root: [UInt8](repeating: n &+ 2, count: 32))
+        }
+        func sealed(_ id: Int, by seal: StoredSeal?, sender: String = "s", leaf: UInt8 = 0) -> StoredMessage {
+            var stored = message(id, sender: sender)
+            stored.sealProof = [UInt8](repeating: 0x55, count: 16) + [0, leaf, 1] + [UInt8](repeating: leaf, count: 32)
+            stored.seal = seal
+            return stored
+        }
+        let first = seal(1)
+        for (index, id) in [1, 2, 3].enumerated() { try store.insert(sealed(id, by: first, leaf: UInt8(index)), now: 0) }
+        try store.insert(message(4), now: 0)
+        // Another seal under the same author and id: its message is kept, not sealed.
+        var taken = seal(2)
+        taken.id = first.id
+        try store.insert(sealed(5, by: taken), now: 0)
+        // The same id under another author is that author's own seal.
+        try store.insert(sealed(6, by: seal(2), sender: "t"), now: 0)
+        // A proof without its seal: not sealed.
+        try store.insert(sealed(7, by: nil), now: 0)
+        // Rolled back: neither the message nor its seal is kept.
+        struct Undone: Error {}
+        #expect(throws: Undone.self) {
+            try store.transaction {
+                try store.insert(sealed(8, by: seal(3), sender: "u"), now: 0)
+                throw Undone()
+            }
+        }
+        try store.insert(sealed(9, by: seal(4), sender: "u"), now: 0)
+
+        let exported = try store.export(room: "lab", since: 0, limit: 100)
+        let bySequence = Dictionary(uniqueKeysWithValues: exported.map { ($0.sequence, $0) })
+        #expect(exported.map(\.sequence) == [1, 2, 3, 4, 5, 6, 7, 9])
+        for id in [1, 2, 3] as [Int64] {
+            #expect(bySequence[id]?.seal == first)
+            #expect(bySequence[id]?.sealProof == sealed(Int(id), by: first, leaf: UInt8(id - 1)).sealProof)
+        }
+        #expect(bySequence[4]?.seal == nil && bySequence[4]?.isSealed == false)
+        #expect(bySequence[5]?.seal == nil && bySequence[5]?.isSealed == false)
+        #expect(bySequence[6]?.seal == seal(2) && bySequence[6]?.isSealed == true)
+        #expect(bySequence[7]?.seal == nil && bySequence[7]?.isSealed == false)
+        #expect(bySequence[9]?.seal == seal(4))
+        // In pieces, the same.
+        var pieces: [StoredMessage] = []
+        var cursor: ExportCursor?
+        repeat {
+            let page = try store.exportPage(room: "lab", since: 0, limit: 100, after: cursor, count: 2)
+            pieces += page.messages
+            cursor = page.next
+        } while cursor != nil && pieces.count < 100
+        #expect(pieces == exported)
+        // Other reads: the proof, not the seal.
+        let history = try store.history(room: "lab", limit: 100)
+        #expect(history.allSatisfy { $0.seal == nil })
+        #expect(history.filter(\.isSealed).map(\.sequence) == [1, 2, 3, 6, 9])
+    }
 }

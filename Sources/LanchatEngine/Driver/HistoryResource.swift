@@ -4,13 +4,14 @@ import LanchatWire
 /// A room's history as a resource (RESOURCE_OFFER kind 1 or 2), as lanchatd and the simulator both write
 /// and read it: stored messages become records, and records read back get the engine's verdict.
 extension HistoryRecord {
-    /// A stored message as a record of a history (nil if its id is not a wire id).
+    /// A stored message as a record of a history, with its signature and its place in its seal, if it has
+    /// them (nil if its id is not a wire id).
     public init?(_ message: StoredMessage) {
         guard let id = WireID(hex: message.id) else { return nil }
         self.init(
             id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
             timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
-            signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil)
+            signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil, proof: message.proof)
     }
 }
 
