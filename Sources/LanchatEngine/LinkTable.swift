@@ -23,6 +23,9 @@ struct LinkTable: Sendable, Equatable {
         var authenticated = true
         /// The wire protocol version agreed on (2: messages carry their author's signature).
         var version: UInt16 = 1
+        /// The seals the peer sent ahead of their messages on this connection (version 4); a new
+        /// connection starts without any.
+        var seals = SealBook()
     }
 
     /// What to do with a new connection.
@@ -55,6 +58,14 @@ struct LinkTable: Sendable, Equatable {
     func handle(_ peer: PeerID) -> LinkHandle? { byPeer[peer]?.handle }
     func peer(on handle: LinkHandle) -> Entry? { byHandle[handle].flatMap { byPeer[$0] } ?? retired[handle] }
     func isLinked(_ peer: PeerID) -> Bool { byPeer[peer] != nil }
+
+    /// `body` on the seals of the connection `handle` (serving, or replaced and still heard); nil if no
+    /// connection has that handle.
+    mutating func withSeals<T>(on handle: LinkHandle, _ body: (inout SealBook) -> T) -> T? {
+        if let peer = byHandle[handle], byPeer[peer]?.handle == handle { return body(&byPeer[peer]!.seals) }
+        guard retired[handle] != nil else { return nil }
+        return body(&retired[handle]!.seals)
+    }
     var peers: Dictionary<PeerID, Entry>.Keys { byPeer.keys }
 
     /// Decides about a new connection from `entry.peer` (dialed by `entry.dialer`), given our id.

@@ -57,6 +57,10 @@ extension SessionStateMachine {
         for handle in links.retired.keys where links.byHandle[handle] != nil {
             faults.append("handle \(handle) is both retired and serving")
         }
+        for entry in links.byPeer.values.sorted(by: { $0.peer.id < $1.peer.id }) + links.retired.values.sorted(by: { $0.handle.rawValue < $1.handle.rawValue })
+        where entry.seals.held.count > SealBook.capacity {
+            faults.append("the connection to \(entry.peer.id.short) holds \(entry.seals.held.count) seals, past \(SealBook.capacity)")
+        }
         faults += links.trust.faults(maximumKeyed: configuration.maximumKeyedPeers)
     }
 

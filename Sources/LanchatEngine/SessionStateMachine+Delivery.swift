@@ -125,6 +125,14 @@ extension SessionStateMachine {
         let sender = link.peer.id
         // Only members speak in a room; a message from anyone else is neither stored nor acknowledged.
         guard rooms[message.room]?.members[sender] != nil else { return }
+        // A sealed message (version 4) against the seals its author sent ahead of it on this connection.
+        // One whose seal is not held is neither stored nor acknowledged: its author sends it again after
+        // its SEAL (a forged SEAL's messages end here too).
+        var sealCheck: SealBook.Check?
+        if link.version >= WireFrame.sealsVersion, message.sealed != nil {
+            sealCheck = links.withSeals(on: link.handle) { $0.check(message, author: sender) } ?? .unknownSeal
+            if sealCheck == .unknownSeal { return }
+        }
         // Acknowledged either way (a refused message is not sent again), stored only if it may be.
         if message.reliable { acks.append(message.id) }
         if let timestamp = Int64(exactly: message.timestampMilliseconds), Self.isAhead(timestamp, of: now.wall) {
@@ -146,8 +154,22 @@ extension SessionStateMachine {
                 timestamp: message.timestampMilliseconds, kind: message.kind, body: message.body, ownID: configuration.ownID)
         else { return }
         // On a version 2 connection every message is signed by its author, and kept with its signature
-        // (so that it can be relayed to a newcomer, who checks it). One that is not is refused.
-        if link.version >= 2 {
+        // (so that it can be relayed to a newcomer, who checks it); on a version 4 one it may be sealed
+        // instead, and is kept with its seal's head and its place in it. One that is neither is refused.
+        if let sealCheck {
+            guard case .sealed(let head, let proof) = sealCheck else {
+                if links.trust.refuseLive(from: sender) {
+                    out.append(
+                        .emit(
+                            .security(
+                                peer: link.peer,
+                                text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
+                                    + "\(message.room): it is not sealed by its author (any more like it on this connection are refused without a word)")))
+                }
+                return
+            }
+            stored = stored.sealed(by: head, proof: proof)
+        } else if link.version >= 2 {
             guard let signature = message.signature, verifiesLive(message, from: sender) else {
                 // Told once per connection: a flood of bad messages is not a flood of events.
                 if links.trust.refuseLive(from: sender) {

@@ -213,6 +213,7 @@ public struct SessionStateMachine: Sendable {
         for frame in frames {
             switch frame {
             case .message(let message): receive(message, from: entry, at: now, acks: &acks, &out)
+            case .seal(let seal): received(seal, from: entry, &out)
             case .ack(let ids): acknowledged(ids, by: entry.peer.id, at: now, &out)
             case .invite(let invite): received(invite, from: entry, at: now, &out)
             case .inviteReply(let reply): received(reply, from: entry, at: now, &out)

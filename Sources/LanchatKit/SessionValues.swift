@@ -43,7 +43,7 @@ public struct ReceivedMessage: Sendable, Equatable {
     public let text: String
     /// When its author sent it (the author's clock).
     public let sentAt: Date
-    /// Its author's signature was checked (a version 1 peer's messages are not signed).
+    /// Its author signed or sealed it, and that was checked (a version 1 peer's messages are not signed).
     public let signed: Bool
     public let reliable: Bool
 
@@ -54,7 +54,7 @@ public struct ReceivedMessage: Sendable, Equatable {
         group = message.room
         text = message.body
         sentAt = Date(timeIntervalSince1970: Double(message.timestamp) / 1000)
-        signed = message.isSigned
+        signed = message.isAuthenticated
         self.reliable = reliable
     }
 }

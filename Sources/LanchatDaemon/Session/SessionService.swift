@@ -128,7 +128,7 @@ public struct SessionService: Service {
         var info = MessageInfo(
             id: message.id, room: message.room, sender: message.senderName, senderId: message.senderID, sequence: Int(message.sequence),
             timestampMs: Int(message.timestamp), time: time(milliseconds: message.timestamp), kind: kind, text: message.body,
-            signed: message.kind == .system ? nil : message.isSigned)
+            signed: message.kind == .system ? nil : message.isAuthenticated)
         if message.kind == .file, let file = SharedFile(body: message.body) { info.file = Self.info(file, in: info, image: file.isImage, held: nil) }
         return info
     }

@@ -1,0 +1,186 @@
+import LanchatCore
+import LanchatWire
+import Testing
+
+@testable import LanchatEngine
+
+/// Sealed messages received live (wire version 4, draft; issue 33, step 3): a SEAL held per connection,
+/// each sealed MESSAGE checked against it and stored with the seal's head and its proof, without a
+/// signature of its own. The signature scheme is the simulator's (unforgeable by construction).
+@Suite struct SealedDeliveryTests {
+    let me = SessionPeer(id: SessionStateMachineTests.peerID(0xf0), name: "alice")
+    let bob = SessionPeer(id: SessionStateMachineTests.peerID(0x10), name: "bob")
+    let carol = SessionPeer(id: SessionStateMachineTests.peerID(0x20), name: "carol")
+    let stranger = SessionPeer(id: SessionStateMachineTests.peerID(0x30), name: "stranger")
+    let lab = RoomID("lab")!
+    var ids: [PeerID] { [me.id, bob.id, carol.id, stranger.id] }
+
+    func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
+
+    /// Alice in lab with bob and carol; bob on link 1, carol on link 2, a stranger on link 3, at `version`.
+    func engine(version: UInt16 = WireFrame.sealsVersion) -> SessionStateMachine {
+        var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never)
+        configuration.envelopes = SimulatedSignatures.keys(for: 0, ids: ids)
+        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
+        var node = SessionStateMachine(
+            configuration: configuration,
+            restored: .init(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook()),
+            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        for (handle, peer) in [(1, bob), (2, carol), (3, stranger)] {
+            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: version, at: at(1))
+        }
+        return node
+    }
+
+    /// `author`'s (index in `ids`) messages `numbers` in lab.
+    func messages(_ numbers: ClosedRange<Int>, by author: Int = 1) -> [StoredMessage] {
+        numbers.map { n in
+            StoredMessage(
+                id: WireID(bytes: [UInt8(author), UInt8(n)] + [UInt8](repeating: 0x11, count: 14))!.description, room: "lab",
+                senderID: ids[author].rawValue, senderName: "bob", sequence: Int64(n), timestamp: 5 + Int64(n), kind: .text, body: "m\(n)")
+        }
+    }
+
+    /// Seal ids from `first` on.
+    func sealIDs(from first: UInt8) -> () -> WireID {
+        var next = first
+        return {
+            defer { next &+= 1 }
+            return WireID(bytes: [0x5E, next] + [UInt8](repeating: 0, count: 14))!
+        }
+    }
+
+    /// `stored` sealed by `author` (signed with `signer`'s key): the SEAL and each message's frame.
+    func sealed(_ stored: [StoredMessage], by author: Int = 1, signer: Int? = nil, firstID: UInt8 = 1) -> (seal: Seal, frames: [WireFrame.Message]) {
+        let keys = SimulatedSignatures.keys(for: signer ?? author, ids: ids)
+        let (batch, piece) = SealedBatch.seal(stored, author: ids[author], room: lab, keys: keys, newID: sealIDs(from: firstID))[0]
+        let frames = zip(piece, batch.leaves).map { message, leaf -> WireFrame.Message in
+            guard case .message(var frame)? = SessionStateMachine.frame(message, reliable: true) else { preconditionFailure() }
+            frame.sealed = leaf
+            return frame
+        }
+        return (batch.seal, frames)
+    }
+
+    func stored(_ actions: [SessionAction]) -> [StoredMessage] {
+        actions.compactMap { if case .persist(.insertMessage(let message, _)) = $0 { message } else { nil } }
+    }
+
+    func acked(_ actions: [SessionAction]) -> [WireID] {
+        actions.flatMap { action -> [WireID] in
+            guard case .send(_, let frames) = action else { return [] }
+            return frames.flatMap { frame -> [WireID] in if case .ack(let ids) = frame { ids } else { [] } }
+        }
+    }
+
+    func warnings(_ actions: [SessionAction]) -> [String] {
+        actions.compactMap { if case .emit(.security(_, let text)) = $0 { text } else { nil } }
+    }
+
+    @Test func aSealThenItsMessagesAreStoredWithTheSealsHeadAndTheirProofs() throws {
+        var node = engine()
+        let (seal, frames) = sealed(messages(1...3))
+        let actions = node.received([.seal(seal)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
+        let kept = stored(actions)
+        #expect(kept.map(\.body) == ["m1", "m2", "m3"])
+        #expect(acked(actions) == frames.map(\.id))
+        #expect(warnings(actions).isEmpty)
+        var checks = SealChecks()
+        for record in kept {
+            #expect(record.isSealed && !record.isSigned)
+            let head = try #require(record.seal?.head(author: bob.id.rawValue))
+            #expect(head == seal.head(author: bob.id.rawValue))
+            // What a newcomer checks of it later: one signature for the seal, one path for the record.
+            let history = try #require(HistoryRecord(record))
+            #expect(checks.verifies(history, seal: head, room: lab, keys: SimulatedSignatures.keys(for: 2, ids: ids)) == true)
+        }
+        // Unsigned or signed messages still come as before on the same connection.
+        var signedLater = messages(9...9)[0]
+        let bytes = SessionStateMachine.signingBytes(of: signedLater, room: lab, id: WireID(hex: signedLater.id)!)
+        let signature = SimulatedSignatures.keys(for: 1, ids: ids).signature(over: bytes)
+        signedLater.authorKey = signature.key
+        signedLater.signature = signature.bytes
+        let signedFrame = try #require(SessionStateMachine.frame(signedLater, reliable: true, signed: true))
+        #expect(stored(node.received([signedFrame], on: LinkHandle(1), at: at(3))).first?.isSigned == true)
+    }
+
+    @Test func aMessageWhoseSealIsNotHeldIsNeitherStoredNorAcknowledgedUntilItsSealComes() {
+        var node = engine()
+        let (seal, frames) = sealed(messages(1...2))
+        let early = node.received(frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
+        #expect(stored(early).isEmpty && acked(early).isEmpty && warnings(early).isEmpty)
+        // Sent again after its SEAL (the author's retransmission): kept.
+        let again = node.received([.seal(seal)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(3))
+        #expect(stored(again).count == 2 && acked(again).count == 2)
+        // A new connection starts without seals: the same messages again, without their SEAL, wait.
+        _ = node.linkUp(LinkHandle(4), peer: bob, dialedByUs: false, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(4))
+        let fresh = node.received(frames.map { .message($0) }, on: LinkHandle(4), at: at(5))
+        #expect(acked(fresh).isEmpty)
+    }
+
+    @Test func aMessageTheSealDoesNotCoverIsAcknowledgedRefusedAndToldOnce() {
+        var node = engine()
+        let (seal, frames) = sealed(messages(1...3))
+        var changed = frames[0]
+        changed.body = "changed on the way"
+        var pastTheCount = frames[1]
+        pastTheCount.sealed?.leafIndex = 7
+        var otherLeaf = frames[2]
+        otherLeaf.sealed?.leafIndex = 0
+        let actions = node.received([.seal(seal), .message(changed), .message(pastTheCount), .message(otherLeaf)], on: LinkHandle(1), at: at(2))
+        #expect(stored(actions).isEmpty)
+        #expect(acked(actions).count == 3)  // resending it would not change it
+        #expect(warnings(actions).count == 1 && warnings(actions).first?.contains("is not sealed by its author") == true)
+    }
+
+    @Test func aForgedSealIsToldAndItsMessagesFindNoSeal() {
+        var node = engine()
+        let (forged, frames) = sealed(messages(1...2), signer: 2)  // signed with carol's key
+        let actions = node.received([.seal(forged)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
+        #expect(stored(actions).isEmpty && acked(actions).isEmpty)
+        #expect(warnings(actions).count == 1 && warnings(actions).first?.contains("its signature does not verify") == true)
+        // A different seal under an id held: told as a reuse (on a new connection, where it is told again).
+        var node2 = engine()
+        let (first, _) = sealed(messages(1...2))
+        let (other, _) = sealed(messages(3...4))  // the same first id
+        let reused = node2.received([.seal(first), .seal(other)], on: LinkHandle(1), at: at(2))
+        #expect(warnings(reused).count == 1 && warnings(reused).first?.contains("reuses the id") == true)
+    }
+
+    @Test func aConnectionHoldsItsLastFourSeals() {
+        var node = engine()
+        let batches = (0..<5).map { sealed(messages((1 + $0 * 2)...(2 + $0 * 2)), firstID: UInt8(1 + $0)) }
+        _ = node.received(batches.map { .seal($0.seal) }, on: LinkHandle(1), at: at(2))
+        #expect(node.consistencyFaults().isEmpty)
+        // The first was pushed out; the others' messages are kept.
+        #expect(stored(node.received(batches[0].frames.map { .message($0) }, on: LinkHandle(1), at: at(3))).isEmpty)
+        for batch in batches.dropFirst() {
+            #expect(stored(node.received(batch.frames.map { .message($0) }, on: LinkHandle(1), at: at(3))).count == 2)
+        }
+    }
+
+    @Test func sealsFromStrangersOrBelowVersion4AreIgnored() {
+        var node = engine()
+        let (seal, frames) = sealed(messages(1...2, by: 3), by: 3)
+        let actions = node.received([.seal(seal)] + frames.map { .message($0) }, on: LinkHandle(3), at: at(2))
+        #expect(stored(actions).isEmpty && acked(actions).isEmpty && warnings(actions).isEmpty)
+        // At version 3 a SEAL means nothing (the connection refuses it first); a sealed message there
+        // carries no signature and is refused as unsigned.
+        var old = engine(version: 3)
+        let (bobs, bobFrames) = sealed(messages(1...1))
+        let refused = old.received([.seal(bobs), .message(bobFrames[0])], on: LinkHandle(1), at: at(2))
+        #expect(stored(refused).isEmpty && acked(refused).count == 1)
+        #expect(warnings(refused).first?.contains("is not signed") == true)
+    }
+
+    @Test func aSealOnAReplacedConnectionStillServesItsMessages() {
+        var node = engine()
+        let (seal, frames) = sealed(messages(1...2))
+        _ = node.received([.seal(seal)], on: LinkHandle(1), at: at(2))
+        // We dial bob again: the newer connection of the same dialer replaces the old one, still heard.
+        let (serving, _) = node.linkUp(LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(3))
+        #expect(serving == LinkHandle(4))
+        #expect(stored(node.received(frames.map { .message($0) }, on: LinkHandle(1), at: at(4))).count == 2)
+    }
+}
