@@ -53,6 +53,21 @@ struct LinkTable: Sendable, Equatable {
     /// When to dial each peer we want and are not connected to, and the peers linked once in this run
     /// (`RedialSchedule`; the rules are in `+Delivery`).
     var redials = RedialSchedule()
+    /// The version each member's last connection in this run spoke (kept after it closes; forgotten
+    /// with its redials when it is no longer wanted): whether what we send it may go sealed only.
+    private(set) var lastVersion: [PeerID: UInt16] = [:]
+
+    /// The version `peer` speaks now, or spoke last in this run (nil: not linked in this run, or not as a
+    /// member).
+    func version(of peer: PeerID) -> UInt16? { byPeer[peer]?.version ?? lastVersion[peer] }
+
+    mutating func noteVersion(_ version: UInt16, of peer: PeerID) { lastVersion[peer] = version }
+
+    /// Forgets the versions of peers not in `wanted`.
+    mutating func keepVersions(only wanted: Set<PeerID>) {
+        guard lastVersion.contains(where: { !wanted.contains($0.key) }) else { return }
+        lastVersion = lastVersion.filter { wanted.contains($0.key) }
+    }
 
     func entry(_ peer: PeerID) -> Entry? { byPeer[peer] }
     func handle(_ peer: PeerID) -> LinkHandle? { byPeer[peer]?.handle }

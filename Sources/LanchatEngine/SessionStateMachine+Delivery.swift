@@ -60,6 +60,12 @@ extension SessionStateMachine {
         }
         // To some members only: the others never get it, from us or through anyone (`direct`).
         let direct = to != nil && Set(recipients) != Set(state.members.keys)
+        // Sealed (one signature for the send, version 4) when a recipient speaks version 4; each
+        // message signed as well unless every recipient spoke version 4 in this run (one below it, or
+        // not seen yet, takes signed messages, now or from its outbox later).
+        let keys = configuration.envelopes
+        let sealing = keys != nil && recipients.contains { (links.version(of: $0) ?? 0) >= WireFrame.sealsVersion }
+        let signing = !sealing || recipients.contains { (links.version(of: $0) ?? 0) < WireFrame.sealsVersion }
         var out: [SessionAction] = []
         var messages: [StoredMessage] = []
         var wireIDs: [WireID] = []
@@ -67,11 +73,18 @@ extension SessionStateMachine {
             let sequence = outbox.nextSequence(in: room)
             let id = environment.ids.messageID(at: now.wall)
             wireIDs.append(id)
-            let stored = signed(
-                StoredMessage(
-                    id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
-                    sequence: Int64(sequence), timestamp: now.wall, kind: kind, body: text, direct: direct), room: room, id: id)
-            messages.append(stored)
+            let message = StoredMessage(
+                id: id.description, room: room.rawValue, senderID: configuration.ownID.rawValue, senderName: configuration.ownName,
+                sequence: Int64(sequence), timestamp: now.wall, kind: kind, body: text, direct: direct)
+            messages.append(signing ? signed(message, room: room, id: id) : message)
+        }
+        var batches: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
+        if sealing, let keys {
+            batches = SealedBatch.seal(messages, author: configuration.ownID, room: room, keys: keys) { environment.ids.messageID(at: now.wall) }
+            // (Each message is in one batch, in order: ours, texts or files, all with wire ids.)
+            messages = batches.flatMap { $0.batch.stored($0.messages, author: configuration.ownID) }
+        }
+        for stored in messages {
             out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true))))
         }
         if reliable {
@@ -80,15 +93,20 @@ extension SessionStateMachine {
                 outbox.queue(wireIDs, in: room, for: peer)
             }
         }
-        // Signed frames for peers that speak version 2, the same messages unsigned for version 1.
-        var framesFor: [Bool: [WireFrame]] = [:]
+        // Per recipient's version: sealed, signed (version 2 and 3) or plain (version 1); the same frames
+        // for all of one form.
+        var framesFor: [FrameForm: [WireFrame]] = [:]
         var connected = 0
         for peer in recipients {
             guard let entry = links.entry(peer) else { continue }
             let handle = entry.handle
-            let signed = entry.version >= 2
-            let frames = framesFor[signed] ?? messages.compactMap { Self.frame($0, reliable: reliable, signed: signed) }
-            framesFor[signed] = frames
+            let form = FrameForm(version: entry.version, sealed: sealing)
+            let frames =
+                framesFor[form]
+                ?? (form == .sealed
+                    ? Self.sealedFrames(batches, reliable: reliable)
+                    : messages.compactMap { Self.frame($0, reliable: reliable, signed: form == .signed) })
+            framesFor[form] = frames
             connected += 1
             if reliable {
                 out.append(.send(handle, frames))
@@ -98,6 +116,32 @@ extension SessionStateMachine {
             }
         }
         return (SendPlan(messages: messages, recipients: recipients, connected: connected), out)
+    }
+
+    /// How messages go to a peer: as they are (version 1), each with its signature (2 and 3), or
+    /// sealed (4, when the messages were sealed).
+    enum FrameForm: Hashable {
+        case plain, signed, sealed
+
+        init(version: UInt16, sealed: Bool) {
+            self = version >= WireFrame.sealsVersion && sealed ? .sealed : version >= 2 ? .signed : .plain
+        }
+    }
+
+    /// Each batch's SEAL, then its messages, each naming its leaf (a receiver holds a connection's last
+    /// few seals, so never all the SEALs first).
+    static func sealedFrames(_ batches: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)], reliable: Bool) -> [WireFrame] {
+        var frames: [WireFrame] = []
+        frames.reserveCapacity(batches.reduce(0) { $0 + 1 + $1.messages.count })
+        for (batch, messages) in batches {
+            frames.append(.seal(batch.seal))
+            for (message, leaf) in zip(messages, batch.leaves) {
+                guard case .message(var frame)? = frame(message, reliable: reliable) else { continue }
+                frame.sealed = leaf
+                frames.append(.message(frame))
+            }
+        }
+        return frames
     }
 
     /// The wire frame of a stored message (`signed`: with its signature, for a version 2 peer).
@@ -285,8 +329,10 @@ extension SessionStateMachine {
 
     /// Forgets the backoff of peers we no longer want (they left, or we did).
     mutating func forgetUnwantedRedials() {
-        guard links.redials.count > 0 else { return }  // (spares computing `wantedPeers`)
-        links.redials.keep(only: wantedPeers)
+        guard links.redials.count > 0 || links.lastVersion.count > 0 else { return }  // (spares computing `wantedPeers`)
+        let wanted = wantedPeers
+        links.redials.keep(only: wanted)
+        links.keepVersions(only: wanted)
     }
 
     /// Makes sure the redial schedule is looked at soon if a wanted peer is not connected.

@@ -45,6 +45,7 @@ extension SessionStateMachine {
             if crowded == handle { return (nil, out) }
         }
         if authenticated, sharesRoom(with: peer.id) { markKeyed(peer.id, &out) }
+        if sharesRoom(with: peer.id) { links.noteVersion(version, of: peer.id) }
         // Who introduced it no longer matters (`unseenIntroduced`): the bound is on those never seen.
         if sharesRoom(with: peer.id) { noteSeen(peer.id) }
         // The redial backoff is reset once the peer speaks on the connection (`received`), not here: a

@@ -15,7 +15,7 @@ extension SessionStateMachine {
         switch action {
         case .flushOutbox(_, let handle, let rooms):
             guard case .messages(let queued?) = result else { return [] }
-            return outboxFrames(queued, on: handle, rooms: Set(rooms.map(\.rawValue)))
+            return outboxFrames(queued, on: handle, rooms: Set(rooms.map(\.rawValue)), at: now)
         case .requestHistory(let room, let handle, let scope):
             // What we lack (from a minute before the newest message we hold), within what was chosen.
             guard case .timestamp(let latest) = result, let version = linkVersion(on: handle) else { return [] }
@@ -43,22 +43,42 @@ extension SessionStateMachine {
     }
 
     /// Every reliable message still waiting for the peer's ACK in these rooms, oldest queued first (our
-    /// own signed for a peer that speaks version 2), in writes of at most 512 frames.
-    private func outboxFrames(_ queued: [StoredMessage], on handle: LinkHandle, rooms: Set<String>) -> [SessionAction] {
+    /// own signed for a peer that speaks version 2 or 3; sealed again for one that speaks version 4, each
+    /// seal's SEAL ahead of its messages, so that one precedes every message sent again and every new
+    /// connection), in writes of at most 512 frames.
+    private mutating func outboxFrames(_ queued: [StoredMessage], on handle: LinkHandle, rooms: Set<String>, at now: EngineTime) -> [SessionAction] {
         guard let version = linkVersion(on: handle), !queued.isEmpty else { return [] }
-        let signed = version >= 2
-        var out: [SessionAction] = []
+        let waiting = queued.filter { rooms.contains($0.room) }
         var frames: [WireFrame] = []
-        for message in queued where rooms.contains(message.room) {
-            let message = signed ? Self.signedIfOurs(message, ownID: configuration.ownID, keys: configuration.envelopes) : message
-            guard let frame = Self.frame(message, reliable: true, signed: signed) else { continue }
-            frames.append(frame)
-            if frames.count == 512 {
-                out.append(.send(handle, frames))
-                frames = []
+        if version >= WireFrame.sealsVersion, let keys = configuration.envelopes {
+            // Per room in the order queued (a seal is one room's), each a run of ours and one audience.
+            let own = configuration.ownID
+            var order: [String] = []
+            var byRoom: [String: [StoredMessage]] = [:]
+            for message in waiting {
+                if byRoom[message.room] == nil { order.append(message.room) }
+                byRoom[message.room, default: []].append(message)
+            }
+            for name in order {
+                guard let room = RoomID(name), let messages = byRoom[name] else { continue }
+                let ours = messages.filter { $0.senderID == own.rawValue && $0.kind != .system && WireID(hex: $0.id) != nil }
+                let batches = SealedBatch.seal(ours, author: own, room: room, keys: keys) { environment.ids.messageID(at: now.wall) }
+                frames += Self.sealedFrames(batches, reliable: true)
+            }
+        } else {
+            let signed = version >= 2
+            for message in waiting {
+                let message = signed ? Self.signedIfOurs(message, ownID: configuration.ownID, keys: configuration.envelopes) : message
+                if let frame = Self.frame(message, reliable: true, signed: signed) { frames.append(frame) }
             }
         }
-        if !frames.isEmpty { out.append(.send(handle, frames)) }
+        var out: [SessionAction] = []
+        var start = 0
+        while start < frames.count {
+            let end = min(start + 512, frames.count)
+            out.append(.send(handle, Array(frames[start..<end])))
+            start = end
+        }
         return out
     }
 }

@@ -17,20 +17,55 @@ import Testing
 
     func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
 
-    /// Alice in lab with bob and carol; bob on link 1, carol on link 2, a stranger on link 3, at `version`.
-    func engine(version: UInt16 = WireFrame.sealsVersion) -> SessionStateMachine {
-        var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never)
-        configuration.envelopes = SimulatedSignatures.keys(for: 0, ids: ids)
-        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
-        var node = SessionStateMachine(
-            configuration: configuration,
-            restored: .init(rooms: [(lab, [member(bob), member(carol)])], knownPeers: KnownPeerBook()),
-            addressBook: PeerDirectory(), ids: IDGenerator(seed: 1), shortCode: { _ in "1234-5678" })
-        _ = node.start(at: at(0))
-        for (handle, peer) in [(1, bob), (2, carol), (3, stranger)] {
+    /// Alice in lab with bob and carol; bob on link 1, carol on link 2, a stranger on link 3, at `version`
+    /// (carol at `carolVersion` if given).
+    func engine(version: UInt16 = WireFrame.sealsVersion, carolVersion: UInt16? = nil) -> SessionStateMachine {
+        var node = engine(as: 0, members: [bob, carol])
+        for (handle, peer, version) in [(1, bob, version), (2, carol, carolVersion ?? version), (3, stranger, version)] {
             _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: version, at: at(1))
         }
         return node
+    }
+
+    /// `ids[index]`'s engine in lab with `members`, linked to none.
+    func engine(as index: Int, members: [SessionPeer]) -> SessionStateMachine {
+        let own = [me, bob, carol, stranger][index]
+        var configuration = SessionStateMachine.Configuration(ownID: own.id, ownName: own.name, port: 7473, autoAccept: .never)
+        configuration.envelopes = SimulatedSignatures.keys(for: index, ids: ids)
+        let member = { (peer: SessionPeer) in StoredMember(peerID: peer.id.rawValue, name: peer.name, port: 7473, addresses: []) }
+        var node = SessionStateMachine(
+            configuration: configuration, restored: .init(rooms: [(lab, members.map(member))], knownPeers: KnownPeerBook()),
+            addressBook: PeerDirectory(), ids: IDGenerator(seed: UInt64(index + 1)), shortCode: { _ in "1234-5678" })
+        _ = node.start(at: at(0))
+        return node
+    }
+
+    /// Bob's engine, with alice (link 1, version 4) and carol: what alice sends it.
+    func bobsEngine() -> SessionStateMachine {
+        var node = engine(as: 1, members: [me, carol])
+        _ = node.linkUp(LinkHandle(1), peer: me, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(1))
+        return node
+    }
+
+    /// The frames of `.send` actions to `handle`.
+    func frames(_ actions: [SessionAction], to handle: LinkHandle) -> [WireFrame] {
+        actions.flatMap { action -> [WireFrame] in
+            switch action {
+            case .send(let to, let frames) where to == handle, .sendUnreliable(let to, let frames) where to == handle: frames
+            default: []
+            }
+        }
+    }
+
+    /// "s" for a SEAL of n leaves, "m" for a sealed message, "g" for a signed one, "p" for a plain one.
+    func shape(_ frames: [WireFrame]) -> String {
+        frames.map { frame in
+            switch frame {
+            case .seal(let seal): "s\(seal.leafHashes.count)"
+            case .message(let message): message.sealed != nil ? "m" : message.signature != nil ? "g" : "p"
+            default: "?"
+            }
+        }.joined(separator: " ")
     }
 
     /// `author`'s (index in `ids`) messages `numbers` in lab.
@@ -182,5 +217,73 @@ import Testing
         let (serving, _) = node.linkUp(LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(3))
         #expect(serving == LinkHandle(4))
         #expect(stored(node.received(frames.map { .message($0) }, on: LinkHandle(1), at: at(4))).count == 2)
+    }
+
+    // MARK: Sending (step 4)
+
+    @Test func toARoomOfVersion4PeersASendIsOneSealAndItsMessagesWithoutSignatures() throws {
+        var node = engine()
+        let (plan, actions) = try node.send(["one", "two", "three"], room: lab, at: at(2))
+        for handle in [LinkHandle(1), LinkHandle(2)] { #expect(shape(frames(actions, to: handle)) == "s3 m m m") }
+        // Stored sealed, not signed (every recipient spoke version 4).
+        let mine = stored(actions)
+        #expect(mine.count == 3 && mine.allSatisfy { $0.isSealed && !$0.isSigned && $0.seal != nil })
+        #expect(plan.messages == mine)
+        // What bob makes of them: all stored, with their seal, and acknowledged.
+        var bobs = bobsEngine()
+        let received = bobs.received(frames(actions, to: LinkHandle(1)), on: LinkHandle(1), at: at(3))
+        #expect(stored(received).map(\.body) == ["one", "two", "three"])
+        #expect(stored(received).allSatisfy { $0.isSealed && $0.senderID == me.id.rawValue })
+        #expect(acked(received).count == 3 && warnings(received).isEmpty)
+    }
+
+    @Test func aMixedRoomGetsSealedFramesAtVersion4AndSignedOnesBelowFromOneSend() throws {
+        var node = engine(carolVersion: 3)
+        let (_, actions) = try node.send(["one", "two"], room: lab, at: at(2))
+        #expect(shape(frames(actions, to: LinkHandle(1))) == "s2 m m")
+        #expect(shape(frames(actions, to: LinkHandle(2))) == "g g")
+        #expect(stored(actions).allSatisfy { $0.isSealed && $0.isSigned })
+        // A version 1 member gets them plain.
+        var old = engine(carolVersion: 1)
+        #expect(shape(frames(try old.send(["one"], room: lab, at: at(2)).1, to: LinkHandle(2))) == "p")
+    }
+
+    @Test func sealsHoldAtMost256AndADirectMessageIsSealedAlone() throws {
+        var node = engine()
+        let (_, many) = try node.send((1...300).map { "m\($0)" }, room: lab, at: at(2))
+        let sent = frames(many, to: LinkHandle(1))
+        #expect(shape(sent) == (["s256"] + Array(repeating: "m", count: 256) + ["s44"] + Array(repeating: "m", count: 44)).joined(separator: " "))
+        var bobs = bobsEngine()
+        #expect(stored(bobs.received(sent, on: LinkHandle(1), at: at(3))).count == 300)
+        let (_, direct) = try node.send(["a", "b"], room: lab, to: [bob.id], at: at(4))
+        #expect(shape(frames(direct, to: LinkHandle(1))) == "s1 m s1 m")
+        #expect(frames(direct, to: LinkHandle(2)).isEmpty)
+    }
+
+    @Test func aMemberNotSeenInThisRunGetsSignedMessagesAndTheOutboxIsSealedAgainOnEachFlush() throws {
+        // Carol is a member we have not been connected with: signed as well as sealed.
+        var node = engine(as: 0, members: [bob, carol])
+        _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(1))
+        let (_, actions) = try node.send(["one", "two"], room: lab, at: at(2))
+        let mine = stored(actions)
+        #expect(mine.allSatisfy { $0.isSealed && $0.isSigned })
+        // Carol connects at version 4: her outbox is sealed again, its SEAL ahead of the messages.
+        let (_, up) = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(3))
+        let flush = try #require(up.first { if case .flushOutbox(carol.id, _, _) = $0 { true } else { false } })
+        let first = node.storeRead(.messages(mine), for: flush, arrivals: RecentArrivals(), at: at(4))
+        let again = node.storeRead(.messages(mine), for: flush, arrivals: RecentArrivals(), at: at(5))
+        #expect(shape(frames(first, to: LinkHandle(2))) == "s2 m m")
+        #expect(shape(frames(again, to: LinkHandle(2))) == "s2 m m")
+        // A new seal each time (a new id): either verifies on its own.
+        guard case .seal(let one)? = frames(first, to: LinkHandle(2)).first, case .seal(let two)? = frames(again, to: LinkHandle(2)).first else {
+            Issue.record("no SEAL first")
+            return
+        }
+        #expect(one.id != two.id && one.root == two.root)
+        var carols = engine(as: 2, members: [me, bob])
+        _ = carols.linkUp(LinkHandle(1), peer: me, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(1))
+        #expect(stored(carols.received(frames(again, to: LinkHandle(2)), on: LinkHandle(1), at: at(6))).count == 2)
+        // Now every member spoke version 4 in this run: the next send is sealed only.
+        #expect(stored(try node.send(["three"], room: lab, at: at(7)).1).allSatisfy { $0.isSealed && !$0.isSigned })
     }
 }
