@@ -34,12 +34,12 @@ struct HistoryExchange: Sendable {
     /// Whether a history `peer` offers for `room` is taken, and as what (`SessionStateMachine.takeHistory`):
     /// through the room's door if it was opened for `peer` (closing it, however it answers), while it is
     /// open and `peer` is a member (`isMember`); else a signed answer to our SYNC_REQUEST to `peer`.
-    mutating func take(_ room: RoomID, from peer: PeerID, signed: Bool, isMember: Bool, at now: Int64) -> HistorySource? {
+    mutating func take(_ room: RoomID, from peer: PeerID, authenticated: Bool, isMember: Bool, at now: Int64) -> HistorySource? {
         if let door = doors[room], door.peer == peer {
             doors[room] = nil
             if now <= door.until, isMember { return .inviter }
         }
-        guard signed, takeAnswer(room, from: peer) else { return nil }
+        guard authenticated, takeAnswer(room, from: peer) else { return nil }
         return .relay
     }
 

@@ -20,9 +20,9 @@ public enum SessionAction: Equatable, Sendable {
     /// member of here), read from the store in the order they were queued.
     case flushOutbox(PeerID, LinkHandle, rooms: Set<RoomID>)
     /// Send a newcomer the room's history since a time (the shell exports it from the store and sends
-    /// it as a history resource; `signed`: a signed history, for a peer that speaks version 2).
+    /// it as a history resource, in the `layout` the peer's version reads).
     /// `limit`: the newcomer asked for at most that many (the shell's own bound applies too).
-    case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer, signed: Bool, limit: Int?)
+    case sendHistory(RoomID, sinceMilliseconds: Int64, to: SessionPeer, layout: HistoryLayout, limit: Int?)
     /// Ask the inviter for what we lack of a room's history: HISTORY_REQUEST since a minute before the
     /// latest message the store holds for the room (overlap is harmless: ids de-duplicate).
     /// `scope`: what the newcomer chose (a later `since`, a `limit`).
@@ -34,9 +34,9 @@ public enum SessionAction: Equatable, Sendable {
     /// (`historyForNewcomers` at most) since `sinceMilliseconds` that `lacking` picks, by the runs it holds
     /// from each author.
     case sendSync(RoomID, sinceMilliseconds: Int64, marks: [String: [ClosedRange<UInt64>]], to: SessionPeer)
-    /// Offer a member a relay answer: these messages as a signed history resource. (Made only by
-    /// `storeRead(_:for:arrivals:at:)` from what the store read for a `.sendSync`.)
-    case offerRelayAnswer(RoomID, [StoredMessage], to: SessionPeer)
+    /// Offer a member a relay answer: these messages as a signed (or, version 4, sealed) history resource.
+    /// (Made only by `storeRead(_:for:arrivals:at:)` from what the store read for a `.sendSync`.)
+    case offerRelayAnswer(RoomID, [StoredMessage], to: SessionPeer, layout: HistoryLayout)
     /// Report to the node's users.
     case emit(SessionEvent)
     /// An invitation we sent ended: resolve whoever waits for it.

@@ -73,14 +73,41 @@ extension SessionStateMachine {
         } else if author != relay {
             return .refused
         }
-        if let members {
-            if let name = members[author] ?? (author == relay ? stored.senderName : nil) {
-                stored.senderName = name
-            } else if strangers, stored.isSigned {
-                stored.senderName = strangerName(author)
-            } else {
-                return .refused
-            }
+        return named(stored, author: author, relay: relay, members: members, strangers: strangers)
+    }
+
+    /// The verdict on a sealed record of a sealed history (version 4): as `verdict`, its seal (`seal`, its
+    /// sender's, checked once while `checks` keeps it) and its audit path in place of a signature.
+    public static func verdict(
+        _ record: HistoryRecord, sealedBy seal: SealHead, room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?,
+        members: [PeerID: String]? = nil, strangers: Bool = false, now: Int64? = nil, checks: inout SealChecks
+    ) -> HistoryVerdict {
+        if record.senderID == ownID.rawValue { return .ours }
+        guard
+            let stored = storable(
+                id: record.id, room: room, senderID: record.senderID, senderName: record.senderName, sequence: record.sequence,
+                timestamp: record.timestampMilliseconds, kind: record.kind, body: record.body, ownID: ownID, now: now),
+            let author = PeerID(record.senderID), let proof = record.proof
+        else { return .refused }
+        guard let keys else { return .keep(stored) }
+        guard checks.verifies(record, seal: seal, room: room, keys: keys) else { return .forged }
+        return named(stored.sealed(by: seal, proof: proof), author: author, relay: relay, members: members, strangers: strangers)
+    }
+
+    /// A record kept, under the name we show for its author: a member's own (or the relay's for itself),
+    /// or for an author who is not a member, its short id (`strangers` only, and only for a record its
+    /// author signed or sealed). Refused otherwise.
+    private static func named(
+        _ stored: StoredMessage, author: PeerID, relay: PeerID, members: [PeerID: String]?, strangers: Bool
+    ) -> HistoryVerdict {
+        guard let members else { return .keep(stored) }
+        var stored = stored
+        if let name = members[author] ?? (author == relay ? stored.senderName : nil) {
+            stored.senderName = name
+        } else if strangers, stored.isAuthenticated {
+            stored.senderName = strangerName(author)
+        } else {
+            return .refused
         }
         return .keep(stored)
     }

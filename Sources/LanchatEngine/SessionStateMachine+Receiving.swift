@@ -20,13 +20,13 @@ extension SessionStateMachine {
             return
         }
         // History only from the member we asked, for the room we asked about: our inviter (as a
-        // newcomer), or a member we sent a SYNC_REQUEST (a signed history only: relay).
+        // newcomer), or a member we sent a SYNC_REQUEST (a signed or sealed history only: relay).
         if offer.kind.isHistory {
             guard let room = offer.room else {
                 out.append(.send(entry.handle, [.resourceEnd(.init(id: offer.id, status: .refused, text: "history was not asked for"))]))
                 return
             }
-            switch takeHistory(room, from: peer.id, signed: offer.kind == .signedHistory, at: now) {
+            switch takeHistory(room, from: peer.id, authenticated: HistoryLayout(kind: offer.kind)?.isAuthenticated == true, at: now) {
             case .inviter?: break
             case .relay?: transfers.histories.relayTransferStarted(offer.id)
             case nil:
@@ -247,7 +247,7 @@ extension SessionStateMachine {
                 out.append(.file(.verify(id)))
             case .place(let name):
                 if transfer.offer.kind.isHistory, let room = transfer.offer.room {
-                    out.append(.file(.importHistory(id, room, from: transfer.peer, signed: transfer.offer.kind == .signedHistory)))
+                    out.append(.file(.importHistory(id, room, from: transfer.peer, layout: HistoryLayout(kind: transfer.offer.kind) ?? .plain)))
                 } else if transfer.offer.kind == .shared, let fetch = sharedFetch(ofAttempt: id).flatMap({ transfers.shared.fetches[$0] }) {
                     out.append(.file(.placeShared(id, fetch.file, destination: fetch.destination)))
                 } else {

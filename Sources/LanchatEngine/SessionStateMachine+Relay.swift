@@ -88,14 +88,16 @@ extension SessionStateMachine {
     }
 
     /// The newest of `messages` (oldest first) whose signed history fits in `limit` bytes (what the asker
-    /// takes at most: the rest goes with its next requests), oldest first.
+    /// takes at most: the rest goes with its next requests), oldest first. A sealed record counts its
+    /// longest proof and its seal's head as well.
     public static func withinRelayLimit(_ messages: [StoredMessage], limit: UInt64) -> [StoredMessage] {
         var total: UInt64 = 0
         var start = messages.endIndex
         while start > messages.startIndex {
             let message = messages[start - 1]
             // A record: the fixed fields, the sender's id and name, the body, the key and the signature.
-            let size = UInt64(HistoryRecord.fixedLength + message.senderName.utf8.count + message.body.utf8.count)
+            let sealed = message.isSealed ? SealHead.length + SealProof.maximumLength : 0
+            let size = UInt64(HistoryRecord.fixedLength + sealed + message.senderName.utf8.count + message.body.utf8.count)
             guard total + size <= limit else { break }
             total += size
             start -= 1
@@ -173,8 +175,8 @@ extension SessionStateMachine {
 
     /// Which of a member's messages a SYNC_REQUEST lacks: of `messages` (the room's latest, oldest
     /// first), those by authors other than `requester` who are members of the room (`members`, or us:
-    /// the requester keeps no one else's), signed (an unsigned one would be refused unless it is the
-    /// relay's own) and not direct, whose sequence is in none of the runs the requester holds from their
+    /// the requester keeps no one else's), signed, or sealed for a requester that reads seals (`sealed`;
+    /// an unsigned one would be refused unless it is the relay's own) and not direct, whose sequence is in none of the runs the requester holds from their
     /// author. (The requester looks at twice as many recent messages as are sent, so what it left out is
     /// older than what is sent, or at worst sent again: ids de-duplicate.)
     ///
@@ -191,24 +193,24 @@ extension SessionStateMachine {
     /// is connected to us.
     public func relayAnswer(
         _ messages: [StoredMessage], room: RoomID, marks: [String: [ClosedRange<UInt64>]], to requester: PeerID,
-        arrivals: RecentArrivals, at now: EngineTime
+        arrivals: RecentArrivals, sealed: Bool = false, at now: EngineTime
     ) -> [StoredMessage] {
         let settled = links.entry(requester).map { now.monotonic - $0.since > Self.relayGrace } ?? false
         return Self.lacking(
-            messages, marks: marks, requester: requester, ownID: configuration.ownID, members: Set((rooms[room]?.members ?? [:]).keys),
+            messages, marks: marks, requester: requester, ownID: configuration.ownID, members: Set((rooms[room]?.members ?? [:]).keys), sealed: sealed,
             leftToAuthors: settled ? Set(links.peers) : [], recent: settled ? arrivals.ids(after: now.monotonic - Self.relayGrace) : [],
             queued: queued(for: requester))
     }
 
     public static func lacking(
         _ messages: [StoredMessage], marks: [String: [ClosedRange<UInt64>]], requester: PeerID, ownID: PeerID, members: Set<PeerID>,
-        leftToAuthors: Set<PeerID> = [], recent: Set<String> = [], queued: Set<String> = []
+        sealed: Bool = false, leftToAuthors: Set<PeerID> = [], recent: Set<String> = [], queued: Set<String> = []
     ) -> [StoredMessage] {
         let recentAuthors = Set(leftToAuthors.map(\.rawValue))
         return messages.filter { message in
             guard message.kind != .system, !message.direct, message.senderID != requester.rawValue, !queued.contains(message.id),
                 !recent.contains(message.id) || !recentAuthors.contains(message.senderID),
-                message.isSigned || message.senderID == ownID.rawValue,
+                message.isSigned || (sealed && message.isSealed) || message.senderID == ownID.rawValue,
                 message.senderID == ownID.rawValue || PeerID(message.senderID).map(members.contains) == true
             else { return false }
             let sequence = UInt64(max(0, message.sequence))

@@ -30,13 +30,15 @@ extension SessionStateMachine {
                 relayAnswerNotOffered(room, to: peer.id)
                 return []
             }
-            let lacking = relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, at: now)
+            // (A version 4 asker reads a sealed history: records only sealed go to it too.)
+            let layout = HistoryLayout(version: max(2, links.version(of: peer.id) ?? 2))
+            let lacking = relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, sealed: layout == .sealed, at: now)
             let answer = Self.withinRelayLimit(lacking, limit: configuration.transferLimits.maximumRelaySize)
             guard !answer.isEmpty else {
                 relayAnswerNotOffered(room, to: peer.id)
                 return []
             }
-            return [.offerRelayAnswer(room, answer, to: peer)]
+            return [.offerRelayAnswer(room, answer, to: peer, layout: layout)]
         default:
             return []
         }

@@ -237,7 +237,7 @@ public struct SessionStateMachine: Sendable {
                 guard rooms[room]?.members[entry.peer.id] != nil, transfers.histories.takeOwed(RoomMember(room: room, peer: entry.peer.id)) else { break }
                 out.append(
                     .sendHistory(
-                        room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, signed: entry.version >= 2,
+                        room, sinceMilliseconds: Int64(clamping: since), to: entry.peer, layout: HistoryLayout(version: entry.version),
                         limit: limit.map { Int($0) }))
             case .streamOpen, .streamAccept, .streamData, .streamCredit, .streamEnd:
                 streamFrame(frame, from: entry, on: handle, at: now, &out)
@@ -288,10 +288,10 @@ public struct SessionStateMachine: Sendable {
 
     /// Whether a history `peer` offers for `room` is taken, and as what: our inviter's, once, while we
     /// join (before `historyOfferTimeout` has passed), from a member of the room; or the answer to a
-    /// SYNC_REQUEST we sent it (a signed history only). Taking it closes the door it came through: a
-    /// second offer, or a late one, is refused.
-    public mutating func takeHistory(_ room: RoomID, from peer: PeerID, signed: Bool, at now: EngineTime) -> HistorySource? {
-        transfers.histories.take(room, from: peer, signed: signed, isMember: rooms[room]?.members[peer] != nil, at: now.monotonic)
+    /// SYNC_REQUEST we sent it (a signed or sealed history only: `authenticated`). Taking it closes the
+    /// door it came through: a second offer, or a late one, is refused.
+    public mutating func takeHistory(_ room: RoomID, from peer: PeerID, authenticated: Bool, at now: EngineTime) -> HistorySource? {
+        transfers.histories.take(room, from: peer, authenticated: authenticated, isMember: rooms[room]?.members[peer] != nil, at: now.monotonic)
     }
 
     /// A system message, kept in history and reported ("bob joined").

@@ -52,8 +52,8 @@ public enum FileAction: Equatable, Sendable {
     case place(WireID, name: String, modifiedMilliseconds: UInt64)
     /// Receiver: read the history resource and keep what `SessionStateMachine.storable` allows. Answer
     /// `historyImported`.
-    /// `signed`: a signed history (RESOURCE_OFFER kind 2), whose records carry their authors' signatures.
-    case importHistory(WireID, RoomID, from: SessionPeer, signed: Bool)
+    /// `layout`: how its records are laid out (by its RESOURCE_OFFER kind).
+    case importHistory(WireID, RoomID, from: SessionPeer, layout: HistoryLayout)
     /// Sender of a shared file: open the file kept under the request's digest, if it is kept here. Answer
     /// `serveShared` (having registered the open file under the request's id), or `notServed`.
     case serveShared(WireFrame.FileRequest, to: SessionPeer)

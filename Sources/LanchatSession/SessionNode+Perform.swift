@@ -100,9 +100,9 @@ extension SessionNode {
             case .offerHistory(let offer):
                 switch offer.content {
                 case .export(let since, let limit):
-                    exportHistory(room: offer.room, since: since, limit: limit, to: offer.peer, signed: offer.signed)
+                    exportHistory(room: offer.room, since: since, limit: limit, to: offer.peer, layout: offer.layout)
                 case .messages(let messages):
-                    sendHistory(messages, room: offer.room, to: offer.peer, signed: offer.signed)
+                    sendHistory(messages, room: offer.room, to: offer.peer, layout: offer.layout)
                 }
             case .startSync:
                 startSync()

@@ -33,7 +33,7 @@ extension SessionNode {
         case .place(let id, let name, let modified): place(id, as: name, modified: modified)
         case .serveShared(let request, let peer): serveShared(request, to: peer)
         case .placeShared(let id, let file, let destination): placeShared(id, file, destination: destination)
-        case .importHistory(let id, let room, let peer, let signed): importHistory(id, room: room, from: peer, signed: signed)
+        case .importHistory(let id, let room, let peer, let layout): importHistory(id, room: room, from: peer, layout: layout)
         case .close(let id, let removePart):
             guard var file = files[id] else {
                 // Ended before its part file was handed over (being hashed, or never opened): a part file an
@@ -127,7 +127,7 @@ extension SessionNode {
     /// there when verified; history: the state directory's `incoming`).
     func storage(for kind: WireFrame.ResourceOffer.Kind) -> StorageDirectory {
         switch kind {
-        case .history, .signedHistory:
+        case .history, .signedHistory, .sealedHistory:
             StorageDirectory(role: "the history directory", path: configuration.historyDirectory ?? configuration.downloadDirectory)
         case .file:
             StorageDirectory(

@@ -13,9 +13,9 @@ extension SessionNode {
     /// the store's thread stores them (pieces join one bulk write, committed every `historyCommit` records),
     /// then the next piece. So neither the file nor the event loop is held whole: memory stays at a
     /// piece, and peers are served between pieces.
-    func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
+    func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, layout: HistoryLayout) {
         guard let file = files.removeValue(forKey: id) else { return }
-        let reader = HistoryFileReader(fd: file.fd, path: file.path, signed: signed)
+        let reader = HistoryFileReader(fd: file.fd, path: file.path, layout: layout)
         // Records carry the names we show (a record's name is the relay's label). A relay answer keeps only
         // current members' messages; a newcomer's history from its inviter also keeps those of authors who
         // are not members here (members who left), under their short id and "not a member".
@@ -53,9 +53,9 @@ extension SessionNode {
         let forgedLeft = engine.configuration.transferLimits.maximumForgedRecords - forged
         return fileIO.runIfActive(eventLoop: eventLoop) { () throws -> ReadPiece in
             var reader = reader
-            let records = try reader.next(maximumCount: Self.historyBatch)
-            let verdicts = SessionStateMachine.verdicts(
-                records, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
+            let entries = try reader.next(maximumCount: Self.historyBatch)
+            let verdicts = reader.decoder.verdicts(
+                entries, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
                 strangers: piece.strangers, now: SessionNode.nowMilliseconds(), forgedLeft: forgedLeft)
             return (reader, verdicts)
         }
@@ -162,26 +162,27 @@ extension SessionNode {
 struct HistoryFileReader {
     let fd: Int32
     let path: String
-    /// Records in the layout of a signed history (RESOURCE_OFFER kind 2).
-    let signed: Bool
+    /// Reads the records in the history's layout, and checks each seal once while it keeps it.
+    var decoder: HistoryDecoder
     private var offset = 0
     private var buffer = ByteBufferAllocator().buffer(capacity: 0)
     private var ended = false
 
-    init(fd: Int32, path: String, signed: Bool = false) {
+    init(fd: Int32, path: String, layout: HistoryLayout = .plain) {
         self.fd = fd
         self.path = path
-        self.signed = signed
+        decoder = HistoryDecoder(layout: layout)
     }
 
     /// The next records (at most `maximumCount`); none once the file is read to its end. Throws if a
     /// record is invalid or the file ends inside one.
-    mutating func next(maximumCount: Int) throws -> [HistoryRecord] {
+    mutating func next(maximumCount: Int) throws -> [SealedHistory.Entry] {
         while true {
-            let records = try HistoryRecord.decodeSome(&buffer, maximumCount: maximumCount, signed: signed)
-            if !records.isEmpty { return records }
+            let entries = try decoder.decodeSome(&buffer, maximumCount: maximumCount)
+            if !entries.isEmpty { return entries }
             if ended {
                 guard buffer.readableBytes == 0 else { throw SessionError(.history, "the history ends inside a record") }
+                guard decoder.isComplete else { throw SessionError(.history, "the history ends after a seal, without its record") }
                 return []
             }
             buffer.discardReadBytes()

@@ -99,15 +99,23 @@ extension SessionNode {
     /// Sends a newcomer the room's history (records in `HistoryRecord` format) as a resource, on the
     /// connection its request came on. The export is a nameless temporary file in the history directory
     /// (under the state directory, not `/tmp`): only its descriptor reads it, so it goes with the transfer.
-    /// `signed`: a signed history (each record with its author's signature, if it has one). The history
+    /// `layout`: how its records are laid out (`HistoryEncoder`, by the peer's version). The history
     /// is read in pieces of `exportPiece` messages on the reading connection (`readCommitted`: what was
     /// committed, off the store's thread, so that no commit waits behind it), and each piece is written on
     /// the file thread (`fileIO`) while the next is read: a history of a million messages is never held
     /// whole (at most two pieces), and peers are served meanwhile.
-    func exportHistory(room: RoomID, since: Int64, limit: Int, to peer: SessionPeer, signed: Bool) {
+    func exportHistory(room: RoomID, since: Int64, limit: Int, to peer: SessionPeer, layout: HistoryLayout) {
         guard let file = historyFile() else { return }
-        let export = HistoryExport(file: file, room: room, since: since, limit: limit, peer: peer, signed: signed)
-        exportHistoryPiece(export, after: nil, written: eventLoop.makeSucceededFuture(0))
+        let export = HistoryExport(file: file, room: room, since: since, limit: limit, peer: peer)
+        let encoder = HistoryEncoder(layout: layout, ownID: configuration.ownID, keys: configuration.envelopes)
+        exportHistoryPiece(export, after: nil, written: eventLoop.makeSucceededFuture(Written(size: 0, encoder: encoder)))
+    }
+
+    /// What the writes of a history so far made: its size, and the encoder to go on with (the heads it
+    /// named), or nil if a write failed.
+    private struct Written {
+        var size: Int
+        var encoder: HistoryEncoder
     }
 
     /// One export of a room's history to a peer (`exportHistory`).
@@ -117,12 +125,11 @@ extension SessionNode {
         let since: Int64
         let limit: Int
         let peer: SessionPeer
-        let signed: Bool
     }
 
     /// Reads the piece after `cursor` while the one before it is written (`written`: where that write
     /// ends, nil if it failed); once both are done, this piece is written while the next is read.
-    private func exportHistoryPiece(_ export: HistoryExport, after cursor: ExportCursor?, written: EventLoopFuture<Int?>) {
+    private func exportHistoryPiece(_ export: HistoryExport, after cursor: ExportCursor?, written: EventLoopFuture<Written?>) {
         let file = export.file
         guard !stopped else {
             written.whenComplete { _ in close(file.fd) }
@@ -139,11 +146,13 @@ extension SessionNode {
                 return
             }
             self.assumeIsolated { node in
-                guard !node.stopped, case .success((let piece?, let offset?)) = result else {
+                guard !node.stopped, case .success((let piece?, let before?)) = result else {
                     close(file.fd)
                     return
                 }
-                let wrote = node.writeHistory(piece.messages, to: file, at: offset, signed: export.signed).map { count in count.map { offset + $0 } }
+                let wrote = node.writeHistory(piece.messages, to: file, at: before.size, encoder: before.encoder).map { written in
+                    written.map { Written(size: before.size + $0.count, encoder: $0.encoder) }
+                }
                 guard let next = piece.next else {
                     wrote.whenComplete { [weak node] result in
                         guard let node else {
@@ -151,11 +160,11 @@ extension SessionNode {
                             return
                         }
                         node.assumeIsolated { node in
-                            guard !node.stopped, case .success(let size?) = result else {
+                            guard !node.stopped, case .success(let written?) = result else {
                                 close(file.fd)
                                 return
                             }
-                            node.offerHistory(file, size: size, room: export.room, to: export.peer, signed: export.signed)
+                            node.offerHistory(file, size: written.size, room: export.room, to: export.peer, kind: written.encoder.layout.kind)
                         }
                     }
                     return
@@ -172,20 +181,21 @@ extension SessionNode {
     /// to `SessionAction.sendSync`. Written on the file thread, then offered as the relay answer to `peer`
     /// for `room` (one at a time: `SessionStateMachine.received(_:SyncRequest...)`); when none is offered
     /// (nothing lacking, a failure, the caps), the engine hears it (`relayAnswerNotOffered`).
-    func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer, signed: Bool) {
+    func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer, layout: HistoryLayout) {
         guard !messages.isEmpty, let file = historyFile() else { return engine.relayAnswerNotOffered(room, to: peer.id) }
-        writeHistory(messages, to: file, at: 0, signed: signed).whenComplete { [weak self] result in
+        let encoder = HistoryEncoder(layout: layout, ownID: configuration.ownID, keys: configuration.envelopes)
+        writeHistory(messages, to: file, at: 0, encoder: encoder).whenComplete { [weak self] result in
             guard let self else {
                 close(file.fd)
                 return
             }
             self.assumeIsolated { node in
-                guard !node.stopped, case .success(let count?) = result, count > 0 else {
+                guard !node.stopped, case .success(let written?) = result, written.count > 0 else {
                     close(file.fd)
                     if !node.stopped { node.engine.relayAnswerNotOffered(room, to: peer.id) }
                     return
                 }
-                node.offerHistory(file, size: count, room: room, to: peer, signed: signed, relayAnswer: true)
+                node.offerHistory(file, size: written.count, room: room, to: peer, kind: layout.kind, relayAnswer: true)
             }
         }
     }
@@ -206,21 +216,25 @@ extension SessionNode {
         return (fd, path)
     }
 
-    /// Writes `messages` as history records at `offset` on the file thread (`fileIO`): the bytes written,
-    /// nil if the write failed (the caller closes the file). It never fails.
-    private func writeHistory(_ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, signed: Bool) -> EventLoopFuture<Int?> {
+    /// Writes `messages` as history records at `offset` on the file thread (`fileIO`; our own records a
+    /// version 2 or 3 peer needs signed are signed there): the bytes written and the encoder to go on
+    /// with, nil if the write failed (the caller closes the file). It never fails.
+    private func writeHistory(
+        _ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, encoder: HistoryEncoder
+    ) -> EventLoopFuture<(count: Int, encoder: HistoryEncoder)?> {
         let fd = file.fd
-        return fileIO.runIfActive(eventLoop: eventLoop) { () -> Int? in
+        return fileIO.runIfActive(eventLoop: eventLoop) { () -> (count: Int, encoder: HistoryEncoder)? in
+            var encoder = encoder
             var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
-            for message in messages { try? HistoryRecord(message)?.encode(into: &buffer, signed: signed) }
+            encoder.append(messages, into: &buffer)
             let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-            return written == buffer.readableBytes ? written : nil
+            return written == buffer.readableBytes ? (written, encoder) : nil
         }.recover { _ in nil }
     }
 
     /// Offers a written history (nothing if it is empty). `relayAnswer`: the answer to a SYNC_REQUEST.
     private func offerHistory(
-        _ file: (fd: Int32, path: String), size: Int, room: RoomID, to peer: SessionPeer, signed: Bool,
+        _ file: (fd: Int32, path: String), size: Int, room: RoomID, to peer: SessionPeer, kind: WireFrame.ResourceOffer.Kind,
         relayAnswer: Bool = false
     ) {
         guard size > 0, let resource = try? ResourceFile.opened(file.fd, path: file.path) else {  // (closed by `opened` if it fails)
@@ -230,7 +244,7 @@ extension SessionNode {
         }
         do {
             _ = try offer(
-                resource, name: "history of \(room.rawValue)", to: peer.id, kind: signed ? .signedHistory : .history, room: room,
+                resource, name: "history of \(room.rawValue)", to: peer.id, kind: kind, room: room,
                 ephemeral: true, relayAnswer: relayAnswer)
         } catch {
             logger.notice("history not offered", metadata: ["room": "\(room)", "peer": "\(peer.id.short)", "why": "\(error.message)"])

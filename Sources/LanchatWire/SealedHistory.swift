@@ -96,13 +96,13 @@ public enum SealedHistory {
     }
 
     /// A seal's name: its author and its id.
-    struct Name: Hashable {
+    struct Name: Hashable, Sendable {
         var author: String
         var id: WireID
     }
 
     /// The last `window` seals named, oldest first.
-    struct Window {
+    struct Window: Sendable {
         private var heads: [Name: SealHead] = [:]
         private var order: [Name] = []
 
@@ -119,7 +119,7 @@ public enum SealedHistory {
     }
 
     /// Writes entries, with each seal's head where a reader needs it.
-    public struct Writer {
+    public struct Writer: Sendable {
         private var window = Window()
 
         public init() {}
@@ -157,7 +157,7 @@ public enum SealedHistory {
 
     /// Reads entries in pieces, as `HistoryRecord.decodeSome` reads records: an entry cut off by the end
     /// of the buffer stays there for the next piece; anything invalid throws at once.
-    public struct Reader {
+    public struct Reader: Sendable {
         private var window = Window()
         /// The seal whose head was just read, whose own record must come next.
         private var awaiting: Name?

@@ -133,12 +133,13 @@ public enum WireFrame: Equatable, Sendable {
     public static let sealsVersion: UInt16 = 4
 
     /// The lowest protocol version a connection must speak to carry this frame, when it is above 1 and
-    /// the engine does not check it itself: a SEAL or a sealed MESSAGE needs `sealsVersion`. A peer that
+    /// the engine does not check it itself: a SEAL, a sealed MESSAGE or a sealed history needs `sealsVersion`. A peer that
     /// sends one on a connection below it is closed with a protocol error (`WireError.aboveVersion`).
     public var minimumVersion: UInt16 {
         switch self {
         case .seal: Self.sealsVersion
         case .message(let message) where message.sealed != nil: Self.sealsVersion
+        case .resourceOffer(let offer) where offer.kind == .sealedHistory: Self.sealsVersion
         default: 1
         }
     }

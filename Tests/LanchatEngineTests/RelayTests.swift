@@ -239,7 +239,10 @@ import Testing
         #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(4))).count == 1)
         let mine = StoredMessage(
             id: String(format: "%032x", 1), room: "lab", senderID: me.id.rawValue, senderName: me.name, sequence: 1, timestamp: 1, kind: .text, body: "hi")
-        #expect(node.storeRead(.relayAnswer(nil, messages: [mine]), for: asked[0], arrivals: RecentArrivals(), at: at(5)) == [.offerRelayAnswer(lab, [mine], to: bob)])
+        #expect(
+            node.storeRead(.relayAnswer(nil, messages: [mine]), for: asked[0], arrivals: RecentArrivals(), at: at(5)) == [
+                .offerRelayAnswer(lab, [mine], to: bob, layout: .signed)
+            ])
         // (That answer is outstanding: a request now is not answered.)
         #expect(syncAnswers(node.received([request], on: LinkHandle(1), at: at(6))).isEmpty)
 
@@ -327,6 +330,6 @@ import Testing
         node.membership.enter(lab)
         node.membership.setMember(.init(name: "bob", port: 0, addresses: []), bob.id, in: lab)
         let actions = node.received([.historyRequest(room: lab, sinceMilliseconds: 5, limit: 20)], on: LinkHandle(1), at: at(2))
-        #expect(actions.contains { if case .sendHistory(lab, 5, bob, true, 20) = $0 { true } else { false } })
+        #expect(actions.contains { if case .sendHistory(lab, 5, bob, .signed, 20) = $0 { true } else { false } })
     }
 }

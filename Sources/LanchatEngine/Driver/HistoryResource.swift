@@ -1,8 +1,138 @@
 import LanchatCore
 import LanchatWire
+import NIOCore
 
-/// A room's history as a resource (RESOURCE_OFFER kind 1 or 2), as lanchatd and the simulator both write
-/// and read it: stored messages become records, and records read back get the engine's verdict.
+/// How a history resource lays out its records, by the version the two peers speak: plain (version 1,
+/// kind 1), each with its signature (2 and 3, kind 2), or signed and sealed records with their seals'
+/// heads (4, kind 4: `SealedHistory`).
+public enum HistoryLayout: Sendable, Hashable {
+    case plain, signed, sealed
+
+    public init(version: UInt16) {
+        self = version >= WireFrame.sealsVersion ? .sealed : version >= 2 ? .signed : .plain
+    }
+
+    /// The layout of a history resource of `kind` (nil: not a history).
+    public init?(kind: WireFrame.ResourceOffer.Kind) {
+        switch kind {
+        case .history: self = .plain
+        case .signedHistory: self = .signed
+        case .sealedHistory: self = .sealed
+        case .file, .shared: return nil
+        }
+    }
+
+    public var kind: WireFrame.ResourceOffer.Kind {
+        switch self {
+        case .plain: .history
+        case .signed: .signedHistory
+        case .sealed: .sealedHistory
+        }
+    }
+
+    /// Its records verify on their own (signed or sealed), so that a relay may hand on others' words.
+    public var isAuthenticated: Bool { self != .plain }
+}
+
+/// Writes stored messages as a history resource's records, piece after piece (one encoder per resource:
+/// a sealed history names each seal's head once, before its first record). What a peer cannot check is
+/// left out: in a signed history, another author's record that is only sealed (a version 2 or 3 peer
+/// knows no seals); our own such records are signed here.
+public struct HistoryEncoder: Sendable {
+    public let layout: HistoryLayout
+    let ownID: PeerID
+    let keys: EnvelopeKeys?
+    private var writer = SealedHistory.Writer()
+
+    public init(layout: HistoryLayout, ownID: PeerID, keys: EnvelopeKeys?) {
+        self.layout = layout
+        self.ownID = ownID
+        self.keys = keys
+    }
+
+    /// Appends `messages`' records to `buffer`; returns how many it wrote.
+    @discardableResult
+    public mutating func append(_ messages: [StoredMessage], into buffer: inout ByteBuffer) -> Int {
+        var written = 0
+        for message in messages {
+            switch layout {
+            case .plain:
+                guard let record = HistoryRecord(message), (try? record.encode(into: &buffer)) != nil else { continue }
+            case .signed:
+                let message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
+                guard !message.isSealed || message.isSigned, let record = HistoryRecord(message),
+                    (try? record.encode(into: &buffer, signed: true)) != nil
+                else { continue }
+            case .sealed:
+                if message.isSealed, let head = message.seal?.head(author: message.senderID), let record = HistoryRecord(message),
+                    record.proof != nil, (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil
+                {
+                    break
+                }
+                // Signed (or unsigned, the relay's word), as in a signed history.
+                let message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
+                guard !message.isSealed || message.isSigned, var record = HistoryRecord(message) else { continue }
+                record.proof = nil
+                guard (try? writer.write(.init(record: record), into: &buffer)) != nil else { continue }
+            }
+            written += 1
+        }
+        return written
+    }
+}
+
+/// Reads a history resource's records in pieces, in its layout, and gives each its verdict: a sealed
+/// record's seal is checked once while the reader keeps it (`SealChecks`), its record by its audit path.
+public struct HistoryDecoder: Sendable {
+    public let layout: HistoryLayout
+    private var reader = SealedHistory.Reader()
+    private var checks = SealChecks()
+
+    public init(layout: HistoryLayout) { self.layout = layout }
+
+    /// Whether the resource may end here (a sealed history not right after a seal's head).
+    public var isComplete: Bool { layout != .sealed || reader.isComplete }
+
+    /// The next entries (at most `maximumCount`); an entry cut off by the end of `buffer` stays there.
+    public mutating func decodeSome(_ buffer: inout ByteBuffer, maximumCount: Int) throws(WireError) -> [SealedHistory.Entry] {
+        switch layout {
+        case .sealed: try reader.decodeSome(&buffer, maximumCount: maximumCount)
+        case .plain, .signed:
+            try HistoryRecord.decodeSome(&buffer, maximumCount: maximumCount, signed: layout == .signed).map { SealedHistory.Entry(record: $0) }
+        }
+    }
+
+    /// Each entry's verdict (`SessionStateMachine.verdict`), in order; checking stops at the forged
+    /// record that makes `forgedLeft`.
+    public mutating func verdicts(
+        _ entries: [SealedHistory.Entry], room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String],
+        strangers: Bool, now: Int64, forgedLeft: Int
+    ) -> [SessionStateMachine.HistoryVerdict] {
+        var verdicts: [SessionStateMachine.HistoryVerdict] = []
+        var forged = 0
+        for entry in entries {
+            let verdict: SessionStateMachine.HistoryVerdict
+            if let seal = entry.seal {
+                verdict = SessionStateMachine.verdict(
+                    entry.record, sealedBy: seal, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers,
+                    now: now, checks: &checks)
+            } else {
+                verdict = SessionStateMachine.verdict(
+                    entry.record, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now)
+            }
+            verdicts.append(verdict)
+            if verdict == .forged {
+                forged += 1
+                if forged >= forgedLeft { break }
+            }
+        }
+        return verdicts
+    }
+}
+
+/// A room's history as a resource (RESOURCE_OFFER kind 1, 2 or 4), as lanchatd and the simulator both
+/// write and read it: stored messages become records (`HistoryEncoder`), and records read back
+/// (`HistoryDecoder`) get the engine's verdict.
 extension HistoryRecord {
     /// A stored message as a record of a history, with its signature and its place in its seal, if it has
     /// them (nil if its id is not a wire id).

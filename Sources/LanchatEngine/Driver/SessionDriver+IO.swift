@@ -22,9 +22,9 @@ extension SessionDriver {
                 // What the store read goes back to the engine, which says what it makes (an input, not a
                 // question asked in the middle of the I/O).
                 output += engine.storeRead(read(index), for: action, arrivals: arrivals, at: now).compactMap(Self.plainIO)
-            case .sendHistory(let room, let since, let peer, let signed, let limit):
+            case .sendHistory(let room, let since, let peer, let layout, let limit):
                 let limit = min(historyForNewcomers, limit ?? .max)
-                output.append(.offerHistory(HistoryOffer(room: room, peer: peer, signed: signed, content: .export(sinceMilliseconds: since, limit: limit))))
+                output.append(.offerHistory(HistoryOffer(room: room, peer: peer, layout: layout, content: .export(sinceMilliseconds: since, limit: limit))))
             case .requestSync(let room, let handle):
                 guard case .syncRequest(let held, let joined) = read(index) else { break }
                 let since = SessionStateMachine.relayFloor(joinedAt: joined, now: now.wall)
@@ -47,8 +47,8 @@ extension SessionDriver {
         case .send(let handle, let frames): .write(handle, frames, flushNow: false)
         case .sendUnreliable(let handle, let frames): .writeIfRoom(handle, frames)
         case .close(let handle, let reason, let text): .close(handle, reason, text)
-        case .offerRelayAnswer(let room, let messages, let peer):
-            .offerHistory(HistoryOffer(room: room, peer: peer, signed: true, content: .messages(messages)))
+        case .offerRelayAnswer(let room, let messages, let peer, let layout):
+            .offerHistory(HistoryOffer(room: room, peer: peer, layout: layout, content: .messages(messages)))
         case .inviteFinished(let id, let outcome): .inviteFinished(id, outcome)
         case .stream(let id, let signal): .stream(id, signal)
         case .streamHandedOver(let acceptor, let accepted): .streamHandedOver(acceptor: acceptor, accepted)

@@ -56,8 +56,8 @@ public struct HistoryOffer: Equatable, Sendable {
 
     public var room: RoomID
     public var peer: SessionPeer
-    /// With each record's signature (a peer that speaks version 2).
-    public var signed: Bool
+    /// How its records are laid out (by the version the peer speaks).
+    public var layout: HistoryLayout
     public var content: Content
 }
 

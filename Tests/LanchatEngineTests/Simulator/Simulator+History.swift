@@ -20,16 +20,24 @@ extension Simulator {
             relayAnswer = true
         }
         // A hostile relay (a fault, like the others only before the network heals) changes one record's
-        // words and keeps its signature: the newcomer must refuse it.
+        // words and keeps its signature, or its seal and proof: the newcomer must refuse it. (Our own
+        // record is signed first if the layout would sign it: the change comes after.)
         let tamper = options.faults && now < options.chaos && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
+        let keys = nodes[node].engine?.configuration.envelopes
+        var encoder = HistoryEncoder(layout: offer.layout, ownID: nodes[node].peer.id, keys: keys)
         var buffer = ByteBuffer()
         for (index, message) in messages.enumerated() {
-            guard var record = HistoryRecord(message) else { continue }
-            if index == tamper {
-                record.body += " (forged by n\(node))"
-                forgeries.injected += 1
+            var message = message
+            if index == tamper, offer.layout.isAuthenticated {
+                if !(offer.layout == .sealed && message.isSealed) {
+                    message = SessionStateMachine.signedIfOurs(message, ownID: nodes[node].peer.id, keys: keys)
+                }
+                if message.isSigned || message.isSealed {
+                    message.body += " (forged by n\(node))"
+                    forgeries.injected += 1
+                }
             }
-            try? record.encode(into: &buffer, signed: offer.signed)
+            encoder.append([message], into: &buffer)
         }
         if verbose { log("n\(node) offers \(offer.peer.name) a history of \(offer.room): \(messages.map { $0.id.prefix(8) })") }
         guard buffer.readableBytes > 0 else { return }  // (an empty answer: the driver told the engine)
@@ -40,7 +48,7 @@ extension Simulator {
         perform(node) {
             guard
                 let (id, actions) = try? $0.offerResource(
-                    file, to: offer.peer.id, kind: offer.signed ? .signedHistory : .history, room: offer.room,
+                    file, to: offer.peer.id, kind: offer.layout.kind, room: offer.room,
                     ephemeral: true, relayAnswer: relayAnswer, at: self.time(node))
             else { return [] }
             self.originals[id] = bytes
@@ -51,16 +59,18 @@ extension Simulator {
 
     /// The file thread read a received history: each record through the engine's verdict, what it keeps
     /// stored in one durable commit (as lanchatd's bulk write), then the engine hears how it went.
-    func importHistory(_ node: Int, _ id: WireID, room: RoomID, from peer: SessionPeer, signed: Bool) {
+    func importHistory(_ node: Int, _ id: WireID, room: RoomID, from peer: SessionPeer, layout: HistoryLayout) {
         guard let engine = nodes[node].engine else { return }
         var buffer = ByteBuffer(bytes: nodes[node].disk.removeValue(forKey: id) ?? [])
         var added = 0, refused = 0, forged = 0
         var error: String?
         do {
-            let records = try HistoryRecord.decodeSome(&buffer, maximumCount: .max, signed: signed)
+            var decoder = HistoryDecoder(layout: layout)
+            let entries = try decoder.decodeSome(&buffer, maximumCount: .max)
             if buffer.readableBytes > 0 { error = "the history ends inside a record" }
-            let verdicts = SessionStateMachine.verdicts(
-                records, room: room, relay: peer.id, ownID: nodes[node].peer.id, keys: engine.configuration.envelopes,
+            if !decoder.isComplete { error = "the history ends after a seal, without its record" }
+            let verdicts = decoder.verdicts(
+                entries, room: room, relay: peer.id, ownID: nodes[node].peer.id, keys: engine.configuration.envelopes,
                 members: (engine.members(of: room) ?? [:]).mapValues(\.name), strangers: !engine.isRelayTransfer(id), now: time(node).wall,
                 forgedLeft: engine.configuration.transferLimits.maximumForgedRecords)
             try nodes[node].store.transaction(durable: true) {

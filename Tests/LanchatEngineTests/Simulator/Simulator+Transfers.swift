@@ -213,8 +213,8 @@ extension Simulator {
             serveShared(node, request, to: peer)
         case .placeShared(let id, let file, _):
             placeShared(node, id, file)
-        case .importHistory(let id, let room, let peer, let signed):
-            importHistory(node, id, room: room, from: peer, signed: signed)
+        case .importHistory(let id, let room, let peer, let layout):
+            importHistory(node, id, room: room, from: peer, layout: layout)
         case .close(let id, let removePart):
             if removePart { nodes[node].disk[id] = nil }
         case .cancelledWhileApart(let id, let peer):

@@ -1,0 +1,136 @@
+import LanchatCore
+import LanchatWire
+import NIOCore
+import Testing
+
+@testable import LanchatEngine
+
+/// The sealed history resource (RESOURCE_OFFER kind 4, version 4 draft; issue 33, step 2): stored sealed
+/// messages written with their seals' heads and read back with one signature check per seal; what a
+/// version 2 or 3 peer is sent of them; what a relay hands on to whom.
+@Suite struct SealedHistoryResourceTests {
+    let ids = (1...3).map { SessionStateMachineTests.peerID(UInt8($0 * 0x10)) }
+    var alice: PeerID { ids[0] }
+    var bob: PeerID { ids[1] }
+    var carol: PeerID { ids[2] }
+    let lab = RoomID("lab")!
+
+    func keys(_ index: Int) -> EnvelopeKeys { SimulatedSignatures.keys(for: index, ids: ids) }
+
+    /// `author`'s messages `numbers`, stored sealed in seals of `per` (signed as well if said).
+    func sealedMessages(_ numbers: ClosedRange<Int>, by author: Int, per: Int = 256, signed: Bool = false, forgedBy signer: Int? = nil) -> [StoredMessage] {
+        var next = numbers.lowerBound << 10  // (ids apart for each call's numbers)
+        let messages = numbers.map { n in
+            let message = StoredMessage(
+                id: WireID(bytes: [UInt8(author), UInt8(n & 0xff), UInt8(n >> 8)] + [UInt8](repeating: 0x22, count: 13))!.description, room: "lab",
+                senderID: ids[author].rawValue, senderName: "n\(author)", sequence: Int64(n), timestamp: 10 + Int64(n), kind: .text, body: "m\(n)")
+            return signed ? SessionStateMachine.signed(message, room: lab, id: WireID(hex: message.id)!, keys: keys(author)) : message
+        }
+        var stored: [StoredMessage] = []
+        var start = 0
+        while start < messages.count {
+            let piece = Array(messages[start..<min(start + per, messages.count)])
+            for (batch, sealed) in SealedBatch.seal(
+                piece, author: ids[author], room: lab, keys: keys(signer ?? author),
+                newID: {
+                    next += 1
+                    return WireID(bytes: [0x5E, UInt8(author), UInt8(next & 0xff), UInt8(next >> 8 & 0xff), UInt8(next >> 16)] + [UInt8](repeating: 0, count: 11))!
+                })
+            {
+                stored += batch.stored(sealed, author: ids[author])
+            }
+            start += per
+        }
+        return stored
+    }
+
+    /// `messages` written in `layout` by `relay` (index), read back by carol: each verdict.
+    func roundTrip(
+        _ messages: [StoredMessage], layout: HistoryLayout, relay: Int = 0, cut: Int = 0, pieces: Int = 1
+    ) throws -> (verdicts: [SessionStateMachine.HistoryVerdict], complete: Bool, bytes: Int) {
+        var encoder = HistoryEncoder(layout: layout, ownID: ids[relay], keys: keys(relay))
+        var buffer = ByteBuffer()
+        let size = (messages.count + pieces - 1) / max(1, pieces)
+        var start = 0
+        while start < messages.count {
+            encoder.append(Array(messages[start..<min(start + max(1, size), messages.count)]), into: &buffer)
+            start += max(1, size)
+        }
+        let bytes = buffer.readableBytes
+        buffer.moveWriterIndex(to: buffer.writerIndex - cut)
+        var decoder = HistoryDecoder(layout: layout)
+        let entries = try decoder.decodeSome(&buffer, maximumCount: .max)
+        let members = [alice: "alice", bob: "bob"]
+        let verdicts = decoder.verdicts(
+            entries, room: lab, relay: ids[relay], ownID: carol, keys: keys(2), members: members, strangers: false, now: 1_000_000, forgedLeft: 16)
+        return (verdicts, decoder.isComplete && buffer.readableBytes == 0, bytes)
+    }
+
+    func kept(_ verdicts: [SessionStateMachine.HistoryVerdict]) -> [StoredMessage] {
+        verdicts.compactMap { if case .keep(let message) = $0 { message } else { nil } }
+    }
+
+    @Test func aSealedHistoryKeepsEveryRecordWithItsSealAndProof() throws {
+        // Bob's in seals of 100 (relayed by alice), alice's own in seals of 7.
+        let messages = sealedMessages(1...300, by: 1, per: 100) + sealedMessages(1...20, by: 0, per: 7)
+        let (verdicts, complete, _) = try roundTrip(messages, layout: .sealed, pieces: 7)
+        #expect(complete)
+        let records = kept(verdicts)
+        #expect(records.count == 320)
+        #expect(records.allSatisfy { $0.isSealed && !$0.isSigned && $0.seal != nil })
+        #expect(records.map(\.id) == messages.map(\.id))
+        // Stored as they came: the same seal and proof.
+        #expect(records.map(\.sealProof) == messages.map(\.sealProof))
+        #expect(records.map(\.seal) == messages.map(\.seal))
+    }
+
+    @Test func aChangedRecordOrABadSealIsForgedAndAnEndAfterAHeadIsIncomplete() throws {
+        var messages = sealedMessages(1...10, by: 1)
+        messages[3].body = "changed"
+        let changed = try roundTrip(messages, layout: .sealed)
+        #expect(changed.verdicts.filter { $0 == .forged }.count == 1 && kept(changed.verdicts).count == 9)
+        // A seal signed with another key: every record of it forged (checking stops at 16).
+        let forged = try roundTrip(sealedMessages(1...40, by: 1, forgedBy: 2), layout: .sealed)
+        #expect(forged.verdicts.count == 16 && forged.verdicts.allSatisfy { $0 == .forged })
+        // Cut right after the head of the second seal (its first record: 1 tag + the record + the proof).
+        let two = sealedMessages(1...2, by: 1, per: 1)
+        let whole = try roundTrip(two, layout: .sealed)
+        let second = try roundTrip(Array(two.suffix(1)), layout: .sealed)
+        let recordAndProof = second.bytes - 1 - SealHead.length
+        let cut = try roundTrip(two, layout: .sealed, cut: recordAndProof)
+        #expect(whole.complete && !cut.complete && kept(cut.verdicts).count == 1)
+    }
+
+    @Test func moreSealsThanAReaderKeepsNameTheirHeadsAgain() throws {
+        // 300 seals of one, then the first seal's second record... (each seal of 2: records 1 and 2)
+        let messages = sealedMessages(1...600, by: 1, per: 2)
+        let reordered = stride(from: 0, to: 600, by: 2).map { messages[$0] } + stride(from: 1, to: 600, by: 2).map { messages[$0] }
+        let (verdicts, complete, _) = try roundTrip(reordered, layout: .sealed)
+        #expect(complete && kept(verdicts).count == 600)
+    }
+
+    @Test func aSignedHistoryLeavesOutOthersRecordsThatAreOnlySealedAndSignsOurs() throws {
+        let messages = sealedMessages(1...3, by: 1) + sealedMessages(4...5, by: 1, signed: true) + sealedMessages(1...2, by: 0)
+        let (verdicts, complete, _) = try roundTrip(messages, layout: .signed)
+        #expect(complete)
+        // Bob's sealed-only three are not written; his signed two and alice's own (signed now) are kept.
+        #expect(kept(verdicts).map(\.body) == ["m4", "m5", "m1", "m2"])
+        #expect(kept(verdicts).allSatisfy { $0.isSigned && !$0.isSealed })
+        // In a sealed history, a record both signed and sealed goes sealed.
+        #expect(try kept(roundTrip(messages, layout: .sealed).verdicts).allSatisfy { $0.isSealed })
+    }
+
+    @Test func aRelayHandsOnSealedRecordsOnlyToThoseWhoReadSeals() {
+        let messages = sealedMessages(1...3, by: 1) + sealedMessages(4...4, by: 1, signed: true)
+        let lacking = { (sealed: Bool) in
+            SessionStateMachine.lacking(messages, marks: [:], requester: carol, ownID: alice, members: [bob, carol], sealed: sealed).map(\.body)
+        }
+        #expect(lacking(true) == ["m1", "m2", "m3", "m4"])
+        #expect(lacking(false) == ["m4"])
+        // A sealed record counts its head and proof in the relay's limit.
+        let one = SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10))
+        #expect(one.isEmpty)
+        #expect(HistoryLayout(version: 4) == .sealed && HistoryLayout(version: 3) == .signed && HistoryLayout(version: 1) == .plain)
+        #expect(HistoryLayout(kind: .sealedHistory)?.kind == .sealedHistory && HistoryLayout(kind: .file) == nil)
+    }
+}
