@@ -21,7 +21,7 @@ public final class MemorySessionStore: SessionStore {
     /// Seals of stored messages, each once under its author and id (`MessageKey(id: seal id, sender:
     /// author)`), as the SQLite store's `seals` table: messages are kept without theirs, and `export`
     /// attaches it.
-    private var seals: [MessageKey: StoredSeal] = [:]
+    private var seals: [MessageKey: (seal: StoredSeal, room: String)] = [:]
     /// The seal id of each sealed message (SQLite's `messages.seal_id`).
     private var sealIDs: [MessageKey: String] = [:]
     /// When each message was stored (0, 1, ...), as SQLite's rowid: a search with words takes the last
@@ -116,7 +116,7 @@ public final class MemorySessionStore: SessionStore {
     fileprivate typealias State = (
         messages: [MessageKey: StoredMessage], queues: [String: [String]], roomOrder: [String], members: [String: [StoredMember]],
         joined: [String: Int64], saved: [String: (transfer: StoredTransfer, touched: Int64)], keyed: [String],
-        storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave], seals: [MessageKey: StoredSeal],
+        storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave], seals: [MessageKey: (seal: StoredSeal, room: String)],
         sealIDs: [MessageKey: String]
     )
 
@@ -178,11 +178,18 @@ public final class MemorySessionStore: SessionStore {
         guard messages[key] == nil else { return false }
         messagesChanged &+= 1
         var message = message
-        // Its seal kept once (another under the same author and id: stored as not sealed, as SQLite's).
+        // Its seal kept once (another under the same author and id: stored as not sealed, as SQLite's;
+        // the same but for the signature's bytes is the same seal).
         if let seal = message.seal, message.isSealed {
             let sealKey = MessageKey(id: seal.id, sender: message.senderID)
-            if seals[sealKey] == nil { seals[sealKey] = seal }
-            if seals[sealKey] == seal { sealIDs[key] = seal.id } else { message.sealProof = [] }
+            if seals[sealKey] == nil { seals[sealKey] = (seal, message.room) }
+            if let kept = seals[sealKey], kept.room == message.room, kept.seal.authorKey == seal.authorKey, kept.seal.leafCount == seal.leafCount,
+                kept.seal.root == seal.root
+            {
+                sealIDs[key] = seal.id
+            } else {
+                message.sealProof = []
+            }
         } else {
             message.sealProof = []
         }
@@ -219,10 +226,11 @@ public final class MemorySessionStore: SessionStore {
     }
 
     /// `message` with its seal (as `export` hands records on).
-    private func withSeal(_ message: StoredMessage) -> StoredMessage {
+    public func withSeal(_ message: StoredMessage) -> StoredMessage {
         guard message.isSealed, let id = sealIDs[MessageKey(message)] else { return message }
         var message = message
-        message.seal = seals[MessageKey(id: id, sender: message.senderID)]
+        message.seal = seals[MessageKey(id: id, sender: message.senderID)]?.seal
+        if message.seal == nil { message.sealProof = [] }
         return message
     }
 

@@ -58,8 +58,9 @@ public struct SealedBatch: Equatable, Sendable {
 /// (`SealedBatch.seal`), so a few suffice; a peer that sends SEALs without messages only pushes its own
 /// older ones out.
 public struct SealBook: Equatable, Sendable {
-    /// The most seals held for one connection (each at most 8 KiB of leaf hashes, and as much again of
-    /// audit paths once its messages come).
+    /// The most seals held for one connection: each at most 8 KiB of leaf hashes and, once its messages
+    /// come, every leaf's audit path (up to about 60 KiB for 256 leaves), so at most about 300 KiB per
+    /// connection.
     public static let capacity = 4
 
     struct Held: Equatable, Sendable {

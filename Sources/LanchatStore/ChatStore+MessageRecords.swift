@@ -8,8 +8,8 @@ extension ChatStore {
     /// Stores a message unless one with its id and author is already there. Returns whether it was new.
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
-        let message = try keepSeal(of: message)
         guard try db.run(try insertStatement(), { Self.bind(message, now: now, &$0) }) == 1 else { return false }
+        try keepSeal(of: message)
         changes &+= 1
         try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
         return true
@@ -35,8 +35,8 @@ extension ChatStore {
         }
         do {
             for message in messages {
-                let message = try keepSeal(of: message)
                 guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1 else { continue }
+                try keepSeal(of: message)
                 added += 1
                 if db.lastInsertedRowID <= before { elsewhere.append(db.lastInsertedRowID) }
             }
@@ -57,39 +57,37 @@ extension ChatStore {
         return statement
     }
 
-    /// Keeps a sealed message's seal (once under its author and id) and returns the message to store: as
-    /// it is, or, if another seal is kept under that author and id, without its seal (stored as not
-    /// sealed). An author that reused a seal id would otherwise have its messages exported under a seal
-    /// that is not theirs, and an honest member's history fail its receiver's check.
-    private func keepSeal(of message: StoredMessage) throws(Error) -> StoredMessage {
-        guard let seal = message.seal, message.isSealed else { return message }
+    /// Keeps the seal of a sealed message just stored (the last row inserted), once under its author and
+    /// id; if another seal is kept under them (another room, key, count or root), the row is stored as not
+    /// sealed. An author that reused a seal id would otherwise have its messages exported under a seal that
+    /// is not theirs, and an honest member's history fail its receiver's check. Two seals alike but for the
+    /// signature's bytes are one (both verify over the same bytes: an ECDSA signature has more than one
+    /// valid form). Only a message that was new keeps a seal: a duplicate leaves nothing behind.
+    private func keepSeal(of message: StoredMessage) throws(Error) {
+        guard let seal = message.seal, message.isSealed else { return }
         if insertSeal == nil {
             insertSeal = try db.statement(
                 "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root) VALUES (?,?,?,?,?,?,?)")
         }
         let key = Hex.string(seal.authorKey)
-        let signature = Hex.string(seal.signature)
         let root = Hex.string(seal.root)
         let new = try db.run(insertSeal!) {
             $0.text(message.senderID)
             $0.text(seal.id)
             $0.text(message.room)
             $0.text(key)
-            $0.text(signature)
+            $0.text(Hex.string(seal.signature))
             $0.integer(Int64(seal.leafCount))
             $0.text(root)
         }
-        if new == 1 { return message }
+        if new == 1 { return }
         // Kept already: the same seal (its other messages), or another under the same id.
         let same = try db.query(
-            "SELECT 1 FROM seals WHERE author_id = ? AND seal_id = ? AND author_key = ? AND signature = ? AND leaf_count = ? AND root = ?",
-            [.text(message.senderID), .text(seal.id), .text(key), .text(signature), .integer(Int64(seal.leafCount)), .text(root)]
+            "SELECT 1 FROM seals WHERE author_id = ? AND seal_id = ? AND room = ? AND author_key = ? AND leaf_count = ? AND root = ?",
+            [.text(message.senderID), .text(seal.id), .text(message.room), .text(key), .integer(Int64(seal.leafCount)), .text(root)]
         ).count
-        if same == 1 { return message }
-        var unsealed = message
-        unsealed.sealProof = []
-        unsealed.seal = nil
-        return unsealed
+        if same == 1 { return }
+        try db.query("UPDATE messages SET seal_id = '', seal_proof = '' WHERE rowid = ?", [.integer(db.lastInsertedRowID)])
     }
 
     private static func bind(_ message: StoredMessage, now: Int64, _ binder: inout SQLiteDatabase.Binder) {

@@ -13,7 +13,7 @@ extension ChatStore {
 
     /// The seals of stored messages (wire version 4), each once under its author and id (hex, as the
     /// messages' `sender_id` and `seal_id` name it), with what it signs: the key, the signature, the leaf
-    /// count and the root. `room` is the room of the first message stored under it.
+    /// count and the root, in `room` (what it was signed in: a message of another room is not its).
     static let sealsTableColumns = """
         author_id TEXT NOT NULL, seal_id TEXT NOT NULL, room TEXT NOT NULL, author_key TEXT NOT NULL, signature TEXT NOT NULL,
         leaf_count INTEGER NOT NULL, root TEXT NOT NULL, PRIMARY KEY (author_id, seal_id)

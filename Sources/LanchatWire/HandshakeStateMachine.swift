@@ -147,7 +147,7 @@ public struct HandshakeStateMachine: Sendable {
         return [.cancelTimer, .send(.goodbye(.init(reason: reason, text: text))), .close(failure)]
     }
 
-    static func name(of frame: WireFrame) -> String {
+    public static func name(of frame: WireFrame) -> String {
         switch frame {
         case .hello: return "HELLO"
         case .invite: return "INVITE"

@@ -149,9 +149,10 @@ import Testing
         let again = node.received([.seal(seal)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(3))
         #expect(stored(again).count == 2 && acked(again).count == 2)
         // A new connection starts without seals: the same messages again, without their SEAL, wait.
-        _ = node.linkUp(LinkHandle(4), peer: bob, dialedByUs: false, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(4))
+        let (serving, _) = node.linkUp(LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(4))
+        #expect(serving == LinkHandle(4))
         let fresh = node.received(frames.map { .message($0) }, on: LinkHandle(4), at: at(5))
-        #expect(acked(fresh).isEmpty)
+        #expect(acked(fresh).isEmpty && stored(fresh).isEmpty)
     }
 
     @Test func aMessageTheSealDoesNotCoverIsAcknowledgedRefusedAndToldOnce() {
@@ -175,7 +176,7 @@ import Testing
         let actions = node.received([.seal(forged)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
         #expect(stored(actions).isEmpty && acked(actions).isEmpty)
         #expect(warnings(actions).count == 1 && warnings(actions).first?.contains("its signature does not verify") == true)
-        // A different seal under an id held: told as a reuse (on a new connection, where it is told again).
+        // A different seal under an id held: told as a reuse (on another engine, whose connection has not told one yet).
         var node2 = engine()
         let (first, _) = sealed(messages(1...2))
         let (other, _) = sealed(messages(3...4))  // the same first id

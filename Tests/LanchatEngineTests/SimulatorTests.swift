@@ -55,6 +55,8 @@ import LanchatEngine
         }
         let failed = totals.failures.sorted { $0.seed < $1.seed }
         if let lowest = failed.first { Issue.record("\(lowest.description)") }
+        // Seals were at work: sent, stored, and handed on in histories.
+        if count >= 100 { #expect(totals.seals.frames > 0 && totals.seals.histories > 0 && totals.seals.records > 0) }
         let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed.map(\.seed)))"
         print(
             "simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(totals.events) events, "
@@ -64,6 +66,8 @@ import LanchatEngine
                 + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
                 + "refused as forged, the rest the newcomer's own or in a history that did not arrive; every stored message's signature checked), "
                 + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
+                + "\(totals.seals.frames) seals sent (version 4 in three schedules of four; \(totals.seals.histories) sealed histories offered, "
+                + "\(totals.seals.records) records stored sealed and checked by their seal), "
                 + "\(totals.shared.announced) files shared in rooms (\(totals.shared.fetched) fetched on their announcement, \(totals.shared.served) served, "
                 + "\(totals.shared.refused) requests refused, \(totals.shared.placed) copies kept and checked), "
                 + "\(totals.fakes) members of no node's making introduced (none added), \(totals.metaWrites) metadata writes (converged), "
@@ -90,6 +94,7 @@ import LanchatEngine
         var syncs = (done: 0, lost: 0, failed: 0)
         var store = (turns: 0, lost: 0)
         var histories = (offered: 0, imported: 0)
+        var seals = (frames: 0, histories: 0, records: 0)
         var shared = (announced: 0, fetched: 0, served: 0, refused: 0, placed: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
@@ -119,6 +124,7 @@ import LanchatEngine
             syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced, syncs.failed + simulator.failedCommits)
             store = (store.turns + simulator.storeTurns, store.lost + simulator.storeRequestsLost)
             histories = (histories.offered + simulator.historiesOffered, histories.imported + simulator.historiesImported)
+            seals = (seals.frames + simulator.seals.frames, seals.histories + simulator.seals.histories, seals.records + simulator.seals.records)
             shared = Self.sum(shared, simulator.shared)
         }
 
@@ -141,6 +147,7 @@ import LanchatEngine
                 files.cancelsNotHeard + other.files.cancelsNotHeard
             )
             forgeries = (forgeries.injected + other.forgeries.injected, forgeries.refused + other.forgeries.refused)
+            seals = (seals.frames + other.seals.frames, seals.histories + other.seals.histories, seals.records + other.seals.records)
             fakes += other.fakes
             metaWrites += other.metaWrites
             admin = (

@@ -261,8 +261,8 @@ import Testing
                 id: String(repeating: "5", count: 31) + String(n), authorKey: [0x02] + [UInt8](repeating: n, count: 32),
                 signature: [UInt8](repeating: n &+ 1, count: 64), leafCount: count, root: [UInt8](repeating: n &+ 2, count: 32))
         }
-        func sealed(_ id: Int, by seal: StoredSeal?, sender: String = "s", leaf: UInt8 = 0) -> StoredMessage {
-            var stored = message(id, sender: sender)
+        func sealed(_ id: Int, by seal: StoredSeal?, sender: String = "s", leaf: UInt8 = 0, room: String = "lab") -> StoredMessage {
+            var stored = message(id, room: room, sender: sender)
             stored.sealProof = [UInt8](repeating: 0x55, count: 16) + [0, leaf, 1] + [UInt8](repeating: leaf, count: 32)
             stored.seal = seal
             return stored
@@ -275,7 +275,7 @@ import Testing
         taken.id = first.id
         try store.insert(sealed(5, by: taken), now: 0)
         // The same id under another author is that author's own seal.
-        try store.insert(sealed(6, by: seal(2), sender: "t"), now: 0)
+        try store.insert(sealed(6, by: taken, sender: "t"), now: 0)
         // A proof without its seal: not sealed.
         try store.insert(sealed(7, by: nil), now: 0)
         // Rolled back: neither the message nor its seal is kept.
@@ -286,20 +286,37 @@ import Testing
                 throw Undone()
             }
         }
-        try store.insert(sealed(9, by: seal(4), sender: "u"), now: 0)
+        var renamed = seal(4)
+        renamed.id = seal(3).id  // (kept only if the rolled-back seal was not)
+        try store.insert(sealed(9, by: renamed, sender: "u"), now: 0)
+        // A message stored again under a new seal keeps nothing of it: a later message under that id
+        // with another seal is sealed.
+        var again = seal(5)
+        again.id = seal(6).id
+        #expect(try !store.insert(sealed(1, by: again), now: 0))
+        try store.insert(sealed(10, by: seal(6)), now: 0)
+        // The same seal but for its signature's bytes is the same seal; the same id in another room is not.
+        var resigned = seal(6)
+        resigned.signature = [UInt8](repeating: 0xEE, count: 64)
+        try store.insert(sealed(11, by: resigned, leaf: 1), now: 0)
+        try store.insert(sealed(12, by: seal(6), room: "ops"), now: 0)
 
         let exported = try store.export(room: "lab", since: 0, limit: 100)
         let bySequence = Dictionary(uniqueKeysWithValues: exported.map { ($0.sequence, $0) })
-        #expect(exported.map(\.sequence) == [1, 2, 3, 4, 5, 6, 7, 9])
+        #expect(exported.map(\.sequence) == [1, 2, 3, 4, 5, 6, 7, 9, 10, 11])
         for id in [1, 2, 3] as [Int64] {
             #expect(bySequence[id]?.seal == first)
             #expect(bySequence[id]?.sealProof == sealed(Int(id), by: first, leaf: UInt8(id - 1)).sealProof)
         }
         #expect(bySequence[4]?.seal == nil && bySequence[4]?.isSealed == false)
         #expect(bySequence[5]?.seal == nil && bySequence[5]?.isSealed == false)
-        #expect(bySequence[6]?.seal == seal(2) && bySequence[6]?.isSealed == true)
+        #expect(bySequence[6]?.seal == taken && bySequence[6]?.isSealed == true)
         #expect(bySequence[7]?.seal == nil && bySequence[7]?.isSealed == false)
-        #expect(bySequence[9]?.seal == seal(4))
+        #expect(bySequence[9]?.seal == renamed)
+        #expect(bySequence[10]?.seal == seal(6))
+        #expect(bySequence[11]?.seal == seal(6) && bySequence[11]?.isSealed == true)
+        let ops = try store.export(room: "ops", since: 0, limit: 10)
+        #expect(ops.count == 1 && ops.first?.seal == nil && ops.first?.isSealed == false)
         // In pieces, the same.
         var pieces: [StoredMessage] = []
         var cursor: ExportCursor?
@@ -312,6 +329,6 @@ import Testing
         // Other reads: the proof, not the seal.
         let history = try store.history(room: "lab", limit: 100)
         #expect(history.allSatisfy { $0.seal == nil })
-        #expect(history.filter(\.isSealed).map(\.sequence) == [1, 2, 3, 6, 9])
+        #expect(history.filter(\.isSealed).map(\.sequence) == [1, 2, 3, 6, 9, 10, 11])
     }
 }

@@ -53,6 +53,7 @@ extension Simulator {
             else { return [] }
             self.originals[id] = bytes
             self.historiesOffered += 1
+            if offer.layout == .sealed { self.seals.histories += 1 }
             return actions
         }
     }

@@ -86,6 +86,8 @@ extension Simulator {
                             writer == self.nodes[index].peer.id || writer.map { self.nodes[index].engine?.isMember($0, of: room) == true } == true
                         }
                         guard authorIsMember(index), authorIsMember(peer) else { continue }
+                        // Another author's record only sealed is handed on only to a member that reads seals.
+                        if !message.isSigned, message.senderID != node.peer.id.rawValue, linkVersion(index, peer) < WireFrame.sealsVersion { continue }
                         let author = nodes.firstIndex { $0.peer.id.rawValue == message.senderID }.map { "n\($0)" } ?? message.senderID.prefix(8).description
                         throw fail("n\(peer) lacks \(message.id.prefix(8)) by \(author) in \(room), which its fellow member n\(index) holds")
                     }

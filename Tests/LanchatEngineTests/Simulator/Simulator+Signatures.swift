@@ -45,22 +45,35 @@ enum SimulatedSignatures {
 }
 
 extension Simulator {
-    /// No node ever stores another member's message without its author's valid signature (every
-    /// simulated connection speaks version 2), however it arrived: live, resent, or relayed in a
-    /// history, including the histories a hostile relay tampered with (`forgeries`).
+    /// No node ever stores another member's message without its author's valid signature or seal (every
+    /// simulated connection speaks version 3 or 4), however it arrived: live, resent, or relayed in a
+    /// history, including the histories a hostile relay tampered with (`forgeries`). A sealed one is kept
+    /// with its seal, whose signature is its author's, and a proof that its leaf is the seal's.
     func checkSignatures() throws {
         let ids = nodes.map(\.peer.id)
         for (index, node) in nodes.enumerated() {
             for message in node.store.messages.values.sorted(by: { $0.id < $1.id })
             where message.kind != .system && message.senderID != node.peer.id.rawValue {
-                guard message.isSigned, let author = PeerID(message.senderID), let id = WireID(hex: message.id), let room = RoomID(message.room) else {
-                    throw fail("n\(index) stored \(message.id.prefix(8)) from \(message.senderID.prefix(8)) without a signature")
+                guard message.isAuthenticated, let author = PeerID(message.senderID), let id = WireID(hex: message.id), let room = RoomID(message.room)
+                else {
+                    throw fail("n\(index) stored \(message.id.prefix(8)) from \(message.senderID.prefix(8)) without a signature or a seal")
                 }
                 let bytes = Envelope.signingBytes(
                     author: message.senderID, room: room, id: id, sequence: UInt64(message.sequence), timestamp: UInt64(message.timestamp),
                     kind: message.kind == .file ? .file : .text, direct: message.direct, body: message.body)
-                guard SimulatedSignatures.verifies(Signature(key: message.authorKey, bytes: message.signature), bytes, author, ids: ids) else {
-                    throw fail("n\(index) stored \(message.id.prefix(8)) (\"\(message.body.prefix(20))\") with a signature that does not verify")
+                if message.isSigned {
+                    guard SimulatedSignatures.verifies(Signature(key: message.authorKey, bytes: message.signature), bytes, author, ids: ids) else {
+                        throw fail("n\(index) stored \(message.id.prefix(8)) (\"\(message.body.prefix(20))\") with a signature that does not verify")
+                    }
+                }
+                if message.isSealed {
+                    guard let head = node.store.withSeal(message).seal?.head(author: message.senderID), let proof = message.proof,
+                        SimulatedSignatures.verifies(head.signature, head.signingBytes(room: room), author, ids: ids),
+                        head.proves(proof, leafHash: Seal.leafHash(signingBytes: bytes))
+                    else {
+                        throw fail("n\(index) stored \(message.id.prefix(8)) (\"\(message.body.prefix(20))\") with a seal that does not verify it")
+                    }
+                    seals.records += 1
                 }
             }
         }

@@ -28,6 +28,9 @@ final class Simulator {
         var reported: [String: Int] = [:]
         /// Milliseconds added to the virtual clock for this node's wall clock (skew).
         var skew: Int64 = 0
+        /// The newest wire version it speaks (a link speaks the lower of its two ends'): 4 (seals), or 3
+        /// (per-message signatures), as `versions` picks per schedule.
+        var maximumVersion = WireFrame.versions.upperBound
         var incarnation = 0
         /// Part files (they survive a crash: what was written is on disk), by transfer id.
         var disk: [WireID: [UInt8]] = [:]
@@ -156,6 +159,9 @@ final class Simulator {
     var shared = (announced: 0, fetched: 0, served: 0, refused: 0, placed: 0)
     /// Histories offered as resources (a newcomer's, a relay's answer), and those read and merged.
     var historiesOffered = 0
+    /// Seals at work (version 4): SEAL frames delivered, sealed histories offered, and others' records
+    /// stored sealed that `checkSignatures` checked by their seal.
+    var seals = (frames: 0, histories: 0, records: 0)
     var historiesImported = 0
     /// Members of no node's making a hostile member put in its ROOM_MEMBERS (a fault).
     var fakeMembers = 0
@@ -197,8 +203,18 @@ final class Simulator {
             node.skew = options.faults ? Int64(random.next() % 600_000) - 300_000 : 0
             nodes.append(node)
         }
+        // Versions, from their own generator (the rest of a schedule draws as before): in half the
+        // schedules every node speaks version 4, in a quarter each node 3 or 4, in a quarter all 3.
+        var versions = IDGenerator(seed: seed &* 31 &+ 17)
+        let mode = versions.next() % 4
+        for index in nodes.indices {
+            nodes[index].maximumVersion = mode < 2 ? WireFrame.sealsVersion : mode == 2 && versions.next() % 2 == 0 ? WireFrame.sealsVersion : 3
+        }
         for index in nodes.indices { boot(index) }
     }
+
+    /// The version a link between two nodes speaks (the handshake's choice: the higher both speak).
+    func linkVersion(_ a: Int, _ b: Int) -> UInt16 { min(nodes[a].maximumVersion, nodes[b].maximumVersion) }
 
     // MARK: Running
 
@@ -285,6 +301,14 @@ final class Simulator {
             if verbose, frames.contains(where: { if case .roomLeave = $0 { true } else { false } }) {
                 log("n\(to) gets ROOM_LEAVE on \(handle) from \(nodes[to].engine?.peer(on: handle)?.name ?? "nobody (not a serving link)")")
             }
+            // The connection refuses a frame above its version (`HandshakeStateMachine.admit`): an engine
+            // that sends one is wrong.
+            let version = linkVersion(link.ends.node, link.ends.other)
+            if let above = frames.first(where: { $0.minimumVersion > version }) {
+                stateFault = "n\(to) was sent \(HandshakeStateMachine.name(of: above)) on a version \(version) link"
+                return
+            }
+            seals.frames += frames.count { if case .seal = $0 { true } else { false } }
             perform(to) { $0.received(frames, on: handle, at: self.time(to)) }
         case .linkDown(let node, let incarnation, let handle, let reason):
             guard alive(node, incarnation) else { return }
@@ -305,7 +329,8 @@ final class Simulator {
             if verbose { log("n\(node): \(handle) up to n\(other)") }
             perform(node) {
                 let result = $0.linkUp(
-                    handle, peer: self.nodes[other].peer, dialedByUs: mine, remoteAddress: nil, version: WireFrame.versions.upperBound, at: self.time(node))
+                    handle, peer: self.nodes[other].peer, dialedByUs: mine, remoteAddress: nil, version: self.linkVersion(node, other),
+                    at: self.time(node))
                 serving = result.serving
                 return result.actions
             }
