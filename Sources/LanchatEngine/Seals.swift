@@ -1,8 +1,7 @@
 import LanchatCore
 import LanchatWire
 
-/// Seals in the engine (wire version 4, draft: not negotiated yet, so nothing here runs on a live
-/// connection). An author seals what it flushes with one signature (`SealedBatch.seal`); a receiver keeps
+/// Seals in the engine (wire version 4). An author seals what it flushes with one signature (`SealedBatch.seal`); a receiver keeps
 /// the few seals a connection sent ahead of their messages and checks each message against them
 /// (`SealBook`); a reader of histories checks each seal's signature once while it keeps it (`SealChecks`).
 /// The cryptography is `EnvelopeKeys`'s, as for a message's signature.

@@ -1,7 +1,7 @@
 import LanchatCore
 import LanchatWire
 
-/// Seals received live (wire version 4, draft): a SEAL comes ahead of its messages on the same
+/// Seals received live (wire version 4): a SEAL comes ahead of its messages on the same
 /// connection, and is held in that connection's `SealBook` (`LinkTable.Entry.seals`) for the sealed
 /// MESSAGEs that follow (`receive`).
 extension SessionStateMachine {

@@ -19,7 +19,7 @@ enum FuzzTarget: String, CaseIterable {
     case txt
     /// Control API request lines, as a local client sends them.
     case control
-    /// A SEAL frame's payload and sealed records' proofs (wire version 4, draft: no peer sends them yet).
+    /// A SEAL frame's payload and sealed records' proofs (wire version 4).
     case seal
 
     static var selected: FuzzTarget {

@@ -1,7 +1,7 @@
 import LanchatCore
 import LanchatWire
 
-/// Seals (wire version 4, draft: defined and tested, not yet negotiated; `Seal`): one signature over a
+/// Seals (wire version 4; `Seal`): one signature over a
 /// batch of an author's messages, with the same key, scheme and key cache as a message's signature
 /// (ECDSA P-256 / SHA-256 over `Envelope.sealBytes`, `r || s`, the key compressed and hashing to the
 /// author's id).

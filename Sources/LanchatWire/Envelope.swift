@@ -71,7 +71,7 @@ public enum Envelope {
 
     public static let sealContext: [UInt8] = Array("LCHT-SEAL".utf8)
 
-    /// What an author signs for a batch of its messages (`Seal`, wire version 4, draft): `"LCHT-SEAL" |
+    /// What an author signs for a batch of its messages (`Seal`, wire version 4): `"LCHT-SEAL" |
     /// author_id (u8 len) | seal_id [16] | room (u8 len) | leaf_count u16 | root [32]`, the root being
     /// `MerkleTree.root` of the messages' leaf hashes (`Seal.leafHash`).
     public static func sealBytes(author: String, id: WireID, room: RoomID, leafCount: UInt16, root: [UInt8]) -> [UInt8] {

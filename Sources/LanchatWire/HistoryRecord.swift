@@ -17,7 +17,7 @@ public struct HistoryRecord: Equatable, Sendable {
     public var body: String
     /// The author's signature (signed histories only; nil: unsigned).
     public var signature: Signature?
-    /// Where the author sealed it (a sealed history's sealed record, version 4 draft; `SealedHistory`).
+    /// Where the author sealed it (a sealed history's sealed record, version 4; `SealedHistory`).
     public var proof: SealProof?
 
     public init(

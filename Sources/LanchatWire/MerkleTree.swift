@@ -1,7 +1,7 @@
 import Crypto
 
 /// The Merkle tree of RFC 9162 (Certificate Transparency 2.0), section 2.1, with SHA-256: what a seal
-/// signs for a batch of an author's messages (wire version 4, draft; `Seal`).
+/// signs for a batch of an author's messages (wire version 4; `Seal`).
 ///
 /// The tree's leaves are byte strings (a seal's: its messages' signing bytes, `Envelope.signingBytes`).
 /// RFC 9162 hashes each leaf with a domain byte, `leafHash(d) = SHA-256(0x00 | d)`, and each interior node

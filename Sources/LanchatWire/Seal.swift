@@ -1,8 +1,7 @@
 import LanchatCore
 import NIOCore
 
-/// An author's one signature over a batch of its messages in a room (wire version 4, draft: defined and
-/// tested, not yet negotiated nor sent; issue 33, "seals"). The batch's leaves are the messages' signing
+/// An author's one signature over a batch of its messages in a room (wire version 4; issue 33, "seals"). The batch's leaves are the messages' signing
 /// bytes (`Envelope.signingBytes`, as version 2 signs each message), the leaf hashes
 /// `SHA-256(0x00 | signing bytes)` (`leafHash`), the root RFC 9162's Merkle tree hash over them
 /// (`MerkleTree.root`), and the author signs `Envelope.sealBytes`: its id, the seal's id, the room, the
@@ -12,7 +11,7 @@ import NIOCore
 /// The SEAL frame, type 0x12 (no flags defined): `seal_id [16] | room (u8 len) | author_key [33] |
 /// signature [64] | leaf_count u16 (1-256) | leaf_hash [32] * leaf_count`. The author is the key's
 /// (`author_key` hashes to the author's id, as a version 2 signature's does). It is `WireFrame.seal`;
-/// a connection below version 4 (every connection, while version 4 is a draft) refuses it.
+/// a connection below version 4 refuses it.
 public struct Seal: Equatable, Sendable {
     public static let frameType: UInt8 = 0x12
     /// A seal covers 1 to 256 messages (an author seals what it has when it flushes, a lone message too).

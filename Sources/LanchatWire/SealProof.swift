@@ -1,7 +1,7 @@
 import LanchatCore
 import NIOCore
 
-/// Where a sealed record sits in its seal (wire version 4, draft; `Seal`): the seal's id, the record's
+/// Where a sealed record sits in its seal (wire version 4; `Seal`): the seal's id, the record's
 /// leaf index and its audit path (RFC 9162, section 2.1.3.1). A record stored or relayed alone keeps it,
 /// beside the seal it names (stored once for all its records); with the seal's leaf count and root it
 /// shows that the record's leaf hash is one the author signed, with at most 8 hashes and no signature.
@@ -78,7 +78,7 @@ public struct SealProof: Equatable, Sendable {
 }
 
 /// Where a live sealed MESSAGE sits in the SEAL its author sent ahead of it on the same connection
-/// (version 4, draft; MESSAGE flag 0x08): the seal's id and the message's leaf index, `seal_id [16] |
+/// (version 4; MESSAGE flag 0x08): the seal's id and the message's leaf index, `seal_id [16] |
 /// leaf_index u16 (< 256)`, in place of a version 2 message's key and signature. The receiver holds that
 /// seal's leaf hashes, so it needs no audit path.
 public struct SealedLeaf: Equatable, Sendable {

@@ -1,7 +1,7 @@
 import LanchatCore
 import NIOCore
 
-/// A seal as a history carries it (version 4, draft): what its records need to be checked, without the
+/// A seal as a history carries it (version 4): what its records need to be checked, without the
 /// leaf hashes a SEAL frame carries. `seal_id [16] | author_id (u8 len, 52) | author_key [33] |
 /// signature [64] | leaf_count u16 (1-256) | root [32]`: 200 bytes. Its signature is over
 /// `Envelope.sealBytes` with the history's room; each of its records carries its audit path (`SealProof`).
@@ -59,8 +59,7 @@ public struct SealHead: Equatable, Sendable {
     }
 }
 
-/// The records of a sealed history (version 4, draft: the layout a history resource of kind 4 will carry;
-/// no peer offers one yet). Entries back to back, each a `tag u8` and then:
+/// The records of a sealed history (version 4: the layout of a history resource of kind 4). Entries back to back, each a `tag u8` and then:
 /// - `0x00`: a record in the signed history layout (`HistoryRecord`, signed or not, as in kind 2);
 /// - `0x01`: a seal's head (`SealHead`);
 /// - `0x02`: a sealed record: the record in the version 1 layout, then its proof (`SealProof`).

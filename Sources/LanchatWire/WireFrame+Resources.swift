@@ -21,7 +21,7 @@ extension WireFrame {
         /// also carries its author's key and signature (`HistoryRecord`).
         public enum Kind: UInt8, Sendable {
             /// `shared`: a file shared in a room (`SharedFile`), sent only to answer a FILE_REQUEST, under its id.
-            /// `sealedHistory` (version 4, draft): entries of `SealedHistory`, signed or sealed records with
+            /// `sealedHistory` (version 4): entries of `SealedHistory`, signed or sealed records with
             /// their seals' heads.
             case file = 0, history = 1, signedHistory = 2, shared = 3, sealedHistory = 4
             public var isHistory: Bool { self == .history || self == .signedHistory || self == .sealedHistory }

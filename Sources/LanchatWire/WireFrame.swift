@@ -50,11 +50,11 @@ public enum WireFrame: Equatable, Sendable {
     /// 0x10. Flag 0x01 = reliable, 0x02 = signed (version 2), 0x04 = direct (sent to some members of the
     /// room only: never relayed, nor sent to newcomers). `message_id [16] | room (u8 len) | sequence u64 |
     /// timestamp_ms u64 | kind u8 | body (u32 len, UTF-8, at most 64 KiB)`, and if signed `author_key [33] |
-    /// signature [64]` (`Signature`: the author is the connection's peer); flag 0x08 = sealed (version 4,
-    /// draft): instead `seal_id [16] | leaf_index u16` (`SealedLeaf`: the leaf of a SEAL the author sent
+    /// signature [64]` (`Signature`: the author is the connection's peer); flag 0x08 = sealed (version 4):
+    /// instead `seal_id [16] | leaf_index u16` (`SealedLeaf`: the leaf of a SEAL the author sent
     /// ahead of it on this connection).
     case message(Message)
-    /// 0x12 (version 4, draft: defined, not negotiated; a connection below version 4 refuses it). An
+    /// 0x12 (version 4; a connection below version 4 refuses it). An
     /// author's one signature over a batch of its messages in a room (`Seal`).
     case seal(Seal)
     /// 0x11. `count u16 | message_id [16] * count` (at most 1024 ids).
@@ -116,20 +116,21 @@ public enum WireFrame: Equatable, Sendable {
     public static let signedFlag: UInt8 = 0x02
     /// On MESSAGE: sent to some members of the room only; receivers neither relay it nor hand it to newcomers.
     public static let directFlag: UInt8 = 0x04
-    /// On MESSAGE (version 4, draft): the seal's id and the message's leaf index follow the body, not a
+    /// On MESSAGE (version 4): the seal's id and the message's leaf index follow the body, not a
     /// key and a signature (with `signedFlag` too, the frame is an error).
     public static let sealedFlag: UInt8 = 0x08
     /// ROOM_MEMBERS: each member carries a proof field; ROOM_LEAVE: a `SignedLeave` follows (version 3).
     public static let proofsFlag: UInt8 = 0x02
     /// ROOM_META: no entries, a digest follows.
     public static let digestFlag: UInt8 = 0x01
-    /// The protocol versions this implementation speaks: 1 (unsigned messages) and 2 (signed envelopes).
-    public static let versions: ClosedRange<UInt16> = 1...3
+    /// The protocol versions this implementation speaks: 1 (unsigned messages), 2 (signed envelopes), 3
+    /// (membership proofs, signed leaves) and 4 (seals: one signature per batch of messages).
+    public static let versions: ClosedRange<UInt16> = 1...4
     /// The first version whose ROOM_MEMBERS carry membership proofs and whose ROOM_LEAVE may be signed
     /// (flag 0x02): a version 2 peer reads neither.
     public static let proofsVersion: UInt16 = 3
-    /// The first version with seals (SEAL, a sealed MESSAGE, a sealed history): a draft, not in
-    /// `versions` yet, so no connection negotiates it and every connection refuses its frames.
+    /// The first version with seals (SEAL, a sealed MESSAGE, a sealed history): a connection below it
+    /// refuses their frames.
     public static let sealsVersion: UInt16 = 4
 
     /// The lowest protocol version a connection must speak to carry this frame, when it is above 1 and
@@ -410,7 +411,7 @@ public enum WireFrame: Equatable, Sendable {
         public var signature: Signature?
         /// Sent to some members of the room only (`lanchat send --to`).
         public var direct: Bool
-        /// Where the author sealed it (version 4, draft; nil: not sealed). A message is signed or sealed,
+        /// Where the author sealed it (version 4; nil: not sealed). A message is signed or sealed,
         /// not both.
         public var sealed: SealedLeaf?
 

@@ -10,7 +10,7 @@ import LanchatWire
 /// them, SHA-256 of the same bytes (what any message costs to hash at all) as the baseline. JSON: each
 /// figure's median, min and max microseconds per message, and the bytes a signature adds. Then the same
 /// messages under seals of 1, 10, 100 and 256 (`seal_author_us_N`, `seal_receiver_us_N`, `seal_record_us_N`:
-/// wire version 4, a draft; see below).
+/// wire version 4; see below).
 func envelopeBenchmark(count: Int, rounds: Int) {
     let author = Identity(privateKey: P256.Signing.PrivateKey())
     let signer = EnvelopeSigner(identity: author)
@@ -42,7 +42,7 @@ func envelopeBenchmark(count: Int, rounds: Int) {
         hash.append(microseconds(ContinuousClock.now - started) / Double(count))
         if sink == 0x5A { print("", terminator: "") }  // keeps the hashing from being optimized away
     }
-    // Seals (version 4, draft): per message, the author's leaf hash and its share of one tree and one
+    // Seals (version 4): per message, the author's leaf hash and its share of one tree and one
     // signature per seal; the receiver's leaf hash check and its share of one signature check (the SEAL
     // holds every leaf hash); a record relayed alone: its leaf hash and audit path, and its share of the
     // seal's check (a reader checks a seal once while it keeps it).

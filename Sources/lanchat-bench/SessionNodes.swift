@@ -42,9 +42,14 @@ func runNode(directory: String, name: String, address: String, rendezvous: Strin
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let identity = try Identity.loadOrCreate(in: directory)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    // LANCHAT_BENCH_WIRE=1: speak wire version 1 (unsigned messages), for the figures before signing;
-    // otherwise the newest, as lanchatd does (version 3: members admitted with their signed membership).
-    let version: UInt16 = ProcessInfo.processInfo.environment["LANCHAT_BENCH_WIRE"] == "1" ? 1 : WireFrame.versions.upperBound
+    // LANCHAT_BENCH_WIRE=1: speak wire version 1 (unsigned messages), for the figures before signing; 3:
+    // each message signed (before seals); otherwise the newest, as lanchatd does (version 4: sealed).
+    let version: UInt16 =
+        switch ProcessInfo.processInfo.environment["LANCHAT_BENCH_WIRE"] {
+        case "1": 1
+        case "3": 3
+        default: WireFrame.versions.upperBound
+        }
     let hello = WireFrame.Hello(maximumVersion: version, peerID: identity.peerID.rawValue, name: name, capabilities: ["chat"])
     var connector = PeerConnector(hello: hello, encryption: .required, tls: try PeerTLS(certificate: IdentityCertificate(identity: identity)), group: group)
     // LANCHAT_BENCH_HEARTBEAT_MS: another heartbeat interval (the timeout 4 times it, as lanchatd had when

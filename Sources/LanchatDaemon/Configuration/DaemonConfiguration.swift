@@ -59,8 +59,9 @@ public struct DaemonConfiguration: Equatable, Sendable {
     /// Largest file accepted from a peer, in bytes (`max-file-size`: a number with an optional K, M, G or
     /// T suffix, powers of 1024).
     public var maximumFileSize: UInt64 = 1 << 40
-    /// The highest wire protocol version offered (`max-wire-version`): 2 signs every message; 1 speaks
-    /// as a version 1 peer does (unsigned), for comparisons and for trying out what an older peer gets.
+    /// The highest wire protocol version offered (`max-wire-version`): 4 seals what it sends (one
+    /// signature per batch); 3 signs every message, as a lanchatd before seals did; 1 speaks as a version
+    /// 1 peer does (unsigned): for comparisons and for trying out what an older peer gets.
     public var maximumWireVersion: UInt16 = WireFrame.versions.upperBound
     /// Seconds without a command from a person (send, invite, status...) after which this host turns away
     /// (`auto-away`: minutes, or seconds with an `s`, like `90s`; 0: never).
