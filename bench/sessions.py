@@ -9,11 +9,11 @@ next to a baseline or goal from the same run.
 3. Invitation to connected with auto-accept: through the library (dial, TLS, HELLO, INVITE, accept),
    and through the daemons (`lanchat invite --wait`, control API included).
 4. Fan-out in a room of N hosts: p50/p99 from sending until every member has the message.
-5. Signed envelopes (the newest wire version, 3, as lanchatd speaks it; until 2026-11-24 the benchmark
-   spoke version 2, where, with that day's code, the members of its room were never introduced to each other): throughput and
-   round trip between 2 hosts signed and unsigned (both ends at wire version 1) in the same run, and the time to sign and to verify one message
-   (`lanchat-bench envelopes`, 5 rounds of 2,000) next to SHA-256 of the same bytes; and, for seals (wire
-   version 4, a draft no connection speaks yet), the same messages' cost per message sealed in 1s, 10s, 100s and
+5. Sealed and signed messages (the newest wire version, 4, as lanchatd speaks it, seals each send; version 3
+   signs each message, as lanchatd did until 2026-11-28): throughput and round trip between 2 hosts sealed, signed
+   and unsigned (both ends at wire version 1) in the same run, and the time to sign and to verify one message
+   (`lanchat-bench envelopes`, 5 rounds of 2,000) next to SHA-256 of the same bytes; and, for seals, the same
+   messages' cost per message sealed in 1s, 10s, 100s and
    256s: the author's, the receiver's (one signature check per seal) and a record's relayed alone (its audit path).
 6. A room of 64 hosts (`--room-hosts`, 0 skips it), on a simulated LAN of its own: the time until every
    member sees itself connected to every other (the mesh), fan-out p99 (one message every 31 ms: each member syncs its own
@@ -45,7 +45,8 @@ BENCH = os.path.join(BIN, "lanchat-bench")
 
 def library(lan, hosts, wire=2, idle_seconds=0):
     """The session library's figures; `wire` 1: both ends speak wire version 1 (unsigned messages), the
-    figures before signed envelopes; otherwise the newest version (signed, as lanchatd); `idle_seconds`: the leader's CPU idle with every link up, as well."""
+    figures before signed envelopes; 3: each message signed (before seals); otherwise the newest version (sealed, as lanchatd);
+    `idle_seconds`: the leader's CPU idle with every link up, as well."""
     # The rendezvous directory must be one every simulated host sees: the LAN's own (each host has a
     # fresh /tmp of its own). Each run has its own, and its own state directories.
     run = f"w{wire}-{time.monotonic_ns()}"
@@ -202,13 +203,15 @@ def main():
         lib = figure(missing, "library", library, lan, args.hosts)
         unsigned = figure(missing, "library_unsigned", library, lan, 2, 1)
         signed2 = figure(missing, "library_signed_2", library, lan, 2, 2)
+        # Each message signed (wire 3, as before seals), against sealed (the newest, above), same run.
+        signed3 = figure(missing, "library_wire3", library, lan, 2, 3)
         envelopes = figure(missing, "envelopes", lambda: json.loads(subprocess.run(
             [BENCH, "envelopes", "2000", "5"], check=True, capture_output=True, text=True, timeout=300).stdout))
         daemon = figure(missing, "daemon_invite", daemon_invites, lan)
     finally:
         lan.down()
     big = figure(missing, "room", room, args.room_hosts) if args.room_hosts > 0 else None
-    figures = {"tcp": tcp, "tls_sync": floor, "library": lib, "library_unsigned": unsigned, "library_signed_2": signed2,
+    figures = {"tcp": tcp, "tls_sync": floor, "library": lib, "library_unsigned": unsigned, "library_signed_2": signed2, "library_wire3": signed3,
                "envelopes": envelopes, "daemon_invite": daemon, "room": big}
     if missing:
         figures["missing"] = missing
@@ -237,17 +240,20 @@ def main():
          both(lambda lib, tcp: f"{lib['rtt_p99_us'] / tcp['tcp_rtt_p99_us']:.2f}x")),
         ("one-way reliable throughput", shown(lib, lambda lib: f"{lib['throughput_msgs_per_s']:.0f} msg/s"), "goal 100000 msg/s",
          shown(lib, lambda lib: f"{lib['throughput_msgs_per_s'] / 100000:.2f}x of goal")),
-        ("one-way throughput, 2 hosts, signed (wire 3)", shown(signed2, lambda s: f"{s['throughput_msgs_per_s']:.0f} msg/s"),
-         shown(unsigned, lambda u: f"unsigned (wire 1) {u['throughput_msgs_per_s']:.0f} msg/s"),
-         f"{signed2['throughput_msgs_per_s'] / unsigned['throughput_msgs_per_s']:.2f}x" if signed2 and unsigned else "missing"),
-        ("RTT p50, 2 hosts, signed (wire 3)", shown(signed2, lambda s: f"{s['rtt_p50_us']:.0f} us"),
-         shown(unsigned, lambda u: f"unsigned (wire 1) {u['rtt_p50_us']:.0f} us"),
-         f"{signed2['rtt_p50_us'] / unsigned['rtt_p50_us']:.2f}x" if signed2 and unsigned else "missing"),
+        ("one-way throughput, 2 hosts, sealed (wire 4)", shown(signed2, lambda s: f"{s['throughput_msgs_per_s']:.0f} msg/s"),
+         shown(signed3, lambda s: f"signed (wire 3) {s['throughput_msgs_per_s']:.0f} msg/s")
+         + shown(unsigned, lambda u: f"; unsigned (wire 1) {u['throughput_msgs_per_s']:.0f} msg/s"),
+         (f"{signed2['throughput_msgs_per_s'] / signed3['throughput_msgs_per_s']:.2f}x of signed, "
+          f"{signed2['throughput_msgs_per_s'] / unsigned['throughput_msgs_per_s']:.2f}x of unsigned") if signed2 and signed3 and unsigned else "missing"),
+        ("RTT p50, 2 hosts, sealed (wire 4)", shown(signed2, lambda s: f"{s['rtt_p50_us']:.0f} us"),
+         shown(signed3, lambda s: f"signed (wire 3) {s['rtt_p50_us']:.0f} us") + shown(unsigned, lambda u: f"; unsigned (wire 1) {u['rtt_p50_us']:.0f} us"),
+         (f"{signed2['rtt_p50_us'] / signed3['rtt_p50_us']:.2f}x of signed, "
+          f"{signed2['rtt_p50_us'] / unsigned['rtt_p50_us']:.2f}x of unsigned") if signed2 and signed3 and unsigned else "missing"),
         ("sign + verify one message (P-256)", shown(envelopes, lambda e: f"{e['sign_us_median']:.1f} + {e['verify_us_median']:.1f} us"),
          shown(envelopes, lambda e: f"SHA-256 of it {e['sha256_us_median']:.2f} us"),
          shown(envelopes, lambda e: f"sign {e['sign_us_min']:.1f}-{e['sign_us_max']:.1f}, verify {e['verify_us_min']:.1f}-{e['verify_us_max']:.1f} us "
                f"({int(e['rounds_count'])} rounds); +{int(e['bytes_added_message_count'])} bytes per message")),
-        ("sealed in 100s: author + receiver per message (v4 draft)",
+        ("sealed in 100s: author + receiver per message (wire 4)",
          shown(envelopes, lambda e: f"{e['seal_author_us_100_median']:.1f} + {e['seal_receiver_us_100_median']:.1f} us"),
          shown(envelopes, lambda e: f"signed one by one {e['sign_us_median']:.1f} + {e['verify_us_median']:.1f} us"),
          shown(envelopes, lambda e: f"{(e['seal_author_us_100_median'] + e['seal_receiver_us_100_median']) / (e['sign_us_median'] + e['verify_us_median']):.2f}x; "

@@ -60,12 +60,13 @@ extension SessionStateMachine {
         }
         // To some members only: the others never get it, from us or through anyone (`direct`).
         let direct = to != nil && Set(recipients) != Set(state.members.keys)
-        // Sealed (one signature for the send, version 4) when a recipient speaks version 4; each
-        // message signed as well unless every recipient spoke version 4 in this run (one below it, or
-        // not seen yet, takes signed messages, now or from its outbox later).
+        // Sealed (one signature for the send, version 4) when every recipient spoke version 4 in this
+        // run; otherwise each message signed, and sent signed to every recipient (a version 4 one too:
+        // what it holds only sealed it could not hand on to a version 2 or 3 member, in a relay answer or
+        // a newcomer's history).
         let keys = configuration.envelopes
-        let sealing = keys != nil && recipients.contains { (links.version(of: $0) ?? 0) >= WireFrame.sealsVersion }
-        let signing = !sealing || recipients.contains { (links.version(of: $0) ?? 0) < WireFrame.sealsVersion }
+        let sealing = keys != nil && !recipients.isEmpty && recipients.allSatisfy { (links.version(of: $0) ?? 0) >= WireFrame.sealsVersion }
+        let signing = !sealing
         var out: [SessionAction] = []
         var messages: [StoredMessage] = []
         var wireIDs: [WireID] = []
@@ -93,8 +94,8 @@ extension SessionStateMachine {
                 outbox.queue(wireIDs, in: room, for: peer)
             }
         }
-        // Per recipient's version: sealed, signed (version 2 and 3) or plain (version 1); the same frames
-        // for all of one form.
+        // Per recipient's version: sealed (when the send is), signed (version 2 and up) or plain (version
+        // 1); the same frames for all of one form.
         var framesFor: [FrameForm: [WireFrame]] = [:]
         var connected = 0
         for peer in recipients {

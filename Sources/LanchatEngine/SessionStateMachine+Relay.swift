@@ -88,16 +88,16 @@ extension SessionStateMachine {
     }
 
     /// The newest of `messages` (oldest first) whose signed history fits in `limit` bytes (what the asker
-    /// takes at most: the rest goes with its next requests), oldest first. A sealed record counts its
-    /// longest proof and its seal's head as well.
-    public static func withinRelayLimit(_ messages: [StoredMessage], limit: UInt64) -> [StoredMessage] {
+    /// takes at most: the rest goes with its next requests), oldest first. In a sealed history (`sealed`)
+    /// each record has a tag, and a sealed one its longest proof and its seal's head as well.
+    public static func withinRelayLimit(_ messages: [StoredMessage], limit: UInt64, sealed: Bool = false) -> [StoredMessage] {
         var total: UInt64 = 0
         var start = messages.endIndex
         while start > messages.startIndex {
             let message = messages[start - 1]
             // A record: the fixed fields, the sender's id and name, the body, the key and the signature.
-            let sealed = message.isSealed ? SealHead.length + SealProof.maximumLength : 0
-            let size = UInt64(HistoryRecord.fixedLength + sealed + message.senderName.utf8.count + message.body.utf8.count)
+            let entry = sealed ? 1 + (message.isSealed ? SealHead.length + SealProof.maximumLength : 0) : 0
+            let size = UInt64(HistoryRecord.fixedLength + entry + message.senderName.utf8.count + message.body.utf8.count)
             guard total + size <= limit else { break }
             total += size
             start -= 1

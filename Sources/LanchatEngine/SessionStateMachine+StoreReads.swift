@@ -33,7 +33,7 @@ extension SessionStateMachine {
             // (A version 4 asker reads a sealed history: records only sealed go to it too.)
             let layout = HistoryLayout(version: max(2, links.version(of: peer.id) ?? 2))
             let lacking = relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, sealed: layout == .sealed, at: now)
-            let answer = Self.withinRelayLimit(lacking, limit: configuration.transferLimits.maximumRelaySize)
+            let answer = Self.withinRelayLimit(lacking, limit: configuration.transferLimits.maximumRelaySize, sealed: layout == .sealed)
             guard !answer.isEmpty else {
                 relayAnswerNotOffered(room, to: peer.id)
                 return []
@@ -44,34 +44,34 @@ extension SessionStateMachine {
         }
     }
 
-    /// Every reliable message still waiting for the peer's ACK in these rooms, oldest queued first (our
-    /// own signed for a peer that speaks version 2 or 3; sealed again for one that speaks version 4, each
-    /// seal's SEAL ahead of its messages, so that one precedes every message sent again and every new
-    /// connection), in writes of at most 512 frames.
+    /// Every reliable message still waiting for the peer's ACK in these rooms, oldest queued first, in
+    /// writes of at most 512 frames: to a peer that speaks version 4, in a room whose members all spoke
+    /// version 4 in this run, our own sealed again (each seal's SEAL ahead of its messages, so that one
+    /// precedes every message sent again and every new connection); otherwise our own signed for a peer
+    /// that speaks version 2 or more (as `send` decides).
     private mutating func outboxFrames(_ queued: [StoredMessage], on handle: LinkHandle, rooms: Set<String>, at now: EngineTime) -> [SessionAction] {
         guard let version = linkVersion(on: handle), !queued.isEmpty else { return [] }
-        let waiting = queued.filter { rooms.contains($0.room) }
+        let own = configuration.ownID
+        let signed = version >= 2
+        // Per room, in the order queued (a seal is one room's).
+        var order: [String] = []
+        var byRoom: [String: [StoredMessage]] = [:]
+        for message in queued where rooms.contains(message.room) {
+            if byRoom[message.room] == nil { order.append(message.room) }
+            byRoom[message.room, default: []].append(message)
+        }
         var frames: [WireFrame] = []
-        if version >= WireFrame.sealsVersion, let keys = configuration.envelopes {
-            // Per room in the order queued (a seal is one room's), each a run of ours and one audience.
-            let own = configuration.ownID
-            var order: [String] = []
-            var byRoom: [String: [StoredMessage]] = [:]
-            for message in waiting {
-                if byRoom[message.room] == nil { order.append(message.room) }
-                byRoom[message.room, default: []].append(message)
-            }
-            for name in order {
-                guard let room = RoomID(name), let messages = byRoom[name] else { continue }
+        for name in order {
+            guard let messages = byRoom[name] else { continue }
+            if version >= WireFrame.sealsVersion, let keys = configuration.envelopes, let room = RoomID(name), allSpokeSeals(in: room) {
                 let ours = messages.filter { $0.senderID == own.rawValue && $0.kind != .system && WireID(hex: $0.id) != nil }
                 let batches = SealedBatch.seal(ours, author: own, room: room, keys: keys) { environment.ids.messageID(at: now.wall) }
                 frames += Self.sealedFrames(batches, reliable: true)
-            }
-        } else {
-            let signed = version >= 2
-            for message in waiting {
-                let message = signed ? Self.signedIfOurs(message, ownID: configuration.ownID, keys: configuration.envelopes) : message
-                if let frame = Self.frame(message, reliable: true, signed: signed) { frames.append(frame) }
+            } else {
+                for message in messages {
+                    let message = signed ? Self.signedIfOurs(message, ownID: own, keys: configuration.envelopes) : message
+                    if let frame = Self.frame(message, reliable: true, signed: signed) { frames.append(frame) }
+                }
             }
         }
         var out: [SessionAction] = []
@@ -82,5 +82,12 @@ extension SessionStateMachine {
             start = end
         }
         return out
+    }
+
+    /// Whether every other member of `room` spoke version 4 (seals) in this run: what we send there may
+    /// go sealed only.
+    func allSpokeSeals(in room: RoomID) -> Bool {
+        guard let members = rooms[room]?.members.keys else { return false }
+        return members.allSatisfy { $0 == configuration.ownID || (links.version(of: $0) ?? 0) >= WireFrame.sealsVersion }
     }
 }

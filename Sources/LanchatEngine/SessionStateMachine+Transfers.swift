@@ -23,6 +23,11 @@ extension SessionStateMachine {
         var out: [SessionAction] = []
         let id = chosen ?? environment.ids.wireID()
         let offer = Self.offer(id, file, kind: kind, room: room, digest: digest)
+        // (A sealed history made for a version 4 connection, which a newer one at a lower version replaced
+        // meanwhile: that connection would close on it.)
+        guard WireFrame.resourceOffer(offer).minimumVersion <= entry.version else {
+            throw SessionError(.unreachable, "\(entry.peer.name) now speaks version \(entry.version): a \(kind) offer needs \(WireFrame.sealsVersion)")
+        }
         if !ephemeral {
             // Kept until it ends, so that a restarted daemon resumes it.
             out.append(

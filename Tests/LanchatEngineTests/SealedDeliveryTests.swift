@@ -238,12 +238,16 @@ import Testing
         #expect(acked(received).count == 3 && warnings(received).isEmpty)
     }
 
-    @Test func aMixedRoomGetsSealedFramesAtVersion4AndSignedOnesBelowFromOneSend() throws {
+    @Test func aMixedRoomGetsSignedFramesEvenAtVersion4() throws {
+        // Bob (version 4) could not hand on to carol (version 3) what he held only sealed: both get the
+        // messages signed, and they are stored signed, not sealed.
         var node = engine(carolVersion: 3)
         let (_, actions) = try node.send(["one", "two"], room: lab, at: at(2))
-        #expect(shape(frames(actions, to: LinkHandle(1))) == "s2 m m")
+        #expect(shape(frames(actions, to: LinkHandle(1))) == "g g")
         #expect(shape(frames(actions, to: LinkHandle(2))) == "g g")
-        #expect(stored(actions).allSatisfy { $0.isSealed && $0.isSigned })
+        #expect(stored(actions).allSatisfy { !$0.isSealed && $0.isSigned })
+        // Direct to bob alone (every recipient at version 4): sealed.
+        #expect(shape(frames(try node.send(["just bob"], room: lab, to: [bob.id], at: at(3)).1, to: LinkHandle(1))) == "s1 m")
         // A version 1 member gets them plain.
         var old = engine(carolVersion: 1)
         #expect(shape(frames(try old.send(["one"], room: lab, at: at(2)).1, to: LinkHandle(2))) == "p")
@@ -262,13 +266,14 @@ import Testing
     }
 
     @Test func aMemberNotSeenInThisRunGetsSignedMessagesAndTheOutboxIsSealedAgainOnEachFlush() throws {
-        // Carol is a member we have not been connected with: signed as well as sealed.
+        // Carol is a member we have not been connected with: signed, not sealed (to bob too).
         var node = engine(as: 0, members: [bob, carol])
         _ = node.linkUp(LinkHandle(1), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(1))
         let (_, actions) = try node.send(["one", "two"], room: lab, at: at(2))
         let mine = stored(actions)
-        #expect(mine.allSatisfy { $0.isSealed && $0.isSigned })
-        // Carol connects at version 4: her outbox is sealed again, its SEAL ahead of the messages.
+        #expect(mine.allSatisfy { !$0.isSealed && $0.isSigned })
+        #expect(shape(frames(actions, to: LinkHandle(1))) == "g g")
+        // Carol connects at version 4 (now every member has): her outbox is sealed, its SEAL ahead of the messages.
         let (_, up) = node.linkUp(LinkHandle(2), peer: carol, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(3))
         let flush = try #require(up.first { if case .flushOutbox(carol.id, _, _) = $0 { true } else { false } })
         let first = node.storeRead(.messages(mine), for: flush, arrivals: RecentArrivals(), at: at(4))
@@ -286,5 +291,23 @@ import Testing
         #expect(stored(carols.received(frames(again, to: LinkHandle(2)), on: LinkHandle(1), at: at(6))).count == 2)
         // Now every member spoke version 4 in this run: the next send is sealed only.
         #expect(stored(try node.send(["three"], room: lab, at: at(7)).1).allSatisfy { $0.isSealed && !$0.isSigned })
+    }
+
+    @Test func aPeerBackAtVersion3GetsItsOutboxSignedAndASealedHistoryIsNotOfferedOnIt() throws {
+        var node = engine()
+        let (_, actions) = try node.send(["one", "two"], room: lab, at: at(2))
+        #expect(stored(actions).allSatisfy { $0.isSealed && !$0.isSigned })
+        // Carol comes back at version 3: her outbox goes signed (ours, signed now), and so does what follows.
+        _ = node.linkDown(LinkHandle(2), reason: .timedOut, at: at(3))
+        let (_, up) = node.linkUp(LinkHandle(5), peer: carol, dialedByUs: true, remoteAddress: nil, version: 3, at: at(4))
+        let flush = try #require(up.first { if case .flushOutbox(carol.id, _, _) = $0 { true } else { false } })
+        let resent = frames(node.storeRead(.messages(stored(actions)), for: flush, arrivals: RecentArrivals(), at: at(5)), to: LinkHandle(5))
+        #expect(shape(resent) == "g g")
+        #expect(shape(frames(try node.send(["three"], room: lab, at: at(6)).1, to: LinkHandle(1))) == "g")
+        // A sealed history made for her earlier connection is not offered on this one.
+        let file = OfferedFile(path: "/h", name: "history of lab", size: 10, modifiedMilliseconds: 1, identity: "h")
+        #expect(throws: SessionError.self) {
+            try node.offerResource(file, to: carol.id, kind: .sealedHistory, room: lab, ephemeral: true, at: at(7))
+        }
     }
 }

@@ -128,8 +128,9 @@ import Testing
         #expect(lacking(true) == ["m1", "m2", "m3", "m4"])
         #expect(lacking(false) == ["m4"])
         // A sealed record counts its head and proof in the relay's limit.
-        let one = SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10))
+        let one = SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10), sealed: true)
         #expect(one.isEmpty)
+        #expect(SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10)).count == 1)
         #expect(HistoryLayout(version: 4) == .sealed && HistoryLayout(version: 3) == .signed && HistoryLayout(version: 1) == .plain)
         #expect(HistoryLayout(kind: .sealedHistory)?.kind == .sealedHistory && HistoryLayout(kind: .file) == nil)
     }

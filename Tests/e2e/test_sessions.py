@@ -537,3 +537,54 @@ def test_a_newcomer_chooses_how_much_history_it_gets(lan):
     assert joined["room"] == "ops"
     notices = [m["text"] for m in history(lan, "h2", room="ops") if m["kind"] == "system"]
     assert any("no earlier messages asked for" in n for n in notices), notices
+
+
+def test_seals_between_version_4_members_and_signatures_for_a_version_3_one(lan):
+    """Issue 33 (seals, wire version 4): bob, carol and erin speak version 4, alice at most 3
+    (`--max-wire-version 3`, as a lanchatd before seals). In a room of version 4 members a message is only
+    sealed, and a member that was away gets it relayed by another, checked by its seal. A version 3
+    newcomer gets from its version 4 inviter the history it can check (the inviter's own words, signed
+    for it; not another author's only sealed), and then messages both ways reach everyone."""
+    lan.up(4)
+    a, b, c, e = (
+        lan.start_daemon(h, name=n, extra=["--auto-accept", "all", *x])
+        for h, n, x in (("h1", "alice", ["--max-wire-version", "3"]), ("h2", "bob", []), ("h3", "carol", []), ("h4", "erin", []))
+    )
+    for host in ("h1", "h2", "h3", "h4"):
+        ready(lan, host, 3)
+    for invitee in ("carol", "erin"):
+        assert lan.lanchat_json("h2", "invite", invitee, "--room", "lab", "--wait")["outcome"] == "accepted"
+    for host, others in (("h2", {"carol", "erin"}), ("h3", {"bob", "erin"}), ("h4", {"bob", "carol"})):
+        wait_for(lambda: members(lan, host) == {n: "connected" for n in others}, timeout=15, what=f"full mesh at {host}")
+    lan.lanchat("h4", "send", "--room", "lab", "from erin, sealed")
+    lan.lanchat("h2", "send", "--room", "lab", "from bob, sealed")
+    for host in ("h2", "h3", "h4"):
+        wait_for(lambda: {"from erin, sealed", "from bob, sealed"} <= set(texts(lan, host)), what=f"both messages at {host}")
+        assert all(m["signed"] is True for m in history(lan, host) if m["kind"] == "text")
+    # Carol is away; bob writes, and leaves; carol comes back and gets it from erin (sealed only).
+    c.stop()
+    wait_for(lambda: members(lan, "h2")["carol"] == "not_connected", timeout=10, what="carol gone at bob")
+    lan.lanchat("h2", "send", "--room", "lab", "while carol was away")
+    wait_for(lambda: "while carol was away" in texts(lan, "h4"), what="bob's message at erin")
+    b.stop()
+    wait_for(lambda: members(lan, "h4")["bob"] == "not_connected", timeout=10, what="bob gone at erin")
+    c.start()
+    wait_for(lambda: "while carol was away" in texts(lan, "h3"), timeout=30, what="bob's message at carol, through erin")
+    got = [m for m in history(lan, "h3") if m["text"] == "while carol was away"]
+    assert len(got) == 1 and got[0]["sender"] == "bob" and got[0]["signed"] is True, got
+    assert any("relayed by erin" in m["text"] for m in history(lan, "h3") if m["kind"] == "system")
+    # Alice (version 3) joins through bob: his own words, signed for her; erin's only sealed, left out.
+    b.start()
+    wait_for(lambda: members(lan, "h2").get("erin") == "connected", timeout=20, what="bob back with erin")
+    assert lan.lanchat_json("h2", "invite", "alice", "--room", "lab", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: "while carol was away" in texts(lan, "h1"), timeout=20, what="the history at alice")
+    assert "from bob, sealed" in texts(lan, "h1") and "from erin, sealed" not in texts(lan, "h1")
+    assert all(m["signed"] is True for m in history(lan, "h1") if m["kind"] == "text")
+    # Both ways: alice's signed words reach the version 4 members, and theirs reach her.
+    for host, others in (("h1", {"bob", "carol", "erin"}), ("h4", {"alice", "bob", "carol"})):
+        wait_for(lambda: members(lan, host) == {n: "connected" for n in others}, timeout=20, what=f"full mesh at {host}")
+    lan.lanchat("h1", "send", "--room", "lab", "from alice, signed")
+    lan.lanchat("h4", "send", "--room", "lab", "from erin, to alice too")
+    for host in ("h1", "h2", "h3", "h4"):
+        wait_for(lambda: {"from alice, signed", "from erin, to alice too"} <= set(texts(lan, host)), timeout=15, what=f"both ways at {host}")
+        assert all(m["signed"] is True for m in history(lan, host) if m["kind"] == "text")

@@ -26,6 +26,7 @@ extension Simulator {
         let keys = nodes[node].engine?.configuration.envelopes
         var encoder = HistoryEncoder(layout: offer.layout, ownID: nodes[node].peer.id, keys: keys)
         var buffer = ByteBuffer()
+        var changed = 0
         for (index, message) in messages.enumerated() {
             var message = message
             if index == tamper, offer.layout.isAuthenticated {
@@ -35,6 +36,7 @@ extension Simulator {
                 if message.isSigned || message.isSealed {
                     message.body += " (forged by n\(node))"
                     forgeries.injected += 1
+                    changed += 1
                 }
             }
             encoder.append([message], into: &buffer)
@@ -52,6 +54,7 @@ extension Simulator {
                     ephemeral: true, relayAnswer: relayAnswer, at: self.time(node))
             else { return [] }
             self.originals[id] = bytes
+            self.tampered[id] = changed
             self.historiesOffered += 1
             if offer.layout == .sealed { self.seals.histories += 1 }
             return actions
@@ -88,6 +91,9 @@ extension Simulator {
             error = "invalid history: \(failure)"
         }
         forgeries.refused += forged
+        if forged > (tampered[id] ?? 0), stateFault == nil {
+            stateFault = "n\(node) found \(forged) forged records in \(peer.name)'s history of \(room), which had \(tampered[id] ?? 0) changed"
+        }
         historiesImported += 1
         if verbose { log("n\(node) imports a history of \(room) from \(peer.name): \(added) added, \(refused) refused, \(forged) forged") }
         perform(node) { $0.historyImported(id, added: added, refused: refused, forged: forged, error: error, at: self.time(node)) }

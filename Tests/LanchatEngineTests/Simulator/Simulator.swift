@@ -162,6 +162,9 @@ final class Simulator {
     /// Seals at work (version 4): SEAL frames delivered, sealed histories offered, and others' records
     /// stored sealed that `checkSignatures` checked by their seal.
     var seals = (frames: 0, histories: 0, records: 0)
+    /// Records a hostile relay changed in each history offered (by its transfer id): an import finds at
+    /// most that many forged (an honest history, none).
+    var tampered: [WireID: Int] = [:]
     var historiesImported = 0
     /// Members of no node's making a hostile member put in its ROOM_MEMBERS (a fault).
     var fakeMembers = 0
@@ -305,7 +308,7 @@ final class Simulator {
             // that sends one is wrong.
             let version = linkVersion(link.ends.node, link.ends.other)
             if let above = frames.first(where: { $0.minimumVersion > version }) {
-                stateFault = "n\(to) was sent \(HandshakeStateMachine.name(of: above)) on a version \(version) link"
+                if stateFault == nil { stateFault = "n\(to) was sent \(HandshakeStateMachine.name(of: above)) on a version \(version) link" }
                 return
             }
             seals.frames += frames.count { if case .seal = $0 { true } else { false } }
