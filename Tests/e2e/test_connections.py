@@ -21,7 +21,7 @@ def test_ping_both_ways_over_pinned_tls_shows_the_same_short_code(lan):
     ready(lan, "h2", 1)
     there = json.loads(lan.lanchat("h1", "ping", "two", "--count", "3", "--json").stdout)
     back = json.loads(lan.lanchat("h2", "ping", d1.status()["short_id"], "--json").stdout)
-    assert there["encrypted"] is True and there["protocol_version"] == 3
+    assert there["encrypted"] is True and there["protocol_version"] == 4
     assert there["id"] == d2.status()["id"] and back["id"] == d1.status()["id"]
     assert len(there["rtt_ms"]) == 3 and all(r > 0 for r in there["rtt_ms"])
     assert there["short_code"] == back["short_code"]

@@ -541,14 +541,14 @@ def test_a_newcomer_chooses_how_much_history_it_gets(lan):
 
 def test_seals_between_version_4_members_and_signatures_for_a_version_3_one(lan):
     """Issue 33 (seals, wire version 4): bob, carol and erin speak version 4, alice at most 3
-    (`--max-wire-version 3`, as a lanchatd before seals). In a room of version 4 members a message is only
+    (`max-wire-version 3`, here `LANCHATD_MAX_WIRE_VERSION=3`, as a lanchatd before seals). In a room of version 4 members a message is only
     sealed, and a member that was away gets it relayed by another, checked by its seal. A version 3
     newcomer gets from its version 4 inviter the history it can check (the inviter's own words, signed
     for it; not another author's only sealed), and then messages both ways reach everyone."""
     lan.up(4)
     a, b, c, e = (
-        lan.start_daemon(h, name=n, extra=["--auto-accept", "all", *x])
-        for h, n, x in (("h1", "alice", ["--max-wire-version", "3"]), ("h2", "bob", []), ("h3", "carol", []), ("h4", "erin", []))
+        lan.start_daemon(h, name=n, extra=["--auto-accept", "all"], prefix=p)
+        for h, n, p in (("h1", "alice", ["env", "LANCHATD_MAX_WIRE_VERSION=3"]), ("h2", "bob", []), ("h3", "carol", []), ("h4", "erin", []))
     )
     for host in ("h1", "h2", "h3", "h4"):
         ready(lan, host, 3)
