@@ -182,15 +182,10 @@ extension SessionStateMachine {
         if message.reliable { acks.append(message.id) }
         if let timestamp = Int64(exactly: message.timestampMilliseconds), Self.isAhead(timestamp, of: now.wall) {
             // Said once per connection, as a refused signature is: an honest member's clock may be wrong.
-            if links.trust.refuseLive(from: sender) {
-                out.append(
-                    .emit(
-                        .security(
-                            peer: link.peer,
-                            text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
-                                + "\(message.room): it is dated \((timestamp - now.wall + 59_999) / 60_000) minutes ahead of this host's clock (more than "
-                                + "\(Self.futureTolerance / 60_000) allowed); check both clocks (any more like it on this connection are refused without a word)")))
-            }
+            refusedLive(
+                "a message", from: link, in: message.room,
+                "it is dated \((timestamp - now.wall + 59_999) / 60_000) minutes ahead of this host's clock (more than "
+                    + "\(Self.futureTolerance / 60_000) allowed); check both clocks", &out)
             return
         }
         guard
@@ -203,29 +198,15 @@ extension SessionStateMachine {
         // instead, and is kept with its seal's head and its place in it. One that is neither is refused.
         if let sealCheck {
             guard case .sealed(let head, let proof) = sealCheck else {
-                if links.trust.refuseLive(from: sender) {
-                    out.append(
-                        .emit(
-                            .security(
-                                peer: link.peer,
-                                text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
-                                    + "\(message.room): it is not sealed by its author (any more like it on this connection are refused without a word)")))
-                }
+                refusedLive("a message", from: link, in: message.room, "it is not sealed by its author", &out)
                 return
             }
             stored = stored.sealed(by: head, proof: proof)
         } else if link.version >= 2 {
             guard let signature = message.signature, verifiesLive(message, from: sender) else {
                 // Told once per connection: a flood of bad messages is not a flood of events.
-                if links.trust.refuseLive(from: sender) {
-                    let problem = message.signature == nil ? "is not signed" : "has a signature that does not verify"
-                    out.append(
-                        .emit(
-                            .security(
-                                peer: link.peer,
-                                text: "refused a message from \(link.peer.name) (\(sender.short)) in room "
-                                    + "\(message.room): it \(problem) (any more like it on this connection are refused without a word)")))
-                }
+                let problem = message.signature == nil ? "it is not signed" : "it has a signature that does not verify"
+                refusedLive("a message", from: link, in: message.room, problem, &out)
                 return
             }
             stored.authorKey = signature.key
@@ -233,6 +214,18 @@ extension SessionStateMachine {
         }
         stored.direct = message.direct
         out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: message.reliable, outgoing: false))))
+    }
+
+    /// A security event for something refused from `link`'s peer (a message, a seal) in `room`, told once
+    /// per connection: a flood of bad frames is not a flood of events.
+    mutating func refusedLive(_ what: String, from link: LinkTable.Entry, in room: RoomID, _ problem: String, _ out: inout [SessionAction]) {
+        guard links.trust.refuseLive(from: link.peer.id) else { return }
+        out.append(
+            .emit(
+                .security(
+                    peer: link.peer,
+                    text: "refused \(what) from \(link.peer.name) (\(link.peer.id.short)) in room \(room): \(problem) "
+                        + "(any more like it on this connection are refused without a word)")))
     }
 
     /// A message from a peer (live, or a record of a history resource) as history keeps it, or nil if

@@ -13,13 +13,8 @@ extension SessionStateMachine {
         let sender = link.peer.id
         guard link.version >= WireFrame.sealsVersion, let keys = configuration.envelopes, rooms[seal.room]?.members[sender] != nil else { return }
         let taken = links.withSeals(on: link.handle) { $0.received(seal, from: sender, keys: keys) }
-        guard let taken, taken != .kept, links.trust.refuseLive(from: sender) else { return }
+        guard let taken, taken != .kept else { return }
         let problem = taken == .forged ? "its signature does not verify" : "it reuses the id of another seal"
-        out.append(
-            .emit(
-                .security(
-                    peer: link.peer,
-                    text: "refused a seal from \(link.peer.name) (\(sender.short)) in room \(seal.room): \(problem); its messages are refused "
-                        + "(any more like it on this connection are refused without a word)")))
+        refusedLive("a seal", from: link, in: seal.room, "\(problem); its messages are refused", &out)
     }
 }

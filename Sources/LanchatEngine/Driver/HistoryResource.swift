@@ -144,24 +144,3 @@ extension HistoryRecord {
             signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil, proof: message.proof)
     }
 }
-
-extension SessionStateMachine {
-    /// Each record's verdict (`verdict`: what may be kept of a history from `relay`), in order; checking
-    /// stops at the forged record that makes `forgedLeft` (each signature check costs about 55 µs).
-    public static func verdicts(
-        _ records: [HistoryRecord], room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String],
-        strangers: Bool, now: Int64, forgedLeft: Int
-    ) -> [HistoryVerdict] {
-        var verdicts: [HistoryVerdict] = []
-        var forged = 0
-        for record in records {
-            let verdict = verdict(record, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now)
-            verdicts.append(verdict)
-            if verdict == .forged {
-                forged += 1
-                if forged >= forgedLeft { break }
-            }
-        }
-        return verdicts
-    }
-}

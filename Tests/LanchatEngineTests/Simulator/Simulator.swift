@@ -206,18 +206,9 @@ final class Simulator {
             node.skew = options.faults ? Int64(random.next() % 600_000) - 300_000 : 0
             nodes.append(node)
         }
-        // Versions, from their own generator (the rest of a schedule draws as before): in half the
-        // schedules every node speaks version 4, in a quarter each node 3 or 4, in a quarter all 3.
-        var versions = IDGenerator(seed: seed &* 31 &+ 17)
-        let mode = versions.next() % 4
-        for index in nodes.indices {
-            nodes[index].maximumVersion = mode < 2 ? WireFrame.sealsVersion : mode == 2 && versions.next() % 2 == 0 ? WireFrame.sealsVersion : 3
-        }
+        for (index, version) in Self.versions(seed: seed, nodes: nodes.count).enumerated() { nodes[index].maximumVersion = version }
         for index in nodes.indices { boot(index) }
     }
-
-    /// The version a link between two nodes speaks (the handshake's choice: the higher both speak).
-    func linkVersion(_ a: Int, _ b: Int) -> UInt16 { min(nodes[a].maximumVersion, nodes[b].maximumVersion) }
 
     // MARK: Running
 
