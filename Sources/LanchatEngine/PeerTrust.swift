@@ -16,8 +16,10 @@ struct PeerTrust: Sendable, Equatable {
     private(set) var keyed: Set<PeerID>
     /// Keys already warned about (`SessionStateMachine.warnOfNewKey`) while the node runs.
     private var warned: Set<PeerID> = []
-    /// Peers told about once on their connection for a live message refused (its signature, or its time).
-    private var refusedLive: Set<PeerID> = []
+    /// What each peer was told about once on its connection: a live message refused (its signature, its
+    /// seal or its time), a SEAL refused. Each is told on its own: a refused message does not silence a
+    /// forged seal that follows.
+    private var refusedLive: [PeerID: Set<String>] = [:]
 
     init(known: KnownPeerBook = KnownPeerBook(), keyed: Set<PeerID> = []) {
         self.known = known
@@ -38,11 +40,12 @@ struct PeerTrust: Sendable, Equatable {
         return warned.insert(id).inserted
     }
 
-    /// Whether a refused live message from `peer` is told: once per connection.
-    mutating func refuseLive(from peer: PeerID) -> Bool { refusedLive.insert(peer).inserted }
+    /// Whether a refused live `what` ("a message", "a seal") from `peer` is told: once per connection
+    /// and kind of frame.
+    mutating func refuseLive(_ what: String, from peer: PeerID) -> Bool { refusedLive[peer, default: []].insert(what).inserted }
 
-    /// `peer`'s connection ended: the next one's first refusal is told again.
-    mutating func connectionEnded(_ peer: PeerID) { refusedLive.remove(peer) }
+    /// `peer`'s connection ended: the next one's first refusals are told again.
+    mutating func connectionEnded(_ peer: PeerID) { refusedLive[peer] = nil }
 
     /// What does not hold (`SessionStateMachine.consistencyFaults`): each record within its bound.
     func faults(maximumKeyed: Int) -> [String] {

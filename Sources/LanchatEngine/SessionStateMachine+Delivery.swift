@@ -217,9 +217,9 @@ extension SessionStateMachine {
     }
 
     /// A security event for something refused from `link`'s peer (a message, a seal) in `room`, told once
-    /// per connection: a flood of bad frames is not a flood of events.
+    /// per connection and `what`: a flood of bad frames is not a flood of events.
     mutating func refusedLive(_ what: String, from link: LinkTable.Entry, in room: RoomID, _ problem: String, _ out: inout [SessionAction]) {
-        guard links.trust.refuseLive(from: link.peer.id) else { return }
+        guard links.trust.refuseLive(what, from: link.peer.id) else { return }
         out.append(
             .emit(
                 .security(

@@ -168,6 +168,16 @@ import Testing
         #expect(stored(actions).isEmpty)
         #expect(acked(actions).count == 3)  // resending it would not change it
         #expect(warnings(actions).count == 1 && warnings(actions).first?.contains("is not sealed by its author") == true)
+        // A forged SEAL after that is told on its own (each kind of frame once per connection), and once.
+        let (forged, _) = sealed(messages(4...5), signer: 2, firstID: 9)
+        let (forgedAgain, _) = sealed(messages(6...7), signer: 2, firstID: 10)
+        let later = node.received([.seal(forged), .seal(forgedAgain)], on: LinkHandle(1), at: at(3))
+        #expect(warnings(later).count == 1 && warnings(later).first?.contains("its signature does not verify") == true)
+        // The next connection tells each again.
+        _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(4))
+        _ = node.linkUp(LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(4))
+        let fresh = node.received([.seal(forged)], on: LinkHandle(4), at: at(5))
+        #expect(warnings(fresh).count == 1)
     }
 
     @Test func aForgedSealIsToldAndItsMessagesFindNoSeal() {
