@@ -64,8 +64,14 @@ public struct SealBook: Equatable, Sendable {
 
     struct Held: Equatable, Sendable {
         var seal: Seal
-        /// Each leaf's audit path, worked out once, when the first of its messages comes.
-        var paths: [[[UInt8]]]?
+        /// Each leaf's audit path and the seal's head (with its root), worked out once, when the first of
+        /// its messages comes: hashing the tree for each message would cost a seal of `n` messages `n`
+        /// times `n - 1` hashes.
+        var worked: (paths: [[[UInt8]]], head: SealHead)?
+
+        static func == (lhs: Held, rhs: Held) -> Bool {
+            lhs.seal == rhs.seal && lhs.worked?.paths == rhs.worked?.paths && lhs.worked?.head == rhs.worked?.head
+        }
     }
 
     /// Oldest first.
@@ -112,9 +118,15 @@ public struct SealBook: Equatable, Sendable {
         let leaf = Int(sealed.leafIndex)
         guard seal.room == message.room, leaf < seal.leafHashes.count, Seal.leafHash(of: message, author: author.rawValue) == seal.leafHashes[leaf]
         else { return .notSealed }
-        let paths = held[index].paths ?? MerkleTree.auditPaths(seal.leafHashes).paths
-        held[index].paths = paths
-        return .sealed(seal.head(author: author.rawValue), SealProof(seal: seal.id, leafIndex: sealed.leafIndex, path: paths[leaf]))
+        let worked = held[index].worked ?? Self.work(seal, author: author)
+        held[index].worked = worked
+        return .sealed(worked.head, SealProof(seal: seal.id, leafIndex: sealed.leafIndex, path: worked.paths[leaf]))
+    }
+
+    /// A seal's audit paths and head, from one pass up its tree.
+    static func work(_ seal: Seal, author: PeerID) -> (paths: [[[UInt8]]], head: SealHead) {
+        let (paths, root) = MerkleTree.auditPaths(seal.leafHashes)
+        return (paths, SealHead(id: seal.id, author: author.rawValue, signature: seal.signature, leafCount: UInt16(seal.leafHashes.count), root: root))
     }
 }
 

@@ -65,12 +65,15 @@ extension ChatStore {
     /// valid form). Only a message that was new keeps a seal: a duplicate leaves nothing behind.
     private func keepSeal(of message: StoredMessage) throws(Error) {
         guard let seal = message.seal, message.isSealed else { return }
+        let key = Hex.string(seal.authorKey)
+        let root = Hex.string(seal.root)
+        let name = [message.senderID, seal.id, message.room, key, String(seal.leafCount), root]
+        // The other messages of a seal just found kept (a SEAL's messages come together).
+        if let last = lastKeptSeal, last.rollbacks == rollbacks, last.key == name { return }
         if insertSeal == nil {
             insertSeal = try db.statement(
                 "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root) VALUES (?,?,?,?,?,?,?)")
         }
-        let key = Hex.string(seal.authorKey)
-        let root = Hex.string(seal.root)
         let new = try db.run(insertSeal!) {
             $0.text(message.senderID)
             $0.text(seal.id)
@@ -80,13 +83,19 @@ extension ChatStore {
             $0.integer(Int64(seal.leafCount))
             $0.text(root)
         }
-        if new == 1 { return }
+        if new == 1 {
+            lastKeptSeal = (rollbacks, name)
+            return
+        }
         // Kept already: the same seal (its other messages), or another under the same id.
         let same = try db.query(
             "SELECT 1 FROM seals WHERE author_id = ? AND seal_id = ? AND room = ? AND author_key = ? AND leaf_count = ? AND root = ?",
             [.text(message.senderID), .text(seal.id), .text(message.room), .text(key), .integer(Int64(seal.leafCount)), .text(root)]
         ).count
-        if same == 1 { return }
+        if same == 1 {
+            lastKeptSeal = (rollbacks, name)
+            return
+        }
         try db.query("UPDATE messages SET seal_id = '', seal_proof = '' WHERE rowid = ?", [.integer(db.lastInsertedRowID)])
     }
 

@@ -31,6 +31,12 @@ public final class ChatStore: SessionStore {
     var insertMessage: SQLiteDatabase.Statement?
     /// The statement that keeps a message's seal (`keepSeal`), prepared at its first use.
     var insertSeal: SQLiteDatabase.Statement?
+    /// Rollbacks so far (any kind: a transaction's, a savepoint's, SQLite's own): what was written since
+    /// the last one may be gone.
+    var rollbacks: UInt64 = 0
+    /// The seal `keepSeal` last found kept (its author, id, room, key, count and root), while no rollback
+    /// came after: the other messages of that seal skip both of its statements.
+    var lastKeptSeal: (rollbacks: UInt64, key: [String])?
     public var messagesChanged: UInt64 {
         _ = bulkStillOpen()  // (SQLite may have rolled an open bulk write back by itself)
         return changes
@@ -198,6 +204,12 @@ public final class ChatStore: SessionStore {
         }
     }
 
+    /// Something was rolled back: reads of the messages are stale, and a seal found kept may be gone.
+    private func rolledBack() {
+        changes &+= 1
+        rollbacks &+= 1
+    }
+
     /// Runs `body` in one transaction (nested calls join the outer one). Rolls back on error. If a bulk
     /// write is open (`bulk`), its writes join it, and the commit makes both durable.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
@@ -221,7 +233,7 @@ public final class ChatStore: SessionStore {
         } catch {
             depth = 0
             try? db.execute("ROLLBACK")
-            changes &+= 1
+            rolledBack()
             throw error
         }
     }
@@ -249,7 +261,7 @@ public final class ChatStore: SessionStore {
             try db.execute("COMMIT")
         } catch {
             try? db.execute("ROLLBACK")
-            changes &+= 1
+            rolledBack()
             throw error
         }
     }
@@ -259,7 +271,7 @@ public final class ChatStore: SessionStore {
     func bulkStillOpen() -> Bool {
         if bulkOpen, !db.inTransaction {
             bulkOpen = false
-            changes &+= 1  // (rolled back by SQLite)
+            rolledBack()  // (by SQLite)
         }
         return bulkOpen
     }
@@ -275,7 +287,7 @@ public final class ChatStore: SessionStore {
             return result
         } catch {
             try? db.execute("ROLLBACK TO piece")
-            changes &+= 1
+            rolledBack()
             try? db.execute("RELEASE piece")
             throw error
         }
@@ -294,7 +306,7 @@ public final class ChatStore: SessionStore {
             try db.execute("RELEASE batch")
             return result
         } catch {
-            changes &+= 1
+            rolledBack()
             guard db.inTransaction else { throw StoreTransactionLost("\(error)") }
             try? db.execute("ROLLBACK TO batch")
             try? db.execute("RELEASE batch")

@@ -300,10 +300,19 @@ import Testing
         resigned.signature = [UInt8](repeating: 0xEE, count: 64)
         try store.insert(sealed(11, by: resigned, leaf: 1), now: 0)
         try store.insert(sealed(12, by: seal(6), room: "ops"), now: 0)
+        // A seal kept in a transaction rolled back is kept again by the next of its messages.
+        #expect(throws: Undone.self) {
+            try store.transaction {
+                try store.insert(sealed(13, by: seal(7), sender: "v"), now: 0)
+                throw Undone()
+            }
+        }
+        try store.insert(sealed(14, by: seal(7), sender: "v", leaf: 1), now: 0)
 
         let exported = try store.export(room: "lab", since: 0, limit: 100)
         let bySequence = Dictionary(uniqueKeysWithValues: exported.map { ($0.sequence, $0) })
-        #expect(exported.map(\.sequence) == [1, 2, 3, 4, 5, 6, 7, 9, 10, 11])
+        #expect(exported.map(\.sequence) == [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 14])
+        #expect(bySequence[14]?.seal == seal(7) && bySequence[14]?.isSealed == true)
         for id in [1, 2, 3] as [Int64] {
             #expect(bySequence[id]?.seal == first)
             #expect(bySequence[id]?.sealProof == sealed(Int(id), by: first, leaf: UInt8(id - 1)).sealProof)
@@ -329,6 +338,6 @@ import Testing
         // Other reads: the proof, not the seal.
         let history = try store.history(room: "lab", limit: 100)
         #expect(history.allSatisfy { $0.seal == nil })
-        #expect(history.filter(\.isSealed).map(\.sequence) == [1, 2, 3, 6, 9, 10, 11])
+        #expect(history.filter(\.isSealed).map(\.sequence) == [1, 2, 3, 6, 9, 10, 11, 14])
     }
 }
