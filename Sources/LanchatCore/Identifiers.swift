@@ -78,14 +78,17 @@ public enum Hex {
 
     /// Lowercase, two digits a byte (one buffer: ids are written to text for every stored message).
     public static func string(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
+        guard !bytes.isEmpty else { return "" }
+        @inline(__always) func digit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var index = 0
+            for byte in bytes {
+                out[index] = digit(byte >> 4)
+                out[index + 1] = digit(byte & 15)
+                index += 2
+            }
+            return index
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// The value of one hex digit (either case), or nil.

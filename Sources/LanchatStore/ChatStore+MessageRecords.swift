@@ -65,11 +65,11 @@ extension ChatStore {
     /// valid form). Only a message that was new keeps a seal: a duplicate leaves nothing behind.
     private func keepSeal(of message: StoredMessage) throws(Error) {
         guard let seal = message.seal, message.isSealed else { return }
+        let name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
+        // The other messages of a seal just found kept (a SEAL's messages come together).
+        if let last = lastKeptSeal, last.rollbacks == rollbacks, last.seal == name { return }
         let key = Hex.string(seal.authorKey)
         let root = Hex.string(seal.root)
-        let name = [message.senderID, seal.id, message.room, key, String(seal.leafCount), root]
-        // The other messages of a seal just found kept (a SEAL's messages come together).
-        if let last = lastKeptSeal, last.rollbacks == rollbacks, last.key == name { return }
         if insertSeal == nil {
             insertSeal = try db.statement(
                 "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root) VALUES (?,?,?,?,?,?,?)")

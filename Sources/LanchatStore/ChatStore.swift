@@ -36,7 +36,22 @@ public final class ChatStore: SessionStore {
     var rollbacks: UInt64 = 0
     /// The seal `keepSeal` last found kept (its author, id, room, key, count and root), while no rollback
     /// came after: the other messages of that seal skip both of its statements.
-    var lastKeptSeal: (rollbacks: UInt64, key: [String])?
+    var lastKeptSeal: (rollbacks: UInt64, seal: KeptSeal)?
+
+    /// What names a kept seal and what must match for a message's seal to be it (its signature's bytes
+    /// aside: `keepSeal`).
+    struct KeptSeal: Equatable {
+        var author: String
+        var id: String
+        var room: String
+        var key: [UInt8]
+        var count: Int
+        var root: [UInt8]
+
+        init(author: String, room: String, seal: StoredSeal) {
+            (self.author, id, self.room, key, count, root) = (author, seal.id, room, seal.authorKey, seal.leafCount, seal.root)
+        }
+    }
     public var messagesChanged: UInt64 {
         _ = bulkStillOpen()  // (SQLite may have rolled an open bulk write back by itself)
         return changes
