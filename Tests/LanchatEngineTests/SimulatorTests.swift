@@ -56,7 +56,7 @@ import LanchatEngine
         let failed = totals.failures.sorted { $0.seed < $1.seed }
         if let lowest = failed.first { Issue.record("\(lowest.description)") }
         // Seals were at work: sent, stored, and handed on in histories.
-        if count >= 100 { #expect(totals.seals.frames > 0 && totals.seals.histories > 0 && totals.seals.records > 0) }
+        if count >= 100 { #expect(totals.seals.frames > 0 && totals.seals.histories > 0 && totals.seals.records > 0 && totals.seals.broken > 0) }
         let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed.map(\.seed)))"
         print(
             "simulator: \(count) schedules (seeds \(first)...\(first + UInt64(count) - 1)) \(verdict): \(totals.events) events, "
@@ -66,7 +66,8 @@ import LanchatEngine
                 + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
                 + "refused as forged, the rest the newcomer's own or in a history that did not arrive; every stored message's signature checked), "
                 + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
-                + "\(totals.seals.frames) seals sent (version 4 in three schedules of four; \(totals.seals.histories) sealed histories offered, "
+                + "\(totals.seals.frames) seals sent (version 4 in three schedules of four; \(totals.seals.broken) broken by their author (forged, truncated or changed; "
+                + "every record stored sealed is checked by its seal), \(totals.seals.histories) sealed histories offered, "
                 + "\(totals.seals.records) records stored sealed and checked by their seal), "
                 + "\(totals.shared.announced) files shared in rooms (\(totals.shared.fetched) fetched on their announcement, \(totals.shared.served) served, "
                 + "\(totals.shared.refused) requests refused, \(totals.shared.placed) copies kept and checked), "
@@ -94,7 +95,7 @@ import LanchatEngine
         var syncs = (done: 0, lost: 0, failed: 0)
         var store = (turns: 0, lost: 0)
         var histories = (offered: 0, imported: 0)
-        var seals = (frames: 0, histories: 0, records: 0)
+        var seals = (frames: 0, histories: 0, records: 0, broken: 0)
         var shared = (announced: 0, fetched: 0, served: 0, refused: 0, placed: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
@@ -124,7 +125,10 @@ import LanchatEngine
             syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced, syncs.failed + simulator.failedCommits)
             store = (store.turns + simulator.storeTurns, store.lost + simulator.storeRequestsLost)
             histories = (histories.offered + simulator.historiesOffered, histories.imported + simulator.historiesImported)
-            seals = (seals.frames + simulator.seals.frames, seals.histories + simulator.seals.histories, seals.records + simulator.seals.records)
+            seals = (
+                seals.frames + simulator.seals.frames, seals.histories + simulator.seals.histories, seals.records + simulator.seals.records,
+                seals.broken + simulator.seals.broken
+            )
             shared = Self.sum(shared, simulator.shared)
         }
 
@@ -147,7 +151,10 @@ import LanchatEngine
                 files.cancelsNotHeard + other.files.cancelsNotHeard
             )
             forgeries = (forgeries.injected + other.forgeries.injected, forgeries.refused + other.forgeries.refused)
-            seals = (seals.frames + other.seals.frames, seals.histories + other.seals.histories, seals.records + other.seals.records)
+            seals = (
+                seals.frames + other.seals.frames, seals.histories + other.seals.histories, seals.records + other.seals.records,
+                seals.broken + other.seals.broken
+            )
             fakes += other.fakes
             metaWrites += other.metaWrites
             admin = (

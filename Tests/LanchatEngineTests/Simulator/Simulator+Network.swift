@@ -28,6 +28,7 @@ extension Simulator {
         guard let link = link(of: node, handle), link.up else { return }
         var frames = frames
         if options.faults, now < options.chaos, chance(5) { frames = frames.map { withFakeMembers($0, from: node) } }
+        if options.faults, now < options.chaos, chance(10) { frames = frames.map { withBrokenSeal($0) } }
         let to = link.ends.node == node ? link.ends.other : link.ends.node
         // A fault may cut the connection at any frame: the frame is lost, both sides see the drop.
         if options.faults, now < options.chaos, chance(2) {

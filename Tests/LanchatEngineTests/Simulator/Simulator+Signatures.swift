@@ -99,6 +99,22 @@ extension Simulator {
         return .roomMembers(update)
     }
 
+    /// A hostile author's SEAL (a fault): its signature no longer covers what it carries. A byte of the
+    /// signature changed, the leaf hashes cut short (a truncated seal: the last leaf gone, or the only
+    /// one), or a leaf hash changed. No receiver holds it (`checkSignatures` would find a record stored
+    /// under it), so its messages are neither stored nor acknowledged, and come again, sealed anew, on
+    /// the author's next flush.
+    func withBrokenSeal(_ frame: WireFrame) -> WireFrame {
+        guard case .seal(var seal) = frame, !seal.leafHashes.isEmpty else { return frame }
+        switch roll(3) {
+        case 0: seal.signature.bytes[roll(seal.signature.bytes.count)] ^= 0x01
+        case 1: seal.leafHashes.removeLast()
+        default: seal.leafHashes[roll(seal.leafHashes.count)][roll(MerkleTree.hashLength)] ^= 0x01
+        }
+        seals.broken += 1
+        return .seal(seal)
+    }
+
     /// Every member any node lists is a node: none of the fakes was ever added.
     func checkProvenance() throws {
         let ids = Set(nodes.map(\.peer.id))

@@ -161,7 +161,7 @@ final class Simulator {
     var historiesOffered = 0
     /// Seals at work (version 4): SEAL frames delivered, sealed histories offered, and others' records
     /// stored sealed that `checkSignatures` checked by their seal.
-    var seals = (frames: 0, histories: 0, records: 0)
+    var seals = (frames: 0, histories: 0, records: 0, broken: 0)
     /// Records a hostile relay changed in each history offered (by its transfer id): an import finds at
     /// most that many forged (an honest history, none).
     var tampered: [WireID: Int] = [:]
