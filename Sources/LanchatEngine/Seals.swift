@@ -14,12 +14,14 @@ public struct SealedBatch: Equatable, Sendable {
     /// Each message's audit path (what a record relayed alone carries), in the same order.
     public var paths: [[[UInt8]]]
 
-    /// The messages' seals: pieces of at most 256 in the order given, each with one signature. A direct
-    /// message is sealed alone: a seal goes to every recipient of its messages, and one shared with the
-    /// room, or with other direct messages, would show a member the hashes (and the number and order) of
-    /// messages it was not sent. `messages` are `author`'s, in `room`; only those a MESSAGE carries (text
-    /// and files with wire ids, as `SessionStateMachine.frame` sends them) are sealed, the others (notices)
-    /// left out. `newID` names each seal.
+    /// The messages' seals: pieces of at most 256 in the order given, each with one signature. `messages`
+    /// all go to the same recipients (one send, or what is resent to one peer), and every recipient of a
+    /// seal gets all of its messages: a seal shows no one the hash of a message it was not sent. Room
+    /// messages and direct ones are never in one seal, though: a room message's proof goes on to
+    /// newcomers and members in histories, and would carry the hash of a direct message next to it
+    /// (a direct message is never handed on). `messages` are `author`'s, in `room`; only those a MESSAGE
+    /// carries (text and files with wire ids, as `SessionStateMachine.frame` sends them) are sealed, the
+    /// others (notices) left out. `newID` names each seal.
     ///
     /// A receiver holds a connection's last `SealBook.capacity` seals: the sender sends each SEAL right
     /// before its messages, and again before any of them it sends again (a retransmission, or on a new
@@ -32,9 +34,9 @@ public struct SealedBatch: Equatable, Sendable {
         var out: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
         var start = messages.startIndex
         while start < messages.endIndex {
-            // A piece: up to 256 messages to the room, or one direct message.
+            // A piece: up to 256 messages, all to the room or all direct.
             var end = start + 1
-            while !messages[start].direct, end < messages.endIndex, end - start < Seal.leafCounts.upperBound, !messages[end].direct { end += 1 }
+            while end < messages.endIndex, end - start < Seal.leafCounts.upperBound, messages[end].direct == messages[start].direct { end += 1 }
             let piece = messages[start..<end]
             let leafHashes = piece.map { Seal.leafHash(signingBytes: SessionStateMachine.signingBytes(of: $0, room: room, id: WireID(hex: $0.id)!)) }
             let (paths, root) = MerkleTree.auditPaths(leafHashes)

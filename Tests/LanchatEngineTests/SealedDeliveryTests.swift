@@ -263,16 +263,26 @@ import Testing
         #expect(shape(frames(try old.send(["one"], room: lab, at: at(2)).1, to: LinkHandle(2))) == "p")
     }
 
-    @Test func sealsHoldAtMost256AndADirectMessageIsSealedAlone() throws {
+    @Test func sealsHoldAtMost256AndDirectMessagesAreSealedApartFromTheRooms() throws {
         var node = engine()
         let (_, many) = try node.send((1...300).map { "m\($0)" }, room: lab, at: at(2))
         let sent = frames(many, to: LinkHandle(1))
         #expect(shape(sent) == (["s256"] + Array(repeating: "m", count: 256) + ["s44"] + Array(repeating: "m", count: 44)).joined(separator: " "))
         var bobs = bobsEngine()
         #expect(stored(bobs.received(sent, on: LinkHandle(1), at: at(3))).count == 300)
+        // A direct send's messages share a seal (it goes only to their recipients), apart from the room's.
         let (_, direct) = try node.send(["a", "b"], room: lab, to: [bob.id], at: at(4))
-        #expect(shape(frames(direct, to: LinkHandle(1))) == "s1 m s1 m")
+        let directFrames = frames(direct, to: LinkHandle(1))
+        #expect(shape(directFrames) == "s2 m m")
         #expect(frames(direct, to: LinkHandle(2)).isEmpty)
+        let kept = stored(bobs.received(directFrames, on: LinkHandle(1), at: at(5)))
+        #expect(kept.map(\.body) == ["a", "b"] && kept.allSatisfy { $0.isSealed && $0.direct })
+        // Given room and direct messages at once, each run of either is a seal of its own.
+        var given = messages(1...5)
+        given[2].direct = true
+        given[3].direct = true
+        let mixed = SealedBatch.seal(given, author: ids[1], room: lab, keys: SimulatedSignatures.keys(for: 1, ids: ids), newID: sealIDs(from: 20))
+        #expect(mixed.map(\.batch.leaves.count) == [2, 2, 1])
     }
 
     @Test func aMemberNotSeenInThisRunGetsSignedMessagesAndTheOutboxIsSealedAgainOnEachFlush() throws {
