@@ -13,6 +13,8 @@ public struct SealedBatch: Equatable, Sendable {
     public var leaves: [SealedLeaf]
     /// Each message's audit path (what a record relayed alone carries), in the same order.
     public var paths: [[[UInt8]]]
+    /// The seal's root, worked out with the paths (the seal would hash its tree again for it).
+    public var root: [UInt8]
 
     /// The messages' seals: pieces of at most 256 in the order given, each with one signature. `messages`
     /// all go to the same recipients (one send, or what is resent to one peer), and every recipient of a
@@ -45,7 +47,7 @@ public struct SealedBatch: Equatable, Sendable {
                 over: Envelope.sealBytes(author: author.rawValue, id: id, room: room, leafCount: UInt16(leafHashes.count), root: root))
             let seal = Seal(id: id, room: room, signature: signature, leafHashes: leafHashes)
             let leaves = piece.indices.map { SealedLeaf(seal: id, leafIndex: UInt16($0 - start)) }
-            out.append((SealedBatch(seal: seal, leaves: leaves, paths: paths), piece))
+            out.append((SealedBatch(seal: seal, leaves: leaves, paths: paths, root: root), piece))
             start = end
         }
         return out
@@ -66,13 +68,13 @@ public struct SealBook: Equatable, Sendable {
 
     struct Held: Equatable, Sendable {
         var seal: Seal
-        /// Each leaf's audit path and the seal's head (with its root), worked out once, when the first of
-        /// its messages comes: hashing the tree for each message would cost a seal of `n` messages `n`
-        /// times `n - 1` hashes.
-        var worked: (paths: [[[UInt8]]], head: SealHead)?
+        /// Each leaf's audit path and the seal's head (with its root), worked out once, when the seal
+        /// comes: hashing the tree for each message would cost a seal of `n` messages `n` times `n - 1`
+        /// hashes.
+        var worked: (paths: [[[UInt8]]], head: SealHead)
 
         static func == (lhs: Held, rhs: Held) -> Bool {
-            lhs.seal == rhs.seal && lhs.worked?.paths == rhs.worked?.paths && lhs.worked?.head == rhs.worked?.head
+            lhs.seal == rhs.seal && lhs.worked.paths == rhs.worked.paths && lhs.worked.head == rhs.worked.head
         }
     }
 
@@ -94,8 +96,11 @@ public struct SealBook: Equatable, Sendable {
     /// messages). The same seal again (sent again before a retransmission of its messages) is taken as it is.
     public mutating func received(_ seal: Seal, from author: PeerID, keys: EnvelopeKeys) -> Taken {
         if let index = held.firstIndex(where: { $0.seal.id == seal.id }) { return held[index].seal == seal ? .kept : .reused }
-        guard seal.isWellFormed, keys.verifies(seal.signature, over: seal.signingBytes(author: author.rawValue), by: author) else { return .forged }
-        held.append(Held(seal: seal))
+        guard seal.isWellFormed else { return .forged }
+        // One pass up the tree gives the root the signature covers and every leaf's audit path.
+        let worked = Self.work(seal, author: author)
+        guard keys.verifies(seal.signature, over: worked.head.signingBytes(room: seal.room), by: author) else { return .forged }
+        held.append(Held(seal: seal, worked: worked))
         if held.count > Self.capacity { held.removeFirst() }
         return .kept
     }
@@ -120,8 +125,7 @@ public struct SealBook: Equatable, Sendable {
         let leaf = Int(sealed.leafIndex)
         guard seal.room == message.room, leaf < seal.leafHashes.count, Seal.leafHash(of: message, author: author.rawValue) == seal.leafHashes[leaf]
         else { return .notSealed }
-        let worked = held[index].worked ?? Self.work(seal, author: author)
-        held[index].worked = worked
+        let worked = held[index].worked
         return .sealed(worked.head, SealProof(seal: seal.id, leafIndex: sealed.leafIndex, path: worked.paths[leaf]))
     }
 
@@ -211,7 +215,7 @@ extension SealedBatch {
     /// Our own `messages` (the ones this batch seals, in order) as stored sealed: each with the seal's
     /// head and its proof.
     public func stored(_ messages: some Collection<StoredMessage>, author: PeerID) -> [StoredMessage] {
-        let head = seal.head(author: author.rawValue)
+        let head = SealHead(id: seal.id, author: author.rawValue, signature: seal.signature, leafCount: UInt16(seal.leafHashes.count), root: root)
         return zip(messages, zip(leaves, paths)).map { message, place in
             message.sealed(by: head, proof: SealProof(seal: place.0.seal, leafIndex: place.0.leafIndex, path: place.1))
         }
