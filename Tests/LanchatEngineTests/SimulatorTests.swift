@@ -66,7 +66,7 @@ import LanchatEngine
                 + "\(totals.files.cancelsNotHeard) left interrupted at a receiver that never heard its sender's cancel), \(totals.forgeries.injected) history records changed by a relay (\(totals.forgeries.refused) "
                 + "refused as forged, the rest the newcomer's own or in a history that did not arrive; every stored message's signature checked), "
                 + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
-                + "\(totals.seals.frames) seals sent (version 4 in three schedules of four; \(totals.seals.broken) broken by their author (forged, truncated or changed; "
+                + "\(totals.seals.frames) seals delivered (version 4 in three schedules of four; \(totals.seals.broken) of them broken by their author (forged, truncated or changed; "
                 + "every record stored sealed is checked by its seal), \(totals.seals.histories) sealed histories offered, "
                 + "\(totals.seals.records) records stored sealed and checked by their seal), "
                 + "\(totals.shared.announced) files shared in rooms (\(totals.shared.fetched) fetched on their announcement, \(totals.shared.served) served, "

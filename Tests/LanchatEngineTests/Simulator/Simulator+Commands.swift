@@ -87,16 +87,24 @@ extension Simulator {
         let reliable = !chance(10)
         let count = 1 + (chance(20) ? roll(5) : 0)
         let texts = (0..<count).map { "m\(node)-\(now)-\($0)" }
+        // Now and then to some members only (direct: never handed on, sealed apart from the room's).
+        let others = (nodes[node].engine?.members(of: room)?.keys.filter { $0 != nodes[node].peer.id } ?? []).sorted()
+        var to: [PeerID]?
+        if !others.isEmpty, chance(6) {
+            let some = others.filter { _ in chance(2) }
+            to = some.isEmpty ? [others[roll(others.count)]] : some
+        }
         // A crash between a send's frames and its commit (the daemon writes a send first when it follows
         // the node's own sequences it saw committed in the room: `sendAheadLimit`): members may hold the
         // messages, the sender's history does not, and their sequences must never be used again
         // (`checkSequences`).
         if options.faults, now < options.chaos, chance(3), var engine = nodes[node].engine, let driver = nodes[node].driver,
-            driver.onlyAcknowledgementsWait, let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: time(node)),
+            driver.onlyAcknowledgementsWait, let (plan, actions) = try? engine.send(texts, room: room, to: to, reliable: reliable, at: time(node)),
             let first = plan.messages.first?.sequence, driver.storedThrough[room] == first - 1
         {
             nodes[node].engine = engine
             lostByAuthor.formUnion(plan.messages.map(\.id))
+            for message in plan.messages where message.direct { directRecipients[message.id] = Set(plan.recipients) }
             log("n\(node) sends \(plan.messages.count) to \(room) and crashes before its commit")
             for case .send(let handle, let frames) in actions { transmit(frames, from: node, on: handle) }
             // What was written arrives; then the connections close.
@@ -108,7 +116,8 @@ extension Simulator {
         // As `SessionNode.send`: through the driver's send-first rule; `send` returns (and the messages
         // count as accepted) once their commit is synced.
         drive(node) { driver, engine in
-            guard let (plan, actions) = try? engine.send(texts, room: room, reliable: reliable, at: self.time(node)) else { return [] }
+            guard let (plan, actions) = try? engine.send(texts, room: room, to: to, reliable: reliable, at: self.time(node)) else { return [] }
+            for message in plan.messages where message.direct { self.directRecipients[message.id] = Set(plan.recipients) }
             let own = driver.performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit, engine: &engine, at: self.time(node))
             // Accepted once stored and synced (`.settled`; the store may answer before this returns).
             if reliable {

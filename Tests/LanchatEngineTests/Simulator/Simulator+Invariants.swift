@@ -40,6 +40,16 @@ extension Simulator {
                 throw fail("n\(index) reported message \(id.prefix(8)) \(count) times")
             }
         }
+        // A message to some members only reaches no one else, live or handed on.
+        for (index, node) in nodes.enumerated() {
+            for message in node.store.messages.values where message.senderID != node.peer.id.rawValue {
+                guard let recipients = directRecipients[message.id], !recipients.contains(node.peer.id) else { continue }
+                let sender = nodes.firstIndex { $0.peer.id.rawValue == message.senderID }.map { "n\($0)" } ?? message.senderID.prefix(8).description
+                let names = recipients.compactMap { id in nodes.firstIndex { $0.peer.id == id }.map { "n\($0)" } }.sorted()
+                throw fail(
+                    "n\(index) holds \(message.id) (\"\(message.body)\", in \(message.room), direct: \(message.direct)), sent by \(sender) to \(names) only")
+            }
+        }
         for message in sent {
             guard !everLeft(message.sender, message.room) else { continue }
             for recipient in message.recipients {

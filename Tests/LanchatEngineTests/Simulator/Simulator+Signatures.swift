@@ -108,11 +108,21 @@ extension Simulator {
         guard case .seal(var seal) = frame, !seal.leafHashes.isEmpty else { return frame }
         switch roll(3) {
         case 0: seal.signature.bytes[roll(seal.signature.bytes.count)] ^= 0x01
-        case 1: seal.leafHashes.removeLast()
+        case 1 where seal.leafHashes.count > 1: seal.leafHashes.removeLast()  // (a SEAL of no leaves cannot be encoded)
         default: seal.leafHashes[roll(seal.leafHashes.count)][roll(MerkleTree.hashLength)] ^= 0x01
         }
-        seals.broken += 1
         return .seal(seal)
+    }
+
+    /// How many of `frames`, sent by `sender`, are SEALs whose signature does not cover what they carry
+    /// (`withBrokenSeal`): counted as they arrive.
+    func brokenSeals(in frames: [WireFrame], from sender: Int) -> Int {
+        let ids = nodes.map(\.peer.id)
+        return frames.count { frame in
+            guard case .seal(let seal) = frame else { return false }
+            let author = nodes[sender].peer.id
+            return !SimulatedSignatures.verifies(seal.signature, seal.signingBytes(author: author.rawValue), author, ids: ids)
+        }
     }
 
     /// Every member any node lists is a node: none of the fakes was ever added.

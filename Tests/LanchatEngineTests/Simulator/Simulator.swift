@@ -105,6 +105,8 @@ final class Simulator {
     var nextHandle = 1
     private var queue = EventQueue<Event>()
     var sent: [Sent] = []
+    /// The recipients of each message sent to some members only (`to:`): nobody else may ever hold it.
+    var directRecipients: [String: Set<PeerID>] = [:]
     /// Messages whose author crashed between sending them and storing them (members may hold them; the
     /// author never gets its own messages back from a relay).
     var lostByAuthor: Set<String> = []
@@ -303,6 +305,7 @@ final class Simulator {
                 return
             }
             seals.frames += frames.count { if case .seal = $0 { true } else { false } }
+            seals.broken += brokenSeals(in: frames, from: link.ends.node == to ? link.ends.other : link.ends.node)
             perform(to) { $0.received(frames, on: handle, at: self.time(to)) }
         case .linkDown(let node, let incarnation, let handle, let reason):
             guard alive(node, incarnation) else { return }
