@@ -1,11 +1,15 @@
 """A second, independent implementation of the lanchat/1 client side (docs/wire-protocol.md), for tests
 that must act as a peer the daemon does not control: hostile frames, frames in the wrong state. Version 2
 (signed messages and histories) only where a scenario asks for it (`forged-history`); the others speak 1.
+Version 4's seals (SEAL, sealed MESSAGEs, sealed histories: `SealMaker` and below) are built on
+scripts/wire-vectors.py's Merkle tree and layouts, for Tests/e2e/attack_seals.py.
 
     python3 wire_client.py HOST PORT SCENARIO   (run inside a simulated host)
 prints one JSON line of observations."""
 import base64
+import collections
 import hashlib
+import importlib.util
 import json
 import os
 import socket
@@ -399,6 +403,89 @@ def forged_history(c, key, peer_id, out):
     c.send(message("drop", "an unsigned live message", message_id=unsigned_id, sequence=3))
     out["unsigned_acked"] = acked(c, unsigned_id, timeout=3)
     out["pong_after"] = pinged(c, 11, timeout=5)
+
+
+# MARK: version 4 (seals)
+# The Merkle tree (RFC 9162), the leaf hash, the seal's signing bytes and the SEAL, seal head and proof
+# layouts are scripts/wire-vectors.py's: written apart from the Swift code and checked against the
+# documented vectors (docs/wire-protocol.md, "Test vectors"). Loaded from there, not written again.
+
+SEAL, SEALED_FLAG, RELIABLE_FLAG = 0x12, 0x08, 0x01
+_WIRE_VECTORS = None
+
+
+def wire_vectors():
+    """scripts/wire-vectors.py as a module (a hyphen in its name: loaded by path, once; its main() does not run)."""
+    global _WIRE_VECTORS
+    if _WIRE_VECTORS is None:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        spec = importlib.util.spec_from_file_location("wire_vectors", os.path.join(root, "scripts", "wire-vectors.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _WIRE_VECTORS = module
+    return _WIRE_VECTORS
+
+
+# One message as its author seals it: a leaf is its v2 signing bytes (audience: the room).
+Sealable = collections.namedtuple("Sealable", "message_id room sequence timestamp_ms kind body")
+
+
+def sealable(room, body, sequence, timestamp_ms=None, kind=0, message_id=None):
+    return Sealable(message_id or os.urandom(16), room, sequence, now_ms() if timestamp_ms is None else timestamp_ms, kind, body)
+
+
+def leaf_hash(author_id, message):
+    """SHA-256(0x00 | the message's signing bytes by `author_id`)."""
+    v = wire_vectors()
+    return v.leaf_hash(v.signing_bytes(author_id, message.room, message.message_id, message.sequence, message.timestamp_ms,
+                                       message.kind, message.body))
+
+
+class SealMaker:
+    """A seal of `messages` (Sealables, one room) by `author_id`, whose key PEM is `key`. Honest by default;
+    for forgeries: `signer` (another key PEM signs), `frame_key` (the compressed key the SEAL and head carry;
+    default the signer's), `signed_hashes` / `signed_room` / `signed_author` (what the signature covers in place
+    of the seal's own leaf hashes, room or author)."""
+
+    def __init__(self, key, author_id, room, messages, seal_id=None, signer=None, frame_key=None,
+                 signed_hashes=None, signed_room=None, signed_author=None):
+        v = wire_vectors()
+        self.author_id, self.room, self.messages = author_id, room, list(messages)
+        self.id = seal_id or os.urandom(16)
+        self.hashes = [leaf_hash(author_id, m) for m in self.messages]
+        self.root = v.mth(self.hashes)
+        covered = self.hashes if signed_hashes is None else signed_hashes
+        signing = v.seal_bytes(signed_author or author_id, self.id, signed_room or room, len(covered), v.mth(covered))
+        self.signature = sign(signer or key, signing)
+        self.key = frame_key or author_key(signer or key)
+
+    def frame(self):
+        """SEAL (0x12): seal_id | room | author_key | signature | leaf_count u16 | leaf hashes."""
+        v = wire_vectors()
+        return v.frame(SEAL, 0, v.seal_payload(self.id, self.room, self.key, self.signature, self.hashes))
+
+    def message(self, index, leaf_index=None, body=None, room=None, reliable=True):
+        """The sealed MESSAGE (flag 0x08) of `messages[index]`, naming leaf `leaf_index` (default its own),
+        sent with `body` / in `room` in place of what was sealed when given."""
+        v = wire_vectors()
+        m = self.messages[index]
+        payload = (v.v1_message_payload(m.message_id, room or m.room, m.sequence, m.timestamp_ms, m.kind, m.body if body is None else body)
+                   + self.id + struct.pack(">H", index if leaf_index is None else leaf_index))
+        return frame(0x10, payload, SEALED_FLAG | (RELIABLE_FLAG if reliable else 0))
+
+    def head_entry(self):
+        """A sealed history's seal head entry: tag 0x01 | seal_id | author_id | author_key | signature |
+        leaf_count u16 | root."""
+        return b"\x01" + wire_vectors().seal_head(self.id, self.author_id, self.key, self.signature, len(self.hashes), self.root)
+
+    def record_entry(self, index, sender_name, body=None):
+        """A sealed history's sealed record entry for `messages[index]`: tag 0x02 | the v1 record (with `body`
+        in place of what was sealed when given) | its proof (seal_id | leaf_index | audit path)."""
+        v = wire_vectors()
+        m = self.messages[index]
+        record = v.v1_history_record(m.message_id, self.author_id, sender_name, m.sequence, m.timestamp_ms, m.kind,
+                                     m.body if body is None else body)
+        return b"\x02" + record + v.seal_proof(self.id, index, v.audit_path(index, self.hashes))
 
 
 def main():
