@@ -15,6 +15,44 @@ func message(_ id: Int, room: String = "lab", sender: String = "s", timestamp: I
 }
 
 @Suite struct ChatStoreTests {
+    /// A seal kept in a piece of a bulk write or in a savepoint that is undone is kept again by the next
+    /// of its messages (`keepSeal` skips the seal's statements only while nothing was rolled back).
+    @Test func aSealUndoneWithItsPieceOrSavepointIsKeptAgain() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        struct Undone: Error {}
+        func seal(_ n: UInt8) -> StoredSeal {
+            StoredSeal(
+                id: String(repeating: "7", count: 31) + String(n), authorKey: [0x02] + [UInt8](repeating: n, count: 32),
+                signature: [UInt8](repeating: 1, count: 64), leafCount: 4, root: [UInt8](repeating: n, count: 32))
+        }
+        func sealed(_ id: Int, by seal: StoredSeal) -> StoredMessage {
+            var stored = message(id)
+            stored.sealProof = [UInt8](repeating: 0x77, count: 16) + [0, UInt8(id % 4), 0]
+            stored.seal = seal
+            return stored
+        }
+        #expect(throws: Undone.self) {
+            try store.bulk {
+                try store.insert(sealed(1, by: seal(1)), now: 0)
+                throw Undone()
+            }
+        }
+        try store.bulk { try store.insert(sealed(2, by: seal(1)), now: 0) }
+        try store.commitBulk()
+        try store.transaction {
+            #expect(throws: Undone.self) {
+                try store.savepoint {
+                    try store.insert(sealed(3, by: seal(2)), now: 0)
+                    throw Undone()
+                }
+            }
+            try store.insert(sealed(4, by: seal(2)), now: 0)
+        }
+        let exported = try store.export(room: "lab", since: 0, limit: 10)
+        #expect(exported.map(\.sequence) == [2, 4])
+        #expect(exported.map(\.seal) == [seal(1), seal(2)])
+    }
+
     /// Pieces of a bulk write share one transaction until something commits it; a piece that fails is
     /// undone alone; a transaction commits the bulk write with its own.
     @Test func bulkPiecesShareACommit() throws {
