@@ -1,0 +1,135 @@
+import Glibc
+import LanchatCore
+@testable import LanchatStore
+import Testing
+
+@Suite struct ChatStoreSchemaTests {
+    /// A history file of schema 2 (before transfers recorded which file they send) opens, gains the
+    /// column, and keeps its rows.
+    /// The outbox is keyed by (recipient, message), without a rowid: one page per message queued, one per
+    /// acknowledgement. A file whose outbox was the older rowid table (`seq` AUTOINCREMENT and a unique
+    /// index) is copied into it when opened, rows kept; an older lanchatd's statements still work on it.
+    @Test func anOutboxOfTheOlderShapeIsKeyedByRecipientWhenOpened() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let store = try ChatStore(path: path)
+            for id in 1...4 { try store.insert(message(id), now: 0) }
+            store.close()
+        }
+        let raw = try SQLiteDatabase(path: path)
+        try raw.execute(
+            """
+            DROP TABLE outbox;
+            CREATE TABLE outbox (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT, peer_id TEXT NOT NULL, message_id TEXT NOT NULL,
+                UNIQUE (peer_id, message_id));
+            INSERT INTO outbox (peer_id, message_id) VALUES ('bob', '\(message(3).id)'), ('bob', '\(message(1).id)'), ('carol', '\(message(2).id)');
+            """)
+        raw.close()
+        let store = try ChatStore(path: path)
+        let definition = try store.databaseForTests.query("SELECT sql FROM sqlite_master WHERE name = 'outbox'").first?.first?.string ?? ""
+        #expect(definition.contains("WITHOUT ROWID") && !definition.contains("AUTOINCREMENT"))
+        #expect(try store.databaseForTests.query("SELECT name FROM sqlite_master WHERE name LIKE 'outbox%'").map { $0[0].string } == ["outbox"])
+        // Kept, in the order the messages were sent.
+        #expect(try store.outbox(peerID: "bob").map(\.sequence) == [1, 3])
+        #expect(try store.outboxCounts() == ["bob": 2, "carol": 1])
+        try store.enqueue(peerID: "bob", messageID: message(4).id)
+        try store.enqueue(peerID: "bob", messageID: message(4).id)  // (once)
+        try store.acknowledge(peerID: "bob", messageID: message(1).id)
+        #expect(try store.outbox(peerID: "bob").map(\.sequence) == [3, 4])
+        // What an older lanchatd runs (it orders by `seq`, now NULL) still works.
+        try store.databaseForTests.execute("INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES ('dave', '\(message(2).id)')")
+        #expect(try store.databaseForTests.query("SELECT message_id FROM outbox WHERE peer_id = 'dave' ORDER BY seq").count == 1)
+        store.close()
+        // Opened again: nothing to copy, nothing lost.
+        let again = try ChatStore(path: path)
+        #expect(try again.outboxCounts() == ["bob": 2, "carol": 1, "dave": 1])
+        again.close()
+    }
+
+    @Test func aSchemaTwoFileIsUpgraded() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let old = try SQLiteDatabase(path: path)
+        try old.execute(
+            """
+            CREATE TABLE transfers (
+                id TEXT PRIMARY KEY, outgoing INTEGER NOT NULL, peer_id TEXT NOT NULL, peer_name TEXT NOT NULL,
+                path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
+                modified INTEGER NOT NULL, room TEXT NOT NULL, state TEXT NOT NULL, sent_mark INTEGER NOT NULL,
+                resent INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+            INSERT INTO transfers VALUES ('\(String(repeating: "a", count: 32))', 1, 'p', 'bob', '/f', 'f', 3, '', 0, '', 'active', 0, 0, 5);
+            PRAGMA user_version = 2;
+            """)
+        old.close()
+        let store = try ChatStore(path: path)
+        let kept = try #require(try store.transfers().first)
+        #expect(kept.name == "f" && kept.state == "active" && kept.fileIdentity == "")
+        var next = kept
+        next.id = String(repeating: "b", count: 32)
+        next.fileIdentity = "2049:1234"
+        try store.saveTransfer(next, now: 6)
+        #expect(try store.transfer(id: next.id)?.fileIdentity == "2049:1234")
+    }
+
+    /// Signed envelopes (wire version 2): a message keeps its author's key and signature through every
+    /// read (history, search, the newcomer's export, the outbox); a file from before them opens, and its
+    /// messages read as unsigned.
+    @Test func signaturesAreKeptAndAnOlderFileReadsAsUnsigned() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        do {
+            let raw = try SQLiteDatabase(path: path)
+            try raw.execute(
+                """
+                CREATE TABLE messages (
+                    id TEXT PRIMARY KEY, room TEXT NOT NULL, sender_id TEXT NOT NULL, sender_name TEXT NOT NULL,
+                    sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL,
+                    stored_at INTEGER NOT NULL);
+                INSERT INTO messages VALUES ('\(String(repeating: "c", count: 32))', 'lab', 's', 'alice', 1, 900, 0, 'from version 1', 0);
+                PRAGMA user_version = 3;
+                """)
+            raw.close()
+        }
+        let store = try ChatStore(path: path)
+        var signed = message(2, body: "signed words")
+        signed.authorKey = [0x02] + [UInt8](repeating: 0xAB, count: 32)
+        signed.signature = (0..<64).map { UInt8($0) }
+        try store.insert(signed, now: 0)
+        try store.enqueue(peerID: "p", messageID: signed.id)
+        let history = try store.history(room: "lab", limit: 10)
+        #expect(history.map(\.body) == ["from version 1", "signed words"])
+        #expect(!history[0].isSigned && history[0].authorKey.isEmpty)
+        #expect(history[1] == signed)
+        #expect(try store.search(room: nil, limit: 10, filter: .init(words: "signed")) == [signed])
+        #expect(try store.export(room: "lab", since: 0, limit: 10).last == signed)
+        #expect(try store.outbox(peerID: "p") == [signed])
+        // The file gains the seal columns and table too: a sealed message is kept, and read after a reopen.
+        var sealed = message(3, body: "sealed words")
+        sealed.sealProof = [UInt8](repeating: 0x77, count: 19)
+        sealed.seal = StoredSeal(
+            id: String(repeating: "7", count: 32), authorKey: signed.authorKey, signature: signed.signature, leafCount: 1,
+            root: [UInt8](repeating: 1, count: 32))
+        try store.insert(sealed, now: 0)
+        store.close()
+        let reopened = try ChatStore(path: path)
+        #expect(try reopened.history(room: "lab", limit: 10).dropLast().last == signed)
+        #expect(try reopened.export(room: "lab", since: 0, limit: 10).last == sealed)
+    }
+
+    /// The relay's reads go through the partial index of shared messages, not over direct ones row by row.
+    @Test func relayReadsUseTheIndexOfSharedMessages() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        let raw = store.databaseForTests
+        for (query, binds) in [
+            (ChatStore.exportSQL, [SQLiteDatabase.Value.text("lab"), .integer(5), .integer(10)]),
+            (ChatStore.recentSequencesSQL, [.text("lab"), .integer(10)]),
+            (ChatStore.exportStartSQL, [.text("lab"), .integer(5), .integer(10)]),
+            (ChatStore.exportPageSQL, [.text("lab"), .integer(5), .text("s"), .integer(1), .integer(1), .integer(10)]),
+        ] {
+            let plan = try raw.query("EXPLAIN QUERY PLAN " + query, binds).map { $0[3].string }.joined(separator: " ")
+            #expect(plan.contains("messages_shared"), "\(plan)")
+            #expect(!plan.contains("TEMP B-TREE"), "\(plan)")  // read in the index's order, not sorted
+            // Each record's seal by the seals' key, not a scan.
+            if query.contains("JOIN seals") { #expect(plan.contains("SEARCH s USING PRIMARY KEY"), "\(plan)") }
+        }
+    }
+}
