@@ -71,11 +71,13 @@ public struct SealBook: Equatable, Sendable {
         /// Each leaf's audit path and the seal's head (with its root), worked out once, when the seal
         /// comes: hashing the tree for each message would cost a seal of `n` messages `n` times `n - 1`
         /// hashes.
-        var worked: (paths: [[[UInt8]]], head: SealHead)
+        var worked: Worked
+    }
 
-        static func == (lhs: Held, rhs: Held) -> Bool {
-            lhs.seal == rhs.seal && lhs.worked.paths == rhs.worked.paths && lhs.worked.head == rhs.worked.head
-        }
+    /// A seal's tree, worked out.
+    struct Worked: Equatable, Sendable {
+        var paths: [[[UInt8]]]
+        var head: SealHead
     }
 
     /// Oldest first.
@@ -130,9 +132,9 @@ public struct SealBook: Equatable, Sendable {
     }
 
     /// A seal's audit paths and head, from one pass up its tree.
-    static func work(_ seal: Seal, author: PeerID) -> (paths: [[[UInt8]]], head: SealHead) {
+    static func work(_ seal: Seal, author: PeerID) -> Worked {
         let (paths, root) = MerkleTree.auditPaths(seal.leafHashes)
-        return (paths, SealHead(id: seal.id, author: author.rawValue, signature: seal.signature, leafCount: UInt16(seal.leafHashes.count), root: root))
+        return Worked(paths: paths, head: seal.head(author: author.rawValue, root: root))
     }
 }
 
@@ -215,7 +217,7 @@ extension SealedBatch {
     /// Our own `messages` (the ones this batch seals, in order) as stored sealed: each with the seal's
     /// head and its proof.
     public func stored(_ messages: some Collection<StoredMessage>, author: PeerID) -> [StoredMessage] {
-        let head = SealHead(id: seal.id, author: author.rawValue, signature: seal.signature, leafCount: UInt16(seal.leafHashes.count), root: root)
+        let head = seal.head(author: author.rawValue, root: root)
         return zip(messages, zip(leaves, paths)).map { message, place in
             message.sealed(by: head, proof: SealProof(seal: place.0.seal, leafIndex: place.0.leafIndex, path: place.1))
         }

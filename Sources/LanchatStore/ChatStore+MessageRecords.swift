@@ -67,7 +67,7 @@ extension ChatStore {
         guard let seal = message.seal, message.isSealed else { return }
         let name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
         // The other messages of a seal just found kept (a SEAL's messages come together).
-        if let last = lastKeptSeal, last.rollbacks == rollbacks, last.seal == name { return }
+        if lastKeptSeal == name { return }
         let key = Hex.string(seal.authorKey)
         let root = Hex.string(seal.root)
         if insertSeal == nil {
@@ -83,20 +83,18 @@ extension ChatStore {
             $0.integer(Int64(seal.leafCount))
             $0.text(root)
         }
-        if new == 1 {
-            lastKeptSeal = (rollbacks, name)
-            return
+        if new != 1 {
+            // Kept already: the same seal (its other messages), or another under the same id.
+            let same = try db.query(
+                "SELECT 1 FROM seals WHERE author_id = ? AND seal_id = ? AND room = ? AND author_key = ? AND leaf_count = ? AND root = ?",
+                [.text(message.senderID), .text(seal.id), .text(message.room), .text(key), .integer(Int64(seal.leafCount)), .text(root)]
+            ).count
+            guard same == 1 else {
+                try db.query("UPDATE messages SET seal_id = '', seal_proof = '' WHERE rowid = ?", [.integer(db.lastInsertedRowID)])
+                return
+            }
         }
-        // Kept already: the same seal (its other messages), or another under the same id.
-        let same = try db.query(
-            "SELECT 1 FROM seals WHERE author_id = ? AND seal_id = ? AND room = ? AND author_key = ? AND leaf_count = ? AND root = ?",
-            [.text(message.senderID), .text(seal.id), .text(message.room), .text(key), .integer(Int64(seal.leafCount)), .text(root)]
-        ).count
-        if same == 1 {
-            lastKeptSeal = (rollbacks, name)
-            return
-        }
-        try db.query("UPDATE messages SET seal_id = '', seal_proof = '' WHERE rowid = ?", [.integer(db.lastInsertedRowID)])
+        lastKeptSeal = name
     }
 
     private static func bind(_ message: StoredMessage, now: Int64, _ binder: inout SQLiteDatabase.Binder) {

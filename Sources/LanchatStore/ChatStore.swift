@@ -31,12 +31,9 @@ public final class ChatStore: SessionStore {
     var insertMessage: SQLiteDatabase.Statement?
     /// The statement that keeps a message's seal (`keepSeal`), prepared at its first use.
     var insertSeal: SQLiteDatabase.Statement?
-    /// Rollbacks so far (any kind: a transaction's, a savepoint's, SQLite's own): what was written since
-    /// the last one may be gone.
-    var rollbacks: UInt64 = 0
-    /// The seal `keepSeal` last found kept (its author, id, room, key, count and root), while no rollback
-    /// came after: the other messages of that seal skip both of its statements.
-    var lastKeptSeal: (rollbacks: UInt64, seal: KeptSeal)?
+    /// The seal `keepSeal` last found kept (its author, id, room, key, count and root): the other messages
+    /// of that seal skip both of its statements. Any rollback forgets it (`rolledBack`): the row may be gone.
+    var lastKeptSeal: KeptSeal?
 
     /// What names a kept seal and what must match for a message's seal to be it (its signature's bytes
     /// aside: `keepSeal`).
@@ -219,10 +216,11 @@ public final class ChatStore: SessionStore {
         }
     }
 
-    /// Something was rolled back: reads of the messages are stale, and a seal found kept may be gone.
+    /// Something was rolled back (a transaction, a savepoint, or SQLite by itself): reads of the messages
+    /// are stale, and a seal found kept may be gone.
     private func rolledBack() {
         changes &+= 1
-        rollbacks &+= 1
+        lastKeptSeal = nil
     }
 
     /// Runs `body` in one transaction (nested calls join the outer one). Rolls back on error. If a bulk

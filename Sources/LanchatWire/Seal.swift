@@ -60,7 +60,10 @@ public struct Seal: Equatable, Sendable {
     }
 
     /// The seal without its leaf hashes, as a history carries it (`SealHead`), for `author`.
-    public func head(author: String) -> SealHead {
+    public func head(author: String) -> SealHead { head(author: author, root: root) }
+
+    /// The same, with its `root` already worked out (with the leaves' audit paths: `MerkleTree.auditPaths`).
+    public func head(author: String, root: [UInt8]) -> SealHead {
         SealHead(id: id, author: author, signature: signature, leafCount: UInt16(clamping: leafHashes.count), root: root)
     }
 

@@ -125,11 +125,14 @@ import LanchatEngine
             syncs = (syncs.done + simulator.syncs, syncs.lost + simulator.lostUnsynced, syncs.failed + simulator.failedCommits)
             store = (store.turns + simulator.storeTurns, store.lost + simulator.storeRequestsLost)
             histories = (histories.offered + simulator.historiesOffered, histories.imported + simulator.historiesImported)
-            seals = (
-                seals.frames + simulator.seals.frames, seals.histories + simulator.seals.histories, seals.records + simulator.seals.records,
-                seals.broken + simulator.seals.broken
-            )
+            seals = Self.sum(seals, simulator.seals)
             shared = Self.sum(shared, simulator.shared)
+        }
+
+        static func sum(
+            _ a: (frames: Int, histories: Int, records: Int, broken: Int), _ b: (frames: Int, histories: Int, records: Int, broken: Int)
+        ) -> (frames: Int, histories: Int, records: Int, broken: Int) {
+            (a.frames + b.frames, a.histories + b.histories, a.records + b.records, a.broken + b.broken)
         }
 
         static func sum(
@@ -151,10 +154,7 @@ import LanchatEngine
                 files.cancelsNotHeard + other.files.cancelsNotHeard
             )
             forgeries = (forgeries.injected + other.forgeries.injected, forgeries.refused + other.forgeries.refused)
-            seals = (
-                seals.frames + other.seals.frames, seals.histories + other.seals.histories, seals.records + other.seals.records,
-                seals.broken + other.seals.broken
-            )
+            seals = Self.sum(seals, other.seals)
             fakes += other.fakes
             metaWrites += other.metaWrites
             admin = (

@@ -104,7 +104,7 @@ extension Simulator {
         {
             nodes[node].engine = engine
             lostByAuthor.formUnion(plan.messages.map(\.id))
-            for message in plan.messages where message.direct { directRecipients[message.id] = Set(plan.recipients) }
+            noteDirect(plan)
             log("n\(node) sends \(plan.messages.count) to \(room) and crashes before its commit")
             for case .send(let handle, let frames) in actions { transmit(frames, from: node, on: handle) }
             // What was written arrives; then the connections close.
@@ -117,7 +117,7 @@ extension Simulator {
         // count as accepted) once their commit is synced.
         drive(node) { driver, engine in
             guard let (plan, actions) = try? engine.send(texts, room: room, to: to, reliable: reliable, at: self.time(node)) else { return [] }
-            for message in plan.messages where message.direct { self.directRecipients[message.id] = Set(plan.recipients) }
+            self.noteDirect(plan)
             let own = driver.performOwn(plan, actions, in: room, mayGoFirst: texts.count <= SessionStateMachine.sendAheadLimit, engine: &engine, at: self.time(node))
             // Accepted once stored and synced (`.settled`; the store may answer before this returns).
             if reliable {
@@ -127,6 +127,11 @@ extension Simulator {
             if own.wentFirst { self.wentFirst[node, default: [:]][own.waiter] = plan.messages.map(\.id) }
             return own.output
         }
+    }
+
+    /// Keeps the recipients of a send's messages that went to some members only (`checkDelivery`).
+    func noteDirect(_ plan: SessionStateMachine.SendPlan) {
+        for message in plan.messages where message.direct { directRecipients[message.id] = Set(plan.recipients) }
     }
 
     /// A metadata write: one of three keys, set (half the time with compare-and-set on the version this

@@ -100,8 +100,8 @@ extension Simulator {
     }
 
     /// A hostile author's SEAL (a fault): its signature no longer covers what it carries. A byte of the
-    /// signature changed, the leaf hashes cut short (a truncated seal: the last leaf gone, or the only
-    /// one), or a leaf hash changed. No receiver holds it (`checkSignatures` would find a record stored
+    /// signature changed, the leaf hashes cut short (a truncated seal: the last leaf gone, when it has
+    /// more than one), or a leaf hash changed. No receiver holds it (`checkSignatures` would find a record stored
     /// under it), so its messages are neither stored nor acknowledged, and come again, sealed anew, on
     /// the author's next flush.
     func withBrokenSeal(_ frame: WireFrame) -> WireFrame {
