@@ -147,8 +147,9 @@ let package = Package(
         .target(
             name: "LanchatDaemon",
             dependencies: [
-                "DNSSD", "LanchatCore", "LanchatEngine", "LanchatIdentity", "LanchatDiscovery", "LanchatControl", "LanchatSecurity", "LanchatSession",
-                "LanchatTransport", "LanchatWire", "LanchatStore",
+                // LanchatKit: the daemon's session is the library's (issue 31).
+                "DNSSD", "LanchatCore", "LanchatEngine", "LanchatIdentity", "LanchatDiscovery", "LanchatControl", "LanchatKit", "LanchatSecurity",
+                "LanchatSession", "LanchatTransport", "LanchatWire", "LanchatStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 // The browser UI (`--web`): NIO's own HTTP/1 and WebSocket handlers, no server framework.
@@ -199,7 +200,9 @@ let package = Package(
             name: "LanchatEngineTests",
             dependencies: ["LanchatCore", "LanchatEngine", "LanchatWire", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "LanchatTransferTests", dependencies: ["LanchatTransfer"]),
-        .testTarget(name: "LanchatKitTests", dependencies: ["DNSSD", "LanchatCore", "LanchatEngine", "LanchatKit"]),
+        .testTarget(
+            name: "LanchatKitTests",
+            dependencies: ["DNSSD", "LanchatCore", "LanchatEngine", "LanchatKit", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "LanchatTransportTests",
             dependencies: [

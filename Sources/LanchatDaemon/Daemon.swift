@@ -5,6 +5,7 @@ import LanchatCore
 import LanchatDiscovery
 import LanchatEngine
 import LanchatIdentity
+import LanchatKit
 import LanchatSecurity
 import LanchatSession
 import LanchatStore
@@ -57,17 +58,6 @@ public enum Daemon {
         configuration: DaemonConfiguration, identity: Identity, interfaceIndices: [UInt32],
         eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger
     ) async throws {
-        let connector: PeerConnector
-        do {
-            let tls = try PeerTLS(certificate: IdentityCertificate(identity: identity))
-            let hello = WireFrame.Hello(
-                minimumVersion: WireFrame.versions.lowerBound, maximumVersion: configuration.maximumWireVersion,
-                peerID: identity.peerID.rawValue, name: PeerAdvertisement.sanitize(configuration.name), capabilities: ["chat"])
-            connector = PeerConnector(
-                hello: hello, encryption: EncryptionPreference(rawValue: configuration.encryption.rawValue)!, tls: tls, group: eventLoopGroup)
-        } catch {
-            throw StartupError("cannot set up TLS: \(error)")
-        }
         // Received files and history: create their directories now, so that a problem is said at startup
         // (the daemon still serves everything else, and refuses files with the same words until fixed).
         let downloads = StorageDirectory(
@@ -77,70 +67,79 @@ public enum Daemon {
                 logger.warning("\(problem); files will be refused until it is fixed", metadata: ["directory": "\(directory.path)"])
             }
         }
-        let listener: PeerPortListener
-        do {
-            if !configuration.portChosen,
-                let preferred = try? await PeerPortListener(
-                    port: PeerAddress.defaultPort, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
-            {
-                listener = preferred
-            } else {
-                listener = try await PeerPortListener(port: configuration.port, connector: connector, eventLoopGroup: eventLoopGroup, logger: logger)
-            }
-        } catch {
-            throw StartupError("cannot listen on peer port \(configuration.port): \(error) (is another lanchatd using it? try --port 0)")
+        let storePath = joinPath(configuration.stateDirectory, ChatStore.fileName)
+        let store: ChatStore
+        do { store = try ChatStore(path: storePath) } catch {
+            let hint = error.description.contains("in use by another lanchatd") ? "" : " (move it away to start a new one)"
+            throw StartupError("cannot open the history database: \(error.description)\(hint)")
         }
-        let advertisement = PeerAdvertisement(peerID: identity.peerID, displayName: configuration.name, encryption: configuration.encryption)
+        let knownPeers: KnownPeers
+        do { knownPeers = try KnownPeers(directory: configuration.stateDirectory) } catch { throw StartupError(error.description) }
         let hub = EventHub(bufferSize: configuration.watchBufferSize)
-        let directory = PeerDirectory()
-        let discovery = DiscoveryService(
-            configuration: configuration, advertisement: advertisement, port: UInt16(listener.port),
-            interfaceIndices: interfaceIndices, hub: hub, directory: directory, logger: logger)
-        let node: SessionNode
+        // The session is LanchatKit's (the library is what the daemon runs): TLS, the peer port, the node.
+        let session: Session
         do {
-            let storePath = joinPath(configuration.stateDirectory, ChatStore.fileName)
-            let store: ChatStore
-            do { store = try ChatStore(path: storePath) } catch {
-                let hint = error.description.contains("in use by another lanchatd") ? "" : " (move it away to start a new one)"
-                throw StartupError("cannot open the history database: \(error.description)\(hint)")
+            let name = PeerAdvertisement.sanitize(configuration.name)
+            var host = Session.Host(
+                name: name, encryption: EncryptionPreference(rawValue: configuration.encryption.rawValue)!, store: store, knownPeers: knownPeers)
+            host.maximumWireVersion = configuration.maximumWireVersion
+            // The usual peer port when it is free and none was chosen; else the one chosen (0: any).
+            host.ports = configuration.portChosen ? [configuration.port] : [PeerAddress.defaultPort, configuration.port]
+            host.loops = eventLoopGroup
+            host.logger = logger
+            host.events = SessionService.publisher(hub: hub, logger: logger)
+            host.configure = { [configuration] session in
+                session.autoAccept = AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!
+                session.downloadDirectory = configuration.downloadDirectory
+                session.historyDirectory = joinPath(configuration.stateDirectory, "incoming")
+                session.downloadsForGroup = configuration.socketGroup != nil
+                session.historyForNewcomers = configuration.historyForNewcomers
+                session.historyWait = .seconds(configuration.historyWait)
+                session.maximumFileSize = configuration.maximumFileSize
+                if configuration.maximumWireVersion < 2 { session.envelopes = nil }
+                session.sharedDirectory = joinPath(configuration.stateDirectory, "shared")
+                session.keepSharedFiles = configuration.keepSharedFiles
+                session.sharedFilesDays = configuration.sharedFilesDays
+                session.sharedFilesQuota = configuration.sharedFilesQuota
+                session.sharedAutoFetchLimit = configuration.sharedAutoFetchLimit
+                if configuration.autoAwaySeconds > 0 { session.autoAway = .seconds(configuration.autoAwaySeconds) }
             }
-            let knownPeers: KnownPeers
-            do { knownPeers = try KnownPeers(directory: configuration.stateDirectory) } catch { throw StartupError(error.description) }
-            var sessionConfiguration = SessionNode.Configuration(
-                ownID: identity.peerID, ownName: connector.hello.name, port: listener.port,
-                autoAccept: AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!, encryption: connector.encryption)
-            sessionConfiguration.downloadDirectory = configuration.downloadDirectory
-            sessionConfiguration.historyDirectory = joinPath(configuration.stateDirectory, "incoming")
-            sessionConfiguration.downloadsForGroup = configuration.socketGroup != nil
-            sessionConfiguration.historyForNewcomers = configuration.historyForNewcomers
-            sessionConfiguration.historyWait = .seconds(configuration.historyWait)
-            sessionConfiguration.maximumFileSize = configuration.maximumFileSize
-            if configuration.maximumWireVersion >= 2 { sessionConfiguration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity)) }
-            sessionConfiguration.sharedDirectory = joinPath(configuration.stateDirectory, "shared")
-            sessionConfiguration.keepSharedFiles = configuration.keepSharedFiles
-            sessionConfiguration.sharedFilesDays = configuration.sharedFilesDays
-            sessionConfiguration.sharedFilesQuota = configuration.sharedFilesQuota
-            sessionConfiguration.sharedAutoFetchLimit = configuration.sharedAutoFetchLimit
-            if configuration.autoAwaySeconds > 0 { sessionConfiguration.autoAway = .seconds(configuration.autoAwaySeconds) }
-            node = try SessionNode(
-                configuration: sessionConfiguration,
-                eventLoop: eventLoopGroup.next(), connector: connector, store: store, knownPeers: knownPeers, directory: directory, logger: logger)
-        } catch let error as StartupError {
-            throw error
+            session = try await Session.start(identity: PeerIdentity(host: identity, displayName: name), host: host)
         } catch {
-            throw StartupError("cannot load rooms from the history database: \(error)")
+            switch error.code {
+            case .network where error.message.hasPrefix("cannot listen"):
+                throw StartupError("\(error.message) (is another lanchatd using it? try --port 0)")
+            case .storage: throw StartupError("cannot load rooms from the history database: \(error.message)")
+            default: throw StartupError(error.message)
+            }
         }
-        listener.onConnection { connection in
-            // Unstructured: a synchronous NIO callback (on the listener's event loop) hands the connection to
-            // the node actor; the task ends once `accepted` (synchronous on the actor) returns.
-            Task { await node.accepted(connection) }
+        do {
+            try await serve(
+                configuration: configuration, identity: identity, interfaceIndices: interfaceIndices, session: session, hub: hub, downloads: downloads,
+                eventLoopGroup: eventLoopGroup, logger: logger)
+        } catch {
+            await session.close()
+            throw error
         }
+    }
+
+    /// The daemon's parts around its session, served until SIGTERM or SIGINT.
+    private static func serve(
+        configuration: DaemonConfiguration, identity: Identity, interfaceIndices: [UInt32], session: Session, hub: EventHub, downloads: StorageDirectory,
+        eventLoopGroup: MultiThreadedEventLoopGroup, logger: Logger
+    ) async throws {
+        let node = session.sessionNode
+        let connector = session.peerConnector
+        let advertisement = PeerAdvertisement(peerID: identity.peerID, displayName: configuration.name, encryption: configuration.encryption)
+        let discovery = DiscoveryService(
+            configuration: configuration, advertisement: advertisement, port: UInt16(session.port),
+            interfaceIndices: interfaceIndices, hub: hub, directory: session.peerDirectory, logger: logger)
         let staticPeers = StaticPeers(
             stateDirectory: configuration.stateDirectory, configured: configuration.staticPeers, ownID: identity.peerID,
             connector: connector, discovery: discovery, logger: logger, adopt: { connection in await node.accepted(connection) })
         let passedFiles = PassedFiles()
         let handler = DaemonControlHandler(
-            advertisement: advertisement, port: listener.port, downloads: downloads, discovery: discovery, staticPeers: staticPeers,
+            advertisement: advertisement, port: session.port, downloads: downloads, discovery: discovery, staticPeers: staticPeers,
             connector: connector, hub: hub,
             startedAt: DiscoveryService.now(), node: node,
             sessions: SessionControl(
@@ -160,7 +159,7 @@ public enum Daemon {
         } catch {
             throw StartupError(error.description)
         }
-        var services: [any Service] = [listener, SessionService(node: node, hub: hub, logger: logger), discovery, staticPeers, control, filePassing]
+        var services: [any Service] = [SessionService(session: session), discovery, staticPeers, control, filePassing]
         if let web = configuration.web {
             if let server = try await startWeb(
                 web, configuration: configuration, handler: handler, passedFiles: passedFiles, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -174,7 +173,7 @@ public enum Daemon {
         logger.info(
             "lanchatd started",
             metadata: [
-                "peer.id": "\(identity.peerID)", "peer.name": "\(advertisement.displayName)", "peer.port": "\(listener.port)",
+                "peer.id": "\(identity.peerID)", "peer.name": "\(advertisement.displayName)", "peer.port": "\(session.port)",
                 "control.socket": "\(configuration.socketPath)", "state.dir": "\(configuration.stateDirectory)",
             ])
         let group = ServiceGroup(

@@ -73,6 +73,7 @@ public final class Session: Sendable {
 
     let invitations: AsyncStream<Invitation>
     let node: SessionNode
+    let connector: PeerConnector
     let room: RoomID
     /// Where the node dials peers: a `Browser` writes what it resolves here.
     let directory: PeerDirectory
@@ -112,8 +113,8 @@ public final class Session: Sendable {
     }
 
     private init(
-        identity: PeerIdentity, group: RoomID, serviceType: String, encryption: Encryption, port: Int, node: SessionNode, directory: PeerDirectory,
-        lifetime: Lifetime, listener: Channel, scratch: String?
+        identity: PeerIdentity, group: RoomID, serviceType: String, encryption: Encryption, port: Int, node: SessionNode, connector: PeerConnector,
+        directory: PeerDirectory, lifetime: Lifetime, listener: Channel, scratch: String?
     ) {
         self.identity = identity
         self.room = group
@@ -122,6 +123,7 @@ public final class Session: Sendable {
         self.encryption = encryption
         self.port = port
         self.node = node
+        self.connector = connector
         self.directory = directory
         self.lifetime = lifetime
         self.listener = listener
@@ -159,60 +161,101 @@ public final class Session: Sendable {
         guard (0...65535).contains(port) else { throw LanchatError(.invalidArgument, "port \(port) is not 0-65535") }
         let preference = EncryptionPreference(rawValue: encryption.rawValue)!
         let (store, knownPeers, base, scratch) = try openStorage(storage)
-        var started = false
-        defer { if !started, let scratch { try? FileManager.default.removeItem(atPath: scratch) } }
-        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var host = Host(name: identity.displayName, encryption: preference, store: store, knownPeers: knownPeers)
+        host.ports = [port]
+        host.configure = { configuration in
+            configuration.downloadDirectory = downloadDirectory ?? base + "/downloads"
+            configuration.historyDirectory = base + "/incoming"
+            configuration.sharedDirectory = base + "/shared"
+            // (Files shared in groups are lanchatd's; the library has no way to them: none is fetched.)
+            configuration.keepSharedFiles = false
+            configuration.sharedAutoFetchLimit = 0
+        }
+        do {
+            return try await launch(identity: identity, group: room, serviceType: serviceType, host: host, scratch: scratch)
+        } catch {
+            if let scratch { try? FileManager.default.removeItem(atPath: scratch) }
+            throw error
+        }
+    }
+
+    /// The one way a session starts, a program's (`start`) or lanchatd's (`start(identity:host:)`): TLS
+    /// set up for `identity`, the first of `host.ports` that opens, the node made and run.
+    static func launch(
+        identity: PeerIdentity, group room: RoomID, serviceType: String, host: sending Host, scratch: String?
+    ) async throws(LanchatError)
+        -> Session
+    {
+        // (What is used after the store goes to the node is read first: the store takes `host`'s region with it.)
+        let (store, knownPeers, events) = (host.store, host.knownPeers, host.events)
+        let encryption = Encryption(rawValue: host.encryption.rawValue) ?? .required
+        let loops = host.loops ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let ownsLoops = host.loops == nil
         let connector: PeerConnector
         do {
             let tls = try PeerTLS(certificate: IdentityCertificate(identity: identity.identity))
             let hello = WireFrame.Hello(
-                minimumVersion: WireFrame.versions.lowerBound, maximumVersion: WireFrame.versions.upperBound,
-                peerID: identity.identity.peerID.rawValue, name: identity.displayName, capabilities: ["chat"])
-            connector = PeerConnector(hello: hello, encryption: preference, tls: tls, group: loops)
+                minimumVersion: WireFrame.versions.lowerBound, maximumVersion: host.maximumWireVersion,
+                peerID: identity.identity.peerID.rawValue, name: host.name, capabilities: ["chat"])
+            connector = PeerConnector(hello: hello, encryption: host.encryption, tls: tls, group: loops)
         } catch {
-            try? await loops.shutdownGracefully()
+            if ownsLoops { try? await loops.shutdownGracefully() }
             throw LanchatError(.network, "cannot set up TLS: \(error)")
         }
         let box = NodeBox()
-        let listener: Channel
-        do {
-            listener = try await connector.listen(port: port) { connection in
-                guard let node = box.node else { return connection.leave(.shutdown) }
-                // (Unstructured: NIO's synchronous callback hands the connection to the node's actor; the task
-                // ends once `accepted`, synchronous on the actor, returns.)
-                Task { await node.accepted(connection) }
+        let logger = host.logger
+        let refusals = LogThrottle()
+        var opened: Channel?
+        var failure = ""
+        for port in host.ports where opened == nil {
+            do {
+                opened = try await connector.listen(port: port) { connection in
+                    logger.info(
+                        "peer connected",
+                        metadata: [
+                            "peer.id": "\(connection.session.peerID.prefix(12))",
+                            "peer.address": "\(connection.channel.remoteAddress.map { "\($0)" } ?? "?")",
+                        ])
+                    guard let node = box.node else { return connection.leave(.shutdown) }
+                    // (Unstructured: NIO's synchronous callback hands the connection to the node's actor; the task
+                    // ends once `accepted`, synchronous on the actor, returns.)
+                    Task { await node.accepted(connection) }
+                } failed: { remote, error in
+                    guard let suppressed = refusals.mayLog() else { return }
+                    var metadata: Logger.Metadata = ["peer.address": "\(remote)", "error": "\(error)"]
+                    if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+                    logger.info("peer connection refused or closed", metadata: metadata)
+                }
+            } catch {
+                failure = "cannot listen on port \(port): \(error)"
             }
-        } catch {
-            try? await loops.shutdownGracefully()
-            throw LanchatError(.network, "cannot listen on port \(port): \(error)")
         }
-        let boundPort = listener.localAddress?.port ?? port
+        guard let listener = opened else {
+            if ownsLoops { try? await loops.shutdownGracefully() }
+            throw LanchatError(.network, failure)
+        }
+        let boundPort = listener.localAddress?.port ?? host.ports.last ?? 0
         var configuration = SessionNode.Configuration(
-            ownID: identity.identity.peerID, ownName: identity.displayName, port: boundPort, autoAccept: .never, encryption: preference)
-        configuration.downloadDirectory = downloadDirectory ?? base + "/downloads"
-        configuration.historyDirectory = base + "/incoming"
-        configuration.sharedDirectory = base + "/shared"
-        // (Files shared in groups are lanchatd's; the library has no way to them: none is fetched.)
-        configuration.keepSharedFiles = false
-        configuration.sharedAutoFetchLimit = 0
+            ownID: identity.identity.peerID, ownName: host.name, port: boundPort, autoAccept: .never, encryption: host.encryption)
         configuration.envelopes = EnvelopeKeys(signer: EnvelopeSigner(identity: identity.identity))
+        host.configure(&configuration)
         let node: SessionNode
         let directory = PeerDirectory()
         do {
             node = try SessionNode(
                 configuration: configuration, eventLoop: loops.next(), connector: connector, store: store, knownPeers: knownPeers,
-                directory: directory, logger: Logger(label: "lanchatkit", factory: { _ in SwiftLogNoOpLogHandler() }))
+                directory: directory, logger: logger)
         } catch {
             try? await listener.close()
-            try? await loops.shutdownGracefully()
+            if ownsLoops { try? await loops.shutdownGracefully() }
             throw LanchatError(.storage, "cannot load the session's history: \(error)")
         }
         box.node = node
         let session = Session(
-            identity: identity, group: room, serviceType: serviceType, encryption: encryption, port: boundPort, node: node, directory: directory,
-            lifetime: Lifetime(loops), listener: listener, scratch: scratch)
-        session.begin()
-        started = true
+            identity: identity, group: room, serviceType: serviceType, encryption: encryption,
+            port: boundPort, node: node, connector: connector, directory: directory, lifetime: Lifetime(loops, owned: ownsLoops), listener: listener,
+            scratch: scratch)
+        session.begin(events: events)
         return session
     }
 
@@ -241,13 +284,20 @@ public final class Session: Sendable {
         }
     }
 
-    private func begin() {
+    /// Runs the node, and hands its events to the session's streams (or all of them to a host's `events`).
+    private func begin(events tap: (@Sendable (SessionEvent) -> Void)?) {
         let node = self.node
         let own = identity.identity.peerID
         let (sinks, waiters, lifetime) = (self.sinks, transferWaiters, lifetime)
         // (Unstructured, both: they live until `close`, which cancels and awaits them.)
         let run = Task { await node.run() }
-        let pump = Task { await Self.pump(node.events, node: node, lifetime: lifetime, own: own, sinks: sinks, waiters: waiters) }
+        let pump = Task {
+            if let tap {
+                for await event in node.events { tap(event) }
+            } else {
+                await Self.pump(node.events, node: node, lifetime: lifetime, own: own, sinks: sinks, waiters: waiters)
+            }
+        }
         tasks.withLock { $0 = (run, pump) }
     }
 
@@ -419,14 +469,19 @@ public final class Session: Sendable {
     }
 }
 
-/// Owns the session's event loop (the node's executor): shut down when nothing holds it any more.
+/// Owns the session's event loop (the node's executor): shut down when nothing holds it any more (unless
+/// a host's: the host shuts its own loops down).
 final class Lifetime: Sendable {
     let loops: MultiThreadedEventLoopGroup
+    let owned: Bool
 
-    init(_ loops: MultiThreadedEventLoopGroup) { self.loops = loops }
+    init(_ loops: MultiThreadedEventLoopGroup, owned: Bool) {
+        self.loops = loops
+        self.owned = owned
+    }
 
     deinit {
-        loops.shutdownGracefully { _ in }
+        if owned { loops.shutdownGracefully { _ in } }
     }
 }
 

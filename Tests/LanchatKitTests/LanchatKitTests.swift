@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import LanchatCore
 import LanchatEngine
+import NIOPosix
 import Testing
 
 @testable import LanchatKit
@@ -207,6 +208,50 @@ import Testing
         #expect(afterClose?.code == .closed)
         await alice.close()
         _ = await resource.progress()
+    }
+
+    /// lanchatd's way in (`Session.start(identity:host:)`, package access): the first of its ports that
+    /// opens (one in use is passed over), its own event loops (still running after `close`: the host shuts
+    /// them down), its node configuration, and every event of the node to its handler (the library's streams
+    /// stay empty).
+    @Test func aHostsSessionTakesItsPortsLoopsAndEveryEvent() async throws {
+        let taken = try await Session.start(identity: .ephemeral(displayName: "taken"))
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let (events, eventSink) = AsyncStream<SessionEvent>.makeStream()
+        var host = Session.Host(name: "host", encryption: .required, store: MemorySessionStore(), knownPeers: .inMemory())
+        host.ports = [taken.port, 0]
+        host.loops = loops
+        host.configure = { $0.autoAccept = .all }
+        host.events = { eventSink.yield($0) }
+        let daemon = try await Session.start(identity: .ephemeral(displayName: "host"), host: host)
+        #expect(daemon.port != taken.port && daemon.port > 0)
+        await taken.close()
+        let alice = try await Session.start(identity: .ephemeral(displayName: "alice"), group: "lab")
+        alice.directory.update(
+            PeerID(daemon.identity.id)!, PeerAddressHint(name: "host", port: daemon.port, addresses: ["127.0.0.1"], encryption: .required))
+        // Accepted by the host's configuration (no one answers the invitation).
+        try await alice.invite(daemon.identity.peer, timeout: .seconds(20))
+        try await alice.send("hello host")
+        let heard = try await within(.seconds(20)) { () async -> String? in
+            for await event in events {
+                if case .message(let message) = event, !message.outgoing, message.stored.kind == .text { return message.stored.body }
+            }
+            return nil
+        }
+        #expect(heard == "hello host")
+        await daemon.close()
+        eventSink.finish()
+        // The library's own streams had nothing: the host took every event.
+        let unread = try await within(.seconds(5)) { () async -> Int in
+            var count = 0
+            for await _ in daemon.messages { count += 1 }
+            return count
+        }
+        #expect(unread == 0)
+        // The host's loops outlive the session.
+        #expect(try await loops.next().submit { 7 }.get() == 7)
+        await alice.close()
+        try await loops.shutdownGracefully()
     }
 
     /// A task that stops waiting for a stream is let go at once; a context longer than the wire allows is

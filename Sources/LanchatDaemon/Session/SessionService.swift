@@ -2,31 +2,30 @@ import FoundationEssentials
 import LanchatControl
 import LanchatCore
 import LanchatEngine
+import LanchatKit
 import LanchatSession
 import LanchatWire
 import Logging
 import ServiceLifecycle
 
-/// Runs the session node (redials, retransmits) and turns its events into watch events and logs.
-/// On graceful shutdown it says GOODBYE to every connected peer.
-public struct SessionService: Service {
-    let node: SessionNode
-    let hub: EventHub
-    let logger: Logger
+/// The daemon's session (LanchatKit's, which runs the node: redials, retransmits), until graceful shutdown:
+/// then it says GOODBYE to every connected peer and closes the peer port. The node's events become watch
+/// events and logs (`publisher`).
+struct SessionService: Service {
+    let session: Session
 
-    public func run() async throws {
-        await withDiscardingTaskGroup { group in
-            group.addTask {
-                for await event in node.events { publish(event) }
-            }
-            await cancelWhenGracefulShutdown { await node.run() }
-        }
+    func run() async throws {
+        // (Cancelled instead when another service failed: closed all the same.)
+        try? await gracefulShutdown()
+        await session.close()
     }
 
-    private func publish(_ event: SessionEvent) {
-        let now = DiscoveryService.now()
-        log(event)
-        if let kind = Self.controlEvent(event) { hub.publish(ControlEvent(time: now, kind)) }
+    /// Hands each of the node's events to watch clients and the log.
+    static func publisher(hub: EventHub, logger: Logger) -> @Sendable (SessionEvent) -> Void {
+        { event in
+            log(event, logger: logger)
+            if let kind = Self.controlEvent(event) { hub.publish(ControlEvent(time: DiscoveryService.now(), kind)) }
+        }
     }
 
     /// What watch clients see of a session event (nil: nothing): the one place where the event's typed
@@ -71,7 +70,7 @@ public struct SessionService: Service {
         }
     }
 
-    private func log(_ event: SessionEvent) {
+    private static func log(_ event: SessionEvent, logger: Logger) {
         switch event {
         case .invitation(let invitation):
             logger.info("invitation received", metadata: ["peer.name": "\(invitation.from.name)", "room": "\(invitation.room)"])
