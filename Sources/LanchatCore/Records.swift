@@ -66,13 +66,19 @@ public struct StoredSeal: Equatable, Sendable {
     /// How many messages it seals (1...256), and the root of their tree (32 bytes).
     public var leafCount: Int
     public var root: [UInt8]
+    /// Whether its signature was checked. A seal received live over a pinned TLS link is kept before
+    /// its signature is checked (off the event loop: the link already says who sent it); until it is,
+    /// nothing of it leaves this host (no export reads its messages), and if it fails, its messages go
+    /// (`SessionStore.dropSealed`).
+    public var checked: Bool
 
-    public init(id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8]) {
+    public init(id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8], checked: Bool = true) {
         self.id = id
         self.authorKey = authorKey
         self.signature = signature
         self.leafCount = leafCount
         self.root = root
+        self.checked = checked
     }
 }
 

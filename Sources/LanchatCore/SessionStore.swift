@@ -119,6 +119,28 @@ public protocol SessionStore: AnyObject {
     func deleteTransfer(id: String) throws
     /// Forgets transfers last touched before `before`; returns them.
     func pruneTransfers(before: Int64) throws -> [StoredTransfer]
+
+    // Seals kept before their signature was checked (`StoredSeal.checked`)
+    /// `author`'s seal `id` was checked: its messages may be exported. Nothing if it is not kept.
+    func markSealChecked(author: String, id: String) throws
+    /// `author`'s seal `id` failed its check: it and its messages go. Returns how many messages went.
+    @discardableResult func dropSealed(author: String, id: String) throws -> Int
+    /// The seals kept unchecked (a restart found them: their checks were lost with the process).
+    func uncheckedSeals() throws -> [UncheckedSeal]
+}
+
+/// A seal kept before its signature was checked, with what names it: its author (its messages' sender) and
+/// the room it was signed in.
+public struct UncheckedSeal: Equatable, Sendable {
+    public var author: String
+    public var room: String
+    public var seal: StoredSeal
+
+    public init(author: String, room: String, seal: StoredSeal) {
+        self.author = author
+        self.room = room
+        self.seal = seal
+    }
 }
 
 /// Where a piece of `exportPage` starts: after the message with this key (a store's own order of

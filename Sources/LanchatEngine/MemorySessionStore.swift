@@ -176,10 +176,9 @@ public final class MemorySessionStore: SessionStore {
     public func insert(_ message: StoredMessage, now: Int64) -> Bool {
         let key = MessageKey(message)
         guard messages[key] == nil else { return false }
-        messagesChanged &+= 1
         var message = message
-        // Its seal kept once (another under the same author and id: stored as not sealed, as SQLite's;
-        // the same but for the signature's bytes is the same seal).
+        // Its seal kept once (another under the same author and id: stored as not sealed, as SQLite's, or
+        // not stored at all if its seal is unchecked; the same but for the signature's bytes is the same seal).
         if let seal = message.seal, message.isSealed {
             let sealKey = MessageKey(id: seal.id, sender: message.senderID)
             if seals[sealKey] == nil { seals[sealKey] = (seal, message.room) }
@@ -187,12 +186,15 @@ public final class MemorySessionStore: SessionStore {
                 kept.seal.root == seal.root
             {
                 sealIDs[key] = seal.id
+            } else if !seal.checked {
+                return false
             } else {
                 message.sealProof = []
             }
         } else {
             message.sealProof = []
         }
+        messagesChanged &+= 1
         message.seal = nil
         messages[key] = message
         storedOrder[key] = storedOrder.count
@@ -221,8 +223,36 @@ public final class MemorySessionStore: SessionStore {
 
     public func export(room: String, since: Int64, limit: Int) -> [StoredMessage] {
         relayReads.exports += 1
-        return Array(Self.ordered(messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct && $0.timestamp >= since }).suffix(max(0, limit)))
-            .map(withSeal)
+        let shared = messages.values.filter { $0.room == room && $0.kind != .system && !$0.direct && $0.timestamp >= since && sealChecked($0) }
+        return Array(Self.ordered(shared).suffix(max(0, limit))).map(withSeal)
+    }
+
+    /// Whether `message` may be exported: not sealed, or under a seal that was checked (as SQLite's).
+    private func sealChecked(_ message: StoredMessage) -> Bool {
+        guard let id = sealIDs[MessageKey(message)], let kept = seals[MessageKey(id: id, sender: message.senderID)] else { return true }
+        return kept.seal.checked
+    }
+
+    public func markSealChecked(author: String, id: String) {
+        seals[MessageKey(id: id, sender: author)]?.seal.checked = true
+    }
+
+    @discardableResult
+    public func dropSealed(author: String, id: String) -> Int {
+        guard seals.removeValue(forKey: MessageKey(id: id, sender: author)) != nil else { return 0 }
+        let gone = sealIDs.filter { $0.key.sender == author && $0.value == id }.map(\.key)
+        for key in gone {
+            sealIDs[key] = nil
+            messages[key] = nil  // (its `storedOrder` stays: the next message's place is counted past it)
+            if firstByID[key.id] == key { firstByID[key.id] = messages.keys.first { $0.id == key.id } }
+        }
+        messagesChanged &+= 1
+        return gone.count
+    }
+
+    public func uncheckedSeals() -> [UncheckedSeal] {
+        seals.filter { !$0.value.seal.checked }.map { UncheckedSeal(author: $0.key.sender, room: $0.value.room, seal: $0.value.seal) }
+            .sorted { ($0.author, $0.seal.id) < ($1.author, $1.seal.id) }
     }
 
     /// `message` with its seal (as `export` hands records on).

@@ -77,6 +77,10 @@ public enum StoreOperation: Equatable, Sendable {
     case saveTransfer(StoredTransfer)
     case updateTransfer(WireID, state: TransferState?, sentMark: UInt64?, resent: UInt64?)
     case deleteTransfer(WireID)
+    /// A seal kept unchecked was checked (`StoredSeal.checked`): its messages may be exported now.
+    case sealChecked(author: PeerID, seal: WireID)
+    /// A seal kept unchecked failed its check: it goes, and its messages.
+    case dropSealed(author: PeerID, seal: WireID)
 }
 
 /// Where and how to dial a peer.

@@ -38,6 +38,10 @@ extension SessionStore {
                 resent: resent.map { Int64(clamping: $0) }, now: now)
         case .deleteTransfer(let id):
             try deleteTransfer(id: id.description)
+        case .sealChecked(let author, let seal):
+            try markSealChecked(author: author.rawValue, id: seal.description)
+        case .dropSealed(let author, let seal):
+            try dropSealed(author: author.rawValue, id: seal.description)
         }
         return false
     }

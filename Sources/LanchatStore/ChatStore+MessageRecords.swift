@@ -9,10 +9,9 @@ extension ChatStore {
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
         guard try db.run(try insertStatement(), { Self.bind(message, now: now, &$0) }) == 1 else { return false }
-        try keepSeal(of: message)
         changes &+= 1
         try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
-        return true
+        return try keepSeal(of: message)
     }
 
     /// Stores each message unless one with its id and author is already there (a received history);
@@ -35,8 +34,7 @@ extension ChatStore {
         }
         do {
             for message in messages {
-                guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1 else { continue }
-                try keepSeal(of: message)
+                guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1, try keepSeal(of: message) else { continue }
                 added += 1
                 if db.lastInsertedRowID <= before { elsewhere.append(db.lastInsertedRowID) }
             }
@@ -63,16 +61,19 @@ extension ChatStore {
     /// is not theirs, and an honest member's history fail its receiver's check. Two seals alike but for the
     /// signature's bytes are one (both verify over the same bytes: an ECDSA signature has more than one
     /// valid form). Only a message that was new keeps a seal: a duplicate leaves nothing behind.
-    private func keepSeal(of message: StoredMessage) throws(Error) {
-        guard let seal = message.seal, message.isSealed else { return }
+    ///
+    /// A message under an unchecked seal (`StoredSeal.checked`) that is not the one kept is not stored at
+    /// all (returns false): stored as not sealed, it could be exported before anyone checked it.
+    private func keepSeal(of message: StoredMessage) throws(Error) -> Bool {
+        guard let seal = message.seal, message.isSealed else { return true }
         let name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
         // The other messages of a seal just found kept (a SEAL's messages come together).
-        if lastKeptSeal == name { return }
+        if lastKeptSeal == name { return true }
         let key = Hex.string(seal.authorKey)
         let root = Hex.string(seal.root)
         if insertSeal == nil {
             insertSeal = try db.statement(
-                "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root) VALUES (?,?,?,?,?,?,?)")
+                "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root, checked) VALUES (?,?,?,?,?,?,?,?)")
         }
         let new = try db.run(insertSeal!) {
             $0.text(message.senderID)
@@ -82,6 +83,7 @@ extension ChatStore {
             $0.text(Hex.string(seal.signature))
             $0.integer(Int64(seal.leafCount))
             $0.text(root)
+            $0.integer(seal.checked ? 1 : 0)
         }
         if new != 1 {
             // Kept already: the same seal (its other messages), or another under the same id.
@@ -90,11 +92,47 @@ extension ChatStore {
                 [.text(message.senderID), .text(seal.id), .text(message.room), .text(key), .integer(Int64(seal.leafCount)), .text(root)]
             ).count
             guard same == 1 else {
-                try db.query("UPDATE messages SET seal_id = '', seal_proof = '' WHERE rowid = ?", [.integer(db.lastInsertedRowID)])
-                return
+                let row = db.lastInsertedRowID
+                if seal.checked {
+                    try db.query("UPDATE messages SET seal_id = '', seal_proof = '' WHERE rowid = ?", [.integer(row)])
+                } else {
+                    // (Waiting for the word index first, so that the delete's trigger does not take it out of an index it is not in.)
+                    try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(row)])
+                    try db.query("DELETE FROM messages WHERE rowid = ?", [.integer(row)])
+                    return false
+                }
+                return true
             }
         }
         lastKeptSeal = name
+        return true
+    }
+
+    public func markSealChecked(author: String, id: String) throws(Error) {
+        try db.query("UPDATE seals SET checked = 1 WHERE author_id = ? AND seal_id = ? AND checked = 0", [.text(author), .text(id)])
+    }
+
+    @discardableResult
+    public func dropSealed(author: String, id: String) throws(Error) -> Int {
+        // Through the room's index: the room is the seal's.
+        guard let room = try db.query("SELECT room FROM seals WHERE author_id = ? AND seal_id = ?", [.text(author), .text(id)]).first?.first?.string
+        else { return 0 }
+        try db.query("DELETE FROM messages WHERE room = ? AND sender_id = ? AND seal_id = ?", [.text(room), .text(author), .text(id)])
+        let dropped = db.changes
+        try db.query("DELETE FROM seals WHERE author_id = ? AND seal_id = ?", [.text(author), .text(id)])
+        changes &+= 1
+        lastKeptSeal = nil
+        return dropped
+    }
+
+    public func uncheckedSeals() throws(Error) -> [UncheckedSeal] {
+        try db.query("SELECT author_id, room, seal_id, author_key, signature, leaf_count, root FROM seals WHERE checked = 0").map {
+            UncheckedSeal(
+                author: $0[0].string, room: $0[1].string,
+                seal: StoredSeal(
+                    id: $0[2].string, authorKey: Self.bytes(hex: $0[3].string), signature: Self.bytes(hex: $0[4].string), leafCount: Int($0[5].int),
+                    root: Self.bytes(hex: $0[6].string), checked: false))
+        }
     }
 
     private static func bind(_ message: StoredMessage, now: Int64, _ binder: inout SQLiteDatabase.Binder) {
@@ -257,6 +295,9 @@ extension ChatStore {
     static let sealColumns = "s.seal_id, s.author_key, s.signature, s.leaf_count, s.root"
     /// Joins each message to its seal, by the seal table's key.
     static let sealJoin = "LEFT JOIN seals s ON s.author_id = m.sender_id AND s.seal_id = m.seal_id"
+    /// What an export keeps (in WHERE, not in the join: a message whose seal the join does not find reads
+    /// as not sealed, and would go as the relay's word): not sealed, or under a seal that was checked.
+    static let sealChecked = "coalesce(s.checked, 1) = 1"
 
     /// The messages a query of `messageColumns` (and maybe more columns after them) reads, in its order.
     func messages(_ sql: String, _ binds: [SQLiteDatabase.Value]) throws(Error) -> [StoredMessage] {
@@ -320,11 +361,11 @@ extension ChatStore {
     }
 
     static let exportStartSQL =
-        "SELECT timestamp, sender_id, sequence, rowid FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
-        + "AND timestamp >= ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC, rowid DESC LIMIT 1 OFFSET ?"
+        "SELECT m.timestamp, m.sender_id, m.sequence, m.rowid FROM messages m \(sealJoin) WHERE m.room = ? AND m.kind != 2 AND m.direct = 0 "
+        + "AND m.timestamp >= ? AND \(sealChecked) ORDER BY m.timestamp DESC, m.sender_id DESC, m.sequence DESC, m.rowid DESC LIMIT 1 OFFSET ?"
     static let exportPageSQL =
         "SELECT \(messageColumns(prefix: "m.")), \(sealColumns), m.rowid FROM messages m \(sealJoin) "
-        + "WHERE m.room = ? AND m.kind != 2 AND m.direct = 0 AND (m.timestamp, m.sender_id, m.sequence, m.rowid) > (?, ?, ?, ?) "
+        + "WHERE m.room = ? AND m.kind != 2 AND m.direct = 0 AND \(sealChecked) AND (m.timestamp, m.sender_id, m.sequence, m.rowid) > (?, ?, ?, ?) "
         + "ORDER BY m.timestamp, m.sender_id, m.sequence, m.rowid LIMIT ?"
     /// Where `exportPageSQL` reads the rowid: after the message's and the seal's columns.
     static let exportRowIDColumn = Int32(messageColumnNames.count + 5)
@@ -334,7 +375,7 @@ extension ChatStore {
     /// by rowid, as in `exportPage`.)
     static let exportSQL =
         "SELECT \(messageColumns(prefix: "m.")), \(sealColumns) FROM messages m \(sealJoin) "
-        + "WHERE m.room = ? AND m.kind != 2 AND m.direct = 0 AND m.timestamp >= ? "
+        + "WHERE m.room = ? AND m.kind != 2 AND m.direct = 0 AND m.timestamp >= ? AND \(sealChecked) "
         + "ORDER BY m.timestamp DESC, m.sender_id DESC, m.sequence DESC, m.rowid DESC LIMIT ?"
     static let recentSequencesSQL =
         "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "

@@ -14,9 +14,11 @@ extension ChatStore {
     /// The seals of stored messages (wire version 4), each once under its author and id (hex, as the
     /// messages' `sender_id` and `seal_id` name it), with what it signs: the key, the signature, the leaf
     /// count and the root, in `room` (what it was signed in: a message of another room is not its).
+    /// `checked` 0: kept before its signature was checked (`StoredSeal.checked`); its messages are not
+    /// exported until it is 1.
     static let sealsTableColumns = """
         author_id TEXT NOT NULL, seal_id TEXT NOT NULL, room TEXT NOT NULL, author_key TEXT NOT NULL, signature TEXT NOT NULL,
-        leaf_count INTEGER NOT NULL, root TEXT NOT NULL, PRIMARY KEY (author_id, seal_id)
+        leaf_count INTEGER NOT NULL, root TEXT NOT NULL, checked INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (author_id, seal_id)
         """
 
     /// A file whose messages are keyed by id alone (every lanchatd before 2026-11-26) gets the table made

@@ -180,6 +180,13 @@ public final class ChatStore: SessionStore {
             try db.execute("ALTER TABLE messages ADD COLUMN \(column) \(type)")
         }
         try db.execute("CREATE TABLE IF NOT EXISTS seals (\(Self.sealsTableColumns)) WITHOUT ROWID")
+        // Seals checked off the event loop added `seals.checked` (0 until the signature is checked), the
+        // same way: every seal an older lanchatd kept was checked before it was kept. (An older lanchatd
+        // opening a file that holds an unchecked seal would export its messages; each receiver of a
+        // history checks every seal's signature itself and refuses one that fails.)
+        if !(try db.query("PRAGMA table_info(seals)").map { $0[1].string }).contains("checked") {
+            try db.execute("ALTER TABLE seals ADD COLUMN checked INTEGER NOT NULL DEFAULT 1")
+        }
         try keyMessagesByAuthor()
         // Membership with provenance outlives a restart (issue 28): each member's proof with its row (ours
         // under our own id), and signed leaves. Added without a new schema number: an older lanchatd names

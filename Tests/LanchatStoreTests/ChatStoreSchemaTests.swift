@@ -115,6 +115,37 @@ import Testing
         #expect(try reopened.export(room: "lab", since: 0, limit: 10).last == sealed)
     }
 
+    /// A file whose seals table has no `checked` column (every lanchatd before seals were checked off the
+    /// event loop, all of whose seals were checked before they were kept) gains it, each seal checked.
+    @Test func sealsOfAnOlderFileAreChecked() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        var sealed = message(1, body: "sealed before")
+        sealed.sealProof = [UInt8](repeating: 0x77, count: 19)
+        sealed.seal = StoredSeal(
+            id: String(repeating: "7", count: 32), authorKey: [0x02] + [UInt8](repeating: 0xAB, count: 32), signature: [UInt8](repeating: 3, count: 64),
+            leafCount: 1, root: [UInt8](repeating: 1, count: 32))
+        do {
+            let store = try ChatStore(path: path)
+            try store.insert(sealed, now: 0)
+            store.close()
+            // As an older lanchatd made it: the same table without the column.
+            let raw = try SQLiteDatabase(path: path)
+            try raw.execute(
+                """
+                CREATE TABLE old_seals (author_id TEXT NOT NULL, seal_id TEXT NOT NULL, room TEXT NOT NULL, author_key TEXT NOT NULL,
+                    signature TEXT NOT NULL, leaf_count INTEGER NOT NULL, root TEXT NOT NULL, PRIMARY KEY (author_id, seal_id)) WITHOUT ROWID;
+                INSERT INTO old_seals SELECT author_id, seal_id, room, author_key, signature, leaf_count, root FROM seals;
+                DROP TABLE seals;
+                ALTER TABLE old_seals RENAME TO seals;
+                """)
+            #expect(try !raw.query("PRAGMA table_info(seals)").map { $0[1].string }.contains("checked"))
+            raw.close()
+        }
+        let reopened = try ChatStore(path: path)
+        #expect(try reopened.uncheckedSeals().isEmpty)
+        #expect(try reopened.export(room: "lab", since: 0, limit: 10) == [sealed])
+    }
+
     /// The relay's reads go through the partial index of shared messages, not over direct ones row by row.
     @Test func relayReadsUseTheIndexOfSharedMessages() throws {
         let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")

@@ -197,9 +197,16 @@ public struct StoreWorker {
     }
 
     /// Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure, their
-    /// messages are sent again and de-duplicated. Anything else is synced before what follows.
+    /// messages are sent again and de-duplicated. Nor does a seal's check (lost, the seal is kept unchecked,
+    /// and checked again at the next start). Anything else is synced before what follows.
     static func durable(_ operations: [StoreOperation], force: Bool) -> Bool {
-        force || operations.contains { if case .acknowledge = $0 { false } else { true } }
+        force
+            || operations.contains {
+                switch $0 {
+                case .acknowledge, .sealChecked, .dropSealed: false
+                default: true
+                }
+            }
     }
 
     /// The runs we hold of a room's latest `limit` messages: kept from the last read while the store's
