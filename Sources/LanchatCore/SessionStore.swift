@@ -121,10 +121,12 @@ public protocol SessionStore: AnyObject {
     func pruneTransfers(before: Int64) throws -> [StoredTransfer]
 
     // Seals kept before their signature was checked (`StoredSeal.checked`)
-    /// `author`'s seal `id` was checked: its messages may be exported. Nothing if it is not kept.
-    func markSealChecked(author: String, id: String) throws
-    /// `author`'s seal `id` failed its check: it and its messages go. Returns how many messages went.
-    @discardableResult func dropSealed(author: String, id: String) throws -> Int
+    /// `author`'s `seal` was checked: its messages may be exported. Nothing if it is not kept, or another
+    /// seal is kept under its id (other key, signature, count or root: its check says nothing of that one).
+    func markSealChecked(author: String, seal: StoredSeal) throws
+    /// `author`'s `seal` failed its check: it and its messages go (only that seal, as above). Returns how
+    /// many messages went.
+    @discardableResult func dropSealed(author: String, seal: StoredSeal) throws -> Int
     /// The seals kept unchecked (a restart found them: their checks were lost with the process).
     func uncheckedSeals() throws -> [UncheckedSeal]
 }

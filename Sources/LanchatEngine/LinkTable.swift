@@ -74,6 +74,12 @@ struct LinkTable: Sendable, Equatable {
     func peer(on handle: LinkHandle) -> Entry? { byHandle[handle].flatMap { byPeer[$0] } ?? retired[handle] }
     func isLinked(_ peer: PeerID) -> Bool { byPeer[peer] != nil }
 
+    /// `body` on the seals of every connection of `peer`: the one serving it, and any replaced one still heard.
+    mutating func withEverySealBook(of peer: PeerID, _ body: (inout SealBook) -> Void) {
+        if byPeer[peer] != nil { body(&byPeer[peer]!.seals) }
+        for handle in retired.keys where retired[handle]?.peer.id == peer { body(&retired[handle]!.seals) }
+    }
+
     /// `body` on the seals of the connection `handle` (serving, or replaced and still heard); nil if no
     /// connection has that handle.
     mutating func withSeals<T>(on handle: LinkHandle, _ body: (inout SealBook) -> T) -> T? {

@@ -233,13 +233,20 @@ public final class MemorySessionStore: SessionStore {
         return kept.seal.checked
     }
 
-    public func markSealChecked(author: String, id: String) {
-        seals[MessageKey(id: id, sender: author)]?.seal.checked = true
+    /// Whether the seal kept under `seal`'s author and id is `seal` (what its check covered).
+    private func keeps(_ seal: StoredSeal, author: String) -> Bool {
+        guard let kept = seals[MessageKey(id: seal.id, sender: author)]?.seal else { return false }
+        return (kept.authorKey, kept.signature, kept.leafCount, kept.root) == (seal.authorKey, seal.signature, seal.leafCount, seal.root)
+    }
+
+    public func markSealChecked(author: String, seal: StoredSeal) {
+        if keeps(seal, author: author) { seals[MessageKey(id: seal.id, sender: author)]?.seal.checked = true }
     }
 
     @discardableResult
-    public func dropSealed(author: String, id: String) -> Int {
-        guard seals.removeValue(forKey: MessageKey(id: id, sender: author)) != nil else { return 0 }
+    public func dropSealed(author: String, seal: StoredSeal) -> Int {
+        let id = seal.id
+        guard keeps(seal, author: author), seals.removeValue(forKey: MessageKey(id: id, sender: author)) != nil else { return 0 }
         let gone = sealIDs.filter { $0.key.sender == author && $0.value == id }.map(\.key)
         for key in gone {
             sealIDs[key] = nil
@@ -248,6 +255,11 @@ public final class MemorySessionStore: SessionStore {
         }
         messagesChanged &+= 1
         return gone.count
+    }
+
+    /// Every seal kept (tests check each).
+    public func keptSeals() -> [(author: String, room: String, seal: StoredSeal)] {
+        seals.map { ($0.key.sender, $0.value.room, $0.value.seal) }
     }
 
     public func uncheckedSeals() -> [UncheckedSeal] {

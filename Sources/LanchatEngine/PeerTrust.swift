@@ -44,6 +44,18 @@ struct PeerTrust: Sendable, Equatable {
     /// and kind of frame.
     mutating func refuseLive(_ what: String, from peer: PeerID) -> Bool { refusedLive[peer, default: []].insert(what).inserted }
 
+    /// Authors one of whose seals failed its check in this run: their seals are checked where they come,
+    /// before their messages are stored (at most `maximumSealsFailed`; past it, everyone's are).
+    private(set) var sealsFailed: Set<PeerID> = []
+    static let maximumSealsFailed = 1024
+
+    mutating func sealFailed(_ peer: PeerID) {
+        if sealsFailed.count < Self.maximumSealsFailed { sealsFailed.insert(peer) }
+    }
+
+    /// Whether `peer`'s seals are checked before their messages are stored.
+    func checksSealsFirst(_ peer: PeerID) -> Bool { sealsFailed.contains(peer) || sealsFailed.count >= Self.maximumSealsFailed }
+
     /// `peer`'s connection ended: the next one's first refusals are told again.
     mutating func connectionEnded(_ peer: PeerID) { refusedLive[peer] = nil }
 

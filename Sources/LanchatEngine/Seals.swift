@@ -72,6 +72,8 @@ public struct SealBook: Equatable, Sendable {
         /// comes: hashing the tree for each message would cost a seal of `n` messages `n` times `n - 1`
         /// hashes.
         var worked: Worked
+        /// Its signature was checked (false: its check runs off the event loop, `SealCheck`).
+        var checked: Bool
     }
 
     /// A seal's tree, worked out.
@@ -88,6 +90,8 @@ public struct SealBook: Equatable, Sendable {
     /// What became of a SEAL.
     public enum Taken: Equatable, Sendable {
         case kept
+        /// Kept before its signature was checked: the check to ask for (off the event loop).
+        case unchecked(SealCheck)
         /// Its key is not the author's (the connection's peer), or its signature does not verify.
         case forged
         /// It reuses the id of a seal held, with other contents.
@@ -95,23 +99,41 @@ public struct SealBook: Equatable, Sendable {
     }
 
     /// A SEAL from `author` (the connection's peer): kept if its signature verifies (one check for all its
-    /// messages). The same seal again (sent again before a retransmission of its messages) is taken as it is.
-    public mutating func received(_ seal: Seal, from author: PeerID, keys: EnvelopeKeys) -> Taken {
+    /// messages), or, unless `checkNow`, kept unchecked, its check to be asked for (`SealCheck`). The same
+    /// seal again (sent again before a retransmission of its messages) is taken as it is.
+    public mutating func received(_ seal: Seal, from author: PeerID, keys: EnvelopeKeys, checkNow: Bool = true) -> Taken {
         if let index = held.firstIndex(where: { $0.seal.id == seal.id }) { return held[index].seal == seal ? .kept : .reused }
         guard seal.isWellFormed else { return .forged }
         // One pass up the tree gives the root the signature covers and every leaf's audit path.
         let worked = Self.work(seal, author: author)
-        guard keys.verifies(seal.signature, over: worked.head.signingBytes(room: seal.room), by: author) else { return .forged }
-        held.append(Held(seal: seal, worked: worked))
+        let check = SealCheck(author: author, room: seal.room, head: worked.head)
+        guard !checkNow || check.verifies(with: keys) else { return .forged }
+        held.append(Held(seal: seal, worked: worked, checked: checkNow))
         if held.count > Self.capacity { held.removeFirst() }
-        return .kept
+        return checkNow ? .kept : .unchecked(check)
+    }
+
+    /// Checks `check`'s seal now if it is held unchecked (its message cannot wait): whether it verifies
+    /// (nil: not held, or held checked). One that does not is forgotten.
+    public mutating func checkNow(_ check: SealCheck, keys: EnvelopeKeys) -> Bool? {
+        guard let index = held.firstIndex(where: { $0.worked.head == check.head }), !held[index].checked else { return nil }
+        let valid = check.verifies(with: keys)
+        answered(check, valid: valid)
+        return valid
+    }
+
+    /// `check` answered: its seal (that head, not another under the same id) checked, or (it failed)
+    /// forgotten: its later messages find no seal.
+    public mutating func answered(_ check: SealCheck, valid: Bool) {
+        guard let index = held.firstIndex(where: { $0.worked.head == check.head }) else { return }
+        if valid { held[index].checked = true } else { held.remove(at: index) }
     }
 
     /// What a sealed MESSAGE is, against the seals held.
     public enum Check: Equatable, Sendable {
         /// Its leaf is the seal's: kept with the seal's head and its proof (what a record stored or
-        /// relayed alone needs).
-        case sealed(SealHead, SealProof)
+        /// relayed alone needs), and whether the seal's signature was checked yet.
+        case sealed(SealHead, SealProof, checked: Bool)
         /// No SEAL of that id is held (never sent, or pushed out by later ones).
         case unknownSeal
         /// The message names no seal, the seal is another room's, its leaf index is past the seal's count,
@@ -128,13 +150,66 @@ public struct SealBook: Equatable, Sendable {
         guard seal.room == message.room, leaf < seal.leafHashes.count, Seal.leafHash(of: message, author: author.rawValue) == seal.leafHashes[leaf]
         else { return .notSealed }
         let worked = held[index].worked
-        return .sealed(worked.head, SealProof(seal: seal.id, leafIndex: sealed.leafIndex, path: worked.paths[leaf]))
+        return .sealed(worked.head, SealProof(seal: seal.id, leafIndex: sealed.leafIndex, path: worked.paths[leaf]), checked: held[index].checked)
     }
 
     /// A seal's audit paths and head, from one pass up its tree.
     static func work(_ seal: Seal, author: PeerID) -> Worked {
         let (paths, root) = MerkleTree.auditPaths(seal.leafHashes)
         return Worked(paths: paths, head: seal.head(author: author.rawValue, root: root))
+    }
+}
+
+/// A seal's signature to check off the event loop: a seal that came live over a pinned TLS link is held and
+/// its messages stored and acknowledged before it is checked (the link says who sent it); the shell
+/// checks it on another thread and answers `SessionStateMachine.sealChecked(_:valid:at:)`. Until then
+/// nothing of it leaves this host (the store exports none of its messages: `StoredSeal.checked`).
+public struct SealCheck: Equatable, Sendable {
+    public var author: PeerID
+    public var room: RoomID
+    public var head: SealHead
+
+    public init(author: PeerID, room: RoomID, head: SealHead) {
+        self.author = author
+        self.room = room
+        self.head = head
+    }
+
+    /// Whether the head's key is the author's and its signature verifies (the work done off the loop).
+    public func verifies(with keys: EnvelopeKeys) -> Bool {
+        keys.verifies(head.signature, over: head.signingBytes(room: room), by: author)
+    }
+}
+
+/// The seal checks asked of the shell and not answered yet, at most `capacity`: past it, a seal is
+/// checked where it comes (as on a plaintext link), so a flood of SEALs cannot queue work without bound.
+/// A check is its whole head (key, signature, count, root), not only its author and id: its answer says
+/// nothing of another seal under the same id (an author could send one after its first was pushed out of
+/// a connection's `SealBook`); such a seal is checked where it comes.
+struct SealWaits: Equatable, Sendable {
+    static let capacity = 64
+
+    private(set) var waiting: [SealCheck] = []
+
+    var isFull: Bool { waiting.count >= Self.capacity }
+
+    func isWaiting(_ check: SealCheck) -> Bool { waiting.contains(check) }
+
+    /// Whether a check of any seal under `author` and `id` waits.
+    func waits(for author: PeerID, _ id: WireID) -> Bool { waiting.contains { $0.author == author && $0.head.id == id } }
+
+    /// Notes a check asked for; false if it is asked already (the same seal held by a newer connection).
+    mutating func ask(_ check: SealCheck) -> Bool {
+        guard !waiting.contains(check) else { return false }
+        waiting.append(check)
+        return true
+    }
+
+    /// The check is answered (or done where its seal came); false if it was not waited for.
+    mutating func answered(_ check: SealCheck) -> Bool {
+        guard let index = waiting.firstIndex(of: check) else { return false }
+        waiting.remove(at: index)
+        return true
     }
 }
 
@@ -187,10 +262,10 @@ public struct SealChecks: Equatable, Sendable {
 
 // A seal and a message's place in it as the store keeps them (`StoredSeal`, `StoredMessage.sealProof`).
 extension StoredSeal {
-    public init(_ head: SealHead) {
+    public init(_ head: SealHead, checked: Bool = true) {
         self.init(
             id: head.id.description, authorKey: head.signature.key, signature: head.signature.bytes, leafCount: Int(head.leafCount),
-            root: head.root)
+            root: head.root, checked: checked)
     }
 
     /// The head it is, for `author` (its messages' sender); nil if a field does not fit one (a damaged row).
@@ -204,10 +279,10 @@ extension StoredMessage {
     /// Its place in its seal; nil if it is not sealed (or the bytes are not a proof: a damaged row).
     public var proof: SealProof? { isSealed ? try? SealProof.decode(sealProof) : nil }
 
-    /// The message as stored sealed: with its seal's head and its proof.
-    public func sealed(by head: SealHead, proof: SealProof) -> StoredMessage {
+    /// The message as stored sealed: with its seal's head (its signature checked, or not yet) and its proof.
+    public func sealed(by head: SealHead, proof: SealProof, checked: Bool = true) -> StoredMessage {
         var message = self
-        message.seal = StoredSeal(head)
+        message.seal = StoredSeal(head, checked: checked)
         message.sealProof = (try? proof.bytes()) ?? []
         return message
     }

@@ -50,6 +50,9 @@ public enum SessionAction: Equatable, Sendable {
     /// The connection that serves a peer now, and the end of it (the shell keeps its own map).
     case peerConnected(SessionPeer, LinkHandle)
     case peerDisconnected(PeerID, reason: String)
+    /// Check a seal's signature off the event loop and answer `sealChecked(_:valid:at:)` (at once: it
+    /// waits for nothing).
+    case checkSeal(SealCheck)
 }
 
 /// A change to the store. Each is idempotent, so replaying a batch after a crash is harmless.
@@ -77,10 +80,11 @@ public enum StoreOperation: Equatable, Sendable {
     case saveTransfer(StoredTransfer)
     case updateTransfer(WireID, state: TransferState?, sentMark: UInt64?, resent: UInt64?)
     case deleteTransfer(WireID)
-    /// A seal kept unchecked was checked (`StoredSeal.checked`): its messages may be exported now.
-    case sealChecked(author: PeerID, seal: WireID)
-    /// A seal kept unchecked failed its check: it goes, and its messages.
-    case dropSealed(author: PeerID, seal: WireID)
+    /// A seal kept unchecked was checked (`StoredSeal.checked`): its messages may be exported now. Only
+    /// that seal (its key, signature, count and root), not another kept under the same id.
+    case sealChecked(author: PeerID, seal: StoredSeal)
+    /// A seal kept unchecked failed its check: it goes, and its messages (that seal only, as above).
+    case dropSealed(author: PeerID, seal: StoredSeal)
 }
 
 /// Where and how to dial a peer.

@@ -197,11 +197,31 @@ extension SessionStateMachine {
         // (so that it can be relayed to a newcomer, who checks it); on a version 4 one it may be sealed
         // instead, and is kept with its seal's head and its place in it. One that is neither is refused.
         if let sealCheck {
-            guard case .sealed(let head, let proof) = sealCheck else {
+            guard case .sealed(let head, let proof, var checked) = sealCheck else {
                 refusedLive("a message", from: link, in: message.room, "it is not sealed by its author", &out)
                 return
             }
-            stored = stored.sealed(by: head, proof: proof)
+            let check = SealCheck(author: sender, room: message.room, head: head)
+            if !checked, let keys = configuration.envelopes {
+                let waiting = sealWaits.isWaiting(check)
+                if message.kind == .file || links.trust.checksSealsFirst(sender) || (!waiting && sealWaits.isFull) {
+                    // Checked here: a file's announcement goes on at once (its file is fetched, then served to
+                    // others); an author one of whose seals failed is checked first; so is a seal whose check
+                    // would wait past the bound.
+                    let valid = links.withSeals(on: link.handle) { $0.checkNow(check, keys: keys) } ?? nil
+                    if let valid {
+                        _ = sealWaits.answered(check)  // (its answer from the shell, when it comes, is not waited for)
+                        settle(check, valid: valid, &out)
+                    }
+                    guard valid == true else { return }
+                    checked = true
+                } else if !waiting, sealWaits.ask(check) {
+                    // Held unchecked with no check waiting (its answer came while the message was on its way
+                    // over a replaced connection): asked again, so that its row does not stay unchecked.
+                    out.append(.checkSeal(check))
+                }
+            }
+            stored = stored.sealed(by: head, proof: proof, checked: checked)
         } else if link.version >= 2 {
             guard let signature = message.signature, verifiesLive(message, from: sender) else {
                 // Told once per connection: a flood of bad messages is not a flood of events.

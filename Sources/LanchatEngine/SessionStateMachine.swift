@@ -81,6 +81,8 @@ public struct SessionStateMachine: Sendable {
         public var joinedAt: [RoomID: Int64] = [:]
         /// Signed leaves, ours and members' (`+Proofs`).
         public var leaves: [StoredLeave] = []
+        /// Seals kept before their checks, which went with the last process: checked again at `start`.
+        public var uncheckedSeals: [SealCheck] = []
 
         public init(
             rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
@@ -130,6 +132,9 @@ public struct SessionStateMachine: Sendable {
     /// and give (`HistoryExchange`; `+Membership`, `+Relay`) and the fetches and serves of shared files
     /// (`SharedFileTable`; `+SharedFiles`).
     var transfers = TransferTable()
+    /// The seal checks asked of the shell (`+Seals`), and those a restart found to ask again at `start`.
+    var sealWaits = SealWaits()
+    var restoredSealChecks: [SealCheck] = []
 
     public init(
         configuration: Configuration, restored: Restored, addressBook: any PeerAddressBook, ids: IDGenerator,
@@ -162,6 +167,7 @@ public struct SessionStateMachine: Sendable {
         for entry in restored.outbox where rooms[entry.room] != nil {
             outbox.queue([entry.message], in: entry.room, for: entry.peer)
         }
+        restoredSealChecks = restored.uncheckedSeals
     }
 
     /// Starts the node's own schedule (redialing the members it remembers). Call once, first.
@@ -171,6 +177,16 @@ public struct SessionStateMachine: Sendable {
         scheduleResync(at: now)
         _ = presenceState.personActive(at: now.monotonic)  // (the idle clock starts now; nobody was auto-away yet)
         scheduleAutoAway()
+        // Seals kept unchecked before a restart are checked again (their messages are not exported until):
+        // off the loop while the bound allows, here past it.
+        for check in restoredSealChecks {
+            if !sealWaits.isFull {
+                if sealWaits.ask(check) { out.append(.checkSeal(check)) }
+            } else if let keys = configuration.envelopes {
+                settle(check, valid: check.verifies(with: keys), &out)
+            }
+        }
+        restoredSealChecks = []
         return out
     }
 

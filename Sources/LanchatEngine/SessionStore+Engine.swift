@@ -39,9 +39,9 @@ extension SessionStore {
         case .deleteTransfer(let id):
             try deleteTransfer(id: id.description)
         case .sealChecked(let author, let seal):
-            try markSealChecked(author: author.rawValue, id: seal.description)
+            try markSealChecked(author: author.rawValue, seal: seal)
         case .dropSealed(let author, let seal):
-            try dropSealed(author: author.rawValue, id: seal.description)
+            try dropSealed(author: author.rawValue, seal: seal)
         }
         return false
     }
@@ -71,6 +71,12 @@ extension SessionStore {
         }
         restored.metadata = try metadata()
         restored.leaves = try leaves()
+        for unchecked in try uncheckedSeals() {
+            // (A damaged row that makes no head stays unchecked: never exported.)
+            guard let author = PeerID(unchecked.author), let room = RoomID(unchecked.room), let head = unchecked.seal.head(author: unchecked.author)
+            else { continue }
+            restored.uncheckedSeals.append(SealCheck(author: author, room: room, head: head))
+        }
         return restored
     }
 }

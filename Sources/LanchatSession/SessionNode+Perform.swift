@@ -124,6 +124,19 @@ extension SessionNode {
                 pauseReadingIfBehind()
             case .storeFailed(let error):
                 logger.error("cannot write to the store", metadata: ["error": "\(error)"])
+            case .checkSeal(let check):
+                checkSeal(check)
+            }
+        }
+    }
+
+    /// Checks a seal's signature on its own thread (`sealChecks`); the engine hears the outcome.
+    private func checkSeal(_ check: SealCheck) {
+        guard let keys = configuration.envelopes else { return }
+        sealChecks.runIfActive(eventLoop: eventLoop) { check.verifies(with: keys) }.whenSuccess { [weak self] valid in
+            self?.assumeIsolated { node in
+                guard !node.stopped else { return }
+                node.perform(node.engine.sealChecked(check, valid: valid, at: node.time()))
             }
         }
     }

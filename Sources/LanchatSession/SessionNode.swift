@@ -171,6 +171,9 @@ public actor SessionNode {
     var nextTopicSubscriber: UInt64 = 0
     var nextStreamAcceptor: UInt64 = 0
     let fileIO: NIOThreadPool
+    /// Where seals' signatures are checked (`SealCheck`), off the event loop: a thread of its own, so that
+    /// a check never waits behind a file's reads.
+    let sealChecks: NIOThreadPool
 
     public init(
         configuration: Configuration, eventLoop: EventLoop, connector: PeerConnector, store: sending any SessionStore, knownPeers: KnownPeers,
@@ -180,6 +183,8 @@ public actor SessionNode {
         self.eventLoop = eventLoop
         fileIO = NIOThreadPool(numberOfThreads: 1)
         fileIO.start()
+        sealChecks = NIOThreadPool(numberOfThreads: 1)
+        sealChecks.start()
         self.connector = connector
         storeSync = store.logPath.map { StoreSync(path: $0, checkpointPath: store.checkpointPath) }
         checkpointsApart = store.checkpointPath != nil
@@ -263,6 +268,7 @@ public actor SessionNode {
         closeTransfers()
         eventSink.finish()
         try? await fileIO.shutdownGracefully()
+        try? await sealChecks.shutdownGracefully()
     }
 
     /// Sleeps until the engine's next deadline (or the driver's: acknowledgements heard that wait), then

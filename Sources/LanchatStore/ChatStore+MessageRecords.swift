@@ -108,21 +108,31 @@ extension ChatStore {
         return true
     }
 
-    public func markSealChecked(author: String, id: String) throws(Error) {
-        try db.query("UPDATE seals SET checked = 1 WHERE author_id = ? AND seal_id = ? AND checked = 0", [.text(author), .text(id)])
+    public func markSealChecked(author: String, seal: StoredSeal) throws(Error) {
+        try db.query("UPDATE seals SET checked = 1 WHERE \(Self.thatSeal) AND checked = 0", Self.thatSeal(author: author, seal))
     }
 
     @discardableResult
-    public func dropSealed(author: String, id: String) throws(Error) -> Int {
+    public func dropSealed(author: String, seal: StoredSeal) throws(Error) -> Int {
         // Through the room's index: the room is the seal's.
-        guard let room = try db.query("SELECT room FROM seals WHERE author_id = ? AND seal_id = ?", [.text(author), .text(id)]).first?.first?.string
+        guard let room = try db.query("SELECT room FROM seals WHERE \(Self.thatSeal)", Self.thatSeal(author: author, seal)).first?.first?.string
         else { return 0 }
-        try db.query("DELETE FROM messages WHERE room = ? AND sender_id = ? AND seal_id = ?", [.text(room), .text(author), .text(id)])
+        try db.query("DELETE FROM messages WHERE room = ? AND sender_id = ? AND seal_id = ?", [.text(room), .text(author), .text(seal.id)])
         let dropped = db.changes
-        try db.query("DELETE FROM seals WHERE author_id = ? AND seal_id = ?", [.text(author), .text(id)])
+        try db.query("DELETE FROM seals WHERE \(Self.thatSeal)", Self.thatSeal(author: author, seal))
         changes &+= 1
         lastKeptSeal = nil
         return dropped
+    }
+
+    /// The seal row of `author` that is `seal`: its id, and what its check covered (key, signature, count, root).
+    static let thatSeal = "author_id = ? AND seal_id = ? AND author_key = ? AND signature = ? AND leaf_count = ? AND root = ?"
+
+    static func thatSeal(author: String, _ seal: StoredSeal) -> [SQLiteDatabase.Value] {
+        [
+            .text(author), .text(seal.id), .text(Hex.string(seal.authorKey)), .text(Hex.string(seal.signature)), .integer(Int64(seal.leafCount)),
+            .text(Hex.string(seal.root)),
+        ]
     }
 
     public func uncheckedSeals() throws(Error) -> [UncheckedSeal] {

@@ -18,11 +18,13 @@ import Testing
     func at(_ ms: Int64) -> EngineTime { EngineTime(monotonic: ms, wall: 1_000_000 + ms) }
 
     /// Alice in lab with bob and carol; bob on link 1, carol on link 2, a stranger on link 3, at `version`
-    /// (carol at `carolVersion` if given).
-    func engine(version: UInt16 = WireFrame.sealsVersion, carolVersion: UInt16? = nil) -> SessionStateMachine {
+    /// (carol at `carolVersion` if given); TLS links unless not `authenticated` (plaintext: seals are
+    /// checked where they come, not off the event loop).
+    func engine(version: UInt16 = WireFrame.sealsVersion, carolVersion: UInt16? = nil, authenticated: Bool = true) -> SessionStateMachine {
         var node = engine(as: 0, members: [bob, carol])
         for (handle, peer, version) in [(1, bob, version), (2, carol, carolVersion ?? version), (3, stranger, version)] {
-            _ = node.linkUp(LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, version: version, at: at(1))
+            _ = node.linkUp(
+                LinkHandle(handle), peer: peer, dialedByUs: true, remoteAddress: nil, authenticated: authenticated, version: version, at: at(1))
         }
         return node
     }
@@ -156,7 +158,7 @@ import Testing
     }
 
     @Test func aMessageTheSealDoesNotCoverIsAcknowledgedRefusedAndToldOnce() {
-        var node = engine()
+        var node = engine(authenticated: false)
         let (seal, frames) = sealed(messages(1...3))
         var changed = frames[0]
         changed.body = "changed on the way"
@@ -175,13 +177,15 @@ import Testing
         #expect(warnings(later).count == 1 && warnings(later).first?.contains("its signature does not verify") == true)
         // The next connection tells each again.
         _ = node.linkDown(LinkHandle(1), reason: .lost, at: at(4))
-        _ = node.linkUp(LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(4))
+        _ = node.linkUp(
+            LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, authenticated: false, version: WireFrame.sealsVersion, at: at(4))
         let fresh = node.received([.seal(forged)], on: LinkHandle(4), at: at(5))
         #expect(warnings(fresh).count == 1)
     }
 
+    /// On a plaintext link a seal is checked where it comes, before its messages are stored.
     @Test func aForgedSealIsToldAndItsMessagesFindNoSeal() {
-        var node = engine()
+        var node = engine(authenticated: false)
         let (forged, frames) = sealed(messages(1...2), signer: 2)  // signed with carol's key
         let actions = node.received([.seal(forged)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
         #expect(stored(actions).isEmpty && acked(actions).isEmpty)
@@ -192,6 +196,134 @@ import Testing
         let (other, _) = sealed(messages(3...4))  // the same first id
         let reused = node2.received([.seal(first), .seal(other)], on: LinkHandle(1), at: at(2))
         #expect(warnings(reused).count == 1 && warnings(reused).first?.contains("reuses the id") == true)
+    }
+
+    func checks(_ actions: [SessionAction]) -> [SealCheck] {
+        actions.compactMap { if case .checkSeal(let check) = $0 { check } else { nil } }
+    }
+
+    /// Over a pinned TLS link a SEAL's signature is checked off the event loop (`.checkSeal`): its messages
+    /// are stored unchecked and acknowledged at once, and the answer marks the seal checked (once).
+    @Test func aSealOverTLSIsCheckedOffTheLoopItsMessagesStoredMeanwhile() throws {
+        var node = engine()
+        let (seal, frames) = sealed(messages(1...3))
+        let actions = node.received([.seal(seal)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
+        let asked = checks(actions)
+        #expect(asked == [SealCheck(author: bob.id, room: lab, head: seal.head(author: bob.id.rawValue))])
+        #expect(stored(actions).map(\.body) == ["m1", "m2", "m3"])
+        #expect(stored(actions).allSatisfy { $0.seal?.checked == false })
+        #expect(acked(actions) == frames.map(\.id) && warnings(actions).isEmpty)
+        // The same SEAL again (before a retransmission) asks nothing more.
+        #expect(checks(node.received([.seal(seal)], on: LinkHandle(1), at: at(3))).isEmpty)
+        #expect(node.sealChecked(asked[0], valid: true, at: at(4)) == [.persist(.sealChecked(author: bob.id, seal: StoredSeal(asked[0].head)))])
+        #expect(node.sealChecked(asked[0], valid: true, at: at(5)).isEmpty)  // (answered already)
+        // Its messages from now on (one sent again) are stored checked.
+        #expect(stored(node.received([.message(frames[2])], on: LinkHandle(1), at: at(6))).first?.seal?.checked == true)
+    }
+
+    /// A seal over TLS whose check fails: its messages (stored, acknowledged) go, the person is told once,
+    /// and that author's later seals are checked before their messages are stored.
+    @Test func aForgedSealOverTLSIsDroppedWithItsMessagesAndItsAuthorCheckedFirst() throws {
+        var node = engine()
+        let (forged, frames) = sealed(messages(1...2), signer: 2)  // signed with carol's key
+        let actions = node.received([.seal(forged)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
+        #expect(stored(actions).count == 2 && acked(actions).count == 2 && warnings(actions).isEmpty)
+        let check = try #require(checks(actions).first)
+        let answer = node.sealChecked(check, valid: false, at: at(3))
+        #expect(answer.contains(.persist(.dropSealed(author: bob.id, seal: StoredSeal(check.head)))))
+        #expect(warnings(answer).count == 1 && warnings(answer).first?.contains("does not verify: its messages were removed") == true)
+        // Its messages find no seal now.
+        let (_, again) = sealed(messages(1...2), signer: 2)
+        #expect(stored(node.received([.message(again[0])], on: LinkHandle(1), at: at(4))).isEmpty)
+        // Bob's next seals are checked where they come: a good one is kept checked, a forged one refused.
+        let (good, goodFrames) = sealed(messages(3...4), firstID: 7)
+        let next = node.received([.seal(good)] + goodFrames.map { .message($0) }, on: LinkHandle(1), at: at(5))
+        #expect(checks(next).isEmpty && stored(next).count == 2 && stored(next).allSatisfy { $0.seal?.checked == true })
+        let (forgedAgain, forgedFrames) = sealed(messages(5...6), signer: 2, firstID: 8)
+        let refused = node.received([.seal(forgedAgain)] + forgedFrames.map { .message($0) }, on: LinkHandle(1), at: at(6))
+        #expect(checks(refused).isEmpty && stored(refused).isEmpty && acked(refused).isEmpty)
+        #expect(warnings(refused).first?.contains("its signature does not verify") == true)
+    }
+
+    /// A file's announcement under a seal not checked yet has its seal checked where it comes (its file is
+    /// fetched, then served to others, at once): stored checked, or (forged) refused and the seal dropped.
+    @Test func aFileAnnouncementHasItsSealCheckedFirst() throws {
+        for forged in [false, true] {
+            var node = engine()
+            var announced = messages(1...2)
+            announced[1].kind = .file
+            let (seal, frames) = sealed(announced, signer: forged ? 2 : nil)
+            let actions = node.received([.seal(seal)] + frames.map { .message($0) }, on: LinkHandle(1), at: at(2))
+            let check = try #require(checks(actions).first)
+            if forged {
+                #expect(stored(actions).map(\.body) == ["m1"])
+                #expect(actions.contains(.persist(.dropSealed(author: bob.id, seal: StoredSeal(check.head)))) && warnings(actions).count == 1)
+            } else {
+                #expect(stored(actions).map { $0.seal?.checked } == [false, true])
+                // Marked checked after the first message was stored unchecked.
+                let marked = try #require(actions.firstIndex(of: .persist(.sealChecked(author: bob.id, seal: StoredSeal(check.head)))))
+                #expect(marked > actions.firstIndex { if case .persist(.insertMessage) = $0 { true } else { false } }!)
+            }
+            // The answer from off the loop, when it comes, changes nothing.
+            #expect(node.sealChecked(check, valid: !forged, at: at(3)).isEmpty)
+        }
+    }
+
+    /// A check's answer stands for its seal only (its whole head), not for another under the same id: a
+    /// member that sends a good SEAL, pushes it out of the connection's book with four more, then sends a
+    /// bad one under the same id has the bad one checked where it comes (refused), and the first's answer
+    /// marks only the first in the store. An answer for a seal held by a replaced connection still heard
+    /// reaches its book too.
+    @Test func aChecksAnswerStandsForItsSealOnly() throws {
+        var node = engine()
+        let (good, goodFrames) = sealed(messages(1...2), firstID: 1)
+        let first = node.received([.seal(good), .message(goodFrames[0])], on: LinkHandle(1), at: at(2))
+        let check = try #require(checks(first).first)
+        let pushers = (2...5).map { sealed(messages((10 + $0)...(10 + $0)), firstID: UInt8($0)).seal }
+        _ = node.received(pushers.map { .seal($0) }, on: LinkHandle(1), at: at(3))
+        // The same id, other leaves, signed with carol's key: refused where it comes.
+        let (bad, badFrames) = sealed(messages(20...21), signer: 2, firstID: 1)
+        #expect(bad.id == good.id)
+        let refused = node.received([.seal(bad)] + badFrames.map { .message($0) }, on: LinkHandle(1), at: at(4))
+        #expect(checks(refused).isEmpty && stored(refused).isEmpty)
+        #expect(warnings(refused).first?.contains("its signature does not verify") == true)
+        // The first's answer marks the first, by its whole head.
+        #expect(node.sealChecked(check, valid: true, at: at(5)) == [.persist(.sealChecked(author: bob.id, seal: StoredSeal(good.head(author: bob.id.rawValue))))])
+        // A replaced connection still heard holds its seal checked after the answer (no new check asked).
+        var replaced = engine()
+        let (seal, frames) = sealed(messages(1...2), firstID: 1)
+        let asked = try #require(checks(replaced.received([.seal(seal), .message(frames[0])], on: LinkHandle(1), at: at(2))).first)
+        let (serving, _) = replaced.linkUp(LinkHandle(4), peer: bob, dialedByUs: true, remoteAddress: nil, version: WireFrame.sealsVersion, at: at(3))
+        #expect(serving == LinkHandle(4))  // (link 1 replaced, still heard)
+        _ = replaced.sealChecked(asked, valid: true, at: at(4))
+        let late = replaced.received([.message(frames[1])], on: LinkHandle(1), at: at(5))
+        #expect(checks(late).isEmpty && stored(late).first?.seal?.checked == true)
+    }
+
+    /// At most `SealWaits.capacity` checks wait off the loop: past it a seal is checked where it comes. A
+    /// restart asks again the checks that a store holds unchecked.
+    @Test func sealChecksWaitingAreBoundedAndAskedAgainAfterARestart() throws {
+        var node = engine()
+        var asked: [SealCheck] = []
+        for n in 0..<(SealWaits.capacity + 1) {
+            let (seal, frames) = sealed(messages((1 + n)...(1 + n)), firstID: UInt8(n + 1))
+            let actions = node.received([.seal(seal), .message(frames[0])], on: LinkHandle(1), at: at(2))
+            asked += checks(actions)
+            #expect(stored(actions).first?.seal?.checked == (n == SealWaits.capacity))
+        }
+        #expect(asked.count == SealWaits.capacity)
+        _ = node.sealChecked(asked[0], valid: true, at: at(3))
+        let (seal, frames) = sealed(messages(99...99), firstID: 200)
+        #expect(checks(node.received([.seal(seal), .message(frames[0])], on: LinkHandle(1), at: at(4))).count == 1)
+        // A restart: what the store holds unchecked is asked again at `start`.
+        var configuration = SessionStateMachine.Configuration(ownID: me.id, ownName: me.name, port: 7473, autoAccept: .never)
+        configuration.envelopes = SimulatedSignatures.keys(for: 0, ids: ids)
+        var restored = SessionStateMachine.Restored(knownPeers: KnownPeerBook())
+        restored.uncheckedSeals = Array(asked[1...2])
+        var restarted = SessionStateMachine(
+            configuration: configuration, restored: restored, addressBook: PeerDirectory(), ids: IDGenerator(seed: 9), shortCode: { _ in "1234-5678" })
+        #expect(checks(restarted.start(at: at(0))) == Array(asked[1...2]))
+        #expect(restarted.sealChecked(asked[1], valid: true, at: at(1)) == [.persist(.sealChecked(author: bob.id, seal: StoredSeal(asked[1].head)))])
     }
 
     @Test func aConnectionHoldsItsLastFourSeals() {

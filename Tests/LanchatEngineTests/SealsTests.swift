@@ -95,7 +95,7 @@ private func frame(_ stored: StoredMessage, _ leaf: SealedLeaf?) -> WireFrame.Me
         var book = SealBook()
         #expect(book.received(batch.seal, from: alice, keys: bobKeys) == .kept)
         for (offset, stored) in messages.enumerated() {
-            guard case .sealed(let head, let proof) = book.check(frame(stored, batch.leaves[offset]), author: alice) else {
+            guard case .sealed(let head, let proof, checked: true) = book.check(frame(stored, batch.leaves[offset]), author: alice) else {
                 Issue.record("message \(offset) not taken")
                 continue
             }

@@ -388,14 +388,24 @@ import Testing
         #expect(try store.exportPage(room: "lab", since: 0, limit: 2, after: nil, count: 10).messages.map(\.sequence) == [6, 8])
         #expect(try store.uncheckedSeals().map(\.seal.id) == [seal(1, checked: false).id, seal(2, checked: false).id])
         #expect(try store.uncheckedSeals().first == UncheckedSeal(author: "s", room: "lab", seal: seal(1, checked: false)))
-        try store.markSealChecked(author: "s", id: seal(1, checked: false).id)
+        // Another seal under the same id (another signature, root or count) is neither marked nor dropped.
+        var resigned = seal(1, checked: false)
+        resigned.signature[0] ^= 1
+        var rerooted = seal(1, checked: false)
+        rerooted.root[0] ^= 1
+        for other in [resigned, rerooted] {
+            try store.markSealChecked(author: "s", seal: other)
+            #expect(try store.dropSealed(author: "s", seal: other) == 0)
+        }
+        #expect(try exported() == [1, 6, 8])
+        try store.markSealChecked(author: "s", seal: seal(1, checked: false))
         #expect(try exported() == [1, 2, 3, 6, 8])
         #expect(try exported().count == 5)
         // The failed one goes with its messages; searching still works (the word index forgot them).
         let changed = store.messagesChanged
-        #expect(try store.dropSealed(author: "s", id: seal(2, checked: false).id) == 2)
+        #expect(try store.dropSealed(author: "s", seal: seal(2, checked: false)) == 2)
         #expect(store.messagesChanged != changed)
-        #expect(try store.dropSealed(author: "s", id: seal(2, checked: false).id) == 0)
+        #expect(try store.dropSealed(author: "s", seal: seal(2, checked: false)) == 0)
         #expect(try store.uncheckedSeals().isEmpty)
         #expect(try store.history(room: "lab", limit: 100).map(\.sequence) == [1, 2, 3, 6, 8])
         _ = try store.indexWaiting(limit: 100)

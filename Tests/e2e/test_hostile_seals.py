@@ -6,9 +6,12 @@ negotiates version 4 with a real lanchatd (bob, --auto-accept all) on the simula
 it. What must hold, as the engine has it (SealBook in Sources/LanchatEngine/Seals.swift,
 SessionStateMachine.received(_ seal:) and receive(_ message:) in SessionStateMachine+Seals.swift and
 +Delivery.swift, HistoryDecoder in Driver/HistoryResource.swift):
-- a SEAL whose signature does not verify for the connection's peer is not held, and a security event names
-  its author (once per connection); a sealed MESSAGE whose seal is not held is neither stored nor
-  acknowledged;
+- a SEAL whose signature does not verify for the connection's peer holds nothing for long: over TLS it is
+  held unchecked while its signature is checked off the event loop (its messages stored and acknowledged
+  meanwhile, never handed on), then dropped with its messages when the check fails, and a security event
+  names its author; from then on that author's seals are checked before their messages are stored (as on a
+  plaintext link: not held, told once per connection); a sealed MESSAGE whose seal is not held is neither
+  stored nor acknowledged;
 - a sealed MESSAGE its held seal does not cover (body, room or leaf index) is acknowledged and not stored;
 - a SEAL under the id of a held one with other contents is refused;
 - a sealed history's record is kept only if its head's signature is its author's and its audit path leads to
@@ -110,11 +113,14 @@ def check_stored_signed(problems, mine, texts, author_id):
 def test_a_forged_seal_holds_nothing_and_the_connection_goes_on(lan):
     """Scenario 1. Three SEALs that do not verify, each followed by its sealed MESSAGEs (five in all): one
     signed by carol's key (her key in the frame, not the connection's peer's), one with the member's key
-    over other leaf hashes than the frame carries, one with its key for another room. None of the five is
-    acknowledged or stored, and bob's events hold a security event naming the member (its peer, "wire-client")
-    whose signature "does not verify"; one event for the connection, not one per seal. Then, on the same
-    connection, a genuine SEAL over the first forged message again and two new ones: all three acknowledged,
-    stored under the member's id and shown signed; a PING is answered, the other four never acknowledged."""
+    over other leaf hashes than the frame carries, one with its key for another room. Over TLS the first is
+    held unchecked while its signature is checked off the event loop (its messages may be acknowledged and
+    stored meanwhile); within seconds none of the five is stored, and bob's events hold a security event
+    naming the member (its peer, "wire-client") whose seal "does not verify"; at most one event of each kind
+    (the seal dropped once checked; a seal refused where it came, once the member's seals are checked
+    first), not one per seal. Then, on the same connection, a genuine SEAL over the first forged message
+    again and two new ones: all three acknowledged, stored under the member's id and shown signed; a PING
+    is answered; the forged seals' other messages are never stored."""
     bob, port = solo(lan)
     watch = events(lan)
     client = lan.popen("h1", argv(lan, port, "forged-seal", ROOM), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -124,10 +130,13 @@ def test_a_forged_seal_holds_nothing_and_the_connection_goes_on(lan):
         print(f"\nforged-seal, forged: {json.dumps(first)}")
         assert first["version"] == 4 and first["joined"] and first["pong_after_forged"], first
         attacker = first["id"]
-        problems.check(first["forged_acked"] == [], f"messages of forged seals were acknowledged: {first['forged_acked']}")
-        stored = texts_by(history(lan), attacker)
-        problems.check(stored == {}, f"messages of forged seals were stored: {sorted(stored)}")
-        check_event(problems, security_event(watch.stdout, "refused a seal", 10), attacker, "signature does not verify")
+        print(f"acknowledged of the forged seals' messages (held unchecked, then dropped): {first['forged_acked']}")
+        check_event(problems, security_event(watch.stdout, "does not verify", 10), attacker, "does not verify")
+        # Dropped once their checks answer (milliseconds; polled for up to 10 s).
+        deadline = time.monotonic() + 10
+        while (stored := texts_by(history(lan), attacker)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        problems.check(stored == {}, f"messages of forged seals are still stored: {sorted(stored)}")
 
         client.stdin.write("go on\n")
         client.stdin.flush()
@@ -136,14 +145,14 @@ def test_a_forged_seal_holds_nothing_and_the_connection_goes_on(lan):
         genuine = ["forged seal message 1", "genuine sealed message 1", "genuine sealed message 2"]
         problems.check(last["genuine_acked"] == sorted(genuine), f"of the genuinely sealed messages only {last['genuine_acked']} were acknowledged")
         problems.check(last["pong_after"], "no PONG after the genuine seal: the connection did not go on")
-        problems.check(last["forged_acked_at_last"] == ["forged seal message 1"],
-                       f"acknowledged at last of the forged seals' messages: {last['forged_acked_at_last']} (only the one sealed again may be)")
+        problems.check("forged seal message 1" in last["forged_acked_at_last"], f"the forged message sealed again was not acknowledged: {last}")
         mine = texts_by(history(lan), attacker)
         check_stored_signed(problems, mine, genuine, attacker)
         leaked = sorted(set(mine) & set(first["forged"][1:]))
         problems.check(leaked == [], f"messages only ever under forged seals were stored: {leaked}")
-        more = [line for line in lines_for(watch.stdout, 2) if '"security"' in line and "refused a seal" in line]
-        problems.check(more == [], f"more than one security event for the forged seals of one connection: {more}")
+        more = [line for line in lines_for(watch.stdout, 2) if '"security"' in line and "does not verify" in line]
+        problems.check(len(more) <= 1 and not any("its messages were removed" in line for line in more),
+                       f"more than one security event of a kind for the forged seals of one connection: {more}")
     finally:
         client.kill()
         watch.kill()

@@ -53,7 +53,9 @@ extension SessionDriver {
         case .stream(let id, let signal): .stream(id, signal)
         case .streamHandedOver(let acceptor, let accepted): .streamHandedOver(acceptor: acceptor, accepted)
         case .file(let file): .file(file)
-        case .flushOutbox, .sendHistory, .requestHistory, .requestSync, .sendSync, .persist, .emit, .peerConnected, .dial, .peerDisconnected: nil
+        case .flushOutbox, .sendHistory, .requestHistory, .requestSync, .sendSync, .persist, .emit, .peerConnected, .dial, .peerDisconnected,
+            .checkSeal:
+            nil
         }
     }
 }

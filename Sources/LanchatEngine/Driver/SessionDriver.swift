@@ -35,6 +35,9 @@ public enum ShellOutput: Equatable, Sendable {
     case settled(waiter: UInt64, Settled)
     /// The store refused a batch's writes (what depended on them did not happen).
     case storeFailed(String)
+    /// Check a seal's signature off the event loop (`SealCheck.verifies`), then tell the engine
+    /// `sealChecked(_:valid:at:)` through the driver (`perform`).
+    case checkSeal(SealCheck)
 }
 
 /// How what a waiter waited for ended: its writes were refused (nothing of them was done), or they
@@ -279,12 +282,17 @@ public struct SessionDriver {
         }
     }
 
-    /// The number of ids if every operation is an acknowledgement heard; nil otherwise.
+    /// The number of ids if every operation is an acknowledgement heard (or a seal's check passed, which
+    /// may wait with them: it needs no sync, and only lets the seal's messages be exported; one each);
+    /// nil otherwise.
     static func acknowledgedIDs(_ operations: [StoreOperation]) -> Int? {
         var count = 0
         for operation in operations {
-            guard case .acknowledge(_, let ids) = operation else { return nil }
-            count += ids.count
+            switch operation {
+            case .acknowledge(_, let ids): count += ids.count
+            case .sealChecked: count += 1
+            default: return nil
+            }
         }
         return count
     }
@@ -324,6 +332,9 @@ public struct SessionDriver {
             case .persist(let operation):
                 operations.append(operation)
             case .emit, .peerConnected, .dial, .peerDisconnected:
+                continue
+            case .checkSeal(let check):
+                output.append(.checkSeal(check))  // (pure work on another thread: it waits for nothing)
                 continue
             case .flushOutbox(let peer, _, _):
                 slots[index] = reads.count

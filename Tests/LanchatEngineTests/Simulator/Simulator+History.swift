@@ -19,6 +19,11 @@ extension Simulator {
             messages = answer
             relayAnswer = true
         }
+        // Nothing under a seal kept unchecked is handed on (its check runs off the event loop, and may fail).
+        let unchecked = Set(nodes[node].store.uncheckedSeals().map { [$0.author, $0.seal.id] })
+        if stateFault == nil, let early = messages.first(where: { message in message.seal.map { unchecked.contains([message.senderID, $0.id]) } ?? false }) {
+            stateFault = "n\(node) hands on \(early.id.prefix(8)) under a seal not checked yet"
+        }
         // A hostile relay (a fault, like the others only before the network heals) changes one record's
         // words and keeps its signature, or its seal and proof: the newcomer must refuse it. (Our own
         // record is signed first if the layout would sign it: the change comes after.)

@@ -125,6 +125,40 @@ extension Simulator {
         }
     }
 
+    /// Notes the broken SEALs `frames` bring `to` from `from`, and the messages under them (`mayBeLost`).
+    func noteBrokenSeals(in frames: [WireFrame], from: Int, to: Int) {
+        let ids = nodes.map(\.peer.id)
+        let author = nodes[from].peer.id
+        for frame in frames {
+            switch frame {
+            case .seal(let seal) where !SimulatedSignatures.verifies(seal.signature, seal.signingBytes(author: author.rawValue), author, ids: ids):
+                brokenSealsSent.insert(["\(to)", "\(from)", seal.id.description])
+            case .message(let message):
+                if let sealed = message.sealed, brokenSealsSent.contains(["\(to)", "\(from)", sealed.seal.description]) {
+                    mayBeLost.insert(["\(to)", message.id.description])
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    /// Every seal check asked was answered: no store holds a seal unchecked (a restart asks its checks
+    /// again), and every seal kept is its author's (those that failed went with their messages).
+    func checkSealsSettled() throws {
+        let ids = nodes.map(\.peer.id)
+        for (index, node) in nodes.enumerated() where node.engine != nil {
+            if let unchecked = node.store.uncheckedSeals().first {
+                throw fail("n\(index) still holds seal \(unchecked.seal.id.prefix(8)) by \(unchecked.author.prefix(8)) unchecked")
+            }
+            for (author, room, seal) in node.store.keptSeals() {
+                guard let id = PeerID(author), let room = RoomID(room), let head = seal.head(author: author),
+                    SimulatedSignatures.verifies(head.signature, head.signingBytes(room: room), id, ids: ids)
+                else { throw fail("n\(index) keeps seal \(seal.id.prefix(8)) by \(author.prefix(8)), whose signature does not verify") }
+            }
+        }
+    }
+
     /// Every member any node lists is a node: none of the fakes was ever added.
     func checkProvenance() throws {
         let ids = Set(nodes.map(\.peer.id))

@@ -80,6 +80,8 @@ final class Simulator {
         /// reach the node.
         case storeTurn(node: Int, incarnation: Int)
         case storeAnswers(node: Int, incarnation: Int, [StoreAnswer])
+        /// The thread that checks seals answered (`ShellOutput.checkSeal`).
+        case sealChecked(node: Int, incarnation: Int, SealCheck, valid: Bool)
     }
 
     /// A reliable message some node's `send` accepted: who must end up with it.
@@ -162,8 +164,14 @@ final class Simulator {
     /// Histories offered as resources (a newcomer's, a relay's answer), and those read and merged.
     var historiesOffered = 0
     /// Seals at work (version 4): SEAL frames delivered, sealed histories offered, and others' records
-    /// stored sealed that `checkSignatures` checked by their seal.
-    var seals = (frames: 0, histories: 0, records: 0, broken: 0)
+    /// stored sealed that `checkSignatures` checked by their seal; broken by their author, checks asked
+    /// of the shell (off the event loop) and those that failed.
+    var seals = (frames: 0, histories: 0, records: 0, broken: 0, checks: 0, failed: 0)
+    /// Broken seals a node was sent (receiver, author, id), and the messages it was sent under them: its
+    /// author is hostile to it, so it may lose those (acknowledged, stored unchecked, then dropped when
+    /// the check fails) and may report one again if it comes back by another way.
+    var brokenSealsSent: Set<[String]> = []
+    var mayBeLost: Set<[String]> = []
     /// Records a hostile relay changed in each history offered (by its transfer id): an import finds at
     /// most that many forged (an honest history, none).
     var tampered: [WireID: Int] = [:]
@@ -249,6 +257,7 @@ final class Simulator {
         try checkDelivery()
         try checkSequences()
         try checkSignatures()
+        try checkSealsSettled()
         try checkRelay()
         try checkProvenance()
         try checkMetadata()
@@ -305,7 +314,9 @@ final class Simulator {
                 return
             }
             seals.frames += frames.count { if case .seal = $0 { true } else { false } }
-            seals.broken += brokenSeals(in: frames, from: link.ends.node == to ? link.ends.other : link.ends.node)
+            let from = link.ends.node == to ? link.ends.other : link.ends.node
+            seals.broken += brokenSeals(in: frames, from: from)
+            noteBrokenSeals(in: frames, from: from, to: to)
             perform(to) { $0.received(frames, on: handle, at: self.time(to)) }
         case .linkDown(let node, let incarnation, let handle, let reason):
             guard alive(node, incarnation) else { return }
@@ -368,6 +379,10 @@ final class Simulator {
             guard alive(node, incarnation) else { return }
             if let sync = syncRunning.removeValue(forKey: node) { nodes[node].store.syncEnded(sync) }
             drive(node) { driver, engine in driver.synced(true, engine: &engine, at: self.time(node)) }
+        case .sealChecked(let node, let incarnation, let check, let valid):
+            guard alive(node, incarnation) else { return }
+            if !valid { seals.failed += 1 }
+            perform(node) { $0.sealChecked(check, valid: valid, at: self.time(node)) }
         }
     }
 
@@ -435,14 +450,17 @@ final class Simulator {
             case .reportStored(let report) where report.stored.kind == .file && !report.outgoing:
                 announced(node, report)
             case .reportStored(let report):
-                if stateFault == nil, nodes[node].store.message(id: report.stored.id) == nil {
+                // (A message under a broken seal may be gone by the time its report is told: its check failed.)
+                if stateFault == nil, nodes[node].store.message(id: report.stored.id) == nil, !mayBeLost.contains(["\(node)", report.stored.id]) {
                     stateFault = "n\(node) reported message \(report.stored.id.prefix(8)), which its store does not hold"
                 }
                 if !report.outgoing, report.stored.kind != .system {
                     let id = report.stored.id
                     nodes[node].reported[id, default: 0] += 1
                     // Checked here too, so that the trace ends where it happened.
-                    if nodes[node].reported[id] == 2, stateFault == nil { stateFault = "n\(node) reported message \(id.prefix(8)) twice" }
+                    if nodes[node].reported[id] == 2, stateFault == nil, !mayBeLost.contains(["\(node)", id]) {
+                        stateFault = "n\(node) reported message \(id.prefix(8)) twice"
+                    }
                 }
             case .rememberPeer(let label, let id):
                 var labels = nodes[node].known.labels
@@ -486,6 +504,11 @@ final class Simulator {
                 if let ids = wentFirst[node]?.removeValue(forKey: waiter), settled == .notStored { lostByAuthor.formUnion(ids) }
             case .store(let request):
                 askStore(node, request)
+            case .checkSeal(let check):
+                // Checked on another thread: its answer comes 0 to 80 ms later, the node going on meanwhile.
+                seals.checks += 1
+                let valid = nodes[node].engine?.configuration.envelopes.map { check.verifies(with: $0) } ?? false
+                schedule(.sealChecked(node: node, incarnation: nodes[node].incarnation, check, valid: valid), at: now + Int64(roll(81)))
             case .storeFailed(let error):
                 // Only the simulated disk's refusals (a fault) may fail a commit.
                 if error.contains("(simulated)") { failedCommits += 1 } else if stateFault == nil { stateFault = "n\(node) cannot write to its store: \(error)" }
