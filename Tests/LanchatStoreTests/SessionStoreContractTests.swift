@@ -327,14 +327,7 @@ import Testing
         let ops = try store.export(room: "ops", since: 0, limit: 10)
         #expect(ops.count == 1 && ops.first?.seal == nil && ops.first?.isSealed == false)
         // In pieces, the same.
-        var pieces: [StoredMessage] = []
-        var cursor: ExportCursor?
-        repeat {
-            let page = try store.exportPage(room: "lab", since: 0, limit: 100, after: cursor, count: 2)
-            pieces += page.messages
-            cursor = page.next
-        } while cursor != nil && pieces.count < 100
-        #expect(pieces == exported)
+        #expect(try Self.inPieces(store, room: "lab") == exported)
         // Other reads: the proof, not the seal.
         let history = try store.history(room: "lab", limit: 100)
         #expect(history.allSatisfy { $0.seal == nil })
@@ -372,14 +365,7 @@ import Testing
         #expect(try store.insert(sealed(8, by: other, leaf: 0), now: 0))
         func exported() throws -> [Int64] {
             let whole = try store.export(room: "lab", since: 0, limit: 100)
-            var pieces: [StoredMessage] = []
-            var cursor: ExportCursor?
-            repeat {
-                let page = try store.exportPage(room: "lab", since: 0, limit: 100, after: cursor, count: 2)
-                pieces += page.messages
-                cursor = page.next
-            } while cursor != nil && pieces.count < 100
-            #expect(pieces == whole)
+            #expect(try Self.inPieces(store, room: "lab") == whole)
             return whole.map(\.sequence)
         }
         #expect(try store.history(room: "lab", limit: 100).map(\.sequence) == [1, 2, 3, 4, 5, 6, 8])
@@ -413,5 +399,17 @@ import Testing
         #expect(try store.search(room: nil, limit: 10, filter: HistoryFilter(words: "hi")).count == 5)
         // Stored again (its author sent it again under a good seal), a dropped message is new.
         #expect(try store.insert(sealed(4, by: seal(5, checked: true), leaf: 0, body: "forged words"), now: 0))
+    }
+
+    /// `room`'s export (the latest 100) read in pieces of 2 (`exportPage`).
+    static func inPieces(_ store: any SessionStore, room: String) throws -> [StoredMessage] {
+        var pieces: [StoredMessage] = []
+        var cursor: ExportCursor?
+        repeat {
+            let page = try store.exportPage(room: room, since: 0, limit: 100, after: cursor, count: 2)
+            pieces += page.messages
+            cursor = page.next
+        } while cursor != nil && pieces.count < 100
+        return pieces
     }
 }
