@@ -149,7 +149,9 @@ extension Simulator {
         let ids = nodes.map(\.peer.id)
         for (index, node) in nodes.enumerated() where node.engine != nil {
             if let unchecked = node.store.uncheckedSeals().first {
-                throw fail("n\(index) still holds seal \(unchecked.seal.id.prefix(8)) by \(unchecked.author.prefix(8)) unchecked")
+                throw fail(
+                    "n\(index) still holds seal \(unchecked.seal.id) by \(unchecked.author.prefix(8)) unchecked (signature \(unchecked.seal.signature.prefix(3)), \(unchecked.seal.leafCount) leaves, root \(unchecked.seal.root.prefix(3)))"
+                )
             }
             for (author, room, seal) in node.store.keptSeals() {
                 guard let id = PeerID(author), let room = RoomID(room), let head = seal.head(author: author),
