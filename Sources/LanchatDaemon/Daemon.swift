@@ -88,6 +88,7 @@ public enum Daemon {
             host.loops = eventLoopGroup
             host.logger = logger
             host.events = SessionService.publisher(hub: hub, logger: logger)
+            host.startsRunning = false  // (`SessionService` starts it)
             host.configure = { [configuration] session in
                 session.autoAccept = AutoAcceptPolicy(rawValue: configuration.autoAccept.rawValue)!
                 session.downloadDirectory = configuration.downloadDirectory
@@ -107,9 +108,10 @@ public enum Daemon {
             session = try await Session.start(identity: PeerIdentity(host: identity, displayName: name), host: host)
         } catch {
             switch error.code {
-            case .network where error.message.hasPrefix("cannot listen"):
+            case .network where error.message.hasPrefix(Session.listenFailure):
                 throw StartupError("\(error.message) (is another lanchatd using it? try --port 0)")
-            case .storage: throw StartupError("cannot load rooms from the history database: \(error.message)")
+            case .storage where error.message.hasPrefix(Session.historyFailure):
+                throw StartupError("cannot load rooms from the history database: \(error.message.dropFirst(Session.historyFailure.count))")
             default: throw StartupError(error.message)
             }
         }

@@ -36,6 +36,8 @@ extension Session {
         /// Every event of the node, in order (nil: the library's streams get them). With it, the session's
         /// streams stay empty.
         package var events: (@Sendable (SessionEvent) -> Void)?
+        /// The node runs from `start` on (false: from `startRunning`, once the host's other parts are up).
+        package var startsRunning = true
 
         package init(name: String, encryption: EncryptionPreference, store: any SessionStore, knownPeers: KnownPeers) {
             self.name = name
@@ -52,6 +54,16 @@ extension Session {
     /// Starts a session for a host (lanchatd) with `identity`: its peer port open, its node running.
     package static func start(identity: PeerIdentity, host: sending Host) async throws(LanchatError) -> Session {
         try await launch(identity: identity, group: RoomID("session")!, serviceType: defaultServiceType, host: host, scratch: nil)
+    }
+
+    /// How `start` begins the message of a peer port that did not open, and of a history that did not load
+    /// (a host says them in its own words).
+    package static let listenFailure = "cannot listen on peer port "
+    package static let historyFailure = "cannot load the session's history: "
+
+    /// Runs the node of a session started with `Host.startsRunning` false (nothing if it runs, or closed).
+    package func startRunning() {
+        if !isOpen, !closingStarted { begin() }
     }
 
     /// The node the session runs.

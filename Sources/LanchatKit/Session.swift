@@ -84,6 +84,8 @@ public final class Session: Sendable {
     private let listener: Channel
     /// The private directory of a temporary session.
     private let scratch: String?
+    /// A host's handler of every event (nil: the library's streams get them).
+    private let hostEvents: (@Sendable (SessionEvent) -> Void)?
     private let tasks = Mutex<(run: Task<Void, Never>, pump: Task<Void, Never>)?>(nil)
     /// The one close: a second `close` waits for the first.
     private let closing = Mutex<Task<Void, Never>?>(nil)
@@ -114,7 +116,7 @@ public final class Session: Sendable {
 
     private init(
         identity: PeerIdentity, group: RoomID, serviceType: String, encryption: Encryption, port: Int, node: SessionNode, connector: PeerConnector,
-        directory: PeerDirectory, lifetime: Lifetime, listener: Channel, scratch: String?
+        directory: PeerDirectory, lifetime: Lifetime, listener: Channel, scratch: String?, events: (@Sendable (SessionEvent) -> Void)?
     ) {
         self.identity = identity
         self.room = group
@@ -128,6 +130,7 @@ public final class Session: Sendable {
         self.lifetime = lifetime
         self.listener = listener
         self.scratch = scratch
+        hostEvents = events
         let (messages, messageSink) = AsyncStream<ReceivedMessage>.makeStream(bufferingPolicy: .bufferingNewest(Self.bufferedMessages))
         let (changes, changeSink) = AsyncStream<PeerChange>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let (invitations, invitationSink) = AsyncStream<Invitation>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
@@ -187,7 +190,7 @@ public final class Session: Sendable {
         -> Session
     {
         // (What is used after the store goes to the node is read first: the store takes `host`'s region with it.)
-        let (store, knownPeers, events) = (host.store, host.knownPeers, host.events)
+        let (store, knownPeers, events, startsRunning) = (host.store, host.knownPeers, host.events, host.startsRunning)
         let encryption = Encryption(rawValue: host.encryption.rawValue) ?? .required
         let loops = host.loops ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let ownsLoops = host.loops == nil
@@ -227,7 +230,7 @@ public final class Session: Sendable {
                     logger.info("peer connection refused or closed", metadata: metadata)
                 }
             } catch {
-                failure = "cannot listen on port \(port): \(error)"
+                failure = "\(Self.listenFailure)\(port): \(error)"
             }
         }
         guard let listener = opened else {
@@ -248,14 +251,14 @@ public final class Session: Sendable {
         } catch {
             try? await listener.close()
             if ownsLoops { try? await loops.shutdownGracefully() }
-            throw LanchatError(.storage, "cannot load the session's history: \(error)")
+            throw LanchatError(.storage, "\(Self.historyFailure)\(error)")
         }
         box.node = node
         let session = Session(
             identity: identity, group: room, serviceType: serviceType, encryption: encryption,
             port: boundPort, node: node, connector: connector, directory: directory, lifetime: Lifetime(loops, owned: ownsLoops), listener: listener,
-            scratch: scratch)
-        session.begin(events: events)
+            scratch: scratch, events: events)
+        if startsRunning { session.begin() }
         return session
     }
 
@@ -285,7 +288,8 @@ public final class Session: Sendable {
     }
 
     /// Runs the node, and hands its events to the session's streams (or all of them to a host's `events`).
-    private func begin(events tap: (@Sendable (SessionEvent) -> Void)?) {
+    func begin() {
+        let tap = hostEvents
         let node = self.node
         let own = identity.identity.peerID
         let (sinks, waiters, lifetime) = (self.sinks, transferWaiters, lifetime)
@@ -347,7 +351,12 @@ public final class Session: Sendable {
             let running = tasks.withLock({ tasks in
                 defer { tasks = nil }; return tasks
             })
-        else { return }
+        else {
+            // Never run (a host that had not started it): only the port to close.
+            try? await listener.close()
+            sinks.finish()
+            return
+        }
         let ending = closers.withLock { closers in
             defer { closers.byID = [:] }; return closers.byID.values
         }
@@ -377,6 +386,9 @@ public final class Session: Sendable {
     }
 
     var isOpen: Bool { tasks.withLock { $0 != nil } }
+
+    /// `close` was called.
+    var closingStarted: Bool { closing.withLock { $0 != nil } }
 
     func checkOpen() throws(LanchatError) {
         guard isOpen else { throw LanchatError(.closed, "the session is closed") }

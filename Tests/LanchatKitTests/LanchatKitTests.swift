@@ -212,8 +212,8 @@ import Testing
 
     /// lanchatd's way in (`Session.start(identity:host:)`, package access): the first of its ports that
     /// opens (one in use is passed over), its own event loops (still running after `close`: the host shuts
-    /// them down), its node configuration, and every event of the node to its handler (the library's streams
-    /// stay empty).
+    /// them down), its node configuration, its node run when it says (`startRunning`), and every event of
+    /// the node to its handler (the library's streams stay empty).
     @Test func aHostsSessionTakesItsPortsLoopsAndEveryEvent() async throws {
         let taken = try await Session.start(identity: .ephemeral(displayName: "taken"))
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -223,7 +223,12 @@ import Testing
         host.loops = loops
         host.configure = { $0.autoAccept = .all }
         host.events = { eventSink.yield($0) }
+        host.startsRunning = false
         let daemon = try await Session.start(identity: .ephemeral(displayName: "host"), host: host)
+        // Its node runs once the host says so (its other parts up).
+        #expect(!daemon.isOpen)
+        daemon.startRunning()
+        #expect(daemon.isOpen)
         #expect(daemon.port != taken.port && daemon.port > 0)
         await taken.close()
         let alice = try await Session.start(identity: .ephemeral(displayName: "alice"), group: "lab")
@@ -248,7 +253,8 @@ import Testing
             return count
         }
         #expect(unread == 0)
-        // The host's loops outlive the session.
+        // The session ran on the host's loops, and does not own them: they outlive it.
+        #expect(!daemon.lifetime.owned && daemon.lifetime.loops === loops)
         #expect(try await loops.next().submit { 7 }.get() == 7)
         await alice.close()
         try await loops.shutdownGracefully()

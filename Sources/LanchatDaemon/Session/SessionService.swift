@@ -15,6 +15,9 @@ struct SessionService: Service {
     let session: Session
 
     func run() async throws {
+        // The node runs from here on: once the daemon's other parts are up (a start that fails later
+        // has dialed no one).
+        session.startRunning()
         // (Cancelled instead when another service failed: closed all the same.)
         try? await gracefulShutdown()
         await session.close()
