@@ -114,25 +114,18 @@ extension Simulator {
         return .seal(seal)
     }
 
-    /// How many of `frames`, sent by `sender`, are SEALs whose signature does not cover what they carry
-    /// (`withBrokenSeal`): counted as they arrive.
-    func brokenSeals(in frames: [WireFrame], from sender: Int) -> Int {
-        let ids = nodes.map(\.peer.id)
-        return frames.count { frame in
-            guard case .seal(let seal) = frame else { return false }
-            let author = nodes[sender].peer.id
-            return !SimulatedSignatures.verifies(seal.signature, seal.signingBytes(author: author.rawValue), author, ids: ids)
-        }
-    }
-
-    /// Notes the broken SEALs `frames` bring `to` from `from`, and the messages under them (`mayBeLost`).
-    func noteBrokenSeals(in frames: [WireFrame], from: Int, to: Int) {
+    /// Notes the broken SEALs `frames` bring `to` from `from` (those whose signature does not cover what
+    /// they carry: `withBrokenSeal`), and the messages under them (`mayBeLost`); returns how many SEALs.
+    @discardableResult
+    func noteBrokenSeals(in frames: [WireFrame], from: Int, to: Int) -> Int {
+        var broken = 0
         let ids = nodes.map(\.peer.id)
         let author = nodes[from].peer.id
         for frame in frames {
             switch frame {
             case .seal(let seal) where !SimulatedSignatures.verifies(seal.signature, seal.signingBytes(author: author.rawValue), author, ids: ids):
                 brokenSealsSent.insert(["\(to)", "\(from)", seal.id.description])
+                broken += 1
             case .message(let message):
                 if let sealed = message.sealed, brokenSealsSent.contains(["\(to)", "\(from)", sealed.seal.description]) {
                     mayBeLost.insert(["\(to)", message.id.description])
@@ -141,6 +134,7 @@ extension Simulator {
                 break
             }
         }
+        return broken
     }
 
     /// Every seal check asked was answered: no store holds a seal unchecked (a restart asks its checks
