@@ -107,7 +107,7 @@ extension SessionNode {
     func exportHistory(room: RoomID, since: Int64, limit: Int, to peer: SessionPeer, layout: HistoryLayout) {
         guard let file = historyFile() else { return }
         let export = HistoryExport(file: file, room: room, since: since, limit: limit, peer: peer)
-        let encoder = HistoryEncoder(layout: layout, ownID: configuration.ownID, keys: configuration.envelopes)
+        let encoder = HistoryEncoder(layout: layout, ownID: configuration.ownID, keys: configuration.envelopes, ids: .system())
         exportHistoryPiece(export, after: nil, written: eventLoop.makeSucceededFuture(Written(size: 0, encoder: encoder)))
     }
 
@@ -183,7 +183,7 @@ extension SessionNode {
     /// (nothing lacking, a failure, the caps), the engine hears it (`relayAnswerNotOffered`).
     func sendHistory(_ messages: [StoredMessage], room: RoomID, to peer: SessionPeer, layout: HistoryLayout) {
         guard !messages.isEmpty, let file = historyFile() else { return engine.relayAnswerNotOffered(room, to: peer.id) }
-        let encoder = HistoryEncoder(layout: layout, ownID: configuration.ownID, keys: configuration.envelopes)
+        let encoder = HistoryEncoder(layout: layout, ownID: configuration.ownID, keys: configuration.envelopes, ids: .system())
         writeHistory(messages, to: file, at: 0, encoder: encoder).whenComplete { [weak self] result in
             guard let self else {
                 close(file.fd)

@@ -17,15 +17,20 @@ import Testing
 
     func keys(_ index: Int) -> EnvelopeKeys { SimulatedSignatures.keys(for: index, ids: ids) }
 
-    /// `author`'s messages `numbers`, stored sealed in seals of `per` (signed as well if said).
-    func sealedMessages(_ numbers: ClosedRange<Int>, by author: Int, per: Int = 256, signed: Bool = false, forgedBy signer: Int? = nil) -> [StoredMessage] {
-        var next = numbers.lowerBound << 10  // (ids apart for each call's numbers)
-        let messages = numbers.map { n in
+    /// `author`'s messages `numbers` as stored neither sealed nor signed (signed if said).
+    func storedMessages(_ numbers: ClosedRange<Int>, by author: Int, signed: Bool = false) -> [StoredMessage] {
+        numbers.map { n in
             let message = StoredMessage(
                 id: WireID(bytes: [UInt8(author), UInt8(n & 0xff), UInt8(n >> 8)] + [UInt8](repeating: 0x22, count: 13))!.description, room: "lab",
                 senderID: ids[author].rawValue, senderName: "n\(author)", sequence: Int64(n), timestamp: 10 + Int64(n), kind: .text, body: "m\(n)")
             return signed ? SessionStateMachine.signed(message, room: lab, id: WireID(hex: message.id)!, keys: keys(author)) : message
         }
+    }
+
+    /// `author`'s messages `numbers`, stored sealed in seals of `per` (signed as well if said).
+    func sealedMessages(_ numbers: ClosedRange<Int>, by author: Int, per: Int = 256, signed: Bool = false, forgedBy signer: Int? = nil) -> [StoredMessage] {
+        var next = numbers.lowerBound << 10  // (ids apart for each call's numbers)
+        let messages = storedMessages(numbers, by: author, signed: signed)
         var stored: [StoredMessage] = []
         var start = 0
         while start < messages.count {
@@ -48,7 +53,7 @@ import Testing
     func roundTrip(
         _ messages: [StoredMessage], layout: HistoryLayout, relay: Int = 0, cut: Int = 0, pieces: Int = 1
     ) throws -> (verdicts: [SessionStateMachine.HistoryVerdict], complete: Bool, bytes: Int) {
-        var encoder = HistoryEncoder(layout: layout, ownID: ids[relay], keys: keys(relay))
+        var encoder = HistoryEncoder(layout: layout, ownID: ids[relay], keys: keys(relay), ids: IDGenerator(seed: 7))
         var buffer = ByteBuffer()
         let size = (messages.count + pieces - 1) / max(1, pieces)
         var start = 0
@@ -82,6 +87,49 @@ import Testing
         // Stored as they came: the same seal and proof.
         #expect(records.map(\.sealProof) == messages.map(\.sealProof))
         #expect(records.map(\.seal) == messages.map(\.seal))
+    }
+
+    @Test func ourRecordsWithNeitherSignatureNorSealAreSealedHereInRunsOf256() throws {
+        // Alice relays her own records kept unsigned (300, then 300 more), with bob's sealed ones between.
+        let first = storedMessages(1...300, by: 0)
+        let second = storedMessages(301...600, by: 0)
+        let bobs = sealedMessages(1...5, by: 1)
+        let signedOnes = storedMessages(601...602, by: 0, signed: true)
+        let messages = first + bobs + second + signedOnes
+        for pieces in [1, 3] {
+            let (verdicts, complete, _) = try roundTrip(messages, layout: .sealed, pieces: pieces)
+            #expect(complete)
+            let records = kept(verdicts)
+            #expect(records.map(\.id) == messages.map(\.id))  // (every record, in the order given)
+            let ours = records.filter { $0.senderID == alice.rawValue && !$0.isSigned }
+            #expect(ours.count == 600 && ours.allSatisfy { $0.isSealed && $0.seal != nil })
+            // One signature for at most 256 of them; a seal never spans bob's records or a piece's end.
+            var seals: [String] = []
+            for record in ours where seals.last != record.seal?.id { seals.append(record.seal?.id ?? "") }
+            let counts = seals.map { id in ours.filter { $0.seal?.id == id }.count }
+            #expect(Set(seals).count == seals.count)
+            #expect(pieces == 1 ? counts == [256, 44, 256, 44] : counts.allSatisfy { $0 <= 256 } && counts.reduce(0, +) == 600)
+            // Bob's stay under his seals; alice's signed ones stay signed.
+            #expect(records.filter { $0.senderID == bob.rawValue }.map(\.seal) == bobs.map(\.seal))
+            #expect(records.suffix(2).allSatisfy { $0.isSigned && !$0.isSealed })
+        }
+        // A signed history still signs each of ours.
+        let signed = try roundTrip(first, layout: .signed)
+        #expect(kept(signed.verdicts).count == 300 && kept(signed.verdicts).allSatisfy { $0.isSigned && !$0.isSealed })
+        // A record changed after it was sealed here is forged (the seal covers what alice wrote).
+        var buffer = ByteBuffer()
+        var encoder = HistoryEncoder(layout: .sealed, ownID: alice, keys: keys(0), ids: IDGenerator(seed: 3))
+        encoder.append(Array(first.prefix(3)), into: &buffer)
+        var bytes = Array(buffer.readableBytesView)
+        let body = Array("m2".utf8)
+        let at = try #require((0..<(bytes.count - 1)).first { Array(bytes[$0..<($0 + 2)]) == body })
+        bytes[at + 1] = UInt8(ascii: "9")
+        var tampered = ByteBuffer(bytes: bytes)
+        var decoder = HistoryDecoder(layout: .sealed)
+        let entries = try decoder.decodeSome(&tampered, maximumCount: .max)
+        let verdicts = decoder.verdicts(
+            entries, room: lab, relay: alice, ownID: carol, keys: keys(2), members: [alice: "alice"], strangers: false, now: 1_000_000, forgedLeft: 16)
+        #expect(verdicts.filter { $0 == .forged }.count == 1 && kept(verdicts).count == 2)
     }
 
     @Test func aChangedRecordOrABadSealIsForgedAndAnEndAfterAHeadIsIncomplete() throws {

@@ -29,9 +29,10 @@ extension Simulator {
         // record is signed first if the layout would sign it: the change comes after.)
         let tamper = options.faults && now < options.chaos && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
         let keys = nodes[node].engine?.configuration.envelopes
-        var encoder = HistoryEncoder(layout: offer.layout, ownID: nodes[node].peer.id, keys: keys)
+        var encoder = HistoryEncoder(layout: offer.layout, ownID: nodes[node].peer.id, keys: keys, ids: IDGenerator(seed: random.next()))
         var buffer = ByteBuffer()
         var changed = 0
+        var written: [StoredMessage] = []
         for (index, message) in messages.enumerated() {
             var message = message
             if index == tamper, offer.layout.isAuthenticated {
@@ -44,8 +45,9 @@ extension Simulator {
                     changed += 1
                 }
             }
-            encoder.append([message], into: &buffer)
+            written.append(message)
         }
+        encoder.append(written, into: &buffer)  // (in one call, as lanchatd's pieces: our unsealed records share seals)
         if verbose { log("n\(node) offers \(offer.peer.name) a history of \(offer.room): \(messages.map { $0.id.prefix(8) })") }
         guard buffer.readableBytes > 0 else { return }  // (an empty answer: the driver told the engine)
         let bytes = Array(buffer.readableBytesView)
