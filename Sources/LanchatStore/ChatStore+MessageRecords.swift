@@ -159,7 +159,7 @@ extension ChatStore {
         binder.text(message.signature.isEmpty ? "" : Hex.string(message.signature))
         binder.integer(message.direct ? 1 : 0)
         binder.text(message.isSealed ? message.seal?.id ?? "" : "")
-        binder.text(message.isSealed && message.seal != nil ? Hex.string(message.sealProof) : "")
+        binder.blob(message.isSealed && message.seal != nil ? message.sealProof : [])
     }
 
     public func indexWaiting(limit: Int) throws -> Bool {
@@ -279,7 +279,7 @@ extension ChatStore {
             id: columns.text(0), room: columns.text(1), senderID: columns.text(2), senderName: columns.text(3), sequence: columns.int(4),
             timestamp: columns.int(5), kind: StoredMessage.Kind(rawValue: columns.int(6)) ?? .text, body: columns.text(7),
             authorKey: bytes(hex: columns.text(8)), signature: bytes(hex: columns.text(9)), direct: columns.int(10) != 0,
-            sealProof: bytes(hex: columns.text(11)))
+            sealProof: columns.blob(11) ?? bytes(hex: columns.text(11)))
     }
 
     /// The seal columns (`sealColumns`, after `messageColumns` from `first` on) as a seal, if the message

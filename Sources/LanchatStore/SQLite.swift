@@ -115,6 +115,14 @@ public final class SQLiteDatabase {
         /// The column as text ("" if it is NULL).
         public func text(_ column: Int32) -> String { optionalText(column) ?? "" }
 
+        /// The column's bytes if it holds a blob (nil if it holds anything else).
+        public func blob(_ column: Int32) -> [UInt8]? {
+            guard sqlite3_column_type(statement, column) == SQLITE_BLOB else { return nil }
+            let count = Int(sqlite3_column_bytes(statement, column))
+            guard count > 0, let bytes = sqlite3_column_blob(statement, column) else { return [] }
+            return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+        }
+
         /// The column as text (nil if it is NULL), its bytes taken as they are: no search for a NUL.
         public func optionalText(_ column: Int32) -> String? {
             guard let text = sqlite3_column_text(statement, column) else { return nil }
@@ -147,6 +155,13 @@ public final class SQLiteDatabase {
 
         public mutating func text(_ value: String) {
             SQLiteDatabase.bind(value, at: position, in: statement)
+            position += 1
+        }
+
+        /// `bytes` as a blob (SQLite copies them); no bytes bind the empty text.
+        public mutating func blob(_ bytes: [UInt8]) {
+            guard !bytes.isEmpty else { return text("") }
+            bytes.withUnsafeBytes { _ = sqlite3_bind_blob(statement, position, $0.baseAddress, Int32($0.count), SQLiteDatabase.transient) }
             position += 1
         }
     }
@@ -194,7 +209,7 @@ public final class SQLiteDatabase {
     }
 
     /// SQLite copies what is bound with it.
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    fileprivate static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Rows changed by the last INSERT/UPDATE/DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }

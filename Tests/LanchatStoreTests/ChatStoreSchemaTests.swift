@@ -146,6 +146,34 @@ import Testing
         #expect(try reopened.export(room: "lab", since: 0, limit: 10) == [sealed])
     }
 
+    /// A seal's proof is stored as a blob (275 bytes at most, not 550 hex characters); a proof an earlier
+    /// lanchatd wrote as hex text still reads as the same proof, in the history and in an export.
+    @Test func aProofIsABlobAndAnOlderHexProofStillReads() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        var sealed = message(1, body: "sealed")
+        sealed.sealProof = (0..<275).map { UInt8(truncatingIfNeeded: $0) }
+        sealed.seal = StoredSeal(
+            id: String(repeating: "7", count: 32), authorKey: [0x02] + [UInt8](repeating: 0xAB, count: 32), signature: [UInt8](repeating: 3, count: 64),
+            leafCount: 1, root: [UInt8](repeating: 1, count: 32))
+        var older = message(2, body: "sealed earlier")
+        older.sealProof = [UInt8](repeating: 0x5C, count: 19)
+        older.seal = sealed.seal
+        let store = try ChatStore(path: path)
+        try store.insert(sealed, now: 0)
+        try store.insert(older, now: 0)
+        let raw = store.databaseForTests
+        #expect(try raw.query("SELECT typeof(seal_proof), length(seal_proof) FROM messages WHERE id = ?", [.text(sealed.id)]).first == [.text("blob"), .integer(275)])
+        // As the lanchatd of 2026-11-28 wrote it.
+        try raw.execute("UPDATE messages SET seal_proof = '\(String(repeating: "5c", count: 19))' WHERE id = '\(older.id)'")
+        #expect(try raw.query("SELECT typeof(seal_proof) FROM messages WHERE id = ?", [.text(older.id)]).first == [.text("text")])
+        #expect(try store.export(room: "lab", since: 0, limit: 10) == [sealed, older])
+        #expect(try store.history(room: "lab", limit: 10).map(\.sealProof) == [sealed.sealProof, older.sealProof])
+        // An unsealed message keeps the empty text.
+        let plain = message(3, body: "plain")
+        try store.insert(plain, now: 0)
+        #expect(try raw.query("SELECT seal_proof FROM messages WHERE id = ?", [.text(plain.id)]).first == [.text("")])
+    }
+
     /// The relay's reads go through the partial index of shared messages, not over direct ones row by row.
     @Test func relayReadsUseTheIndexOfSharedMessages() throws {
         let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
