@@ -14,6 +14,7 @@ public final class SQLiteDatabase {
     /// `create`: make the file if it is not there (false: an error then).
     public init(path: String, create: Bool = true) throws(Error) {
         self.path = path
+        _ = Self.configured
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &db, flags, nil) == SQLITE_OK, let db else {
@@ -24,6 +25,10 @@ public final class SQLiteDatabase {
         handle = db
         sqlite3_busy_timeout(db, 5000)
     }
+
+    /// SQLite's process-wide settings, made once before its first use: no count of the memory it
+    /// allocates (`lanchat_sqlite_without_memory_status`: a mutex taken at every allocation).
+    private static let configured: Bool = lanchat_sqlite_without_memory_status() == SQLITE_OK
 
     deinit {
         close()
