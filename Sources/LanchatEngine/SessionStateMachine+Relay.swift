@@ -89,14 +89,16 @@ extension SessionStateMachine {
 
     /// The newest of `messages` (oldest first) whose signed history fits in `limit` bytes (what the asker
     /// takes at most: the rest goes with its next requests), oldest first. In a sealed history (`sealed`)
-    /// each record has a tag, and a sealed one its longest proof and its seal's head as well.
-    public static func withinRelayLimit(_ messages: [StoredMessage], limit: UInt64, sealed: Bool = false) -> [StoredMessage] {
+    /// each record has a tag, and a sealed one its longest proof and its seal's head as well; so has one
+    /// of ours (`ownID`) with neither signature nor seal, which such a history seals (`HistoryEncoder`).
+    public static func withinRelayLimit(_ messages: [StoredMessage], limit: UInt64, sealed: Bool = false, ownID: PeerID? = nil) -> [StoredMessage] {
         var total: UInt64 = 0
         var start = messages.endIndex
         while start > messages.startIndex {
             let message = messages[start - 1]
             // A record: the fixed fields, the sender's id and name, the body, the key and the signature.
-            let entry = sealed ? 1 + (message.isSealed ? SealHead.length + SealProof.maximumLength : 0) : 0
+            let sealedHere = message.isSealed || (message.senderID == ownID?.rawValue && !message.isSigned)
+            let entry = sealed ? 1 + (sealedHere ? SealHead.length + SealProof.maximumLength : 0) : 0
             let size = UInt64(HistoryRecord.fixedLength + entry + message.senderName.utf8.count + message.body.utf8.count)
             guard total + size <= limit else { break }
             total += size

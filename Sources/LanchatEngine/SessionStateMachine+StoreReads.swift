@@ -33,7 +33,7 @@ extension SessionStateMachine {
             // (A version 4 asker reads a sealed history: records only sealed go to it too.)
             let layout = HistoryLayout(version: max(2, links.version(of: peer.id) ?? 2))
             let lacking = relayAnswer(latest, room: room, marks: marks, to: peer.id, arrivals: arrivals, sealed: layout == .sealed, at: now)
-            let answer = Self.withinRelayLimit(lacking, limit: configuration.transferLimits.maximumRelaySize, sealed: layout == .sealed)
+            let answer = Self.withinRelayLimit(lacking, limit: configuration.transferLimits.maximumRelaySize, sealed: layout == .sealed, ownID: configuration.ownID)
             guard !answer.isEmpty else {
                 relayAnswerNotOffered(room, to: peer.id)
                 return []

@@ -179,6 +179,11 @@ import Testing
         let one = SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10), sealed: true)
         #expect(one.isEmpty)
         #expect(SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10)).count == 1)
+        // So does one of the relay's own that is neither signed nor sealed: the history seals it.
+        let ours = storedMessages(1...1, by: 0)
+        let fits = UInt64(HistoryRecord.fixedLength + 10)
+        #expect(SessionStateMachine.withinRelayLimit(ours, limit: fits, sealed: true, ownID: alice).isEmpty)
+        #expect(SessionStateMachine.withinRelayLimit(ours, limit: fits, sealed: true, ownID: bob).count == 1)
         #expect(HistoryLayout(version: 4) == .sealed && HistoryLayout(version: 3) == .signed && HistoryLayout(version: 1) == .plain)
         #expect(HistoryLayout(kind: .sealedHistory)?.kind == .sealedHistory && HistoryLayout(kind: .file) == nil)
     }
