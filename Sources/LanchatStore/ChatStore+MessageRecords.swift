@@ -10,7 +10,7 @@ extension ChatStore {
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
         guard try db.run(try insertStatement(), { Self.bind(message, now: now, &$0) }) == 1 else { return false }
         changes &+= 1
-        try db.query("INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())")
+        try run(.waitForIndex)
         return try keepSeal(of: message)
     }
 

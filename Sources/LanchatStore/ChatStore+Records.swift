@@ -31,11 +31,17 @@ extension ChatStore {
     }
 
     public func enqueue(peerID: String, messageID: String) throws(Error) {
-        try db.query("INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)", [.text(peerID), .text(messageID)])
+        try run(.enqueue) {
+            $0.text(peerID)
+            $0.text(messageID)
+        }
     }
 
     public func acknowledge(peerID: String, messageID: String) throws(Error) {
-        try db.query("DELETE FROM outbox WHERE peer_id = ? AND message_id = ?", [.text(peerID), .text(messageID)])
+        try run(.acknowledge) {
+            $0.text(peerID)
+            $0.text(messageID)
+        }
     }
 
     /// Unacknowledged messages for `peerID`, in the order they were sent (stored: ours are stored as they
