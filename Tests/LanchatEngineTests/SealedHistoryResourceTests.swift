@@ -89,26 +89,31 @@ import Testing
         #expect(records.map(\.seal) == messages.map(\.seal))
     }
 
-    @Test func ourRecordsWithNeitherSignatureNorSealAreSealedHereInRunsOf256() throws {
-        // Alice relays her own records kept unsigned (300, then 300 more), with bob's sealed ones between.
+    @Test func ourRecordsWithNeitherSignatureNorSealAreSealedHereBy256() throws {
+        // Alice relays her own records kept unsigned (300, then 300 more), with bob's sealed ones between,
+        // two of hers signed, and one of hers too long to be written.
         let first = storedMessages(1...300, by: 0)
         let second = storedMessages(301...600, by: 0)
         let bobs = sealedMessages(1...5, by: 1)
         let signedOnes = storedMessages(601...602, by: 0, signed: true)
-        let messages = first + bobs + second + signedOnes
+        var tooLong = storedMessages(603...603, by: 0)[0]
+        tooLong.body = String(repeating: "x", count: WireFrame.Message.maximumBody + 1)
+        let messages = first + bobs + [tooLong] + second + signedOnes
         for pieces in [1, 3] {
             let (verdicts, complete, _) = try roundTrip(messages, layout: .sealed, pieces: pieces)
             #expect(complete)
             let records = kept(verdicts)
-            #expect(records.map(\.id) == messages.map(\.id))  // (every record, in the order given)
+            #expect(records.map(\.id) == messages.filter { $0.id != tooLong.id }.map(\.id))  // (in the order given)
             let ours = records.filter { $0.senderID == alice.rawValue && !$0.isSigned }
             #expect(ours.count == 600 && ours.allSatisfy { $0.isSealed && $0.seal != nil })
-            // One signature for at most 256 of them; a seal never spans bob's records or a piece's end.
+            // One signature for at most 256 of them, across bob's records; never across a piece's end.
             var seals: [String] = []
-            for record in ours where seals.last != record.seal?.id { seals.append(record.seal?.id ?? "") }
+            for record in ours where !seals.contains(record.seal?.id ?? "") { seals.append(record.seal?.id ?? "") }
             let counts = seals.map { id in ours.filter { $0.seal?.id == id }.count }
-            #expect(Set(seals).count == seals.count)
-            #expect(pieces == 1 ? counts == [256, 44, 256, 44] : counts.allSatisfy { $0 <= 256 } && counts.reduce(0, +) == 600)
+            // (In 3 pieces of 203: alice's 203; 97 and 100 around bob's; 200.)
+            #expect(counts == (pieces == 1 ? [256, 256, 88] : [203, 197, 200]))
+            // Each seal covers exactly the records written under it: the one too long is in none.
+            #expect(seals.allSatisfy { id in ours.first { $0.seal?.id == id }?.seal?.leafCount == ours.filter { $0.seal?.id == id }.count })
             // Bob's stay under his seals; alice's signed ones stay signed.
             #expect(records.filter { $0.senderID == bob.rawValue }.map(\.seal) == bobs.map(\.seal))
             #expect(records.suffix(2).allSatisfy { $0.isSigned && !$0.isSealed })

@@ -39,9 +39,10 @@ public enum HistoryLayout: Sendable, Hashable {
 /// left out: in a signed history, another author's record that is only sealed (a version 2 or 3 peer
 /// knows no seals); our own such records are signed here. In a sealed history, our own records that
 /// have neither a signature nor a seal (kept before version 2, or written by a program into the file)
-/// are sealed here, up to 256 in a row of one room under one signature, so that the receiver checks one
-/// signature per seal and can hand them on (signing each was one signature and one check per record:
-/// 1,000,000 of them took 57 s to reach a newcomer, against 11 s before they were signed).
+/// are sealed here: those of one room in a piece, up to 256 under one signature, each record written in
+/// its place with its seal's head and proof (records of other authors between them do not cut a seal),
+/// so that the receiver checks one signature per seal and can hand them on. Signing each was one
+/// signature and one check per record: 1,000,000 of them took 57 s to reach a newcomer.
 public struct HistoryEncoder: Sendable {
     public let layout: HistoryLayout
     let ownID: PeerID
@@ -49,8 +50,6 @@ public struct HistoryEncoder: Sendable {
     private var writer = SealedHistory.Writer()
     /// Names the seals made here (the shell's from the system's generator, the simulator's seeded).
     private var ids: IDGenerator
-    /// Our own records waiting to be sealed (`sealOurs`): one room's, in the order given, at most 256.
-    private var unsealed: [StoredMessage] = []
 
     public init(layout: HistoryLayout, ownID: PeerID, keys: EnvelopeKeys?, ids: IDGenerator) {
         self.layout = layout
@@ -59,12 +58,13 @@ public struct HistoryEncoder: Sendable {
         self.ids = ids
     }
 
-    /// Appends `messages`' records to `buffer`; returns how many it wrote. Every record of `messages` is
-    /// in `buffer` when it returns (a seal made here is never left open across calls).
+    /// Appends `messages`' records to `buffer`, in their order; returns how many it wrote. A seal made
+    /// here covers records of one call only (every record of its is in `buffer` when it returns).
     @discardableResult
     public mutating func append(_ messages: [StoredMessage], into buffer: inout ByteBuffer) -> Int {
+        let sealedHere = layout == .sealed ? sealOurs(messages) : [:]
         var written = 0
-        for message in messages {
+        for (index, message) in messages.enumerated() {
             switch layout {
             case .plain:
                 guard let record = HistoryRecord(message), (try? record.encode(into: &buffer)) != nil else { continue }
@@ -74,13 +74,10 @@ public struct HistoryEncoder: Sendable {
                     (try? record.encode(into: &buffer, signed: true)) != nil
                 else { continue }
             case .sealed:
-                if sealsHere(message) {
-                    if let first = unsealed.first, first.room != message.room { written += sealOurs(into: &buffer) }
-                    unsealed.append(message)
-                    if unsealed.count == Seal.leafCounts.upperBound { written += sealOurs(into: &buffer) }
-                    continue  // (counted once written)
+                if let (record, head) = sealedHere[index] {
+                    guard (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil else { continue }
+                    break
                 }
-                written += sealOurs(into: &buffer)  // (records stay in the order given)
                 if message.isSealed, let head = message.seal?.head(author: message.senderID), let record = HistoryRecord(message),
                     record.proof != nil, (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil
                 {
@@ -94,31 +91,40 @@ public struct HistoryEncoder: Sendable {
             }
             written += 1
         }
-        return written + sealOurs(into: &buffer)
+        return written
     }
 
-    /// Whether `message` is one of ours that a sealed history seals here: a room's text or file with a
-    /// wire id, neither signed nor sealed (with our keys to seal it).
-    private func sealsHere(_ message: StoredMessage) -> Bool {
-        keys != nil && message.senderID == ownID.rawValue && !message.isSigned && !message.isSealed && !message.direct
-            && message.kind != .system && WireID(hex: message.id) != nil && RoomID(message.room) != nil
-    }
-
-    /// Seals the records waiting (`unsealed`: one room's) under one signature and writes each with its
-    /// proof; returns how many it wrote.
-    private mutating func sealOurs(into buffer: inout ByteBuffer) -> Int {
-        guard let first = unsealed.first, let keys, let room = RoomID(first.room) else { return 0 }
-        defer { unsealed.removeAll(keepingCapacity: true) }
-        var written = 0
-        for (batch, messages) in SealedBatch.seal(unsealed, author: ownID, room: room, keys: keys, newID: { ids.wireID() }) {
-            let head = batch.seal.head(author: ownID.rawValue, root: batch.root)
-            for (message, (leaf, path)) in zip(messages, zip(batch.leaves, batch.paths)) {
-                guard var record = HistoryRecord(message) else { continue }
-                record.proof = SealProof(seal: leaf.seal, leafIndex: leaf.leafIndex, path: path)
-                if (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil { written += 1 }
+    /// Our own records among `messages` that have neither a signature nor a seal (texts and files of a
+    /// room, with wire ids), sealed: per room, in seals of at most 256 in the order given; by index in
+    /// `messages`, each as its record with its proof, and its seal's head. Only records that can be
+    /// written are sealed: a seal shows no one the hash of a record it was not sent.
+    private mutating func sealOurs(_ messages: [StoredMessage]) -> [Int: (HistoryRecord, SealHead)] {
+        guard let keys else { return [:] }
+        var byRoom: [RoomID: [Int]] = [:]
+        var rooms: [RoomID] = []
+        var scratch = ByteBuffer()
+        for (index, message) in messages.enumerated()
+        where message.senderID == ownID.rawValue && !message.isSigned && !message.isSealed && !message.direct && message.kind != .system {
+            guard let room = RoomID(message.room), let record = HistoryRecord(message), (try? record.encode(into: &scratch)) != nil else { continue }
+            scratch.clear()
+            if byRoom[room] == nil { rooms.append(room) }
+            byRoom[room, default: []].append(index)
+        }
+        var sealed: [Int: (HistoryRecord, SealHead)] = [:]
+        for room in rooms {
+            let indices = byRoom[room] ?? []
+            var next = indices.startIndex
+            for (batch, piece) in SealedBatch.seal(indices.map { messages[$0] }, author: ownID, room: room, keys: keys, newID: { ids.wireID() }) {
+                let head = batch.seal.head(author: ownID.rawValue, root: batch.root)
+                for (message, (leaf, path)) in zip(piece, zip(batch.leaves, batch.paths)) {
+                    defer { next += 1 }
+                    guard var record = HistoryRecord(message) else { continue }
+                    record.proof = SealProof(seal: leaf.seal, leafIndex: leaf.leafIndex, path: path)
+                    sealed[indices[next]] = (record, head)
+                }
             }
         }
-        return written
+        return sealed
     }
 }
 

@@ -101,9 +101,12 @@ extension Simulator {
 
     /// A hostile author's SEAL (a fault): its signature no longer covers what it carries. A byte of the
     /// signature changed, the leaf hashes cut short (a truncated seal: the last leaf gone, when it has
-    /// more than one), or a leaf hash changed. No receiver holds it (`checkSignatures` would find a record stored
-    /// under it), so its messages are neither stored nor acknowledged, and come again, sealed anew, on
-    /// the author's next flush.
+    /// more than one), or a leaf hash changed. Checked where it comes (a plaintext link, an author whose
+    /// seal failed, past the bound of waiting checks), it is refused and its messages are neither stored
+    /// nor acknowledged; held unchecked, its messages are stored and acknowledged, and go when its check
+    /// fails, and one whose leaf it does not match is acknowledged and refused. No receiver keeps anything
+    /// under it (`checkSignatures` would find a record stored under it); its messages may come again, sealed
+    /// anew, on the author's next flush (`mayBeLost`).
     func withBrokenSeal(_ frame: WireFrame) -> WireFrame {
         guard case .seal(var seal) = frame, !seal.leafHashes.isEmpty else { return frame }
         switch roll(3) {

@@ -40,12 +40,20 @@ extension Simulator {
         for ids in (wentFirst.removeValue(forKey: node) ?? [:]).values { lostByAuthor.formUnion(ids) }
     }
 
-    /// No ACK leaves for a message its node stored before the commit that stored it is on disk.
+    /// No ACK leaves for a message its node stored before the commit that stored it is on disk. Except a
+    /// message its author sent under a SEAL it broke (`mayBeLost`): one whose leaf the seal does not match
+    /// is acknowledged and refused, and its author may send it again under a new seal before that ACK
+    /// arrives; the copy stored then is not on disk yet when the refusal's ACK leaves (seed 7755, found
+    /// once the random draws of histories changed: the batch that refused it was answered before that
+    /// copy's commit). What that ACK says is true: the message was refused.
     func checkAcknowledged(_ frames: [WireFrame], by node: Int) {
         guard stateFault == nil else { return }
         let store = nodes[node].store
         for case .ack(let ids) in frames {
-            for id in ids where store.message(id: id.description) != nil && !store.isOnDisk(messageID: id.description) {
+            for id in ids
+            where store.message(id: id.description) != nil && !store.isOnDisk(messageID: id.description)
+                && !mayBeLost.contains(["\(node)", id.description])
+            {
                 stateFault = "n\(node) acknowledged message \(id.description.prefix(8)) before its commit was on disk"
                 return
             }

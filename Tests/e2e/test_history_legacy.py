@@ -1,0 +1,77 @@
+"""A room's history kept before signatures reaches newcomers verified, and is handed on (issue 33).
+
+A lanchatd from before signatures (wire version 1) kept its own messages unsigned. Its history for a
+newcomer is sealed now: those records are sealed as they are written, up to 256 under one signature
+(they were signed one by one, and each checked by the newcomer). The newcomer keeps each with its seal and
+proof (a blob in its store), and can hand them on: a later newcomer invited by it, while their author is
+away, checks them against the author's seals and keeps them under the author's name."""
+import os
+import sqlite3
+import time
+
+from testlan import wait_for
+
+LEGACY = 300  # two seals: 256 and 44
+
+
+def history(lan, host, room="old"):
+    return lan.lanchat_json(host, "history", "--room", room, "--limit", "1000")
+
+
+def legacy_records(lan, host):
+    return [m for m in history(lan, host) if m["kind"] == "text" and m["text"].startswith("kept before signatures ")]
+
+
+def stored_legacy(lan, host, author):
+    """How `host`'s store keeps `author`'s legacy records: how many, under how many seals, how many with a
+    proof stored as a blob, how many without a signature of their own."""
+    path = os.path.join(lan.dir, host, "state", "history.sqlite3")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*), count(DISTINCT seal_id), sum(typeof(seal_proof) = 'blob'), sum(signature = '') FROM messages "
+                          "WHERE sender_id = ? AND body LIKE 'kept before signatures %'", (author,)).fetchone()
+    finally:
+        db.close()
+
+
+def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan):
+    lan.up(4)
+    alice = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    carol = lan.start_daemon("h3", name="carol", extra=["--auto-accept", "all"])
+    lan.start_daemon("h4", name="dave", extra=["--auto-accept", "all"])
+    wait_for(lambda: {"bob", "carol", "dave"} <= {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="alice to see the others")
+    assert lan.lanchat_json("h1", "invite", "carol", "--room", "old", "--wait")["outcome"] == "accepted"
+    alice_id = alice.status()["id"]
+    # Alice's history as a lanchatd from before signatures kept it: her own messages, unsigned.
+    alice.stop()
+    carol.stop()
+    db = sqlite3.connect(os.path.join(lan.dir, "h1", "state", "history.sqlite3"))
+    base = int(time.time() * 1000) - 3_600_000
+    db.executemany("INSERT INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at) "
+                   "VALUES (?,?,?,?,?,?,?,?,?)",
+                   ((f"{base + i:012x}" + os.urandom(10).hex(), "old", alice_id, "alice", i + 1, base + i, 0, f"kept before signatures {i}", base + i)
+                    for i in range(LEGACY)))
+    db.commit()
+    db.close()
+    alice.start()
+    wait_for(lambda: any(p["name"] == "bob" and p["addresses"] for p in lan.peers("h1")), timeout=20, what="alice to see bob again")
+
+    # Bob, a newcomer, gets them from alice, each verified (sealed by alice as her history was written).
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "old", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: len(legacy_records(lan, "h2")) == LEGACY, timeout=30, what=f"bob to hold alice's {LEGACY} earlier messages")
+    records = legacy_records(lan, "h2")
+    assert all(m["sender"] == "alice" and m["signed"] is True for m in records), records[:3]
+    assert [m["text"] for m in records] == [f"kept before signatures {i}" for i in range(LEGACY)]
+    # Sealed (two seals: 256 and 44), not signed one by one; each proof kept as a blob.
+    assert stored_legacy(lan, "h2", alice_id) == (LEGACY, 2, LEGACY, LEGACY)
+
+    # Alice goes away; bob brings dave in: dave checks alice's records against her seals, as bob kept them.
+    alice.stop()
+    wait_for(lambda: not any(p["name"] == "alice" and p["addresses"] for p in lan.peers("h2")), timeout=30, what="bob to see alice gone")
+    assert lan.lanchat_json("h2", "invite", "dave", "--room", "old", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: len(legacy_records(lan, "h4")) == LEGACY, timeout=30, what=f"dave to hold alice's {LEGACY} messages from bob")
+    handed_on = legacy_records(lan, "h4")
+    assert all(m["sender"] == "alice" and m["signed"] is True for m in handed_on), handed_on[:3]
+    assert [(m["id"], m["text"]) for m in handed_on] == [(m["id"], m["text"]) for m in records]
+    assert stored_legacy(lan, "h4", alice_id) == (LEGACY, 2, LEGACY, LEGACY)
