@@ -32,7 +32,7 @@ public struct SealedBatch: Equatable, Sendable {
         _ messages: [StoredMessage], author: PeerID, room: RoomID, keys: EnvelopeKeys, newID: () -> WireID
     ) -> [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] {
         precondition(messages.allSatisfy { $0.senderID == author.rawValue }, "an author seals its own messages")
-        let messages = messages.filter { $0.kind != .system && WireID(hex: $0.id) != nil }
+        let messages = messages.filter(seals)
         var out: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
         var start = messages.startIndex
         while start < messages.endIndex {
@@ -53,6 +53,9 @@ public struct SealedBatch: Equatable, Sendable {
         return out
     }
 
+    /// Whether `seal` seals this message (a text or a file with a wire id, as a MESSAGE carries it; not a
+    /// notice): the others it leaves out.
+    public static func seals(_ message: StoredMessage) -> Bool { message.kind != .system && WireID(hex: message.id) != nil }
 }
 
 /// The seals one connection's author sent ahead of their messages, as the receiver holds them: at most

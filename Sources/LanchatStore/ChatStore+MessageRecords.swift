@@ -8,7 +8,7 @@ extension ChatStore {
     /// Stores a message unless one with its id and author is already there. Returns whether it was new.
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
-        guard try db.run(try insertStatement(), { Self.bind(message, now: now, &$0) }) == 1 else { return false }
+        guard try run(.insertMessage, { Self.bind(message, now: now, &$0) }) == 1 else { return false }
         changes &+= 1
         try run(.waitForIndex)
         return try keepSeal(of: message)
@@ -18,7 +18,6 @@ extension ChatStore {
     /// returns how many were new. Those wait for the word index together, after the last: one statement
     /// for all, not one for each.
     public func insert(contentsOf messages: [StoredMessage], now: Int64) throws(Error) -> Int {
-        let statement = try insertStatement()
         // A new row's rowid is one past the largest (SQLite picks another only once one is 2^63 - 1):
         // the new rows are those past the largest before. One that is not waits for the index alone.
         let before = try db.query("SELECT max(rowid) FROM messages").first?.first?.int ?? 0
@@ -34,7 +33,7 @@ extension ChatStore {
         }
         do {
             for message in messages {
-                guard try db.run(statement, { Self.bind(message, now: now, &$0) }) == 1, try keepSeal(of: message) else { continue }
+                guard try run(.insertMessage, { Self.bind(message, now: now, &$0) }) == 1, try keepSeal(of: message) else { continue }
                 added += 1
                 if db.lastInsertedRowID <= before { elsewhere.append(db.lastInsertedRowID) }
             }
@@ -44,15 +43,6 @@ extension ChatStore {
         }
         try queue()
         return added
-    }
-
-    private func insertStatement() throws(Error) -> SQLiteDatabase.Statement {
-        if let insertMessage { return insertMessage }
-        let statement = try db.statement(
-            "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, signature, "
-                + "direct, seal_id, seal_proof) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-        insertMessage = statement
-        return statement
     }
 
     /// Keeps the seal of a sealed message just stored (the last row inserted), once under its author and
@@ -71,11 +61,7 @@ extension ChatStore {
         if lastKeptSeal == name { return true }
         let key = Hex.string(seal.authorKey)
         let root = Hex.string(seal.root)
-        if insertSeal == nil {
-            insertSeal = try db.statement(
-                "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root, checked) VALUES (?,?,?,?,?,?,?,?)")
-        }
-        let new = try db.run(insertSeal!) {
+        let new = try run(.insertSeal) {
             $0.text(message.senderID)
             $0.text(seal.id)
             $0.text(message.room)

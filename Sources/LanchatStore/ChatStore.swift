@@ -27,20 +27,25 @@ public final class ChatStore: SessionStore {
     /// `SessionStore.messagesChanged`: bumped at each insert and each rollback.
     /// (Bumped by `insert` and at each rollback.)
     var changes: UInt64 = 0
-    /// The statement that stores a message (`insert`), prepared at its first use.
-    var insertMessage: SQLiteDatabase.Statement?
-    /// The statement that keeps a message's seal (`keepSeal`), prepared at its first use.
-    var insertSeal: SQLiteDatabase.Statement?
-    /// The statements every message runs (`hot`), prepared at their first use: a statement found by its
-    /// text (`query`) hashes the whole text at each call (under callgrind, about 4,000 instructions each,
-    /// four times per message sent and received).
+    /// The statements every message runs (`HotStatement`), each prepared at its first use and held: a
+    /// statement found by its text (`query`) hashes the whole text at each call (under callgrind, about
+    /// 4,000 instructions each, several times per message sent and received).
     var hotStatements = [SQLiteDatabase.Statement?](repeating: nil, count: HotStatement.allCases.count)
 
     enum HotStatement: Int, CaseIterable {
+        /// Stores a message (`insert`).
+        case insertMessage
+        /// Keeps a message's seal (`keepSeal`).
+        case insertSeal
         case waitForIndex, enqueue, acknowledge
 
         var sql: String {
             switch self {
+            case .insertMessage:
+                "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, "
+                    + "signature, direct, seal_id, seal_proof) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            case .insertSeal:
+                "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root, checked) VALUES (?,?,?,?,?,?,?,?)"
             case .waitForIndex: "INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())"
             case .enqueue: "INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)"
             case .acknowledge: "DELETE FROM outbox WHERE peer_id = ? AND message_id = ?"
@@ -48,7 +53,8 @@ public final class ChatStore: SessionStore {
         }
     }
 
-    /// Runs one of the statements every message runs (`HotStatement`), its parameters bound by `bind`.
+    /// Runs one of the statements every message runs (`HotStatement`), its parameters bound by `bind`;
+    /// returns the rows it changed.
     @discardableResult
     func run(_ which: HotStatement, _ bind: (inout SQLiteDatabase.Binder) -> Void = { _ in }) throws(Error) -> Int {
         let statement: SQLiteDatabase.Statement

@@ -100,27 +100,26 @@ public struct HistoryEncoder: Sendable {
     /// written are sealed: a seal shows no one the hash of a record it was not sent.
     private mutating func sealOurs(_ messages: [StoredMessage]) -> [Int: (HistoryRecord, SealHead)] {
         guard let keys else { return [:] }
-        var byRoom: [RoomID: [Int]] = [:]
+        var byRoom: [RoomID: [(index: Int, record: HistoryRecord)]] = [:]
         var rooms: [RoomID] = []
         var scratch = ByteBuffer()
+        // (Only what `SealedBatch.seal` seals: its pieces then hold every record given, at the same places.)
         for (index, message) in messages.enumerated()
-        where message.senderID == ownID.rawValue && !message.isSigned && !message.isSealed && !message.direct && message.kind != .system {
+        where message.senderID == ownID.rawValue && !message.isSigned && !message.isSealed && !message.direct && SealedBatch.seals(message) {
             guard let room = RoomID(message.room), let record = HistoryRecord(message), (try? record.encode(into: &scratch)) != nil else { continue }
             scratch.clear()
             if byRoom[room] == nil { rooms.append(room) }
-            byRoom[room, default: []].append(index)
+            byRoom[room, default: []].append((index, record))
         }
         var sealed: [Int: (HistoryRecord, SealHead)] = [:]
         for room in rooms {
-            let indices = byRoom[room] ?? []
-            var next = indices.startIndex
-            for (batch, piece) in SealedBatch.seal(indices.map { messages[$0] }, author: ownID, room: room, keys: keys, newID: { ids.wireID() }) {
+            let ours = byRoom[room] ?? []
+            for (batch, piece) in SealedBatch.seal(ours.map { messages[$0.index] }, author: ownID, room: room, keys: keys, newID: { ids.wireID() }) {
                 let head = batch.seal.head(author: ownID.rawValue, root: batch.root)
-                for (message, (leaf, path)) in zip(piece, zip(batch.leaves, batch.paths)) {
-                    defer { next += 1 }
-                    guard var record = HistoryRecord(message) else { continue }
+                for (place, (leaf, path)) in zip(piece.indices, zip(batch.leaves, batch.paths)) {
+                    var record = ours[place].record
                     record.proof = SealProof(seal: leaf.seal, leafIndex: leaf.leafIndex, path: path)
-                    sealed[indices[next]] = (record, head)
+                    sealed[ours[place].index] = (record, head)
                 }
             }
         }
