@@ -64,7 +64,7 @@ extension SessionStateMachine {
         for name in order {
             guard let messages = byRoom[name] else { continue }
             if version >= WireFrame.sealsVersion, let keys = configuration.envelopes, let room = RoomID(name), allSpokeSeals(in: room) {
-                let ours = messages.filter { $0.senderID == own.rawValue && $0.kind != .system && WireID(hex: $0.id) != nil }
+                let ours = messages.filter { $0.senderID == own.rawValue && SealedBatch.seals($0) }
                 let batches = SealedBatch.seal(ours, author: own, room: room, keys: keys) { environment.ids.messageID(at: now.wall) }
                 frames += Self.sealedFrames(batches, reliable: true)
             } else {

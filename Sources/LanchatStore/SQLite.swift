@@ -28,7 +28,7 @@ public final class SQLiteDatabase {
 
     /// SQLite's process-wide settings, made once before its first use: no count of the memory it
     /// allocates (`lanchat_sqlite_without_memory_status`: a mutex taken at every allocation).
-    private static let configured: Bool = lanchat_sqlite_without_memory_status() == SQLITE_OK
+    private static let configured: Void = { _ = lanchat_sqlite_without_memory_status() }()
 
     deinit {
         close()

@@ -46,14 +46,7 @@ public struct HistoryRecord: Equatable, Sendable {
             guard signature.key.count == Signature.keyLength else { throw .invalidValue(field: "author_key") }
             guard signature.bytes.count == Signature.length else { throw .invalidValue(field: "signature") }
         }
-        guard WireFrame.isPeerID(senderID.utf8) else { throw .invalidValue(field: "sender_id") }
-        guard senderName.utf8.count <= WireFrame.maximumNameBytes else {
-            throw .fieldTooLong(field: "sender_name", length: senderName.utf8.count, limit: WireFrame.maximumNameBytes)
-        }
-        guard body.utf8.count <= WireFrame.Message.maximumBody else {
-            throw .fieldTooLong(field: "body", length: body.utf8.count, limit: WireFrame.Message.maximumBody)
-        }
-        guard kind != .system else { throw .invalidValue(field: "kind") }
+        try validate()
         buffer.writeBytes(id.bytes)
         buffer.writeInteger(UInt8(senderID.utf8.count))
         buffer.writeString(senderID)
@@ -68,6 +61,19 @@ public struct HistoryRecord: Equatable, Sendable {
             buffer.writeLengthPrefixed(signature?.key ?? [], as: UInt8.self)
             buffer.writeLengthPrefixed(signature?.bytes ?? [], as: UInt8.self)
         }
+    }
+
+    /// Refuses the record's own values that the decoder would refuse (its signature aside): what `encode`
+    /// checks before it writes anything.
+    public func validate() throws(WireError) {
+        guard WireFrame.isPeerID(senderID.utf8) else { throw .invalidValue(field: "sender_id") }
+        guard senderName.utf8.count <= WireFrame.maximumNameBytes else {
+            throw .fieldTooLong(field: "sender_name", length: senderName.utf8.count, limit: WireFrame.maximumNameBytes)
+        }
+        guard body.utf8.count <= WireFrame.Message.maximumBody else {
+            throw .fieldTooLong(field: "body", length: body.utf8.count, limit: WireFrame.Message.maximumBody)
+        }
+        guard kind != .system else { throw .invalidValue(field: "kind") }
     }
 
     /// Decodes every record of a history resource; any bad record makes the whole resource invalid.

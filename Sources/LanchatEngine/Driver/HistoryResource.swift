@@ -102,12 +102,10 @@ public struct HistoryEncoder: Sendable {
         guard let keys else { return [:] }
         var byRoom: [RoomID: [(index: Int, record: HistoryRecord)]] = [:]
         var rooms: [RoomID] = []
-        var scratch = ByteBuffer()
         // (Only what `SealedBatch.seal` seals: its pieces then hold every record given, at the same places.)
         for (index, message) in messages.enumerated()
         where message.senderID == ownID.rawValue && !message.isSigned && !message.isSealed && !message.direct && SealedBatch.seals(message) {
-            guard let room = RoomID(message.room), let record = HistoryRecord(message), (try? record.encode(into: &scratch)) != nil else { continue }
-            scratch.clear()
+            guard let room = RoomID(message.room), let record = HistoryRecord(message), (try? record.validate()) != nil else { continue }
             if byRoom[room] == nil { rooms.append(room) }
             byRoom[room, default: []].append((index, record))
         }

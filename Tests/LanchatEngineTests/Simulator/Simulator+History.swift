@@ -32,20 +32,18 @@ extension Simulator {
         var encoder = HistoryEncoder(layout: offer.layout, ownID: nodes[node].peer.id, keys: keys, ids: IDGenerator(seed: random.next()))
         var buffer = ByteBuffer()
         var changed = 0
-        var written: [StoredMessage] = []
-        for (index, message) in messages.enumerated() {
-            var message = message
-            if index == tamper, offer.layout.isAuthenticated {
-                if !(offer.layout == .sealed && message.isSealed) {
-                    message = SessionStateMachine.signedIfOurs(message, ownID: nodes[node].peer.id, keys: keys)
-                }
-                if message.isSigned || message.isSealed {
-                    message.body += " (forged by n\(node))"
-                    forgeries.injected += 1
-                    changed += 1
-                }
+        var written = messages
+        if let tamper, offer.layout.isAuthenticated {
+            var message = written[tamper]
+            if !(offer.layout == .sealed && message.isSealed) {
+                message = SessionStateMachine.signedIfOurs(message, ownID: nodes[node].peer.id, keys: keys)
             }
-            written.append(message)
+            if message.isSigned || message.isSealed {
+                message.body += " (forged by n\(node))"
+                forgeries.injected += 1
+                changed += 1
+            }
+            written[tamper] = message
         }
         // In pieces, as lanchatd writes an export (its pieces of 5,000): our own records with neither a
         // signature nor a seal share seals within a piece, and a seal's head is named again in a later piece.
