@@ -233,6 +233,14 @@ public struct SealChecks: Equatable, Sendable {
     private var checked: [Name: (head: SealHead, verified: Bool)] = [:]
     /// Their names, oldest first.
     private var order: [Name] = []
+    /// The head checked last (a history's records of one seal come one after another): found without
+    /// hashing its name.
+    private var last: (name: Name, head: SealHead, verified: Bool)?
+    /// The nodes of the last head's tree that its records' audit paths showed: the next record's path
+    /// hashes only what is new (about one node, where a whole path is up to 8).
+    private var tree: (head: SealHead, nodes: MerkleTree.KnownNodes)?
+    /// The last head as the store keeps it: its id as text made once for all its records.
+    private var kept: (head: SealHead, seal: StoredSeal)?
 
     public init() {}
 
@@ -244,22 +252,38 @@ public struct SealChecks: Equatable, Sendable {
     /// verifies. Checked once per head while it is kept (another head under the same author and id is
     /// checked on its own, and takes the place of the first).
     public mutating func verifies(_ head: SealHead, room: RoomID, keys: EnvelopeKeys) -> Bool {
+        if let last, last.name.room == room, last.head == head { return last.verified }  // (the last is always kept: it is the newest)
         let name = Name(author: head.author, id: head.id, room: room)
-        if let known = checked[name], known.head == head { return known.verified }
+        if let known = checked[name], known.head == head {
+            last = (name, head, known.verified)
+            return known.verified
+        }
         let verified =
             PeerID(head.author).map { keys.verifies(head.signature, over: head.signingBytes(room: room), by: $0) } ?? false
         if checked.updateValue((head, verified), forKey: name) == nil {
             order.append(name)
             if order.count > Self.capacity { checked[order.removeFirst()] = nil }
         }
+        last = (name, head, verified)
         return verified
+    }
+
+    /// `head` as the store keeps it (`StoredSeal(head)`), made once while its records come.
+    public mutating func stored(_ head: SealHead) -> StoredSeal {
+        if let kept, kept.head == head { return kept.seal }
+        let seal = StoredSeal(head)
+        kept = (head, seal)
+        return seal
     }
 
     /// Whether `record` (a sealed history's, with its `seal`) is a leaf its author sealed in `room`: the
     /// seal's signature (checked once) and the record's audit path.
     public mutating func verifies(_ record: HistoryRecord, seal: SealHead, room: RoomID, keys: EnvelopeKeys) -> Bool {
-        guard let proof = record.proof, seal.author == record.senderID, verifies(seal, room: room, keys: keys) else { return false }
-        return seal.proves(proof, leafHash: Seal.leafHash(signingBytes: record.signingBytes(room: room)))
+        guard let proof = record.proof, seal.author == record.senderID, proof.seal == seal.id, verifies(seal, room: room, keys: keys) else {
+            return false
+        }
+        if tree?.head != seal { tree = (seal, MerkleTree.KnownNodes(count: Int(seal.leafCount), root: seal.root)) }
+        return tree!.nodes.verifies(proof.path, leafHash: Seal.leafHash(signingBytes: record.signingBytes(room: room)), index: Int(proof.leafIndex))
     }
 }
 
@@ -284,8 +308,12 @@ extension StoredMessage {
 
     /// The message as stored sealed: with its seal's head (its signature checked, or not yet) and its proof.
     public func sealed(by head: SealHead, proof: SealProof, checked: Bool = true) -> StoredMessage {
+        sealed(by: StoredSeal(head, checked: checked), proof: proof)
+    }
+
+    public func sealed(by seal: StoredSeal, proof: SealProof) -> StoredMessage {
         var message = self
-        message.seal = StoredSeal(head, checked: checked)
+        message.seal = seal
         message.sealProof = (try? proof.bytes()) ?? []
         return message
     }

@@ -91,7 +91,7 @@ extension SessionStateMachine {
         else { return .refused }
         guard let keys else { return .keep(stored) }
         guard checks.verifies(record, seal: seal, room: room, keys: keys) else { return .forged }
-        return named(stored.sealed(by: seal, proof: proof), author: author, relay: relay, members: members, strangers: strangers)
+        return named(stored.sealed(by: checks.stored(seal), proof: proof), author: author, relay: relay, members: members, strangers: strangers)
     }
 
     /// A record kept, under the name we show for its author: a member's own (or the relay's for itself),

@@ -42,10 +42,10 @@ extension SessionNode {
         let strangers: Bool
     }
 
-    private typealias ReadPiece = (HistoryFileReader, [SessionStateMachine.HistoryVerdict])
+    private typealias ReadPiece = (HistoryFileReader, SortedRecords)
 
-    /// The file thread reads a piece and checks each record's signature (`SessionStateMachine.verdict`:
-    /// the costly part, off the event loop). Checking stops at the forged record that reaches the limit
+    /// The file thread reads a piece and checks each record's signature or seal (`SessionStateMachine.verdict`:
+    /// the costly part, off the event loop), and sorts the records by verdict. Checking stops at the forged record that reaches the limit
     /// (each check costs about 55 µs); `forged`: how many the import met before this piece.
     private func readHistoryPiece(_ piece: HistoryPiece, reader: HistoryFileReader, forged: Int) -> EventLoopFuture<ReadPiece> {
         let keys = configuration.envelopes
@@ -54,10 +54,10 @@ extension SessionNode {
         return fileIO.runIfActive(eventLoop: eventLoop) { () throws -> ReadPiece in
             var reader = reader
             let entries = try reader.next(maximumCount: Self.historyBatch)
-            let verdicts = reader.decoder.verdicts(
+            let sorted = reader.decoder.sort(
                 entries, room: piece.room, relay: piece.relay, ownID: ownID, keys: keys, members: piece.members,
                 strangers: piece.strangers, now: SessionNode.nowMilliseconds(), forgedLeft: forgedLeft)
-            return (reader, verdicts)
+            return (reader, sorted)
         }
     }
 
@@ -70,34 +70,26 @@ extension SessionNode {
             self.assumeIsolated { node in
                 guard !node.stopped else { return node.historyImportEnded(piece.id, reader: reader, error: nil, counts: counts) }
                 let next: HistoryFileReader
-                let verdicts: [SessionStateMachine.HistoryVerdict]
+                let sorted: SortedRecords
                 switch result {
-                case .success(let value): (next, verdicts) = value
+                case .success(let value): (next, sorted) = value
                 case .failure(let error): return node.historyImportEnded(piece.id, reader: reader, error: "invalid history: \(error)", counts: counts)
                 }
-                guard !verdicts.isEmpty else { return node.historyImportEnded(piece.id, reader: next, error: nil, counts: counts) }
+                guard sorted.judged > 0 else { return node.historyImportEnded(piece.id, reader: next, error: nil, counts: counts) }
                 let limit = node.engine.configuration.transferLimits.maximumForgedRecords
-                let forged = counts.forged + verdicts.count { $0 == .forged }
+                let forged = counts.forged + sorted.forged
                 // The next piece is read meanwhile, unless this one reached the limit of forged records.
                 let following = forged < limit ? node.readHistoryPiece(piece, reader: next, forged: forged) : nil
                 var counts = counts
-                counts.uncommitted += verdicts.count
+                counts.uncommitted += sorted.judged
                 // Pieces join one bulk write, committed every `historyCommit` records and at the end.
                 let commit = counts.uncommitted >= Self.historyCommit
                 if commit { counts.uncommitted = 0 }
                 node.storeThread.run(on: node.eventLoop) { store -> HistoryCounts in
                     var kept = HistoryCounts()
-                    var keep: [StoredMessage] = []
-                    keep.reserveCapacity(verdicts.count)
-                    for verdict in verdicts {
-                        switch verdict {
-                        case .keep(let stored): keep.append(stored)
-                        case .refused: kept.refused += 1
-                        case .forged: kept.forged += 1
-                        case .ours: break  // we have it, or never sent it: skipped quietly
-                        }
-                    }
-                    kept.added = try store.bulk { try store.insert(contentsOf: keep, now: SessionNode.nowMilliseconds()) }
+                    kept.refused = sorted.refused
+                    kept.forged = sorted.forged
+                    kept.added = try store.bulk { try store.insert(contentsOf: sorted.keep, now: SessionNode.nowMilliseconds()) }
                     if commit { try store.commitBulk() }
                     return kept
                 }.whenComplete { [weak node, counts] stored in

@@ -56,9 +56,9 @@ extension ChatStore {
     /// all (returns false): stored as not sealed, it could be exported before anyone checked it.
     private func keepSeal(of message: StoredMessage) throws(Error) -> Bool {
         guard let seal = message.seal, message.isSealed else { return true }
-        let name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
         // The other messages of a seal just found kept (a SEAL's messages come together).
-        if lastKeptSeal == name { return true }
+        if lastKeptSeal?.names(author: message.senderID, room: message.room, seal: seal) == true { return true }
+        let name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
         let key = Hex.string(seal.authorKey)
         let root = Hex.string(seal.root)
         let new = try run(.insertSeal) {

@@ -83,6 +83,11 @@ public final class ChatStore: SessionStore {
         init(author: String, room: String, seal: StoredSeal) {
             (self.author, id, self.room, key, count, root) = (author, seal.id, room, seal.authorKey, seal.leafCount, seal.root)
         }
+
+        /// Whether it names `seal` of `author` in `room` (without making a name for each message).
+        func names(author: String, room: String, seal: StoredSeal) -> Bool {
+            self.author == author && id == seal.id && self.room == room && key == seal.authorKey && count == seal.leafCount && root == seal.root
+        }
     }
     public var messagesChanged: UInt64 {
         _ = bulkStillOpen()  // (SQLite may have rolled an open bulk write back by itself)

@@ -1,4 +1,5 @@
 import Crypto
+import Glibc
 
 /// The Merkle tree of RFC 9162 (Certificate Transparency 2.0), section 2.1, with SHA-256: what a seal
 /// signs for a batch of an author's messages (wire version 4; `Seal`).
@@ -116,6 +117,117 @@ public enum MerkleTree {
     public static func verifyAuditPath(_ path: [[UInt8]], leafHash: [UInt8], index: Int, count: Int, root: [UInt8]) -> Bool {
         guard let computed = rootFromAuditPath(path, leafHash: leafHash, index: index, count: count) else { return false }
         return computed == root
+    }
+
+    /// The nodes of one tree (`count` leaves, `root`) that audit paths checked so far have shown to be
+    /// its own, so that the next path checks only what is new: a reader of a seal's records, one after
+    /// another, hashes about one node per record where `verifyAuditPath` hashes up to 8. Each node is
+    /// known by the leaves under it (its level and place, as `rootFromAuditPath` walks: a node that moves
+    /// up alone is the same node one level higher), and a tree has one hash there: a path whose node or
+    /// sibling differs from one known is refused, and a node whose two children are known is not hashed
+    /// again. Only what a path shows is kept, and only once the path reaches the root; the whole path is
+    /// still checked (each sibling against the one known, or hashed), so a path accepted here is one that
+    /// `verifyAuditPath` accepts.
+    public struct KnownNodes: Sendable {
+        public let count: Int
+        public let root: [UInt8]
+        /// Each node's 32 bytes at `32 * slot(level, place)` (levels one after another, each as wide as
+        /// the tree is there), and whether it is known: 0 not, 1 known, 2 shown by the path being checked.
+        private var hashes: [UInt8]
+        private var states: [UInt8]
+        /// Where each level's slots begin.
+        private let levels: [Int]
+
+        public init(count: Int, root: [UInt8]) {
+            self.count = count
+            self.root = root
+            var levels: [Int] = []
+            var slots = 0
+            var width = max(1, count)
+            while true {
+                levels.append(slots)
+                slots += width
+                if width == 1 { break }
+                width = (width + 1) / 2
+            }
+            self.levels = levels
+            hashes = [UInt8](repeating: 0, count: slots * hashLength)
+            states = [UInt8](repeating: 0, count: slots)
+        }
+
+        /// The node's slot; nil past the tree (a path longer than its leaf's way up).
+        private func slot(_ level: Int, _ place: Int) -> Int? {
+            guard level < levels.count else { return nil }
+            let end = level + 1 < levels.count ? levels[level + 1] : states.count
+            let slot = levels[level] + place
+            return slot < end ? slot : nil
+        }
+
+        /// Whether the known node in `slot` is `hash` (nil: not known).
+        private func known(_ slot: Int, is hash: [UInt8]) -> Bool? {
+            guard states[slot] == 1 else { return nil }
+            return hashes.withUnsafeBufferPointer { stored in
+                hash.withUnsafeBufferPointer { memcmp(stored.baseAddress! + slot * hashLength, $0.baseAddress!, hashLength) == 0 }
+            }
+        }
+
+        /// Keeps `hash` in `slot` as shown by the path being checked (a known node stays as it is).
+        private mutating func show(_ slot: Int, _ hash: [UInt8], _ shown: inout [Int]) {
+            guard states[slot] == 0 else { return }
+            hashes.withUnsafeMutableBufferPointer { stored in
+                hash.withUnsafeBufferPointer { _ = memcpy(stored.baseAddress! + slot * hashLength, $0.baseAddress!, hashLength) }
+            }
+            states[slot] = 2
+            shown.append(slot)
+        }
+
+        /// `verifyAuditPath(path, leafHash:, index:, count:, root:)`, with what earlier paths showed.
+        public mutating func verifies(_ path: [[UInt8]], leafHash: [UInt8], index: Int) -> Bool {
+            guard index >= 0, index < count, leafHash.count == hashLength, path.allSatisfy({ $0.count == hashLength }) else { return false }
+            var shown: [Int] = []
+            let verified = walk(path, leafHash: leafHash, index: index, &shown)
+            for slot in shown { states[slot] = verified ? 1 : 0 }
+            return verified
+        }
+
+        private mutating func walk(_ path: [[UInt8]], leafHash: [UInt8], index: Int, _ shown: inout [Int]) -> Bool {
+            var place = index
+            var last = count - 1
+            var level = 0
+            var hash = leafHash
+            for sibling in path {
+                guard last != 0 else { return false }  // the path is longer than the leaf's way up
+                let onTheLeft = place & 1 == 1 || place == last
+                if place & 1 == 0 && place == last {
+                    // The odd last node of its level moves up alone until it is a right child.
+                    guard let slot = slot(level, place), known(slot, is: hash) != false else { return false }
+                    show(slot, hash, &shown)
+                    while place & 1 == 0 && place != 0 {
+                        place >>= 1
+                        last >>= 1
+                        level += 1
+                    }
+                }
+                guard let here = slot(level, place), let there = slot(level, place ^ 1), let up = slot(level + 1, place >> 1) else { return false }
+                let knownHere = known(here, is: hash)
+                let knownThere = known(there, is: sibling)
+                if knownHere == false || knownThere == false { return false }
+                show(here, hash, &shown)
+                show(there, sibling, &shown)
+                if knownHere == true, knownThere == true, states[up] == 1 {
+                    hash = Array(hashes[up * hashLength..<(up + 1) * hashLength])
+                } else {
+                    hash = onTheLeft ? nodeHash(sibling, hash) : nodeHash(hash, sibling)
+                }
+                place >>= 1
+                last >>= 1
+                level += 1
+            }
+            // (A path shorter than the leaf's way up ends below the root.)
+            guard last == 0, hash == root, let top = slot(level, 0) else { return false }
+            show(top, hash, &shown)
+            return true
+        }
     }
 
     /// One level up: adjacent pairs hashed, an odd last node kept as it is.

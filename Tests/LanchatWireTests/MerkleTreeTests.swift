@@ -149,6 +149,49 @@ private func leaves(_ count: Int, salt: UInt8 = 0) -> [[UInt8]] {
         }
     }
 
+    /// A reader of a seal's records keeps the nodes their paths showed (`KnownNodes`): whatever it met
+    /// before, each path gets the verdict `verifyAuditPath` gives it, a changed one too (each of its
+    /// hashes flipped, a neighbour's leaf, another index, a hash dropped or added), before its leaf's right
+    /// path was seen and after; in order, in reverse, and in a shuffled order.
+    @Test(arguments: Array(1...40) + [127, 128, 129, 255, 256])
+    func knownNodesGiveEachPathTheVerdictOfTheWholePath(count: Int) {
+        let hashes = leaves(count)
+        let root = MerkleTree.root(hashes)
+        let outsider = MerkleTree.leafHash(Array("not sealed".utf8))
+        var generator = SeededGenerator(seed: UInt64(count))
+        let orders = [Array(0..<count), Array((0..<count).reversed()), Array(0..<count).shuffled(using: &generator)]
+        for order in orders {
+            var known = MerkleTree.KnownNodes(count: count, root: root)
+            for index in order {
+                let path = MerkleTree.auditPath(index: index, leafHashes: hashes)
+                var changed: [([[UInt8]], [UInt8], Int)] = [(path, outsider, index), (path + [outsider], hashes[index], index)]
+                for position in path.indices {
+                    var flipped = path
+                    flipped[position][position % 32] ^= 1
+                    changed.append((flipped, hashes[index], index))
+                }
+                if !path.isEmpty { changed.append((Array(path.dropLast()), hashes[index], index)) }
+                if count > 1 {
+                    changed.append((path, hashes[(index + 1) % count], index))
+                    changed.append((path, hashes[index], (index + 1) % count))
+                }
+                for round in 0..<2 {
+                    for (path, leaf, index) in changed {
+                        let whole = MerkleTree.verifyAuditPath(path, leafHash: leaf, index: index, count: count, root: root)
+                        let verdict = known.verifies(path, leafHash: leaf, index: index)
+                        #expect(verdict == whole, "leaf \(index) of \(count), round \(round)")
+                    }
+                    if round == 0 {
+                        let verdict = known.verifies(path, leafHash: hashes[index], index: index)
+                        #expect(verdict, "leaf \(index) of \(count)")
+                    }
+                }
+            }
+            let outOfRange = known.verifies([], leafHash: hashes[0], index: count) || known.verifies([], leafHash: hashes[0], index: -1)
+            #expect(!outOfRange)
+        }
+    }
+
     /// The count is bound by the seal's signature, not by the path: a path of leaf 0 of 3 leads to the same
     /// root as leaf 0 of 4 (the shapes agree on its way up). This is why `Envelope.sealBytes` signs the count.
     @Test func theCountIsBoundByTheSignatureNotByThePath() {
@@ -164,5 +207,18 @@ private func leaves(_ count: Int, salt: UInt8 = 0) -> [[UInt8]] {
         #expect(MerkleTree.rootFromAuditPath(path, leafHash: Array(hashes[2].dropLast()), index: 2, count: 4) == nil)
         #expect(MerkleTree.rootFromAuditPath([path[0], path[1] + [0]], leafHash: hashes[2], index: 2, count: 4) == nil)
         #expect(!MerkleTree.verifyAuditPath(path, leafHash: hashes[2], index: 2, count: 4, root: Array(root.dropLast())))
+    }
+}
+
+/// SplitMix64: the same shuffled order on every run.
+private struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

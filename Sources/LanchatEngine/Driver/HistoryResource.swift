@@ -153,6 +153,37 @@ public struct HistoryDecoder: Sendable {
         strangers: Bool, now: Int64, forgedLeft: Int
     ) -> [SessionStateMachine.HistoryVerdict] {
         var verdicts: [SessionStateMachine.HistoryVerdict] = []
+        judge(entries, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now, forgedLeft: forgedLeft) {
+            verdicts.append($0)
+        }
+        return verdicts
+    }
+
+    /// The entries' records by their verdicts (as `verdicts` gives them), as an import stores them: the
+    /// records to keep, in order, with no verdict made for each (copying a verdict's message and then
+    /// dropping it was a fifth of the store thread's time in an import).
+    public mutating func sort(
+        _ entries: [SealedHistory.Entry], room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String],
+        strangers: Bool, now: Int64, forgedLeft: Int
+    ) -> SortedRecords {
+        var sorted = SortedRecords()
+        sorted.keep.reserveCapacity(entries.count)
+        judge(entries, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now, forgedLeft: forgedLeft) {
+            sorted.judged += 1
+            switch $0 {
+            case .keep(let message): sorted.keep.append(message)
+            case .refused: sorted.refused += 1
+            case .forged: sorted.forged += 1
+            case .ours: break  // we have it, or never sent it: skipped quietly
+            }
+        }
+        return sorted
+    }
+
+    private mutating func judge(
+        _ entries: [SealedHistory.Entry], room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String],
+        strangers: Bool, now: Int64, forgedLeft: Int, _ body: (SessionStateMachine.HistoryVerdict) -> Void
+    ) {
         var forged = 0
         for entry in entries {
             let verdict: SessionStateMachine.HistoryVerdict
@@ -164,14 +195,23 @@ public struct HistoryDecoder: Sendable {
                 verdict = SessionStateMachine.verdict(
                     entry.record, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now)
             }
-            verdicts.append(verdict)
-            if verdict == .forged {
+            body(verdict)
+            if case .forged = verdict {
                 forged += 1
                 if forged >= forgedLeft { break }
             }
         }
-        return verdicts
     }
+}
+
+/// A piece of a history's records by verdict (`HistoryDecoder.sort`).
+public struct SortedRecords: Sendable {
+    /// The records to keep, in order.
+    public var keep: [StoredMessage] = []
+    public var refused = 0
+    public var forged = 0
+    /// How many records got a verdict (all of the piece's, unless its forged records reached the limit).
+    public var judged = 0
 }
 
 /// A room's history as a resource (RESOURCE_OFFER kind 1, 2 or 4), as lanchatd and the simulator both

@@ -85,18 +85,14 @@ extension Simulator {
             let entries = try decoder.decodeSome(&buffer, maximumCount: .max)
             if buffer.readableBytes > 0 { error = "the history ends inside a record" }
             if !decoder.isComplete { error = "the history ends after a seal, without its record" }
-            let verdicts = decoder.verdicts(
+            let sorted = decoder.sort(
                 entries, room: room, relay: peer.id, ownID: nodes[node].peer.id, keys: engine.configuration.envelopes,
                 members: (engine.members(of: room) ?? [:]).mapValues(\.name), strangers: !engine.isRelayTransfer(id), now: time(node).wall,
                 forgedLeft: engine.configuration.transferLimits.maximumForgedRecords)
+            (refused, forged) = (sorted.refused, sorted.forged)
             try nodes[node].store.transaction(durable: true) {
-                for verdict in verdicts {
-                    switch verdict {
-                    case .keep(let kept): if nodes[node].store.insert(kept, now: time(node).wall) { added += 1 }
-                    case .refused: refused += 1
-                    case .forged: forged += 1
-                    case .ours: break
-                    }
+                for kept in sorted.keep {
+                    if nodes[node].store.insert(kept, now: time(node).wall) { added += 1 }
                 }
             }
         } catch let failure {
