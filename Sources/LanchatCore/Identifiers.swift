@@ -63,7 +63,13 @@ extension WireID {
 /// Lowercase hexadecimal, as ids and digests are written in the store and the control API.
 public enum Hex {
     public static func bytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
+        // Read in place where the text is contiguous UTF-8 (a native string), without a copy of its digits:
+        // every stored message's id is read from text (four times over for each record a history seals).
+        if let bytes = text.utf8.withContiguousStorageIfAvailable({ bytes(digits: $0) }) { return bytes }
+        return Array(text.utf8).withUnsafeBufferPointer { bytes(digits: $0) }
+    }
+
+    private static func bytes(digits: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         guard digits.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(digits.count / 2)

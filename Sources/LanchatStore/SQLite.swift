@@ -27,8 +27,13 @@ public final class SQLiteDatabase {
     }
 
     /// SQLite's process-wide settings, made once before its first use: no count of the memory it
-    /// allocates (`lanchat_sqlite_without_memory_status`: a mutex taken at every allocation).
-    private static let configured: Void = { _ = lanchat_sqlite_without_memory_status() }()
+    /// allocates (`lanchat_sqlite_without_memory_status`: a mutex taken at every allocation); a savepoint's
+    /// journal in memory up to 8 MiB (`lanchat_sqlite_statement_journals_in_memory`: a piece of 5,000
+    /// history records journals at most about 4 MiB of pages).
+    private static let configured: Void = {
+        _ = lanchat_sqlite_without_memory_status()
+        _ = lanchat_sqlite_statement_journals_in_memory(8 << 20)
+    }()
 
     deinit {
         close()

@@ -62,7 +62,7 @@ public struct HistoryEncoder: Sendable {
     /// here covers records of one call only (every record of its is in `buffer` when it returns).
     @discardableResult
     public mutating func append(_ messages: [StoredMessage], into buffer: inout ByteBuffer) -> Int {
-        let sealedHere = layout == .sealed ? sealOurs(messages) : [:]
+        let sealedHere = layout == .sealed ? sealOurs(messages) : []
         var written = 0
         for (index, message) in messages.enumerated() {
             switch layout {
@@ -74,7 +74,7 @@ public struct HistoryEncoder: Sendable {
                     (try? record.encode(into: &buffer, signed: true)) != nil
                 else { continue }
             case .sealed:
-                if let (record, head) = sealedHere[index] {
+                if index < sealedHere.count, let (record, head) = sealedHere[index] {
                     guard (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil else { continue }
                     break
                 }
@@ -96,10 +96,10 @@ public struct HistoryEncoder: Sendable {
 
     /// Our own records among `messages` that have neither a signature nor a seal (texts and files of a
     /// room, with wire ids), sealed: per room, in seals of at most 256 in the order given; by index in
-    /// `messages`, each as its record with its proof, and its seal's head. Only records that can be
-    /// written are sealed: a seal shows no one the hash of a record it was not sent.
-    private mutating func sealOurs(_ messages: [StoredMessage]) -> [Int: (HistoryRecord, SealHead)] {
-        guard let keys else { return [:] }
+    /// `messages` (none past the last sealed), each as its record with its proof, and its seal's head. Only
+    /// records that can be written are sealed: a seal shows no one the hash of a record it was not sent.
+    private mutating func sealOurs(_ messages: [StoredMessage]) -> [(HistoryRecord, SealHead)?] {
+        guard let keys else { return [] }
         var byRoom: [RoomID: [(index: Int, record: HistoryRecord)]] = [:]
         var rooms: [RoomID] = []
         // (Only what `SealedBatch.seal` seals: its pieces then hold every record given, at the same places.)
@@ -109,7 +109,7 @@ public struct HistoryEncoder: Sendable {
             if byRoom[room] == nil { rooms.append(room) }
             byRoom[room, default: []].append((index, record))
         }
-        var sealed: [Int: (HistoryRecord, SealHead)] = [:]
+        var sealed: [(HistoryRecord, SealHead)?] = rooms.isEmpty ? [] : Array(repeating: nil, count: messages.count)
         for room in rooms {
             let ours = byRoom[room] ?? []
             for (batch, piece) in SealedBatch.seal(ours.map { messages[$0.index] }, author: ownID, room: room, keys: keys, newID: { ids.wireID() }) {
