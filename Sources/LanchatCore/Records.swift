@@ -21,7 +21,8 @@ public struct StoredMessage: Equatable, Sendable {
     /// Sent to some members of the room only: never relayed, nor sent to newcomers.
     public var direct: Bool
     /// Where the message sits in its author's seal (wire version 4: the wire's `SealProof`, as bytes;
-    /// opaque to the store): the seal's id, the leaf index and the audit path. Empty: not sealed.
+    /// opaque to the store): the seal's id, the leaf index and the audit path; or, when its seal's leaves
+    /// are kept (`StoredSeal.leaves`), the leaf index alone (2 bytes, big-endian). Empty: not sealed.
     public var sealProof: [UInt8]
     /// The seal the proof names, as the store keeps it (once for all its messages). Written with the
     /// message; read back only by what hands records on (`export`, `exportPage`), nil elsewhere.
@@ -71,14 +72,23 @@ public struct StoredSeal: Equatable, Sendable {
     /// nothing of it leaves this host (no export reads its messages), and if it fails, its messages go
     /// (`SessionStore.dropSealed`).
     public var checked: Bool
+    /// Every leaf's hash, in order (32 bytes each), when they are known and were checked against `root`
+    /// (a whole seal received); empty otherwise. With them the store keeps each of the seal's messages'
+    /// place as its leaf index alone (`StoredMessage.sealProof` of 2 bytes), not its audit path: 32 bytes
+    /// a message where a path took 275. Only what reads a message to hand it on gets them (`export`,
+    /// `exportPage`), to make each path again (`SealProof`'s, in the engine).
+    public var leaves: [UInt8]
 
-    public init(id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8], checked: Bool = true) {
+    public init(
+        id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8], checked: Bool = true, leaves: [UInt8] = []
+    ) {
         self.id = id
         self.authorKey = authorKey
         self.signature = signature
         self.leafCount = leafCount
         self.root = root
         self.checked = checked
+        self.leaves = leaves
     }
 }
 

@@ -179,13 +179,15 @@ public final class MemorySessionStore: SessionStore {
         var message = message
         // Its seal kept once (another under the same author and id: stored as not sealed, as SQLite's, or
         // not stored at all if its seal is unchecked; the same but for the signature's bytes is the same seal).
-        if let seal = message.seal, message.isSealed {
+        // A place kept as a leaf index alone comes with the seal's leaves, kept once with the seal (as SQLite's).
+        if let seal = message.seal, message.isSealed, message.leafIndex == nil || !seal.leaves.isEmpty {
             let sealKey = MessageKey(id: seal.id, sender: message.senderID)
             if seals[sealKey] == nil { seals[sealKey] = (seal, message.room) }
             if let kept = seals[sealKey], kept.room == message.room, kept.seal.authorKey == seal.authorKey, kept.seal.leafCount == seal.leafCount,
                 kept.seal.root == seal.root
             {
                 sealIDs[key] = seal.id
+                if kept.seal.leaves.isEmpty, !seal.leaves.isEmpty { seals[sealKey]?.seal.leaves = seal.leaves }
             } else if !seal.checked {
                 return false
             } else {
@@ -259,11 +261,11 @@ public final class MemorySessionStore: SessionStore {
 
     /// Every seal kept (tests check each).
     public func keptSeals() -> [(author: String, room: String, seal: StoredSeal)] {
-        seals.map { ($0.key.sender, $0.value.room, $0.value.seal) }
+        seals.map { ($0.key.sender, $0.value.room, $0.value.seal.withoutLeaves) }
     }
 
     public func uncheckedSeals() -> [UncheckedSeal] {
-        seals.filter { !$0.value.seal.checked }.map { UncheckedSeal(author: $0.key.sender, room: $0.value.room, seal: $0.value.seal) }
+        seals.filter { !$0.value.seal.checked }.map { UncheckedSeal(author: $0.key.sender, room: $0.value.room, seal: $0.value.seal.withoutLeaves) }
             .sorted { ($0.author, $0.seal.id) < ($1.author, $1.seal.id) }
     }
 
@@ -409,5 +411,14 @@ public final class MemorySessionStore: SessionStore {
         let old = saved.values.filter { $0.touched < before }.sorted { $0.transfer.id < $1.transfer.id }.map(\.transfer)
         for transfer in old { saved[transfer.id] = nil }
         return old
+    }
+}
+
+extension StoredSeal {
+    /// As the store lists its seals: the leaves only go with the messages handed on (`withSeal`).
+    fileprivate var withoutLeaves: StoredSeal {
+        var seal = self
+        seal.leaves = []
+        return seal
     }
 }

@@ -238,7 +238,9 @@ public struct SealChecks: Equatable, Sendable {
     private var last: (name: Name, head: SealHead, verified: Bool)?
     /// The nodes of the last head's tree that its records' audit paths showed: the next record's path
     /// hashes only what is new (about one node, where a whole path is up to 8).
-    private var tree: (head: SealHead, nodes: MerkleTree.KnownNodes)?
+    private var tree: (head: SealHead, nodes: MerkleTree.KnownNodes, whole: Bool)?
+    /// Seals whose every leaf the records checked showed (each once, until taken: `takeWholeSeals`).
+    private var wholeSeals: [(head: SealHead, leaves: [UInt8])] = []
     /// The last head as the store keeps it: its id as text made once for all its records.
     private var kept: (head: SealHead, seal: StoredSeal)?
 
@@ -268,6 +270,13 @@ public struct SealChecks: Equatable, Sendable {
         return verified
     }
 
+    /// The seals whose every leaf hash the records checked since the last call showed (checked against
+    /// the root): the store keeps those once for each seal, and each record's place as its leaf index.
+    public mutating func takeWholeSeals() -> [(head: SealHead, leaves: [UInt8])] {
+        defer { wholeSeals = [] }
+        return wholeSeals
+    }
+
     /// `head` as the store keeps it (`StoredSeal(head)`), made once while its records come.
     public mutating func stored(_ head: SealHead) -> StoredSeal {
         if let kept, kept.head == head { return kept.seal }
@@ -282,8 +291,14 @@ public struct SealChecks: Equatable, Sendable {
         guard let proof = record.proof, seal.author == record.senderID, proof.seal == seal.id, verifies(seal, room: room, keys: keys) else {
             return false
         }
-        if tree?.head != seal { tree = (seal, MerkleTree.KnownNodes(count: Int(seal.leafCount), root: seal.root)) }
-        return tree!.nodes.verifies(proof.path, leafHash: Seal.leafHash(signingBytes: record.signingBytes(room: room)), index: Int(proof.leafIndex))
+        if tree?.head != seal { tree = (seal, MerkleTree.KnownNodes(count: Int(seal.leafCount), root: seal.root), false) }
+        guard tree!.nodes.verifies(proof.path, leafHash: Seal.leafHash(signingBytes: record.signingBytes(room: room)), index: Int(proof.leafIndex))
+        else { return false }
+        if !tree!.whole, tree!.nodes.knowsEveryLeaf, let leaves = tree!.nodes.leafHashes {
+            tree!.whole = true
+            wholeSeals.append((seal, leaves))
+        }
+        return true
     }
 }
 
@@ -303,8 +318,32 @@ extension StoredSeal {
 }
 
 extension StoredMessage {
-    /// Its place in its seal; nil if it is not sealed (or the bytes are not a proof: a damaged row).
-    public var proof: SealProof? { isSealed ? try? SealProof.decode(sealProof) : nil }
+    /// Its place in its seal; nil if it is not sealed (or the bytes are not a proof: a damaged row). A
+    /// place kept as a leaf index alone is made again from the seal's leaves (all of the tree's hashes:
+    /// what hands many on keeps `SealPaths` for the seal instead).
+    public var proof: SealProof? {
+        guard isSealed else { return nil }
+        guard let leafIndex else { return try? SealProof.decode(sealProof) }
+        return seal.flatMap(SealPaths.init)?.proof(leafIndex)
+    }
+
+    /// Its leaf index, when its place is kept as that alone (its seal's leaves kept: `StoredSeal.leaves`).
+    public var leafIndex: Int? { sealProof.count == 2 ? Int(sealProof[0]) << 8 | Int(sealProof[1]) : nil }
+
+    /// The message with its place kept as its leaf index alone, and its seal with every leaf's hash
+    /// (`leaves`, checked against the seal's root); as it is if it has no proof to take the index from.
+    public func keepingLeaves(_ leaves: [UInt8]) -> StoredMessage {
+        var message = self
+        message.keepLeaves(leaves)
+        return message
+    }
+
+    /// `keepingLeaves`, in place.
+    public mutating func keepLeaves(_ leaves: [UInt8]) {
+        guard sealProof.count >= 19, seal != nil else { return }
+        sealProof = [sealProof[16], sealProof[17]]  // (a proof: the seal's id, 16 bytes, then the index)
+        seal?.leaves = leaves
+    }
 
     /// The message as stored sealed: with its seal's head (its signature checked, or not yet) and its proof.
     public func sealed(by head: SealHead, proof: SealProof, checked: Bool = true) -> StoredMessage {
@@ -327,5 +366,30 @@ extension SealedBatch {
         return zip(messages, zip(leaves, paths)).map { message, place in
             message.sealed(by: head, proof: SealProof(seal: place.0.seal, leafIndex: place.0.leafIndex, path: place.1))
         }
+    }
+}
+
+/// Every audit path of a stored seal whose leaves are kept (`StoredSeal.leaves`), made once for all its
+/// messages: what hands on the messages of a seal kept that way (`HistoryEncoder`) keeps one of these.
+public struct SealPaths: Sendable {
+    public let seal: WireID
+    private let paths: [[[UInt8]]]
+
+    /// Nil unless the leaves are `leafCount` hashes whose tree has the seal's root (a damaged row: its
+    /// messages then read as not sealed).
+    public init?(_ stored: StoredSeal) {
+        let length = MerkleTree.hashLength
+        guard let id = WireID(hex: stored.id), Seal.leafCounts.contains(stored.leafCount), stored.leaves.count == stored.leafCount * length else {
+            return nil
+        }
+        let hashes = (0..<stored.leafCount).map { Array(stored.leaves[$0 * length..<($0 + 1) * length]) }
+        let (paths, root) = MerkleTree.auditPaths(hashes)
+        guard root == stored.root else { return nil }
+        seal = id
+        self.paths = paths
+    }
+
+    public func proof(_ leafIndex: Int) -> SealProof? {
+        paths.indices.contains(leafIndex) ? SealProof(seal: seal, leafIndex: UInt16(leafIndex), path: paths[leafIndex]) : nil
     }
 }

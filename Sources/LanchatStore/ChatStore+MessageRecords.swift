@@ -54,11 +54,15 @@ extension ChatStore {
     ///
     /// A message under an unchecked seal (`StoredSeal.checked`) that is not the one kept is not stored at
     /// all (returns false): stored as not sealed, it could be exported before anyone checked it.
+    ///
+    /// A message whose place is its leaf index alone (`sealProof` of 2 bytes) comes with its seal's leaves:
+    /// they are kept with the seal (once), also when the seal was kept before without them.
     private func keepSeal(of message: StoredMessage) throws(Error) -> Bool {
-        guard let seal = message.seal, message.isSealed else { return true }
+        guard let seal = message.seal, Self.sealed(message) else { return true }
+        let byIndex = message.sealProof.count == Self.leafIndexLength
         // The other messages of a seal just found kept (a SEAL's messages come together).
-        if lastKeptSeal?.names(author: message.senderID, room: message.room, seal: seal) == true { return true }
-        let name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
+        if let last = lastKeptSeal, last.names(author: message.senderID, room: message.room, seal: seal), last.leaves || !byIndex { return true }
+        var name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
         let key = Hex.string(seal.authorKey)
         let root = Hex.string(seal.root)
         let new = try run(.insertSeal) {
@@ -70,7 +74,9 @@ extension ChatStore {
             $0.integer(Int64(seal.leafCount))
             $0.text(root)
             $0.integer(seal.checked ? 1 : 0)
+            $0.blob(seal.leaves)
         }
+        name.leaves = !seal.leaves.isEmpty
         if new != 1 {
             // Kept already: the same seal (its other messages), or another under the same id.
             let same = try db.query(
@@ -89,9 +95,25 @@ extension ChatStore {
                 }
                 return true
             }
+            if !seal.leaves.isEmpty {
+                try run(.keepLeaves) {
+                    $0.blob(seal.leaves)
+                    $0.text(message.senderID)
+                    $0.text(seal.id)
+                }
+            }
         }
         lastKeptSeal = name
         return true
+    }
+
+    /// The length of a message's place kept as its leaf index alone.
+    static let leafIndexLength = 2
+
+    /// Whether the message is stored sealed: a proof and its seal; a leaf index only with the seal's leaves.
+    static func sealed(_ message: StoredMessage) -> Bool {
+        guard let seal = message.seal, message.isSealed else { return false }
+        return message.sealProof.count != leafIndexLength || !seal.leaves.isEmpty
     }
 
     public func markSealChecked(author: String, seal: StoredSeal) throws(Error) {
@@ -144,8 +166,9 @@ extension ChatStore {
         binder.text(message.authorKey.isEmpty ? "" : Hex.string(message.authorKey))
         binder.text(message.signature.isEmpty ? "" : Hex.string(message.signature))
         binder.integer(message.direct ? 1 : 0)
-        binder.text(message.isSealed ? message.seal?.id ?? "" : "")
-        binder.blob(message.isSealed && message.seal != nil ? message.sealProof : [])
+        let sealed = sealed(message)
+        binder.text(sealed ? message.seal?.id ?? "" : "")
+        binder.blob(sealed ? message.sealProof : [])
     }
 
     public func indexWaiting(limit: Int) throws -> Bool {
@@ -310,7 +333,31 @@ extension ChatStore {
     public func export(room: String, since: Int64, limit: Int) throws(Error) -> [StoredMessage] {
         var messages: [StoredMessage] = []
         try db.forEachRow(Self.exportSQL, [.text(room), .integer(since), .integer(Int64(limit))]) { messages.append(Self.exported($0)) }
+        try withLeaves(&messages)
         return messages.reversed()
+    }
+
+    /// Gives each message whose place is kept as its leaf index its seal's leaves (`StoredSeal.leaves`),
+    /// read once a seal (not joined to every row: 8 KiB a seal of 256); the messages of one seal share
+    /// them. One whose seal has none reads as not sealed (a damaged row).
+    func withLeaves(_ messages: inout [StoredMessage]) throws(Error) {
+        var leaves: [String: [UInt8]] = [:]
+        for index in messages.indices where messages[index].sealProof.count == Self.leafIndexLength {
+            guard let seal = messages[index].seal else { continue }
+            let key = messages[index].senderID + "/" + seal.id
+            if leaves[key] == nil {
+                var found: [UInt8] = []
+                try db.forEachRow("SELECT leaves FROM seals WHERE author_id = ? AND seal_id = ?", [.text(messages[index].senderID), .text(seal.id)]) {
+                    found = $0.blob(0) ?? []
+                }
+                leaves[key] = found
+            }
+            messages[index].seal?.leaves = leaves[key] ?? []
+            if messages[index].seal?.leaves.isEmpty != false {
+                messages[index].sealProof = []
+                messages[index].seal = nil
+            }
+        }
     }
 
     /// `export` in pieces: each a read through the same index from the cursor on, so a history of a
@@ -350,6 +397,7 @@ extension ChatStore {
             lastRowID = columns.int(Self.exportRowIDColumn)
         }
         guard let last = messages.last else { return ([], nil) }
+        try withLeaves(&messages)
         let next = ExportCursor(
             timestamp: last.timestamp, senderID: last.senderID, sequence: last.sequence,
             tiebreak: lastRowID, remaining: start.remaining - messages.count)

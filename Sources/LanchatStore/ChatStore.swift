@@ -37,6 +37,8 @@ public final class ChatStore: SessionStore {
         case insertMessage
         /// Keeps a message's seal (`keepSeal`).
         case insertSeal
+        /// Keeps a seal's leaves, when it was kept without them (`keepSeal`).
+        case keepLeaves
         case waitForIndex, enqueue, acknowledge
 
         var sql: String {
@@ -45,7 +47,9 @@ public final class ChatStore: SessionStore {
                 "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, "
                     + "signature, direct, seal_id, seal_proof) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             case .insertSeal:
-                "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root, checked) VALUES (?,?,?,?,?,?,?,?)"
+                "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root, checked, leaves) "
+                    + "VALUES (?,?,?,?,?,?,?,?,?)"
+            case .keepLeaves: "UPDATE seals SET leaves = ? WHERE author_id = ? AND seal_id = ? AND coalesce(length(leaves), 0) = 0"
             case .waitForIndex: "INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())"
             case .enqueue: "INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)"
             case .acknowledge: "DELETE FROM outbox WHERE peer_id = ? AND message_id = ?"
@@ -79,6 +83,8 @@ public final class ChatStore: SessionStore {
         var key: [UInt8]
         var count: Int
         var root: [UInt8]
+        /// Its leaves are kept (`StoredSeal.leaves`).
+        var leaves = false
 
         init(author: String, room: String, seal: StoredSeal) {
             (self.author, id, self.room, key, count, root) = (author, seal.id, room, seal.authorKey, seal.leafCount, seal.root)
@@ -227,8 +233,16 @@ public final class ChatStore: SessionStore {
         // same way: every seal an older lanchatd kept was checked before it was kept. (An older lanchatd
         // opening a file that holds an unchecked seal would export its messages; each receiver of a
         // history checks every seal's signature itself and refuses one that fails.)
-        if !(try db.query("PRAGMA table_info(seals)").map { $0[1].string }).contains("checked") {
+        let sealColumns = try db.query("PRAGMA table_info(seals)").map { $0[1].string }
+        if !sealColumns.contains("checked") {
             try db.execute("ALTER TABLE seals ADD COLUMN checked INTEGER NOT NULL DEFAULT 1")
+        }
+        // A whole seal's leaves (2026-11-29) added `seals.leaves` (every leaf's hash, 32 bytes each; NULL or
+        // empty: not kept), the same way: with them a message of the seal keeps its leaf index (2 bytes) in
+        // `seal_proof`, not its path (275 bytes; 800 or so a row with the indexes). An older lanchatd reads
+        // such a message's 2 bytes as no proof: it does not hand the message on.
+        if !sealColumns.contains("leaves") {
+            try db.execute("ALTER TABLE seals ADD COLUMN leaves BLOB")
         }
         try keyMessagesByAuthor()
         // Membership with provenance outlives a restart (issue 28): each member's proof with its row (ours

@@ -137,6 +137,13 @@ public enum MerkleTree {
         private var states: [UInt8]
         /// Where each level's slots begin.
         private let levels: [Int]
+        /// How many leaves are known (level 0: a leaf checked, or the sibling of one).
+        private var leavesKnown = 0
+
+        /// Whether every leaf's hash is known.
+        public var knowsEveryLeaf: Bool { leavesKnown == count }
+        /// Every leaf's hash, in order (32 bytes each), once each is known; nil before.
+        public var leafHashes: [UInt8]? { knowsEveryLeaf ? Array(hashes[0..<count * hashLength]) : nil }
 
         public init(count: Int, root: [UInt8]) {
             self.count = count
@@ -187,6 +194,7 @@ public enum MerkleTree {
             var shown: [Int] = []
             let verified = walk(path, leafHash: leafHash, index: index, &shown)
             for slot in shown { states[slot] = verified ? 1 : 0 }
+            if verified { leavesKnown += shown.count { $0 < count } }  // (a leaf's slot is its index)
             return verified
         }
 

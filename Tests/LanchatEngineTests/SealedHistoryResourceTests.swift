@@ -89,6 +89,59 @@ import Testing
         #expect(records.map(\.seal) == messages.map(\.seal))
     }
 
+    /// An import sorts a piece's records (`HistoryDecoder.sort`): those of a seal whose every leaf the
+    /// piece's records showed keep their leaf index alone, with the seal's leaves; a seal cut by a piece's
+    /// end keeps its first records' whole proofs, and its leaves from the piece that completes it. Handed
+    /// on (`HistoryEncoder`), each record's path is made again from the leaves: the same proof as its
+    /// author's, which the next reader checks.
+    @Test func wholeSealsAreKeptByLeafIndexAndHandedOnWithTheirPaths() throws {
+        // Bob's 300 in seals of 256 and 44, relayed by alice, read by carol in pieces of 200.
+        let messages = sealedMessages(1...300, by: 1)
+        var encoder = HistoryEncoder(layout: .sealed, ownID: alice, keys: keys(0), ids: IDGenerator(seed: 7))
+        var buffer = ByteBuffer()
+        encoder.append(messages, into: &buffer)
+        var decoder = HistoryDecoder(layout: .sealed)
+        var sorted: [StoredMessage] = []
+        while true {
+            let entries = try decoder.decodeSome(&buffer, maximumCount: 200)
+            if entries.isEmpty { break }
+            let piece = decoder.sort(
+                entries, room: lab, relay: alice, ownID: carol, keys: keys(2), members: [alice: "alice", bob: "bob"], strangers: false,
+                now: 1_000_000, forgedLeft: 16)
+            #expect(piece.judged == entries.count && piece.refused == 0 && piece.forged == 0)
+            sorted += piece.keep
+        }
+        #expect(sorted.map(\.id) == messages.map(\.id))
+        // The first seal's first 200 came before its end: whole proofs; its last 56 and the second seal's 44 by index.
+        #expect(sorted.prefix(200).allSatisfy { $0.leafIndex == nil && $0.proof == messages[Int($0.sequence) - 1].proof && $0.seal?.leaves == [] })
+        #expect(sorted.suffix(100).allSatisfy { $0.sealProof.count == 2 && $0.seal?.leaves.count == 32 * ($0.seal?.leafCount ?? 0) })
+        #expect(sorted.suffix(100).map(\.leafIndex) == Array(200..<256) + Array(0..<44))
+        // Its proof, made again from the leaves, is its author's.
+        #expect(sorted.suffix(100).allSatisfy { $0.proof == messages[Int($0.sequence) - 1].proof })
+        // Carol hands them on (as her store reads them: the first seal's leaves now kept for all of its messages).
+        let firstSeal = sorted[299 - 44].seal!
+        let stored = sorted.map { message -> StoredMessage in
+            var message = message
+            if message.seal?.id == firstSeal.id { message.seal = firstSeal }
+            return message
+        }
+        var relay = HistoryEncoder(layout: .sealed, ownID: carol, keys: keys(2), ids: IDGenerator(seed: 9))
+        var handedOn = ByteBuffer()
+        #expect(relay.append(stored, into: &handedOn) == 300)
+        var reader = HistoryDecoder(layout: .sealed)
+        let entries = try reader.decodeSome(&handedOn, maximumCount: .max)
+        #expect(entries.map { $0.record.proof } == messages.map(\.proof))
+        let again = reader.sort(
+            entries, room: lab, relay: carol, ownID: alice, keys: keys(0), members: [bob: "bob", carol: "carol"], strangers: false, now: 1_000_000,
+            forgedLeft: 16)
+        #expect(again.keep.count == 300 && again.keep.allSatisfy { $0.leafIndex != nil })
+        // Leaves that do not lead to the seal's root: the record is not handed on as sealed.
+        var damaged = stored[299]
+        damaged.seal?.leaves[0] ^= 1
+        var none = ByteBuffer()
+        #expect(relay.append([damaged], into: &none) == 0)
+    }
+
     @Test func ourRecordsWithNeitherSignatureNorSealAreSealedHereBy256() throws {
         // Alice relays her own records kept unsigned (300, then 300 more), with bob's sealed ones between,
         // two of hers signed, and one of hers too long to be written.

@@ -58,7 +58,8 @@ import LanchatEngine
         // Seals were at work: sent, stored, and handed on in histories.
         if count >= 100 {
             #expect(
-                totals.seals.frames > 0 && totals.seals.histories > 0 && totals.seals.records > 0 && totals.seals.broken > 0 && totals.seals.checks > 0
+                totals.seals.frames > 0 && totals.seals.histories > 0 && totals.seals.records > 0 && totals.seals.byIndex > 0 && totals.seals.broken > 0
+                    && totals.seals.checks > 0
                     && totals.seals.failed > 0)
         }
         let verdict = failed.isEmpty ? "passed" : "\(failed.count) FAILED (seeds \(failed.map(\.seed)))"
@@ -72,7 +73,8 @@ import LanchatEngine
                 + "\(totals.histories.offered) histories offered as resources (\(totals.histories.imported) read and merged), "
                 + "\(totals.seals.frames) seals delivered (version 4 in three schedules of four; \(totals.seals.broken) of them broken by their author (forged, truncated or changed; "
                 + "every record stored sealed is checked by its seal), \(totals.seals.histories) sealed histories offered, "
-                + "\(totals.seals.records) records stored sealed and checked by their seal; \(totals.seals.checks) seals checked off the event loop, "
+                + "\(totals.seals.records) records stored sealed and checked by their seal (\(totals.seals.byIndex) of them kept as their leaf index, with their "
+                + "seal's leaves); \(totals.seals.checks) seals checked off the event loop, "
                 + "\(totals.seals.failed) of them failed and dropped with their messages), "
                 + "\(totals.shared.announced) files shared in rooms (\(totals.shared.fetched) fetched on their announcement, \(totals.shared.served) served, "
                 + "\(totals.shared.refused) requests refused, \(totals.shared.placed) copies kept and checked), "
@@ -100,7 +102,7 @@ import LanchatEngine
         var syncs = (done: 0, lost: 0, failed: 0)
         var store = (turns: 0, lost: 0)
         var histories = (offered: 0, imported: 0)
-        var seals = (frames: 0, histories: 0, records: 0, broken: 0, checks: 0, failed: 0)
+        var seals = (frames: 0, histories: 0, records: 0, byIndex: 0, broken: 0, checks: 0, failed: 0)
         var shared = (announced: 0, fetched: 0, served: 0, refused: 0, placed: 0)
         var failures: [(seed: UInt64, description: String)] = []
 
@@ -135,10 +137,10 @@ import LanchatEngine
         }
 
         static func sum(
-            _ a: (frames: Int, histories: Int, records: Int, broken: Int, checks: Int, failed: Int),
-            _ b: (frames: Int, histories: Int, records: Int, broken: Int, checks: Int, failed: Int)
-        ) -> (frames: Int, histories: Int, records: Int, broken: Int, checks: Int, failed: Int) {
-            (a.frames + b.frames, a.histories + b.histories, a.records + b.records, a.broken + b.broken, a.checks + b.checks, a.failed + b.failed)
+            _ a: (frames: Int, histories: Int, records: Int, byIndex: Int, broken: Int, checks: Int, failed: Int),
+            _ b: (frames: Int, histories: Int, records: Int, byIndex: Int, broken: Int, checks: Int, failed: Int)
+        ) -> (frames: Int, histories: Int, records: Int, byIndex: Int, broken: Int, checks: Int, failed: Int) {
+            (a.frames + b.frames, a.histories + b.histories, a.records + b.records, a.byIndex + b.byIndex, a.broken + b.broken, a.checks + b.checks, a.failed + b.failed)
         }
 
         static func sum(

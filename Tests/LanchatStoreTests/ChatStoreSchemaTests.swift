@@ -174,6 +174,57 @@ import Testing
         #expect(try raw.query("SELECT seal_proof FROM messages WHERE id = ?", [.text(plain.id)]).first == [.text("")])
     }
 
+    /// A message whose place is its leaf index alone (2 bytes) comes with its seal's leaves: the store keeps
+    /// them once, with the seal, also for a seal kept before without them; an export reads each such
+    /// message with its seal's leaves (once a seal: the messages share them), other reads with the 2 bytes.
+    /// Without leaves, a leaf index is stored as not sealed. An older file's seals table gains the column.
+    @Test func aSealsLeavesAreKeptOnceAndItsMessagesKeepTheirLeafIndex() throws {
+        let path = temporaryDirectory() + "/h.sqlite3"
+        let leaves = (0..<3 * 32).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        let seal = StoredSeal(
+            id: String(repeating: "7", count: 32), authorKey: [0x02] + [UInt8](repeating: 0xAB, count: 32), signature: [UInt8](repeating: 3, count: 64),
+            leafCount: 3, root: [UInt8](repeating: 1, count: 32))
+        var withLeaves = seal
+        withLeaves.leaves = leaves
+        // The first with a whole proof (its seal kept without leaves), the next two by their leaf index.
+        var first = message(1, body: "zero")
+        first.sealProof = [UInt8](repeating: 0x5C, count: 16) + [0, 0, 2] + [UInt8](repeating: 9, count: 64)
+        first.seal = seal
+        var second = message(2, body: "one")
+        second.sealProof = [0, 1]
+        second.seal = withLeaves
+        var third = message(3, body: "two")
+        third.sealProof = [0, 2]
+        third.seal = withLeaves
+        var lost = message(4, body: "no leaves")
+        lost.sealProof = [0, 1]
+        lost.seal = StoredSeal(id: String(repeating: "8", count: 32), authorKey: seal.authorKey, signature: seal.signature, leafCount: 3, root: seal.root)
+        let store = try ChatStore(path: path)
+        for message in [first, second, third, lost] { try store.insert(message, now: 0) }
+        let raw = store.databaseForTests
+        #expect(try raw.query("SELECT length(leaves) FROM seals WHERE seal_id = ?", [.text(seal.id)]).first == [.integer(96)])
+        #expect(try raw.query("SELECT length(seal_proof) FROM messages ORDER BY timestamp").map { $0[0] } == [.integer(83), .integer(2), .integer(2), .integer(0)])
+        #expect(try raw.query("SELECT count(*) FROM seals").first == [.integer(1)])
+        let exported = try store.export(room: "lab", since: 0, limit: 10)
+        var unsealed = lost
+        (unsealed.sealProof, unsealed.seal) = ([], nil)
+        #expect(exported.map(\.sealProof) == [first.sealProof, [0, 1], [0, 2], []])
+        #expect(exported.map { $0.seal?.leaves } == [[], leaves, leaves, nil])
+        #expect(exported[3] == unsealed)
+        #expect(try store.history(room: "lab", limit: 10).map(\.sealProof) == [first.sealProof, [0, 1], [0, 2], []])
+        // A page of the export reads them the same way.
+        let page = try store.exportPage(room: "lab", since: 0, limit: 10, after: nil, count: 10).messages
+        #expect(page == exported)
+        // A file whose seals table has no leaves column (a lanchatd of 2026-11-29 or before) gains it.
+        store.close()
+        let older = try SQLiteDatabase(path: path)
+        try older.execute("ALTER TABLE seals DROP COLUMN leaves")
+        older.close()
+        let reopened = try ChatStore(path: path)
+        #expect(try reopened.databaseForTests.query("SELECT count(*) FROM pragma_table_info('seals') WHERE name = 'leaves'").first == [.integer(1)])
+        #expect(try reopened.export(room: "lab", since: 0, limit: 10).map(\.sealProof) == [first.sealProof, [], [], []])
+    }
+
     /// The relay's reads go through the partial index of shared messages, not over direct ones row by row.
     @Test func relayReadsUseTheIndexOfSharedMessages() throws {
         let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")

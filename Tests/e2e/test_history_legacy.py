@@ -3,7 +3,7 @@
 A lanchatd from before signatures (wire version 1) kept its own messages unsigned. Its history for a
 newcomer is sealed now: those records are sealed as they are written, up to 256 under one signature
 (they were signed one by one, and each checked by the newcomer). The newcomer keeps each with its seal and
-proof (a blob in its store), and can hand them on: a later newcomer invited by it, while their author is
+place (its leaf index, the seal's leaves kept once), and can hand them on: a later newcomer invited by it, while their author is
 away, checks them against the author's seals and keeps them under the author's name."""
 import os
 import sqlite3
@@ -24,12 +24,18 @@ def legacy_records(lan, host):
 
 def stored_legacy(lan, host, author):
     """How `host`'s store keeps `author`'s legacy records: how many, under how many seals, how many with a
-    proof stored as a blob, how many without a signature of their own."""
+    proof stored as a blob, how many without a signature of their own, how many kept as their leaf index
+    alone (2 bytes: the seal's leaves kept with it), and how many of their seals keep every leaf's hash."""
     path = os.path.join(lan.dir, host, "state", "history.sqlite3")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT count(*), count(DISTINCT seal_id), sum(typeof(seal_proof) = 'blob'), sum(signature = '') FROM messages "
+        kept = db.execute("SELECT count(*), count(DISTINCT seal_id), sum(typeof(seal_proof) = 'blob'), sum(signature = ''), "
+                          "sum(length(seal_proof) = 2) FROM messages "
                           "WHERE sender_id = ? AND body LIKE 'kept before signatures %'", (author,)).fetchone()
+        whole = db.execute("SELECT count(*) FROM seals WHERE author_id = ? AND length(leaves) = 32 * leaf_count "
+                           "AND seal_id IN (SELECT seal_id FROM messages WHERE sender_id = ? AND body LIKE 'kept before signatures %')",
+                           (author, author)).fetchone()[0]
+        return (*kept, whole)
     finally:
         db.close()
 
@@ -63,8 +69,9 @@ def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan):
     records = legacy_records(lan, "h2")
     assert all(m["sender"] == "alice" and m["signed"] is True for m in records), records[:3]
     assert [m["text"] for m in records] == [f"kept before signatures {i}" for i in range(LEGACY)]
-    # Sealed (two seals: 256 and 44), not signed one by one; each proof kept as a blob.
-    assert stored_legacy(lan, "h2", alice_id) == (LEGACY, 2, LEGACY, LEGACY)
+    # Sealed (two seals: 256 and 44), not signed one by one; each place kept as its leaf index (a blob of
+    # 2 bytes), each seal with its leaves (bob received both seals whole).
+    assert stored_legacy(lan, "h2", alice_id) == (LEGACY, 2, LEGACY, LEGACY, LEGACY, 2)
 
     # Alice goes away; bob brings dave in: dave checks alice's records against her seals, as bob kept them.
     alice.stop()
@@ -74,4 +81,5 @@ def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan):
     handed_on = legacy_records(lan, "h4")
     assert all(m["sender"] == "alice" and m["signed"] is True for m in handed_on), handed_on[:3]
     assert [(m["id"], m["text"]) for m in handed_on] == [(m["id"], m["text"]) for m in records]
-    assert stored_legacy(lan, "h4", alice_id) == (LEGACY, 2, LEGACY, LEGACY)
+    # Bob's export made each record's path again from the seal's leaves: dave checked them, and keeps them so too.
+    assert stored_legacy(lan, "h4", alice_id) == (LEGACY, 2, LEGACY, LEGACY, LEGACY, 2)

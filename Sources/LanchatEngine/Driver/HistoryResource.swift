@@ -50,6 +50,8 @@ public struct HistoryEncoder: Sendable {
     private var writer = SealedHistory.Writer()
     /// Names the seals made here (the shell's from the system's generator, the simulator's seeded).
     private var ids: IDGenerator
+    /// The paths of the last stored seal whose messages keep their leaf index (`proof(of:)`).
+    private var paths: (author: String, seal: StoredSeal, paths: SealPaths?)?
 
     public init(layout: HistoryLayout, ownID: PeerID, keys: EnvelopeKeys?, ids: IDGenerator) {
         self.layout = layout
@@ -78,8 +80,8 @@ public struct HistoryEncoder: Sendable {
                     guard (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil else { continue }
                     break
                 }
-                if message.isSealed, let head = message.seal?.head(author: message.senderID), let record = HistoryRecord(message),
-                    record.proof != nil, (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil
+                if message.isSealed, let head = message.seal?.head(author: message.senderID), let proof = proof(of: message),
+                    let record = HistoryRecord(message, proof: proof), (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil
                 {
                     break
                 }
@@ -92,6 +94,18 @@ public struct HistoryEncoder: Sendable {
             written += 1
         }
         return written
+    }
+
+    /// A sealed message's place in its seal: its proof as stored, or, if the store keeps its leaf index
+    /// and the seal's leaves, its path made again (every path of the seal at once, kept while the seal's
+    /// messages come: one tree a seal, not one a message).
+    private mutating func proof(of message: StoredMessage) -> SealProof? {
+        guard let index = message.leafIndex else { return message.proof }
+        guard let seal = message.seal else { return nil }
+        if paths?.author != message.senderID || paths?.seal != seal {
+            paths = (message.senderID, seal, SealPaths(seal))
+        }
+        return paths?.paths?.proof(index)
     }
 
     /// Our own records among `messages` that have neither a signature nor a seal (texts and files of a
@@ -156,6 +170,7 @@ public struct HistoryDecoder: Sendable {
         judge(entries, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now, forgedLeft: forgedLeft) {
             verdicts.append($0)
         }
+        _ = checks.takeWholeSeals()  // (what `sort` keeps once for each seal)
         return verdicts
     }
 
@@ -176,6 +191,24 @@ public struct HistoryDecoder: Sendable {
             case .forged: sorted.forged += 1
             case .ours: break  // we have it, or never sent it: skipped quietly
             }
+        }
+        // The records of a seal whose every leaf this piece's records showed are kept as their leaf index,
+        // with the seal's leaves once (a record's path was 275 of its 800 or so bytes in the store).
+        let whole = checks.takeWholeSeals()
+        guard !whole.isEmpty else { return sorted }
+        var leaves: [String: (author: String, root: [UInt8], leaves: [UInt8])] = [:]
+        for (head, hashes) in whole { leaves[head.id.description] = (head.author, head.root, hashes) }
+        // (A seal's records come one after another, and share their seal's id: looked up once a run.)
+        var run: (id: String, leaves: [UInt8]?)?
+        for index in sorted.keep.indices {
+            guard let id = sorted.keep[index].seal?.id else { continue }
+            if run?.id != id {
+                let kept = leaves[id]
+                let seal = sorted.keep[index].seal
+                run = (id, kept.flatMap { $0.author == sorted.keep[index].senderID && $0.root == seal?.root ? $0.leaves : nil })
+            }
+            guard let whole = run?.leaves else { continue }
+            sorted.keep[index].keepLeaves(whole)
         }
         return sorted
     }
@@ -218,13 +251,15 @@ public struct SortedRecords: Sendable {
 /// write and read it: stored messages become records (`HistoryEncoder`), and records read back
 /// (`HistoryDecoder`) get the engine's verdict.
 extension HistoryRecord {
-    /// A stored message as a record of a history, with its signature and its place in its seal, if it has
-    /// them (nil if its id is not a wire id).
-    public init?(_ message: StoredMessage) {
+    /// A stored message as a record of a history, with its signature and its place in its seal (`proof`,
+    /// or as stored: a place kept as a leaf index alone is left out, see `HistoryEncoder.proof(of:)`), if it
+    /// has them (nil if its id is not a wire id).
+    public init?(_ message: StoredMessage, proof: SealProof? = nil) {
         guard let id = WireID(hex: message.id) else { return nil }
         self.init(
             id: id, senderID: message.senderID, senderName: message.senderName, sequence: UInt64(max(0, message.sequence)),
             timestampMilliseconds: UInt64(max(0, message.timestamp)), kind: message.kind == .file ? .file : .text, body: message.body,
-            signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil, proof: message.proof)
+            signature: message.isSigned ? Signature(key: message.authorKey, bytes: message.signature) : nil,
+            proof: proof ?? (message.leafIndex == nil ? message.proof : nil))
     }
 }

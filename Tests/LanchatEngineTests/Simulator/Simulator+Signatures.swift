@@ -67,13 +67,16 @@ extension Simulator {
                     }
                 }
                 if message.isSealed {
-                    guard let head = node.store.withSeal(message).seal?.head(author: message.senderID), let proof = message.proof,
+                    // (With its seal: a place kept as a leaf index is made again from the seal's leaves.)
+                    let sealed = node.store.withSeal(message)
+                    guard let head = sealed.seal?.head(author: message.senderID), let proof = sealed.proof,
                         SimulatedSignatures.verifies(head.signature, head.signingBytes(room: room), author, ids: ids),
                         head.proves(proof, leafHash: Seal.leafHash(signingBytes: bytes))
                     else {
                         throw fail("n\(index) stored \(message.id.prefix(8)) (\"\(message.body.prefix(20))\") with a seal that does not verify it")
                     }
                     seals.records += 1
+                    if message.leafIndex != nil { seals.byIndex += 1 }
                 }
             }
         }

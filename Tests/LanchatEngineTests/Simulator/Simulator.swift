@@ -166,7 +166,7 @@ final class Simulator {
     /// Seals at work (version 4): SEAL frames delivered, sealed histories offered, and others' records
     /// stored sealed that `checkSignatures` checked by their seal; broken by their author, checks asked
     /// of the shell (off the event loop) and those that failed.
-    var seals = (frames: 0, histories: 0, records: 0, broken: 0, checks: 0, failed: 0)
+    var seals = (frames: 0, histories: 0, records: 0, byIndex: 0, broken: 0, checks: 0, failed: 0)
     /// Broken seals a node was sent (receiver, author, id), and the messages it was sent under them: its
     /// author is hostile to it, so it may lose those (acknowledged, stored unchecked, then dropped when
     /// the check fails) and may report one again if it comes back by another way.
