@@ -32,7 +32,14 @@ public struct SealedBatch: Equatable, Sendable {
         _ messages: [StoredMessage], author: PeerID, room: RoomID, keys: EnvelopeKeys, newID: () -> WireID
     ) -> [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] {
         precondition(messages.allSatisfy { $0.senderID == author.rawValue }, "an author seals its own messages")
-        let messages = messages.filter(seals)
+        // (Each id read once: what is sealed, and its signing bytes.)
+        var ids: [WireID] = []
+        ids.reserveCapacity(messages.count)
+        let messages = messages.filter { message in
+            guard message.kind != .system, let id = WireID(hex: message.id) else { return false }
+            ids.append(id)
+            return true
+        }
         var out: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
         var start = messages.startIndex
         while start < messages.endIndex {
@@ -40,7 +47,7 @@ public struct SealedBatch: Equatable, Sendable {
             var end = start + 1
             while end < messages.endIndex, end - start < Seal.leafCounts.upperBound, messages[end].direct == messages[start].direct { end += 1 }
             let piece = messages[start..<end]
-            let leafHashes = piece.map { Seal.leafHash(signingBytes: SessionStateMachine.signingBytes(of: $0, room: room, id: WireID(hex: $0.id)!)) }
+            let leafHashes = piece.indices.map { Seal.leafHash(signingBytes: SessionStateMachine.signingBytes(of: messages[$0], room: room, id: ids[$0])) }
             let (paths, root) = MerkleTree.auditPaths(leafHashes)
             let id = newID()
             let signature = keys.signature(

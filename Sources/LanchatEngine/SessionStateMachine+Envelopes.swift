@@ -98,7 +98,7 @@ extension SessionStateMachine {
     /// or for an author who is not a member, its short id (`strangers` only, and only for a record its
     /// author signed or sealed). Refused otherwise.
     private static func named(
-        _ stored: StoredMessage, author: PeerID, relay: PeerID, members: [PeerID: String]?, strangers: Bool
+        _ stored: consuming StoredMessage, author: PeerID, relay: PeerID, members: [PeerID: String]?, strangers: Bool
     ) -> HistoryVerdict {
         guard let members else { return .keep(stored) }
         var stored = stored

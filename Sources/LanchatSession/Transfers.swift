@@ -225,7 +225,8 @@ extension SessionNode {
         let fd = file.fd
         return fileIO.runIfActive(eventLoop: eventLoop) { () -> (count: Int, encoder: HistoryEncoder)? in
             var encoder = encoder
-            var buffer = ByteBufferAllocator().buffer(capacity: messages.count * 160)
+            // (A sealed record is some 430 bytes, its seal's head and proof with it: room for them at once.)
+            var buffer = ByteBufferAllocator().buffer(capacity: messages.count * (encoder.layout == .sealed ? 448 : 160))
             encoder.append(messages, into: &buffer)
             let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
             return written == buffer.readableBytes ? (written, encoder) : nil

@@ -191,12 +191,18 @@ public enum MerkleTree {
         /// `verifyAuditPath(path, leafHash:, index:, count:, root:)`, with what earlier paths showed.
         public mutating func verifies(_ path: [[UInt8]], leafHash: [UInt8], index: Int) -> Bool {
             guard index >= 0, index < count, leafHash.count == hashLength, path.allSatisfy({ $0.count == hashLength }) else { return false }
-            var shown: [Int] = []
+            var shown = self.shown  // (one list for every path: its room is kept)
+            self.shown = []
+            shown.removeAll(keepingCapacity: true)
             let verified = walk(path, leafHash: leafHash, index: index, &shown)
             for slot in shown { states[slot] = verified ? 1 : 0 }
             if verified { leavesKnown += shown.count { $0 < count } }  // (a leaf's slot is its index)
+            self.shown = shown
             return verified
         }
+
+        /// The slots the path being checked showed (kept between paths for its room).
+        private var shown: [Int] = []
 
         private mutating func walk(_ path: [[UInt8]], leafHash: [UInt8], index: Int, _ shown: inout [Int]) -> Bool {
             var place = index

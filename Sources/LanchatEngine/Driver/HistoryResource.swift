@@ -118,7 +118,8 @@ public struct HistoryEncoder: Sendable {
         var rooms: [RoomID] = []
         // (Only what `SealedBatch.seal` seals: its pieces then hold every record given, at the same places.)
         for (index, message) in messages.enumerated()
-        where message.senderID == ownID.rawValue && !message.isSigned && !message.isSealed && !message.direct && SealedBatch.seals(message) {
+        where message.senderID == ownID.rawValue && !message.isSigned && !message.isSealed && !message.direct && message.kind != .system {
+            // (A record is made only of a wire id: what `SealedBatch.seals` also asks.)
             guard let room = RoomID(message.room), let record = HistoryRecord(message), (try? record.validate()) != nil else { continue }
             if byRoom[room] == nil { rooms.append(room) }
             byRoom[room, default: []].append((index, record))
@@ -185,7 +186,7 @@ public struct HistoryDecoder: Sendable {
         sorted.keep.reserveCapacity(entries.count)
         judge(entries, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now, forgedLeft: forgedLeft) {
             sorted.judged += 1
-            switch $0 {
+            switch consume $0 {
             case .keep(let message): sorted.keep.append(message)
             case .refused: sorted.refused += 1
             case .forged: sorted.forged += 1
@@ -215,7 +216,7 @@ public struct HistoryDecoder: Sendable {
 
     private mutating func judge(
         _ entries: [SealedHistory.Entry], room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String],
-        strangers: Bool, now: Int64, forgedLeft: Int, _ body: (SessionStateMachine.HistoryVerdict) -> Void
+        strangers: Bool, now: Int64, forgedLeft: Int, _ body: (consuming SessionStateMachine.HistoryVerdict) -> Void
     ) {
         var forged = 0
         for entry in entries {
@@ -228,8 +229,9 @@ public struct HistoryDecoder: Sendable {
                 verdict = SessionStateMachine.verdict(
                     entry.record, room: room, relay: relay, ownID: ownID, keys: keys, members: members, strangers: strangers, now: now)
             }
-            body(verdict)
-            if case .forged = verdict {
+            let isForged = if case .forged = verdict { true } else { false }
+            body(verdict)  // (its last use: the message moves on, not copied)
+            if isForged {
                 forged += 1
                 if forged >= forgedLeft { break }
             }
