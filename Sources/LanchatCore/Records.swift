@@ -72,8 +72,8 @@ public struct StoredSeal: Equatable, Sendable {
     /// nothing of it leaves this host (no export reads its messages), and if it fails, its messages go
     /// (`SessionStore.dropSealed`).
     public var checked: Bool
-    /// Every leaf's hash, in order (32 bytes each), when they are known and were checked against `root`
-    /// (a whole seal received); empty otherwise. With them the store keeps each of the seal's messages'
+    /// Every leaf's hash, in order (32 bytes each), when the engine knows them, checked against `root` (a
+    /// whole seal received); empty otherwise. (The store checks only their size: it hashes nothing.) With them the store keeps each of the seal's messages'
     /// place as its leaf index alone (`StoredMessage.sealProof` of 2 bytes), not its audit path: 32 bytes
     /// a message where a path took 275. Only what reads a message to hand it on gets them (`export`,
     /// `exportPage`), to make each path again (`SealProof`'s, in the engine).

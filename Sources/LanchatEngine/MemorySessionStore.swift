@@ -180,14 +180,14 @@ public final class MemorySessionStore: SessionStore {
         // Its seal kept once (another under the same author and id: stored as not sealed, as SQLite's, or
         // not stored at all if its seal is unchecked; the same but for the signature's bytes is the same seal).
         // A place kept as a leaf index alone comes with the seal's leaves, kept once with the seal (as SQLite's).
-        if let seal = message.seal, message.isSealed, message.leafIndex == nil || !seal.leaves.isEmpty {
+        if let seal = message.seal, message.isSealed, message.leafIndex == nil || seal.hasLeaves {
             let sealKey = MessageKey(id: seal.id, sender: message.senderID)
-            if seals[sealKey] == nil { seals[sealKey] = (seal, message.room) }
+            if seals[sealKey] == nil { seals[sealKey] = (seal.hasLeaves ? seal : seal.withoutLeaves, message.room) }
             if let kept = seals[sealKey], kept.room == message.room, kept.seal.authorKey == seal.authorKey, kept.seal.leafCount == seal.leafCount,
                 kept.seal.root == seal.root
             {
                 sealIDs[key] = seal.id
-                if kept.seal.leaves.isEmpty, !seal.leaves.isEmpty { seals[sealKey]?.seal.leaves = seal.leaves }
+                if !kept.seal.hasLeaves, seal.hasLeaves { seals[sealKey]?.seal.leaves = seal.leaves }
             } else if !seal.checked {
                 return false
             } else {
@@ -274,7 +274,11 @@ public final class MemorySessionStore: SessionStore {
         guard message.isSealed, let id = sealIDs[MessageKey(message)] else { return message }
         var message = message
         message.seal = seals[MessageKey(id: id, sender: message.senderID)]?.seal
-        if message.seal == nil { message.sealProof = [] }
+        // (A place kept as a leaf index reads as not sealed without its seal's leaves, as SQLite's.)
+        if message.seal == nil || (message.leafIndex != nil && message.seal?.hasLeaves != true) {
+            message.sealProof = []
+            message.seal = nil
+        }
         return message
     }
 
@@ -415,6 +419,9 @@ public final class MemorySessionStore: SessionStore {
 }
 
 extension StoredSeal {
+    /// Its leaves are one hash for each of its leaves (what the stores keep; none otherwise).
+    fileprivate var hasLeaves: Bool { !leaves.isEmpty && leaves.count == leafCount * 32 }
+
     /// As the store lists its seals: the leaves only go with the messages handed on (`withSeal`).
     fileprivate var withoutLeaves: StoredSeal {
         var seal = self

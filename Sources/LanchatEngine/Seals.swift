@@ -243,9 +243,11 @@ public struct SealChecks: Equatable, Sendable {
     /// The head checked last (a history's records of one seal come one after another): found without
     /// hashing its name.
     private var last: (name: Name, head: SealHead, verified: Bool)?
-    /// The nodes of the last head's tree that its records' audit paths showed: the next record's path
-    /// hashes only what is new (about one node, where a whole path is up to 8).
-    private var tree: (head: SealHead, nodes: MerkleTree.KnownNodes, whole: Bool)?
+    /// The nodes of the last heads' trees that their records' audit paths showed (the newest last, at most
+    /// `trees`): the next record's path hashes only what is new (about one node, where a whole path is up
+    /// to 8). Several, for a history whose authors' seals take turns.
+    private var trees: [(head: SealHead, nodes: MerkleTree.KnownNodes, whole: Bool)] = []
+    static let treeCapacity = 8
     /// Seals whose every leaf the records checked showed (each once, until taken: `takeWholeSeals`).
     private var wholeSeals: [(head: SealHead, leaves: [UInt8])] = []
     /// The last head as the store keeps it: its id as text made once for all its records.
@@ -277,8 +279,8 @@ public struct SealChecks: Equatable, Sendable {
         return verified
     }
 
-    /// The seals whose every leaf hash the records checked since the last call showed (checked against
-    /// the root): the store keeps those once for each seal, and each record's place as its leaf index.
+    /// The seals whose every leaf hash became known (checked against the root) by the records checked since
+    /// the last call: the store keeps those once for each seal, and each record's place as its leaf index.
     public mutating func takeWholeSeals() -> [(head: SealHead, leaves: [UInt8])] {
         defer { wholeSeals = [] }
         return wholeSeals
@@ -298,11 +300,18 @@ public struct SealChecks: Equatable, Sendable {
         guard let proof = record.proof, seal.author == record.senderID, proof.seal == seal.id, verifies(seal, room: room, keys: keys) else {
             return false
         }
-        if tree?.head != seal { tree = (seal, MerkleTree.KnownNodes(count: Int(seal.leafCount), root: seal.root), false) }
-        guard tree!.nodes.verifies(proof.path, leafHash: Seal.leafHash(signingBytes: record.signingBytes(room: room)), index: Int(proof.leafIndex))
-        else { return false }
-        if !tree!.whole, tree!.nodes.knowsEveryLeaf, let leaves = tree!.nodes.leafHashes {
-            tree!.whole = true
+        let at: Int
+        if let found = trees.lastIndex(where: { $0.head == seal }) {
+            at = found
+        } else {
+            if trees.count >= Self.treeCapacity { trees.removeFirst() }
+            trees.append((seal, MerkleTree.KnownNodes(count: Int(seal.leafCount), root: seal.root), false))
+            at = trees.count - 1
+        }
+        let leafHash = Seal.leafHash(signingBytes: record.signingBytes(room: room))
+        guard trees[at].nodes.verifies(proof.path, leafHash: leafHash, index: Int(proof.leafIndex)) else { return false }
+        if !trees[at].whole, trees[at].nodes.knowsEveryLeaf, let leaves = trees[at].nodes.leafHashes {
+            trees[at].whole = true
             wholeSeals.append((seal, leaves))
         }
         return true

@@ -74,9 +74,9 @@ extension ChatStore {
             $0.integer(Int64(seal.leafCount))
             $0.text(root)
             $0.integer(seal.checked ? 1 : 0)
-            $0.blob(seal.leaves)
+            $0.blob(Self.leaves(of: seal))
         }
-        name.leaves = !seal.leaves.isEmpty
+        name.leaves = !Self.leaves(of: seal).isEmpty
         if new != 1 {
             // Kept already: the same seal (its other messages), or another under the same id.
             let same = try db.query(
@@ -95,7 +95,7 @@ extension ChatStore {
                 }
                 return true
             }
-            if !seal.leaves.isEmpty {
+            if name.leaves {
                 try run(.keepLeaves) {
                     $0.blob(seal.leaves)
                     $0.text(message.senderID)
@@ -113,7 +113,13 @@ extension ChatStore {
     /// Whether the message is stored sealed: a proof and its seal; a leaf index only with the seal's leaves.
     static func sealed(_ message: StoredMessage) -> Bool {
         guard let seal = message.seal, message.isSealed else { return false }
-        return message.sealProof.count != leafIndexLength || !seal.leaves.isEmpty
+        return message.sealProof.count != leafIndexLength || !leaves(of: seal).isEmpty
+    }
+
+    /// A seal's leaves as the store keeps them: one hash (32 bytes) for each of its leaves, or none. (The
+    /// engine checked them against the seal's root; the store has no hash to check them again.)
+    static func leaves(of seal: StoredSeal) -> [UInt8] {
+        !seal.leaves.isEmpty && seal.leaves.count == seal.leafCount * 32 ? seal.leaves : []
     }
 
     public func markSealChecked(author: String, seal: StoredSeal) throws(Error) {
@@ -353,7 +359,7 @@ extension ChatStore {
                 leaves[key] = found
             }
             messages[index].seal?.leaves = leaves[key] ?? []
-            if messages[index].seal?.leaves.isEmpty != false {
+            if messages[index].seal.map(Self.leaves(of:))?.isEmpty != false {
                 messages[index].sealProof = []
                 messages[index].seal = nil
             }

@@ -240,7 +240,8 @@ public final class ChatStore: SessionStore {
         // A whole seal's leaves (2026-11-29) added `seals.leaves` (every leaf's hash, 32 bytes each; NULL or
         // empty: not kept), the same way: with them a message of the seal keeps its leaf index (2 bytes) in
         // `seal_proof`, not its path (275 bytes; 800 or so a row with the indexes). An older lanchatd reads
-        // such a message's 2 bytes as no proof: it does not hand the message on.
+        // such a message's 2 bytes as no proof: it does not hand the message on in a signed or sealed
+        // history (in a plain one, to a version 1 peer, it sends it as a plain record, as any).
         if !sealColumns.contains("leaves") {
             try db.execute("ALTER TABLE seals ADD COLUMN leaves BLOB")
         }

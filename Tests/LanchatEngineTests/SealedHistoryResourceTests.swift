@@ -142,6 +142,51 @@ import Testing
         #expect(relay.append([damaged], into: &none) == 0)
     }
 
+    /// A seal lends its leaves only to its own records: a member who names a seal of hers with another
+    /// author's seal id (ids are public) and puts it right before that author's records gets her leaves
+    /// kept for her record alone. Seals whose records take turns are each found whole (a reader keeps
+    /// several trees).
+    @Test func aSealsLeavesGoOnlyToItsOwnRecordsAndSealsMayTakeTurns() throws {
+        let four = (1...4).map { SessionStateMachineTests.peerID(UInt8($0 * 0x10)) }
+        func keys4(_ index: Int) -> EnvelopeKeys { SimulatedSignatures.keys(for: index, ids: four) }
+        func stored(_ n: Int, by author: Int) -> StoredMessage {
+            StoredMessage(
+                id: WireID(bytes: [0x44, UInt8(author), UInt8(n)] + [UInt8](repeating: 0x33, count: 13))!.description, room: "lab",
+                senderID: four[author].rawValue, senderName: "n\(author)", sequence: Int64(n), timestamp: 100 + Int64(n), kind: .text, body: "m\(n)")
+        }
+        func seal(_ messages: [StoredMessage], by author: Int, id: WireID) -> [StoredMessage] {
+            SealedBatch.seal(messages, author: four[author], room: lab, keys: keys4(author), newID: { id }).flatMap { batch, sealed in
+                batch.stored(sealed, author: four[author])
+            }
+        }
+        func sortedByDave(_ messages: [StoredMessage]) throws -> [StoredMessage] {
+            var encoder = HistoryEncoder(layout: .sealed, ownID: four[0], keys: keys4(0), ids: IDGenerator(seed: 5))
+            var buffer = ByteBuffer()
+            encoder.append(messages, into: &buffer)
+            var decoder = HistoryDecoder(layout: .sealed)
+            let entries = try decoder.decodeSome(&buffer, maximumCount: .max)
+            let sorted = decoder.sort(
+                entries, room: lab, relay: four[0], ownID: four[3], keys: keys4(3), members: [four[0]: "alice", four[1]: "bob", four[2]: "carol"],
+                strangers: false, now: 1_000_000, forgedLeft: 16)
+            #expect(sorted.keep.count == messages.count && sorted.forged == 0)
+            return sorted.keep
+        }
+        let shared = WireID(bytes: [UInt8](repeating: 0x5E, count: 16))!
+        let bobs = seal((1...3).map { stored($0, by: 1) }, by: 1, id: shared)
+        let carols = seal([stored(9, by: 2)], by: 2, id: shared)  // her seal of one, under bob's seal's id
+        let kept = try sortedByDave(carols + bobs)
+        for (record, original) in zip(kept, carols + bobs) {
+            #expect(record.leafIndex != nil, "\(record.body)")
+            let seal = try #require(record.seal)
+            #expect(SealPaths(seal) != nil && record.proof == original.proof, "\(record.body): its own seal's leaves")
+        }
+        // Bob's and carol's seals of three, their records taking turns: both found whole.
+        let bobsAgain = seal((11...13).map { stored($0, by: 1) }, by: 1, id: WireID(bytes: [UInt8](repeating: 0x61, count: 16))!)
+        let carolsAgain = seal((21...23).map { stored($0, by: 2) }, by: 2, id: WireID(bytes: [UInt8](repeating: 0x62, count: 16))!)
+        let turns = try sortedByDave(Array(zip(bobsAgain, carolsAgain).flatMap { [$0, $1] }))
+        #expect(turns.allSatisfy { $0.leafIndex != nil && $0.seal.flatMap(SealPaths.init) != nil })
+    }
+
     @Test func ourRecordsWithNeitherSignatureNorSealAreSealedHereBy256() throws {
         // Alice relays her own records kept unsigned (300, then 300 more), with bob's sealed ones between,
         // two of hers signed, and one of hers too long to be written.

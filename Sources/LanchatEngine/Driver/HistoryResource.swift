@@ -177,7 +177,9 @@ public struct HistoryDecoder: Sendable {
 
     /// The entries' records by their verdicts (as `verdicts` gives them), as an import stores them: the
     /// records to keep, in order, with no verdict made for each (copying a verdict's message and then
-    /// dropping it was a fifth of the store thread's time in an import).
+    /// dropping it was a fifth of the store thread's time in an import). A record of a seal whose every
+    /// leaf is known by the end of the piece (`SealChecks.takeWholeSeals`) keeps its leaf index, and its
+    /// seal the leaves; the seal's records in earlier pieces, and in later ones, keep their paths.
     public mutating func sort(
         _ entries: [SealedHistory.Entry], room: RoomID, relay: PeerID, ownID: PeerID, keys: EnvelopeKeys?, members: [PeerID: String],
         strangers: Bool, now: Int64, forgedLeft: Int
@@ -193,20 +195,25 @@ public struct HistoryDecoder: Sendable {
             case .ours: break  // we have it, or never sent it: skipped quietly
             }
         }
-        // The records of a seal whose every leaf this piece's records showed are kept as their leaf index,
-        // with the seal's leaves once (a record's path was 275 of its 800 or so bytes in the store).
+        // The records of a seal whose every leaf the records checked so far showed are kept as their leaf
+        // index, with the seal's leaves once (a record's path was 275 of its 800 or so bytes in the store).
+        // A seal is its author's head whole (id, count and root): another author may name a seal of hers with
+        // the same id, and an author may sign two heads under one id; neither lends its leaves to the other.
         let whole = checks.takeWholeSeals()
         guard !whole.isEmpty else { return sorted }
-        var leaves: [String: (author: String, root: [UInt8], leaves: [UInt8])] = [:]
-        for (head, hashes) in whole { leaves[head.id.description] = (head.author, head.root, hashes) }
-        // (A seal's records come one after another, and share their seal's id: looked up once a run.)
-        var run: (id: String, leaves: [UInt8]?)?
+        var leaves: [WholeSeal: [UInt8]] = [:]
+        for (head, hashes) in whole {
+            leaves[WholeSeal(author: head.author, id: head.id.description, count: Int(head.leafCount), root: head.root)] = hashes
+        }
+        // (A seal's records come one after another: looked up once a run.)
+        var run: (seal: WholeSeal, leaves: [UInt8]?)?
         for index in sorted.keep.indices {
-            guard let id = sorted.keep[index].seal?.id else { continue }
-            if run?.id != id {
-                let kept = leaves[id]
-                let seal = sorted.keep[index].seal
-                run = (id, kept.flatMap { $0.author == sorted.keep[index].senderID && $0.root == seal?.root ? $0.leaves : nil })
+            guard let seal = sorted.keep[index].seal else { continue }
+            let author = sorted.keep[index].senderID
+            let same = run.map { $0.seal.author == author && $0.seal.id == seal.id && $0.seal.count == seal.leafCount && $0.seal.root == seal.root }
+            if same != true {
+                let name = WholeSeal(author: author, id: seal.id, count: seal.leafCount, root: seal.root)
+                run = (name, leaves[name])
             }
             guard let whole = run?.leaves else { continue }
             sorted.keep[index].keepLeaves(whole)
@@ -237,6 +244,14 @@ public struct HistoryDecoder: Sendable {
             }
         }
     }
+}
+
+/// A seal as `HistoryDecoder.sort` finds its records: its author's head (id, leaf count, root).
+private struct WholeSeal: Hashable {
+    var author: String
+    var id: String
+    var count: Int
+    var root: [UInt8]
 }
 
 /// A piece of a history's records by verdict (`HistoryDecoder.sort`).
