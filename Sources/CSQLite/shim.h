@@ -7,7 +7,3 @@
 // is turned off. Only before SQLite is initialized: later it fails harmlessly (SQLITE_MISUSE).
 static inline int lanchat_sqlite_without_memory_status(void) { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }
 
-// The journal of a savepoint (each piece of a received history is one, so that a piece that fails is undone
-// alone) is kept in memory up to `bytes`, then spills to a temporary file (SQLite's default: 64 KiB). Storing
-// a history's pieces wrote each into a file first: a sixth of the store's time.
-static inline int lanchat_sqlite_statement_journals_in_memory(int bytes) { return sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, bytes); }

@@ -27,13 +27,12 @@ public final class SQLiteDatabase {
     }
 
     /// SQLite's process-wide settings, made once before its first use: no count of the memory it
-    /// allocates (`lanchat_sqlite_without_memory_status`: a mutex taken at every allocation); a savepoint's
-    /// journal in memory up to 8 MiB (`lanchat_sqlite_statement_journals_in_memory`: a piece of 5,000
-    /// history records journals at most about 4 MiB of pages).
-    private static let configured: Void = {
-        _ = lanchat_sqlite_without_memory_status()
-        _ = lanchat_sqlite_statement_journals_in_memory(8 << 20)
-    }()
+    /// allocates (`lanchat_sqlite_without_memory_status`: a mutex taken at every allocation). A savepoint's
+    /// journal stays SQLite's: in memory up to 64 KiB, then in a temporary file. (Kept in memory up to 1 or
+    /// 8 MiB, storing a history's pieces took a sixth less time, but a journal that grew past that failed
+    /// to spill, "database or disk is full", with SQLite 3.40: a history of 50,000 records each under a
+    /// seal of its own, whose pieces touch pages all over the seals' table.)
+    private static let configured: Void = { _ = lanchat_sqlite_without_memory_status() }()
 
     deinit {
         close()

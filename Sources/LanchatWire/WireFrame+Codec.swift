@@ -234,8 +234,18 @@ extension WireFrame {
     }
 
     static func isPeerID(_ bytes: some Collection<UInt8>) -> Bool {
-        bytes.count == 52 && bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x32 && $0 <= 0x37) }
+        // Read in place where the bytes are contiguous (an id's text: every record of a history has one).
+        if let valid = bytes.withContiguousStorageIfAvailable({ isPeerID(contiguous: $0) }) { return valid }
+        return bytes.count == 52 && bytes.allSatisfy(isPeerIDByte)
     }
+
+    private static func isPeerID(contiguous bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == 52 else { return false }
+        for byte in bytes where !isPeerIDByte(byte) { return false }
+        return true
+    }
+
+    @inline(__always) private static func isPeerIDByte(_ byte: UInt8) -> Bool { (byte >= 0x61 && byte <= 0x7a) || (byte >= 0x32 && byte <= 0x37) }
 
     /// An IPv4 or IPv6 address in text, with an optional `%scope`: hex digits, letters, digits, `.:%-_`.
     static func isAddress(_ bytes: [UInt8]) -> Bool {

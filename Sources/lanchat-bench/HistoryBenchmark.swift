@@ -19,7 +19,11 @@ import NIOCore
 /// (`ChatStore.insert(contentsOf:)` in pieces of 5,000, a commit every 50,000, as an import does). In
 /// lanchatd the second and third run at once on two threads, and the first on the inviter: the sum is
 /// not the benchmark's end-to-end figure, but where it goes. JSON: seconds per phase, bytes encoded.
-func historyBenchmark(directory: String, count: Int) throws {
+///
+/// `per` > 0: the author sealed its messages itself, `per` to a seal (as lanchatd seals what it sends:
+/// a seal per flush, a lone message a seal of one), and another member hands them on: the newcomer then
+/// checks a signature per seal (`seal_us` in `envelopes` is one), and the relay writes stored proofs.
+func historyBenchmark(directory: String, count: Int, per: Int = 0) throws {
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let path = directory + "/" + ChatStore.fileName
     for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
@@ -39,11 +43,26 @@ func historyBenchmark(directory: String, count: Int) throws {
             timestamp: base + Int64(index), kind: .text, body: "message \(index) " + String(repeating: "x", count: 40))
     }
 
+    let relay = Identity(privateKey: P256.Signing.PrivateKey())
+    var history = messages
     var started = now()
-    var encoder = HistoryEncoder(layout: .sealed, ownID: author.peerID, keys: authorKeys, ids: .system())
+    if per > 0 {
+        history = []
+        history.reserveCapacity(count)
+        for start in stride(from: 0, to: count, by: per) {
+            let piece = Array(messages[start..<min(count, start + per)])
+            for (batch, sealed) in SealedBatch.seal(piece, author: author.peerID, room: room, keys: authorKeys, newID: { WireID.random() }) {
+                history += batch.stored(sealed, author: author.peerID)
+            }
+        }
+    }
+    let sealSeconds = now() - started
+    let writer = per > 0 ? relay : author
+    started = now()
+    var encoder = HistoryEncoder(layout: .sealed, ownID: writer.peerID, keys: EnvelopeKeys(signer: EnvelopeSigner(identity: writer)), ids: .system())
     var encoded = ByteBufferAllocator().buffer(capacity: count * 400)
     for start in stride(from: 0, to: count, by: piece) {
-        encoder.append(Array(messages[start..<min(count, start + piece)]), into: &encoded)
+        encoder.append(Array(history[start..<min(count, start + piece)]), into: &encoded)
     }
     let encodeSeconds = now() - started
     let bytes = encoded.readableBytes
@@ -63,7 +82,7 @@ func historyBenchmark(directory: String, count: Int) throws {
     let members = [author.peerID: "alice"]
     let sortedPieces = pieces.map { entries in
         decoder.sort(
-            entries, room: room, relay: author.peerID, ownID: newcomer.peerID, keys: newcomerKeys, members: members, strangers: true,
+            entries, room: room, relay: writer.peerID, ownID: newcomer.peerID, keys: newcomerKeys, members: members, strangers: true,
             now: base + Int64(count), forgedLeft: 1000)
     }
     let checkSeconds = now() - started
@@ -86,6 +105,6 @@ func historyBenchmark(directory: String, count: Int) throws {
     guard added == count else { die("stored \(added) of \(count)") }
     emit([
         "messages_count": Double(count), "bytes_count": Double(bytes), "encode_s": encodeSeconds, "decode_s": decodeSeconds,
-        "check_s": checkSeconds, "store_s": storeSeconds,
+        "check_s": checkSeconds, "store_s": storeSeconds, "seals_per_count": Double(per), "author_sealing_s": sealSeconds,
     ])
 }

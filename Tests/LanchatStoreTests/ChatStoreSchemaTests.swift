@@ -174,6 +174,31 @@ import Testing
         #expect(try raw.query("SELECT seal_proof FROM messages WHERE id = ?", [.text(plain.id)]).first == [.text("")])
     }
 
+    /// A received history's pieces of messages each under a seal of its own (a member who sends one
+    /// message at a time seals each alone) touch pages all over the seals' table: each piece's savepoint
+    /// journals megabytes. They are stored whole (a journal kept in memory up to 1 MiB failed to spill,
+    /// "database or disk is full").
+    @Test func piecesOfMessagesUnderSealsOfTheirOwnAreStored() throws {
+        let store = try ChatStore(path: temporaryDirectory() + "/h.sqlite3")
+        var generator = SystemRandomNumberGenerator()
+        var stored = 0
+        for piece in 0..<6 {
+            let messages = (0..<6000).map { n -> StoredMessage in
+                var sealed = message(piece * 6000 + n + 1, body: "alone")
+                let id = (0..<16).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16) }.joined()
+                sealed.seal = StoredSeal(
+                    id: String((id + String(repeating: "0", count: 32)).prefix(32)), authorKey: [0x02] + [UInt8](repeating: 0xAB, count: 32),
+                    signature: [UInt8](repeating: 3, count: 64), leafCount: 1, root: [UInt8](repeating: UInt8(n & 0xff), count: 32))
+                sealed.sealProof = [UInt8](repeating: 0x5C, count: 19)
+                return sealed
+            }
+            stored += try store.bulk { try store.insert(contentsOf: messages, now: 0) }
+        }
+        try store.commitBulk()
+        #expect(stored == 36_000)
+        #expect(try store.databaseForTests.query("SELECT count(*) FROM seals").first == [.integer(36_000)])
+    }
+
     /// A message whose place is its leaf index alone (2 bytes) comes with its seal's leaves: the store keeps
     /// them once, with the seal, also for a seal kept before without them; an export reads each such
     /// message with its seal's leaves (once a seal: the messages share them), other reads with the 2 bytes.
