@@ -243,12 +243,14 @@ public struct SealChecks: Equatable, Sendable {
     /// The head checked last (a history's records of one seal come one after another): found without
     /// hashing its name.
     private var last: (name: Name, head: SealHead, verified: Bool)?
-    /// The nodes of the last heads' trees that their records' audit paths showed (the newest last, at most
-    /// `trees`): the next record's path hashes only what is new (about one node, where a whole path is up
-    /// to 8). Several, for a history whose authors' seals take turns.
+    /// The nodes of the trees of the heads whose records were checked last (at most `treeCapacity`, the
+    /// one used last at the end) that their records' audit paths showed: the next record's path hashes
+    /// only what is new (about one node, where a whole path is up to 8). Several, for a history whose
+    /// authors' seals take turns.
     private var trees: [(head: SealHead, nodes: MerkleTree.KnownNodes, whole: Bool)] = []
     static let treeCapacity = 8
-    /// Seals whose every leaf the records checked showed (each once, until taken: `takeWholeSeals`).
+    /// Seals whose every leaf the records checked showed, until taken (`takeWholeSeals`); once each while
+    /// its tree is kept.
     private var wholeSeals: [(head: SealHead, leaves: [UInt8])] = []
     /// The last head as the store keeps it: its id as text made once for all its records.
     private var kept: (head: SealHead, seal: StoredSeal)?
@@ -302,7 +304,9 @@ public struct SealChecks: Equatable, Sendable {
         }
         let at: Int
         if let found = trees.lastIndex(where: { $0.head == seal }) {
-            at = found
+            // The one used last goes to the end: the tree forgotten first is the one unused longest.
+            if found != trees.count - 1 { trees.append(trees.remove(at: found)) }
+            at = trees.count - 1
         } else {
             if trees.count >= Self.treeCapacity { trees.removeFirst() }
             trees.append((seal, MerkleTree.KnownNodes(count: Int(seal.leafCount), root: seal.root), false))

@@ -56,12 +56,15 @@ extension ChatStore {
     /// all (returns false): stored as not sealed, it could be exported before anyone checked it.
     ///
     /// A message whose place is its leaf index alone (`sealProof` of 2 bytes) comes with its seal's leaves:
-    /// they are kept with the seal (once), also when the seal was kept before without them.
+    /// they are kept with the seal (once), also when the seal was kept before without them. Without them
+    /// (or of another size) it is stored as not sealed, even under an unchecked seal: only an import makes
+    /// leaf indexes, and its seals are checked.
     private func keepSeal(of message: StoredMessage) throws(Error) -> Bool {
         guard let seal = message.seal, Self.sealed(message) else { return true }
-        let byIndex = message.sealProof.count == Self.leafIndexLength
         // The other messages of a seal just found kept (a SEAL's messages come together).
-        if let last = lastKeptSeal, last.names(author: message.senderID, room: message.room, seal: seal), last.leaves || !byIndex { return true }
+        if let last = lastKeptSeal, last.names(author: message.senderID, room: message.room, seal: seal), last.leaves || Self.leaves(of: seal).isEmpty {
+            return true
+        }
         var name = KeptSeal(author: message.senderID, room: message.room, seal: seal)
         let key = Hex.string(seal.authorKey)
         let root = Hex.string(seal.root)

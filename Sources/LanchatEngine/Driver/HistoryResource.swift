@@ -195,7 +195,7 @@ public struct HistoryDecoder: Sendable {
             case .ours: break  // we have it, or never sent it: skipped quietly
             }
         }
-        // The records of a seal whose every leaf the records checked so far showed are kept as their leaf
+        // The records of a seal whose every leaf became known in this piece are kept as their leaf
         // index, with the seal's leaves once (a record's path was 275 of its 800 or so bytes in the store).
         // A seal is its author's head whole (id, count and root): another author may name a seal of hers with
         // the same id, and an author may sign two heads under one id; neither lends its leaves to the other.
