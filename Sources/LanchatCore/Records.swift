@@ -79,6 +79,9 @@ public struct StoredSeal: Equatable, Sendable {
     /// `exportPage`), to make each path again (`SealProof`'s, in the engine).
     public var leaves: [UInt8]
 
+    /// Its leaves are one hash (32 bytes) for each of its leaves: what the stores keep (none otherwise).
+    public var hasLeaves: Bool { !leaves.isEmpty && leaves.count == leafCount * 32 }
+
     public init(
         id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8], checked: Bool = true, leaves: [UInt8] = []
     ) {

@@ -419,9 +419,6 @@ public final class MemorySessionStore: SessionStore {
 }
 
 extension StoredSeal {
-    /// Its leaves are one hash for each of its leaves (what the stores keep; none otherwise).
-    fileprivate var hasLeaves: Bool { !leaves.isEmpty && leaves.count == leafCount * 32 }
-
     /// As the store lists its seals: the leaves only go with the messages handed on (`withSeal`).
     fileprivate var withoutLeaves: StoredSeal {
         var seal = self

@@ -122,7 +122,7 @@ extension ChatStore {
     /// A seal's leaves as the store keeps them: one hash (32 bytes) for each of its leaves, or none. (The
     /// engine checked them against the seal's root; the store has no hash to check them again.)
     static func leaves(of seal: StoredSeal) -> [UInt8] {
-        !seal.leaves.isEmpty && seal.leaves.count == seal.leafCount * 32 ? seal.leaves : []
+        seal.hasLeaves ? seal.leaves : []
     }
 
     public func markSealChecked(author: String, seal: StoredSeal) throws(Error) {
