@@ -23,7 +23,9 @@ import NIOCore
 /// `per` > 0: the author sealed its messages itself, `per` to a seal (as lanchatd seals what it sends:
 /// a seal per flush, a lone message a seal of one), and another member hands them on: the newcomer then
 /// checks a signature per seal (`seal_us` in `envelopes` is one), and the relay writes stored proofs.
-func historyBenchmark(directory: String, count: Int, per: Int = 0) throws {
+/// `byAuthor`: the author hands them on itself, and seals again those in seals of fewer than 16
+/// (`HistoryEncoder.resealBelow`).
+func historyBenchmark(directory: String, count: Int, per: Int = 0, byAuthor: Bool = false) throws {
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let path = directory + "/" + ChatStore.fileName
     for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
@@ -57,7 +59,7 @@ func historyBenchmark(directory: String, count: Int, per: Int = 0) throws {
         }
     }
     let sealSeconds = now() - started
-    let writer = per > 0 ? relay : author
+    let writer = per > 0 && !byAuthor ? relay : author
     started = now()
     var encoder = HistoryEncoder(layout: .sealed, ownID: writer.peerID, keys: EnvelopeKeys(signer: EnvelopeSigner(identity: writer)), ids: .system())
     var encoded = ByteBufferAllocator().buffer(capacity: count * 400)
@@ -106,5 +108,6 @@ func historyBenchmark(directory: String, count: Int, per: Int = 0) throws {
     emit([
         "messages_count": Double(count), "bytes_count": Double(bytes), "encode_s": encodeSeconds, "decode_s": decodeSeconds,
         "check_s": checkSeconds, "store_s": storeSeconds, "seals_per_count": Double(per), "author_sealing_s": sealSeconds,
+        "by_author_count": byAuthor ? 1 : 0,
     ])
 }

@@ -12,9 +12,10 @@
 //   lanchat-bench node DIR NAME ADDR RDV N [leader]  a session node; N nodes meet in directory RDV
 //   lanchat-bench search DIR N                       `history --grep` over N stored messages (the store's word
 //                                                    index) next to a plain LIKE scan of the same file; JSON
-//   lanchat-bench history DIR N [PER]                a sealed history of N messages, phase by phase in one process:
+//   lanchat-bench history DIR N [PER [relay|author]] a sealed history of N messages, phase by phase in one process:
 //                                                    the inviter's encoding, the newcomer's decoding, checking, storing; JSON
-//                                                    (PER: the author sealed them PER to a seal, a member hands them on)
+//                                                    (PER: the author sealed them PER to a seal, a member hands them on,
+//                                                    or the author, sealing again those in seals of fewer than 16)
 //   lanchat-bench envelopes COUNT ROUNDS             sign and verify a message (P-256) next to SHA-256 of it; JSON
 //   lanchat-bench workload DIR messages N|file PATH  a fixed workload between two nodes in this process (for
 //                                                    instruction counts under callgrind): N messages, or a file
@@ -43,8 +44,12 @@ case "tls-fanout" where arguments.count == 7:
     }
 case "search" where arguments.count == 4:
     do { try searchBenchmark(directory: arguments[2], count: Int(arguments[3])!) } catch { die("\(error)") }
-case "history" where arguments.count == 4 || arguments.count == 5:
-    do { try historyBenchmark(directory: arguments[2], count: Int(arguments[3])!, per: arguments.count == 5 ? Int(arguments[4])! : 0) } catch { die("\(error)") }
+case "history" where (4...6).contains(arguments.count) && (arguments.count < 6 || ["author", "relay"].contains(arguments[5])):
+    do {
+        try historyBenchmark(
+            directory: arguments[2], count: Int(arguments[3])!, per: arguments.count >= 5 ? Int(arguments[4])! : 0,
+            byAuthor: arguments.count == 6 && arguments[5] == "author")
+    } catch { die("\(error)") }
 case "envelopes" where arguments.count == 4:
     envelopeBenchmark(count: Int(arguments[2])!, rounds: Int(arguments[3])!)
 case "workload" where arguments.count == 5:
@@ -61,6 +66,6 @@ case "node" where arguments.count >= 7:
     }
 default:
     die(
-        "usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | tls-fanout DIR PORT COUNT MS HOST,... | search DIR N | history DIR N [PER] | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]"
+        "usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | tls-fanout DIR PORT COUNT MS HOST,... | search DIR N | history DIR N [PER [relay|author]] | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]"
     )
 }

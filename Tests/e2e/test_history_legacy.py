@@ -4,7 +4,8 @@ A lanchatd from before signatures (wire version 1) kept its own messages unsigne
 newcomer is sealed now: those records are sealed as they are written, up to 256 under one signature
 (they were signed one by one, and each checked by the newcomer). The newcomer keeps each with its seal and
 place (its leaf index, the seal's leaves kept once), and can hand them on: a later newcomer invited by it, while their author is
-away, checks them against the author's seals and keeps them under the author's name."""
+away, checks them against the author's seals and keeps them under the author's name. The inviter's own
+messages sent one at a time (a seal of one each) are sealed again for a newcomer, up to 256 to a seal."""
 import os
 import sqlite3
 import time
@@ -83,3 +84,48 @@ def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan):
     assert [(m["id"], m["text"]) for m in handed_on] == [(m["id"], m["text"]) for m in records]
     # Bob's export made each record's path again from the seal's leaves: dave checked them, and keeps them so too.
     assert stored_legacy(lan, "h4", alice_id) == (LEGACY, 2, LEGACY, LEGACY, LEGACY, 2)
+
+
+def stored_seals(lan, host, author, prefix):
+    """`author`'s messages on `host` whose text starts with `prefix`: how many, and the leaf count of each
+    seal they are kept under (sorted)."""
+    path = os.path.join(lan.dir, host, "state", "history.sqlite3")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        count = db.execute("SELECT count(*) FROM messages WHERE sender_id = ? AND body LIKE ?", (author, prefix + "%")).fetchone()[0]
+        seals = db.execute("SELECT s.leaf_count FROM seals s WHERE s.author_id = ? AND s.seal_id IN "
+                           "(SELECT seal_id FROM messages WHERE sender_id = ? AND body LIKE ?)", (author, author, prefix + "%")).fetchall()
+        return count, sorted(n for (n,) in seals)
+    finally:
+        db.close()
+
+
+def test_words_sent_one_at_a_time_reach_a_newcomer_under_one_seal(lan):
+    """Each message sent alone is a seal of one (one signature each). In a newcomer's history, the
+    inviter seals its own such messages again, up to 256 to a seal, so the newcomer checks one signature
+    for them; another member's stay under their author's seals."""
+    lan.up(3)
+    alice = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    carol = lan.start_daemon("h3", name="carol", extra=["--auto-accept", "all"])
+    wait_for(lambda: {"bob", "carol"} <= {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="alice to see the others")
+    assert lan.lanchat_json("h1", "invite", "carol", "--room", "chat", "--wait")["outcome"] == "accepted"
+    alice_id, carol_id = alice.status()["id"], carol.status()["id"]
+    for i in range(12):
+        lan.lanchat("h1", "send", "--room", "chat", f"alone {i}")
+    for i in range(3):
+        lan.lanchat("h3", "send", "--room", "chat", f"carol alone {i}")
+    wait_for(lambda: len([m for m in history(lan, "h1", "chat") if m["text"].startswith("carol alone ")]) == 3, timeout=30,
+             what="alice to hold carol's messages")
+    # As sent: a seal of one each (the calls came one after another).
+    assert stored_seals(lan, "h1", alice_id, "alone ") == (12, [1] * 12)
+    assert lan.lanchat_json("h1", "invite", "bob", "--room", "chat", "--wait")["outcome"] == "accepted"
+    wait_for(lambda: len([m for m in history(lan, "h2", "chat") if "alone " in m["text"]]) == 15, timeout=30,
+             what="bob to hold the 15 earlier messages")
+    records = [m for m in history(lan, "h2", "chat") if "alone " in m["text"]]
+    assert all(m["signed"] is True for m in records), records[:3]
+    # Alice's 12 under one seal of hers made for bob's history; carol's 3 as she sealed them.
+    assert stored_seals(lan, "h2", alice_id, "alone ") == (12, [12])
+    assert stored_seals(lan, "h2", carol_id, "carol alone ") == (3, [1, 1, 1])
+    # Carol keeps alice's as they came.
+    assert stored_seals(lan, "h3", alice_id, "alone ") == (12, [1] * 12)
