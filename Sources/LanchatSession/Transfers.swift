@@ -218,20 +218,50 @@ extension SessionNode {
 
     /// Writes `messages` as history records at `offset` on the file thread (`fileIO`; our own records a
     /// version 2 or 3 peer needs signed are signed there): the bytes written and the encoder to go on
-    /// with, nil if the write failed (the caller closes the file). It never fails.
+    /// with, nil if the write failed (the caller closes the file). It never fails. A piece of at least
+    /// `exportSplit` messages is made ready in two halves at once (`HistoryEncoder.prepare`: sealing
+    /// our own records, making paths again), the second on `exportIO`; the writing stays in order.
     private func writeHistory(
         _ messages: [StoredMessage], to file: (fd: Int32, path: String), at offset: Int, encoder: HistoryEncoder
     ) -> EventLoopFuture<(count: Int, encoder: HistoryEncoder)?> {
         let fd = file.fd
-        return fileIO.runIfActive(eventLoop: eventLoop) { () -> (count: Int, encoder: HistoryEncoder)? in
+        // (A sealed record is some 430 bytes, its seal's head and proof with it: room for them at once.)
+        let capacity = messages.count * (encoder.layout == .sealed ? 448 : 160)
+        guard messages.count >= Self.exportSplit else {
+            return fileIO.runIfActive(eventLoop: eventLoop) { () -> (count: Int, encoder: HistoryEncoder)? in
+                var encoder = encoder
+                var buffer = ByteBufferAllocator().buffer(capacity: capacity)
+                encoder.append(messages, into: &buffer)
+                let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                return written == buffer.readableBytes ? (written, encoder) : nil
+            }.recover { _ in nil }
+        }
+        let cut = messages.count / 2
+        let (first, second) = (Array(messages[..<cut]), Array(messages[cut...]))
+        let other = encoder.forPreparing(ids: .system())
+        let later = exportIO.runIfActive(eventLoop: eventLoop) { () -> HistoryEncoder.Prepared in
+            var other = other
+            return other.prepare(second)
+        }
+        let (fileIO, eventLoop) = (fileIO, eventLoop)
+        return fileIO.runIfActive(eventLoop: eventLoop) { () -> (HistoryEncoder, HistoryEncoder.Prepared) in
             var encoder = encoder
-            // (A sealed record is some 430 bytes, its seal's head and proof with it: room for them at once.)
-            var buffer = ByteBufferAllocator().buffer(capacity: messages.count * (encoder.layout == .sealed ? 448 : 160))
-            encoder.append(messages, into: &buffer)
-            let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-            return written == buffer.readableBytes ? (written, encoder) : nil
+            let first = encoder.prepare(first)
+            return (encoder, first)
+        }.and(later).flatMap { prepared, later in
+            fileIO.runIfActive(eventLoop: eventLoop) { () -> (count: Int, encoder: HistoryEncoder)? in
+                var (encoder, first) = prepared
+                var buffer = ByteBufferAllocator().buffer(capacity: capacity)
+                encoder.write(first, into: &buffer)
+                encoder.write(later, into: &buffer)
+                let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+                return written == buffer.readableBytes ? (written, encoder) : nil
+            }
         }.recover { _ in nil }
     }
+
+    /// A piece of an exported history this big is made ready in two halves at once (`writeHistory`).
+    static let exportSplit = 1000
 
     /// Offers a written history (nothing if it is empty). `relayAnswer`: the answer to a SYNC_REQUEST.
     private func offerHistory(

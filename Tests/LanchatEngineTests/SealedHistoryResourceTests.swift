@@ -269,6 +269,51 @@ import Testing
         }
     }
 
+    /// lanchatd makes a big piece of a history ready in two halves at once (`prepare`, the second with
+    /// `forPreparing`), then writes both in order: the reader keeps the same records as from `append`.
+    /// A record the writer refuses (a second head of alice's under one id) is written signed, as `append`
+    /// does.
+    @Test func aHistoryMadeReadyInTwoHalvesReadsAsOneMadeInOrder() throws {
+        let shared = WireID(bytes: [UInt8](repeating: 0x5A, count: 16))!
+        let twoUnderOneID = [storedMessages(51...66, by: 0), storedMessages(67...82, by: 0)].flatMap { piece in
+            SealedBatch.seal(piece, author: alice, room: lab, keys: keys(0), newID: { shared }).flatMap { $0.batch.stored($0.messages, author: alice) }
+        }
+        let messages =
+            sealedMessages(1...150, by: 1, per: 100) + storedMessages(1...30, by: 0) + sealedMessages(31...40, by: 0, per: 1)
+            + storedMessages(41...42, by: 0, signed: true) + twoUnderOneID
+        func read(_ buffer: ByteBuffer) throws -> [StoredMessage] {
+            var buffer = buffer
+            var decoder = HistoryDecoder(layout: .sealed)
+            let entries = try decoder.decodeSome(&buffer, maximumCount: .max)
+            #expect(decoder.isComplete && buffer.readableBytes == 0)
+            let sorted = decoder.sort(
+                entries, room: lab, relay: alice, ownID: carol, keys: keys(2), members: [alice: "alice", bob: "bob"], strangers: false,
+                now: 1_000_000, forgedLeft: 16)
+            #expect(sorted.judged == entries.count && sorted.forged == 0 && sorted.refused == 0)
+            return sorted.keep
+        }
+        var whole = HistoryEncoder(layout: .sealed, ownID: alice, keys: keys(0), ids: IDGenerator(seed: 7))
+        var inOrder = ByteBuffer()
+        #expect(whole.append(messages, into: &inOrder) == messages.count)
+        for cut in [1, 100, messages.count / 2, 165, messages.count - 20] {
+            var encoder = HistoryEncoder(layout: .sealed, ownID: alice, keys: keys(0), ids: IDGenerator(seed: 7))
+            var other = encoder.forPreparing(ids: IDGenerator(seed: 8))
+            let second = other.prepare(Array(messages[cut...]))  // (made first: the order of making does not matter)
+            let first = encoder.prepare(Array(messages[..<cut]))
+            var halves = ByteBuffer()
+            #expect(encoder.write(first, into: &halves) + encoder.write(second, into: &halves) == messages.count)
+            let (a, b) = (try read(inOrder), try read(halves))
+            #expect(a.map(\.id) == messages.map(\.id) && b.map(\.id) == messages.map(\.id), "cut \(cut)")
+            // Alice's second seal under the id of her first: refused by the writer, written signed.
+            #expect(b.suffix(16).allSatisfy { $0.isSigned && !$0.isSealed } && a.suffix(16).allSatisfy { $0.isSigned && !$0.isSealed })
+            #expect(b.dropLast(16).allSatisfy { $0.isSealed && !$0.isSigned })
+            // Bob's as they came; alice's others sealed here (the seals of the two halves named apart).
+            #expect(b.prefix(150).map { [$0.seal?.id, $0.seal?.root.description] } == messages.prefix(150).map { [$0.seal?.id, $0.seal?.root.description] })
+            let ours = b.dropFirst(150).dropLast(32).compactMap(\.seal?.id)
+            #expect(ours.count == 42 && Set(ours).count == ((151..<192).contains(cut) ? 2 : 1), "cut \(cut)")
+        }
+    }
+
     @Test func aChangedRecordOrABadSealIsForgedAndAnEndAfterAHeadIsIncomplete() throws {
         var messages = sealedMessages(1...10, by: 1)
         messages[3].body = "changed"

@@ -64,36 +64,101 @@ public struct HistoryEncoder: Sendable {
     /// here covers records of one call only (every record of its is in `buffer` when it returns).
     @discardableResult
     public mutating func append(_ messages: [StoredMessage], into buffer: inout ByteBuffer) -> Int {
+        let prepared = prepare(messages)
+        return write(prepared, into: &buffer)
+    }
+
+    /// `messages`' records made ready to write (`prepare`): what costs (sealing our own, each path made
+    /// again from a seal's leaves, signing for a version 2 or 3 peer), done apart from the writing, which
+    /// must follow the resource's order (the seal heads a reader keeps).
+    public struct Prepared: Sendable {
+        enum Item: Sendable {
+            /// Written as the layout writes a record with no seal.
+            case record(HistoryRecord)
+            /// Written with its seal's head; `fallback`: if the writer refuses it (a head under the same
+            /// author and id named before, with other values), the message to write as a signed history
+            /// would (nil: left out).
+            case sealed(HistoryRecord, SealHead, fallback: StoredMessage?)
+        }
+        fileprivate var items: [Item] = []
+
+        /// How many records it holds.
+        public var count: Int { items.count }
+    }
+
+    /// The first half of `append`: may run on any thread, and at once with another encoder's
+    /// (`forPreparing`), as long as what it prepares is written in order.
+    public mutating func prepare(_ messages: [StoredMessage]) -> Prepared {
+        var prepared = Prepared()
+        prepared.items.reserveCapacity(messages.count)
         let sealedHere = layout == .sealed ? sealOurs(messages) : []
-        var written = 0
         for (index, message) in messages.enumerated() {
             switch layout {
             case .plain:
-                guard let record = HistoryRecord(message), (try? record.encode(into: &buffer)) != nil else { continue }
+                guard let record = HistoryRecord(message) else { continue }
+                prepared.items.append(.record(record))
             case .signed:
                 let message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
-                guard !message.isSealed || message.isSigned, let record = HistoryRecord(message),
-                    (try? record.encode(into: &buffer, signed: true)) != nil
-                else { continue }
+                guard !message.isSealed || message.isSigned, let record = HistoryRecord(message) else { continue }
+                prepared.items.append(.record(record))
             case .sealed:
                 if index < sealedHere.count, let (record, head) = sealedHere[index] {
-                    guard (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil else { continue }
-                    break
+                    prepared.items.append(.sealed(record, head, fallback: nil))
+                    continue
                 }
                 if message.isSealed, let head = message.seal?.head(author: message.senderID), let proof = proof(of: message),
-                    let record = HistoryRecord(message, proof: proof), (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil
+                    let record = HistoryRecord(message, proof: proof)
                 {
-                    break
+                    prepared.items.append(.sealed(record, head, fallback: message))
+                    continue
                 }
-                // Signed (or unsigned, the relay's word), as in a signed history.
-                let message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
-                guard !message.isSealed || message.isSigned, var record = HistoryRecord(message) else { continue }
-                record.proof = nil
+                guard let record = unsealed(message) else { continue }
+                prepared.items.append(.record(record))
+            }
+        }
+        return prepared
+    }
+
+    /// The second half of `append`, in the resource's order: returns how many records it wrote.
+    @discardableResult
+    public mutating func write(_ prepared: consuming Prepared, into buffer: inout ByteBuffer) -> Int {
+        var written = 0
+        for item in prepared.items {
+            switch (layout, item) {
+            case (.plain, .record(let record)):
+                guard (try? record.encode(into: &buffer)) != nil else { continue }
+            case (.signed, .record(let record)):
+                guard (try? record.encode(into: &buffer, signed: true)) != nil else { continue }
+            case (.sealed, .record(let record)):
                 guard (try? writer.write(.init(record: record), into: &buffer)) != nil else { continue }
+            case (.sealed, .sealed(let record, let head, let fallback)):
+                if (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil { break }
+                guard let fallback, let record = unsealed(fallback), (try? writer.write(.init(record: record), into: &buffer)) != nil else { continue }
+            case (.plain, .sealed), (.signed, .sealed):
+                continue  // (never prepared)
             }
             written += 1
         }
         return written
+    }
+
+    /// An encoder to prepare (`prepare`) records that this one writes after its own, at once with it
+    /// (on another thread): it names the seals it makes from `ids` (never this one's own generator,
+    /// whose names this one gives too). Only its `prepare` may be used: its writer knows nothing of
+    /// the heads this one named.
+    public func forPreparing(ids: IDGenerator) -> HistoryEncoder {
+        var other = HistoryEncoder(layout: layout, ownID: ownID, keys: keys, ids: ids)
+        other.paths = paths
+        return other
+    }
+
+    /// A record of a sealed history without its seal: signed (ours, signed here if need be), or the
+    /// relay's word (unsigned); nil for another's that is only sealed.
+    private func unsealed(_ message: StoredMessage) -> HistoryRecord? {
+        let message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
+        guard !message.isSealed || message.isSigned, var record = HistoryRecord(message) else { return nil }
+        record.proof = nil
+        return record
     }
 
     /// A sealed message's place in its seal: its proof as stored, or, if the store keeps its leaf index
