@@ -10,13 +10,13 @@ import os
 import sqlite3
 import time
 
-from testlan import wait_for
+import pytest
 
-LEGACY = 300  # two seals: 256 and 44
+from testlan import wait_for
 
 
 def history(lan, host, room="old"):
-    return lan.lanchat_json(host, "history", "--room", room, "--limit", "1000")
+    return lan.lanchat_json(host, "history", "--room", room, "--limit", "5000")
 
 
 def legacy_records(lan, host):
@@ -41,10 +41,16 @@ def stored_legacy(lan, host, author):
         db.close()
 
 
-def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan):
+@pytest.mark.parametrize("legacy", [300, 3000])
+def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan, legacy):
+    """300: one piece of the export, two seals (256 and 44). 3,000: a piece that lanchatd makes ready in
+    two halves at once (alice's sealing; bob's paths made again from the seals' leaves)."""
     lan.up(4)
-    alice = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all"])
-    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all"])
+    config = os.path.join(lan.dir, "history.conf")  # (a newcomer is given the last 1000 unless told)
+    with open(config, "w") as f:
+        f.write(f"history-for-newcomers = {legacy}\n")
+    alice = lan.start_daemon("h1", name="alice", extra=["--auto-accept", "all", "--config", config])
+    lan.start_daemon("h2", name="bob", extra=["--auto-accept", "all", "--config", config])
     carol = lan.start_daemon("h3", name="carol", extra=["--auto-accept", "all"])
     lan.start_daemon("h4", name="dave", extra=["--auto-accept", "all"])
     wait_for(lambda: {"bob", "carol", "dave"} <= {p["name"] for p in lan.peers("h1") if p["addresses"]}, timeout=20, what="alice to see the others")
@@ -58,7 +64,7 @@ def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan):
     db.executemany("INSERT INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at) "
                    "VALUES (?,?,?,?,?,?,?,?,?)",
                    ((f"{base + i:012x}" + os.urandom(10).hex(), "old", alice_id, "alice", i + 1, base + i, 0, f"kept before signatures {i}", base + i)
-                    for i in range(LEGACY)))
+                    for i in range(legacy)))
     db.commit()
     db.close()
     alice.start()
@@ -66,24 +72,31 @@ def test_own_unsigned_history_is_sealed_for_a_newcomer_who_hands_it_on(lan):
 
     # Bob, a newcomer, gets them from alice, each verified (sealed by alice as her history was written).
     assert lan.lanchat_json("h1", "invite", "bob", "--room", "old", "--wait")["outcome"] == "accepted"
-    wait_for(lambda: len(legacy_records(lan, "h2")) == LEGACY, timeout=30, what=f"bob to hold alice's {LEGACY} earlier messages")
+    wait_for(lambda: len(legacy_records(lan, "h2")) == legacy, timeout=30, what=f"bob to hold alice's {legacy} earlier messages")
     records = legacy_records(lan, "h2")
     assert all(m["sender"] == "alice" and m["signed"] is True for m in records), records[:3]
-    assert [m["text"] for m in records] == [f"kept before signatures {i}" for i in range(LEGACY)]
-    # Sealed (two seals: 256 and 44), not signed one by one; each place kept as its leaf index (a blob of
-    # 2 bytes), each seal with its leaves (bob received both seals whole).
-    assert stored_legacy(lan, "h2", alice_id) == (LEGACY, 2, LEGACY, LEGACY, LEGACY, 2)
+    assert [m["text"] for m in records] == [f"kept before signatures {i}" for i in range(legacy)]
+    # Sealed (300: two seals, 256 and 44; 3,000: 256 to a seal in each half), not signed one by one; each
+    # place kept as its leaf index (a blob of 2 bytes), each seal with its leaves (bob received them whole).
+    # (3,000: the import's pieces end by size; a seal cut by one keeps its paths before the cut.)
+    kept = stored_legacy(lan, "h2", alice_id)
+    seals = 2 if legacy == 300 else kept[1]
+    by_index = legacy if legacy == 300 else kept[4]
+    assert kept == (legacy, seals, legacy, legacy, by_index, seals)
+    assert legacy / 256 <= seals <= legacy / 256 + 2 and legacy - by_index < 512, kept
 
     # Alice goes away; bob brings dave in: dave checks alice's records against her seals, as bob kept them.
     alice.stop()
     wait_for(lambda: not any(p["name"] == "alice" and p["addresses"] for p in lan.peers("h2")), timeout=30, what="bob to see alice gone")
     assert lan.lanchat_json("h2", "invite", "dave", "--room", "old", "--wait")["outcome"] == "accepted"
-    wait_for(lambda: len(legacy_records(lan, "h4")) == LEGACY, timeout=30, what=f"dave to hold alice's {LEGACY} messages from bob")
+    wait_for(lambda: len(legacy_records(lan, "h4")) == legacy, timeout=30, what=f"dave to hold alice's {legacy} messages from bob")
     handed_on = legacy_records(lan, "h4")
     assert all(m["sender"] == "alice" and m["signed"] is True for m in handed_on), handed_on[:3]
     assert [(m["id"], m["text"]) for m in handed_on] == [(m["id"], m["text"]) for m in records]
     # Bob's export made each record's path again from the seal's leaves: dave checked them, and keeps them so too.
-    assert stored_legacy(lan, "h4", alice_id) == (LEGACY, 2, LEGACY, LEGACY, LEGACY, 2)
+    kept = stored_legacy(lan, "h4", alice_id)
+    assert kept == (legacy, seals, legacy, legacy, legacy if legacy == 300 else kept[4], seals)
+    assert legacy - kept[4] < 512, kept
 
 
 def stored_seals(lan, host, author, prefix):
