@@ -97,8 +97,7 @@ extension SessionStateMachine {
         while start > messages.startIndex {
             let message = messages[start - 1]
             // A record: the fixed fields, the sender's id and name, the body, the key and the signature.
-            // (Our own may be sealed in the history, `HistoryEncoder.sealsHere`: counted as sealed.)
-            let sealedHere = message.isSealed || message.senderID == ownID?.rawValue
+            let sealedHere = message.isSealed || (message.senderID == ownID?.rawValue && !message.isSigned)
             let entry = sealed ? 1 + (sealedHere ? SealHead.length + SealProof.maximumLength : 0) : 0
             let size = UInt64(HistoryRecord.fixedLength + entry + message.senderName.utf8.count + message.body.utf8.count)
             guard total + size <= limit else { break }

@@ -189,8 +189,8 @@ import Testing
 
     @Test func ourRecordsWithNeitherSignatureNorSealAreSealedHereBy256() throws {
         // Alice relays her own records kept unsigned (300, then 300 more), with bob's sealed ones between,
-        // two of hers signed (sealed here too: one check for the seal, not one each), and one of hers too
-        // long to be written.
+        // two of hers signed (they stay signed: a newcomer may hand them on to a version 3 member), and one
+        // of hers too long to be written.
         let first = storedMessages(1...300, by: 0)
         let second = storedMessages(301...600, by: 0)
         let bobs = sealedMessages(1...5, by: 1)
@@ -203,18 +203,19 @@ import Testing
             #expect(complete)
             let records = kept(verdicts)
             #expect(records.map(\.id) == messages.filter { $0.id != tooLong.id }.map(\.id))  // (in the order given)
-            let ours = records.filter { $0.senderID == alice.rawValue }
-            #expect(ours.count == 602 && ours.allSatisfy { $0.isSealed && !$0.isSigned && $0.seal != nil })
+            let ours = records.filter { $0.senderID == alice.rawValue && !$0.isSigned }
+            #expect(ours.count == 600 && ours.allSatisfy { $0.isSealed && $0.seal != nil })
             // One signature for at most 256 of them, across bob's records; never across a piece's end.
             var seals: [String] = []
             for record in ours where !seals.contains(record.seal?.id ?? "") { seals.append(record.seal?.id ?? "") }
             let counts = seals.map { id in ours.filter { $0.seal?.id == id }.count }
-            // (In 3 pieces of 203: alice's 203; 97 and 100 around bob's; 200 and the 2 signed.)
-            #expect(counts == (pieces == 1 ? [256, 256, 90] : [203, 197, 202]))
+            // (In 3 pieces of 203: alice's 203; 97 and 100 around bob's; 200.)
+            #expect(counts == (pieces == 1 ? [256, 256, 88] : [203, 197, 200]))
             // Each seal covers exactly the records written under it: the one too long is in none.
             #expect(seals.allSatisfy { id in ours.first { $0.seal?.id == id }?.seal?.leafCount == ours.filter { $0.seal?.id == id }.count })
-            // Bob's stay under his seals.
+            // Bob's stay under his seals; alice's signed ones stay signed, and go so in a signed history.
             #expect(records.filter { $0.senderID == bob.rawValue }.map(\.seal) == bobs.map(\.seal))
+            #expect(records.suffix(2).allSatisfy { $0.isSigned && !$0.isSealed })
         }
         // A signed history still signs each of ours.
         let signed = try roundTrip(first, layout: .signed)
@@ -238,20 +239,23 @@ import Testing
     /// Our own records in small seals (a message sent alone is a seal of one) are sealed again for a
     /// history, up to 256 to a seal: the newcomer checks one signature for them, not one each. Seals of
     /// `resealBelow` or more stay as their author made them, and so do another author's small ones (only
-    /// an author seals).
+    /// an author seals), and our own that we also signed (for a member of version 2 or 3).
     @Test func ourRecordsInSmallSealsAreSealedAgainOthersStayAsTheyCame() throws {
         let ones = sealedMessages(1...40, by: 0, per: 1)
         let sixteen = sealedMessages(41...56, by: 0, per: HistoryEncoder.resealBelow)
         let fifteen = sealedMessages(57...71, by: 0, per: HistoryEncoder.resealBelow - 1)
         let bobs = sealedMessages(1...5, by: 1, per: 1)
-        let messages = ones + bobs + sixteen + fifteen
+        let signedToo = sealedMessages(90...91, by: 0, per: 1, signed: true)
+        let messages = ones + bobs + sixteen + signedToo + fifteen
         for pieces in [1, 2] {
             let (verdicts, complete, _) = try roundTrip(messages, layout: .sealed, pieces: pieces)
             #expect(complete)
             let records = kept(verdicts)
             #expect(records.map(\.id) == messages.map(\.id))
             #expect(records.allSatisfy { $0.isSealed && !$0.isSigned && $0.seal != nil })
-            let isAgain = { (record: StoredMessage) in record.senderID == alice.rawValue && !(41...56).contains(record.sequence) }
+            let isAgain = { (record: StoredMessage) in
+                record.senderID == alice.rawValue && !(41...56).contains(record.sequence) && !(90...91).contains(record.sequence)
+            }
             let again = records.filter(isAgain)
             #expect(again.count == 55)
             // Sealed here: none under the seal it had; one seal for all (two: a seal never crosses a piece's end).
@@ -260,12 +264,13 @@ import Testing
             let seals = Set(again.compactMap { $0.seal?.id })
             #expect(seals.count == pieces)
             #expect(again.allSatisfy { record in record.seal?.leafCount == again.filter { $0.seal?.id == record.seal?.id }.count })
-            // The others as they came: the seal of 16 and bob's seals of one.
+            // The others as they came: the seal of 16, the signed ones' and bob's seals of one.
             for record in records where !isAgain(record) {
                 #expect(record.seal == originals[record.id]?.seal && record.proof == originals[record.id]?.proof, "\(record.body)")
             }
-            // The signatures the newcomer checks: a seal for alice's 55 (or 2), one for her 16, one for each of bob's.
-            #expect(Set(records.compactMap { $0.seal.map { "\($0.id) \($0.leafCount)" } }).count == pieces + 1 + 5)
+            // The signatures the newcomer checks: a seal for alice's 55 (or 2), one for her 16, one for each of
+            // her two signed and of bob's five.
+            #expect(Set(records.compactMap { $0.seal.map { "\($0.id) \($0.leafCount)" } }).count == pieces + 1 + 2 + 5)
         }
     }
 
@@ -306,11 +311,13 @@ import Testing
             #expect(a.map(\.id) == messages.map(\.id) && b.map(\.id) == messages.map(\.id), "cut \(cut)")
             // Alice's second seal under the id of her first: refused by the writer, written signed.
             #expect(b.suffix(16).allSatisfy { $0.isSigned && !$0.isSealed } && a.suffix(16).allSatisfy { $0.isSigned && !$0.isSealed })
-            #expect(b.dropLast(16).allSatisfy { $0.isSealed && !$0.isSigned })
+            // Her two signed ones stay signed; the rest sealed.
+            #expect(b[190..<192].allSatisfy { $0.isSigned && !$0.isSealed } && a[190..<192].allSatisfy { $0.isSigned && !$0.isSealed })
+            #expect((b[..<190] + b[192..<208]).allSatisfy { $0.isSealed && !$0.isSigned })
             // Bob's as they came; alice's others sealed here (the seals of the two halves named apart).
             #expect(b.prefix(150).map { [$0.seal?.id, $0.seal?.root.description] } == messages.prefix(150).map { [$0.seal?.id, $0.seal?.root.description] })
-            let ours = b.dropFirst(150).dropLast(32).compactMap(\.seal?.id)
-            #expect(ours.count == 42 && Set(ours).count == ((151..<192).contains(cut) ? 2 : 1), "cut \(cut)")
+            let ours = b[150..<190].compactMap(\.seal?.id)
+            #expect(ours.count == 40 && Set(ours).count == ((151..<190).contains(cut) ? 2 : 1), "cut \(cut)")
         }
     }
 
@@ -361,12 +368,11 @@ import Testing
         let one = SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10), sealed: true)
         #expect(one.isEmpty)
         #expect(SessionStateMachine.withinRelayLimit(Array(messages.prefix(1)), limit: UInt64(HistoryRecord.fixedLength + 10)).count == 1)
-        // So does one of the relay's own that is neither signed nor sealed, or only signed: the history seals it.
+        // So does one of the relay's own that is neither signed nor sealed: the history seals it.
+        let ours = storedMessages(1...1, by: 0)
         let fits = UInt64(HistoryRecord.fixedLength + 10)
-        for ours in [storedMessages(1...1, by: 0), storedMessages(1...1, by: 0, signed: true)] {
-            #expect(SessionStateMachine.withinRelayLimit(ours, limit: fits, sealed: true, ownID: alice).isEmpty)
-            #expect(SessionStateMachine.withinRelayLimit(ours, limit: fits, sealed: true, ownID: bob).count == 1)
-        }
+        #expect(SessionStateMachine.withinRelayLimit(ours, limit: fits, sealed: true, ownID: alice).isEmpty)
+        #expect(SessionStateMachine.withinRelayLimit(ours, limit: fits, sealed: true, ownID: bob).count == 1)
         #expect(HistoryLayout(version: 4) == .sealed && HistoryLayout(version: 3) == .signed && HistoryLayout(version: 1) == .plain)
         #expect(HistoryLayout(kind: .sealedHistory)?.kind == .sealedHistory && HistoryLayout(kind: .file) == nil)
     }

@@ -39,8 +39,9 @@ public enum HistoryLayout: Sendable, Hashable {
 /// left out: in a signed history, another author's record that is only sealed (a version 2 or 3 peer
 /// knows no seals); our own such records are signed here. In a sealed history, our own records that
 /// have neither a signature nor a seal (kept before version 2, or written by a program into the file),
-/// or only a signature of their own, or a seal of fewer than 16 (`sealsHere`), are sealed here: those of one room in a piece, up to 256 under one signature, each record written in
-/// its place with its seal's head and proof (records of other authors between them do not cut a seal),
+/// or only a seal of fewer than 16 (`sealsHere`), are sealed here: those of one room in a piece, up to
+/// 256 under one signature, each record written in its place with its seal's head and proof (records of
+/// other authors between them do not cut a seal),
 /// so that the receiver checks one signature per seal and can hand them on. Signing each was one
 /// signature and one check per record: 1,000,000 of them took 57 s to reach a newcomer.
 public struct HistoryEncoder: Sendable {
@@ -76,9 +77,9 @@ public struct HistoryEncoder: Sendable {
             /// Written as the layout writes a record with no seal.
             case record(HistoryRecord)
             /// Written with its seal's head; `fallback`: if the writer refuses it (a head under the same
-            /// author and id named before, with other values), the message to write as a signed history
-            /// would (nil: left out).
-            case sealed(HistoryRecord, SealHead, fallback: StoredMessage?)
+            /// author and id named before, with other values), the message to write without its seal
+            /// (ours signed here; another's only sealed is left out).
+            case sealed(HistoryRecord, SealHead, fallback: StoredMessage)
         }
         fileprivate var items: [Item] = []
 
@@ -103,7 +104,7 @@ public struct HistoryEncoder: Sendable {
                 prepared.items.append(.record(record))
             case .sealed:
                 if index < sealedHere.count, let (record, head) = sealedHere[index] {
-                    prepared.items.append(.sealed(record, head, fallback: nil))
+                    prepared.items.append(.sealed(record, head, fallback: message))
                     continue
                 }
                 if message.isSealed, let head = message.seal?.head(author: message.senderID), let proof = proof(of: message),
@@ -133,7 +134,7 @@ public struct HistoryEncoder: Sendable {
                 guard (try? writer.write(.init(record: record), into: &buffer)) != nil else { continue }
             case (.sealed, .sealed(let record, let head, let fallback)):
                 if (try? writer.write(.init(record: record, seal: head), into: &buffer)) != nil { break }
-                guard let fallback, let record = unsealed(fallback), (try? writer.write(.init(record: record), into: &buffer)) != nil else { continue }
+                guard let record = unsealed(fallback), (try? writer.write(.init(record: record), into: &buffer)) != nil else { continue }
             case (.plain, .sealed), (.signed, .sealed):
                 continue  // (never prepared)
             }
@@ -174,12 +175,14 @@ public struct HistoryEncoder: Sendable {
     }
 
     /// Our own records that a seal made here serves better than what they have: those with neither a
-    /// signature nor a seal (kept before version 2, or written into the file by a program), those with
-    /// a signature of their own (versions 2 and 3), and those sealed in a seal of fewer than
-    /// `resealBelow` (a message sent alone is a seal of one). The newcomer checks a signature for each
-    /// seal: 39 us a record for seals of one (43 s for a history of 1,000,000 messages each sent alone),
-    /// against sealing them again here, about 3 us a record.
-    static func sealsHere(_ message: StoredMessage) -> Bool {
+    /// signature nor a seal (kept before version 2, or written into the file by a program), and those
+    /// sealed in a seal of fewer than `resealBelow` (a message sent alone is a seal of one). The newcomer
+    /// checks a signature for each seal: 39 us a record for seals of one (43 s for a history of 1,000,000
+    /// messages each sent alone), against sealing them again here, about 3 us a record. Not those with
+    /// a signature of their own: we signed them for a member of version 2 or 3 (or one whose version we
+    /// did not know), and a newcomer given them sealed could not hand them on to such a member.
+    public static func sealsHere(_ message: StoredMessage) -> Bool {
+        guard !message.isSigned else { return false }
         guard message.isSealed, let seal = message.seal else { return true }
         return seal.leafCount < resealBelow
     }
@@ -199,10 +202,7 @@ public struct HistoryEncoder: Sendable {
         for (index, message) in messages.enumerated()
         where message.senderID == ownID.rawValue && !message.direct && message.kind != .system && Self.sealsHere(message) {
             // (A record is made only of a wire id: what `SealedBatch.seals` also asks.)
-            guard let room = RoomID(message.room), var record = HistoryRecord(message), (try? record.validate()) != nil else { continue }
-            // (Checked by the seal made here: its own signature, or an earlier place, would only be bytes.)
-            record.signature = nil
-            record.proof = nil
+            guard let room = RoomID(message.room), let record = HistoryRecord(message), (try? record.validate()) != nil else { continue }
             if byRoom[room] == nil { rooms.append(room) }
             byRoom[room, default: []].append((index, record))
         }

@@ -26,7 +26,8 @@ extension Simulator {
         }
         // A hostile relay (a fault, like the others only before the network heals) changes one record's
         // words and keeps its signature, or its seal and proof: the newcomer must refuse it. (Our own
-        // record is signed first if the layout would sign it: the change comes after.)
+        // record is signed first if the layout would sign it, or seal it again (`sealsHere`): the change
+        // comes after, so that a seal made here does not cover it.)
         let tamper = options.faults && now < options.chaos && !messages.isEmpty && chance(10) ? roll(messages.count) : nil
         let keys = nodes[node].engine?.configuration.envelopes
         var encoder = HistoryEncoder(layout: offer.layout, ownID: nodes[node].peer.id, keys: keys, ids: IDGenerator(seed: random.next()))
@@ -35,8 +36,9 @@ extension Simulator {
         var written = messages
         if let tamper, offer.layout.isAuthenticated {
             var message = written[tamper]
-            if !(offer.layout == .sealed && message.isSealed) {
-                message = SessionStateMachine.signedIfOurs(message, ownID: nodes[node].peer.id, keys: keys)
+            let ownID = nodes[node].peer.id
+            if !(offer.layout == .sealed && message.isSealed && !(message.senderID == ownID.rawValue && HistoryEncoder.sealsHere(message))) {
+                message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
             }
             if message.isSigned || message.isSealed {
                 message.body += " (forged by n\(node))"
