@@ -159,6 +159,8 @@ public actor SessionNode {
 
     /// The files of transfers (the engine decides the transfers; Transfers+Files.swift does their file work).
     var files: [WireID: TransferFile] = [:]
+    /// Histories being read and stored (`importHistory`), by transfer.
+    var historyImports: [WireID: HistoryImport] = [:]
     /// What the shared-files directory holds (`SharedFiles.swift`): counted at most every few seconds.
     var sharedUsage: (at: Int64, bytes: UInt64, files: Int)?
     /// Named byte streams as programs on this side see them (Streams.swift; the engine decides the protocol).

@@ -9,10 +9,12 @@ import NIOPosix
 /// merged in pieces: the file thread decodes and checks signatures, the store's thread stores batches.
 extension SessionNode {
     /// Reads a received history resource in pieces and keeps each record the engine's rule allows (ids
-    /// de-duplicate): the file thread decodes up to `historyBatch` records from at most a 1 MiB read,
-    /// the store's thread stores them (pieces join one bulk write, committed every `historyCommit` records),
-    /// then the next piece. So neither the file nor the event loop is held whole: memory stays at a
-    /// piece, and peers are served between pieces.
+    /// de-duplicate): the file thread decodes up to `historyBatch` records from at most a 1 MiB read and
+    /// checks them, the store's thread stores them (pieces join one bulk write, committed every
+    /// `historyCommit` records). The file thread reads ahead of the store's, up to `historyReadAhead`
+    /// pieces waiting (one piece ahead, each thread waited for the other: each ran at three quarters of a
+    /// core through a history of a million records). So neither the file nor the event loop is held
+    /// whole: memory stays at a few pieces, and peers are served between pieces.
     func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, layout: HistoryLayout) {
         guard let file = files.removeValue(forKey: id) else { return }
         let reader = HistoryFileReader(fd: file.fd, path: file.path, layout: layout)
@@ -21,7 +23,8 @@ extension SessionNode {
         // are not members here (members who left), under their short id and "not a member".
         let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
         let piece = HistoryPiece(id: id, room: room, relay: peer.id, members: members, strangers: !engine.isRelayTransfer(id))
-        storeHistoryPiece(piece, reading: readHistoryPiece(piece, reader: reader, forged: 0), reader: reader, counts: HistoryCounts())
+        historyImports[id] = HistoryImport(piece: piece, reader: reader)
+        pumpHistory(id)
     }
 
     /// What an import kept and refused so far.
@@ -34,7 +37,7 @@ extension SessionNode {
     }
 
     /// What every piece of one import is checked against.
-    private struct HistoryPiece {
+    struct HistoryPiece {
         let id: WireID
         let room: RoomID
         let relay: PeerID
@@ -42,7 +45,69 @@ extension SessionNode {
         let strangers: Bool
     }
 
+    /// One import under way (`importHistory`), on the event loop: the file thread's reads, one at a
+    /// time, and the store's thread's stores, one at a time, of the pieces read.
+    struct HistoryImport {
+        let piece: HistoryPiece
+        /// The file as the last read left it.
+        var reader: HistoryFileReader
+        var reading = false
+        var storing = false
+        /// Nothing more is read: the file's end, a read or a store failed, too many forged records, the node stopped.
+        var readEnded = false
+        /// Read and checked, not stored yet, in order.
+        var waiting: [SortedRecords] = []
+        var counts = HistoryCounts()
+        /// Forged records among those read.
+        var forgedRead = 0
+        var forgedTooMany = false
+        var error: String?
+    }
+
     private typealias ReadPiece = (HistoryFileReader, SortedRecords)
+
+    /// Pieces read and not yet stored, at most (each some 2,400 records of a 1 MiB read).
+    static let historyReadAhead = 3
+
+    /// Starts what an import can do now: the next read, the next store; or ends it.
+    private func pumpHistory(_ id: WireID) {
+        guard var job = historyImports[id] else { return }
+        if stopped {
+            job.readEnded = true
+            job.waiting = []
+        }
+        if !job.reading, !job.readEnded, job.waiting.count < Self.historyReadAhead {
+            job.reading = true
+            readHistoryPiece(job.piece, reader: job.reader, forged: job.forgedRead).whenComplete { [weak self] result in
+                self?.assumeIsolated { node in node.historyPieceRead(id, result) }
+            }
+        }
+        if !job.storing, !job.waiting.isEmpty {
+            let sorted = job.waiting.removeFirst()
+            job.storing = true
+            job.counts.uncommitted += sorted.judged
+            // Pieces join one bulk write, committed every `historyCommit` records and at the end.
+            let commit = job.counts.uncommitted >= Self.historyCommit
+            if commit { job.counts.uncommitted = 0 }
+            storeThread.run(on: eventLoop) { store -> HistoryCounts in
+                var kept = HistoryCounts()
+                kept.refused = sorted.refused
+                kept.forged = sorted.forged
+                kept.added = try store.bulk { try store.insert(contentsOf: sorted.keep, now: SessionNode.nowMilliseconds()) }
+                if commit { try store.commitBulk() }
+                return kept
+            }.whenComplete { [weak self] stored in
+                self?.assumeIsolated { node in node.historyPieceStored(id, stored, committed: commit) }
+            }
+        }
+        guard job.readEnded, !job.reading, !job.storing, job.waiting.isEmpty else {
+            historyImports[id] = job
+            return
+        }
+        historyImports[id] = nil
+        let error = job.error ?? (job.forgedTooMany ? "\(job.counts.forged) forged records: the rest was not read" : nil)
+        historyImportEnded(id, reader: job.reader, error: error, counts: job.counts)
+    }
 
     /// The file thread reads a piece and checks each record's signature or seal (`SessionStateMachine.verdict`:
     /// the costly part, off the event loop), and sorts the records by verdict. Checking stops at the forged record that reaches the limit
@@ -61,70 +126,50 @@ extension SessionNode {
         }
     }
 
-    /// The store's thread stores a piece once it is read, while the file thread reads the next: the two
-    /// take turns no longer (storing a million records took 11 s with each waiting for the other).
-    /// `reader`: the file as it was before `reading` (to close it if reading fails).
-    private func storeHistoryPiece(_ piece: HistoryPiece, reading: EventLoopFuture<ReadPiece>, reader: HistoryFileReader, counts: HistoryCounts) {
-        reading.whenComplete { [weak self] result in
-            guard let self else { return }
-            self.assumeIsolated { node in
-                guard !node.stopped else { return node.historyImportEnded(piece.id, reader: reader, error: nil, counts: counts) }
-                let next: HistoryFileReader
-                let sorted: SortedRecords
-                switch result {
-                case .success(let value): (next, sorted) = value
-                case .failure(let error): return node.historyImportEnded(piece.id, reader: reader, error: "invalid history: \(error)", counts: counts)
-                }
-                guard sorted.judged > 0 else { return node.historyImportEnded(piece.id, reader: next, error: nil, counts: counts) }
-                let limit = node.engine.configuration.transferLimits.maximumForgedRecords
-                let forged = counts.forged + sorted.forged
-                // The next piece is read meanwhile, unless this one reached the limit of forged records.
-                let following = forged < limit ? node.readHistoryPiece(piece, reader: next, forged: forged) : nil
-                var counts = counts
-                counts.uncommitted += sorted.judged
-                // Pieces join one bulk write, committed every `historyCommit` records and at the end.
-                let commit = counts.uncommitted >= Self.historyCommit
-                if commit { counts.uncommitted = 0 }
-                node.storeThread.run(on: node.eventLoop) { store -> HistoryCounts in
-                    var kept = HistoryCounts()
-                    kept.refused = sorted.refused
-                    kept.forged = sorted.forged
-                    kept.added = try store.bulk { try store.insert(contentsOf: sorted.keep, now: SessionNode.nowMilliseconds()) }
-                    if commit { try store.commitBulk() }
-                    return kept
-                }.whenComplete { [weak node, counts] stored in
-                    node?.assumeIsolated { node in
-                        node.historyPieceStored(piece, stored, counts: counts, committed: commit, following: following, reader: next)
-                    }
+    /// A piece was read (or not): it waits for the store's thread; the next read follows, unless this
+    /// one was the last.
+    private func historyPieceRead(_ id: WireID, _ result: Result<ReadPiece, any Error>) {
+        guard var job = historyImports[id] else { return }
+        job.reading = false
+        switch result {
+        case .success((let next, let sorted)):
+            job.reader = next
+            if sorted.judged == 0 {
+                job.readEnded = true
+            } else if !job.readEnded {
+                job.waiting.append(sorted)
+                job.forgedRead += sorted.forged
+                if job.forgedRead >= engine.configuration.transferLimits.maximumForgedRecords {
+                    job.readEnded = true
+                    job.forgedTooMany = true
                 }
             }
+        case .failure(let error):
+            job.readEnded = true
+            job.error = job.error ?? "invalid history: \(error)"
         }
+        historyImports[id] = job
+        pumpHistory(id)
     }
 
-    /// A piece was stored (or not): the next follows, or the import ends.
-    private func historyPieceStored(
-        _ piece: HistoryPiece, _ stored: Result<HistoryCounts, any Error>, counts: HistoryCounts, committed: Bool,
-        following: EventLoopFuture<ReadPiece>?, reader next: HistoryFileReader
-    ) {
-        var counts = counts
+    /// A piece was stored (or not): the next follows, or the import ends (a failed store ends it once
+    /// the read under way, which uses the file, is over).
+    private func historyPieceStored(_ id: WireID, _ stored: Result<HistoryCounts, any Error>, committed: Bool) {
+        guard var job = historyImports[id] else { return }
+        job.storing = false
         switch stored {
         case .success(let kept):
-            counts.added += kept.added
-            counts.refused += kept.refused
-            counts.forged += kept.forged
+            job.counts.added += kept.added
+            job.counts.refused += kept.refused
+            job.counts.forged += kept.forged
             if committed { scheduleCheckpoint() }
-            guard let following else {
-                return historyImportEnded(piece.id, reader: next, error: "\(counts.forged) forged records: the rest was not read", counts: counts)
-            }
-            storeHistoryPiece(piece, reading: following, reader: next, counts: counts)
         case .failure(let error):
-            // The file is closed once the next piece's read (if any) is over: it reads the file.
-            let failure = "cannot store the history: \(error)"
-            guard let following else { return historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
-            following.whenComplete { [weak self, counts] _ in
-                self?.assumeIsolated { node in node.historyImportEnded(piece.id, reader: next, error: failure, counts: counts) }
-            }
+            job.error = "cannot store the history: \(error)"
+            job.readEnded = true
+            job.waiting = []
         }
+        historyImports[id] = job
+        pumpHistory(id)
     }
 
     /// The import ended: what it stored is committed (on the store's thread), then the engine hears it.
