@@ -321,6 +321,24 @@ import Testing
         }
     }
 
+    /// A seal made here that the writer refuses (a head of alice's under the same id named before, with
+    /// other values: here her stored seal of 16 under the id her encoder gives first) leaves its records
+    /// written signed, not left out.
+    @Test func ourRecordsWhoseSealMadeHereIsRefusedAreWrittenSigned() throws {
+        var generator = IDGenerator(seed: 7)
+        let taken = generator.wireID()
+        let stored = SealedBatch.seal(storedMessages(1...16, by: 0), author: alice, room: lab, keys: keys(0), newID: { taken }).flatMap {
+            $0.batch.stored($0.messages, author: alice)
+        }
+        let unsealed = storedMessages(17...21, by: 0)
+        let (verdicts, complete, _) = try roundTrip(stored + unsealed, layout: .sealed)  // (alice's encoder: seed 7)
+        #expect(complete)
+        let records = kept(verdicts)
+        #expect(records.map(\.id) == (stored + unsealed).map(\.id))
+        #expect(records.prefix(16).allSatisfy { $0.isSealed && $0.seal?.id == taken.description })
+        #expect(records.suffix(5).allSatisfy { $0.isSigned && !$0.isSealed })
+    }
+
     @Test func aChangedRecordOrABadSealIsForgedAndAnEndAfterAHeadIsIncomplete() throws {
         var messages = sealedMessages(1...10, by: 1)
         messages[3].body = "changed"
