@@ -14,7 +14,8 @@ extension SessionNode {
     /// `historyCommit` records). The file thread reads ahead of the store's, up to `historyReadAhead`
     /// pieces waiting (one piece ahead, each thread waited for the other: each ran at three quarters of a
     /// core through a history of a million records). So neither the file nor the event loop is held
-    /// whole: memory stays at a few pieces, and peers are served between pieces.
+    /// whole: memory stays at a few pieces (at most 4 and the part read: 3 waiting, 1 being stored), and
+    /// peers are served between pieces.
     func importHistory(_ id: WireID, room: RoomID, from peer: SessionPeer, layout: HistoryLayout) {
         guard let file = files.removeValue(forKey: id) else { return }
         let reader = HistoryFileReader(fd: file.fd, path: file.path, layout: layout)
@@ -23,6 +24,13 @@ extension SessionNode {
         // are not members here (members who left), under their short id and "not a member".
         let members = (engine.members(of: room) ?? [:]).mapValues(\.name)
         let piece = HistoryPiece(id: id, room: room, relay: peer.id, members: members, strangers: !engine.isRelayTransfer(id))
+        // (A second resource under the id of one still being imported is not read: the engine hears of the
+        // id once, when the first ends.)
+        guard historyImports[id] == nil else {
+            reader.close()
+            logger.notice("a history under the id of one being imported is not read", metadata: ["peer": "\(peer.id.short)"])
+            return
+        }
         historyImports[id] = HistoryImport(piece: piece, reader: reader)
         pumpHistory(id)
     }
@@ -66,22 +74,24 @@ extension SessionNode {
 
     private typealias ReadPiece = (HistoryFileReader, SortedRecords)
 
-    /// Pieces read and not yet stored, at most (each some 2,400 records of a 1 MiB read).
+    /// Pieces read and not yet stored, at most, while this is the only import (each at most
+    /// `historyBatch` records from one read of 1 MiB, and the part of a record that read cut); with more
+    /// than one under way, each reads one piece ahead, so that many imports hold no more than before.
     static let historyReadAhead = 3
 
-    /// Starts what an import can do now: the next read, the next store; or ends it.
+    /// Starts what an import can do now: the next read, the next store; or ends it. The import's state
+    /// is saved before any work starts: a future may complete at once (a pool that stopped), and its
+    /// callback must find what this call decided.
     private func pumpHistory(_ id: WireID) {
         guard var job = historyImports[id] else { return }
         if stopped {
             job.readEnded = true
             job.waiting = []
         }
-        if !job.reading, !job.readEnded, job.waiting.count < Self.historyReadAhead {
-            job.reading = true
-            readHistoryPiece(job.piece, reader: job.reader, forged: job.forgedRead).whenComplete { [weak self] result in
-                self?.assumeIsolated { node in node.historyPieceRead(id, result) }
-            }
-        }
+        let ahead = historyImports.count > 1 ? 1 : Self.historyReadAhead
+        let read = !job.reading && !job.readEnded && job.waiting.count < ahead
+        if read { job.reading = true }
+        var store: (sorted: SortedRecords, commit: Bool)?
         if !job.storing, !job.waiting.isEmpty {
             let sorted = job.waiting.removeFirst()
             job.storing = true
@@ -89,19 +99,27 @@ extension SessionNode {
             // Pieces join one bulk write, committed every `historyCommit` records and at the end.
             let commit = job.counts.uncommitted >= Self.historyCommit
             if commit { job.counts.uncommitted = 0 }
-            storeThread.run(on: eventLoop) { store -> HistoryCounts in
-                var kept = HistoryCounts()
-                kept.refused = sorted.refused
-                kept.forged = sorted.forged
-                kept.added = try store.bulk { try store.insert(contentsOf: sorted.keep, now: SessionNode.nowMilliseconds()) }
-                if commit { try store.commitBulk() }
-                return kept
-            }.whenComplete { [weak self] stored in
-                self?.assumeIsolated { node in node.historyPieceStored(id, stored, committed: commit) }
-            }
+            store = (sorted, commit)
         }
         guard job.readEnded, !job.reading, !job.storing, job.waiting.isEmpty else {
             historyImports[id] = job
+            if read {
+                readHistoryPiece(job.piece, reader: job.reader, forged: job.forgedRead).whenComplete { [weak self] result in
+                    self?.assumeIsolated { node in node.historyPieceRead(id, result) }
+                }
+            }
+            if let (sorted, commit) = store {
+                storeThread.run(on: eventLoop) { store -> HistoryCounts in
+                    var kept = HistoryCounts()
+                    kept.refused = sorted.refused
+                    kept.forged = sorted.forged
+                    kept.added = try store.bulk { try store.insert(contentsOf: sorted.keep, now: SessionNode.nowMilliseconds()) }
+                    if commit { try store.commitBulk() }
+                    return kept
+                }.whenComplete { [weak self] stored in
+                    self?.assumeIsolated { node in node.historyPieceStored(id, stored, committed: commit) }
+                }
+            }
             return
         }
         historyImports[id] = nil

@@ -4,6 +4,7 @@ signed histories.
 
     python3 attack_history.py HOST PORT late-history ROOM HOLD_SECONDS
     python3 attack_history.py HOST PORT two-histories ROOM
+    python3 attack_history.py HOST PORT cut-history ROOM COUNT
 
 prints one JSON line of observations (the test reads the daemon's history for the rest).
 
@@ -14,7 +15,11 @@ to a SYNC_REQUEST is a signed history only, so only the newcomer's door can take
 two-histories: we invite the daemon; at its request we offer two signed histories at once (two ids).
 The first holds records signed by keys we made up (authors that were never members), labelled with
 members' names ("wire-client", ours, and "bob", the daemon's), and one of our own; the second holds
-one more invented record. Then a signed live MESSAGE of ours under the id of one invented record."""
+one more invented record. Then a signed live MESSAGE of ours under the id of one invented record.
+
+cut-history: we invite the daemon; at its request we offer a history (kind 2) of COUNT records of our own
+words (unsigned: the relay's own word), then the first bytes of one more: the file ends inside a record.
+The daemon reads it in pieces (5,000 records, up to 3 read ahead of its storing) and fails at the end."""
 import json
 import os
 import sys
@@ -122,6 +127,21 @@ def two_histories(c, key, peer_id, out, room):
     out["live_acked"] = acked(c, ids[0], timeout=10)
 
 
+def cut_history(c, key, peer_id, out, room, count):
+    join_asked(c, room, out)
+    records = b"".join(signed_history_record(room, peer_id, "wire-client", n + 1, f"cut history {n}") for n in range(count))
+    records += signed_history_record(room, peer_id, "wire-client", count + 1, "never whole")[:30]
+    rid = os.urandom(16)
+    c.send(offer_history(rid, room, records, kind=2))
+    answer = answers(c, [rid]).get(rid)
+    out["offer"] = {"answer": answer[0] if answer else "none", "bytes": len(records)}
+    if answer and answer[0] == "accept":
+        step = 256 * 1024
+        for at in range(0, len(records), step):
+            c.send(chunk(rid, at, records[at:at + step]))
+        out["offer"]["end_status"] = end_status(c, rid, timeout=60)
+
+
 def main():
     host, port, scenario, room = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     key, cert, peer_id = identity(tempfile.mkdtemp())
@@ -132,6 +152,8 @@ def main():
         late_history(c, key, peer_id, out, room, float(sys.argv[5]))
     elif scenario == "two-histories":
         two_histories(c, key, peer_id, out, room)
+    elif scenario == "cut-history":
+        cut_history(c, key, peer_id, out, room, int(sys.argv[5]))
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     out["pong_after"] = pinged(c, 99, timeout=10)

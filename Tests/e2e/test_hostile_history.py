@@ -21,6 +21,7 @@ from testlan import ROOT
 ATTACKER = os.path.join(ROOT, "Tests", "e2e", "attack_history.py")
 ROOM = "den"
 REFUSED = 1
+FAILED = 3
 
 
 def solo(lan):
@@ -116,3 +117,21 @@ def test_one_history_per_join_and_invented_authors_are_not_members(lan):
     check(live is not None and live["signed"] is True, f"the member's signed live message is not stored signed: {live}")
     check(daemon.process.poll() is None, "the daemon exited")
     assert problems == [], "\n".join(problems)
+
+
+def test_a_history_cut_inside_a_record_keeps_every_whole_piece_before_the_cut(lan):
+    """A history that ends inside a record (12,000 whole records, then the first bytes of one more): the
+    newcomer reads it in pieces of 5,000, up to 3 ahead of its storing. Every record before the cut is
+    stored, the transfer is shown failed with the reason, the part file is gone, and the daemon goes on."""
+    daemon, port = solo(lan)
+    out = attack(lan, port, "cut-history", "12000", timeout=120)
+    assert out["joined"] and out["history_requested"] and out["offer"]["answer"] == "accept", out
+    messages = lan.lanchat_json("h2", "history", "--room", ROOM, "--limit", "20000")
+    kept = [m for m in messages if m["text"].startswith("cut history ")]
+    assert len(kept) == 12000 and all(m["sender"] == "wire-client" for m in kept), len(kept)
+    assert not any(m["text"] == "never whole" for m in messages)
+    # The transfer failed, and says why; the inviter heard so (RESOURCE_END status 3, failed); no part file stays.
+    failed = [t for t in lan.lanchat_json("h2", "transfers") if t["direction"] == "incoming" and t["name"] == "history"]
+    assert [(t["state"], t["error"]) for t in failed] == [("failed", "invalid history: the history ends inside a record")], failed
+    assert out["offer"]["end_status"] == FAILED and out["pong_after"], out
+    assert os.listdir(os.path.join(lan.dir, "h2", "state", "incoming")) == []
