@@ -228,12 +228,8 @@ extension SessionNode {
         // (A sealed record is some 430 bytes, its seal's head and proof with it: room for them at once.)
         let capacity = messages.count * (encoder.layout == .sealed ? 448 : 160)
         guard messages.count >= Self.exportSplit else {
-            return fileIO.runIfActive(eventLoop: eventLoop) { () -> (count: Int, encoder: HistoryEncoder)? in
-                var encoder = encoder
-                var buffer = ByteBufferAllocator().buffer(capacity: capacity)
-                encoder.append(messages, into: &buffer)
-                let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-                return written == buffer.readableBytes ? (written, encoder) : nil
+            return fileIO.runIfActive(eventLoop: eventLoop) {
+                Self.written(by: encoder, capacity: capacity, to: fd, at: offset) { $0.append(messages, into: &$1) }
             }.recover { _ in nil }
         }
         let cut = messages.count / 2
@@ -249,15 +245,25 @@ extension SessionNode {
             let first = encoder.prepare(first)
             return (encoder, first)
         }.and(later).flatMap { prepared, later in
-            fileIO.runIfActive(eventLoop: eventLoop) { () -> (count: Int, encoder: HistoryEncoder)? in
-                var (encoder, first) = prepared
-                var buffer = ByteBufferAllocator().buffer(capacity: capacity)
-                encoder.write(first, into: &buffer)
-                encoder.write(later, into: &buffer)
-                let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-                return written == buffer.readableBytes ? (written, encoder) : nil
+            fileIO.runIfActive(eventLoop: eventLoop) {
+                Self.written(by: prepared.0, capacity: capacity, to: fd, at: offset) {
+                    $0.write(prepared.1, into: &$1)
+                    $0.write(later, into: &$1)
+                }
             }
         }.recover { _ in nil }
+    }
+
+    /// What `encode` writes with `encoder` into a buffer, written to `fd` at `offset` (on the file thread):
+    /// the bytes written and the encoder to go on with, nil if the write fell short.
+    private static func written(
+        by encoder: HistoryEncoder, capacity: Int, to fd: Int32, at offset: Int, _ encode: (inout HistoryEncoder, inout ByteBuffer) -> Void
+    ) -> (count: Int, encoder: HistoryEncoder)? {
+        var encoder = encoder
+        var buffer = ByteBufferAllocator().buffer(capacity: capacity)
+        encode(&encoder, &buffer)
+        let written = buffer.withUnsafeReadableBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+        return written == buffer.readableBytes ? (written, encoder) : nil
     }
 
     /// A piece of an exported history this big is made ready in two halves at once (`writeHistory`).

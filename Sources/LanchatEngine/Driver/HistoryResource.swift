@@ -82,9 +82,6 @@ public struct HistoryEncoder: Sendable {
             case sealed(HistoryRecord, SealHead, fallback: StoredMessage)
         }
         fileprivate var items: [Item] = []
-
-        /// How many records it holds.
-        public var count: Int { items.count }
     }
 
     /// The first half of `append`: may run on any thread, and at once with another encoder's
@@ -99,8 +96,7 @@ public struct HistoryEncoder: Sendable {
                 guard let record = HistoryRecord(message) else { continue }
                 prepared.items.append(.record(record))
             case .signed:
-                let message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
-                guard !message.isSealed || message.isSigned, let record = HistoryRecord(message) else { continue }
+                guard let record = unsealed(message) else { continue }
                 prepared.items.append(.record(record))
             case .sealed:
                 if index < sealedHere.count, let (record, head) = sealedHere[index] {
@@ -153,8 +149,9 @@ public struct HistoryEncoder: Sendable {
         return other
     }
 
-    /// A record of a sealed history without its seal: signed (ours, signed here if need be), or the
-    /// relay's word (unsigned); nil for another's that is only sealed.
+    /// A record without its seal, as a signed history writes it (and a sealed one what it cannot write
+    /// sealed): signed (ours, signed here if need be), or the relay's word (unsigned); nil for another's
+    /// that is only sealed.
     private func unsealed(_ message: StoredMessage) -> HistoryRecord? {
         let message = SessionStateMachine.signedIfOurs(message, ownID: ownID, keys: keys)
         guard !message.isSealed || message.isSigned, var record = HistoryRecord(message) else { return nil }
