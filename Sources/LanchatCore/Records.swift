@@ -1,97 +1,214 @@
 // The records that the store keeps and the engine decides about (plain values, no storage code).
 
 /// A chat message as history keeps it.
+///
+/// A value, kept in one shared box until it is changed (copy on write): a message is copied many times
+/// on its way (into store operations, answers, arrays of a batch), and a copy of its dozen strings and
+/// arrays was a retain and a release each, some 8 % of both ends' CPU on a stream of room messages.
 public struct StoredMessage: Equatable, Sendable {
     public enum Kind: Int64, Sendable { case text = 0, file = 1, system = 2 }
+
+    struct Fields: Equatable {
+        var id: String
+        var room: String
+        var senderID: String
+        var senderName: String
+        var sequence: Int64
+        var timestamp: Int64
+        var kind: Kind
+        var body: String
+        var authorKey: [UInt8]
+        var signature: [UInt8]
+        var direct: Bool
+        var sealProof: [UInt8]
+        var seal: StoredSeal?
+    }
+
+    /// Changed only through `fields` below, which copies it first unless this value is its only holder.
+    final class Box: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    private var fields: Fields {
+        get { box.fields }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
+            yield &box.fields
+        }
+    }
+
     /// 32 hex characters (the wire's 16-byte id).
-    public var id: String
-    public var room: String
-    public var senderID: String
-    public var senderName: String
-    public var sequence: Int64
+    public var id: String {
+        get { box.fields.id }
+        set { fields.id = newValue }
+    }
+    public var room: String {
+        get { box.fields.room }
+        set { fields.room = newValue }
+    }
+    public var senderID: String {
+        get { box.fields.senderID }
+        set { fields.senderID = newValue }
+    }
+    public var senderName: String {
+        get { box.fields.senderName }
+        set { fields.senderName = newValue }
+    }
+    public var sequence: Int64 {
+        get { box.fields.sequence }
+        set { fields.sequence = newValue }
+    }
     /// Milliseconds since the Unix epoch, at the sender.
-    public var timestamp: Int64
-    public var kind: Kind
-    public var body: String
+    public var timestamp: Int64 {
+        get { box.fields.timestamp }
+        set { fields.timestamp = newValue }
+    }
+    public var kind: Kind {
+        get { box.fields.kind }
+        set { fields.kind = newValue }
+    }
+    public var body: String {
+        get { box.fields.body }
+        set { fields.body = newValue }
+    }
     /// The author's public key (compressed P-256 point, 33 bytes) and signature (64 bytes) over the
     /// message (wire version 2); both empty for an unsigned message (from a version 1 peer, our own
     /// notices, or history kept before version 2).
-    public var authorKey: [UInt8]
-    public var signature: [UInt8]
+    public var authorKey: [UInt8] {
+        get { box.fields.authorKey }
+        set { fields.authorKey = newValue }
+    }
+    public var signature: [UInt8] {
+        get { box.fields.signature }
+        set { fields.signature = newValue }
+    }
     /// Sent to some members of the room only: never relayed, nor sent to newcomers.
-    public var direct: Bool
+    public var direct: Bool {
+        get { box.fields.direct }
+        set { fields.direct = newValue }
+    }
     /// Where the message sits in its author's seal (wire version 4: the wire's `SealProof`, as bytes;
     /// opaque to the store): the seal's id, the leaf index and the audit path; or, when its seal's leaves
     /// are kept (`StoredSeal.leaves`), the leaf index alone (2 bytes, big-endian). Empty: not sealed.
-    public var sealProof: [UInt8]
+    public var sealProof: [UInt8] {
+        get { box.fields.sealProof }
+        set { fields.sealProof = newValue }
+    }
     /// The seal the proof names, as the store keeps it (once for all its messages). Written with the
     /// message; read back only by what hands records on (`export`, `exportPage`), nil elsewhere.
-    public var seal: StoredSeal?
+    public var seal: StoredSeal? {
+        get { box.fields.seal }
+        set { fields.seal = newValue }
+    }
 
     public init(
         id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
         authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false, sealProof: [UInt8] = [], seal: StoredSeal? = nil
     ) {
-        self.id = id
-        self.room = room
-        self.senderID = senderID
-        self.senderName = senderName
-        self.sequence = sequence
-        self.timestamp = timestamp
-        self.kind = kind
-        self.body = body
-        self.authorKey = authorKey
-        self.signature = signature
-        self.direct = direct
-        self.sealProof = sealProof
-        self.seal = seal
+        box = Box(
+            Fields(
+                id: id, room: room, senderID: senderID, senderName: senderName, sequence: sequence, timestamp: timestamp, kind: kind,
+                body: body, authorKey: authorKey, signature: signature, direct: direct, sealProof: sealProof, seal: seal))
+    }
+
+    public static func == (lhs: StoredMessage, rhs: StoredMessage) -> Bool {
+        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
     }
 
     /// Its author signed it (and the signature was verified before it was stored).
-    public var isSigned: Bool { !signature.isEmpty }
+    public var isSigned: Bool { !box.fields.signature.isEmpty }
     /// Its author sealed it (and the seal and the message's place in it were checked before it was stored).
-    public var isSealed: Bool { !sealProof.isEmpty }
+    public var isSealed: Bool { !box.fields.sealProof.isEmpty }
     /// Signed or sealed by its author.
     public var isAuthenticated: Bool { isSigned || isSealed }
 }
 
 /// An author's seal as the store keeps it (wire version 4's `SealHead`, less what its messages say: the
 /// author is their sender, the room theirs): one signature over a Merkle tree of up to 256 messages.
-/// Kept once, under its author and id, for all its messages.
+/// Kept once, under its author and id, for all its messages (and in one shared box, copy on write, as
+/// `StoredMessage`: each of a seal's messages holds it).
 public struct StoredSeal: Equatable, Sendable {
+    struct Fields: Equatable {
+        var id: String
+        var authorKey: [UInt8]
+        var signature: [UInt8]
+        var leafCount: Int
+        var root: [UInt8]
+        var checked: Bool
+        var leaves: [UInt8]
+    }
+
+    /// Changed only through `fields` below, which copies it first unless this value is its only holder.
+    final class Box: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    private var fields: Fields {
+        get { box.fields }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
+            yield &box.fields
+        }
+    }
+
     /// 32 hex characters (the wire's 16-byte id).
-    public var id: String
+    public var id: String {
+        get { box.fields.id }
+        set { fields.id = newValue }
+    }
     /// The author's public key (compressed P-256 point, 33 bytes) and its signature (64 bytes).
-    public var authorKey: [UInt8]
-    public var signature: [UInt8]
+    public var authorKey: [UInt8] {
+        get { box.fields.authorKey }
+        set { fields.authorKey = newValue }
+    }
+    public var signature: [UInt8] {
+        get { box.fields.signature }
+        set { fields.signature = newValue }
+    }
     /// How many messages it seals (1...256), and the root of their tree (32 bytes).
-    public var leafCount: Int
-    public var root: [UInt8]
+    public var leafCount: Int {
+        get { box.fields.leafCount }
+        set { fields.leafCount = newValue }
+    }
+    public var root: [UInt8] {
+        get { box.fields.root }
+        set { fields.root = newValue }
+    }
     /// Whether its signature was checked. A seal received live over a pinned TLS link is kept before
     /// its signature is checked (off the event loop: the link already says who sent it); until it is,
     /// nothing of it leaves this host (no export reads its messages), and if it fails, its messages go
     /// (`SessionStore.dropSealed`).
-    public var checked: Bool
+    public var checked: Bool {
+        get { box.fields.checked }
+        set { fields.checked = newValue }
+    }
     /// Every leaf's hash, in order (32 bytes each), when the engine knows them, checked against `root` (a
     /// whole seal received); empty otherwise. (The store checks only their size: it hashes nothing.) With them the store keeps each of the seal's messages'
     /// place as its leaf index alone (`StoredMessage.sealProof` of 2 bytes), not its audit path: 32 bytes
     /// a message where a path took 275. Only what reads a message to hand it on gets them (`export`,
     /// `exportPage`), to make each path again (`SealProof`'s, in the engine).
-    public var leaves: [UInt8]
+    public var leaves: [UInt8] {
+        get { box.fields.leaves }
+        set { fields.leaves = newValue }
+    }
 
     /// Its leaves are one hash (32 bytes) for each of its leaves: what the stores keep (none otherwise).
-    public var hasLeaves: Bool { !leaves.isEmpty && leaves.count == leafCount * 32 }
+    public var hasLeaves: Bool { !box.fields.leaves.isEmpty && box.fields.leaves.count == box.fields.leafCount * 32 }
 
     public init(
         id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8], checked: Bool = true, leaves: [UInt8] = []
     ) {
-        self.id = id
-        self.authorKey = authorKey
-        self.signature = signature
-        self.leafCount = leafCount
-        self.root = root
-        self.checked = checked
-        self.leaves = leaves
+        box = Box(Fields(id: id, authorKey: authorKey, signature: signature, leafCount: leafCount, root: root, checked: checked, leaves: leaves))
+    }
+
+    public static func == (lhs: StoredSeal, rhs: StoredSeal) -> Bool {
+        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
     }
 }
 
