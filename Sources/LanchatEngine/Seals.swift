@@ -11,7 +11,8 @@ public struct SealedBatch: Equatable, Sendable {
     public var seal: Seal
     /// Each message's leaf, in the order the messages were given.
     public var leaves: [SealedLeaf]
-    /// Each message's audit path (what a record relayed alone carries), in the same order.
+    /// Each message's audit path (what a record relayed alone carries), in the same order; empty when
+    /// sealed without them (`seal(_:...withPaths: false)`: what is stored live keeps its leaf index).
     public var paths: [[[UInt8]]]
     /// The seal's root, worked out with the paths (the seal would hash its tree again for it).
     public var root: [UInt8]
@@ -28,8 +29,11 @@ public struct SealedBatch: Equatable, Sendable {
     /// A receiver holds a connection's last `SealBook.capacity` seals: the sender sends each SEAL right
     /// before its messages, and again before any of them it sends again (a retransmission, or on a new
     /// connection).
+    ///
+    /// `withPaths`: each message's audit path is worked out too (what a history writes with each record);
+    /// without them only the root (what is stored live: `stored` keeps each message's leaf index).
     public static func seal(
-        _ messages: [StoredMessage], author: PeerID, room: RoomID, keys: EnvelopeKeys, newID: () -> WireID
+        _ messages: [StoredMessage], author: PeerID, room: RoomID, keys: EnvelopeKeys, withPaths: Bool = true, newID: () -> WireID
     ) -> [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] {
         precondition(messages.allSatisfy { $0.senderID == author.rawValue }, "an author seals its own messages")
         // (Each id read once: what is sealed, and its signing bytes.)
@@ -48,7 +52,7 @@ public struct SealedBatch: Equatable, Sendable {
             while end < messages.endIndex, end - start < Seal.leafCounts.upperBound, messages[end].direct == messages[start].direct { end += 1 }
             let piece = messages[start..<end]
             let leafHashes = piece.indices.map { Seal.leafHash(signingBytes: SessionStateMachine.signingBytes(of: messages[$0], room: room, id: ids[$0])) }
-            let (paths, root) = MerkleTree.auditPaths(leafHashes)
+            let (paths, root) = withPaths ? MerkleTree.auditPaths(leafHashes) : ([], MerkleTree.root(leafHashes))
             let id = newID()
             let signature = keys.signature(
                 over: Envelope.sealBytes(author: author.rawValue, id: id, room: room, leafCount: UInt16(leafHashes.count), root: root))
@@ -71,25 +75,20 @@ public struct SealedBatch: Equatable, Sendable {
 /// (`SealedBatch.seal`), so a few suffice; a peer that sends SEALs without messages only pushes its own
 /// older ones out.
 public struct SealBook: Equatable, Sendable {
-    /// The most seals held for one connection: each at most 8 KiB of leaf hashes and, once its messages
-    /// come, every leaf's audit path (up to about 60 KiB for 256 leaves), so at most about 300 KiB per
-    /// connection.
+    /// The most seals held for one connection: each at most 8 KiB of leaf hashes, and as many again as its
+    /// messages are stored with them (`Held.stored`), so at most about 64 KiB per connection.
     public static let capacity = 4
 
     struct Held: Equatable, Sendable {
         var seal: Seal
-        /// Each leaf's audit path and the seal's head (with its root), worked out once, when the seal
-        /// comes: hashing the tree for each message would cost a seal of `n` messages `n` times `n - 1`
-        /// hashes.
-        var worked: Worked
+        /// The seal's head (with its root), worked out once, when the seal comes: hashing the tree for
+        /// each message would cost a seal of `n` messages `n` times `n - 1` hashes.
+        var head: SealHead
+        /// The seal as each of its messages is stored with it: its head and every leaf's hash (each
+        /// message keeps its leaf index alone), made once for all of them. Its `checked` is `checked`.
+        var stored: StoredSeal
         /// Its signature was checked (false: its check runs off the event loop, `SealCheck`).
         var checked: Bool
-    }
-
-    /// A seal's tree, worked out.
-    struct Worked: Equatable, Sendable {
-        var paths: [[[UInt8]]]
-        var head: SealHead
     }
 
     /// Oldest first.
@@ -114,11 +113,12 @@ public struct SealBook: Equatable, Sendable {
     public mutating func received(_ seal: Seal, from author: PeerID, keys: EnvelopeKeys, checkNow: Bool = true) -> Taken {
         if let index = held.firstIndex(where: { $0.seal.id == seal.id }) { return held[index].seal == seal ? .kept : .reused }
         guard seal.isWellFormed else { return .forged }
-        // One pass up the tree gives the root the signature covers and every leaf's audit path.
-        let worked = Self.work(seal, author: author)
-        let check = SealCheck(author: author, room: seal.room, head: worked.head)
+        // One pass up the tree gives the root the signature covers.
+        let head = seal.head(author: author.rawValue, root: MerkleTree.root(seal.leafHashes))
+        let check = SealCheck(author: author, room: seal.room, head: head)
         guard !checkNow || check.verifies(with: keys) else { return .forged }
-        held.append(Held(seal: seal, worked: worked, checked: checkNow))
+        let stored = StoredSeal(head, checked: checkNow, leaves: seal.leafHashes.flatMap { $0 })
+        held.append(Held(seal: seal, head: head, stored: stored, checked: checkNow))
         if held.count > Self.capacity { held.removeFirst() }
         return checkNow ? .kept : .unchecked(check)
     }
@@ -126,7 +126,7 @@ public struct SealBook: Equatable, Sendable {
     /// Checks `check`'s seal now if it is held unchecked (its message cannot wait): whether it verifies
     /// (nil: not held, or held checked). One that does not is forgotten.
     public mutating func checkNow(_ check: SealCheck, keys: EnvelopeKeys) -> Bool? {
-        guard let index = held.firstIndex(where: { $0.worked.head == check.head }), !held[index].checked else { return nil }
+        guard let index = held.firstIndex(where: { $0.head == check.head }), !held[index].checked else { return nil }
         let valid = check.verifies(with: keys)
         answered(check, valid: valid)
         return valid
@@ -135,15 +135,21 @@ public struct SealBook: Equatable, Sendable {
     /// `check` answered: its seal (that head, not another under the same id) checked, or (it failed)
     /// forgotten: its later messages find no seal.
     public mutating func answered(_ check: SealCheck, valid: Bool) {
-        guard let index = held.firstIndex(where: { $0.worked.head == check.head }) else { return }
-        if valid { held[index].checked = true } else { held.remove(at: index) }
+        guard let index = held.firstIndex(where: { $0.head == check.head }) else { return }
+        if valid {
+            held[index].checked = true
+            held[index].stored.checked = true
+        } else {
+            held.remove(at: index)
+        }
     }
 
     /// What a sealed MESSAGE is, against the seals held.
     public enum Check: Equatable, Sendable {
-        /// Its leaf is the seal's: kept with the seal's head and its proof (what a record stored or
-        /// relayed alone needs), and whether the seal's signature was checked yet.
-        case sealed(SealHead, SealProof, checked: Bool)
+        /// Its leaf is the seal's: the seal's head, the seal as the message is stored with it (every leaf's
+        /// hash: a record handed on alone gets its audit path made again from them) and the message's leaf
+        /// index, and whether the seal's signature was checked yet.
+        case sealed(SealHead, StoredSeal, leafIndex: UInt16, checked: Bool)
         /// No SEAL of that id is held (never sent, or pushed out by later ones).
         case unknownSeal
         /// The message names no seal, the seal is another room's, its leaf index is past the seal's count,
@@ -159,14 +165,7 @@ public struct SealBook: Equatable, Sendable {
         let leaf = Int(sealed.leafIndex)
         guard seal.room == message.room, leaf < seal.leafHashes.count, Seal.leafHash(of: message, author: author.rawValue) == seal.leafHashes[leaf]
         else { return .notSealed }
-        let worked = held[index].worked
-        return .sealed(worked.head, SealProof(seal: seal.id, leafIndex: sealed.leafIndex, path: worked.paths[leaf]), checked: held[index].checked)
-    }
-
-    /// A seal's audit paths and head, from one pass up its tree.
-    static func work(_ seal: Seal, author: PeerID) -> Worked {
-        let (paths, root) = MerkleTree.auditPaths(seal.leafHashes)
-        return Worked(paths: paths, head: seal.head(author: author.rawValue, root: root))
+        return .sealed(held[index].head, held[index].stored, leafIndex: sealed.leafIndex, checked: held[index].checked)
     }
 }
 
@@ -324,10 +323,11 @@ public struct SealChecks: Equatable, Sendable {
 
 // A seal and a message's place in it as the store keeps them (`StoredSeal`, `StoredMessage.sealProof`).
 extension StoredSeal {
-    public init(_ head: SealHead, checked: Bool = true) {
+    /// `leaves`: every leaf's hash (32 bytes each, checked against the head's root), or none.
+    public init(_ head: SealHead, checked: Bool = true, leaves: [UInt8] = []) {
         self.init(
             id: head.id.description, authorKey: head.signature.key, signature: head.signature.bytes, leafCount: Int(head.leafCount),
-            root: head.root, checked: checked)
+            root: head.root, checked: checked, leaves: leaves)
     }
 
     /// The head it is, for `author` (its messages' sender); nil if a field does not fit one (a damaged row).
@@ -376,16 +376,24 @@ extension StoredMessage {
         message.sealProof = (try? proof.bytes()) ?? []
         return message
     }
+
+    /// The message as stored sealed by `seal` (with every leaf's hash, `StoredSeal.leaves`) at `leafIndex`:
+    /// its place kept as the index alone.
+    public func sealed(by seal: StoredSeal, leafIndex: UInt16) -> StoredMessage {
+        var message = self
+        message.seal = seal
+        message.sealProof = [UInt8(leafIndex >> 8), UInt8(leafIndex & 0xFF)]
+        return message
+    }
 }
 
 extension SealedBatch {
     /// Our own `messages` (the ones this batch seals, in order) as stored sealed: each with the seal's
-    /// head and its proof.
+    /// head and every leaf's hash (one `StoredSeal` for all), and its leaf index. (A path is 32 bytes a
+    /// level, some 250 bytes a message in a seal of 100; the leaves are 32 bytes a message, kept once.)
     public func stored(_ messages: some Collection<StoredMessage>, author: PeerID) -> [StoredMessage] {
-        let head = seal.head(author: author.rawValue, root: root)
-        return zip(messages, zip(leaves, paths)).map { message, place in
-            message.sealed(by: head, proof: SealProof(seal: place.0.seal, leafIndex: place.0.leafIndex, path: place.1))
-        }
+        let stored = StoredSeal(seal.head(author: author.rawValue, root: root), leaves: seal.leafHashes.flatMap { $0 })
+        return zip(messages, leaves).map { message, leaf in message.sealed(by: stored, leafIndex: leaf.leafIndex) }
     }
 }
 

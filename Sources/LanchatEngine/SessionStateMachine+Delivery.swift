@@ -81,7 +81,9 @@ extension SessionStateMachine {
         }
         var batches: [(batch: SealedBatch, messages: ArraySlice<StoredMessage>)] = []
         if sealing, let keys {
-            batches = SealedBatch.seal(messages, author: configuration.ownID, room: room, keys: keys) { environment.ids.messageID(at: now.wall) }
+            batches = SealedBatch.seal(messages, author: configuration.ownID, room: room, keys: keys, withPaths: false) {
+                environment.ids.messageID(at: now.wall)
+            }
             // (Each message is in one batch, in order: ours, texts or files, all with wire ids.)
             messages = batches.flatMap { $0.batch.stored($0.messages, author: configuration.ownID) }
         }
@@ -197,7 +199,7 @@ extension SessionStateMachine {
         // (so that it can be relayed to a newcomer, who checks it); on a version 4 one it may be sealed
         // instead, and is kept with its seal's head and its place in it. One that is neither is refused.
         if let sealCheck {
-            guard case .sealed(let head, let proof, var checked) = sealCheck else {
+            guard case .sealed(let head, var seal, let leafIndex, var checked) = sealCheck else {
                 refusedLive("a message", from: link, in: message.room, "it is not sealed by its author", &out)
                 return
             }
@@ -221,7 +223,8 @@ extension SessionStateMachine {
                     out.append(.checkSeal(check))
                 }
             }
-            stored = stored.sealed(by: head, proof: proof, checked: checked)
+            seal.checked = checked  // (the held seal's own, unless checked here just now)
+            stored = stored.sealed(by: seal, leafIndex: leafIndex)
         } else if link.version >= 2 {
             guard let signature = message.signature, verifiesLive(message, from: sender) else {
                 // Told once per connection: a flood of bad messages is not a flood of events.

@@ -65,7 +65,7 @@ extension SessionStateMachine {
             guard let messages = byRoom[name] else { continue }
             if version >= WireFrame.sealsVersion, let keys = configuration.envelopes, let room = RoomID(name), allSpokeSeals(in: room) {
                 let ours = messages.filter { $0.senderID == own.rawValue && SealedBatch.seals($0) }
-                let batches = SealedBatch.seal(ours, author: own, room: room, keys: keys) { environment.ids.messageID(at: now.wall) }
+                let batches = SealedBatch.seal(ours, author: own, room: room, keys: keys, withPaths: false) { environment.ids.messageID(at: now.wall) }
                 frames += Self.sealedFrames(batches, reliable: true)
             } else {
                 for message in messages {

@@ -128,8 +128,10 @@ import Testing
             #expect(record.isSealed && !record.isSigned)
             let head = try #require(record.seal?.head(author: bob.id.rawValue))
             #expect(head == seal.head(author: bob.id.rawValue))
-            // What a newcomer checks of it later: one signature for the seal, one path for the record.
-            let history = try #require(HistoryRecord(record))
+            // Kept with its leaf index and the seal's leaves, from which its path is made again: what a
+            // newcomer checks of it later is one signature for the seal, one path for the record.
+            #expect(record.leafIndex != nil && record.seal?.hasLeaves == true)
+            let history = try #require(HistoryRecord(record, proof: record.proof))
             #expect(checks.verifies(history, seal: head, room: lab, keys: SimulatedSignatures.keys(for: 2, ids: ids)) == true)
         }
         // Unsigned or signed messages still come as before on the same connection.

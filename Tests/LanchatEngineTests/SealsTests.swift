@@ -38,22 +38,26 @@ private func frame(_ stored: StoredMessage, _ leaf: SealedLeaf?) -> WireFrame.Me
 /// Seals (version 4, draft): what an author seals, what a receiver holds and checks, and what a reader of
 /// histories checks once per seal.
 @Suite struct SealsTests {
-    /// Our own messages as stored sealed: each with its seal's head and its proof, which show it is a
-    /// leaf alice signed; a head read back from the store is the head; a damaged row gives no head.
+    /// Our own messages as stored sealed: each with its seal's head and every leaf's hash, and its leaf
+    /// index, from which its proof is made again and shows it is a leaf alice signed; a head read back
+    /// from the store is the head; a damaged row gives no head. (Sealed as the live path seals, without
+    /// audit paths.)
     @Test func ourSealedMessagesAreStoredWithWhatVerifiesThemAlone() throws {
         let messages = (1...5).map { message($0) }
-        let (batch, piece) = try #require(SealedBatch.seal(messages, author: alice, room: lab, keys: aliceKeys, newID: counter()).first)
+        let (batch, piece) = try #require(
+            SealedBatch.seal(messages, author: alice, room: lab, keys: aliceKeys, withPaths: false, newID: counter()).first)
+        #expect(batch.paths.isEmpty && batch.root == MerkleTree.root(batch.seal.leafHashes))
         let stored = batch.stored(piece, author: alice)
         #expect(stored.count == 5)
         var checks = SealChecks()
         for (offset, record) in stored.enumerated() {
             #expect(record.isSealed && record.isAuthenticated && !record.isSigned)
+            #expect(record.leafIndex == offset && record.sealProof.count == 2 && record.seal?.hasLeaves == true)
             let head = try #require(record.seal?.head(author: alice.rawValue))
             #expect(head == batch.seal.head(author: alice.rawValue))
             let proof = try #require(record.proof)
             #expect(proof.leafIndex == UInt16(offset) && proof.seal == batch.seal.id)
-            let history = try #require(HistoryRecord(record))
-            #expect(history.proof == proof)
+            let history = try #require(HistoryRecord(record, proof: proof))
             #expect(checks.verifies(history, seal: head, room: lab, keys: bobKeys) == true)
         }
         var damaged = try #require(stored.first?.seal)
@@ -95,12 +99,18 @@ private func frame(_ stored: StoredMessage, _ leaf: SealedLeaf?) -> WireFrame.Me
         var book = SealBook()
         #expect(book.received(batch.seal, from: alice, keys: bobKeys) == .kept)
         for (offset, stored) in messages.enumerated() {
-            guard case .sealed(let head, let proof, checked: true) = book.check(frame(stored, batch.leaves[offset]), author: alice) else {
+            guard case .sealed(let head, let seal, let leafIndex, checked: true) = book.check(frame(stored, batch.leaves[offset]), author: alice)
+            else {
                 Issue.record("message \(offset) not taken")
                 continue
             }
-            // What a record stored or relayed alone carries verifies with one signature for the seal.
-            #expect(head == batch.seal.head(author: alice.rawValue) && proof.path == batch.paths[offset])
+            // Stored with its leaf index and the seal with every leaf's hash, from which the audit path of a
+            // record handed on alone is made again; that record verifies with one signature for the seal.
+            #expect(head == batch.seal.head(author: alice.rawValue) && Int(leafIndex) == offset)
+            #expect(seal == StoredSeal(head, leaves: batch.seal.leafHashes.flatMap { $0 }))
+            #expect(stored.sealed(by: seal, leafIndex: leafIndex).leafIndex == offset)
+            let proof = try #require(SealPaths(seal)?.proof(offset))
+            #expect(proof.path == batch.paths[offset])
             var checks = SealChecks()
             var record = HistoryRecord(
                 id: WireID(hex: stored.id)!, senderID: alice.rawValue, senderName: "alice", sequence: UInt64(stored.sequence),
