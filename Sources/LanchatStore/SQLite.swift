@@ -222,6 +222,8 @@ public final class SQLiteDatabase {
 
     /// Rows changed by the last INSERT/UPDATE/DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }
+    /// Rows changed by every INSERT/UPDATE/DELETE since the connection opened (with their triggers').
+    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
     /// A transaction is open.
     public var inTransaction: Bool { handle != nil && sqlite3_get_autocommit(handle) == 0 }
 }

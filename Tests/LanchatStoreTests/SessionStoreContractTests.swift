@@ -214,6 +214,48 @@ import Testing
         #expect(try store.outbox(peerID: Self.bob).map(\.sequence) == [1])
     }
 
+    /// A savepoint that throws is undone alone, the transaction goes on: the first of a transaction nothing
+    /// was written in (SQLite's store then undoes the transaction and begins it again), a later one, and
+    /// a first one after a write of the transaction's own.
+    @Test(arguments: Kind.allCases) func aSavepointThatThrowsIsUndoneAloneAndTheTransactionGoesOn(kind: Kind) throws {
+        struct Refused: Error {}
+        let store = try kind.make()
+        let bob = try #require(PeerID(Self.bob))
+        try store.transaction {
+            #expect(throws: Refused.self) {
+                try store.savepoint {
+                    try store.insert(message(1), now: 0)
+                    try store.apply(.enqueue(bob, [WireID(hex: message(1).id)!]), now: 0)
+                    throw Refused()
+                }
+            }
+            try store.savepoint { try store.insert(message(2), now: 0) }
+            #expect(throws: Refused.self) {
+                try store.savepoint {
+                    try store.insert(message(3), now: 0)
+                    throw Refused()
+                }
+            }
+            try store.savepoint { try store.insert(message(4), now: 0) }
+        }
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [2, 4])
+        #expect(try store.outboxEntries().isEmpty)
+        try store.transaction {
+            try store.insert(message(5), now: 0)
+            #expect(throws: Refused.self) {
+                try store.savepoint {
+                    try store.insert(message(6), now: 0)
+                    throw Refused()
+                }
+            }
+            try store.savepoint { try store.insert(message(7), now: 0) }
+        }
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [2, 4, 5, 7])
+        // Nothing stayed open: a write outside a transaction is durable at once, and read back.
+        try store.insert(message(8), now: 0)
+        #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [2, 4, 5, 7, 8])
+    }
+
     @Test(arguments: Kind.allCases) func aNestedTransactionJoinsTheOuterOne(kind: Kind) throws {
         struct Refused: Error {}
         let store = try kind.make()
