@@ -44,35 +44,43 @@ public struct StoredMessage: Equatable, Sendable {
     public var id: String {
         get { box.fields.id }
         set { fields.id = newValue }
+        _modify { yield &fields.id }
     }
     public var room: String {
         get { box.fields.room }
         set { fields.room = newValue }
+        _modify { yield &fields.room }
     }
     public var senderID: String {
         get { box.fields.senderID }
         set { fields.senderID = newValue }
+        _modify { yield &fields.senderID }
     }
     public var senderName: String {
         get { box.fields.senderName }
         set { fields.senderName = newValue }
+        _modify { yield &fields.senderName }
     }
     public var sequence: Int64 {
         get { box.fields.sequence }
         set { fields.sequence = newValue }
+        _modify { yield &fields.sequence }
     }
     /// Milliseconds since the Unix epoch, at the sender.
     public var timestamp: Int64 {
         get { box.fields.timestamp }
         set { fields.timestamp = newValue }
+        _modify { yield &fields.timestamp }
     }
     public var kind: Kind {
         get { box.fields.kind }
         set { fields.kind = newValue }
+        _modify { yield &fields.kind }
     }
     public var body: String {
         get { box.fields.body }
         set { fields.body = newValue }
+        _modify { yield &fields.body }
     }
     /// The author's public key (compressed P-256 point, 33 bytes) and signature (64 bytes) over the
     /// message (wire version 2); both empty for an unsigned message (from a version 1 peer, our own
@@ -80,15 +88,18 @@ public struct StoredMessage: Equatable, Sendable {
     public var authorKey: [UInt8] {
         get { box.fields.authorKey }
         set { fields.authorKey = newValue }
+        _modify { yield &fields.authorKey }
     }
     public var signature: [UInt8] {
         get { box.fields.signature }
         set { fields.signature = newValue }
+        _modify { yield &fields.signature }
     }
     /// Sent to some members of the room only: never relayed, nor sent to newcomers.
     public var direct: Bool {
         get { box.fields.direct }
         set { fields.direct = newValue }
+        _modify { yield &fields.direct }
     }
     /// Where the message sits in its author's seal (wire version 4: the wire's `SealProof`, as bytes;
     /// opaque to the store): the seal's id, the leaf index and the audit path; or, when its seal's leaves
@@ -96,12 +107,14 @@ public struct StoredMessage: Equatable, Sendable {
     public var sealProof: [UInt8] {
         get { box.fields.sealProof }
         set { fields.sealProof = newValue }
+        _modify { yield &fields.sealProof }
     }
     /// The seal the proof names, as the store keeps it (once for all its messages). Written with the
     /// message; read back only by what hands records on (`export`, `exportPage`), nil elsewhere.
     public var seal: StoredSeal? {
         get { box.fields.seal }
         set { fields.seal = newValue }
+        _modify { yield &fields.seal }
     }
 
     public init(
@@ -161,24 +174,29 @@ public struct StoredSeal: Equatable, Sendable {
     public var id: String {
         get { box.fields.id }
         set { fields.id = newValue }
+        _modify { yield &fields.id }
     }
     /// The author's public key (compressed P-256 point, 33 bytes) and its signature (64 bytes).
     public var authorKey: [UInt8] {
         get { box.fields.authorKey }
         set { fields.authorKey = newValue }
+        _modify { yield &fields.authorKey }
     }
     public var signature: [UInt8] {
         get { box.fields.signature }
         set { fields.signature = newValue }
+        _modify { yield &fields.signature }
     }
     /// How many messages it seals (1...256), and the root of their tree (32 bytes).
     public var leafCount: Int {
         get { box.fields.leafCount }
         set { fields.leafCount = newValue }
+        _modify { yield &fields.leafCount }
     }
     public var root: [UInt8] {
         get { box.fields.root }
         set { fields.root = newValue }
+        _modify { yield &fields.root }
     }
     /// Whether its signature was checked. A seal received live over a pinned TLS link is kept before
     /// its signature is checked (off the event loop: the link already says who sent it); until it is,
@@ -187,6 +205,7 @@ public struct StoredSeal: Equatable, Sendable {
     public var checked: Bool {
         get { box.fields.checked }
         set { fields.checked = newValue }
+        _modify { yield &fields.checked }
     }
     /// Every leaf's hash, in order (32 bytes each), when the engine knows them, checked against `root` (a
     /// whole seal received); empty otherwise. (The store checks only their size: it hashes nothing.) With them the store keeps each of the seal's messages'
@@ -196,6 +215,7 @@ public struct StoredSeal: Equatable, Sendable {
     public var leaves: [UInt8] {
         get { box.fields.leaves }
         set { fields.leaves = newValue }
+        _modify { yield &fields.leaves }
     }
 
     /// Its leaves are one hash (32 bytes) for each of its leaves: what the stores keep (none otherwise).

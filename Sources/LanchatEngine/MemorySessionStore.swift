@@ -193,6 +193,8 @@ public final class MemorySessionStore: SessionStore {
             } else {
                 message.sealProof = []
             }
+        } else if let seal = message.seal, message.isSealed, !seal.checked {
+            return false  // (a leaf index without the seal's leaves, under a seal not checked yet: as SQLite's)
         } else {
             message.sealProof = []
         }

@@ -75,8 +75,9 @@ public struct SealedBatch: Equatable, Sendable {
 /// (`SealedBatch.seal`), so a few suffice; a peer that sends SEALs without messages only pushes its own
 /// older ones out.
 public struct SealBook: Equatable, Sendable {
-    /// The most seals held for one connection: each at most 8 KiB of leaf hashes, and as many again as its
-    /// messages are stored with them (`Held.stored`), so at most about 64 KiB per connection.
+    /// The most seals held for one connection: each at most 8 KiB of leaf hashes (some 18 KiB as the SEAL
+    /// holds them, an array each), and 8 KiB more as its messages are stored with them (`Held.stored`),
+    /// so at most about 100 KiB per connection.
     public static let capacity = 4
 
     struct Held: Equatable, Sendable {

@@ -223,7 +223,7 @@ extension SessionStateMachine {
                     out.append(.checkSeal(check))
                 }
             }
-            seal.checked = checked  // (the held seal's own, unless checked here just now)
+            if seal.checked != checked { seal.checked = checked }  // (checked here just now: a copy of the held one's)
             stored = stored.sealed(by: seal, leafIndex: leafIndex)
         } else if link.version >= 2 {
             guard let signature = message.signature, verifiesLive(message, from: sender) else {

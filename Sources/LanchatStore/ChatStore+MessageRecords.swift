@@ -57,10 +57,18 @@ extension ChatStore {
     ///
     /// A message whose place is its leaf index alone (`sealProof` of 2 bytes) comes with its seal's leaves:
     /// they are kept with the seal (once), also when the seal was kept before without them. Without them
-    /// (or of another size) it is stored as not sealed, even under an unchecked seal: only an import makes
-    /// leaf indexes, and its seals are checked.
+    /// (or of another size) it is stored as not sealed under a checked seal, and not at all under an
+    /// unchecked one (as above).
     private func keepSeal(of message: StoredMessage) throws(Error) -> Bool {
-        guard let seal = message.seal, Self.sealed(message) else { return true }
+        guard let seal = message.seal, message.isSealed else { return true }
+        guard Self.sealed(message) else {
+            guard !seal.checked else { return true }
+            // (Waiting for the word index first, so that the delete's trigger does not take it out of an index it is not in.)
+            let row = db.lastInsertedRowID
+            try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(row)])
+            try db.query("DELETE FROM messages WHERE rowid = ?", [.integer(row)])
+            return false
+        }
         // The other messages of a seal just found kept (a SEAL's messages come together).
         if let last = lastKeptSeal, last.names(author: message.senderID, room: message.room, seal: seal), last.leaves || Self.leaves(of: seal).isEmpty {
             return true

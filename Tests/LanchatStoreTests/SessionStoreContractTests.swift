@@ -405,6 +405,17 @@ import Testing
         #expect(try !store.insert(sealed(7, by: other, leaf: 0), now: 0))
         other.checked = true
         #expect(try store.insert(sealed(8, by: other, leaf: 0), now: 0))
+        // A place kept as its leaf index alone, without the seal's leaves (nothing to make its path from):
+        // under an unchecked seal, not stored (stored as not sealed, it could be exported before anyone
+        // checked it); under a checked one, stored as not sealed.
+        var indexOnly = sealed(9, by: seal(5, checked: false), leaf: 0, body: "index only")
+        indexOnly.room = "ops"
+        indexOnly.sealProof = [0, 0]
+        #expect(try !store.insert(indexOnly, now: 0))
+        #expect(try store.history(room: "ops", limit: 10).isEmpty)
+        indexOnly.seal?.checked = true
+        #expect(try store.insert(indexOnly, now: 0))
+        #expect(try store.history(room: "ops", limit: 10).map(\.isSealed) == [false])
         func exported() throws -> [Int64] {
             let whole = try store.export(room: "lab", since: 0, limit: 100)
             #expect(try Self.inPieces(store, room: "lab") == whole)

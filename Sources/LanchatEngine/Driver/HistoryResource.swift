@@ -51,8 +51,17 @@ public struct HistoryEncoder: Sendable {
     private var writer = SealedHistory.Writer()
     /// Names the seals made here (the shell's from the system's generator, the simulator's seeded).
     private var ids: IDGenerator
-    /// The paths of the last stored seal whose messages keep their leaf index (`proof(of:)`).
-    private var paths: (author: String, seal: StoredSeal, paths: SealPaths?)?
+    /// The paths of the last stored seals whose messages keep their leaf index (`proof(of:)`), by author
+    /// and seal id: at most `pathsKept`, all forgotten when one more comes.
+    private var paths: [PathsKey: (seal: StoredSeal, paths: SealPaths?)] = [:]
+    private struct PathsKey: Hashable, Sendable {
+        var author: String
+        var seal: String
+    }
+    /// A history is in the order of the messages' times, so the records of a busy room's authors take
+    /// turns: kept for one seal only, a seal of 256's paths (some 255 hashes and 2,300 arrays) were made
+    /// again at nearly every record. (At most about 150 KiB each.)
+    static let pathsKept = 32
 
     public init(layout: HistoryLayout, ownID: PeerID, keys: EnvelopeKeys?, ids: IDGenerator) {
         self.layout = layout
@@ -165,10 +174,12 @@ public struct HistoryEncoder: Sendable {
     private mutating func proof(of message: StoredMessage) -> SealProof? {
         guard let index = message.leafIndex else { return message.proof }
         guard let seal = message.seal else { return nil }
-        if paths?.author != message.senderID || paths?.seal != seal {
-            paths = (message.senderID, seal, SealPaths(seal))
-        }
-        return paths?.paths?.proof(index)
+        let key = PathsKey(author: message.senderID, seal: seal.id)
+        if let kept = paths[key], kept.seal == seal { return kept.paths?.proof(index) }
+        if paths.count >= Self.pathsKept { paths = [:] }
+        let made = SealPaths(seal)
+        paths[key] = (seal, made)
+        return made?.proof(index)
     }
 
     /// Our own records that a seal made here serves better than what they have: those with neither a
