@@ -24,117 +24,103 @@ public struct StoredMessage: Equatable, Sendable {
         var seal: StoredSeal?
     }
 
-    /// Changed only through `fields` below, which copies it first unless this value is its only holder.
-    final class Box: @unchecked Sendable {
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var box: Box
-
-    private var fields: Fields {
-        get { box.fields }
-        _modify {
-            if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
-            yield &box.fields
-        }
-    }
+    private var shared: Shared<Fields>
 
     /// 32 hex characters (the wire's 16-byte id).
     public var id: String {
-        get { box.fields.id }
-        set { fields.id = newValue }
-        _modify { yield &fields.id }
+        get { shared.fields.id }
+        set { shared.fields.id = newValue }
+        _modify { yield &shared.fields.id }
     }
     public var room: String {
-        get { box.fields.room }
-        set { fields.room = newValue }
-        _modify { yield &fields.room }
+        get { shared.fields.room }
+        set { shared.fields.room = newValue }
+        _modify { yield &shared.fields.room }
     }
     public var senderID: String {
-        get { box.fields.senderID }
-        set { fields.senderID = newValue }
-        _modify { yield &fields.senderID }
+        get { shared.fields.senderID }
+        set { shared.fields.senderID = newValue }
+        _modify { yield &shared.fields.senderID }
     }
     public var senderName: String {
-        get { box.fields.senderName }
-        set { fields.senderName = newValue }
-        _modify { yield &fields.senderName }
+        get { shared.fields.senderName }
+        set { shared.fields.senderName = newValue }
+        _modify { yield &shared.fields.senderName }
     }
     public var sequence: Int64 {
-        get { box.fields.sequence }
-        set { fields.sequence = newValue }
-        _modify { yield &fields.sequence }
+        get { shared.fields.sequence }
+        set { shared.fields.sequence = newValue }
+        _modify { yield &shared.fields.sequence }
     }
     /// Milliseconds since the Unix epoch, at the sender.
     public var timestamp: Int64 {
-        get { box.fields.timestamp }
-        set { fields.timestamp = newValue }
-        _modify { yield &fields.timestamp }
+        get { shared.fields.timestamp }
+        set { shared.fields.timestamp = newValue }
+        _modify { yield &shared.fields.timestamp }
     }
     public var kind: Kind {
-        get { box.fields.kind }
-        set { fields.kind = newValue }
-        _modify { yield &fields.kind }
+        get { shared.fields.kind }
+        set { shared.fields.kind = newValue }
+        _modify { yield &shared.fields.kind }
     }
     public var body: String {
-        get { box.fields.body }
-        set { fields.body = newValue }
-        _modify { yield &fields.body }
+        get { shared.fields.body }
+        set { shared.fields.body = newValue }
+        _modify { yield &shared.fields.body }
     }
     /// The author's public key (compressed P-256 point, 33 bytes) and signature (64 bytes) over the
     /// message (wire version 2); both empty for an unsigned message (from a version 1 peer, our own
     /// notices, or history kept before version 2).
     public var authorKey: [UInt8] {
-        get { box.fields.authorKey }
-        set { fields.authorKey = newValue }
-        _modify { yield &fields.authorKey }
+        get { shared.fields.authorKey }
+        set { shared.fields.authorKey = newValue }
+        _modify { yield &shared.fields.authorKey }
     }
     public var signature: [UInt8] {
-        get { box.fields.signature }
-        set { fields.signature = newValue }
-        _modify { yield &fields.signature }
+        get { shared.fields.signature }
+        set { shared.fields.signature = newValue }
+        _modify { yield &shared.fields.signature }
     }
     /// Sent to some members of the room only: never relayed, nor sent to newcomers.
     public var direct: Bool {
-        get { box.fields.direct }
-        set { fields.direct = newValue }
-        _modify { yield &fields.direct }
+        get { shared.fields.direct }
+        set { shared.fields.direct = newValue }
+        _modify { yield &shared.fields.direct }
     }
     /// Where the message sits in its author's seal (wire version 4: the wire's `SealProof`, as bytes;
     /// opaque to the store): the seal's id, the leaf index and the audit path; or, when its seal's leaves
     /// are kept (`StoredSeal.leaves`), the leaf index alone (2 bytes, big-endian). Empty: not sealed.
     public var sealProof: [UInt8] {
-        get { box.fields.sealProof }
-        set { fields.sealProof = newValue }
-        _modify { yield &fields.sealProof }
+        get { shared.fields.sealProof }
+        set { shared.fields.sealProof = newValue }
+        _modify { yield &shared.fields.sealProof }
     }
     /// The seal the proof names, as the store keeps it (once for all its messages). Written with the
     /// message; read back only by what hands records on (`export`, `exportPage`), nil elsewhere.
     public var seal: StoredSeal? {
-        get { box.fields.seal }
-        set { fields.seal = newValue }
-        _modify { yield &fields.seal }
+        get { shared.fields.seal }
+        set { shared.fields.seal = newValue }
+        _modify { yield &shared.fields.seal }
     }
 
     public init(
         id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
         authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false, sealProof: [UInt8] = [], seal: StoredSeal? = nil
     ) {
-        box = Box(
+        shared = Shared(
             Fields(
                 id: id, room: room, senderID: senderID, senderName: senderName, sequence: sequence, timestamp: timestamp, kind: kind,
                 body: body, authorKey: authorKey, signature: signature, direct: direct, sealProof: sealProof, seal: seal))
     }
 
     public static func == (lhs: StoredMessage, rhs: StoredMessage) -> Bool {
-        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
+        lhs.shared == rhs.shared
     }
 
     /// Its author signed it (and the signature was verified before it was stored).
-    public var isSigned: Bool { !box.fields.signature.isEmpty }
+    public var isSigned: Bool { !shared.fields.signature.isEmpty }
     /// Its author sealed it (and the seal and the message's place in it were checked before it was stored).
-    public var isSealed: Bool { !box.fields.sealProof.isEmpty }
+    public var isSealed: Bool { !shared.fields.sealProof.isEmpty }
     /// Signed or sealed by its author.
     public var isAuthenticated: Bool { isSigned || isSealed }
 }
@@ -154,58 +140,44 @@ public struct StoredSeal: Equatable, Sendable {
         var leaves: [UInt8]
     }
 
-    /// Changed only through `fields` below, which copies it first unless this value is its only holder.
-    final class Box: @unchecked Sendable {
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var box: Box
-
-    private var fields: Fields {
-        get { box.fields }
-        _modify {
-            if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
-            yield &box.fields
-        }
-    }
+    private var shared: Shared<Fields>
 
     /// 32 hex characters (the wire's 16-byte id).
     public var id: String {
-        get { box.fields.id }
-        set { fields.id = newValue }
-        _modify { yield &fields.id }
+        get { shared.fields.id }
+        set { shared.fields.id = newValue }
+        _modify { yield &shared.fields.id }
     }
     /// The author's public key (compressed P-256 point, 33 bytes) and its signature (64 bytes).
     public var authorKey: [UInt8] {
-        get { box.fields.authorKey }
-        set { fields.authorKey = newValue }
-        _modify { yield &fields.authorKey }
+        get { shared.fields.authorKey }
+        set { shared.fields.authorKey = newValue }
+        _modify { yield &shared.fields.authorKey }
     }
     public var signature: [UInt8] {
-        get { box.fields.signature }
-        set { fields.signature = newValue }
-        _modify { yield &fields.signature }
+        get { shared.fields.signature }
+        set { shared.fields.signature = newValue }
+        _modify { yield &shared.fields.signature }
     }
     /// How many messages it seals (1...256), and the root of their tree (32 bytes).
     public var leafCount: Int {
-        get { box.fields.leafCount }
-        set { fields.leafCount = newValue }
-        _modify { yield &fields.leafCount }
+        get { shared.fields.leafCount }
+        set { shared.fields.leafCount = newValue }
+        _modify { yield &shared.fields.leafCount }
     }
     public var root: [UInt8] {
-        get { box.fields.root }
-        set { fields.root = newValue }
-        _modify { yield &fields.root }
+        get { shared.fields.root }
+        set { shared.fields.root = newValue }
+        _modify { yield &shared.fields.root }
     }
     /// Whether its signature was checked. A seal received live over a pinned TLS link is kept before
     /// its signature is checked (off the event loop: the link already says who sent it); until it is,
     /// nothing of it leaves this host (no export reads its messages), and if it fails, its messages go
     /// (`SessionStore.dropSealed`).
     public var checked: Bool {
-        get { box.fields.checked }
-        set { fields.checked = newValue }
-        _modify { yield &fields.checked }
+        get { shared.fields.checked }
+        set { shared.fields.checked = newValue }
+        _modify { yield &shared.fields.checked }
     }
     /// Every leaf's hash, in order (32 bytes each), when the engine knows them, checked against `root` (a
     /// whole seal received); empty otherwise. (The store checks only their size: it hashes nothing.) With them the store keeps each of the seal's messages'
@@ -213,22 +185,22 @@ public struct StoredSeal: Equatable, Sendable {
     /// a message where a path took 275. Only what reads a message to hand it on gets them (`export`,
     /// `exportPage`), to make each path again (`SealProof`'s, in the engine).
     public var leaves: [UInt8] {
-        get { box.fields.leaves }
-        set { fields.leaves = newValue }
-        _modify { yield &fields.leaves }
+        get { shared.fields.leaves }
+        set { shared.fields.leaves = newValue }
+        _modify { yield &shared.fields.leaves }
     }
 
     /// Its leaves are one hash (32 bytes) for each of its leaves: what the stores keep (none otherwise).
-    public var hasLeaves: Bool { !box.fields.leaves.isEmpty && box.fields.leaves.count == box.fields.leafCount * 32 }
+    public var hasLeaves: Bool { !shared.fields.leaves.isEmpty && shared.fields.leaves.count == shared.fields.leafCount * 32 }
 
     public init(
         id: String, authorKey: [UInt8], signature: [UInt8], leafCount: Int, root: [UInt8], checked: Bool = true, leaves: [UInt8] = []
     ) {
-        box = Box(Fields(id: id, authorKey: authorKey, signature: signature, leafCount: leafCount, root: root, checked: checked, leaves: leaves))
+        shared = Shared(Fields(id: id, authorKey: authorKey, signature: signature, leafCount: leafCount, root: root, checked: checked, leaves: leaves))
     }
 
     public static func == (lhs: StoredSeal, rhs: StoredSeal) -> Bool {
-        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
+        lhs.shared == rhs.shared
     }
 }
 
@@ -366,4 +338,28 @@ public struct StoredMeta: Equatable, Sendable {
         self.authorKey = authorKey
         self.signature = signature
     }
+}
+
+/// A value's fields in one box that its copies share, copied on write (`StoredMessage`, `StoredSeal`): a
+/// copy is one reference, not one for each of its strings and arrays.
+struct Shared<Fields: Equatable & Sendable>: Equatable, @unchecked Sendable {
+    /// Changed only through `fields`, which copies it first unless this value is its only holder.
+    private final class Box {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    init(_ fields: Fields) { box = Box(fields) }
+
+    var fields: Fields {
+        get { box.fields }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
+            yield &box.fields
+        }
+    }
+
+    static func == (lhs: Shared, rhs: Shared) -> Bool { lhs.box === rhs.box || lhs.box.fields == rhs.box.fields }
 }
