@@ -1,134 +1,66 @@
 // The records that the store keeps and the engine decides about (plain values, no storage code).
 
 /// A chat message as history keeps it.
-///
-/// A value, kept in one shared box until it is changed (copy on write): a message is copied many times
-/// on its way (into store operations, answers, arrays of a batch), and a copy of its dozen strings and
-/// arrays was a retain and a release each, some 8 % of both ends' CPU on a stream of room messages.
 public struct StoredMessage: Equatable, Sendable {
     public enum Kind: Int64, Sendable { case text = 0, file = 1, system = 2 }
-
-    struct Fields: Equatable {
-        var id: String
-        var room: String
-        var senderID: String
-        var senderName: String
-        var sequence: Int64
-        var timestamp: Int64
-        var kind: Kind
-        var body: String
-        var authorKey: [UInt8]
-        var signature: [UInt8]
-        var direct: Bool
-        var sealProof: [UInt8]
-        var seal: StoredSeal?
-    }
-
-    private var shared: Shared<Fields>
-
     /// 32 hex characters (the wire's 16-byte id).
-    public var id: String {
-        get { shared.fields.id }
-        set { shared.fields.id = newValue }
-        _modify { yield &shared.fields.id }
-    }
-    public var room: String {
-        get { shared.fields.room }
-        set { shared.fields.room = newValue }
-        _modify { yield &shared.fields.room }
-    }
-    public var senderID: String {
-        get { shared.fields.senderID }
-        set { shared.fields.senderID = newValue }
-        _modify { yield &shared.fields.senderID }
-    }
-    public var senderName: String {
-        get { shared.fields.senderName }
-        set { shared.fields.senderName = newValue }
-        _modify { yield &shared.fields.senderName }
-    }
-    public var sequence: Int64 {
-        get { shared.fields.sequence }
-        set { shared.fields.sequence = newValue }
-        _modify { yield &shared.fields.sequence }
-    }
+    public var id: String
+    public var room: String
+    public var senderID: String
+    public var senderName: String
+    public var sequence: Int64
     /// Milliseconds since the Unix epoch, at the sender.
-    public var timestamp: Int64 {
-        get { shared.fields.timestamp }
-        set { shared.fields.timestamp = newValue }
-        _modify { yield &shared.fields.timestamp }
-    }
-    public var kind: Kind {
-        get { shared.fields.kind }
-        set { shared.fields.kind = newValue }
-        _modify { yield &shared.fields.kind }
-    }
-    public var body: String {
-        get { shared.fields.body }
-        set { shared.fields.body = newValue }
-        _modify { yield &shared.fields.body }
-    }
+    public var timestamp: Int64
+    public var kind: Kind
+    public var body: String
     /// The author's public key (compressed P-256 point, 33 bytes) and signature (64 bytes) over the
     /// message (wire version 2); both empty for an unsigned message (from a version 1 peer, our own
     /// notices, or history kept before version 2).
-    public var authorKey: [UInt8] {
-        get { shared.fields.authorKey }
-        set { shared.fields.authorKey = newValue }
-        _modify { yield &shared.fields.authorKey }
-    }
-    public var signature: [UInt8] {
-        get { shared.fields.signature }
-        set { shared.fields.signature = newValue }
-        _modify { yield &shared.fields.signature }
-    }
+    public var authorKey: [UInt8]
+    public var signature: [UInt8]
     /// Sent to some members of the room only: never relayed, nor sent to newcomers.
-    public var direct: Bool {
-        get { shared.fields.direct }
-        set { shared.fields.direct = newValue }
-        _modify { yield &shared.fields.direct }
-    }
+    public var direct: Bool
     /// Where the message sits in its author's seal (wire version 4: the wire's `SealProof`, as bytes;
     /// opaque to the store): the seal's id, the leaf index and the audit path; or, when its seal's leaves
     /// are kept (`StoredSeal.leaves`), the leaf index alone (2 bytes, big-endian). Empty: not sealed.
-    public var sealProof: [UInt8] {
-        get { shared.fields.sealProof }
-        set { shared.fields.sealProof = newValue }
-        _modify { yield &shared.fields.sealProof }
-    }
+    public var sealProof: [UInt8]
     /// The seal the proof names, as the store keeps it (once for all its messages). Written with the
     /// message; read back only by what hands records on (`export`, `exportPage`), nil elsewhere.
-    public var seal: StoredSeal? {
-        get { shared.fields.seal }
-        set { shared.fields.seal = newValue }
-        _modify { yield &shared.fields.seal }
-    }
+    public var seal: StoredSeal?
 
     public init(
         id: String, room: String, senderID: String, senderName: String, sequence: Int64, timestamp: Int64, kind: Kind, body: String,
         authorKey: [UInt8] = [], signature: [UInt8] = [], direct: Bool = false, sealProof: [UInt8] = [], seal: StoredSeal? = nil
     ) {
-        shared = Shared(
-            Fields(
-                id: id, room: room, senderID: senderID, senderName: senderName, sequence: sequence, timestamp: timestamp, kind: kind,
-                body: body, authorKey: authorKey, signature: signature, direct: direct, sealProof: sealProof, seal: seal))
-    }
-
-    public static func == (lhs: StoredMessage, rhs: StoredMessage) -> Bool {
-        lhs.shared == rhs.shared
+        self.id = id
+        self.room = room
+        self.senderID = senderID
+        self.senderName = senderName
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.kind = kind
+        self.body = body
+        self.authorKey = authorKey
+        self.signature = signature
+        self.direct = direct
+        self.sealProof = sealProof
+        self.seal = seal
     }
 
     /// Its author signed it (and the signature was verified before it was stored).
-    public var isSigned: Bool { !shared.fields.signature.isEmpty }
+    public var isSigned: Bool { !signature.isEmpty }
     /// Its author sealed it (and the seal and the message's place in it were checked before it was stored).
-    public var isSealed: Bool { !shared.fields.sealProof.isEmpty }
+    public var isSealed: Bool { !sealProof.isEmpty }
     /// Signed or sealed by its author.
     public var isAuthenticated: Bool { isSigned || isSealed }
 }
 
 /// An author's seal as the store keeps it (wire version 4's `SealHead`, less what its messages say: the
 /// author is their sender, the room theirs): one signature over a Merkle tree of up to 256 messages.
-/// Kept once, under its author and id, for all its messages (and in one shared box, copy on write, as
-/// `StoredMessage`: each of a seal's messages holds it).
+/// Kept once, under its author and id, for all its messages, and in one box that its copies share, copied
+/// on write: each of a seal's messages holds it, and a message is copied many times on its way (into a
+/// store operation, its answer, a batch's arrays); a copy of the seal's strings and arrays was a retain
+/// and a release each.
 public struct StoredSeal: Equatable, Sendable {
     struct Fields: Equatable {
         var id: String
@@ -340,8 +272,9 @@ public struct StoredMeta: Equatable, Sendable {
     }
 }
 
-/// A value's fields in one box that its copies share, copied on write (`StoredMessage`, `StoredSeal`): a
-/// copy is one reference, not one for each of its strings and arrays.
+/// A value's fields in one box that its copies share, copied on write (`StoredSeal`): a copy is one
+/// reference, not one for each of its strings and arrays. (Not `StoredMessage`: a box for each message
+/// made a newcomer's history a tenth slower, its store's thread freeing a million more objects.)
 struct Shared<Fields: Equatable & Sendable>: Equatable, @unchecked Sendable {
     /// Changed only through `fields`, which copies it first unless this value is its only holder.
     private final class Box {
@@ -353,8 +286,9 @@ struct Shared<Fields: Equatable & Sendable>: Equatable, @unchecked Sendable {
 
     init(_ fields: Fields) { box = Box(fields) }
 
+    /// (Read in place: a field read copies that field, not them all.)
     var fields: Fields {
-        get { box.fields }
+        _read { yield box.fields }
         _modify {
             if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
             yield &box.fields

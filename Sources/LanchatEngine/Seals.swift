@@ -361,9 +361,17 @@ extension StoredMessage {
 
     /// `keepingLeaves`, in place.
     public mutating func keepLeaves(_ leaves: [UInt8]) {
-        guard sealProof.count >= 19, seal != nil else { return }
+        guard var seal else { return }
+        seal.leaves = leaves
+        keepLeaves(sealedBy: seal)
+    }
+
+    /// `keepLeaves`, its seal with the leaves given whole (`sealedBy`: the same seal, made once for a run of
+    /// its messages, which then share it rather than a copy each).
+    public mutating func keepLeaves(sealedBy seal: StoredSeal) {
+        guard sealProof.count >= 19, self.seal != nil else { return }
         sealProof = [sealProof[16], sealProof[17]]  // (a proof: the seal's id, 16 bytes, then the index)
-        seal?.leaves = leaves
+        self.seal = seal
     }
 
     /// The message as stored sealed: with its seal's head (its signature checked, or not yet) and its proof.

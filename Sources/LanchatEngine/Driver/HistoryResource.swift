@@ -295,18 +295,26 @@ public struct HistoryDecoder: Sendable {
         for (head, hashes) in whole {
             leaves[WholeSeal(author: head.author, id: head.id.description, count: Int(head.leafCount), root: head.root)] = hashes
         }
-        // (A seal's records come one after another: looked up once a run.)
-        var run: (seal: WholeSeal, leaves: [UInt8]?)?
+        // (A seal's records come one after another: looked up once a run, and the seal with its leaves
+        // made once for the run's records to share.)
+        var run: (seal: WholeSeal, withLeaves: StoredSeal?)?
         for index in sorted.keep.indices {
             guard let seal = sorted.keep[index].seal else { continue }
             let author = sorted.keep[index].senderID
             let same = run.map { $0.seal.author == author && $0.seal.id == seal.id && $0.seal.count == seal.leafCount && $0.seal.root == seal.root }
             if same != true {
                 let name = WholeSeal(author: author, id: seal.id, count: seal.leafCount, root: seal.root)
-                run = (name, leaves[name])
+                run = (
+                    name,
+                    leaves[name].map { whole in
+                        var withLeaves = seal
+                        withLeaves.leaves = whole
+                        return withLeaves
+                    }
+                )
             }
-            guard let whole = run?.leaves else { continue }
-            sorted.keep[index].keepLeaves(whole)
+            guard let withLeaves = run?.withLeaves else { continue }
+            sorted.keep[index].keepLeaves(sealedBy: withLeaves)
         }
         return sorted
     }
