@@ -63,10 +63,7 @@ extension ChatStore {
         guard let seal = message.seal, message.isSealed else { return true }
         guard Self.sealed(message) else {
             guard !seal.checked else { return true }
-            // (Waiting for the word index first, so that the delete's trigger does not take it out of an index it is not in.)
-            let row = db.lastInsertedRowID
-            try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(row)])
-            try db.query("DELETE FROM messages WHERE rowid = ?", [.integer(row)])
+            try forget(db.lastInsertedRowID)
             return false
         }
         // The other messages of a seal just found kept (a SEAL's messages come together).
@@ -99,9 +96,7 @@ extension ChatStore {
                 if seal.checked {
                     try db.query("UPDATE messages SET seal_id = '', seal_proof = '' WHERE rowid = ?", [.integer(row)])
                 } else {
-                    // (Waiting for the word index first, so that the delete's trigger does not take it out of an index it is not in.)
-                    try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(row)])
-                    try db.query("DELETE FROM messages WHERE rowid = ?", [.integer(row)])
+                    try forget(row)
                     return false
                 }
                 return true
@@ -116,6 +111,14 @@ extension ChatStore {
         }
         lastKeptSeal = name
         return true
+    }
+
+    /// Takes back the row just stored (a message under an unchecked seal it cannot be kept under). (It
+    /// waits for the word index first, so that the delete's trigger does not take it out of an index it
+    /// is not in.)
+    private func forget(_ row: Int64) throws(Error) {
+        try db.query("INSERT OR IGNORE INTO messages_unindexed (message_rowid) VALUES (?)", [.integer(row)])
+        try db.query("DELETE FROM messages WHERE rowid = ?", [.integer(row)])
     }
 
     /// The length of a message's place kept as its leaf index alone.
