@@ -75,14 +75,33 @@ public protocol SessionStore: AnyObject {
     /// direct ones: what a member holds of the room's recent messages, for a SYNC_REQUEST.
     func recentSequences(room: String, limit: Int) throws -> [(author: String, sequence: Int64)]
 
-    // Outbox: per recipient, in the order queued; a message is queued at most once per recipient.
+    // Outbox: per recipient, in the order queued; a message is queued at most once per recipient. Two
+    // kinds, read as one: a recipient's mark in a room (`openMark`, `setMark`) queues each of our
+    // messages there past it that was stored for it (`insert(_:queuedFor:now:)`): nothing is written per
+    // message and recipient, and an acknowledgement moves one mark. A row per (recipient, message)
+    // (`enqueue`) queues one message alone: what an older lanchatd queued, and what is kept for a
+    // recipient that left while we still held its queue (`pinOutbox`).
+    /// Stores one of our messages as `insert` does, queued for `recipients` ("*": every member of its room
+    /// when sent; else peer ids joined by ","; "": for nobody) past their marks in its room.
+    @discardableResult func insert(_ message: StoredMessage, queuedFor recipients: String, now: Int64) throws -> Bool
+    /// Opens `peerID`'s mark in `room` at `acked` (our sequence in the room through which it holds what
+    /// was queued for it), unless it has one.
+    func openMark(peerID: String, room: String, acked: Int64) throws
+    /// Moves `peerID`'s mark in `room` to `acked` (opening it if it has none).
+    func setMark(peerID: String, room: String, acked: Int64) throws
+    /// Every mark: (recipient, room, sequence acknowledged through).
+    func outboxMarks() throws -> [(peerID: String, room: String, acked: Int64)]
+    /// What `peerID`'s mark in `room` queues becomes rows of its own, and the mark goes (the recipient left
+    /// the room and its queue is kept: messages sent after must not join it).
+    func pinOutbox(peerID: String, room: String) throws
     func enqueue(peerID: String, messageID: String) throws
     func acknowledge(peerID: String, messageID: String) throws
     /// Queued messages for `peerID`, oldest queued first.
     func outbox(peerID: String) throws -> [StoredMessage]
-    /// Every queued (recipient, message, room), in the order queued.
-    func outboxEntries() throws -> [(peerID: String, messageID: String, room: String)]
-    /// Drops what is queued in `room` for `peerID` (nil: for everyone).
+    /// Every queued (recipient, message, room, sequence; `marked`: queued by a mark, not a row), in the
+    /// order queued.
+    func outboxEntries() throws -> [(peerID: String, messageID: String, room: String, sequence: Int64, marked: Bool)]
+    /// Drops what is queued in `room` for `peerID` (nil: for everyone), rows and marks.
     func dropOutbox(peerID: String?, room: String) throws
 
     // Rooms, in the order first joined; members by name.

@@ -10,8 +10,14 @@ public final class MemorySessionStore: SessionStore {
     /// The first message stored under each id (the outbox's: our own message was stored before any
     /// record that copies its id).
     private var firstByID: [String: MessageKey] = [:]
-    /// Per recipient, queued message ids, oldest queued first.
+    /// Per recipient, message ids queued one by one (SQLite's `outbox` rows), oldest queued first.
     public private(set) var queues: [String: [String]] = [:]
+    /// Per recipient and room, our sequence through which it holds what was queued for it (SQLite's
+    /// `outbox_marks`).
+    public private(set) var marks: [String: [String: Int64]] = [:]
+    /// Who each of our messages queued by marks was queued for (SQLite's `messages.recipients`): "*" or
+    /// ids joined by ",".
+    private var recipients: [MessageKey: String] = [:]
     private var roomOrder: [String] = []
     private var members: [String: [StoredMember]] = [:]
     private var joined: [String: Int64] = [:]
@@ -117,12 +123,15 @@ public final class MemorySessionStore: SessionStore {
         messages: [MessageKey: StoredMessage], queues: [String: [String]], roomOrder: [String], members: [String: [StoredMember]],
         joined: [String: Int64], saved: [String: (transfer: StoredTransfer, touched: Int64)], keyed: [String],
         storedOrder: [MessageKey: Int], firstByID: [String: MessageKey], storedLeaves: [StoredLeave], seals: [MessageKey: (seal: StoredSeal, room: String)],
-        sealIDs: [MessageKey: String]
+        sealIDs: [MessageKey: String], marks: [String: [String: Int64]], recipients: [MessageKey: String]
     )
 
     private var state: State {
-        get { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves, seals, sealIDs) }
-        set { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves, seals, sealIDs) = newValue }
+        get { (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves, seals, sealIDs, marks, recipients) }
+        set {
+            (messages, queues, roomOrder, members, joined, saved, keyed, storedOrder, firstByID, storedLeaves, seals, sealIDs, marks, recipients) =
+                newValue
+        }
     }
 
     /// What a crash keeps, and the number of the commit or sync it came from; nil: everything (every
@@ -171,6 +180,13 @@ public final class MemorySessionStore: SessionStore {
     public func close() {}
 
     // MARK: Messages
+
+    @discardableResult
+    public func insert(_ message: StoredMessage, queuedFor recipients: String, now: Int64) -> Bool {
+        guard insert(message, now: now) else { return false }
+        if !recipients.isEmpty { self.recipients[MessageKey(message)] = recipients }
+        return true
+    }
 
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) -> Bool {
@@ -303,6 +319,24 @@ public final class MemorySessionStore: SessionStore {
 
     // MARK: Outbox
 
+    public func openMark(peerID: String, room: String, acked: Int64) {
+        if marks[peerID]?[room] == nil { marks[peerID, default: [:]][room] = acked }
+    }
+
+    public func setMark(peerID: String, room: String, acked: Int64) {
+        marks[peerID, default: [:]][room] = acked
+    }
+
+    public func outboxMarks() -> [(peerID: String, room: String, acked: Int64)] {
+        marks.keys.sorted().flatMap { peer in marks[peer, default: [:]].sorted { $0.key < $1.key }.map { (peer, $0.key, $0.value) } }
+    }
+
+    public func pinOutbox(peerID: String, room: String) {
+        for key in marked(peerID) where messages[key]?.room == room { enqueue(peerID: peerID, messageID: key.id) }
+        marks[peerID]?[room] = nil
+        if marks[peerID]?.isEmpty == true { marks[peerID] = nil }
+    }
+
     public func enqueue(peerID: String, messageID: String) {
         guard !(queues[peerID]?.contains(messageID) ?? false) else { return }
         queues[peerID, default: []].append(messageID)
@@ -315,25 +349,53 @@ public final class MemorySessionStore: SessionStore {
 
     /// In the order their messages were stored (ours: as they were sent), as the SQLite store reads it.
     public func outbox(peerID: String) -> [StoredMessage] {
-        queued(peerID).compactMap(message(id:))
+        queuedIDs(for: peerID).compactMap(message(id:))
     }
 
     /// By recipient, each in the order its messages were stored (the SQLite store orders them all by
     /// message; per recipient the two agree, and that is what the engine relies on).
-    public func outboxEntries() -> [(peerID: String, messageID: String, room: String)] {
-        queues.keys.sorted().flatMap { peer in
-            queued(peer).compactMap { id in message(id: id).map { (peer, id, $0.room) } }
+    public func outboxEntries() -> [(peerID: String, messageID: String, room: String, sequence: Int64, marked: Bool)] {
+        Set(queues.keys).union(marks.keys).sorted().flatMap { peer in
+            let rows = Set(queues[peer] ?? [])
+            let byMarks = Set(marked(peer).map(\.id))
+            var entries: [(String, String, String, Int64, Bool)] = []
+            for id in queuedIDs(for: peer) {
+                guard let message = message(id: id) else { continue }
+                if rows.contains(id) { entries.append((peer, id, message.room, message.sequence, false)) }
+                if byMarks.contains(id) { entries.append((peer, id, message.room, message.sequence, true)) }
+            }
+            return entries
         }
     }
 
-    private func queued(_ peer: String) -> [String] {
-        (queues[peer] ?? []).sorted { (firstByID[$0].flatMap { storedOrder[$0] } ?? .max) < (firstByID[$1].flatMap { storedOrder[$0] } ?? .max) }
+    /// Every message queued for `peer` (its rows and what its marks queue), in the order stored.
+    public func queuedIDs(for peer: String) -> [String] {
+        let ids = Set(queues[peer] ?? []).union(marked(peer).map(\.id))
+        return ids.sorted { (firstByID[$0].flatMap { storedOrder[$0] } ?? .max) < (firstByID[$1].flatMap { storedOrder[$0] } ?? .max) }
+    }
+
+    /// Recipients with something queued.
+    public var recipientsQueued: [String] { Set(queues.keys).union(marks.keys).filter { !queuedIDs(for: $0).isEmpty }.sorted() }
+
+    /// Our messages `peer`'s marks queue: in each mark's room, past it, queued for every member or for it.
+    private func marked(_ peer: String) -> [MessageKey] {
+        guard let rooms = marks[peer] else { return [] }
+        return recipients.compactMap { key, queuedFor in
+            guard let message = messages[key], let acked = rooms[message.room], message.sequence > acked,
+                queuedFor == "*" || queuedFor.split(separator: ",").contains(where: { $0 == peer })
+            else { return nil }
+            return key
+        }
     }
 
     public func dropOutbox(peerID: String?, room: String) {
         for recipient in peerID.map({ [$0] }) ?? Array(queues.keys) {
             queues[recipient]?.removeAll { message(id: $0)?.room == room }
             if queues[recipient]?.isEmpty == true { queues[recipient] = nil }
+        }
+        for recipient in peerID.map({ [$0] }) ?? Array(marks.keys) {
+            marks[recipient]?[room] = nil
+            if marks[recipient]?.isEmpty == true { marks[recipient] = nil }
         }
     }
 

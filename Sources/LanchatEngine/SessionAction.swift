@@ -58,9 +58,16 @@ public enum SessionAction: Equatable, Sendable {
 /// A change to the store. Each is idempotent, so replaying a batch after a crash is harmless.
 public enum StoreOperation: Equatable, Sendable {
     /// Insert a message unless its id is stored already; if it was new and `report` is set, emit it.
-    case insertMessage(StoredMessage, report: ChatMessage?)
-    /// Queue messages for a recipient until it acknowledges them.
-    case enqueue(PeerID, [WireID])
+    /// `queuedFor`: one of ours, queued for these recipients past their marks (`SessionStore.insert(_:queuedFor:now:)`).
+    case insertMessage(StoredMessage, report: ChatMessage?, queuedFor: String = "")
+    /// A recipient's mark in a room, opened (where it has none) before the first message queued for it
+    /// there, in that message's commit.
+    case openMark(PeerID, RoomID, acked: UInt64)
+    /// A recipient acknowledged what was queued for it in a room through `acked` (its mark moves).
+    case setMark(PeerID, RoomID, acked: UInt64)
+    /// What a recipient's mark in a room queues becomes rows of its own, and the mark goes.
+    case pinOutbox(PeerID, RoomID)
+    /// Queued messages, each a row of its own (not a mark's), acknowledged.
     case acknowledge(PeerID, [WireID])
     /// Drop what is queued in `room`, for one recipient or (nil) all.
     case dropOutbox(PeerID?, RoomID)

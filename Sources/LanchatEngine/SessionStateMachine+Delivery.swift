@@ -3,9 +3,10 @@ import LanchatWire
 
 /// Delivery: messages to a room or chosen members, and redialing members we should be connected to.
 ///
-/// A reliable message is stored and queued for each recipient (`.persist(.enqueue)`) in the commit of
-/// its send (the shell may write it to the connections just before that commit: `sendAheadLimit`); a
-/// recipient acknowledges it only after storing it; until then it stays in the outbox, sent
+/// A reliable message is stored queued for its recipients (`.persist(.insertMessage)` with `queuedFor`,
+/// and each recipient's mark in the room opened where it has none: `Outbox`) in the commit of its send
+/// (the shell may write it to the connections just before that commit: `sendAheadLimit`); a recipient
+/// acknowledges it only after storing it; until then it stays in the outbox, sent
 /// again on every new connection and every `retransmitInterval` while connected. Receivers de-duplicate
 /// by id (the store's unique key). Unreliable messages go only to connected members whose connection
 /// has room, and are never queued.
@@ -87,13 +88,15 @@ extension SessionStateMachine {
             // (Each message is in one batch, in order: ours, texts or files, all with wire ids.)
             messages = batches.flatMap { $0.batch.stored($0.messages, author: configuration.ownID) }
         }
+        // Queued for every member ("*") or for those named (a direct send), past each one's mark.
+        let queuedFor = !reliable || recipients.isEmpty ? "" : direct ? recipients.map(\.rawValue).joined(separator: ",") : "*"
         for stored in messages {
-            out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true))))
+            out.append(.persist(.insertMessage(stored, report: ChatMessage(stored: stored, reliable: reliable, outgoing: true), queuedFor: queuedFor)))
         }
         if reliable {
+            let queued = zip(wireIDs, messages).map { (id: $0, sequence: UInt64(max(1, $1.sequence))) }
             for peer in recipients {
-                out.append(.persist(.enqueue(peer, wireIDs)))
-                outbox.queue(wireIDs, in: room, for: peer)
+                if let mark = outbox.queue(queued, in: room, for: peer) { out.append(.persist(.openMark(peer, room, acked: mark))) }
             }
         }
         // Per recipient's version: sealed (when the send is), signed (version 2 and up) or plain (version
@@ -160,7 +163,7 @@ extension SessionStateMachine {
 
     /// The ids of our messages queued for `peer` (sent again until it acknowledges them).
     func queued(for peer: PeerID) -> Set<String> {
-        Set((outbox.queued(for: peer) ?? [:]).keys.map(\.description))
+        Set(outbox.queuedIDs(for: peer).map(\.description))
     }
 
     /// Reliable messages not yet acknowledged, per recipient.
@@ -285,10 +288,12 @@ extension SessionStateMachine {
 
     mutating func acknowledged(_ ids: [WireID], by peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
         guard !ids.isEmpty else { return }
-        // Every acknowledged id leaves the store's queue, also one this engine does not track (after a
-        // failed write, for example): deleting what is not there costs nothing.
-        out.append(.persist(.acknowledge(peer, ids)))
-        if outbox.acknowledged(ids, by: peer) { timers.cancel(.retransmit(peer)) }
+        // Marks move; rows go, and every id this engine does not track leaves the store's rows too (after
+        // a failed write, for example): deleting what is not there costs nothing.
+        let done = outbox.acknowledged(ids, by: peer)
+        for (room, acked) in done.marks { out.append(.persist(.setMark(peer, room, acked: acked))) }
+        if !done.rows.isEmpty { out.append(.persist(.acknowledge(peer, done.rows))) }
+        if done.emptied { timers.cancel(.retransmit(peer)) }
     }
 
     // MARK: Outbox
@@ -296,8 +301,8 @@ extension SessionStateMachine {
     /// Resends what `peer` has not acknowledged, in the rooms it is a member of (what was kept for it
     /// after it answered "not a member" waits until it is admitted again).
     mutating func flushOutbox(to peer: PeerID, at now: EngineTime, _ out: inout [SessionAction]) {
-        guard let handle = links.handle(peer), let queued = outbox.queued(for: peer), !queued.isEmpty else { return }
-        let rooms = Set(queued.values).filter { isMember(peer, of: $0) }
+        guard let handle = links.handle(peer), let queued = outbox.queuedRooms(for: peer), !queued.isEmpty else { return }
+        let rooms = queued.filter { isMember(peer, of: $0) }
         guard !rooms.isEmpty else {
             timers.cancel(.retransmit(peer))
             return
@@ -326,7 +331,15 @@ extension SessionStateMachine {
     /// left to resend. They leave the outbox (a member that got them first has acknowledged them).
     public mutating func sendNotStored(_ plan: SendPlan) {
         let ids = plan.messages.compactMap { WireID(hex: $0.id) }
-        for peer in plan.recipients where outbox.remove(ids, for: peer) { timers.cancel(.retransmit(peer)) }
+        guard let room = plan.messages.first.flatMap({ RoomID($0.room) }) else { return }
+        for peer in plan.recipients where outbox.remove(ids, in: room, for: peer) { timers.cancel(.retransmit(peer)) }
+    }
+
+    /// `peer` left `room`, and what it was sent stays queued (`removeMember`'s `keepQueued`), but not by
+    /// its mark: what we send after is not for it.
+    mutating func pinOutbox(for peer: PeerID, in room: RoomID, _ out: inout [SessionAction]) {
+        outbox.pin(room, for: peer)
+        out.append(.persist(.pinOutbox(peer, room)))
     }
 
     mutating func dropOutbox(for peer: PeerID?, in room: RoomID, _ out: inout [SessionAction]) {

@@ -138,7 +138,7 @@ extension SessionStateMachine {
     ) {
         membership.remove(RoomMember(room: room, peer: peer.id))
         transfers.histories.forgetOwed { $0 == RoomMember(room: room, peer: peer.id) }
-        if !keepQueued { dropOutbox(for: peer.id, in: room, &out) }
+        if keepQueued { pinOutbox(for: peer.id, in: room, &out) } else { dropOutbox(for: peer.id, in: room, &out) }
         saveRoom(room, &out)
         out.append(.emit(.memberState(room: room, peer: peer, state: .notConnected)))
         let text = reason.isEmpty ? "\(peer.name) left" : "\(peer.name) left: \(reason)"

@@ -60,6 +60,21 @@ public struct SessionStateMachine: Sendable {
         public var until: Int64
     }
 
+    /// A reliable message of ours a recipient has not acknowledged: its room and sequence, and whether a
+    /// mark queues it (`marked`) or a row of its own (what an older lanchatd queued, or what was kept for
+    /// a recipient that left: `Outbox`).
+    public struct QueuedMessage: Equatable, Sendable {
+        public var peer: PeerID
+        public var message: WireID
+        public var room: RoomID
+        public var sequence: UInt64
+        public var marked: Bool
+
+        public init(peer: PeerID, message: WireID, room: RoomID, sequence: UInt64, marked: Bool) {
+            (self.peer, self.message, self.room, self.sequence, self.marked) = (peer, message, room, sequence, marked)
+        }
+    }
+
     struct RoomMember: Hashable, Sendable {
         var room: RoomID
         var peer: PeerID
@@ -70,8 +85,10 @@ public struct SessionStateMachine: Sendable {
         public var rooms: [(room: RoomID, members: [StoredMember])]
         /// The last sequence number we used in each room (rooms we left included).
         public var lastSequences: [RoomID: UInt64]
-        /// Reliable messages not yet acknowledged: (recipient, message, room).
-        public var outbox: [(peer: PeerID, message: WireID, room: RoomID)]
+        /// Reliable messages not yet acknowledged, in the order sent.
+        public var outbox: [QueuedMessage]
+        /// Each recipient's mark per room: our sequence through which it holds what was queued for it.
+        public var marks: [(peer: PeerID, room: RoomID, acked: UInt64)] = []
         public var knownPeers: KnownPeerBook
         /// Ids that a room member proved with its key on a TLS connection (see `keyed`).
         public var keyedPeers: Set<PeerID>
@@ -86,7 +103,7 @@ public struct SessionStateMachine: Sendable {
 
         public init(
             rooms: [(room: RoomID, members: [StoredMember])] = [], lastSequences: [RoomID: UInt64] = [:],
-            outbox: [(peer: PeerID, message: WireID, room: RoomID)] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
+            outbox: [QueuedMessage] = [], knownPeers: KnownPeerBook = KnownPeerBook(),
             keyedPeers: Set<PeerID> = []
         ) {
             self.rooms = rooms
@@ -164,9 +181,8 @@ public struct SessionStateMachine: Sendable {
         }
         membership = MembershipBook(restoring: rooms, ownProofs: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
         membership.metadata = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
-        for entry in restored.outbox where rooms[entry.room] != nil {
-            outbox.queue([entry.message], in: entry.room, for: entry.peer)
-        }
+        for mark in restored.marks where rooms[mark.room] != nil { outbox.restore(mark: mark.acked, for: mark.peer, in: mark.room) }
+        for entry in restored.outbox where rooms[entry.room] != nil { outbox.restore(entry) }
         restoredSealChecks = restored.uncheckedSeals
     }
 

@@ -8,10 +8,14 @@ extension SessionStore {
     @discardableResult
     public func apply(_ operation: StoreOperation, now: Int64) throws -> Bool {
         switch operation {
-        case .insertMessage(let message, _):
-            return try insert(message, now: now)
-        case .enqueue(let peer, let ids):
-            for id in ids { try enqueue(peerID: peer.rawValue, messageID: id.description) }
+        case .insertMessage(let message, _, let recipients):
+            return try recipients.isEmpty ? insert(message, now: now) : insert(message, queuedFor: recipients, now: now)
+        case .openMark(let peer, let room, let acked):
+            try openMark(peerID: peer.rawValue, room: room.rawValue, acked: Int64(clamping: acked))
+        case .setMark(let peer, let room, let acked):
+            try setMark(peerID: peer.rawValue, room: room.rawValue, acked: Int64(clamping: acked))
+        case .pinOutbox(let peer, let room):
+            try pinOutbox(peerID: peer.rawValue, room: room.rawValue)
         case .acknowledge(let peer, let ids):
             for id in ids { try acknowledge(peerID: peer.rawValue, messageID: id.description) }
         case .dropOutbox(let peer, let room):
@@ -62,9 +66,13 @@ extension SessionStore {
             guard let room = RoomID(name) else { continue }
             restored.lastSequences[room] = UInt64(max(0, sequence)) + ahead
         }
+        for mark in try outboxMarks() {
+            guard let peer = PeerID(mark.peerID), let room = RoomID(mark.room) else { continue }
+            restored.marks.append((peer, room, UInt64(max(0, mark.acked))))
+        }
         for entry in try outboxEntries() {
             guard let peer = PeerID(entry.peerID), let message = WireID(hex: entry.messageID), let room = RoomID(entry.room) else { continue }
-            restored.outbox.append((peer, message, room))
+            restored.outbox.append(.init(peer: peer, message: message, room: room, sequence: UInt64(max(0, entry.sequence)), marked: entry.marked))
         }
         for id in try keyedPeers() {
             if let peer = PeerID(id) { restored.keyedPeers.insert(peer) }

@@ -8,7 +8,11 @@ extension ChatStore {
     /// Stores a message unless one with its id and author is already there. Returns whether it was new.
     @discardableResult
     public func insert(_ message: StoredMessage, now: Int64) throws(Error) -> Bool {
-        guard try run(.insertMessage, { Self.bind(message, now: now, &$0) }) == 1 else { return false }
+        try insert(message, queuedFor: "", now: now)
+    }
+
+    public func insert(_ message: StoredMessage, queuedFor recipients: String, now: Int64) throws(Error) -> Bool {
+        guard try run(.insertMessage, { Self.bind(message, now: now, recipients: recipients, &$0) }) == 1 else { return false }
         changes &+= 1
         try run(.waitForIndex)
         return try keepSeal(of: message)
@@ -173,7 +177,7 @@ extension ChatStore {
         }
     }
 
-    private static func bind(_ message: StoredMessage, now: Int64, _ binder: inout SQLiteDatabase.Binder) {
+    private static func bind(_ message: StoredMessage, now: Int64, recipients: String = "", _ binder: inout SQLiteDatabase.Binder) {
         binder.text(message.id)
         binder.text(message.room)
         binder.text(message.senderID)
@@ -189,6 +193,7 @@ extension ChatStore {
         let sealed = sealed(message)
         binder.text(sealed ? message.seal?.id ?? "" : "")
         binder.blob(sealed ? message.sealProof : [])
+        binder.text(recipients)
     }
 
     public func indexWaiting(limit: Int) throws -> Bool {

@@ -8,7 +8,7 @@ extension ChatStore {
         sequence INTEGER NOT NULL, timestamp INTEGER NOT NULL, kind INTEGER NOT NULL, body TEXT NOT NULL,
         stored_at INTEGER NOT NULL, author_key TEXT NOT NULL DEFAULT '', signature TEXT NOT NULL DEFAULT '',
         direct INTEGER NOT NULL DEFAULT 0, seal_id TEXT NOT NULL DEFAULT '', seal_proof TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (id, sender_id)
+        recipients TEXT NOT NULL DEFAULT '', PRIMARY KEY (id, sender_id)
         """
 
     /// The seals of stored messages (wire version 4), each once under its author and id (hex, as the

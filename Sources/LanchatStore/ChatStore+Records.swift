@@ -30,6 +30,45 @@ extension ChatStore {
         }
     }
 
+    /// One mark per (recipient, room): our sequence in the room through which the recipient holds every
+    /// message of ours queued for it (`messages.recipients`). What a mark queues is each of our messages
+    /// in the room past it whose recipients name it.
+    static let outboxMarksTableColumns = "peer_id TEXT NOT NULL, room TEXT NOT NULL, acked INTEGER NOT NULL, PRIMARY KEY (peer_id, room)"
+
+    /// Our messages a mark `k` queues (joined to `messages m`, through `messages_queued`): in its room, past
+    /// it, queued for every member or for its recipient among others.
+    static let markQueues = """
+        m.room = k.room AND m.recipients != '' AND m.sequence > k.acked
+            AND (m.recipients = '*' OR instr(',' || m.recipients || ',', ',' || k.peer_id || ',') > 0)
+        """
+
+    public func openMark(peerID: String, room: String, acked: Int64) throws(Error) {
+        try run(.openMark) {
+            $0.text(peerID)
+            $0.text(room)
+            $0.integer(acked)
+        }
+    }
+
+    public func setMark(peerID: String, room: String, acked: Int64) throws(Error) {
+        try run(.setMark) {
+            $0.text(peerID)
+            $0.text(room)
+            $0.integer(acked)
+        }
+    }
+
+    public func outboxMarks() throws(Error) -> [(peerID: String, room: String, acked: Int64)] {
+        try db.query("SELECT peer_id, room, acked FROM outbox_marks ORDER BY peer_id, room").map { ($0[0].string, $0[1].string, $0[2].int) }
+    }
+
+    public func pinOutbox(peerID: String, room: String) throws(Error) {
+        try db.query(
+            "INSERT OR IGNORE INTO outbox (peer_id, message_id) SELECT k.peer_id, m.id FROM outbox_marks k JOIN messages m ON \(Self.markQueues) "
+                + "WHERE k.peer_id = ? AND k.room = ? ORDER BY m.rowid", [.text(peerID), .text(room)])
+        try db.query("DELETE FROM outbox_marks WHERE peer_id = ? AND room = ?", [.text(peerID), .text(room)])
+    }
+
     public func enqueue(peerID: String, messageID: String) throws(Error) {
         try run(.enqueue) {
             $0.text(peerID)
@@ -45,26 +84,34 @@ extension ChatStore {
     }
 
     /// Unacknowledged messages for `peerID`, in the order they were sent (stored: ours are stored as they
-    /// are sent). The outbox holds our own messages: of records under one id (`messages` is keyed by id
-    /// and author), ours was stored first.
+    /// are sent): its rows and what its marks queue. The outbox holds our own messages: of records under
+    /// one id (`messages` is keyed by id and author), ours was stored first.
     public func outbox(peerID: String) throws(Error) -> [StoredMessage] {
         try messages(
             """
             SELECT \(Self.messageColumns(prefix: "m."))
-            FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage)
-            WHERE outbox.peer_id = ? ORDER BY m.rowid
-            """, [.text(peerID)])
+            FROM (SELECT \(Self.queuedMessage) AS queued FROM outbox WHERE outbox.peer_id = ?
+                UNION SELECT m.rowid FROM outbox_marks k JOIN messages m ON \(Self.markQueues) WHERE k.peer_id = ?) q
+            JOIN messages m ON m.rowid = q.queued ORDER BY m.rowid
+            """, [.text(peerID), .text(peerID)])
     }
 
-    /// Every queued (recipient, message, room), in the order their messages were sent.
-    public func outboxEntries() throws(Error) -> [(peerID: String, messageID: String, room: String)] {
-        try db.query("SELECT outbox.peer_id, outbox.message_id, m.room FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage) ORDER BY m.rowid, outbox.peer_id")
-            .map { ($0[0].string, $0[1].string, $0[2].string) }
+    /// Every queued (recipient, message, room, sequence, marked), in the order their messages were sent.
+    public func outboxEntries() throws(Error) -> [(peerID: String, messageID: String, room: String, sequence: Int64, marked: Bool)] {
+        try db.query(
+            """
+            SELECT outbox.peer_id, outbox.message_id, m.room, m.sequence, 0, m.rowid FROM outbox JOIN messages m ON m.rowid = \(Self.queuedMessage)
+            UNION ALL
+            SELECT k.peer_id, m.id, m.room, m.sequence, 1, m.rowid FROM outbox_marks k JOIN messages m ON \(Self.markQueues)
+            ORDER BY 6, 1
+            """
+        ).map { ($0[0].string, $0[1].string, $0[2].string, $0[3].int, $0[4].int != 0) }
     }
 
+    /// Messages queued per recipient, rows and marks.
     public func outboxCounts() throws(Error) -> [String: Int] {
         var counts: [String: Int] = [:]
-        for row in try db.query("SELECT peer_id, count(*) FROM outbox GROUP BY peer_id") { counts[row[0].string] = Int(row[1].int) }
+        for entry in try outboxEntries() { counts[entry.peerID, default: 0] += 1 }
         return counts
     }
 
@@ -76,12 +123,14 @@ extension ChatStore {
     /// id and author; another author's record under one of our ids was stored after ours).
     static let queuedMessage = "(SELECT min(rowid) FROM messages WHERE id = outbox.message_id)"
 
-    /// Drops what is queued for `peerID` in `room` (it left the room, or we did).
+    /// Drops what is queued for `peerID` in `room` (it left the room, or we did): its rows and its mark.
     public func dropOutbox(peerID: String?, room: String) throws(Error) {
         if let peerID {
             try db.query("DELETE FROM outbox WHERE peer_id = ? AND \(Self.queuedIn)", [.text(peerID), .text(room)])
+            try db.query("DELETE FROM outbox_marks WHERE peer_id = ? AND room = ?", [.text(peerID), .text(room)])
         } else {
             try db.query("DELETE FROM outbox WHERE \(Self.queuedIn)", [.text(room)])
+            try db.query("DELETE FROM outbox_marks WHERE room = ?", [.text(room)])
         }
     }
 

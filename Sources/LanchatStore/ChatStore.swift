@@ -42,13 +42,13 @@ public final class ChatStore: SessionStore {
         case insertSeal
         /// Keeps a seal's leaves, when it was kept without them (`keepSeal`).
         case keepLeaves
-        case waitForIndex, enqueue, acknowledge
+        case waitForIndex, enqueue, acknowledge, openMark, setMark
 
         var sql: String {
             switch self {
             case .insertMessage:
                 "INSERT OR IGNORE INTO messages (id, room, sender_id, sender_name, sequence, timestamp, kind, body, stored_at, author_key, "
-                    + "signature, direct, seal_id, seal_proof) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                    + "signature, direct, seal_id, seal_proof, recipients) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             case .insertSeal:
                 "INSERT OR IGNORE INTO seals (author_id, seal_id, room, author_key, signature, leaf_count, root, checked, leaves) "
                     + "VALUES (?,?,?,?,?,?,?,?,?)"
@@ -56,6 +56,8 @@ public final class ChatStore: SessionStore {
             case .waitForIndex: "INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())"
             case .enqueue: "INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)"
             case .acknowledge: "DELETE FROM outbox WHERE peer_id = ? AND message_id = ?"
+            case .openMark: "INSERT OR IGNORE INTO outbox_marks (peer_id, room, acked) VALUES (?, ?, ?)"
+            case .setMark: "INSERT OR REPLACE INTO outbox_marks (peer_id, room, acked) VALUES (?, ?, ?)"
             }
         }
     }
@@ -226,7 +228,7 @@ public final class ChatStore: SessionStore {
         // `sqlite3` shell); a lanchatd of 2026-11-28 reads a blob proof as no proof (the message unsealed).
         let added: [(String, String)] = [
             ("author_key", "TEXT NOT NULL DEFAULT ''"), ("signature", "TEXT NOT NULL DEFAULT ''"), ("direct", "INTEGER NOT NULL DEFAULT 0"),
-            ("seal_id", "TEXT NOT NULL DEFAULT ''"), ("seal_proof", "TEXT NOT NULL DEFAULT ''"),
+            ("seal_id", "TEXT NOT NULL DEFAULT ''"), ("seal_proof", "TEXT NOT NULL DEFAULT ''"), ("recipients", "TEXT NOT NULL DEFAULT ''"),
         ]
         for (column, type) in added where !messageColumns.contains(column) {
             try db.execute("ALTER TABLE messages ADD COLUMN \(column) \(type)")
@@ -266,6 +268,17 @@ public final class ChatStore: SessionStore {
             CREATE INDEX IF NOT EXISTS messages_shared ON messages (room, timestamp, sender_id, sequence) WHERE kind != 2 AND direct = 0
             """)
         try keyOutboxByRecipient()
+        // The outbox as marks (issue 33, 2026-11-29): `messages.recipients` (who one of our messages was
+        // queued for: "*" every member, else ids joined by ","; "" nobody), one mark per recipient and
+        // room, and an index of our queued messages by room and sequence (what a mark queues is read
+        // through it). Added without a new schema number: an older lanchatd names its columns and reads
+        // only the rows of `outbox`, so it does not send again what a mark queues (members still get a
+        // room's messages through their resyncs).
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS outbox_marks (\(Self.outboxMarksTableColumns)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS messages_queued ON messages (room, sequence) WHERE recipients != '';
+            """)
         // The files shared in rooms (`lanchat files`): a few among a million messages, found without a scan.
         try db.execute("CREATE INDEX IF NOT EXISTS messages_files ON messages (timestamp) WHERE kind = 1")
         try db.execute("PRAGMA user_version = 4")

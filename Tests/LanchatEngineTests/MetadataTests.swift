@@ -46,7 +46,7 @@ import Testing
     }
 
     func notices(_ actions: [SessionAction]) -> [String] {
-        actions.compactMap { if case .persist(.insertMessage(let message, _)) = $0, message.kind == .system { message.body } else { nil } }
+        actions.compactMap { if case .persist(.insertMessage(let message, _, _)) = $0, message.kind == .system { message.body } else { nil } }
     }
 
     @Test func aWriteIsSignedVersionedToldToTheMembersAndTheTopicIsANotice() throws {

@@ -306,7 +306,7 @@ import Testing
         var none = invited()
         let actions = try none.accept("01", history: .nothing, at: at(2)).1
         #expect(scopes(actions).isEmpty && none.historyRequested[lab] == nil)
-        #expect(actions.contains { if case .persist(.insertMessage(let notice, _)) = $0 { notice.body.contains("no earlier messages asked for") } else { false } })
+        #expect(actions.contains { if case .persist(.insertMessage(let notice, _, _)) = $0 { notice.body.contains("no earlier messages asked for") } else { false } })
         // So a history offered anyway is refused.
         let offer = WireFrame.resourceOffer(
             .init(

@@ -135,7 +135,7 @@ import Testing
         let id = WireID(bytes: [UInt8](repeating: 1, count: 16))!
         let message = WireFrame.Message(id: id, room: lab, sequence: 1, timestampMilliseconds: 5, kind: .text, body: "hi", reliable: true)
         let actions = node.received([.message(message)], on: LinkHandle(1), at: at(1))
-        guard case .persist(.insertMessage(let stored, _))? = actions.first else { Issue.record("no insert first: \(actions)"); return }
+        guard case .persist(.insertMessage(let stored, _, _))? = actions.first else { Issue.record("no insert first: \(actions)"); return }
         #expect(stored.senderID == large.id.rawValue)
         #expect(actions.last == .send(LinkHandle(1), [.ack([id])]))
     }
@@ -158,8 +158,72 @@ import Testing
         var node = roomWith(small, large)
         let (plan, _) = try node.send(["hello"], room: lab, at: at(100))
         let id = WireID(hex: plan.messages[0].id)!
-        #expect(node.received([.ack([id])], on: LinkHandle(1), at: at(200)) == [.persist(.acknowledge(large.id, [id]))])
+        // Its mark moves past it (no row was written for it).
+        #expect(node.received([.ack([id])], on: LinkHandle(1), at: at(200)) == [.persist(.setMark(large.id, lab, acked: 1))])
         #expect(node.tick(at: at(10_000)).isEmpty)
+    }
+
+    /// The outbox as marks (issue 33): a send queues its messages for each recipient by its mark (opened
+    /// just below them in the send's commit: no row per message and recipient); acknowledgements move
+    /// the mark to just below the oldest message still queued for that recipient in that room, so one
+    /// acknowledged out of order waits for the one before it, and the last moves it past what was queued
+    /// for others only.
+    @Test func acknowledgementsMoveTheRecipientsMarkPastWhatItHolds() throws {
+        let carol = SessionPeer(id: Self.peerID(0x33), name: "carol")
+        let members = [large, carol].map { StoredMember(peerID: $0.id.rawValue, name: $0.name, port: 7473, addresses: []) }
+        var node = engine(small, restored: .init(rooms: [(lab, members)]))
+        _ = node.start(at: at(0))
+        _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: true, remoteAddress: nil, at: at(0))
+        var ids: [WireID] = []
+        for index in 0..<3 {
+            let (plan, actions) = try node.send(["m\(index)"], room: lab, at: at(100 + Int64(index)))
+            ids.append(try #require(WireID(hex: plan.messages[0].id)))
+            // (Opened by the first send: the next ones know it is there.)
+            #expect(
+                writes(actions).filter { if case .openMark = $0 { true } else { false } }
+                    == (index > 0
+                        ? []
+                        : [
+                            .openMark(large.id, lab, acked: 0), .openMark(carol.id, lab, acked: 0),
+                        ]))
+            #expect(writes(actions).contains { if case .insertMessage(_, _, "*") = $0 { true } else { false } })
+            #expect(!writes(actions).contains { if case .acknowledge = $0 { true } else { false } })
+        }
+        let (_, direct) = try node.send(["to carol"], room: lab, to: [carol.id], at: at(200))
+        #expect(writes(direct).contains { if case .insertMessage(_, _, carol.id.rawValue) = $0 { true } else { false } })
+        #expect(node.received([.ack([ids[1]])], on: LinkHandle(1), at: at(300)).isEmpty)
+        #expect(node.received([.ack([ids[0]])], on: LinkHandle(1), at: at(301)) == [.persist(.setMark(large.id, lab, acked: 2))])
+        #expect(node.received([.ack([ids[2]])], on: LinkHandle(1), at: at(302)) == [.persist(.setMark(large.id, lab, acked: 4))])
+        #expect(node.unacknowledged == [carol.id: 4])
+        // Acknowledged again: nothing of ours is queued under it, so a row would be (there is none).
+        #expect(node.received([.ack([ids[2]])], on: LinkHandle(1), at: at(303)) == [.persist(.acknowledge(large.id, [ids[2]]))])
+    }
+
+    func writes(_ actions: [SessionAction]) -> [StoreOperation] { actions.compactMap { if case .persist(let write) = $0 { write } else { nil } } }
+
+    /// A send whose commit failed may have taken the mark's opening with it: the next send opens it again,
+    /// below what other sends queued meanwhile (their commits may have gone through without it).
+    @Test func aMarkWhoseOpeningFailedIsOpenedAgainBelowWhatIsStillQueued() throws {
+        var node = roomWith(small, large)
+        func opened(_ actions: [SessionAction]) -> [StoreOperation] { writes(actions).filter { if case .openMark = $0 { true } else { false } } }
+        let (first, one) = try node.send(["one"], room: lab, at: at(100))
+        #expect(opened(one) == [.openMark(large.id, lab, acked: 0)])
+        let (_, two) = try node.send(["two"], room: lab, at: at(101))
+        #expect(opened(two).isEmpty)
+        node.sendNotStored(first)
+        let (_, three) = try node.send(["three"], room: lab, at: at(102))
+        #expect(opened(three) == [.openMark(large.id, lab, acked: 1)])
+    }
+
+    /// What stays queued for a recipient that left (`pin`) is acknowledged row by row, and moves no mark.
+    @Test func aPinnedQueueIsAcknowledgedRowByRow() throws {
+        var outbox = Outbox(lastSequences: [lab: 2])
+        let (one, two) = (try #require(WireID(bytes: [UInt8](repeating: 1, count: 16))), try #require(WireID(bytes: [UInt8](repeating: 2, count: 16))))
+        outbox.queue([(one, 1), (two, 2)], in: lab, for: large.id)
+        outbox.pin(lab, for: large.id)
+        let done = outbox.acknowledged([two], by: large.id)
+        #expect(done.rows == [two] && done.marks.isEmpty && !done.emptied)
+        #expect(outbox.acknowledged([one], by: large.id).emptied)
     }
 
     @Test func aMemberNotConnectedIsDialedFirstByTheSmallerId() {

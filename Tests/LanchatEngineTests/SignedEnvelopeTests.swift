@@ -29,7 +29,7 @@ import Testing
     }
 
     func stored(_ actions: [SessionAction]) -> [StoredMessage] {
-        actions.compactMap { if case .persist(.insertMessage(let message, _)) = $0 { message } else { nil } }
+        actions.compactMap { if case .persist(.insertMessage(let message, _, _)) = $0 { message } else { nil } }
     }
 
     func sentMessages(_ actions: [SessionAction]) -> [WireFrame.Message] {

@@ -43,7 +43,8 @@ import Testing
         let peer = PeerID(String(repeating: "c", count: 52))!
         let id = WireID(bytes: [UInt8](repeating: 1, count: 16))!
         #expect(!worker.answer(request(1, [.acknowledge(peer, [id])])).durable)
-        #expect(worker.answer(request(2, [.enqueue(peer, [id])])).durable)
+        #expect(!worker.answer(request(2, [.setMark(peer, room, acked: 3), .acknowledge(peer, [id])])).durable)
+        #expect(worker.answer(request(2, [.openMark(peer, room, acked: 0)])).durable)
         #expect(!worker.answer(request(3, [])).durable)
     }
 

@@ -175,6 +175,44 @@ import Testing
         #expect(restored.outbox.map(\.message.description) == [message(7).id])
     }
 
+    /// The outbox as marks (issue 33): what a recipient's mark in a room queues is each of our messages
+    /// there past it queued for every member or for it by name; a mark moved passes what it acknowledged;
+    /// another room's messages, those queued for others and those queued for nobody are never its. A
+    /// recipient pinned (it left, its queue kept) keeps what its mark queued as rows, and nothing sent after.
+    @Test(arguments: Kind.allCases) func marksQueueWhatWasQueuedForTheirRecipient(kind: Kind) throws {
+        let store = try kind.make()
+        let dave = String(repeating: "d", count: 52)
+        let queuedFor = ["*", Self.bob, "\(dave),\(Self.carol)", "", "*", Self.carol]
+        for (index, recipients) in queuedFor.enumerated() { try store.insert(message(index + 1), queuedFor: recipients, now: 0) }
+        try store.insert(message(7, room: "ops"), queuedFor: "*", now: 0)
+        #expect(try store.outboxEntries().isEmpty)
+        for peer in [Self.bob, Self.carol, dave] { try store.openMark(peerID: peer, room: "lab", acked: 0) }
+        try store.openMark(peerID: Self.bob, room: "lab", acked: 4)  // (it has one: kept)
+        func queued(_ peer: String) throws -> [Int64] { try store.outbox(peerID: peer).map(\.sequence) }
+        #expect(try queued(Self.bob) == [1, 2, 5] && queued(Self.carol) == [1, 3, 5, 6] && queued(dave) == [1, 3, 5])
+        try store.setMark(peerID: Self.bob, room: "lab", acked: 2)
+        try store.setMark(peerID: Self.carol, room: "lab", acked: 1)
+        #expect(try queued(Self.bob) == [5] && queued(Self.carol) == [3, 5, 6])
+        #expect(try store.outboxMarks().map { "\($0.peerID.prefix(1)) \($0.room) \($0.acked)" } == ["b lab 2", "c lab 1", "d lab 0"])
+        let entries = try store.outboxEntries().map { "\($0.peerID.prefix(1)) \($0.sequence) \($0.marked)" }
+        #expect(Set(entries) == ["b 5 true", "c 3 true", "c 5 true", "c 6 true", "d 1 true", "d 3 true", "d 5 true"])
+        // Carol left and her queue stays: rows, and her mark goes; what is sent after is not hers.
+        try store.pinOutbox(peerID: Self.carol, room: "lab")
+        try store.insert(message(8), queuedFor: "*", now: 0)
+        #expect(try queued(Self.carol) == [3, 5, 6] && queued(Self.bob) == [5, 8])
+        #expect(try store.outboxEntries().filter { $0.peerID == Self.carol }.allSatisfy { !$0.marked })
+        try store.acknowledge(peerID: Self.carol, messageID: message(5).id)
+        #expect(try queued(Self.carol) == [3, 6])
+        // A restart reads marks and what they queue.
+        let restored = try store.restored(ownID: try #require(PeerID(String(repeating: "a", count: 52))), knownPeers: KnownPeerBook())
+        #expect(restored.marks.map { "\($0.peer.rawValue.prefix(1)) \($0.acked)" } == ["b 2", "d 0"])
+        #expect(restored.outbox.filter { $0.peer.rawValue == Self.bob }.map(\.sequence) == [5, 8])
+        try store.dropOutbox(peerID: Self.bob, room: "lab")
+        #expect(try queued(Self.bob).isEmpty && store.outboxMarks().map(\.peerID) == [dave])
+        try store.dropOutbox(peerID: nil, room: "lab")
+        #expect(try store.outboxEntries().isEmpty && store.outboxMarks().isEmpty)
+    }
+
     /// Issue 28: members' proofs are kept with their rows, and signed leaves (one per room and member,
     /// the latest; the oldest go past `maximumStoredLeaves`).
     @Test(arguments: Kind.allCases) func proofsAndSignedLeavesAreKept(kind: Kind) throws {
@@ -201,16 +239,17 @@ import Testing
         try store.apply(.saveRoom(RoomID("lab")!, []), now: 0)
         #expect(throws: Refused.self) {
             try store.transaction {
-                try store.apply(.insertMessage(message(2), report: nil), now: 0)
-                try store.apply(.enqueue(bob, [id]), now: 0)
+                try store.apply(.insertMessage(message(2), report: nil, queuedFor: "*"), now: 0)
+                try store.apply(.openMark(bob, RoomID("lab")!, acked: 1), now: 0)
+                try store.apply(.acknowledge(bob, [id]), now: 0)
                 try store.apply(.deleteRoom(RoomID("lab")!), now: 0)
                 throw Refused()
             }
         }
         #expect(try store.history(room: nil, limit: 10).map(\.sequence) == [1])
-        #expect(try store.outboxEntries().isEmpty)
+        #expect(try store.outboxEntries().isEmpty && store.outboxMarks().isEmpty)
         #expect(try store.rooms().map(\.room) == ["lab"])
-        try store.transaction { try store.apply(.enqueue(bob, [id]), now: 0) }
+        try store.transaction { try store.enqueue(peerID: Self.bob, messageID: id.description) }
         #expect(try store.outbox(peerID: Self.bob).map(\.sequence) == [1])
     }
 
@@ -224,8 +263,8 @@ import Testing
         try store.transaction {
             #expect(throws: Refused.self) {
                 try store.savepoint {
-                    try store.insert(message(1), now: 0)
-                    try store.apply(.enqueue(bob, [WireID(hex: message(1).id)!]), now: 0)
+                    try store.insert(message(1), queuedFor: "*", now: 0)
+                    try store.apply(.openMark(bob, RoomID("lab")!, acked: 0), now: 0)
                     throw Refused()
                 }
             }
@@ -239,7 +278,7 @@ import Testing
             try store.savepoint { try store.insert(message(4), now: 0) }
         }
         #expect(try store.history(room: "lab", limit: 10).map(\.sequence) == [2, 4])
-        #expect(try store.outboxEntries().isEmpty)
+        #expect(try store.outboxEntries().isEmpty && store.outboxMarks().isEmpty)
         try store.transaction {
             try store.insert(message(5), now: 0)
             #expect(throws: Refused.self) {

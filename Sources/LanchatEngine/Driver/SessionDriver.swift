@@ -282,14 +282,18 @@ public struct SessionDriver {
         }
     }
 
-    /// The number of ids if every operation is an acknowledgement heard; nil otherwise. (A seal's check
+    /// The number of ids if every operation is an acknowledgement heard (a row deleted, a mark moved:
+    /// one each); nil otherwise. (A seal's check
     /// passed does not wait with them: riding in an all-or-nothing batch whose commit failed, it was lost
     /// with it, and the seal's messages were never exported; the simulator found it, seed 2736.)
     static func acknowledgedIDs(_ operations: [StoreOperation]) -> Int? {
         var count = 0
         for operation in operations {
-            guard case .acknowledge(_, let ids) = operation else { return nil }
-            count += ids.count
+            switch operation {
+            case .acknowledge(_, let ids): count += ids.count
+            case .setMark: count += 1
+            default: return nil
+            }
         }
         return count
     }
@@ -428,7 +432,7 @@ public struct SessionDriver {
         }
         for action in batch.actions {
             switch action {
-            case .persist(.insertMessage(let message, let report?)):
+            case .persist(.insertMessage(let message, let report?, _)):
                 if inserted.contains(message.id) { output.append(.reportStored(report)) }
             case .emit(let event):
                 output.append(.tell(event))

@@ -174,14 +174,14 @@ public struct StoreWorker {
         do {
             try store.savepoint {
                 for operation in operations {
-                    if try store.apply(operation, now: request.now), case .insertMessage(let message, _) = operation { inserted.insert(message.id) }
+                    if try store.apply(operation, now: request.now), case .insertMessage(let message, _, _) = operation { inserted.insert(message.id) }
                 }
             }
             unwritten = []
             answer.durable = Self.durable(operations, force: request.forceDurable)
             // Messages of earlier batches stored now are reported now (once: the batch may hold the same
             // message, sent again).
-            for case .insertMessage(let message, let report?) in retried where inserted.contains(message.id) {
+            for case .insertMessage(let message, let report?, _) in retried where inserted.contains(message.id) {
                 answer.retriedReports.append(report)
                 inserted.remove(message.id)
             }
@@ -196,14 +196,14 @@ public struct StoreWorker {
         }
     }
 
-    /// Acknowledgements heard (outbox removals) need no sync of their own: lost in a power failure, their
+    /// Acknowledgements heard (outbox rows removed, marks moved) need no sync of their own: lost in a power failure, their
     /// messages are sent again and de-duplicated. Nor does a seal's check (lost, the seal is kept unchecked,
     /// and checked again at the next start). Anything else is synced before what follows.
     static func durable(_ operations: [StoreOperation], force: Bool) -> Bool {
         force
             || operations.contains {
                 switch $0 {
-                case .acknowledge, .sealChecked, .dropSealed: false
+                case .acknowledge, .setMark, .sealChecked, .dropSealed: false
                 default: true
                 }
             }

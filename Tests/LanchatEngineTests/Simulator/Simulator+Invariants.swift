@@ -59,7 +59,7 @@ extension Simulator {
                     nodes[message.sender].engine?.isMember(recipient, of: message.room) == true
                 else { continue }
                 if nodes[index].store.messages[.init(id: message.id, sender: nodes[message.sender].peer.id.rawValue)] == nil {
-                    let queued = nodes[message.sender].store.queues[recipient.rawValue]?.contains(message.id) ?? false
+                    let queued = nodes[message.sender].store.queuedIDs(for: recipient.rawValue).contains(message.id)
                     throw fail(
                         "n\(index) never got \(message.id.prefix(8)) sent by n\(message.sender) to \(message.room) at \(message.at) "
                             + "(still queued at the sender: \(queued); sender's view of the recipient: "
@@ -168,8 +168,11 @@ extension Simulator {
             if !diagnostics.timers.isEmpty || diagnostics.dialing > 0 || diagnostics.claims > 0 || diagnostics.redials > 0 || diagnostics.outbox > 0 {
                 throw fail("n\(index) is not idle after leaving every room: \(diagnostics)")
             }
-            if let queued = node.store.queues.first(where: { !$0.value.isEmpty }) {
-                throw fail("n\(index)'s store still queues \(queued.value.count) message(s) for \(queued.key.prefix(8))")
+            if let recipient = node.store.recipientsQueued.first {
+                throw fail("n\(index)'s store still queues \(node.store.queuedIDs(for: recipient).count) message(s) for \(recipient.prefix(8))")
+            }
+            if let marked = node.store.marks.first {
+                throw fail("n\(index)'s store still keeps \(marked.key.prefix(8))'s marks in \(marked.value.keys.sorted())")
             }
         }
     }

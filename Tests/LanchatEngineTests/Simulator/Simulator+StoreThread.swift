@@ -35,7 +35,7 @@ extension Simulator {
         let own = nodes[node].peer.id.rawValue
         for request in storeQueue.removeValue(forKey: node) ?? [] {
             storeRequestsLost += 1
-            for case .insertMessage(let message, _) in request.operations where message.senderID == own { lostByAuthor.insert(message.id) }
+            for case .insertMessage(let message, _, _) in request.operations where message.senderID == own { lostByAuthor.insert(message.id) }
         }
         for ids in (wentFirst.removeValue(forKey: node) ?? [:]).values { lostByAuthor.formUnion(ids) }
     }
