@@ -76,7 +76,7 @@ public protocol SessionStore: AnyObject {
     func recentSequences(room: String, limit: Int) throws -> [(author: String, sequence: Int64)]
 
     // Outbox: per recipient, in the order queued; a message is queued at most once per recipient. Two
-    // kinds, read as one: a recipient's mark in a room (`openMark`, `setMark`) queues each of our
+    // kinds, read as one: a recipient's mark in a room (`setMark`) queues each of our
     // messages there past it that was stored for it (`insert(_:queuedFor:now:)`): nothing is written per
     // message and recipient, and an acknowledgement moves one mark. A row per (recipient, message)
     // (`enqueue`) queues one message alone: what an older lanchatd queued, and what is kept for a
@@ -84,10 +84,8 @@ public protocol SessionStore: AnyObject {
     /// Stores one of our messages as `insert` does, queued for `recipients` ("*": every member of its room
     /// when sent; else peer ids joined by ","; "": for nobody) past their marks in its room.
     @discardableResult func insert(_ message: StoredMessage, queuedFor recipients: String, now: Int64) throws -> Bool
-    /// Opens `peerID`'s mark in `room` at `acked` (our sequence in the room through which it holds what
-    /// was queued for it), unless it has one.
-    func openMark(peerID: String, room: String, acked: Int64) throws
-    /// Moves `peerID`'s mark in `room` to `acked` (opening it if it has none).
+    /// Sets `peerID`'s mark in `room` to `acked` (our sequence in the room through which it holds what was
+    /// queued for it), opening it if it has none; a mark already there costs no write.
     func setMark(peerID: String, room: String, acked: Int64) throws
     /// Every mark: (recipient, room, sequence acknowledged through).
     func outboxMarks() throws -> [(peerID: String, room: String, acked: Int64)]

@@ -319,10 +319,6 @@ public final class MemorySessionStore: SessionStore {
 
     // MARK: Outbox
 
-    public func openMark(peerID: String, room: String, acked: Int64) {
-        if marks[peerID]?[room] == nil { marks[peerID, default: [:]][room] = acked }
-    }
-
     public func setMark(peerID: String, room: String, acked: Int64) {
         marks[peerID, default: [:]][room] = acked
     }

@@ -36,10 +36,17 @@ struct Outbox: Sendable {
         var row: Bool
     }
 
-    /// A recipient's marked messages in one room, by sequence; `head` the first that may still be queued.
+    /// A recipient's marked messages in one room, by sequence; `head` the first that may still be queued,
+    /// `last` the highest sequence queued.
     struct Run: Sendable {
         var entries: [(sequence: UInt64, id: WireID)] = []
         var head = 0
+        var last: UInt64 = 0
+
+        mutating func append(_ sequence: UInt64, _ id: WireID) {
+            entries.append((sequence, id))
+            last = max(last, sequence)
+        }
     }
 
     init(lastSequences: [RoomID: UInt64] = [:]) { self.lastSequences = lastSequences }
@@ -72,20 +79,20 @@ struct Outbox: Sendable {
     var total: Int { queues.values.reduce(0) { $0 + $1.count } }
 
     /// Queues our messages (`messages`: ids and sequences, in order) in `room` for `peer`, by its mark.
-    /// Returns where the send must open the mark (`StoreOperation.openMark`: where the store holds none)
-    /// if this run does not know it to be in the store: just below the oldest message queued for `peer`
-    /// there, so that a mark whose opening failed to commit (`remove`) is opened again below what other
-    /// sends queued meanwhile.
-    mutating func queue(_ messages: [(id: WireID, sequence: UInt64)], in room: RoomID, for peer: PeerID) -> UInt64? {
-        guard let first = messages.first else { return nil }
+    /// Returns where the send sets the mark in its own commit (`StoreOperation.openMark`): just below the
+    /// oldest message still queued for `peer` there. Every send sets it, not only the first: a send whose
+    /// commit failed may have taken the mark's opening with it while later sends committed, and a mark the
+    /// store kept that this run does not know of (a member's removal that failed to commit) must not
+    /// queue for `peer` what was sent while it was not a recipient. (In the store the write is a seek
+    /// when the mark is already there.)
+    mutating func queue(_ messages: [(id: WireID, sequence: UInt64)], in room: RoomID, for peer: PeerID) -> UInt64 {
         for (id, sequence) in messages {
             queues[peer, default: [:]][id] = Queued(room: room, sequence: sequence, marked: true, row: false)
-            runs[peer, default: [:]][room, default: Run()].entries.append((sequence, id))
+            runs[peer, default: [:]][room, default: Run()].append(sequence, id)
         }
-        guard marks[peer]?[room] == nil else { return nil }
-        let opened = passAcknowledged(peer, in: room) ?? first.sequence - 1
-        marks[peer, default: [:]][room] = opened
-        return opened
+        let mark = passAcknowledged(peer, in: room) ?? (messages.first?.sequence ?? 1) - 1
+        marks[peer, default: [:]][room] = mark
+        return mark
     }
 
     /// A mark the store held at the start.
@@ -96,7 +103,7 @@ struct Outbox: Sendable {
         var queued = queues[entry.peer]?[entry.message] ?? Queued(room: entry.room, sequence: entry.sequence, marked: false, row: false)
         if entry.marked, !queued.marked {
             queued.marked = true
-            runs[entry.peer, default: [:]][entry.room, default: Run()].entries.append((entry.sequence, entry.message))
+            runs[entry.peer, default: [:]][entry.room, default: Run()].append(entry.sequence, entry.message)
         }
         if !entry.marked { queued.row = true }
         queues[entry.peer, default: [:]][entry.message] = queued
@@ -131,8 +138,7 @@ struct Outbox: Sendable {
         }
         if any { unanswered[peer] = nil }
         for room in moved.sorted(by: { $0.rawValue < $1.rawValue }) {
-            let acked = passAcknowledged(peer, in: room) ?? lastSequences[room] ?? 0
-            guard acked > marks[peer]?[room] ?? 0 else { continue }
+            guard let acked = passAcknowledged(peer, in: room), acked > marks[peer]?[room] ?? 0 else { continue }
             marks[peer, default: [:]][room] = acked
             result.marks.append((room, acked))
         }
@@ -140,8 +146,9 @@ struct Outbox: Sendable {
         return result
     }
 
-    /// Moves `peer`'s run in `room` past what it acknowledged; returns just below the first message still
-    /// queued (nil: none is).
+    /// Moves `peer`'s run in `room` past what it acknowledged; returns where its mark goes: just below the
+    /// first message still queued, or the highest one queued if none is (not our last sequence in the
+    /// room: sequences a failed commit took may be used again after a restart). Nil: no run.
     private mutating func passAcknowledged(_ peer: PeerID, in room: RoomID) -> UInt64? {
         guard var run = runs[peer]?[room] else { return nil }
         runs[peer]?[room] = nil  // (changed in place, not copied)
@@ -150,7 +157,10 @@ struct Outbox: Sendable {
             if let queued = queues[peer]?[id], queued.marked, queued.room == room { break }
             run.head += 1
         }
-        if run.head == run.entries.count { return nil }
+        if run.head == run.entries.count {
+            runs[peer]?[room] = Run(last: run.last)
+            return run.last
+        }
         if run.head > 64, run.head * 2 > run.entries.count {
             run.entries.removeFirst(run.head)
             run.head = 0
@@ -164,9 +174,9 @@ struct Outbox: Sendable {
     /// mark the commit may have opened not either: the next send opens it again, below what is still
     /// queued). Returns whether the queue emptied (it had some).
     mutating func remove(_ ids: [WireID], in room: RoomID, for peer: PeerID) -> Bool {
+        marks[peer]?[room] = nil
         guard queues[peer] != nil else { return false }
         for id in ids { queues[peer]?.removeValue(forKey: id) }
-        marks[peer]?[room] = nil
         return emptied(peer)
     }
 

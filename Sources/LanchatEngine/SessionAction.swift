@@ -60,8 +60,8 @@ public enum StoreOperation: Equatable, Sendable {
     /// Insert a message unless its id is stored already; if it was new and `report` is set, emit it.
     /// `queuedFor`: one of ours, queued for these recipients past their marks (`SessionStore.insert(_:queuedFor:now:)`).
     case insertMessage(StoredMessage, report: ChatMessage?, queuedFor: String = "")
-    /// A recipient's mark in a room, opened (where it has none) before the first message queued for it
-    /// there, in that message's commit.
+    /// A recipient's mark in a room, set (opened where it has none) by a send that queues for it there, in
+    /// that send's commit: just below the oldest message still queued for it there.
     case openMark(PeerID, RoomID, acked: UInt64)
     /// A recipient acknowledged what was queued for it in a room through `acked` (its mark moves).
     case setMark(PeerID, RoomID, acked: UInt64)

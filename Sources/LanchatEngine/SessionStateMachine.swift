@@ -181,8 +181,13 @@ public struct SessionStateMachine: Sendable {
         }
         membership = MembershipBook(restoring: rooms, ownProofs: ownProofs, leaves: restored.leaves, ownID: configuration.ownID)
         membership.metadata = MetadataBook(restoring: restored.metadata, joinedAt: restored.joinedAt, in: Set(rooms.keys))
-        for mark in restored.marks where rooms[mark.room] != nil { outbox.restore(mark: mark.acked, for: mark.peer, in: mark.room) }
-        for entry in restored.outbox where rooms[entry.room] != nil { outbox.restore(entry) }
+        // A mark queues for a member only (one the store kept for a member it no longer has, after a removal
+        // whose commit failed, would queue what was sent to the room since); rows stay for whoever they were
+        // kept for (a member that left while its queue stayed).
+        for mark in restored.marks where rooms[mark.room]?.members[mark.peer] != nil { outbox.restore(mark: mark.acked, for: mark.peer, in: mark.room) }
+        for entry in restored.outbox where entry.marked ? rooms[entry.room]?.members[entry.peer] != nil : rooms[entry.room] != nil {
+            outbox.restore(entry)
+        }
         restoredSealChecks = restored.uncheckedSeals
     }
 

@@ -10,9 +10,7 @@ extension SessionStore {
         switch operation {
         case .insertMessage(let message, _, let recipients):
             return try recipients.isEmpty ? insert(message, now: now) : insert(message, queuedFor: recipients, now: now)
-        case .openMark(let peer, let room, let acked):
-            try openMark(peerID: peer.rawValue, room: room.rawValue, acked: Int64(clamping: acked))
-        case .setMark(let peer, let room, let acked):
+        case .openMark(let peer, let room, let acked), .setMark(let peer, let room, let acked):
             try setMark(peerID: peer.rawValue, room: room.rawValue, acked: Int64(clamping: acked))
         case .pinOutbox(let peer, let room):
             try pinOutbox(peerID: peer.rawValue, room: room.rawValue)

@@ -42,14 +42,6 @@ extension ChatStore {
             AND (m.recipients = '*' OR instr(',' || m.recipients || ',', ',' || k.peer_id || ',') > 0)
         """
 
-    public func openMark(peerID: String, room: String, acked: Int64) throws(Error) {
-        try run(.openMark) {
-            $0.text(peerID)
-            $0.text(room)
-            $0.integer(acked)
-        }
-    }
-
     public func setMark(peerID: String, room: String, acked: Int64) throws(Error) {
         try run(.setMark) {
             $0.text(peerID)
@@ -108,10 +100,10 @@ extension ChatStore {
         ).map { ($0[0].string, $0[1].string, $0[2].string, $0[3].int, $0[4].int != 0) }
     }
 
-    /// Messages queued per recipient, rows and marks.
+    /// Messages queued per recipient, rows and marks (a message both counts once).
     public func outboxCounts() throws(Error) -> [String: Int] {
         var counts: [String: Int] = [:]
-        for entry in try outboxEntries() { counts[entry.peerID, default: 0] += 1 }
+        for (peer, entries) in Dictionary(grouping: try outboxEntries(), by: \.peerID) { counts[peer] = Set(entries.map(\.messageID)).count }
         return counts
     }
 

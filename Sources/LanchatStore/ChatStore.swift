@@ -42,7 +42,7 @@ public final class ChatStore: SessionStore {
         case insertSeal
         /// Keeps a seal's leaves, when it was kept without them (`keepSeal`).
         case keepLeaves
-        case waitForIndex, enqueue, acknowledge, openMark, setMark
+        case waitForIndex, enqueue, acknowledge, setMark
 
         var sql: String {
             switch self {
@@ -56,8 +56,9 @@ public final class ChatStore: SessionStore {
             case .waitForIndex: "INSERT INTO messages_unindexed (message_rowid) VALUES (last_insert_rowid())"
             case .enqueue: "INSERT OR IGNORE INTO outbox (peer_id, message_id) VALUES (?, ?)"
             case .acknowledge: "DELETE FROM outbox WHERE peer_id = ? AND message_id = ?"
-            case .openMark: "INSERT OR IGNORE INTO outbox_marks (peer_id, room, acked) VALUES (?, ?, ?)"
-            case .setMark: "INSERT OR REPLACE INTO outbox_marks (peer_id, room, acked) VALUES (?, ?, ?)"
+            case .setMark:
+                "INSERT INTO outbox_marks (peer_id, room, acked) VALUES (?, ?, ?) "
+                    + "ON CONFLICT (peer_id, room) DO UPDATE SET acked = excluded.acked WHERE acked != excluded.acked"
             }
         }
     }

@@ -186,8 +186,8 @@ import Testing
         for (index, recipients) in queuedFor.enumerated() { try store.insert(message(index + 1), queuedFor: recipients, now: 0) }
         try store.insert(message(7, room: "ops"), queuedFor: "*", now: 0)
         #expect(try store.outboxEntries().isEmpty)
-        for peer in [Self.bob, Self.carol, dave] { try store.openMark(peerID: peer, room: "lab", acked: 0) }
-        try store.openMark(peerID: Self.bob, room: "lab", acked: 4)  // (it has one: kept)
+        for peer in [Self.bob, Self.carol, dave] { try store.setMark(peerID: peer, room: "lab", acked: 4) }
+        for peer in [Self.bob, Self.carol, dave] { try store.setMark(peerID: peer, room: "lab", acked: 0) }  // (set, not kept)
         func queued(_ peer: String) throws -> [Int64] { try store.outbox(peerID: peer).map(\.sequence) }
         #expect(try queued(Self.bob) == [1, 2, 5] && queued(Self.carol) == [1, 3, 5, 6] && queued(dave) == [1, 3, 5])
         try store.setMark(peerID: Self.bob, room: "lab", acked: 2)
