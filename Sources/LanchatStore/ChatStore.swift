@@ -273,8 +273,10 @@ public final class ChatStore: SessionStore {
         // queued for: "*" every member, else ids joined by ","; "" nobody), one mark per recipient and
         // room, and an index of our queued messages by room and sequence (what a mark queues is read
         // through it). Added without a new schema number: an older lanchatd names its columns and reads
-        // only the rows of `outbox`, so it does not send again what a mark queues (members still get a
-        // room's messages through their resyncs).
+        // only the rows of `outbox`, so it does not send again what a mark queues: members still get a
+        // room's messages through their resyncs, but a direct message waiting for its acknowledgement when
+        // the older lanchatd took over is not sent again (it stays queued for this one, which sets each
+        // mark again at its next send to that member).
         try db.execute(
             """
             CREATE TABLE IF NOT EXISTS outbox_marks (\(Self.outboxMarksTableColumns)) WITHOUT ROWID;
