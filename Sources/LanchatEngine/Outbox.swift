@@ -85,12 +85,15 @@ struct Outbox: Sendable {
     /// store kept that this run does not know of (a member's removal that failed to commit) must not
     /// queue for `peer` what was sent while it was not a recipient. (In the store the write is a seek
     /// when the mark is already there.)
-    mutating func queue(_ messages: [(id: WireID, sequence: UInt64)], in room: RoomID, for peer: PeerID) -> UInt64 {
+    /// Nil: no messages (nothing is queued, and the mark is not touched: set below nothing queued, it
+    /// would queue for `peer` every message of ours in the room).
+    mutating func queue(_ messages: [(id: WireID, sequence: UInt64)], in room: RoomID, for peer: PeerID) -> UInt64? {
+        guard let first = messages.first else { return nil }
         for (id, sequence) in messages {
             queues[peer, default: [:]][id] = Queued(room: room, sequence: sequence, marked: true, row: false)
             runs[peer, default: [:]][room, default: Run()].append(sequence, id)
         }
-        let mark = passAcknowledged(peer, in: room) ?? (messages.first?.sequence ?? 1) - 1
+        let mark = passAcknowledged(peer, in: room) ?? first.sequence - 1
         marks[peer, default: [:]][room] = mark
         return mark
     }

@@ -96,7 +96,7 @@ extension SessionStateMachine {
         if reliable {
             let queued = zip(wireIDs, messages).map { (id: $0, sequence: UInt64(max(1, $1.sequence))) }
             for peer in recipients {
-                out.append(.persist(.openMark(peer, room, acked: outbox.queue(queued, in: room, for: peer))))
+                if let mark = outbox.queue(queued, in: room, for: peer) { out.append(.persist(.openMark(peer, room, acked: mark))) }
             }
         }
         // Per recipient's version: sealed (when the send is), signed (version 2 and up) or plain (version

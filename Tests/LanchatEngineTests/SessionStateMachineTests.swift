@@ -213,6 +213,10 @@ import Testing
         node.sendNotStored(first)
         let (_, three) = try node.send(["three"], room: lab, at: at(102))
         #expect(opened(three) == [.openMark(large.id, lab, acked: 1)])
+        // A send of nothing touches no mark (set below nothing queued, it would queue all of ours).
+        var idle = roomWith(small, large)
+        let (_, nothing) = try idle.send([], room: lab, at: at(100))
+        #expect(opened(nothing).isEmpty)
     }
 
     /// What stays queued for a recipient that left (`pin`) is acknowledged row by row, and moves no mark.
