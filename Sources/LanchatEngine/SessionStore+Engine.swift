@@ -9,7 +9,7 @@ extension SessionStore {
     public func apply(_ operation: StoreOperation, now: Int64) throws -> Bool {
         switch operation {
         case .insertMessage(let message, _, let recipients):
-            return try recipients.isEmpty ? insert(message, now: now) : insert(message, queuedFor: recipients, now: now)
+            return try insert(message, queuedFor: recipients, now: now)
         case .openMark(let peer, let room, let acked), .setMark(let peer, let room, let acked):
             try setMark(peerID: peer.rawValue, room: room.rawValue, acked: Int64(clamping: acked))
         case .pinOutbox(let peer, let room):
