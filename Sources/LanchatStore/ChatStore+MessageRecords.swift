@@ -146,11 +146,14 @@ extension ChatStore {
 
     @discardableResult
     public func dropSealed(author: String, seal: StoredSeal) throws(Error) -> Int {
-        // Through the room's index: the room is the seal's.
+        // Through the room's two indexes: the room is the seal's.
         guard let room = try db.query("SELECT room FROM seals WHERE \(Self.thatSeal)", Self.thatSeal(author: author, seal)).first?.first?.string
         else { return 0 }
-        try db.query("DELETE FROM messages WHERE room = ? AND sender_id = ? AND seal_id = ?", [.text(room), .text(author), .text(seal.id)])
-        let dropped = db.changes
+        var dropped = 0
+        for arm in Self.roomArms {
+            try db.query(Self.forgetSealSQL(arm: arm), [.text(room), .text(author), .text(seal.id)])
+            dropped += db.changes
+        }
         try db.query("DELETE FROM seals WHERE \(Self.thatSeal)", Self.thatSeal(author: author, seal))
         changes &+= 1
         lastKeptSeal = nil
@@ -219,9 +222,10 @@ extension ChatStore {
         let columns = Self.messageColumns
         let newest: [StoredMessage]
         if let room {
-            newest = try messages(
-                "SELECT \(columns) FROM messages WHERE room = ? ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?",
-                [.text(room), .integer(Int64(limit))])
+            // The newest of each of the room's two indexes, merged.
+            var both: [StoredMessage] = []
+            for arm in Self.roomArms { both += try messages(Self.roomHistorySQL(arm: arm), [.text(room), .integer(Int64(limit))]) }
+            newest = Self.newestFirst(both, limit: limit)
         } else {
             newest = try messages(
                 "SELECT \(columns) FROM messages ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?", [.integer(Int64(limit))])
@@ -288,12 +292,38 @@ extension ChatStore {
             conditions.append("substr(m.body, 1, ?) = ?")
             values += [.integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]  // (SQLite counts code points)
         }
-        let clause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
-        let found = try messages(
-            "SELECT \(Self.messageColumns(prefix: "m.")) FROM \(source)\(clause) "
-                + "ORDER BY \(order) LIMIT ?",
-            values + [.integer(Int64(limit))])
+        // A room's messages by time (no words) are read from each of its two indexes and merged; files
+        // alone are read by their own index (`messages_files`).
+        let arms: [String?] = room != nil && filter.words == nil && filter.kind != .file ? Self.roomArms(prefix: "m.") : [nil]
+        var found: [StoredMessage] = []
+        for arm in arms {
+            let clause = (conditions + (arm.map { [$0] } ?? [])).joined(separator: " AND ")
+            found += try messages(Self.searchSQL(source: source, clause: clause, order: order), values + [.integer(Int64(limit))])
+        }
+        if arms.count > 1 { found = Self.newestFirst(found, limit: limit) }
         return found.sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
+    }
+
+    static func searchSQL(source: String, clause: String, order: String) -> String {
+        "SELECT \(messageColumns(prefix: "m.")) FROM \(source)\(clause.isEmpty ? "" : " WHERE " + clause) ORDER BY \(order) LIMIT ?"
+    }
+
+    /// What each of a room's two indexes of messages by time holds (`messages_shared`, `messages_private`):
+    /// a condition SQLite reads through the index only when a query's WHERE has it as written here.
+    static let roomArms = roomArms(prefix: "")
+
+    static func roomArms(prefix: String) -> [String] {
+        ["\(prefix)kind != 2 AND \(prefix)direct = 0", "(\(prefix)kind = 2 OR \(prefix)direct != 0)"]
+    }
+
+    /// The newest `limit` messages of a room that `arm` (one of `roomArms`) holds, newest first.
+    static func roomHistorySQL(arm: String) -> String {
+        "SELECT \(messageColumns) FROM messages WHERE room = ? AND \(arm) ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
+    }
+
+    /// The newest `limit` of messages read from a room's two indexes, newest first.
+    static func newestFirst(_ messages: [StoredMessage], limit: Int) -> [StoredMessage] {
+        Array(messages.sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) > ($1.timestamp, $1.senderID, $1.sequence, $1.id) }.prefix(limit))
     }
 
     /// The columns `message(_:)` reads, in its order.
@@ -452,7 +482,13 @@ extension ChatStore {
 
     /// The newest timestamp of a text or file message in `room` (0 if none): what a newcomer already has.
     public func latestTimestamp(room: String) throws(Error) -> Int64 {
-        try db.query("SELECT max(timestamp) FROM messages WHERE room = ? AND kind != 2", [.text(room)]).first?.first?.int ?? 0
+        try Self.roomArms.map { arm throws(Error) in
+            try db.query(Self.latestTimestampSQL(arm: arm), [.text(room)]).first?.first?.int ?? 0
+        }.max() ?? 0
+    }
+
+    static func latestTimestampSQL(arm: String) -> String {
+        "SELECT max(timestamp) FROM messages WHERE room = ? AND \(arm) AND kind != 2"
     }
 
     public func messageCount() throws(Error) -> Int {
@@ -471,7 +507,17 @@ extension ChatStore {
 
     /// The highest sequence `sender` used in `room` (0 if none).
     public func lastSequence(room: String, sender: String) throws(Error) -> Int64 {
-        try db.query("SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND kind != 2", [.text(room), .text(sender)]).first?.first?.int ?? 0
+        try Self.roomArms.map { arm throws(Error) in
+            try db.query(Self.lastSequenceSQL(arm: arm), [.text(room), .text(sender)]).first?.first?.int ?? 0
+        }.max() ?? 0
+    }
+
+    static func forgetSealSQL(arm: String) -> String {
+        "DELETE FROM messages WHERE room = ? AND sender_id = ? AND seal_id = ? AND \(arm)"
+    }
+
+    static func lastSequenceSQL(arm: String) -> String {
+        "SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND \(arm) AND kind != 2"
     }
 
     public func recentSequences(room: String, limit: Int) throws(Error) -> [(author: String, sequence: Int64)] {

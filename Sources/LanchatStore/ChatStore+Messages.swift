@@ -23,7 +23,8 @@ extension ChatStore {
 
     /// A file whose messages are keyed by id alone (every lanchatd before 2026-11-26) gets the table made
     /// again keyed by id and author, in one transaction, rows and rowids as they were (the word index
-    /// refers to rowids), with its indexes and the word index's trigger made again. Without a new schema
+    /// refers to rowids), with the word index's trigger made again (its indexes are made after it, with
+    /// every file's: `prepareSchema`). Without a new schema
     /// number: an older lanchatd reads and writes the new table as before.
     func keyMessagesByAuthor() throws(Error) {
         // `pk` (the 6th column of table_info) is 1 for id alone, 1 and 2 for id and sender_id.
@@ -37,7 +38,6 @@ extension ChatStore {
                 INSERT INTO messages_by_author (rowid, \(columns)) SELECT rowid, \(columns) FROM messages;
                 DROP TABLE messages;
                 ALTER TABLE messages_by_author RENAME TO messages;
-                CREATE INDEX IF NOT EXISTS messages_by_room ON messages (room, timestamp, sender_id, sequence);
                 CREATE TRIGGER IF NOT EXISTS messages_fts_forget AFTER DELETE ON messages BEGIN
                     INSERT INTO messages_fts (messages_fts, rowid, body)
                         SELECT 'delete', old.rowid, old.body WHERE NOT EXISTS (SELECT 1 FROM messages_unindexed WHERE message_rowid = old.rowid);

@@ -12,7 +12,6 @@ extension ChatStore {
         try db.execute(
             """
             CREATE TABLE IF NOT EXISTS messages (\(Self.messagesTableColumns));
-            CREATE INDEX IF NOT EXISTS messages_by_room ON messages (room, timestamp, sender_id, sequence);
             CREATE TABLE IF NOT EXISTS outbox (\(Self.outboxTableColumns)) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS rooms (room TEXT PRIMARY KEY, joined_at INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS members (
@@ -120,12 +119,20 @@ extension ChatStore {
             """
             CREATE TABLE IF NOT EXISTS leaves (room TEXT NOT NULL, peer_id TEXT NOT NULL, left_at INTEGER NOT NULL, PRIMARY KEY (room, peer_id))
             """)
-        // What the relay and newcomers' histories read (`export`, `recentSequences`): the room's messages
-        // but notices and direct ones, newest first. Without it, a room whose latest 100,000 messages
-        // were direct made each SYNC_REQUEST skip them row by row on the event loop (about 100 ms).
+        // A room's messages by time, in two partial indexes that together hold each message once: the shared
+        // ones (`messages_shared`: what the relay and newcomers' histories read, `export` and
+        // `recentSequences`; without it, a room whose latest 100,000 messages were direct made each
+        // SYNC_REQUEST skip them row by row, about 100 ms) and the rest, notices and direct messages
+        // (`messages_private`). A person's history reads both and merges them (`roomArms`). Until
+        // 2026-11-29 an index of all of a room's messages (`messages_by_room`) held every shared message a
+        // second time: one more entry to write for each message stored, and one more page in each
+        // commit. It is dropped here, without a new schema number: an older lanchatd makes it again when it
+        // opens the file (its `CREATE INDEX IF NOT EXISTS`), and this one drops it again.
         try db.execute(
             """
-            CREATE INDEX IF NOT EXISTS messages_shared ON messages (room, timestamp, sender_id, sequence) WHERE kind != 2 AND direct = 0
+            CREATE INDEX IF NOT EXISTS messages_shared ON messages (room, timestamp, sender_id, sequence) WHERE \(Self.roomArms[0]);
+            CREATE INDEX IF NOT EXISTS messages_private ON messages (room, timestamp, sender_id, sequence) WHERE \(Self.roomArms[1]);
+            DROP INDEX IF EXISTS messages_by_room;
             """)
         try keyOutboxByRecipient()
         // The outbox as marks (issue 33, 2026-11-29): `messages.recipients` (who one of our messages was

@@ -111,7 +111,10 @@ extension SessionStoreContractTests {
         try store.insert(sealed(2, by: seal(1, checked: false), leaf: 0), now: 0)
         try store.insert(sealed(3, by: seal(1, checked: false), leaf: 1), now: 0)
         try store.insert(sealed(4, by: seal(2, checked: false), leaf: 0, body: "forged words"), now: 0)
-        try store.insert(sealed(5, by: seal(2, checked: false), leaf: 1, body: "forged too"), now: 0)
+        // (One of them direct: read through the room's other index, and dropped through it too.)
+        var direct = sealed(5, by: seal(2, checked: false), leaf: 1, body: "forged too")
+        direct.direct = true
+        try store.insert(direct, now: 0)
         try store.insert(sealed(6, by: seal(3, checked: true), leaf: 0), now: 0)
         // Another seal under seal 1's id, unchecked: not stored. Checked (a history's): stored, not sealed.
         var other = seal(4, checked: false)
