@@ -292,38 +292,19 @@ extension ChatStore {
             conditions.append("substr(m.body, 1, ?) = ?")
             values += [.integer(Int64(prefix.unicodeScalars.count)), .text(prefix)]  // (SQLite counts code points)
         }
-        // A room's messages by time (no words) are read from each of its two indexes and merged; files
-        // alone are read by their own index (`messages_files`).
-        let arms: [String?] = room != nil && filter.words == nil && filter.kind != .file ? Self.roomArms(prefix: "m.") : [nil]
-        var found: [StoredMessage] = []
-        for arm in arms {
-            let clause = (conditions + (arm.map { [$0] } ?? [])).joined(separator: " AND ")
-            found += try messages(Self.searchSQL(source: source, clause: clause, order: order), values + [.integer(Int64(limit))])
+        let found: [StoredMessage]
+        if let room, filter.words == nil, filter.kind != .file {
+            // A room's messages by time, from its two indexes (files alone: by their own, `messages_files`).
+            found = try roomNewest(room: room, conditions: conditions, values: values, since: filter.since, limit: limit)
+        } else {
+            let clause = conditions.joined(separator: " AND ")
+            found = try messages(Self.searchSQL(source: source, clause: clause, order: order), values + [.integer(Int64(limit))])
         }
-        if arms.count > 1 { found = Self.newestFirst(found, limit: limit) }
         return found.sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) < ($1.timestamp, $1.senderID, $1.sequence, $1.id) }
     }
 
     static func searchSQL(source: String, clause: String, order: String) -> String {
         "SELECT \(messageColumns(prefix: "m.")) FROM \(source)\(clause.isEmpty ? "" : " WHERE " + clause) ORDER BY \(order) LIMIT ?"
-    }
-
-    /// What each of a room's two indexes of messages by time holds (`messages_shared`, `messages_private`):
-    /// a condition SQLite reads through the index only when a query's WHERE has it as written here.
-    static let roomArms = roomArms(prefix: "")
-
-    static func roomArms(prefix: String) -> [String] {
-        ["\(prefix)kind != 2 AND \(prefix)direct = 0", "(\(prefix)kind = 2 OR \(prefix)direct != 0)"]
-    }
-
-    /// The newest `limit` messages of a room that `arm` (one of `roomArms`) holds, newest first.
-    static func roomHistorySQL(arm: String) -> String {
-        "SELECT \(messageColumns) FROM messages WHERE room = ? AND \(arm) ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
-    }
-
-    /// The newest `limit` of messages read from a room's two indexes, newest first.
-    static func newestFirst(_ messages: [StoredMessage], limit: Int) -> [StoredMessage] {
-        Array(messages.sorted { ($0.timestamp, $0.senderID, $0.sequence, $0.id) > ($1.timestamp, $1.senderID, $1.sequence, $1.id) }.prefix(limit))
     }
 
     /// The columns `message(_:)` reads, in its order.
@@ -480,17 +461,6 @@ extension ChatStore {
         "SELECT sender_id, sequence FROM messages WHERE room = ? AND kind != 2 AND direct = 0 "
         + "ORDER BY timestamp DESC, sender_id DESC, sequence DESC LIMIT ?"
 
-    /// The newest timestamp of a text or file message in `room` (0 if none): what a newcomer already has.
-    public func latestTimestamp(room: String) throws(Error) -> Int64 {
-        try Self.roomArms.map { arm throws(Error) in
-            try db.query(Self.latestTimestampSQL(arm: arm), [.text(room)]).first?.first?.int ?? 0
-        }.max() ?? 0
-    }
-
-    static func latestTimestampSQL(arm: String) -> String {
-        "SELECT max(timestamp) FROM messages WHERE room = ? AND \(arm) AND kind != 2"
-    }
-
     public func messageCount() throws(Error) -> Int {
         Int(try db.query("SELECT count(*) FROM messages").first?.first?.int ?? 0)
     }
@@ -503,21 +473,6 @@ extension ChatStore {
             result[row[0].string] = row[1].int
         }
         return result
-    }
-
-    /// The highest sequence `sender` used in `room` (0 if none).
-    public func lastSequence(room: String, sender: String) throws(Error) -> Int64 {
-        try Self.roomArms.map { arm throws(Error) in
-            try db.query(Self.lastSequenceSQL(arm: arm), [.text(room), .text(sender)]).first?.first?.int ?? 0
-        }.max() ?? 0
-    }
-
-    static func forgetSealSQL(arm: String) -> String {
-        "DELETE FROM messages WHERE room = ? AND sender_id = ? AND seal_id = ? AND \(arm)"
-    }
-
-    static func lastSequenceSQL(arm: String) -> String {
-        "SELECT max(sequence) FROM messages WHERE room = ? AND sender_id = ? AND \(arm) AND kind != 2"
     }
 
     public func recentSequences(room: String, limit: Int) throws(Error) -> [(author: String, sequence: Int64)] {
