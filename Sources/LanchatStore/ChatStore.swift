@@ -169,18 +169,18 @@ public final class ChatStore: SessionStore {
             try commitBulk()
             return result
         }
-        try db.execute("BEGIN IMMEDIATE")
+        try db.executePrepared("BEGIN IMMEDIATE")
         depth = 1
         untouchedAt = db.totalChanges
         defer { untouchedAt = nil }
         do {
             let result = try body()
             depth = 0
-            try db.execute("COMMIT")
+            try db.executePrepared("COMMIT")
             return result
         } catch {
             depth = 0
-            try? db.execute("ROLLBACK")
+            try? db.executePrepared("ROLLBACK")
             rolledBack()
             throw error
         }
@@ -195,7 +195,7 @@ public final class ChatStore: SessionStore {
     public func bulk<T>(_ body: () throws -> T) throws -> T {
         guard depth == 0 else { return try transaction(body) }
         if !bulkStillOpen() {
-            try db.execute("BEGIN IMMEDIATE")
+            try db.executePrepared("BEGIN IMMEDIATE")
             bulkOpen = true
         }
         return try piece(body)
@@ -206,9 +206,9 @@ public final class ChatStore: SessionStore {
         guard depth == 0, bulkStillOpen() else { return }
         bulkOpen = false
         do {
-            try db.execute("COMMIT")
+            try db.executePrepared("COMMIT")
         } catch {
-            try? db.execute("ROLLBACK")
+            try? db.executePrepared("ROLLBACK")
             rolledBack()
             throw error
         }
@@ -226,17 +226,17 @@ public final class ChatStore: SessionStore {
 
     /// `body` in a savepoint of the open transaction: undone alone if it throws.
     private func piece<T>(_ body: () throws -> T) throws -> T {
-        try db.execute("SAVEPOINT piece")
+        try db.executePrepared("SAVEPOINT piece")
         depth = 1
         defer { depth = 0 }
         do {
             let result = try body()
-            try db.execute("RELEASE piece")
+            try db.executePrepared("RELEASE piece")
             return result
         } catch {
-            try? db.execute("ROLLBACK TO piece")
+            try? db.executePrepared("ROLLBACK TO piece")
             rolledBack()
-            try? db.execute("RELEASE piece")
+            try? db.executePrepared("RELEASE piece")
             throw error
         }
     }
@@ -261,9 +261,9 @@ public final class ChatStore: SessionStore {
             } catch {
                 rolledBack()
                 guard db.inTransaction else { throw StoreTransactionLost("\(error)") }
-                try? db.execute("ROLLBACK")
+                try? db.executePrepared("ROLLBACK")
                 do {
-                    try db.execute("BEGIN IMMEDIATE")
+                    try db.executePrepared("BEGIN IMMEDIATE")
                 } catch let lost {
                     throw StoreTransactionLost("\(error); then: \(lost)")
                 }
@@ -271,16 +271,16 @@ public final class ChatStore: SessionStore {
                 throw error
             }
         }
-        try db.execute("SAVEPOINT batch")
+        try db.executePrepared("SAVEPOINT batch")
         do {
             let result = try body()
-            try db.execute("RELEASE batch")
+            try db.executePrepared("RELEASE batch")
             return result
         } catch {
             rolledBack()
             guard db.inTransaction else { throw StoreTransactionLost("\(error)") }
-            try? db.execute("ROLLBACK TO batch")
-            try? db.execute("RELEASE batch")
+            try? db.executePrepared("ROLLBACK TO batch")
+            try? db.executePrepared("RELEASE batch")
             throw error
         }
     }
@@ -289,8 +289,8 @@ public final class ChatStore: SessionStore {
     public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
         // (Inside an open bulk write SQLite cannot change the setting: that commit syncs.)
         guard !durable, depth == 0, !bulkStillOpen() else { return try transaction(body) }
-        try db.execute("PRAGMA synchronous=NORMAL")
-        defer { try? db.execute("PRAGMA synchronous=FULL") }
+        try db.executePrepared("PRAGMA synchronous=NORMAL")
+        defer { try? db.executePrepared("PRAGMA synchronous=FULL") }
         return try transaction(body)
     }
 

@@ -24,16 +24,29 @@ public enum MerkleTree {
         var hasher = SHA256()
         withUnsafeBytes(of: leafPrefix) { hasher.update(bufferPointer: $0) }
         leaf.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        return Array(hasher.finalize())
+        return bytes(of: hasher.finalize())
     }
 
     /// `SHA-256(0x01 | left | right)`: the hash of an interior node.
+    ///
+    /// The three parts are put side by side on the stack and hashed at once: an update per part went
+    /// through the digest's context three times, and a node is hashed for nearly every message on both
+    /// ends (its seal's tree), and `log2(n)` times for each record of a sealed history.
     public static func nodeHash(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] {
-        var hasher = SHA256()
-        withUnsafeBytes(of: nodePrefix) { hasher.update(bufferPointer: $0) }
-        left.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        right.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        return Array(hasher.finalize())
+        withUnsafeTemporaryAllocation(byteCount: 1 + left.count + right.count, alignment: 1) { buffer in
+            buffer[0] = nodePrefix
+            left.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[1...]).copyMemory(from: $0) }
+            right.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[(1 + left.count)...]).copyMemory(from: $0) }
+            var hasher = SHA256()
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(buffer))
+            return bytes(of: hasher.finalize())
+        }
+    }
+
+    /// A digest's 32 bytes as an array, copied at once (`Array(digest)` reads them one by one through
+    /// the digest's iterator).
+    static func bytes(of digest: SHA256Digest) -> [UInt8] {
+        digest.withUnsafeBytes { Array($0) }
     }
 
     /// `MTH(D[n])` from the leaves' hashes, in order. For no leaves, RFC 9162's `SHA-256()` (a seal never
@@ -42,7 +55,7 @@ public enum MerkleTree {
     /// Computed level by level: adjacent nodes pair up, and the last node of a level with an odd count
     /// moves up unchanged. That is the recursive definition above, since its left subtrees are complete.
     public static func root(_ leafHashes: [[UInt8]]) -> [UInt8] {
-        guard !leafHashes.isEmpty else { return Array(SHA256().finalize()) }
+        guard !leafHashes.isEmpty else { return bytes(of: SHA256().finalize()) }
         var level = leafHashes
         while level.count > 1 { level = parents(of: level) }
         return level[0]

@@ -98,10 +98,11 @@ func countEvents(_ node: SessionNode, on counter: Counter, _ counts: @escaping @
     }
 }
 
-/// `messages N`: two nodes, one room; N signed reliable messages one way in calls of 100, until the receiver
+/// `messages N`: two nodes, one room; N signed reliable messages one way in calls of `call` (100 unless
+/// given: 1 shows what each lone send costs), until the receiver
 /// has stored them all and the sender has every acknowledgement (and both have them in the word index). `file PATH`: the same two nodes; the file
 /// from one to the other, until both ends say complete (the receiver has it on disk, verified).
-func workload(directory: String, kind: String, argument: String) async throws {
+func workload(directory: String, kind: String, argument: String, call: Int = 100) async throws {
     let sender = try await WorkNode.make(directory + "/sender", name: "sender")
     let receiver = try await WorkNode.make(directory + "/receiver", name: "receiver")
     sender.knows(receiver)
@@ -117,7 +118,7 @@ func workload(directory: String, kind: String, argument: String) async throws {
         }
         var sent = 0
         while sent < count {
-            let end = min(sent + 100, count)
+            let end = min(sent + call, count)
             _ = try await sender.node.send((sent..<end).map { "w:\($0)" }, room: room)
             sent = end
         }

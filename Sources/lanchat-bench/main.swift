@@ -17,8 +17,9 @@
 //                                                    (PER: the author sealed them PER to a seal, a member hands them on,
 //                                                    or the author, sealing again those in seals of fewer than 16)
 //   lanchat-bench envelopes COUNT ROUNDS             sign and verify a message (P-256) next to SHA-256 of it; JSON
-//   lanchat-bench workload DIR messages N|file PATH  a fixed workload between two nodes in this process (for
-//                                                    instruction counts under callgrind): N messages, or a file
+//   lanchat-bench workload DIR messages N [CALL]|file PATH  a fixed workload between two nodes in this process (for
+//                                                    instruction counts under callgrind): N messages in calls of CALL
+//                                                    (100), or a file
 //   lanchat-bench floor DIR tls-ping N|tls-copy PATH its floor with the same TLS library: N synced round trips,
 //                                                    or the file's bytes over TLS into a synced file
 //
@@ -52,8 +53,13 @@ case "history" where (4...6).contains(arguments.count) && (arguments.count < 6 |
     } catch { die("\(error)") }
 case "envelopes" where arguments.count == 4:
     envelopeBenchmark(count: Int(arguments[2])!, rounds: Int(arguments[3])!)
-case "workload" where arguments.count == 5:
-    do { try await workload(directory: arguments[2], kind: arguments[3], argument: arguments[4]) } catch { die("\(error)") }
+case "workload" where arguments.count == 5 || (arguments.count == 6 && arguments[3] == "messages"):
+    var call = 100
+    if arguments.count == 6 {
+        guard let given = Int(arguments[5]), given > 0 else { die("workload: calls of a count above 0") }
+        call = given
+    }
+    do { try await workload(directory: arguments[2], kind: arguments[3], argument: arguments[4], call: call) } catch { die("\(error)") }
 case "floor" where arguments.count == 5:
     do { try await floorWorkload(directory: arguments[2], kind: arguments[3], argument: arguments[4]) } catch { die("\(error)") }
 case "node" where arguments.count >= 7:
@@ -66,6 +72,6 @@ case "node" where arguments.count >= 7:
     }
 default:
     die(
-        "usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | tls-fanout DIR PORT COUNT MS HOST,... | search DIR N | history DIR N [PER [relay|author]] | envelopes COUNT ROUNDS | workload DIR messages N|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]"
+        "usage: lanchat-bench tcp-echo PORT | tcp-ping HOST PORT COUNT | tls-echo DIR PORT | tls-ping DIR HOST PORT COUNT | tls-fanout DIR PORT COUNT MS HOST,... | search DIR N | history DIR N [PER [relay|author]] | envelopes COUNT ROUNDS | workload DIR messages N [CALL]|file PATH | floor DIR tls-ping N|tls-copy PATH | node DIR NAME ADDR RDV N [leader]"
     )
 }

@@ -168,9 +168,11 @@ public struct StoreWorker {
     /// One request's writes, after the writes still to be tried again, in a savepoint of the group.
     private mutating func commit(_ request: StoreRequest, into answer: inout StoreAnswer) throws(StoreTransactionLost) {
         let retried = unwritten
-        let operations = retried + request.operations
+        // (Not `retried + request.operations` when nothing waits: that copied every operation of every request.)
+        let operations = retried.isEmpty ? request.operations : retried + request.operations
         guard !operations.isEmpty || request.forceDurable else { return }
         var inserted: Set<String> = []
+        inserted.reserveCapacity(operations.count)
         do {
             try store.savepoint {
                 for operation in operations {
