@@ -17,6 +17,14 @@ public struct WireID: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { Hex.string(bytes) }
+
+    /// Its 16 bytes as two words (an array's own hash takes them one by one, after its count).
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { raw in
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+            hasher.combine(raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        }
+    }
 }
 
 /// A stream's name: `[A-Za-z0-9._-]{1,64}`.

@@ -282,7 +282,7 @@ public actor SessionNode {
     /// Sleeps until the engine's next deadline (or the driver's: acknowledgements heard that wait), then
     /// ticks it.
     func armTimer() {
-        guard !stopped, let deadline = driver.nextWakeUp(engine) else {
+        guard !stopped, let deadline = driver.nextWakeUp(engineDeadline: engine.nextDeadline) else {
             timerWakeup?.cancel()
             timerWakeup = nil
             timerDeadline = nil

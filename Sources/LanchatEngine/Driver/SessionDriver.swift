@@ -170,10 +170,14 @@ public struct SessionDriver {
         heard.operations.isEmpty || stopped ? nil : heard.since + Self.acknowledgementDelay
     }
 
-    /// When the host wakes `engine` and this driver next: the sooner of their deadlines (lanchatd's timer
-    /// and the simulator's tick).
-    public func nextWakeUp(_ engine: SessionStateMachine) -> Int64? {
-        [engine.nextDeadline, nextDeadline].compactMap { $0 }.min()
+    /// When the host wakes the engine and this driver next: the sooner of the engine's deadline
+    /// (`SessionStateMachine.nextDeadline`) and this driver's (lanchatd's timer and the simulator's tick).
+    /// (It takes the engine's deadline, not the engine: an engine held by a class and passed as an
+    /// argument was copied whole for the call, at every batch.)
+    public func nextWakeUp(engineDeadline: Int64?) -> Int64? {
+        guard let engineDeadline else { return nextDeadline }
+        guard let nextDeadline else { return engineDeadline }
+        return min(engineDeadline, nextDeadline)
     }
 
     /// Acknowledgements heard that the store has not been asked for (ids).

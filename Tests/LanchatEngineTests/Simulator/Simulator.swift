@@ -423,7 +423,7 @@ final class Simulator {
     /// that wait), as `SessionNode.armTimer`.
     func nextDeadline(_ node: Int) -> Int64? {
         guard let engine = nodes[node].engine else { return nil }
-        return nodes[node].driver?.nextWakeUp(engine) ?? engine.nextDeadline
+        return nodes[node].driver?.nextWakeUp(engineDeadline: engine.nextDeadline) ?? engine.nextDeadline
     }
 
 }
