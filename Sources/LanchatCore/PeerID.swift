@@ -33,21 +33,13 @@ public struct PeerID: Hashable, Sendable, Comparable, CustomStringConvertible, C
         self.rawValue = Self.base32(Array(digest))
     }
 
-    /// Hashes the id's first 16 characters (80 bits of a SHA-256), not all 52: a peer's id is a key of
-    /// most of the engine's tables, hashed several times for each message, and the rest adds nothing a
-    /// table needs (ids that share 16 characters collide, and are still told apart by `==`).
+    /// Hashes the id's bytes as they are (what `String`'s hash also does, after checks an id does not
+    /// need): a peer's id is a key of most of the engine's tables, hashed several times for each message.
+    /// All of them, with the process's seed: ids read from the wire need only be well formed, so a member
+    /// could pick many that share a prefix, and a hash of the prefix alone would put them all in one slot.
     public func hash(into hasher: inout Hasher) {
-        var words: (UInt64, UInt64) = (0, 0)
-        let copied = rawValue.utf8.withContiguousStorageIfAvailable { bytes in
-            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes).prefix(16))) }
-        }
-        if copied == nil {
-            withUnsafeMutableBytes(of: &words) { buffer in
-                for (index, byte) in rawValue.utf8.prefix(16).enumerated() { buffer[index] = byte }
-            }
-        }
-        hasher.combine(words.0)
-        hasher.combine(words.1)
+        let hashed = rawValue.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if hashed == nil { Array(rawValue.utf8).withUnsafeBytes { hasher.combine(bytes: $0) } }
     }
 
     /// The first 12 characters: what `lanchat peers` shows.

@@ -33,11 +33,13 @@ extension SessionStateMachine {
                 out.append(.close(replaced, .leaving, "duplicate connection"))
                 // The peer may have restarted: its subscriptions and topic sequences start again.
                 forgetTopics(of: peer.id)
-                // What we sent on the old one may be lost with it (the peer kept the other connection
-                // and closed ours unread): invitations still waiting go again on this one.
-                for (_, invitation) in invites.outgoing(where: { $0.peer.id == peer.id }) {
-                    out.append(.send(handle, [.invite(invitation.frame)]))
-                }
+            }
+            // What we sent on the old one may be lost with it (the peer kept the other connection
+            // and closed ours unread): invitations still waiting go again on this one. With no old one,
+            // those waiting were sent on a connection the peer closed as a duplicate before this one
+            // came up (`linkDown` keeps them): the peer answers one it already answered the same way.
+            for (_, invitation) in invites.outgoing(where: { $0.peer.id == peer.id }) {
+                out.append(.send(handle, [.invite(invitation.frame)]))
             }
         }
         if !sharesRoom(with: peer.id), let crowded = strangerToClose(arriving: peer.id) {
@@ -115,7 +117,13 @@ extension SessionStateMachine {
         // are not connected, and what was under way on ours waits, and makes us dial again.)
         forgetSync(with: id)
         forgetTopics(of: id)
-        for (wireID, _) in invites.outgoing(where: { $0.peer.id == id }) {
+        // Closed as a duplicate: the peer kept a connection of its own to us, which comes up here in a
+        // moment (both dialed at once), or is stale on our side. Our invitations wait for it, to go again
+        // on it (`linkUp`), or expire at their time; failing them now lost a mutual invitation (both
+        // people inviting each other at once: ours failed as unreachable, so theirs was not taken as
+        // mutual and waited for an answer).
+        let duplicate: Bool = if case .goodbye(.leaving, "duplicate connection") = reason { true } else { false }
+        for (wireID, _) in invites.outgoing(where: { $0.peer.id == id }) where !duplicate {
             let outcome: InviteOutcome
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
             closeOutgoingInvitation(wireID, outcome, &out)

@@ -289,8 +289,8 @@ public final class ChatStore: SessionStore {
     public func transaction<T>(durable: Bool, _ body: () throws -> T) throws -> T {
         // (Inside an open bulk write SQLite cannot change the setting: that commit syncs.)
         guard !durable, depth == 0, !bulkStillOpen() else { return try transaction(body) }
-        try db.executePrepared("PRAGMA synchronous=NORMAL")
-        defer { try? db.executePrepared("PRAGMA synchronous=FULL") }
+        try db.execute("PRAGMA synchronous=NORMAL")
+        defer { try? db.execute("PRAGMA synchronous=FULL") }
         return try transaction(body)
     }
 

@@ -288,6 +288,43 @@ import Testing
         #expect(invites == [ours])
     }
 
+    /// Both dialed at once and the peer closed ours as a duplicate before its own connection came up here
+    /// (CI, stop 57: alice's invitation failed "unreachable: connection left", so carol's, arriving a
+    /// millisecond later on carol's connection, was not mutual and expired). Ours waits for that
+    /// connection, goes again on it, and their INVITE is taken as mutual.
+    @Test func anInvitationWaitsForThePeersConnectionWhenOursIsClosedAsADuplicate() {
+        var node = engine(large)
+        _ = node.linkUp(LinkHandle(1), peer: small, dialedByUs: true, remoteAddress: nil, at: at(0))
+        let ours = sentInvite(&node, to: small, at: 1)
+        let down = node.linkDown(LinkHandle(1), reason: .goodbye(.leaving, "duplicate connection"), at: at(2))
+        #expect(down.allSatisfy { if case .inviteFinished = $0 { false } else { true } })
+        let up = node.linkUp(LinkHandle(2), peer: small, dialedByUs: false, remoteAddress: nil, at: at(3))
+        #expect(up.serving == LinkHandle(2))
+        let resent = up.actions.compactMap { action -> WireID? in
+            if case .send(LinkHandle(2), let frames) = action, case .invite(let invite)? = frames.first { invite.id } else { nil }
+        }
+        #expect(resent == [ours])
+        let theirs = WireID(bytes: [UInt8](repeating: 7, count: 16))!
+        let actions = node.received([.invite(.init(id: theirs, timeoutMilliseconds: 10_000, room: lab, context: []))], on: LinkHandle(2), at: at(4))
+        #expect(actions.contains(.send(LinkHandle(2), [.inviteReply(.init(id: theirs, outcome: .accepted))])))
+        #expect(actions.contains(.inviteFinished(ours, .accepted)))
+    }
+
+    /// Closed for any other reason, an invitation on the connection fails at once, as before; closed as a
+    /// duplicate with no connection of the peer's coming, it expires at its time.
+    @Test func anInvitationOnAConnectionThatEndsOtherwiseFailsAtOnceAndOneLeftByADuplicateExpires() {
+        var node = engine(large)
+        _ = node.linkUp(LinkHandle(1), peer: small, dialedByUs: true, remoteAddress: nil, at: at(0))
+        let lost = sentInvite(&node, to: small, at: 1)
+        let down = node.linkDown(LinkHandle(1), reason: .lost, at: at(2))
+        #expect(down.contains { if case .inviteFinished(lost, .unreachable) = $0 { true } else { false } })
+        _ = node.linkUp(LinkHandle(2), peer: small, dialedByUs: true, remoteAddress: nil, at: at(3))
+        let waiting = sentInvite(&node, to: small, at: 4)
+        _ = node.linkDown(LinkHandle(2), reason: .goodbye(.leaving, "duplicate connection"), at: at(5))
+        let expired = node.tick(at: at(60_000))
+        #expect(expired.contains(.inviteFinished(waiting, .expired)))
+    }
+
     @Test func anInvitationThatComesAgainGetsTheSameAnswerNotANewQuestion() throws {
         var node = engine(small)
         _ = node.linkUp(LinkHandle(1), peer: large, dialedByUs: false, remoteAddress: nil, at: at(0))

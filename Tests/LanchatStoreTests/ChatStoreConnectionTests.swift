@@ -18,6 +18,11 @@ import Testing
         #expect(store.synchronousSetting == 2)
         try store.transaction(durable: false) { try store.insert(message(1), now: 0) }
         #expect(try store.history(room: "lab", limit: 10).count == 1)
+        // Every time, not the first only (the setting is applied by each run of the PRAGMA).
+        for _ in 0..<2 {
+            #expect(try store.transaction(durable: false) { store.synchronousSetting } == 1)
+            #expect(try store.transaction { store.synchronousSetting } == 2)
+        }
     }
 
     /// Savepoints in a transaction: one that throws is undone alone; once SQLite rolled the whole

@@ -39,6 +39,9 @@ import Testing
     /// Equal fields are equal values, whether or not they share a box; one field apart is not.
     @Test func messagesAreEqualByTheirFields() {
         #expect(Self.full() == Self.full())
+        let shared = Self.full()
+        let copy = shared
+        #expect(copy == shared)
         var other = Self.full()
         other.seal?.checked = false
         #expect(other != Self.full())
@@ -52,8 +55,9 @@ import Testing
         for part in ["room: \"lab\"", "body: \"hello\"", "sequence: 7", "leafCount: 2"] { #expect(printed.contains(part), "\(printed)") }
     }
 
-    /// A value held once is changed in place, and stays what it was set to through many changes.
-    @Test func aMessageHeldOnceChangesInPlace() {
+    /// A value held once stays what it was set to through many changes; a seal copied out of it is a
+    /// value of its own.
+    @Test func aMessageChangedManyTimesKeepsEachChange() {
         var message = Self.full()
         for index in 0..<1_000 { message.body += "\(index % 10)" }
         #expect(message.body.count == 5 + 1_000)

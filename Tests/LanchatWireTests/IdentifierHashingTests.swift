@@ -1,31 +1,27 @@
 import LanchatCore
 import Testing
 
-/// A peer's id hashes its first 16 characters and a wire id its 16 bytes as two words: equal ids hash
-/// alike, and ids that share what is hashed are still told apart in a set or a dictionary.
+/// A peer's id hashes all its bytes with the process's seed, and a wire id its 16 bytes as two words:
+/// equal ids hash alike, and ids that differ anywhere hash apart, so that a member cannot pick ids read
+/// from the wire that all fall in one slot of the engine's tables.
 @Suite struct IdentifierHashingTests {
     static func peer(_ prefix: String, _ rest: Character) -> PeerID {
         PeerID(prefix + String(repeating: rest, count: PeerID.length - prefix.count))!
     }
 
-    @Test func equalPeerIDsHashAlikeAndCollidingOnesStayApart() {
+    @Test func equalPeerIDsHashAlikeAndIDsThatShareAPrefixHashApart() {
         let lower = Self.peer("abcdefghijklmnop", "q")
         let upper = PeerID(lower.rawValue.uppercased())!  // (read case-insensitively: the same id)
         #expect(lower == upper)
         #expect(lower.hashValue == upper.hashValue)
-        // Same first 16 characters, different ids: one hash, two entries.
-        let other = Self.peer("abcdefghijklmnop", "r")
-        #expect(other != lower)
-        #expect(other.hashValue == lower.hashValue)
-        var table: [PeerID: Int] = [lower: 1, other: 2]
-        #expect(table.count == 2)
-        #expect(table[upper] == 1)
-        #expect(table[other] == 2)
-        table[Self.peer("abcdefghijklmnop", "s")] = 3
-        #expect(Set(table.keys).count == 3)
-        // Ids that differ early hash apart (as a table needs: not all alike).
-        let hashes = Set("abcdefgh".map { Self.peer(String($0), "a").hashValue })
-        #expect(hashes.count == 8)
+        // 32 ids that share their first 51 characters (what a hostile member could pick): 32 hashes.
+        let prefix = String(repeating: "a", count: PeerID.length - 1)
+        let alike = "abcdefghijklmnopqrstuvwxyz234567".map { PeerID(prefix + String($0))! }
+        #expect(Set(alike.map(\.hashValue)).count == 32)
+        var table: [PeerID: Int] = [:]
+        for (index, id) in alike.enumerated() { table[id] = index }
+        #expect(table.count == 32)
+        #expect(table[PeerID(prefix.uppercased() + "Q")!] == 16)
     }
 
     @Test func wireIDsHashTheirBytes() {
