@@ -107,7 +107,8 @@ extension SessionStateMachine {
         guard let entry = links.closed(handle, reason: reason) else { return out }
         let id = entry.peer.id
         timers.cancel(.retransmit(id))
-        if case .goodbye(.leaving, "duplicate connection") = reason, links.isLinked(id) {
+        let duplicate = Self.code(of: reason) == .duplicate
+        if duplicate, links.isLinked(id) {
             // The peer kept another connection, and we have it: nothing is lost.
             scheduleRedial(at: now, &out)
             return out
@@ -122,7 +123,6 @@ extension SessionStateMachine {
         // on it (`linkUp`), or expire at their time; failing them now lost a mutual invitation (both
         // people inviting each other at once: ours failed as unreachable, so theirs was not taken as
         // mutual and waited for an answer).
-        let duplicate: Bool = if case .goodbye(.leaving, "duplicate connection") = reason { true } else { false }
         for (wireID, _) in invites.outgoing(where: { $0.peer.id == id }) where !duplicate {
             let outcome: InviteOutcome
             if case .goodbye(.refused, let text) = reason { outcome = .refused(text) } else { outcome = .unreachable("connection \(reason)") }
