@@ -1,5 +1,4 @@
 import LanchatCore
-import NIOCore
 
 /// An author's signature over a message (version 2): the author's P-256 public key as a compressed
 /// SEC1 point (33 bytes) and an ECDSA P-256 / SHA-256 signature as `r || s` (64 bytes) over
@@ -30,17 +29,16 @@ public enum Envelope {
         author: String, room: RoomID, id: WireID, sequence: UInt64, timestamp: UInt64, kind: WireFrame.Message.Kind, direct: Bool = false,
         body: String
     ) -> [UInt8] {
-        var buffer = ByteBufferAllocator().buffer(capacity: 128 + body.utf8.count)
-        buffer.writeBytes(context)
-        buffer.writeLengthPrefixed(Array(author.utf8), as: UInt8.self)
-        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
-        buffer.writeBytes(id.bytes)
-        buffer.writeInteger(sequence)
-        buffer.writeInteger(timestamp)
-        buffer.writeInteger(kind.rawValue)
-        buffer.writeInteger(UInt8(direct ? 1 : 0))
-        buffer.writeLengthPrefixed(Array(body.utf8), as: UInt32.self)
-        return Array(buffer.readableBytesView)
+        var bytes = SignedBytes(context, capacity: 64 + author.utf8.count + room.rawValue.utf8.count + body.utf8.count)
+        bytes.append(author, prefix: UInt8.self)
+        bytes.append(room.rawValue, prefix: UInt8.self)
+        bytes.append(id.bytes)
+        bytes.append(sequence)
+        bytes.append(timestamp)
+        bytes.append(kind.rawValue)
+        bytes.append(UInt8(direct ? 1 : 0))
+        bytes.append(body, prefix: UInt32.self)
+        return bytes.bytes
     }
 
     public static let membershipContext: [UInt8] = Array("LCHT-JOIN-2".utf8)
@@ -49,24 +47,22 @@ public enum Envelope {
     /// What a member signs to say it is in a room (`MembershipProof`): `"LCHT-JOIN-2" | room (u8 len) |
     /// member_id (u8 len) | inviter_id (u8 len, may be empty) | joined_ms u64`.
     public static func membershipBytes(room: RoomID, member: String, inviter: String, timestamp: UInt64) -> [UInt8] {
-        var buffer = ByteBufferAllocator().buffer(capacity: 160)
-        buffer.writeBytes(membershipContext)
-        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
-        buffer.writeLengthPrefixed(Array(member.utf8), as: UInt8.self)
-        buffer.writeLengthPrefixed(Array(inviter.utf8), as: UInt8.self)
-        buffer.writeInteger(timestamp)
-        return Array(buffer.readableBytesView)
+        var bytes = SignedBytes(membershipContext, capacity: 160)
+        bytes.append(room.rawValue, prefix: UInt8.self)
+        bytes.append(member, prefix: UInt8.self)
+        bytes.append(inviter, prefix: UInt8.self)
+        bytes.append(timestamp)
+        return bytes.bytes
     }
 
     /// What a member signs when it leaves (`SignedLeave`): `"LCHT-LEAVE-2" | room (u8 len) |
     /// member_id (u8 len) | left_ms u64`.
     public static func leaveBytes(room: RoomID, member: String, timestamp: UInt64) -> [UInt8] {
-        var buffer = ByteBufferAllocator().buffer(capacity: 100)
-        buffer.writeBytes(leaveContext)
-        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
-        buffer.writeLengthPrefixed(Array(member.utf8), as: UInt8.self)
-        buffer.writeInteger(timestamp)
-        return Array(buffer.readableBytesView)
+        var bytes = SignedBytes(leaveContext, capacity: 100)
+        bytes.append(room.rawValue, prefix: UInt8.self)
+        bytes.append(member, prefix: UInt8.self)
+        bytes.append(timestamp)
+        return bytes.bytes
     }
 
     public static let sealContext: [UInt8] = Array("LCHT-SEAL".utf8)
@@ -75,14 +71,13 @@ public enum Envelope {
     /// author_id (u8 len) | seal_id [16] | room (u8 len) | leaf_count u16 | root [32]`, the root being
     /// `MerkleTree.root` of the messages' leaf hashes (`Seal.leafHash`).
     public static func sealBytes(author: String, id: WireID, room: RoomID, leafCount: UInt16, root: [UInt8]) -> [UInt8] {
-        var buffer = ByteBufferAllocator().buffer(capacity: 128)
-        buffer.writeBytes(sealContext)
-        buffer.writeLengthPrefixed(Array(author.utf8), as: UInt8.self)
-        buffer.writeBytes(id.bytes)
-        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
-        buffer.writeInteger(leafCount)
-        buffer.writeBytes(root)
-        return Array(buffer.readableBytesView)
+        var bytes = SignedBytes(sealContext, capacity: 160)
+        bytes.append(author, prefix: UInt8.self)
+        bytes.append(id.bytes)
+        bytes.append(room.rawValue, prefix: UInt8.self)
+        bytes.append(leafCount)
+        bytes.append(root)
+        return bytes.bytes
     }
 
     public static let metaContext: [UInt8] = Array("LCHT-META-2".utf8)
@@ -91,15 +86,41 @@ public enum Envelope {
     /// room (u8 len) | key (u8 len) | deleted u8 | value (u16 len) | version u64 | timestamp_ms u64 |
     /// author_id (u8 len)`.
     public static func metaBytes(room: RoomID, key: String, deleted: Bool, value: String, version: UInt64, timestamp: UInt64, author: String) -> [UInt8] {
-        var buffer = ByteBufferAllocator().buffer(capacity: 128 + value.utf8.count)
-        buffer.writeBytes(metaContext)
-        buffer.writeLengthPrefixed(Array(room.rawValue.utf8), as: UInt8.self)
-        buffer.writeLengthPrefixed(Array(key.utf8), as: UInt8.self)
-        buffer.writeInteger(UInt8(deleted ? 1 : 0))
-        buffer.writeLengthPrefixed(Array(value.utf8), as: UInt16.self)
-        buffer.writeInteger(version)
-        buffer.writeInteger(timestamp)
-        buffer.writeLengthPrefixed(Array(author.utf8), as: UInt8.self)
-        return Array(buffer.readableBytesView)
+        var bytes = SignedBytes(metaContext, capacity: 128 + value.utf8.count)
+        bytes.append(room.rawValue, prefix: UInt8.self)
+        bytes.append(key, prefix: UInt8.self)
+        bytes.append(UInt8(deleted ? 1 : 0))
+        bytes.append(value, prefix: UInt16.self)
+        bytes.append(version)
+        bytes.append(timestamp)
+        bytes.append(author, prefix: UInt8.self)
+        return bytes.bytes
+    }
+}
+
+/// The bytes a signature covers, written into one array: a `ByteBuffer`, a copy of each text field's
+/// UTF-8 and a copy of the result made six allocations for each message signed, sealed as a leaf, or
+/// checked (both ends of every message, and every record of a history). Integers are big-endian; a
+/// text's length prefix must hold its length (a trap otherwise, as `writeLengthPrefixed`).
+struct SignedBytes {
+    private(set) var bytes: [UInt8] = []
+
+    init(_ context: [UInt8], capacity: Int) {
+        bytes.reserveCapacity(capacity)
+        bytes.append(contentsOf: context)
+    }
+
+    mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+
+    mutating func append<I: FixedWidthInteger>(_ value: I) {
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func append<L: FixedWidthInteger>(_ text: String, prefix: L.Type) {
+        var text = text
+        text.withUTF8 { utf8 in
+            append(L(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
     }
 }

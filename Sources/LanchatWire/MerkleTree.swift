@@ -222,10 +222,16 @@ public enum MerkleTree {
             var last = count - 1
             var level = 0
             var hash = leafHash
+            // Where the hash so far is kept, while the path goes through known nodes (both children known,
+            // their parent known): it is read where it is kept, not copied out of it (an array a level, for
+            // nearly every record of a sealed history), until a hash must be worked out from it.
+            var hashAt: Int?
             for sibling in path {
                 guard last != 0 else { return false }  // the path is longer than the leaf's way up
                 let onTheLeft = place & 1 == 1 || place == last
                 if place & 1 == 0 && place == last {
+                    if let at = hashAt { hash = node(at) }
+                    hashAt = nil
                     // The odd last node of its level moves up alone until it is a right child.
                     guard let slot = slot(level, place), known(slot, is: hash) != false else { return false }
                     show(slot, hash, &shown)
@@ -236,14 +242,17 @@ public enum MerkleTree {
                     }
                 }
                 guard let here = slot(level, place), let there = slot(level, place ^ 1), let up = slot(level + 1, place >> 1) else { return false }
-                let knownHere = known(here, is: hash)
+                // (`hashAt` is `here`: the slot one level up from the last, and known.)
+                let knownHere = hashAt != nil ? true : known(here, is: hash)
                 let knownThere = known(there, is: sibling)
                 if knownHere == false || knownThere == false { return false }
-                show(here, hash, &shown)
+                if hashAt == nil { show(here, hash, &shown) }
                 show(there, sibling, &shown)
                 if knownHere == true, knownThere == true, states[up] == 1 {
-                    hash = Array(hashes[up * hashLength..<(up + 1) * hashLength])
+                    hashAt = up
                 } else {
+                    if let at = hashAt { hash = node(at) }
+                    hashAt = nil
                     hash = onTheLeft ? nodeHash(sibling, hash) : nodeHash(hash, sibling)
                 }
                 place >>= 1
@@ -251,10 +260,14 @@ public enum MerkleTree {
                 level += 1
             }
             // (A path shorter than the leaf's way up ends below the root.)
+            if let at = hashAt { hash = node(at) }
             guard last == 0, hash == root, let top = slot(level, 0) else { return false }
             show(top, hash, &shown)
             return true
         }
+
+        /// The hash kept in `slot`.
+        private func node(_ slot: Int) -> [UInt8] { Array(hashes[slot * hashLength..<(slot + 1) * hashLength]) }
     }
 
     /// One level up: adjacent pairs hashed, an odd last node kept as it is.
