@@ -104,16 +104,26 @@ public enum SealedHistory {
     struct Window: Sendable {
         private var heads: [Name: SealHead] = [:]
         private var order: [Name] = []
+        /// The head kept last (the newest: never the one that leaves), which the records after it name:
+        /// found without hashing a name for each.
+        private var last: SealHead?
 
-        subscript(author: String, id: WireID) -> SealHead? { heads[Name(author: author, id: id)] }
+        subscript(author: String, id: WireID) -> SealHead? {
+            if let last, last.id == id, last.author == author { return last }
+            return heads[Name(author: author, id: id)]
+        }
 
         /// Keeps `head` unless a head of its name is kept (which the caller compared first).
         mutating func add(_ head: SealHead) {
             let name = Name(author: head.author, id: head.id)
             guard heads[name] == nil else { return }
             heads[name] = head
+            last = head
             order.append(name)
-            if order.count > SealedHistory.window { heads[order.removeFirst()] = nil }
+            guard order.count > SealedHistory.window else { return }
+            let gone = order.removeFirst()
+            heads[gone] = nil
+            if let last, last.id == gone.id, last.author == gone.author { self.last = nil }
         }
     }
 
