@@ -26,23 +26,43 @@ struct FieldReader {
         return try bytes(field, count: Int(length))
     }
 
-    /// UTF-8 text without control characters (tab and newline allowed where `multiline`).
+    /// UTF-8 text without control characters (tab and newline allowed where `multiline`). Checked where
+    /// it lies in the buffer, and made a string from there: no array of its bytes first.
     mutating func text<L: FixedWidthInteger>(_ field: String, lengthType: L.Type, limit: Int, multiline: Bool = false) throws(WireError) -> String {
-        let raw = try lengthPrefixed(field, lengthType: L.self, limit: limit)
+        guard let length = buffer.readInteger(as: L.self) else { throw .truncated(field: field) }
+        guard Int(length) <= limit else { throw .fieldTooLong(field: field, length: Int(length), limit: limit) }
+        let count = Int(length)
+        guard buffer.readableBytes >= count else { throw .truncated(field: field) }
         // (A control character is one byte in UTF-8: no byte of a longer character is below 0x80.)
-        var ascii = true
-        for byte in raw {
-            if byte >= 0x80 {
-                ascii = false
-            } else if (byte < 0x20 || byte == 0x7f) && !(multiline && (byte == 0x0a || byte == 0x09)) {
-                throw .invalidText(field: field)
+        let shape = buffer.withUnsafeReadableBytes { raw -> (control: Bool, ascii: Bool) in
+            var ascii = true
+            for byte in UnsafeRawBufferPointer(rebasing: raw[..<count]) {
+                if byte >= 0x80 {
+                    ascii = false
+                } else if (byte < 0x20 || byte == 0x7f) && !(multiline && (byte == 0x0a || byte == 0x09)) {
+                    return (true, ascii)
+                }
             }
+            return (false, ascii)
         }
+        guard !shape.control else { throw .invalidText(field: field) }
         // ASCII is valid UTF-8 as it is: only other text is validated (`String(validating:)` looks up
         // generic metadata at each call, a seventh of what decoding a history's record cost).
-        if ascii { return String(decoding: raw, as: UTF8.self) }
-        guard let text = String(validating: raw, as: UTF8.self) else { throw .invalidText(field: field) }
+        if shape.ascii, let text = buffer.readString(length: count) { return text }
+        guard let raw = buffer.readBytes(length: count), let text = String(validating: raw, as: UTF8.self) else { throw .invalidText(field: field) }
         return text
+    }
+
+    /// A peer's id (`u8` length, 52 characters of its alphabet), checked where it lies in the buffer and
+    /// made a string from there (what each record of a history names).
+    mutating func peerID(_ field: String) throws(WireError) -> String {
+        guard let length = buffer.readInteger(as: UInt8.self) else { throw .truncated(field: field) }
+        let count = Int(length)
+        guard count <= 52 else { throw .fieldTooLong(field: field, length: count, limit: 52) }
+        guard buffer.readableBytes >= count else { throw .truncated(field: field) }
+        let valid = buffer.withUnsafeReadableBytes { WireFrame.isPeerID(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        guard valid, let id = buffer.readString(length: count) else { throw .invalidValue(field: field) }
+        return id
     }
 
     mutating func end(_ frame: String) throws(WireError) {

@@ -114,8 +114,7 @@ public struct HistoryRecord: Equatable, Sendable {
 
     static func decode(_ reader: inout FieldReader, signed: Bool) throws(WireError) -> HistoryRecord {
         let id = WireID(bytes: try reader.bytes("message_id", count: 16))!
-        let sender = try reader.lengthPrefixed("sender_id", lengthType: UInt8.self, limit: 52)
-        guard WireFrame.isPeerID(sender) else { throw .invalidValue(field: "sender_id") }
+        let sender = try reader.peerID("sender_id")
         let name = try reader.text("sender_name", lengthType: UInt8.self, limit: WireFrame.maximumNameBytes)
         let sequence = try reader.u64("sequence")
         let timestamp = try reader.u64("timestamp_ms")
@@ -132,7 +131,7 @@ public struct HistoryRecord: Equatable, Sendable {
             }
         }
         return HistoryRecord(
-            id: id, senderID: String(decoding: sender, as: UTF8.self), senderName: name, sequence: sequence,
+            id: id, senderID: sender, senderName: name, sequence: sequence,
             timestampMilliseconds: timestamp, kind: kind, body: body, signature: signature)
     }
 }

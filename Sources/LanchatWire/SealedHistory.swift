@@ -47,15 +47,14 @@ public struct SealHead: Equatable, Sendable {
 
     static func read(_ reader: inout FieldReader) throws(WireError) -> SealHead {
         let id = WireID(bytes: try reader.bytes("seal_id", count: 16))!
-        let author = try reader.lengthPrefixed("author_id", lengthType: UInt8.self, limit: 52)
-        guard WireFrame.isPeerID(author) else { throw .invalidValue(field: "author_id") }
+        let author = try reader.peerID("author_id")
         let signature = Signature(
             key: try reader.bytes("author_key", count: Signature.keyLength),
             bytes: try reader.bytes("signature", count: Signature.length))
         let count = try reader.u16("leaf_count")
         guard Seal.leafCounts.contains(Int(count)) else { throw .invalidValue(field: "leaf_count") }
         let root = try reader.bytes("root", count: MerkleTree.hashLength)
-        return SealHead(id: id, author: String(decoding: author, as: UTF8.self), signature: signature, leafCount: count, root: root)
+        return SealHead(id: id, author: author, signature: signature, leafCount: count, root: root)
     }
 }
 
