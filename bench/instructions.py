@@ -8,14 +8,16 @@ figures print as min / median / max.
    `--messages` reliable messages one way in calls of 100, until the receiver has stored them all and the
    sender has every acknowledgement (`lanchat-bench workload DIR messages N`). Its floor, the same way: N
    round trips of 64 bytes over TLS 1.3 with the same library, each side syncing a small write before it
-   sends (`lanchat-bench floor DIR tls-ping N`).
+   sends (`lanchat-bench floor DIR tls-ping N`). Then `--lone` messages sent one call each (`lanchat-bench
+   workload DIR messages N 1`): each pays its own seal (a signature and its check) and its own commits, as a
+   message typed by a person does.
 2. A file of `--mib` MiB from one node to the other, until both ends say complete (on disk, verified)
    (`lanchat-bench workload DIR file PATH`). Its floor: the same bytes over TLS 1.3 with the same library into
    a file synced at the end (`lanchat-bench floor DIR tls-copy PATH`).
 
 Counts are of valgrind's simulated CPU (its own instruction set: code that picks AES or SHA instructions at
 run time may take another path than on the bare CPU). Usage: python3 bench/instructions.py [--messages N]
-[--mib N] [--rounds N] [--json]"""
+[--lone N] [--mib N] [--rounds N] [--json]"""
 import argparse
 import json
 import os
@@ -30,6 +32,7 @@ from figures import figure, median  # noqa: E402
 
 BIN = os.environ.get("LANCHAT_BIN", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".build", "release"))
 SMALL_MESSAGES = 1000
+SMALL_LONE = 100
 SMALL_MIB = 8
 
 
@@ -80,6 +83,7 @@ def spread(values, scale=1.0, digits=0):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--lone", type=int, default=400, help="messages sent one call each (0: not measured)")
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", action="store_true")
@@ -96,8 +100,12 @@ def main():
                                   ["workload", "DIR", "messages", str(big_count)], args.messages, args.rounds)
         floor_messages = figure(missing, "messages_floor", per_unit, program, ["floor", "DIR", "tls-ping", str(small_count)],
                                 ["floor", "DIR", "tls-ping", str(big_count)], args.messages, args.rounds)
-        # Of a message's instructions, signing it and checking the signature (`lanchat-bench envelopes`,
-        # which also hashes each message once more with SHA-256: a few thousand instructions).
+        lone = None
+        if args.lone > 0:
+            lone = figure(missing, "lone", per_unit, program, ["workload", "DIR", "messages", str(SMALL_LONE), "1"],
+                          ["workload", "DIR", "messages", str(SMALL_LONE + args.lone), "1"], args.lone, args.rounds)
+        # P-256 at work (`lanchat-bench envelopes`: each message signed and checked, hashed once more with
+        # SHA-256, then sealed and checked in seals of 1, 10, 100 and 256).
         crypto = figure(missing, "signatures", per_unit, program, ["envelopes", str(small_count), "1"],
                         ["envelopes", str(big_count), "1"], args.messages, args.rounds)
         small, big = os.path.join(files, "small.bin"), os.path.join(files, "big.bin")
@@ -109,6 +117,7 @@ def main():
         shutil.rmtree(files, ignore_errors=True)
     results = {"messages_count": args.messages, "file_mib": args.mib, "rounds_count": args.rounds,
                "lanchat_per_message": lanchat_messages, "floor_per_round_trip": floor_messages, "sign_and_verify_per_message": crypto,
+               **({"lanchat_per_lone_message": lone} if args.lone > 0 else {}), "lone_count": args.lone,
                "lanchat_per_mib": lanchat_file, "floor_per_mib": floor_file}
     if args.json:
         print(json.dumps({**results, **({"missing": missing} if missing else {})}, indent=2))
@@ -123,7 +132,16 @@ def main():
         print(f"   {name}: {spread(ours)} instructions per {unit}; {floor_name}: {spread(floor)}; {ratio:.2f}x")
     line(f"messages ({args.messages:,} signed, reliable, one way)", lanchat_messages, floor_messages, "message",
          "floor, TLS 1.3 round trip with one sync per side", ["messages", "messages_floor"])
-    line("   of which signing and checking it (P-256)", crypto, lanchat_messages, "message", "share of the message", ["signatures", "messages"])
+    if crypto is None:
+        print("   signatures and seals per message: missing: " + missing.get("signatures", ""))
+    else:
+        # (Not a share of a message's count: since seals, a message in calls of 100 shares one signature
+        # with its batch.)
+        print(f"   signatures and seals per message (`lanchat-bench envelopes`: each message signed and checked, then"
+              f" sealed and checked in seals of 1, 10, 100 and 256): {spread(crypto)} instructions")
+    if args.lone > 0:
+        line(f"messages sent one call each ({args.lone:,}: a seal and its commits each)", lone, floor_messages, "message",
+             "floor, TLS 1.3 round trip with one sync per side", ["lone", "messages_floor"])
     line(f"file ({args.mib} MiB to disk, verified)", lanchat_file, floor_file, "MiB", "floor, the bytes over TLS 1.3 into a synced file",
          ["file", "file_floor"])
     sys.exit(1 if missing else 0)

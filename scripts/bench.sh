@@ -6,7 +6,7 @@
 #   scripts/bench.sh sessions ARGS    only sessions (--hosts N, --room-hosts N, --room-only, --json)
 #   scripts/bench.sh files ARGS       only files and history for newcomers (--mib N, --messages N, --only file|history, --json)
 #   scripts/bench.sh search ARGS      only history search: index vs LIKE scan (--messages N, --json)
-#   scripts/bench.sh instructions ARGS  only instruction counts under callgrind (--messages N, --mib N, --rounds N, --json)
+#   scripts/bench.sh instructions ARGS  only instruction counts under callgrind (--messages N, --lone N, --mib N, --rounds N, --json)
 #   scripts/bench.sh compare OLD.json NEW.json   two runs' figures side by side, with new / old
 #   scripts/bench.sh order            not a benchmark: rewrites packaging/lanchatd.order, the functions lanchatd
 #                                     runs idle and chatting (under callgrind), which its release link lays out first

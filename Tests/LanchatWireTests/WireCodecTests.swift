@@ -56,6 +56,18 @@ func decodeStream(_ input: [UInt8], chunks: [Int]? = nil, limits: FrameLimits = 
         let text = try String(contentsOf: spec, encoding: .utf8)
         for vector in vectors { #expect(text.contains(vector.hex), "docs/wire-protocol.md lacks the \(vector.name) vector") }
     }
+
+    /// Bytes after a frame's last field are refused, and the error names the frame (a name made only for
+    /// the error, not at every frame decoded).
+    @Test func bytesAfterAFramesFieldsAreRefusedByItsName() {
+        #expect(throws: WireError.trailingBytes(frame: "ping", count: 1)) {
+            try WireFrame.decode(RawFrame(type: 0x20, payload: ByteBuffer(bytes: [0, 0, 0, 0, 0, 0, 0, 42, 7])))
+        }
+        #expect(throws: WireError.trailingBytes(frame: "goodbye", count: 2)) {
+            try WireFrame.decode(RawFrame(type: 0x2F, payload: ByteBuffer(bytes: [0, 0, 0, 9, 9])))
+        }
+        #expect((try? WireFrame.decode(RawFrame(type: 0x20, payload: ByteBuffer(bytes: [0, 0, 0, 0, 0, 0, 0, 42])))) == .ping(42))
+    }
 }
 
 @Suite struct FrameDecoderTests {
