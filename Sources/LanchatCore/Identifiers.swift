@@ -121,11 +121,7 @@ public enum Hex {
 
     /// The value of one hex digit (either case), or nil.
     public static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: digit - 0x30
-        case 0x61...0x66: digit - 0x61 + 10
-        case 0x41...0x46: digit - 0x41 + 10
-        default: nil
-        }
+        let value = nibble(digit)
+        return value < 16 ? value : nil
     }
 }

@@ -14,6 +14,8 @@ public final class SQLiteDatabase {
     /// runs (`Binder`); made once, freed with the database.
     private let scratch = UnsafeMutableRawPointer.allocate(byteCount: SQLiteDatabase.scratchCapacity, alignment: 8)
     static let scratchCapacity = 16 * 1024
+    /// A statement is binding or running (`run`).
+    private var running = false
 
     /// `create`: make the file if it is not there (false: an error then).
     public init(path: String, create: Bool = true) throws(Error) {
@@ -192,7 +194,7 @@ public final class SQLiteDatabase {
             var value = value
             value.withUTF8 { bytes in
                 let at = place(UnsafeRawBufferPointer(bytes))
-                sqlite3_bind_text(statement, position, at.assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
+                sqlite3_bind_text(statement, position, at.bindMemory(to: CChar.self, capacity: bytes.count), Int32(bytes.count), nil)
             }
             position += 1
         }
@@ -229,8 +231,13 @@ public final class SQLiteDatabase {
     public func run(_ statement: Statement, _ bind: (inout Binder) -> Void) throws(Error) -> Int {
         guard handle != nil else { throw error("statement failed") }
         let prepared = statement.handle
+        // (One statement at a time uses the scratch space: a run from inside a bind would write over the
+        // values bound before it.)
+        precondition(!running, "SQLiteDatabase.run inside a bind")
+        running = true
         var binder = Binder(statement: prepared, scratch: scratch)
         defer {
+            running = false
             sqlite3_reset(prepared)
             sqlite3_clear_bindings(prepared)
             for copy in binder.spilled { copy.deallocate() }

@@ -1,3 +1,4 @@
+import LanchatCore
 import NIOCore
 
 /// Reads payload fields, turning every shortfall into an error that names the field.
@@ -21,18 +22,21 @@ struct FieldReader {
 
     /// A length-prefixed byte string (`u8`, `u16` or `u32` length) of at most `limit` bytes.
     mutating func lengthPrefixed<L: FixedWidthInteger>(_ field: String, lengthType: L.Type, limit: Int) throws(WireError) -> [UInt8] {
+        try bytes(field, count: try lengthPrefix(field, lengthType: L.self, limit: limit))
+    }
+
+    /// A field's length (`u8`, `u16` or `u32`), at most `limit`, with that many bytes there to read.
+    private mutating func lengthPrefix<L: FixedWidthInteger>(_ field: String, lengthType: L.Type, limit: Int) throws(WireError) -> Int {
         guard let length = buffer.readInteger(as: L.self) else { throw .truncated(field: field) }
         guard Int(length) <= limit else { throw .fieldTooLong(field: field, length: Int(length), limit: limit) }
-        return try bytes(field, count: Int(length))
+        guard buffer.readableBytes >= Int(length) else { throw .truncated(field: field) }
+        return Int(length)
     }
 
     /// UTF-8 text without control characters (tab and newline allowed where `multiline`). Checked where
     /// it lies in the buffer, and made a string from there: no array of its bytes first.
     mutating func text<L: FixedWidthInteger>(_ field: String, lengthType: L.Type, limit: Int, multiline: Bool = false) throws(WireError) -> String {
-        guard let length = buffer.readInteger(as: L.self) else { throw .truncated(field: field) }
-        guard Int(length) <= limit else { throw .fieldTooLong(field: field, length: Int(length), limit: limit) }
-        let count = Int(length)
-        guard buffer.readableBytes >= count else { throw .truncated(field: field) }
+        let count = try lengthPrefix(field, lengthType: L.self, limit: limit)
         // (A control character is one byte in UTF-8: no byte of a longer character is below 0x80.)
         let shape = buffer.withUnsafeReadableBytes { raw -> (control: Bool, ascii: Bool) in
             var ascii = true
@@ -56,10 +60,7 @@ struct FieldReader {
     /// A peer's id (`u8` length, 52 characters of its alphabet), checked where it lies in the buffer and
     /// made a string from there (what each record of a history names).
     mutating func peerID(_ field: String) throws(WireError) -> String {
-        guard let length = buffer.readInteger(as: UInt8.self) else { throw .truncated(field: field) }
-        let count = Int(length)
-        guard count <= 52 else { throw .fieldTooLong(field: field, length: count, limit: 52) }
-        guard buffer.readableBytes >= count else { throw .truncated(field: field) }
+        let count = try lengthPrefix(field, lengthType: UInt8.self, limit: PeerID.length)
         let valid = buffer.withUnsafeReadableBytes { WireFrame.isPeerID(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
         guard valid, let id = buffer.readString(length: count) else { throw .invalidValue(field: field) }
         return id

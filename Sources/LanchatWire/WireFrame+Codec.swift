@@ -30,7 +30,7 @@ extension WireFrame {
             guard minimum >= 1, minimum <= maximum else { throw .invalidValue(field: "min_version") }
             let payload = try reader.u32("max_payload")
             guard payload >= 4096 else { throw .invalidValue(field: "max_payload") }
-            let idBytes = try readPeerID(&reader)
+            let id = try readPeerID(&reader)
             let name = try reader.text("name", lengthType: UInt8.self, limit: maximumNameBytes)
             let count = try reader.u8("capability_count")
             guard count <= maximumCapabilities else { throw .fieldTooLong(field: "capabilities", length: Int(count), limit: maximumCapabilities) }
@@ -43,7 +43,7 @@ extension WireFrame {
             result = .hello(
                 Hello(
                     minimumVersion: minimum, maximumVersion: maximum, maximumPayload: payload,
-                    peerID: String(decoding: idBytes, as: UTF8.self), name: name, capabilities: capabilities))
+                    peerID: id, name: name, capabilities: capabilities))
         case .invite:
             let id = WireID(bytes: try reader.bytes("invitation_id", count: 16))!
             let timeout = try reader.u32("timeout_ms")
@@ -227,10 +227,8 @@ extension WireFrame {
         return room
     }
 
-    static func readPeerID(_ reader: inout FieldReader) throws(WireError) -> [UInt8] {
-        let idBytes = try reader.lengthPrefixed("peer_id", lengthType: UInt8.self, limit: 52)
-        guard isPeerID(idBytes) else { throw .invalidValue(field: "peer_id") }
-        return idBytes
+    static func readPeerID(_ reader: inout FieldReader) throws(WireError) -> String {
+        try reader.peerID("peer_id")
     }
 
     static func isPeerID(_ bytes: some Collection<UInt8>) -> Bool {

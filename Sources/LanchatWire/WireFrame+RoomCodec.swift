@@ -17,7 +17,7 @@ extension WireFrame {
         }
         var members: [Member] = []
         for _ in 0..<count {
-            let id = String(decoding: try readPeerID(&reader), as: UTF8.self)
+            let id = try readPeerID(&reader)
             let name = try reader.text("name", lengthType: UInt8.self, limit: maximumNameBytes)
             let port = try reader.u16("port")
             let addressCount = try reader.u8("address_count")

@@ -95,4 +95,44 @@ import Testing
         try database.executePrepared("COMMIT")
         #expect(!database.inTransaction)
     }
+
+    /// Text and blobs are bound where `run` copied them: into the database's scratch space, and past its
+    /// end (16 KiB) into copies of their own. Each value is stored whole, in any order of sizes, again and
+    /// again; empty text stays empty text (not NULL), and no bytes bind the empty text.
+    @Test func valuesBoundInAndPastTheScratchSpaceAreStoredWhole() throws {
+        let database = try SQLiteDatabase(path: temporaryDirectory() + "/b.sqlite3")
+        try database.execute("CREATE TABLE t (n INTEGER, a TEXT, b BLOB, c TEXT, d TEXT)")
+        let insert = try database.statement("INSERT INTO t VALUES (?, ?, ?, ?, ?)")
+        func text(_ count: Int, _ seed: Int) -> String { String((0..<count).map { Character(Unicode.Scalar(UInt8(97 + ($0 + seed) % 26))) }) }
+        func blob(_ count: Int, _ seed: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 * 7 + seed) } }
+        let rows: [(String, [UInt8], String, String)] = [
+            (text(10_000, 1), blob(8_000, 2), "", text(20_000, 3)),  // past the end, then one alone past it
+            ("é😀", blob(1, 4), text(16 * 1024, 5), "x"),  // exactly the space
+            ("", [], "", ""),
+            (text(3, 6), blob(40_000, 7), text(3, 8), text(17_000, 9)),
+        ]
+        for round in 0..<2 {
+            for (index, row) in rows.enumerated() {
+                try database.run(insert) {
+                    $0.integer(Int64(round * 10 + index))
+                    $0.text(row.0)
+                    $0.blob(row.1)
+                    $0.text(row.2)
+                    $0.text(row.3)
+                }
+            }
+        }
+        let read = try database.query("SELECT n, a, hex(b), c, d, typeof(a), typeof(b) FROM t ORDER BY n")
+        #expect(read.count == 2 * rows.count)
+        for (number, values) in read.enumerated() {
+            let row = rows[number % rows.count]
+            #expect(values[1].string == row.0 && values[3].string == row.2 && values[4].string == row.3, "row \(number)")
+            #expect(values[5].string == "text")
+            if row.1.isEmpty {
+                #expect(values[6].string == "text" && values[2].string == "", "row \(number)")  // (no bytes: the empty text)
+            } else {
+                #expect(values[6].string == "blob" && values[2].string == Hex.string(row.1).uppercased(), "row \(number)")
+            }
+        }
+    }
 }
